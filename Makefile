@@ -1,0 +1,85 @@
+# ngx_llm: nginx module + inference engine.
+#
+#   make            build build/ngx_llm_engine and the nginx module
+#   make deps       install missing Debian packages, fetch the default model
+#   make run        deps + build + nginx in the foreground on 127.0.0.1:8080
+#   make test       deps + build + every test suite (what CI runs)
+#   make bench      benchmarks (long; not part of test)
+#   make CUDA=0     skip the CUDA objects even when nvcc exists
+
+SHELL      := /bin/bash
+BUILD      := build
+CC         ?= cc
+NVCC       ?= nvcc
+CUDA       ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+NGINX_SRC  ?=
+CACHE_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ngx_llm
+MODEL      ?= $(CACHE_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+SHARED     ?= $(abspath ../shared)
+
+CFLAGS     ?= -O2 -g
+CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels
+LDLIBS     := -lpcre2-8 -lcjson -lutf8proc -lm -lpthread
+
+# everything but the engine's main() is a library shared by the engine,
+# the unit tests and (a subset) the nginx module
+ENGINE_LIB_SRCS := $(filter-out engine/main.c,$(wildcard engine/*.c kernels/*.c))
+ENGINE_LIB_OBJS := $(ENGINE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CU_SRCS         := $(wildcard engine/*.cu kernels/*.cu)
+CU_OBJS         := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+UNIT_SRCS       := $(wildcard t/unit/test_*.c)
+UNIT_BINS       := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
+
+ifeq ($(CUDA),1)
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
+NVFLAGS    := -O2 -std=c++17 -Iengine -Ikernels \
+              -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+ENGINE_OBJS_CUDA := $(CU_OBJS)
+CFLAGS     += -DNGX_LLM_CUDA=1
+else
+CUDA_LIBS  :=
+ENGINE_OBJS_CUDA :=
+endif
+
+.PHONY: all engine module unit deps run test bench clean fuzz
+
+all: engine module
+
+engine: $(BUILD)/ngx_llm_engine
+
+$(BUILD)/obj/%.o: %.c $(wildcard engine/*.h kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard engine/*.h kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/ngx_llm_engine: $(BUILD)/obj/engine/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
+unit: $(UNIT_BINS)
+	SHARED=$(SHARED) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
+	    prove -e '' $(UNIT_BINS)
+
+# --- the nginx module -------------------------------------------------------
+
+module: $(BUILD)/modules/ngx_http_llm_module.so
+
+$(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.[ch] engine/*.[ch]) config
+	$(MAKE) -f $(BUILD)/nginx/Makefile modules
+	@mkdir -p $(dir $@)
+	cp $(BUILD)/nginx/ngx_http_llm_module.so $@
+
+$(BUILD)/nginx/Makefile: config
+	tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,37 @@
+/*
+ * ngx_llm_engine: the engine executable.
+ *
+ *   ngx_llm_engine serve ...      the engine process nginx starts (server.c)
+ *   ngx_llm_engine generate ...   offline generation for users and tests
+ */
+#include <stdio.h>
+#include <string.h>
+
+int llm_cli_generate(int argc, char **argv);
+int llm_server_main(int argc, char **argv);
+
+
+static void
+usage(void)
+{
+    fprintf(stderr,
+        "usage: ngx_llm_engine generate --model PATH (--prompt TEXT | "
+        "--chat FILE.json) [options]\n"
+        "       ngx_llm_engine serve [options]   (started by nginx)\n");
+}
+
+
+int
+main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "generate") == 0) {
+        return llm_cli_generate(argc - 1, argv + 1);
+    }
+
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0) {
+        return llm_server_main(argc - 1, argv + 1);
+    }
+
+    usage();
+    return 2;
+}

@@ -1,0 +1,55 @@
+/*
+ * Minimal TAP producer for the C unit tests (run by prove).
+ * defines: ok, is_int, is_str, tap_done
+ */
+#ifndef NGX_LLM_TAP_H
+#define NGX_LLM_TAP_H
+
+#include <stdio.h>
+#include <string.h>
+
+static int tap_n, tap_failed;
+
+#define ok(cond, ...) tap_ok(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#define is_int(got, want, ...) do {                                          \
+        long long g_ = (long long) (got), w_ = (long long) (want);           \
+        if (!tap_ok(g_ == w_, __FILE__, __LINE__, __VA_ARGS__))              \
+            printf("#   got %lld, want %lld\n", g_, w_);                     \
+    } while (0)
+#define is_str(got, want, ...) do {                                          \
+        const char *g_ = (got), *w_ = (want);                                \
+        if (!tap_ok(g_ && w_ && strcmp(g_, w_) == 0, __FILE__, __LINE__,     \
+                    __VA_ARGS__))                                            \
+            printf("#   got \"%s\"\n#  want \"%s\"\n", g_ ? g_ : "(null)",   \
+                   w_ ? w_ : "(null)");                                      \
+    } while (0)
+
+#include <stdarg.h>
+
+static int
+tap_ok(int pass, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    tap_n++;
+    printf("%sok %d - ", pass ? "" : "not ", tap_n);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!pass) {
+        tap_failed++;
+        printf("#   failed at %s:%d\n", file, line);
+    }
+    fflush(stdout);
+    return pass;
+}
+
+static int
+tap_done(void)
+{
+    printf("1..%d\n", tap_n);
+    return tap_failed ? 1 : 0;
+}
+
+#endif
