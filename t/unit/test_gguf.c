@@ -1,0 +1,342 @@
+/*
+ * GGUF reader: the staged stories260K files and SmolLM2 parse and give the
+ * known metadata; corrupted or truncated copies (made in memory) fail with a
+ * message naming the fault, and never crash.
+ */
+#include "tap.h"
+#include "gguf.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char shared_dir[1024];
+static const char *model_path;
+
+
+static uint8_t *
+read_file(const char *path, size_t *len)
+{
+    FILE     *f = fopen(path, "rb");
+    uint8_t  *buf;
+    long      n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n > 0 ? n : 1);
+    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+
+static int
+str_eq(const char *s, uint64_t len, const char *want)
+{
+    return len == strlen(want) && memcmp(s, want, len) == 0;
+}
+
+
+static void
+test_stories(const char *type_name, uint32_t embd_type)
+{
+    char                path[1200];
+    gguf_file           g;
+    const gguf_tensor  *t;
+    const gguf_kv      *kv;
+    const char         *s;
+    uint64_t            len, n;
+    uint32_t            u, et;
+    float               f;
+    const void         *data;
+
+    snprintf(path, sizeof(path),
+             "%s/data/models/stories260K-gguf/stories260K-%s.gguf",
+             shared_dir, type_name);
+    if (!ok(gguf_open(&g, path) == 0, "%s parses", type_name)) {
+        printf("#   %s\n", g.err);
+        gguf_close(&g);
+        return;
+    }
+    is_int(g.version, 3, "%s: version", type_name);
+    is_int(g.n_tensors, 47, "%s: 47 tensors", type_name);
+    is_int(g.n_kv, 22, "%s: 22 key/values", type_name);
+    ok(gguf_get_str(&g, "general.architecture", &s, &len) == 0
+       && str_eq(s, len, "llama"), "%s: architecture llama", type_name);
+    ok(gguf_get_u32(&g, "llama.embedding_length", &u) == 0 && u == 64,
+       "%s: embedding_length 64", type_name);
+    ok(gguf_get_u32(&g, "llama.attention.head_count_kv", &u) == 0 && u == 4,
+       "%s: head_count_kv 4", type_name);
+    ok(gguf_get_f32(&g, "llama.rope.freq_base", &f) == 0 && f == 10000.0f,
+       "%s: rope.freq_base 10000", type_name);
+    ok(gguf_get_f32(&g, "llama.attention.layer_norm_rms_epsilon", &f) == 0
+       && f == 1e-5f, "%s: rms epsilon 1e-5", type_name);
+    ok(gguf_get_u32(&g, "general.architecture", &u) == -1,
+       "%s: a string is not a u32", type_name);
+    ok(gguf_get_arr(&g, "tokenizer.ggml.tokens", &et, &n, &data) == 0
+       && et == GGUF_TYPE_STRING && n == 512, "%s: 512 tokens", type_name);
+    kv = gguf_find_kv(&g, "tokenizer.ggml.tokens");
+    ok(gguf_arr_str(kv, 1, &s, &len) == 0 && str_eq(s, len, "<s>"),
+       "%s: token 1 is <s>", type_name);
+    ok(gguf_arr_str(kv, 300, &s, &len) == 0
+       && str_eq(s, len, "\xe2\x96\x81ha"), "%s: token 300", type_name);
+    ok(gguf_arr_str(kv, 512, &s, &len) == -1, "%s: token 512 is out of range",
+       type_name);
+
+    t = gguf_find_tensor(&g, "token_embd.weight");
+    ok(t != NULL && t->type == embd_type && t->n_dims == 2 && t->ne[0] == 64
+       && t->ne[1] == 512 && t->offset == 0
+       && (const uint8_t *) t->data == g.base + 14208
+       && t->nbytes == ggml_row_size(embd_type, 64) * 512,
+       "%s: token_embd.weight is %s (64, 512) at byte 14208", type_name,
+       ggml_type_name(embd_type));
+    ok(gguf_find_tensor(&g, "output.weight") == NULL,
+       "%s: no output.weight (tied)", type_name);
+    t = gguf_find_tensor(&g, "blk.4.ffn_down.weight");
+    ok(t != NULL && t->ne[0] == 172 && t->ne[1] == 64,
+       "%s: blk.4.ffn_down.weight is (172, 64)", type_name);
+    gguf_close(&g);
+}
+
+
+static void
+test_smollm2(void)
+{
+    gguf_file           g;
+    const gguf_tensor  *t;
+    const char         *s;
+    uint64_t            len;
+    uint32_t            u;
+    int                 b;
+
+    if (!ok(gguf_open(&g, model_path) == 0, "SmolLM2 parses")) {
+        printf("#   %s\n", g.err);
+        gguf_close(&g);
+        return;
+    }
+    is_int(g.n_tensors, 272, "SmolLM2: 272 tensors");
+    ok(gguf_get_u32(&g, "llama.block_count", &u) == 0 && u == 30,
+       "SmolLM2: 30 blocks");
+    ok(gguf_get_u32(&g, "llama.embedding_length", &u) == 0 && u == 576,
+       "SmolLM2: dim 576");
+    ok(gguf_get_str(&g, "tokenizer.ggml.pre", &s, &len) == 0
+       && str_eq(s, len, "smollm"), "SmolLM2: pre-tokenizer smollm");
+    ok(gguf_get_str(&g, "tokenizer.chat_template", &s, &len) == 0
+       && len > 29 && memcmp(s, "{% for message in messages %}", 29) == 0,
+       "SmolLM2: chat template");
+    ok(gguf_get_bool(&g, "tokenizer.ggml.add_bos_token", &b) == 0 && b == 0,
+       "SmolLM2: add_bos_token false");
+    t = gguf_find_tensor(&g, "token_embd.weight");
+    ok(t != NULL && t->type == GGML_TYPE_Q8_0 && t->ne[0] == 576
+       && t->ne[1] == 49152, "SmolLM2: token_embd Q8_0 (576, 49152)");
+    t = gguf_find_tensor(&g, "blk.29.ffn_down.weight");
+    ok(t != NULL && t->type == GGML_TYPE_Q4_1 && t->ne[0] == 1536
+       && t->ne[1] == 576, "SmolLM2: blk.29.ffn_down Q4_1 (1536, 576)");
+    gguf_close(&g);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * corruption: each case patches a copy and expects a named fault
+ */
+
+/* position of the n_dims field of a tensor's info record */
+static size_t
+tensor_info_pos(const uint8_t *buf, size_t len, const char *name)
+{
+    size_t    nl = strlen(name), i;
+    uint64_t  l;
+
+    for (i = 0; i + 8 + nl <= len; i++) {
+        memcpy(&l, buf + i, 8);
+        if (l == nl && memcmp(buf + i + 8, name, nl) == 0) {
+            return i + 8 + nl;
+        }
+    }
+    return 0;
+}
+
+
+static void
+expect_fail(const uint8_t *buf, size_t len, const char *what,
+    const char *want_in_msg)
+{
+    gguf_file  g;
+    int        rc = gguf_parse(&g, buf, len, "corrupt.gguf");
+
+    ok(rc == -1 && strstr(g.err, "corrupt.gguf: ") == g.err
+       && strstr(g.err, want_in_msg) != NULL,
+       "%s fails: %s", what, g.err);
+    gguf_close(&g);
+}
+
+
+static void
+put_u32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+
+static void
+put_u64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+
+static void
+test_corrupt(void)
+{
+    char       path[1200];
+    uint8_t   *orig, *buf;
+    size_t     len = 0, pos, i, n_fail;
+    gguf_file  g;
+    uint32_t   seed;
+
+    snprintf(path, sizeof(path),
+             "%s/data/models/stories260K-gguf/stories260K-q4_1.gguf",
+             shared_dir);
+    orig = read_file(path, &len);
+    if (!ok(orig != NULL, "read %s", path)) {
+        return;
+    }
+    buf = malloc(len);
+
+#define FRESH() memcpy(buf, orig, len)
+
+    FRESH();
+    ok(gguf_parse(&g, buf, len, "mem.gguf") == 0, "in-memory copy parses");
+    gguf_close(&g);
+
+    FRESH(); buf[0] = 'X';
+    expect_fail(buf, len, "bad magic", "not a GGUF file");
+    FRESH(); put_u32(buf + 4, 4);
+    expect_fail(buf, len, "version 4", "version 4 is not supported");
+    FRESH(); put_u64(buf + 8, 1ull << 40);
+    expect_fail(buf, len, "huge tensor count", "tensor count");
+    FRESH(); put_u64(buf + 16, 1ull << 60);
+    expect_fail(buf, len, "huge metadata count", "metadata count");
+    FRESH(); put_u64(buf + 24, UINT64_MAX);
+    expect_fail(buf, len, "huge key length", "truncated");
+    expect_fail(buf, 10, "10-byte file", "truncated");
+    expect_fail(buf, 0, "empty buffer", "truncated");
+    expect_fail(orig, 14208 - 1000, "header cut short", "truncated");
+    expect_fail(orig, len - 1, "data cut by one byte",
+                "'output_norm.weight'");
+
+    pos = tensor_info_pos(orig, len, "blk.2.attn_q.weight");
+    ok(pos > 0, "found tensor info of blk.2.attn_q.weight");
+    /* layout at pos: n_dims u32, ne[2] u64, type u32, offset u64 */
+    FRESH(); put_u32(buf + pos + 20, GGML_TYPE_Q5_K);
+    expect_fail(buf, len, "Q5_K tensor",
+                "tensor 'blk.2.attn_q.weight' has type Q5_K (13)");
+    FRESH(); put_u32(buf + pos + 20, 1000);
+    expect_fail(buf, len, "type 1000", "has type unknown (1000)");
+    FRESH(); put_u32(buf + pos, 5);
+    expect_fail(buf, len, "5 dimensions", "5 dimensions");
+    FRESH(); put_u32(buf + pos, 0);
+    expect_fail(buf, len, "0 dimensions", "0 dimensions");
+    FRESH(); put_u64(buf + pos + 4, 63);
+    expect_fail(buf, len, "row of 63 in Q4_1", "not a multiple");
+    FRESH(); put_u64(buf + pos + 12, 1ull << 40);
+    expect_fail(buf, len, "dimension 2^40", "dimension 1 is");
+    FRESH(); put_u64(buf + pos + 12, 0);
+    expect_fail(buf, len, "dimension 0", "dimension 1 is 0");
+    FRESH(); put_u64(buf + pos + 24, 128 * 3 + 1);
+    expect_fail(buf, len, "misaligned offset", "not a multiple of the "
+                "alignment");
+    FRESH(); put_u64(buf + pos + 24, (uint64_t) len);
+    expect_fail(buf, len, "offset past the end",
+                "'blk.2.attn_q.weight': data");
+    FRESH(); put_u64(buf + pos + 24, UINT64_MAX - 31);
+    expect_fail(buf, len, "offset near 2^64", "outside");
+
+    /* rename blk.3.attn_q.weight's info to blk.2's: duplicate */
+    FRESH();
+    i = tensor_info_pos(orig, len, "blk.3.attn_q.weight");
+    buf[i - 15] = '2';
+    expect_fail(buf, len, "duplicate tensor", "appears twice");
+
+    pos = tensor_info_pos(orig, len, "tokenizer.ggml.tokens");
+    ok(pos > 0, "found key tokenizer.ggml.tokens");
+    /* layout at pos: type u32 (ARRAY), elem type u32, n u64 */
+    FRESH(); put_u32(buf + pos + 4, 99);
+    expect_fail(buf, len, "array of type 99", "array element type 99");
+    FRESH(); put_u32(buf + pos + 4, GGUF_TYPE_ARRAY);
+    expect_fail(buf, len, "nested array", "array element type 9");
+    FRESH(); put_u64(buf + pos + 8, 1ull << 62);
+    expect_fail(buf, len, "string array too long", "does not fit");
+    FRESH(); put_u32(buf + pos, 77);
+    expect_fail(buf, len, "value type 77", "value type 77");
+
+    /* every truncation of the header fails cleanly */
+    n_fail = 0;
+    for (i = 0; i < 14208; i++) {
+        if (gguf_parse(&g, orig, i, "cut.gguf") == -1 && g.err[0] != '\0') {
+            n_fail++;
+        }
+        gguf_close(&g);
+    }
+    is_int(n_fail, 14208, "all 14208 header truncations fail with a message");
+
+    /* random byte damage in the header: no crash, any result allowed */
+    seed = 12345;
+    for (i = 0; i < 3000; i++) {
+        FRESH();
+        for (int k = 0; k < 4; k++) {
+            seed = seed * 1103515245u + 12345u;
+            buf[(seed >> 8) % 14208] ^= (uint8_t) (1u << ((seed >> 3) & 7));
+        }
+        if (gguf_parse(&g, buf, len, "flip.gguf") == 0) {
+            for (uint64_t t = 0; t < g.n_tensors; t++) {
+                const gguf_tensor *tt = &g.tensors[t];
+                if ((const uint8_t *) tt->data + tt->nbytes > buf + len) {
+                    ok(0, "tensor %s out of bounds after damage", tt->name);
+                }
+            }
+        }
+        gguf_close(&g);
+    }
+    ok(1, "3000 damaged headers parsed without crashing");
+
+    ok(gguf_open(&g, "/nonexistent/x.gguf") == -1
+       && strstr(g.err, "/nonexistent/x.gguf: cannot open") == g.err,
+       "missing file: %s", g.err);
+    gguf_close(&g);
+
+    free(buf);
+    free(orig);
+}
+
+
+int
+main(void)
+{
+    const char *shared = getenv("SHARED");
+
+    snprintf(shared_dir, sizeof(shared_dir), "%s",
+             shared ? shared : "/work/shared");
+    model_path = getenv("MODEL");
+    if (model_path == NULL) {
+        model_path = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
+    }
+
+    test_stories("f32", GGML_TYPE_F32);
+    test_stories("f16", GGML_TYPE_F16);
+    test_stories("bf16", GGML_TYPE_BF16);
+    test_stories("q8_0", GGML_TYPE_Q8_0);
+    test_stories("q4_0", GGML_TYPE_Q4_0);
+    test_stories("q4_1", GGML_TYPE_Q4_1);
+    test_smollm2();
+    test_corrupt();
+    return tap_done();
+}
