@@ -1,0 +1,581 @@
+/*
+ * llm_matmul: activation quantization, work split over threads, dispatch
+ * to the tile kernels of the best instruction set, and the scalar kernels
+ * that define the canonical operation order (simd.h) the SIMD kernels
+ * reproduce bit for bit.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "matmul.h"
+#include "quant.h"
+#include "simd.h"
+
+
+/* --- scalar kernels (the canonical order) -------------------------------- */
+
+static float
+reduce32(const float a[32])
+{
+    float s[8];
+
+    for (int k = 0; k < 8; k++) {
+        s[k] = (a[k] + a[k + 8]) + (a[k + 16] + a[k + 24]);
+    }
+    return llm_hsum8(s);
+}
+
+
+static float
+weight_f(uint32_t type, const uint8_t *w, int j)
+{
+    uint16_t h;
+
+    if (type == GGML_TYPE_F32) {
+        float f;
+        memcpy(&f, w + 4 * (size_t) j, 4);
+        return f;
+    }
+    memcpy(&h, w + 2 * (size_t) j, 2);
+    return type == GGML_TYPE_F16 ? llm_fp16_to_fp32(h) : llm_bf16_to_fp32(h);
+}
+
+
+static float
+dot_float(uint32_t type, int n, const uint8_t *w, const float *x)
+{
+    float a[32] = { 0 };
+
+    for (int j = 0; j < n; j++) {
+        a[j % 32] = fmaf(weight_f(type, w, j), x[j], a[j % 32]);
+    }
+    return reduce32(a);
+}
+
+
+/* the integer of element j of a 32-element weight block (Q4_1: q, no
+ * minimum; Q4_0: q - 8) */
+static int
+weight_q(uint32_t type, const uint8_t *blk, int j)
+{
+    const uint8_t *qs;
+
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+        return ((const llm_block_q8_0 *) blk)->qs[j];
+    case GGML_TYPE_Q4_0:
+        qs = ((const llm_block_q4_0 *) blk)->qs;
+        return (j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4) - 8;
+    default: /* Q4_1 */
+        qs = ((const llm_block_q4_1 *) blk)->qs;
+        return j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+    }
+}
+
+
+static float
+dot_q32(uint32_t type, int n, const uint8_t *w, const llm_block_q8a *x)
+{
+    int bytes = llm_quant_block_bytes(type);
+    float a[16] = { 0 }, msum[2] = { 0 }, s[8];
+    uint16_t dh, mh;
+
+    for (int b = 0; b < n / LLM_QK; b++, w += bytes) {
+        int par = b & 1;
+        memcpy(&dh, w, 2);
+        float dd = llm_fp16_to_fp32(dh) * x[b].d;
+        for (int k = 0; k < 8; k++) {
+            int g = 0;
+            for (int j = 4 * k; j < 4 * k + 4; j++) {
+                g += weight_q(type, w, j) * x[b].qs[j];
+            }
+            a[par * 8 + k] = fmaf(dd, (float) g, a[par * 8 + k]);
+        }
+        if (type == GGML_TYPE_Q4_1) {
+            memcpy(&mh, w + 2, 2);
+            msum[par] = fmaf(llm_fp16_to_fp32(mh), x[b].s, msum[par]);
+        }
+    }
+    for (int k = 0; k < 8; k++) {
+        s[k] = a[k] + a[k + 8];
+    }
+    return llm_hsum8(s) + (msum[0] + msum[1]);
+}
+
+
+static float
+dot_q4_K(int n, const llm_block_q4_K *w, const llm_block_q8k *x)
+{
+    float acc = 0.0f;
+
+    for (int b = 0; b < n / LLM_QK_K; b++) {
+        int isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            int sc, m, g = 0;
+            const uint8_t *q = w[b].qs + 32 * (j / 2);
+            const int8_t *xq = x[b].qs + 32 * j;
+            llm_q4k_scale_min(w[b].scales, j, &sc, &m);
+            for (int l = 0; l < 32; l++) {
+                g += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * xq[l];
+            }
+            isum += sc * g;
+            imin += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        float dd = llm_fp16_to_fp32(w[b].d) * x[b].d;
+        float dm = llm_fp16_to_fp32(w[b].dmin) * x[b].d;
+        acc = fmaf(dd, (float) isum, acc);
+        acc = fmaf(-dm, (float) imin, acc);
+    }
+    return acc;
+}
+
+
+static float
+dot_q6_K(int n, const llm_block_q6_K *w, const llm_block_q8k *x)
+{
+    float acc = 0.0f;
+    float wf[LLM_QK_K];
+
+    for (int b = 0; b < n / LLM_QK_K; b++) {
+        int isum = 0;
+        /* the integers back from the reference dequantizer with d = 1,
+         * scale 1: exact, small integers */
+        llm_block_q6_K unit = w[b];
+        unit.d = 0x3c00;                                 /* 1.0 */
+        memset(unit.scales, 1, sizeof(unit.scales));
+        llm_dequant_row(GGML_TYPE_Q6_K, &unit, wf, LLM_QK_K);
+        for (int k = 0; k < 16; k++) {
+            int g = 0;
+            for (int l = 16 * k; l < 16 * k + 16; l++) {
+                g += (int) wf[l] * x[b].qs[l];
+            }
+            isum += w[b].scales[k] * g;
+        }
+        acc = fmaf(llm_fp16_to_fp32(w[b].d) * x[b].d, (float) isum, acc);
+    }
+    return acc;
+}
+
+
+static float
+dot_scalar(uint32_t type, int n, const uint8_t *w, const uint8_t *act)
+{
+    switch (type) {
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+        return dot_float(type, n, w, (const float *) act);
+    case GGML_TYPE_Q4_K:
+        return dot_q4_K(n, (const void *) w, (const void *) act);
+    case GGML_TYPE_Q6_K:
+        return dot_q6_K(n, (const void *) w, (const void *) act);
+    default:
+        return dot_q32(type, n, w, (const void *) act);
+    }
+}
+
+
+static void
+tile_scalar(uint32_t type, const llm_tile *t)
+{
+    for (int r = 0; r < t->n_w; r++) {
+        const uint8_t *w = t->w + r * t->w_stride;
+        for (int i = 0; i < t->n_x; i++) {
+            t->out[i * t->ld_out + r] =
+                dot_scalar(type, t->n, w, t->act + i * t->act_stride);
+        }
+    }
+}
+
+#define SCALAR_TILE(name, type)                                               \
+    static void name(const llm_tile *t) { tile_scalar(type, t); }
+
+SCALAR_TILE(tile_f32, GGML_TYPE_F32)
+SCALAR_TILE(tile_f16, GGML_TYPE_F16)
+SCALAR_TILE(tile_bf16, GGML_TYPE_BF16)
+SCALAR_TILE(tile_q4_0, GGML_TYPE_Q4_0)
+SCALAR_TILE(tile_q4_1, GGML_TYPE_Q4_1)
+SCALAR_TILE(tile_q8_0, GGML_TYPE_Q8_0)
+SCALAR_TILE(tile_q4_K, GGML_TYPE_Q4_K)
+SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
+
+const llm_kernel_set llm_kernels_scalar = {
+    tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
+    tile_q4_K, tile_q6_K,
+};
+
+
+/* --- instruction set selection ------------------------------------------- */
+
+static int isa_current = -1;
+
+
+static int
+isa_max(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+        && __builtin_cpu_supports("avx512vl")
+        && __builtin_cpu_supports("avx512vnni")
+        && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    {
+        return LLM_ISA_AVX512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+        && __builtin_cpu_supports("f16c"))
+    {
+        return LLM_ISA_AVX2;
+    }
+#endif
+    return LLM_ISA_SCALAR;
+}
+
+
+int
+llm_kernels_isa(void)
+{
+    if (isa_current < 0) {
+        int isa = isa_max();
+        const char *env = getenv("LLM_ISA");
+        for (int i = 0; env && i < isa; i++) {
+            if (strcmp(env, llm_kernels_isa_name(i)) == 0) {
+                isa = i;
+            }
+        }
+        isa_current = isa;
+    }
+    return isa_current;
+}
+
+
+const char *
+llm_kernels_isa_name(int isa)
+{
+    switch (isa) {
+    case LLM_ISA_AVX2:   return "avx2";
+    case LLM_ISA_AVX512: return "avx512";
+    default:             return "scalar";
+    }
+}
+
+
+int
+llm_kernels_set_isa(int isa)
+{
+    if (isa < 0 || isa > isa_max()) {
+        return -1;
+    }
+    isa_current = isa;
+    return 0;
+}
+
+
+static llm_tile_fn
+pick_kernel(const llm_kernel_set *set, uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_F32:  return set->f32;
+    case GGML_TYPE_F16:  return set->f16;
+    case GGML_TYPE_BF16: return set->bf16;
+    case GGML_TYPE_Q4_0: return set->q4_0;
+    case GGML_TYPE_Q4_1: return set->q4_1;
+    case GGML_TYPE_Q8_0: return set->q8_0;
+    case GGML_TYPE_Q4_K: return set->q4_K;
+    case GGML_TYPE_Q6_K: return set->q6_K;
+    default:             return NULL;
+    }
+}
+
+
+static llm_tile_fn
+kernel_for(uint32_t type)
+{
+    static const llm_kernel_set *sets[] = {
+        &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
+    };
+    for (int isa = llm_kernels_isa(); isa > 0; isa--) {
+        llm_tile_fn fn = pick_kernel(sets[isa], type);
+        if (fn) {
+            return fn;
+        }
+    }
+    return pick_kernel(&llm_kernels_scalar, type);
+}
+
+
+/* --- views ---------------------------------------------------------------- */
+
+llm_tensor
+llm_tensor_make(const void *data, uint32_t type, int rows, int cols)
+{
+    llm_tensor w = { data, type, rows, cols, 0 };
+    int blk = llm_quant_block(type);
+
+    if (blk > 0) {
+        w.row_stride = (size_t) (cols / blk) * llm_quant_block_bytes(type);
+    }
+    return w;
+}
+
+
+llm_tensor
+llm_tensor_cols(const llm_tensor *w, int col0, int n)
+{
+    llm_tensor v = *w;
+    int blk = llm_quant_block(w->type);
+
+    if (blk == 0 || col0 % blk || n % blk || col0 < 0 || col0 + n > w->cols) {
+        fprintf(stderr, "llm_tensor_cols: columns %d..%d of a %s matrix "
+                "with %d columns are not a block-aligned range\n", col0,
+                col0 + n, ggml_type_name(w->type), w->cols);
+        abort();
+    }
+    v.data = (const uint8_t *) w->data
+             + (size_t) (col0 / blk) * llm_quant_block_bytes(w->type);
+    v.cols = n;
+    return v;
+}
+
+
+llm_tensor
+llm_tensor_rows(const llm_tensor *w, int row0, int n)
+{
+    llm_tensor v = *w;
+
+    if (row0 < 0 || n < 0 || row0 + n > w->rows) {
+        fprintf(stderr, "llm_tensor_rows: rows %d..%d of a matrix with %d "
+                "rows\n", row0, row0 + n, w->rows);
+        abort();
+    }
+    v.data = (const uint8_t *) w->data + (size_t) row0 * w->row_stride;
+    v.rows = n;
+    return v;
+}
+
+
+int
+llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)
+{
+    int blk = llm_quant_block(w->type);
+
+    if (blk == 0) {
+        snprintf(err, err_len, "tensor type %s (%u) is not supported by "
+                 "the CPU kernels", ggml_type_name(w->type), w->type);
+        return -1;
+    }
+    if (w->rows < 0 || w->cols <= 0 || w->cols % blk) {
+        snprintf(err, err_len, "a %s matrix needs a positive multiple of %d "
+                 "columns, not %d", ggml_type_name(w->type), blk, w->cols);
+        return -1;
+    }
+    if (w->row_stride < (size_t) (w->cols / blk) * llm_quant_block_bytes(w->type)) {
+        snprintf(err, err_len, "row stride %zu is shorter than a row of %d "
+                 "%s elements", w->row_stride, w->cols, ggml_type_name(w->type));
+        return -1;
+    }
+    if (w->data == NULL && w->rows > 0) {
+        snprintf(err, err_len, "matrix has no data");
+        return -1;
+    }
+    return 0;
+}
+
+
+/* --- llm_matmul ---------------------------------------------------------- */
+
+/* weight rows per tile handed to a kernel: a multiple of the kernels'
+ * register tiles, small enough to stay in L1 while n_x rows pass */
+#define ROWS_PER_TILE  8
+
+typedef struct {
+    const llm_tensor  *w;
+    llm_tile_fn        kernel;
+    const uint8_t     *act;
+    size_t             act_stride;
+    int                n_x;
+    float             *out;
+    size_t             ld_out;
+    int                chunk;        /* rows per work item */
+    atomic_int         next_row;
+
+    /* quantization phase */
+    const float       *x;
+    size_t             ld_x;
+    uint32_t           act_type;     /* 0: none, Q8_0: q8a, Q8_K: q8k */
+} matmul_job;
+
+
+static void
+quantize_rows(matmul_job *job, int i0, int i1)
+{
+    int cols = job->w->cols;
+
+    for (int i = i0; i < i1; i++) {
+        void *dst = (uint8_t *) job->act + i * job->act_stride;
+        if (job->act_type == GGML_TYPE_Q8_K) {
+            llm_quantize_row_q8k(job->x + i * job->ld_x, dst, cols);
+        } else {
+            llm_quantize_row_q8a(job->x + i * job->ld_x, dst, cols);
+        }
+    }
+}
+
+
+static void
+quantize_task(void *ctx, int ith, int nth)
+{
+    matmul_job *job = ctx;
+    int per = (job->n_x + nth - 1) / nth;
+    int i0 = ith * per, i1 = i0 + per < job->n_x ? i0 + per : job->n_x;
+
+    if (i0 < i1) {
+        quantize_rows(job, i0, i1);
+    }
+}
+
+
+static void
+matmul_task(void *ctx, int ith, int nth)
+{
+    matmul_job *job = ctx;
+    const llm_tensor *w = job->w;
+    llm_tile t;
+
+    (void) ith;
+    (void) nth;
+    t.w_stride = w->row_stride;
+    t.act = job->act;
+    t.act_stride = job->act_stride;
+    t.n_x = job->n_x;
+    t.n = w->cols;
+    t.ld_out = job->ld_out;
+
+    for ( ;; ) {
+        int r0 = atomic_fetch_add(&job->next_row, job->chunk);
+        if (r0 >= w->rows) {
+            return;
+        }
+        int r1 = r0 + job->chunk < w->rows ? r0 + job->chunk : w->rows;
+        for (int r = r0; r < r1; r += ROWS_PER_TILE) {
+            t.w = (const uint8_t *) w->data + (size_t) r * w->row_stride;
+            t.n_w = r1 - r < ROWS_PER_TILE ? r1 - r : ROWS_PER_TILE;
+            t.out = job->out + r;
+            job->kernel(&t);
+        }
+    }
+}
+
+
+/* per calling thread, grown as needed: the quantized activations */
+static __thread uint8_t *scratch;
+static __thread size_t scratch_size;
+
+
+static uint8_t *
+scratch_get(size_t size)
+{
+    if (size > scratch_size) {
+        uint8_t *p = realloc(scratch, size);
+        if (p == NULL) {
+            fprintf(stderr, "llm_matmul: out of memory for %zu bytes of "
+                    "activations\n", size);
+            abort();
+        }
+        scratch = p;
+        scratch_size = size;
+    }
+    return scratch;
+}
+
+
+void
+llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
+    size_t ld_x, int n_x, const llm_tensor *w)
+{
+    matmul_job job;
+    char err[256];
+    int nth = llm_threadpool_size(tp);
+
+    if (llm_tensor_check(w, err, sizeof(err)) != 0) {
+        fprintf(stderr, "llm_matmul: %s\n", err);
+        abort();
+    }
+    if (n_x <= 0 || w->rows == 0) {
+        return;
+    }
+    memset(&job, 0, sizeof(job));
+    job.w = w;
+    job.kernel = kernel_for(w->type);
+    job.n_x = n_x;
+    job.out = out;
+    job.ld_out = ld_out;
+    job.x = x;
+    job.ld_x = ld_x;
+
+    switch (llm_quant_block(w->type)) {
+    case 1:
+        job.act = (const uint8_t *) x;
+        job.act_stride = ld_x * sizeof(float);
+        break;
+    case LLM_QK:
+        job.act_type = GGML_TYPE_Q8_0;
+        job.act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
+        break;
+    default:
+        job.act_type = GGML_TYPE_Q8_K;
+        job.act_stride = (size_t) (w->cols / LLM_QK_K) * sizeof(llm_block_q8k);
+        break;
+    }
+    if (job.act_type) {
+        job.act = scratch_get(job.act_stride * n_x);
+        if (nth > 1 && (size_t) n_x * w->cols >= 65536) {
+            llm_threadpool_run(tp, quantize_task, &job);
+        } else {
+            quantize_rows(&job, 0, n_x);
+        }
+    }
+
+    /* about four work items per thread, in whole tiles, so a thread that
+     * is descheduled for a while does not hold up the others */
+    job.chunk = (w->rows + 4 * nth - 1) / (4 * nth);
+    job.chunk = (job.chunk + ROWS_PER_TILE - 1) / ROWS_PER_TILE * ROWS_PER_TILE;
+    atomic_init(&job.next_row, 0);
+    llm_threadpool_run(tp, matmul_task, &job);
+}
+
+
+void
+llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
+    const llm_tensor *w)
+{
+    llm_matmul_ld(tp, out, w->rows, x, w->cols, n_x, w);
+}
+
+
+void
+llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w)
+{
+    float *row = malloc(sizeof(float) * (size_t) w->cols);
+
+    if (row == NULL) {
+        fprintf(stderr, "llm_matmul_ref: out of memory\n");
+        abort();
+    }
+    for (int r = 0; r < w->rows; r++) {
+        llm_dequant_row(w->type, (const uint8_t *) w->data + r * w->row_stride,
+                        row, w->cols);
+        for (int i = 0; i < n_x; i++) {
+            double acc = 0.0;
+            for (int c = 0; c < w->cols; c++) {
+                acc += (double) row[c] * x[(size_t) i * w->cols + c];
+            }
+            out[(size_t) i * w->rows + r] = (float) acc;
+        }
+    }
+    free(row);
+}

@@ -1,0 +1,81 @@
+/*
+ * Matrix multiplication of activations by a (quantized) weight matrix,
+ * the CPU backend's one heavy kernel.
+ *
+ * Design note. out(n_x, rows) = x(n_x, cols) @ W^T, W stored as in GGUF:
+ * `rows` output features, each a row of `cols` input features in the
+ * weight's own format. Activations are quantized once per call to blocks
+ * matching W's (Q4_0/Q4_1/Q8_0: 32-element q8a blocks; Q4_K/Q6_K: 256-
+ * element q8k blocks; F32/F16/BF16 weights see float activations), then
+ * threads take tiles of weight rows and dot each with all n_x activation
+ * rows while the tile is in cache, so a batch costs far less than n_x
+ * single calls.
+ *
+ * Numerics (BRIEF 9.4a). Every out[i][r] is computed by the same sequence
+ * of operations whatever n_x, the row's place in the batch, the thread
+ * count or the instruction set (scalar, AVX2, AVX-512): block sums are
+ * exact integers and the float accumulation order is fixed by design
+ * (docs/kernels.md), so batched == unbatched bit for bit and results are
+ * the same on every x86-64 machine.
+ *
+ * defines: llm_tensor, llm_tensor_make, llm_tensor_cols, llm_tensor_rows,
+ *          llm_tensor_check, llm_matmul, llm_matmul_ref, llm_kernels_isa*
+ */
+#ifndef NGX_LLM_MATMUL_H
+#define NGX_LLM_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "threadpool.h"
+
+/* a weight matrix or a view of one (no ownership) */
+typedef struct {
+    const void  *data;         /* row 0, first column of the view */
+    uint32_t     type;         /* enum ggml_type */
+    int          rows;         /* output features */
+    int          cols;         /* input features, a multiple of the block */
+    size_t       row_stride;   /* bytes from one row to the next */
+} llm_tensor;
+
+/* a whole contiguous matrix as stored in GGUF (ne[0] = cols, ne[1] = rows) */
+llm_tensor llm_tensor_make(const void *data, uint32_t type, int rows,
+    int cols);
+
+/* the input features col0..col0+n-1 (a tensor-parallel shard of a
+ * row-split O or down projection); col0 and n must be block-aligned */
+llm_tensor llm_tensor_cols(const llm_tensor *w, int col0, int n);
+
+/* the output features row0..row0+n-1 (a column-split QKV / gate / up) */
+llm_tensor llm_tensor_rows(const llm_tensor *w, int row0, int n);
+
+/* 0 if w can be multiplied (supported type, cols block-aligned, stride
+ * large enough); otherwise -1 and one message in err */
+int llm_tensor_check(const llm_tensor *w, char *err, size_t err_len);
+
+/*
+ * out[i * w->rows + r] = sum_c x[i * w->cols + c] * W[r][c]
+ * for i < n_x, r < w->rows. tp may be NULL (single thread). An invalid w
+ * (llm_tensor_check) aborts with a message: check at load time.
+ */
+void llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
+    const llm_tensor *w);
+
+/* the same with an explicit leading dimension for x and out (elements
+ * between consecutive rows), e.g. to write into a slice of a wider buffer */
+void llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out,
+    const float *x, size_t ld_x, int n_x, const llm_tensor *w);
+
+/* test reference: dequantize each weight row and accumulate in double,
+ * with float activations (no activation quantization) */
+void llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w);
+
+/* instruction set used by llm_matmul: chosen once from the CPU (the
+ * environment variable LLM_ISA=scalar|avx2|avx512 can lower it) */
+enum { LLM_ISA_SCALAR = 0, LLM_ISA_AVX2 = 1, LLM_ISA_AVX512 = 2 };
+int llm_kernels_isa(void);
+const char *llm_kernels_isa_name(int isa);
+/* for tests and benches: 0, or -1 if this CPU cannot run isa */
+int llm_kernels_set_isa(int isa);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * Scalar reference for the quantized formats: conversions, dequantization
+ * and quantization. Readable on purpose; matmul.c has the fast paths and
+ * t/unit/test_kernels.c holds them against these functions.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "quant.h"
+
+
+float
+llm_fp16_to_fp32(llm_half h)
+{
+    uint32_t sign = (uint32_t) (h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    float f;
+
+    if (exp == 0x1f) {                       /* inf / nan */
+        bits = sign | 0x7f800000 | (man << 13);
+    } else if (exp != 0) {                   /* normal */
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {                   /* signed zero */
+        bits = sign;
+    } else {                                 /* subnormal: man * 2^-24 */
+        f = (float) man * 0x1p-24f;
+        return sign ? -f : f;
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+
+llm_half
+llm_fp32_to_fp16(float f)
+{
+    uint32_t bits, sign, man, lsb;
+    int exp;
+
+    memcpy(&bits, &f, 4);
+    sign = (bits >> 16) & 0x8000;
+    exp = (int) ((bits >> 23) & 0xff) - 127 + 15;
+    man = bits & 0x7fffff;
+
+    if (((bits >> 23) & 0xff) == 0xff) {     /* inf / nan (keep it a nan) */
+        return (llm_half) (sign | 0x7c00 | (man ? 0x200 : 0));
+    }
+    if (exp >= 0x1f) {                       /* overflow */
+        return (llm_half) (sign | 0x7c00);
+    }
+    if (exp <= 0) {                          /* subnormal or zero */
+        if (exp < -10) {
+            return (llm_half) sign;
+        }
+        man |= 0x800000;
+        int shift = 14 - exp;
+        uint32_t half = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) {
+            half++;
+        }
+        return (llm_half) (sign | half);
+    }
+    /* normal: round the 13 dropped bits to nearest even; a carry into the
+     * exponent is the correct result (also up to inf) */
+    lsb = (man >> 13) & 1;
+    man += 0xfff + lsb;
+    if (man & 0x800000) {
+        man = 0;
+        exp++;
+        if (exp >= 0x1f) {
+            return (llm_half) (sign | 0x7c00);
+        }
+    }
+    return (llm_half) (sign | ((uint32_t) exp << 10) | (man >> 13));
+}
+
+
+float
+llm_bf16_to_fp32(uint16_t h)
+{
+    uint32_t bits = (uint32_t) h << 16;
+    float f;
+
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+
+void
+llm_q4k_scale_min(const uint8_t s[12], int j, int *sc, int *m)
+{
+    /* bytes 0-3: sc0..3 + top bits of sc4..7; 4-7: m0..3 + top bits of
+     * m4..7; 8-11: low nibbles sc4..7, high nibbles m4..7 */
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+
+int
+llm_quant_block(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+        return 1;
+    case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q8_0:
+        return LLM_QK;
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+        return LLM_QK_K;
+    default:
+        return 0;
+    }
+}
+
+
+int
+llm_quant_block_bytes(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_F32:  return 4;
+    case GGML_TYPE_F16:  return 2;
+    case GGML_TYPE_BF16: return 2;
+    case GGML_TYPE_Q4_0: return sizeof(llm_block_q4_0);
+    case GGML_TYPE_Q4_1: return sizeof(llm_block_q4_1);
+    case GGML_TYPE_Q8_0: return sizeof(llm_block_q8_0);
+    case GGML_TYPE_Q4_K: return sizeof(llm_block_q4_K);
+    case GGML_TYPE_Q6_K: return sizeof(llm_block_q6_K);
+    default:             return 0;
+    }
+}
+
+
+/* --- dequantization ------------------------------------------------------ */
+
+static void
+dequant_q4_0(const llm_block_q4_0 *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += LLM_QK) {
+        float d = llm_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < LLM_QK / 2; j++) {
+            y[j] = d * (float) ((b[i].qs[j] & 0xf) - 8);
+            y[j + LLM_QK / 2] = d * (float) ((b[i].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+
+static void
+dequant_q4_1(const llm_block_q4_1 *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += LLM_QK) {
+        float d = llm_fp16_to_fp32(b[i].d);
+        float m = llm_fp16_to_fp32(b[i].m);
+        for (int j = 0; j < LLM_QK / 2; j++) {
+            y[j] = d * (float) (b[i].qs[j] & 0xf) + m;
+            y[j + LLM_QK / 2] = d * (float) (b[i].qs[j] >> 4) + m;
+        }
+    }
+}
+
+
+static void
+dequant_q8_0(const llm_block_q8_0 *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, y += LLM_QK) {
+        float d = llm_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < LLM_QK; j++) {
+            y[j] = d * (float) b[i].qs[j];
+        }
+    }
+}
+
+
+static void
+dequant_q4_K(const llm_block_q4_K *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        float d = llm_fp16_to_fp32(b[i].d);
+        float dmin = llm_fp16_to_fp32(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+
+        /* each 32 bytes of qs carry sub-block 2k (low nibbles) and
+         * sub-block 2k+1 (high nibbles) */
+        for (int k = 0; k < 4; k++, q += 32) {
+            int sc0, m0, sc1, m1;
+            llm_q4k_scale_min(b[i].scales, 2 * k, &sc0, &m0);
+            llm_q4k_scale_min(b[i].scales, 2 * k + 1, &sc1, &m1);
+            float d0 = d * (float) sc0, min0 = dmin * (float) m0;
+            float d1 = d * (float) sc1, min1 = dmin * (float) m1;
+            for (int l = 0; l < 32; l++) {
+                *y++ = d0 * (float) (q[l] & 0xf) - min0;
+            }
+            for (int l = 0; l < 32; l++) {
+                *y++ = d1 * (float) (q[l] >> 4) - min1;
+            }
+        }
+    }
+}
+
+
+/* element e (0..255) of a Q6_K block as its signed 6-bit value: each half
+ * of 128 uses 64 bytes of ql and 32 of qh; within a half, element
+ * 32g + l takes nibble (g >= 2) of ql[l + 32 (g & 1)] and bits 2g..2g+1
+ * of qh[l] */
+static int
+q6k_value(const llm_block_q6_K *b, int e)
+{
+    int half = e / 128, g = (e % 128) / 32, l = e % 32;
+    const uint8_t *ql = b->ql + 64 * half;
+    const uint8_t *qh = b->qh + 32 * half;
+    int lo = ql[l + 32 * (g & 1)];
+
+    lo = (g >= 2) ? lo >> 4 : lo & 0xf;
+    return (lo | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+}
+
+
+static void
+dequant_q6_K(const llm_block_q6_K *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        float d = llm_fp16_to_fp32(b[i].d);
+        for (int e = 0; e < LLM_QK_K; e++) {
+            *y++ = d * (float) b[i].scales[e / 16] * (float) q6k_value(&b[i], e);
+        }
+    }
+}
+
+
+void
+llm_dequant_row(uint32_t type, const void *row, float *out, int64_t n)
+{
+    const uint16_t *h = row;
+    int64_t blk = llm_quant_block(type);
+
+    if (blk == 0 || n % blk != 0) {
+        fprintf(stderr, "llm_dequant_row: type %u (%s) with %lld elements "
+                "is not supported\n", type, ggml_type_name(type),
+                (long long) n);
+        abort();
+    }
+    switch (type) {
+    case GGML_TYPE_F32:
+        memcpy(out, row, n * sizeof(float));
+        break;
+    case GGML_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            out[i] = llm_fp16_to_fp32(h[i]);
+        }
+        break;
+    case GGML_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            out[i] = llm_bf16_to_fp32(h[i]);
+        }
+        break;
+    case GGML_TYPE_Q4_0: dequant_q4_0(row, out, n / blk); break;
+    case GGML_TYPE_Q4_1: dequant_q4_1(row, out, n / blk); break;
+    case GGML_TYPE_Q8_0: dequant_q8_0(row, out, n / blk); break;
+    case GGML_TYPE_Q4_K: dequant_q4_K(row, out, n / blk); break;
+    case GGML_TYPE_Q6_K: dequant_q6_K(row, out, n / blk); break;
+    }
+}
+
+
+/* --- quantization -------------------------------------------------------- */
+
+static float
+abs_max(const float *x, int n)
+{
+    float amax = 0.0f;
+
+    for (int j = 0; j < n; j++) {
+        amax = fmaxf(amax, fabsf(x[j]));
+    }
+    return amax;
+}
+
+
+static void
+quantize_q8_0(const float *x, llm_block_q8_0 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += LLM_QK) {
+        float d = abs_max(x, LLM_QK) / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = llm_fp32_to_fp16(d);
+        for (int j = 0; j < LLM_QK; j++) {
+            y[i].qs[j] = (int8_t) roundf(x[j] * id);
+        }
+    }
+}
+
+
+/* Q4_0 as ggml: the value of largest magnitude maps to -8, so d may be
+ * negative and the full range -8..7 is used on one side */
+static void
+quantize_q4_0(const float *x, llm_block_q4_0 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += LLM_QK) {
+        float max = 0.0f;
+        for (int j = 0; j < LLM_QK; j++) {
+            if (fabsf(x[j]) > fabsf(max)) {
+                max = x[j];
+            }
+        }
+        float d = max / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = llm_fp32_to_fp16(d);
+        for (int j = 0; j < LLM_QK / 2; j++) {
+            int q0 = (int) fminf(15.0f, floorf(x[j] * id + 8.5f));
+            int q1 = (int) fminf(15.0f, floorf(x[j + 16] * id + 8.5f));
+            y[i].qs[j] = (uint8_t) (q0 | (q1 << 4));
+        }
+    }
+}
+
+
+static void
+quantize_q4_1(const float *x, llm_block_q4_1 *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += LLM_QK) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < LLM_QK; j++) {
+            min = fminf(min, x[j]);
+            max = fmaxf(max, x[j]);
+        }
+        float d = (max - min) / 15.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = llm_fp32_to_fp16(d);
+        y[i].m = llm_fp32_to_fp16(min);
+        for (int j = 0; j < LLM_QK / 2; j++) {
+            int q0 = (int) fminf(15.0f, floorf((x[j] - min) * id + 0.5f));
+            int q1 = (int) fminf(15.0f, floorf((x[j + 16] - min) * id + 0.5f));
+            y[i].qs[j] = (uint8_t) (q0 | (q1 << 4));
+        }
+    }
+}
+
+
+int
+llm_quantize_row(uint32_t type, const float *x, void *row, int64_t n)
+{
+    uint16_t *h = row;
+
+    if (llm_quant_block(type) == 0 || n % llm_quant_block(type) != 0) {
+        return -1;
+    }
+    switch (type) {
+    case GGML_TYPE_F32:
+        memcpy(row, x, n * sizeof(float));
+        return 0;
+    case GGML_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            h[i] = llm_fp32_to_fp16(x[i]);
+        }
+        return 0;
+    case GGML_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &x[i], 4);
+            b += 0x7fff + ((b >> 16) & 1);     /* nearest even */
+            h[i] = (uint16_t) (b >> 16);
+        }
+        return 0;
+    case GGML_TYPE_Q8_0: quantize_q8_0(x, row, n / LLM_QK); return 0;
+    case GGML_TYPE_Q4_0: quantize_q4_0(x, row, n / LLM_QK); return 0;
+    case GGML_TYPE_Q4_1: quantize_q4_1(x, row, n / LLM_QK); return 0;
+    default:
+        return -1;
+    }
+}
+
+
+/* activations: every matmul path uses these same scalar functions, so the
+ * quantized activations never depend on the instruction set */
+void
+llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / LLM_QK; i++, x += LLM_QK) {
+        float d = abs_max(x, LLM_QK) / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < LLM_QK; j++) {
+            int q = (int) roundf(x[j] * id);
+            y[i].qs[j] = (int8_t) q;
+            sum += q;
+        }
+        y[i].d = d;
+        y[i].s = d * (float) sum;
+    }
+}
+
+
+void
+llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / LLM_QK_K; i++, x += LLM_QK_K) {
+        float d = abs_max(x, LLM_QK_K) / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < LLM_QK_K; j++) {
+            y[i].qs[j] = (int8_t) roundf(x[j] * id);
+        }
+        for (int g = 0; g < LLM_QK_K / 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) {
+                sum += y[i].qs[16 * g + j];
+            }
+            y[i].bsums[g] = (int16_t) sum;
+        }
+        y[i].d = d;
+    }
+}
