@@ -1,0 +1,584 @@
+/*
+ * CPU backend: the llama forward pass over a batch of tokens of many
+ * sequences (see backend.h for the batch contract and the numerics rule).
+ *
+ * One step, for n tokens (rows) at once:
+ *
+ *   x = embed(tokens)                                       (n, dim)
+ *   per layer:
+ *     xb = rmsnorm(x) * attn_norm
+ *     q, k, v = xb @ wq^T, xb @ wk^T, xb @ wv^T  (+ bias: qwen2)
+ *     (qk-norm: qwen3), rope(q, k, pos); k, v -> KV cache slots
+ *     att = softmax(q k^T / sqrt(hd)) v over positions 0..pos, per head,
+ *           K/V read through the sequence's block table (GQA: head h uses
+ *           kv head h / (n_heads / n_kv_heads))
+ *     x += att @ wo^T                         <- TP all-reduce point
+ *     xb = rmsnorm(x) * ffn_norm
+ *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
+ *   logits = rmsnorm(x[wanted rows]) * out_norm @ output^T
+ *
+ * Matmuls go through the kernels library (quantized SIMD dot products,
+ * thread pool); attention is parallel over (token, head) pairs and the
+ * per-row work over rows. Each row's arithmetic never depends on which
+ * other rows are in the batch, nor on which thread runs it.
+ *
+ * defines: llm_backend_cpu_create, llm_backend_create,
+ *          llm_backend_options_default
+ */
+#include "backend.h"
+#include "kv.h"
+#include "matmul.h"
+#include "quant.h"
+#include "threadpool.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    llm_kv_cache     kv;
+    llm_threadpool  *tp;
+    int              n_threads;
+    int              q_dim;      /* this rank's n_heads/tp * head_dim */
+    int              kv_dim;     /* this rank's n_kv_heads/tp * head_dim */
+    int              n_heads;    /* this rank's heads */
+    int              n_kv_heads;
+    int              hidden;     /* this rank's hidden_dim/tp */
+    /* scratch, for max_batch_tokens rows */
+    float           *x;          /* (n, dim) residual stream */
+    float           *xb;         /* (n, dim) normed input of a block */
+    float           *xb2;        /* (n, dim) output of wo / down */
+    float           *q;          /* (n, q_dim) */
+    float           *k;          /* (n, kv_dim) */
+    float           *v;          /* (n, kv_dim) */
+    float           *att;        /* (n, q_dim) attention output */
+    float           *hb;         /* (n, hidden) gate, then silu(gate)*up */
+    float           *hb2;        /* (n, hidden) up */
+    float           *scores;     /* (n_threads, max_seq_len) */
+    float           *inv_freq;   /* (rope_dim/2) rope frequencies */
+} cpu_ctx;
+
+
+static int
+be_fail(llm_backend *be, const char *fmt, ...)
+{
+    va_list  ap;
+
+    va_start(ap, fmt);
+    vsnprintf(be->err, sizeof(be->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * row-parallel pieces
+ */
+
+static void
+rmsnorm_row(float *out, const float *x, const float *w, int n, float eps)
+{
+    double  ss = 0.0;
+    float   r;
+    int     i;
+
+    for (i = 0; i < n; i++) {
+        ss += (double) x[i] * x[i];
+    }
+    r = (float) (1.0 / sqrt(ss / n + eps));
+    for (i = 0; i < n; i++) {
+        out[i] = w[i] * (x[i] * r);
+    }
+}
+
+
+typedef struct {
+    float        *out;
+    const float  *in;
+    const float  *w;
+    int           n_rows;
+    int           dim;
+    float         eps;
+    const int32_t *rows;     /* NULL: rows 0..n_rows-1, else input rows */
+} norm_job;
+
+
+static void
+norm_task(void *arg, int ith, int nth)
+{
+    norm_job  *j = arg;
+    int        i, src;
+
+    for (i = ith; i < j->n_rows; i += nth) {
+        src = j->rows ? j->rows[i] : i;
+        rmsnorm_row(j->out + (size_t) i * j->dim,
+                    j->in + (size_t) src * j->dim, j->w, j->dim, j->eps);
+    }
+}
+
+
+static void
+rmsnorm_rows(cpu_ctx *c, float *out, const float *in, const float *w,
+    int n_rows, int dim, float eps, const int32_t *rows)
+{
+    norm_job  j = { out, in, w, n_rows, dim, eps, rows };
+
+    llm_threadpool_run(c->tp, norm_task, &j);
+}
+
+
+/* rotate (x[a], x[b]) pairs of one head: llama's GGUF (Meta) order pairs
+ * adjacent elements, NEOX order pairs i with i + rope_dim/2 */
+static void
+rope_head(float *x, int pos, const float *inv_freq, int rope_dim, int neox)
+{
+    int    i, a, b, half = rope_dim / 2;
+    float  angle, cs, sn, x0, x1;
+
+    for (i = 0; i < half; i++) {
+        angle = (float) pos * inv_freq[i];
+        cs = cosf(angle);
+        sn = sinf(angle);
+        a = neox ? i : 2 * i;
+        b = neox ? i + half : 2 * i + 1;
+        x0 = x[a];
+        x1 = x[b];
+        x[a] = x0 * cs - x1 * sn;
+        x[b] = x0 * sn + x1 * cs;
+    }
+}
+
+
+typedef struct {
+    llm_backend      *be;
+    const llm_batch  *batch;
+    int               layer;
+} layer_job;
+
+
+/* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
+static void
+qkv_finish_task(void *arg, int ith, int nth)
+{
+    layer_job          *j = arg;
+    cpu_ctx            *c = j->be->ctx;
+    const llm_config   *cfg = &j->be->model->cfg;
+    const llm_layer    *l = &j->be->model->layers[j->layer];
+    const llm_batch    *b = j->batch;
+    int                 i, h, e, hd = cfg->head_dim, bs = c->kv.block_size;
+
+    for (i = ith; i < b->n_tokens; i += nth) {
+        float    *q = c->q + (size_t) i * c->q_dim;
+        float    *k = c->k + (size_t) i * c->kv_dim;
+        float    *v = c->v + (size_t) i * c->kv_dim;
+        int       p = b->pos[i];
+        int32_t   blk = b->block_table[b->seq[i]][p / bs];
+        size_t    slot = (size_t) (p % bs) * c->kv_dim;
+
+        if (l->bq != NULL) {
+            for (e = 0; e < c->q_dim; e++) q[e] += l->bq[e];
+            for (e = 0; e < c->kv_dim; e++) k[e] += l->bk[e];
+            for (e = 0; e < c->kv_dim; e++) v[e] += l->bv[e];
+        }
+        for (h = 0; h < c->n_heads; h++) {
+            if (l->q_norm != NULL) {
+                rmsnorm_row(q + h * hd, q + h * hd, l->q_norm, hd,
+                            cfg->norm_eps);
+            }
+            rope_head(q + h * hd, p, c->inv_freq, cfg->rope_dim,
+                      cfg->rope_neox);
+        }
+        for (h = 0; h < c->n_kv_heads; h++) {
+            if (l->k_norm != NULL) {
+                rmsnorm_row(k + h * hd, k + h * hd, l->k_norm, hd,
+                            cfg->norm_eps);
+            }
+            rope_head(k + h * hd, p, c->inv_freq, cfg->rope_dim,
+                      cfg->rope_neox);
+        }
+        memcpy(llm_kv_k(&c->kv, blk, j->layer) + slot, k,
+               c->kv_dim * sizeof(float));
+        memcpy(llm_kv_v(&c->kv, blk, j->layer) + slot, v,
+               c->kv_dim * sizeof(float));
+    }
+}
+
+
+static float
+dot(const float *a, const float *b, int n)
+{
+    float  s = 0.0f;
+    int    i;
+
+    for (i = 0; i < n; i++) {
+        s += a[i] * b[i];
+    }
+    return s;
+}
+
+
+/* one (token, head): causal attention over the sequence's cached 0..pos */
+static void
+attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
+    float *scores)
+{
+    cpu_ctx         *c = be->ctx;
+    int              hd = be->model->cfg.head_dim, bs = c->kv.block_size;
+    int              p = b->pos[i], t, e;
+    int              kvh = h / (c->n_heads / c->n_kv_heads);
+    const int32_t   *table = b->block_table[b->seq[i]];
+    const float     *q = c->q + (size_t) i * c->q_dim + h * hd;
+    float           *out = c->att + (size_t) i * c->q_dim + h * hd;
+    float            scale = 1.0f / sqrtf((float) hd), max, sum;
+    size_t           off = (size_t) kvh * hd;
+
+    max = -INFINITY;
+    for (t = 0; t <= p; t++) {
+        const float *k = llm_kv_k(&c->kv, table[t / bs], layer)
+                         + (size_t) (t % bs) * c->kv_dim + off;
+
+        scores[t] = dot(q, k, hd) * scale;
+        max = scores[t] > max ? scores[t] : max;
+    }
+    sum = 0.0f;
+    for (t = 0; t <= p; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+    memset(out, 0, hd * sizeof(float));
+    for (t = 0; t <= p; t++) {
+        const float *v = llm_kv_v(&c->kv, table[t / bs], layer)
+                         + (size_t) (t % bs) * c->kv_dim + off;
+        float        w = scores[t] / sum;
+
+        for (e = 0; e < hd; e++) {
+            out[e] += w * v[e];
+        }
+    }
+}
+
+
+static void
+attention_task(void *arg, int ith, int nth)
+{
+    layer_job  *j = arg;
+    cpu_ctx    *c = j->be->ctx;
+    float      *scores = c->scores
+                         + (size_t) ith * j->be->model->cfg.max_seq_len;
+    int         n = j->batch->n_tokens * c->n_heads;
+    int         lo = (int) ((long long) n * ith / nth);
+    int         hi = (int) ((long long) n * (ith + 1) / nth);
+    int         w;
+
+    for (w = lo; w < hi; w++) {
+        attend(j->be, j->batch, j->layer, w / c->n_heads, w % c->n_heads,
+               scores);
+    }
+}
+
+
+typedef struct {
+    float        *gate;   /* in: gate, out: silu(gate) * up */
+    const float  *up;
+    size_t        n;
+} swiglu_job;
+
+
+static void
+swiglu_task(void *arg, int ith, int nth)
+{
+    swiglu_job  *j = arg;
+    size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth, i;
+    float        g;
+
+    for (i = lo; i < hi; i++) {
+        g = j->gate[i];
+        j->gate[i] = g / (1.0f + expf(-g)) * j->up[i];
+    }
+}
+
+
+static void
+add_rows(float *x, const float *y, size_t n)
+{
+    size_t  i;
+
+    for (i = 0; i < n; i++) {
+        x[i] += y[i];
+    }
+}
+
+
+/* ---------------------------------------------------------------------------
+ * forward
+ */
+
+static int
+check_batch(llm_backend *be, const llm_batch *b)
+{
+    const llm_config  *cfg = &be->model->cfg;
+    cpu_ctx           *c = be->ctx;
+    int                i, s, p, blk;
+
+    if (b->n_tokens <= 0 || b->n_tokens > be->opt.max_batch_tokens) {
+        return be_fail(be, "batch of %d tokens (1..%d allowed)", b->n_tokens,
+                       be->opt.max_batch_tokens);
+    }
+    if (b->n_logits < 0 || b->n_logits > b->n_tokens
+        || (b->n_logits > 0 && (b->logit_idx == NULL || b->logits == NULL)))
+    {
+        return be_fail(be, "batch asks for %d logit rows of %d tokens",
+                       b->n_logits, b->n_tokens);
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        s = b->seq[i];
+        p = b->pos[i];
+        if (b->token[i] < 0 || b->token[i] >= cfg->vocab_size) {
+            return be_fail(be, "token %d: id %d outside the vocabulary of "
+                           "%d", i, b->token[i], cfg->vocab_size);
+        }
+        if (s < 0 || s >= b->n_seqs) {
+            return be_fail(be, "token %d: sequence %d of %d", i, s,
+                           b->n_seqs);
+        }
+        if (p < 0 || p >= cfg->max_seq_len) {
+            return be_fail(be, "token %d: position %d outside the context "
+                           "of %d", i, p, cfg->max_seq_len);
+        }
+        if (p / c->kv.block_size >= b->n_blocks[s]) {
+            return be_fail(be, "token %d: position %d needs block %d but "
+                           "sequence %d has %d", i, p, p / c->kv.block_size,
+                           s, b->n_blocks[s]);
+        }
+        blk = b->block_table[s][p / c->kv.block_size];
+        if (blk < 0 || blk >= c->kv.n_blocks) {
+            return be_fail(be, "token %d: KV block id %d outside the pool "
+                           "of %d", i, blk, c->kv.n_blocks);
+        }
+    }
+    for (i = 0; i < b->n_logits; i++) {
+        if (b->logit_idx[i] < 0 || b->logit_idx[i] >= b->n_tokens) {
+            return be_fail(be, "logit row %d: token index %d of %d", i,
+                           b->logit_idx[i], b->n_tokens);
+        }
+    }
+    return 0;
+}
+
+
+static void
+forward_layer(llm_backend *be, const llm_batch *b, int layer)
+{
+    cpu_ctx           *c = be->ctx;
+    const llm_config  *cfg = &be->model->cfg;
+    const llm_layer   *l = &be->model->layers[layer];
+    int                n = b->n_tokens;
+    layer_job          lj = { be, b, layer };
+    swiglu_job         sj = { c->hb, c->hb2, (size_t) n * c->hidden };
+
+    rmsnorm_rows(c, c->xb, c->x, l->attn_norm, n, cfg->dim, cfg->norm_eps,
+                 NULL);
+    llm_matmul(c->tp, c->q, c->xb, n, &l->wq);
+    llm_matmul(c->tp, c->k, c->xb, n, &l->wk);
+    llm_matmul(c->tp, c->v, c->xb, n, &l->wv);
+    llm_threadpool_run(c->tp, qkv_finish_task, &lj);
+    llm_threadpool_run(c->tp, attention_task, &lj);
+    llm_matmul(c->tp, c->xb2, c->att, n, &l->wo);
+    add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
+
+    rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
+                 NULL);
+    llm_matmul(c->tp, c->hb, c->xb, n, &l->w_gate);
+    llm_matmul(c->tp, c->hb2, c->xb, n, &l->w_up);
+    llm_threadpool_run(c->tp, swiglu_task, &sj);
+    llm_matmul(c->tp, c->xb2, c->hb, n, &l->w_down);
+    add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
+}
+
+
+static int
+cpu_forward(llm_backend *be, const llm_batch *b)
+{
+    cpu_ctx           *c = be->ctx;
+    const llm_model   *m = be->model;
+    const llm_config  *cfg = &m->cfg;
+    int                i, layer;
+
+    if (check_batch(be, b) != 0) {
+        return -1;
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        llm_dequant_row(m->tok_embd.type,
+                        (const uint8_t *) m->tok_embd.data
+                        + (size_t) b->token[i] * m->tok_embd.row_stride,
+                        c->x + (size_t) i * cfg->dim, cfg->dim);
+    }
+    for (layer = 0; layer < cfg->n_layers; layer++) {
+        forward_layer(be, b, layer);
+    }
+    if (b->n_logits > 0) {
+        rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
+                     cfg->norm_eps, b->logit_idx);
+        llm_matmul(c->tp, b->logits, c->xb, b->n_logits, &m->output);
+    }
+    return 0;
+}
+
+
+static int
+cpu_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cpu_ctx  *c = be->ctx;
+
+    if (dst < 0 || src < 0 || dst >= c->kv.n_blocks
+        || src >= c->kv.n_blocks)
+    {
+        return be_fail(be, "copy of KV block %d to %d: ids outside the pool "
+                       "of %d", src, dst, c->kv.n_blocks);
+    }
+    llm_kv_copy_block(&c->kv, dst, src);
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * create / free
+ */
+
+static void
+cpu_free(llm_backend *be)
+{
+    cpu_ctx  *c = be->ctx;
+
+    if (c != NULL) {
+        llm_threadpool_free(c->tp);
+        llm_kv_free(&c->kv);
+        free(c->x);
+        free(c->xb);
+        free(c->xb2);
+        free(c->q);
+        free(c->k);
+        free(c->v);
+        free(c->att);
+        free(c->hb);
+        free(c->hb2);
+        free(c->scores);
+        free(c->inv_freq);
+        free(c);
+    }
+    free(be);
+}
+
+
+static float *
+alloc_rows(int rows, int cols)
+{
+    return malloc((size_t) rows * cols * sizeof(float));
+}
+
+
+void
+llm_backend_options_default(llm_backend_options *o, const llm_model *m)
+{
+    o->n_threads = 2;
+    o->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    o->kv_n_blocks = (m->cfg.max_seq_len + o->kv_block_size - 1)
+                     / o->kv_block_size;
+    o->max_batch_tokens = 512;
+}
+
+
+llm_backend *
+llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    const llm_config  *cfg = &m->cfg;
+    llm_backend       *be;
+    cpu_ctx           *c;
+    int                n, i;
+
+    if (o->n_threads < 1 || o->n_threads > 1024 || o->max_batch_tokens < 1) {
+        snprintf(err, err_len, "cpu backend: invalid options (%d threads, "
+                 "max_batch_tokens %d)", o->n_threads, o->max_batch_tokens);
+        return NULL;
+    }
+    if (m->tp_size != 1) {
+        snprintf(err, err_len, "cpu backend: tensor parallel size %d is not "
+                 "supported yet (the weights are sharded, the all-reduce is "
+                 "not written)", m->tp_size);
+        return NULL;
+    }
+    be = calloc(1, sizeof(*be));
+    c = calloc(1, sizeof(*c));
+    if (be == NULL || c == NULL) {
+        free(be);
+        free(c);
+        snprintf(err, err_len, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cpu";
+    be->iface.forward = cpu_forward;
+    be->iface.copy_block = cpu_copy_block;
+    be->iface.free = cpu_free;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = c;
+
+    c->n_threads = o->n_threads;
+    c->n_heads = cfg->n_heads / m->tp_size;
+    c->n_kv_heads = cfg->n_kv_heads / m->tp_size;
+    c->q_dim = c->n_heads * cfg->head_dim;
+    c->kv_dim = c->n_kv_heads * cfg->head_dim;
+    c->hidden = cfg->hidden_dim / m->tp_size;
+    if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
+                    o->kv_n_blocks, err, err_len) != 0)
+    {
+        cpu_free(be);
+        return NULL;
+    }
+
+    n = o->max_batch_tokens;
+    c->x = alloc_rows(n, cfg->dim);
+    c->xb = alloc_rows(n, cfg->dim);
+    c->xb2 = alloc_rows(n, cfg->dim);
+    c->q = alloc_rows(n, c->q_dim);
+    c->k = alloc_rows(n, c->kv_dim);
+    c->v = alloc_rows(n, c->kv_dim);
+    c->att = alloc_rows(n, c->q_dim);
+    c->hb = alloc_rows(n, c->hidden);
+    c->hb2 = alloc_rows(n, c->hidden);
+    c->scores = alloc_rows(o->n_threads, cfg->max_seq_len);
+    c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
+    c->tp = llm_threadpool_create(o->n_threads);
+    if (c->x == NULL || c->xb == NULL || c->xb2 == NULL || c->q == NULL
+        || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
+        || c->hb2 == NULL || c->scores == NULL || c->inv_freq == NULL
+        || c->tp == NULL)
+    {
+        snprintf(err, err_len, "cpu backend: out of memory (or no threads) "
+                 "for a batch of %d tokens", n);
+        cpu_free(be);
+        return NULL;
+    }
+    /* as transformers computes them: float32 pow, then pos * inv_freq */
+    for (i = 0; i < cfg->rope_dim / 2; i++) {
+        c->inv_freq[i] = 1.0f / powf(cfg->rope_theta,
+                                     (float) (2 * i) / (float) cfg->rope_dim);
+    }
+    return be;
+}
+
+
+llm_backend *
+llm_backend_create(const char *name, const llm_model *m,
+    const llm_backend_options *o, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") == 0) {
+        return llm_backend_cpu_create(m, o, err, err_len);
+    }
+    snprintf(err, err_len, "backend \"%s\" is not built (available: cpu)",
+             name);
+    return NULL;
+}

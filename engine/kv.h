@@ -1,0 +1,69 @@
+/*
+ * Paged KV cache storage (CPU) and a trivial block allocator.
+ *
+ * Design note. The cache is a pool of fixed-size blocks of `block_size`
+ * token slots. One block holds, for every layer, the K and the V vectors of
+ * its slots, so a block id alone names all of a token range's state and a
+ * sequence is a list of block ids (its block table): position p lives in
+ * block table[p / block_size], slot p % block_size. Layout of the pool:
+ *
+ *   data: (n_blocks, n_layers, 2 [K, V], block_size, kv_dim) float32
+ *
+ * kv_dim is this rank's n_kv_heads/tp * head_dim. Values are float32 so the
+ * cache adds no rounding (the numerics rule: same result for any batching).
+ *
+ * Which block belongs to which sequence is the scheduler's business; the
+ * allocator here (a stack of free ids) is what the CLI and tests need and
+ * what a block manager can build on (refcounts, prefix hashes).
+ *
+ * defines: llm_kv_cache, llm_kv_init, llm_kv_free, llm_kv_k, llm_kv_v,
+ *          llm_kv_bytes_per_token, llm_kv_alloc, llm_kv_release,
+ *          llm_kv_n_free, llm_kv_copy_block
+ */
+#ifndef NGX_LLM_KV_H
+#define NGX_LLM_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int       n_layers;
+    int       kv_dim;          /* floats per token per layer, K or V */
+    int       block_size;      /* token slots per block */
+    int       n_blocks;
+    size_t    block_floats;    /* n_layers * 2 * block_size * kv_dim */
+    float    *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim) */
+    int32_t  *free_ids;        /* (n_blocks) stack of free block ids */
+    int       n_free;
+} llm_kv_cache;
+
+/* 0, or -1 with a message in err (sizes invalid or out of memory) */
+int llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
+    int n_blocks, char *err, size_t err_len);
+void llm_kv_free(llm_kv_cache *kv);
+
+/* K (or V) of `layer` in `block`: (block_size, kv_dim) */
+static inline float *
+llm_kv_k(const llm_kv_cache *kv, int32_t block, int layer)
+{
+    return kv->data + (size_t) block * kv->block_floats
+           + (size_t) layer * 2 * kv->block_size * kv->kv_dim;
+}
+
+static inline float *
+llm_kv_v(const llm_kv_cache *kv, int32_t block, int layer)
+{
+    return llm_kv_k(kv, block, layer) + (size_t) kv->block_size * kv->kv_dim;
+}
+
+size_t llm_kv_bytes_per_token(int n_layers, int kv_dim);
+
+/* a free block id, or -1 when the pool is exhausted */
+int32_t llm_kv_alloc(llm_kv_cache *kv);
+void llm_kv_release(llm_kv_cache *kv, int32_t block);
+int llm_kv_n_free(const llm_kv_cache *kv);
+
+/* copy-on-write support for prefix sharing: dst := src (all layers) */
+void llm_kv_copy_block(llm_kv_cache *kv, int32_t dst, int32_t src);
+
+#endif
