@@ -1,0 +1,121 @@
+/*
+ * Tokenizer internals shared by tokenizer.c (vocabulary, special tokens,
+ * detokenizer, GGUF loader), tok_bpe.c and tok_spm.c.
+ *
+ * Loaders (GGUF now, tokenizer.json later) fill an llm_tokenizer through
+ * the builder calls below and never touch the algorithms: add every token,
+ * then the merges (BPE), then tok_finish() computes the derived tables.
+ *
+ * defines: struct llm_tokenizer, tok_new, tok_add_token, tok_add_merge,
+ *          tok_set_pre, tok_finish, tok_find, tok_bpe_*, tok_spm_*
+ */
+#ifndef NGX_LLM_TOK_INTERNAL_H
+#define NGX_LLM_TOK_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "tokenizer.h"
+
+#define TOK_MAX_REGEX   4
+#define TOK_MAX_STOP    16
+
+typedef struct {
+    uint32_t    text_off;      /* vocabulary text in pool */
+    uint32_t    text_len;
+    uint32_t    piece_off;     /* decoded bytes in pool */
+    uint32_t    piece_len;
+    float       score;         /* SPM merge priority */
+    uint8_t     type;          /* enum llm_token_type */
+} tok_entry;
+
+/* (left id, right id) -> merged id and rank, open addressing */
+typedef struct {
+    uint64_t    key;           /* left << 32 | right; 0 = empty slot */
+    int32_t     rank;
+    int32_t     merged;
+} tok_merge;
+
+struct llm_tokenizer {
+    int          kind;                 /* enum llm_tokenizer_kind */
+    int32_t      n_vocab;
+    tok_entry   *tokens;               /* (n_vocab) */
+    char        *pool;                 /* token texts and pieces */
+    size_t       pool_len;
+    size_t       pool_cap;
+
+    int32_t     *vocab_slots;          /* text -> id hash, -1 empty */
+    uint32_t     vocab_mask;           /* slots - 1 (power of two) */
+
+    tok_merge   *merges;               /* BPE only */
+    uint32_t     merge_mask;
+    int32_t      n_merges;
+
+    int32_t      byte_token[256];      /* BPE: raw byte -> its 1-byte token;
+                                          SPM: <0xNN>; -1 when absent */
+
+    /* BPE pre-tokenizer: regexes applied in turn, each splitting the
+       pieces the previous one left (matches and gaps both kept) */
+    char         pre_name[32];
+    pcre2_code  *re[TOK_MAX_REGEX];
+    int          n_re;
+    int          ignore_merges;        /* a word that is a token stays whole */
+
+    /* tokens matched whole in the text before pre-tokenization, sorted by
+       first byte then longest first; special_first[b] .. [b + 1] */
+    int32_t     *specials;
+    int32_t      n_specials;
+    int32_t      special_first[257];
+
+    int32_t      bos, eos, eot, eom, unk, pad;
+    int          add_bos, add_eos;
+    int          add_space_prefix;     /* SPM: "▁" before the text */
+    int32_t      stop[TOK_MAX_STOP];
+    int          n_stop;
+    uint32_t     max_piece;            /* longest decoded piece */
+};
+
+/* builder */
+llm_tokenizer *tok_new(int kind, int32_t n_vocab);
+int tok_add_token(llm_tokenizer *t, int32_t id, const char *text,
+    size_t len, float score, int type);
+/* a merge "left right" of rank n_merges; unknown halves are skipped */
+int tok_add_merge(llm_tokenizer *t, const char *left, size_t llen,
+    const char *right, size_t rlen);
+int tok_set_pre(llm_tokenizer *t, const char *name, char *err,
+    size_t errlen);
+int tok_finish(llm_tokenizer *t, char *err, size_t errlen);
+
+int32_t tok_find(const llm_tokenizer *t, const char *text, size_t len);
+int32_t tok_merge_find(const llm_tokenizer *t, int32_t left, int32_t right,
+    int32_t *rank);
+uint32_t tok_hash(const char *s, size_t len);
+
+/* a growable id list used while encoding */
+typedef struct {
+    int32_t     *ids;
+    int          n;
+    int          cap;
+    int          oom;
+} tok_out;
+
+void tok_out_push(tok_out *o, int32_t id);
+
+/* byte-level BPE (tok_bpe.c) */
+int tok_bpe_init(llm_tokenizer *t);
+int tok_bpe_pre_regexes(llm_tokenizer *t, const char *name, char *err,
+    size_t errlen);
+/* appends one piece of text (no special tokens inside) */
+int tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len,
+    tok_out *o);
+/* decoded bytes of a vocabulary text in the byte-level alphabet */
+size_t tok_bpe_decode_text(const char *text, size_t len, char *out);
+void tok_bpe_free(llm_tokenizer *t);
+
+/* SentencePiece BPE (tok_spm.c) */
+int tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
+    int add_prefix, tok_out *o);
+size_t tok_spm_decode_text(const char *text, size_t len, int type,
+    char *out);
+
+#endif

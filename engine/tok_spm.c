@@ -1,0 +1,274 @@
+/*
+ * SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, stories260K).
+ *
+ * Design note. Spaces become "▁" (U+2581), and with add_space_prefix one
+ * "▁" is put before the text. The text starts as one symbol per UTF-8
+ * character; the adjacent pair whose concatenation is a vocabulary piece
+ * with the highest score is merged, leftmost first on ties, until no pair
+ * is a piece (sentencepiece's BPE encoder; symbols are spans of one buffer,
+ * so a pair is looked up without copying). A character that is no piece
+ * falls back to its bytes as <0xNN> tokens (or <unk> without them).
+ *
+ * defines: tok_spm_encode, tok_spm_decode_text
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok_internal.h"
+
+#define SPM_SPACE      "\xE2\x96\x81"      /* U+2581 "▁" */
+#define SPM_SPACE_LEN  3
+
+typedef struct {
+    uint32_t    off;           /* span of the escaped text */
+    uint32_t    len;           /* 0 once merged into its left neighbour */
+    int32_t     id;            /* token of the span, -1 unknown yet */
+    int32_t     prev;
+    int32_t     next;
+} spm_sym;
+
+typedef struct {
+    float       score;
+    int32_t     left;
+    int32_t     right;
+    int32_t     id;            /* the merged piece */
+    uint32_t    len;           /* left + right length when queued */
+} spm_pair;
+
+typedef struct {
+    const llm_tokenizer *t;
+    const char  *text;         /* escaped text */
+    spm_sym     *sym;
+    spm_pair    *heap;
+    int          n_heap;
+} spm_work;
+
+
+static int
+pair_before(const spm_pair *a, const spm_pair *b)
+{
+    return a->score > b->score
+           || (a->score == b->score && a->left < b->left);
+}
+
+
+static void
+heap_push(spm_work *w, spm_pair p)
+{
+    int i = w->n_heap++;
+
+    while (i > 0 && pair_before(&p, &w->heap[(i - 1) / 2])) {
+        w->heap[i] = w->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    w->heap[i] = p;
+}
+
+
+static spm_pair
+heap_pop(spm_work *w)
+{
+    spm_pair top = w->heap[0], last = w->heap[--w->n_heap];
+    int i = 0;
+
+    for ( ;; ) {
+        int c = 2 * i + 1;
+
+        if (c >= w->n_heap) {
+            break;
+        }
+        if (c + 1 < w->n_heap && pair_before(&w->heap[c + 1], &w->heap[c])) {
+            c++;
+        }
+        if (!pair_before(&w->heap[c], &last)) {
+            break;
+        }
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    w->heap[i] = last;
+    return top;
+}
+
+
+/* pieces the BPE may produce: not control, byte or unknown tokens */
+static int
+spm_mergeable(const llm_tokenizer *t, int32_t id)
+{
+    return id >= 0 && (t->tokens[id].type == LLM_TOKEN_NORMAL
+                       || t->tokens[id].type == LLM_TOKEN_USER_DEFINED);
+}
+
+
+static void
+queue_pair(spm_work *w, int32_t left, int32_t right)
+{
+    spm_pair p;
+
+    if (left < 0 || right < 0) {
+        return;
+    }
+    p.len = w->sym[left].len + w->sym[right].len;
+    p.id = tok_find(w->t, w->text + w->sym[left].off, p.len);
+    if (!spm_mergeable(w->t, p.id)) {
+        return;
+    }
+    p.score = w->t->tokens[p.id].score;
+    p.left = left;
+    p.right = right;
+    heap_push(w, p);
+}
+
+
+static size_t
+escape_spaces(const char *text, size_t len, int add_prefix, char *out)
+{
+    size_t n = 0;
+
+    if (add_prefix) {
+        memcpy(out, SPM_SPACE, SPM_SPACE_LEN);
+        n = SPM_SPACE_LEN;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(out + n, SPM_SPACE, SPM_SPACE_LEN);
+            n += SPM_SPACE_LEN;
+        } else {
+            out[n++] = text[i];
+        }
+    }
+    return n;
+}
+
+
+static void
+emit_symbol(const spm_work *w, const spm_sym *s, tok_out *o)
+{
+    const llm_tokenizer *t = w->t;
+    int32_t id = s->id >= 0 ? s->id : tok_find(t, w->text + s->off, s->len);
+
+    if (spm_mergeable(t, id)) {
+        tok_out_push(o, id);
+        return;
+    }
+    for (uint32_t i = 0; i < s->len; i++) {
+        int32_t b = t->byte_token[(unsigned char) w->text[s->off + i]];
+
+        if (b >= 0) {
+            tok_out_push(o, b);
+        } else if (t->unk >= 0) {
+            tok_out_push(o, t->unk);
+            break;             /* one <unk> per unknown character */
+        }
+    }
+}
+
+
+static size_t
+utf8_char_len(unsigned char c)
+{
+    return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+}
+
+
+int
+tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
+    int add_prefix, tok_out *o)
+{
+    size_t cap = (len + 1) * SPM_SPACE_LEN, n, i;
+    spm_work w = { .t = t };
+    char *esc;
+    int32_t ns = 0;
+    int rc = -1;
+
+    esc = malloc(cap);
+    w.sym = malloc(cap * sizeof(spm_sym));
+    w.heap = malloc(3 * cap * sizeof(spm_pair));
+    if (esc == NULL || w.sym == NULL || w.heap == NULL) {
+        goto done;
+    }
+    n = escape_spaces(text, len, add_prefix, esc);
+    w.text = esc;
+
+    for (i = 0; i < n; ns++) {
+        size_t k = utf8_char_len((unsigned char) esc[i]);
+
+        k = k < n - i ? k : n - i;
+        w.sym[ns] = (spm_sym) { (uint32_t) i, (uint32_t) k, -1, ns - 1, -1 };
+        if (ns > 0) {
+            w.sym[ns - 1].next = ns;
+        }
+        i += k;
+    }
+    for (int32_t s = 0; s + 1 < ns; s++) {
+        queue_pair(&w, s, s + 1);
+    }
+
+    while (w.n_heap > 0) {
+        spm_pair p = heap_pop(&w);
+        spm_sym *l = &w.sym[p.left], *r = &w.sym[p.right];
+
+        if (l->len == 0 || r->len == 0 || l->len + r->len != p.len) {
+            continue;          /* one side changed since it was queued */
+        }
+        l->len += r->len;
+        l->id = p.id;
+        r->len = 0;
+        l->next = r->next;
+        if (r->next >= 0) {
+            w.sym[r->next].prev = p.left;
+        }
+        queue_pair(&w, l->prev, p.left);
+        queue_pair(&w, p.left, l->next);
+    }
+
+    for (int32_t s = ns > 0 ? 0 : -1; s >= 0; s = w.sym[s].next) {
+        emit_symbol(&w, &w.sym[s], o);
+    }
+    rc = o->oom ? -1 : 0;
+
+done:
+    free(esc);
+    free(w.sym);
+    free(w.heap);
+    return rc;
+}
+
+
+static int
+hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+
+size_t
+tok_spm_decode_text(const char *text, size_t len, int type, char *out)
+{
+    size_t n = 0;
+
+    if (type == LLM_TOKEN_BYTE && len == 6 && memcmp(text, "<0x", 3) == 0
+        && text[5] == '>' && hex_digit(text[3]) >= 0
+        && hex_digit(text[4]) >= 0)
+    {
+        out[0] = (char) (hex_digit(text[3]) * 16 + hex_digit(text[4]));
+        return 1;
+    }
+    if (type == LLM_TOKEN_CONTROL || type == LLM_TOKEN_UNKNOWN) {
+        memcpy(out, text, len);
+        return len;
+    }
+    for (size_t i = 0; i < len; ) {
+        if (len - i >= SPM_SPACE_LEN
+            && memcmp(text + i, SPM_SPACE, SPM_SPACE_LEN) == 0)
+        {
+            out[n++] = ' ';
+            i += SPM_SPACE_LEN;
+        } else {
+            out[n++] = text[i++];
+        }
+    }
+    return n;
+}
