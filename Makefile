@@ -74,12 +74,13 @@ unit: $(UNIT_BINS)
 module: $(BUILD)/modules/ngx_http_llm_module.so
 
 $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.[ch] engine/*.[ch]) config
-	$(MAKE) -f $(BUILD)/nginx/Makefile modules
+	$(MAKE) -C "$$(cat $(BUILD)/nginx/srcdir)" -f $(abspath $(BUILD))/nginx/Makefile modules
 	@mkdir -p $(dir $@)
 	cp $(BUILD)/nginx/ngx_http_llm_module.so $@
 
 $(BUILD)/nginx/Makefile: config
-	tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
+	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine \
+	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,277 @@
+/*
+ * The ring: the one protocol between nginx workers and the engine process.
+ * Included by both sides; plain C11, no nginx or CUDA types, offsets not
+ * pointers. docs/protocol.md describes the state machine.
+ *
+ * Transport
+ *   The engine listens on an abstract unix socket (SOCK_SEQPACKET) named
+ *   "\0ngx_llm/<nginx master pid>/<config hash>". Binding that name is the
+ *   lock that makes one engine per config: a second engine started by a
+ *   racing worker fails to bind and exits. Nothing has a file name, so
+ *   nothing is left behind.
+ *   On accept the engine checks the peer's uid (SO_PEERCRED) and sends a
+ *   llm_msg HELLO carrying the ring's memfd (SCM_RIGHTS). The connection
+ *   then is the doorbell in both directions: KICK (worker -> engine: look at
+ *   the slots) and WAKE (engine -> worker: look at your slots). EOF on it
+ *   means the peer died.
+ *
+ * Shared memory
+ *   [llm_ring_header][llm_slot x n_slots]. Every field the other side wrote
+ *   is validated before use: indexes against n_slots, counts against their
+ *   capacity, states against the enum, owners against the connection.
+ */
+#ifndef NGX_LLM_RING_H
+#define NGX_LLM_RING_H
+
+#include <stdint.h>
+#include <stdatomic.h>
+
+#define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
+#define LLM_RING_VERSION        1
+
+#define LLM_RING_MAX_SLOTS      4096
+#define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
+#define LLM_RING_OUT_CAP        256             /* stream entries per slot */
+#define LLM_RING_MAX_STOP_IDS   16
+#define LLM_RING_MAX_BIAS       64
+#define LLM_RING_MAX_TOP_LP     20
+#define LLM_RING_REASON_LEN     256
+
+/* engine state, llm_ring_header.state */
+enum llm_engine_state {
+    LLM_ENGINE_STARTING = 0,    /* loading weights */
+    LLM_ENGINE_WARMING = 1,     /* loaded, warm-up generation running */
+    LLM_ENGINE_READY = 2,
+    LLM_ENGINE_FAILED = 3,      /* reason[] says why; answers pings only */
+    LLM_ENGINE_DRAINING = 4,    /* finishing what it has, takes no more */
+};
+
+/*
+ * Slot states. The worker owns a slot in CLAIMED and from DONE until it
+ * frees it; the engine owns it in SUBMITTED and RUNNING. Transitions:
+ *
+ *   FREE --worker CAS--> CLAIMED --worker--> SUBMITTED --engine--> RUNNING
+ *   RUNNING --engine--> DONE --worker--> FREE
+ *   SUBMITTED/RUNNING: worker sets cancel=1 and KICKs; the engine ends the
+ *   sequence within one step (DONE with finish CANCELLED).
+ *   Connection lost: the engine frees every slot the worker owned; the
+ *   worker fails every request it had in the ring.
+ */
+enum llm_slot_state {
+    LLM_SLOT_FREE = 0,
+    LLM_SLOT_CLAIMED = 1,
+    LLM_SLOT_SUBMITTED = 2,
+    LLM_SLOT_RUNNING = 3,
+    LLM_SLOT_DONE = 4,
+};
+
+enum llm_slot_kind {
+    LLM_KIND_PING = 1,          /* health: the engine's loop answers */
+    LLM_KIND_GENERATE = 2,
+};
+
+enum llm_finish {
+    LLM_FINISH_NONE = 0,
+    LLM_FINISH_STOP = 1,        /* eos / stop token */
+    LLM_FINISH_LENGTH = 2,      /* max_tokens or max_model_len */
+    LLM_FINISH_CANCELLED = 3,   /* the worker asked */
+    LLM_FINISH_ERROR = 4,       /* error[] says why */
+};
+
+enum llm_slot_error {
+    LLM_ERR_NONE = 0,
+    LLM_ERR_BAD_REQUEST = 1,    /* invalid slot contents */
+    LLM_ERR_TOO_LONG = 2,       /* can never fit (BRIEF 9.5) */
+    LLM_ERR_QUEUE_FULL = 3,     /* waiting queue at max_queued_requests */
+    LLM_ERR_NOT_READY = 4,
+    LLM_ERR_INTERNAL = 5,
+};
+
+/* doorbell messages over the unix socket */
+enum llm_msg_type {
+    LLM_MSG_HELLO = 1,          /* engine -> worker, with the memfd */
+    LLM_MSG_KICK = 2,           /* worker -> engine */
+    LLM_MSG_WAKE = 3,           /* engine -> worker */
+};
+
+typedef struct {
+    uint32_t        type;
+    uint32_t        version;    /* HELLO: LLM_RING_VERSION */
+    uint32_t        client_id;  /* HELLO: owner id for this connection */
+    uint32_t        reserved;
+    uint64_t        ring_size;  /* HELLO: bytes of the mapping */
+} llm_msg;
+
+typedef struct {
+    float           temperature;        /* 0: greedy */
+    float           top_p;
+    float           min_p;
+    float           presence_penalty;
+    float           frequency_penalty;
+    float           repetition_penalty; /* 1: off */
+    int32_t         top_k;              /* 0: off */
+    uint32_t        top_logprobs;       /* 0..LLM_RING_MAX_TOP_LP */
+    uint64_t        seed;
+    uint32_t        has_seed;
+    uint32_t        logprobs;           /* 0/1 */
+    uint32_t        max_tokens;
+    uint32_t        ignore_eos;
+    uint32_t        n_stop_ids;
+    uint32_t        n_bias;
+    int32_t         stop_ids[LLM_RING_MAX_STOP_IDS];
+    int32_t         bias_ids[LLM_RING_MAX_BIAS];
+    float           bias[LLM_RING_MAX_BIAS];
+} llm_sampling;
+
+/* one generated token as the worker reads it */
+typedef struct {
+    int32_t         token;
+    float           logprob;
+    uint32_t        n_top;
+    uint32_t        reserved;
+    int32_t         top_ids[LLM_RING_MAX_TOP_LP];
+    float           top_lp[LLM_RING_MAX_TOP_LP];
+} llm_out_token;
+
+typedef struct {
+    _Atomic uint32_t state;             /* enum llm_slot_state */
+    _Atomic uint32_t cancel;            /* worker -> engine */
+    uint32_t        owner;              /* client_id of the worker */
+    uint32_t        kind;               /* enum llm_slot_kind */
+    uint64_t        req_seq;            /* worker's number, guards reuse */
+    int64_t         priority;           /* lower runs first; 0 default */
+
+    /* request: written by the worker in CLAIMED */
+    llm_sampling    sampling;
+    uint32_t        n_prompt;
+    uint32_t        reserved0;
+
+    /* progress: written by the engine, read by the worker */
+    _Atomic uint32_t out_head;          /* tokens published (monotonic) */
+    _Atomic uint32_t out_tail;          /* tokens consumed by the worker */
+    uint32_t        finish;             /* enum llm_finish, valid in DONE */
+    uint32_t        error;              /* enum llm_slot_error */
+    uint32_t        n_cached;           /* prompt tokens from prefix cache */
+    uint32_t        reserved1;
+    uint64_t        t_submit_ns;        /* worker, CLOCK_MONOTONIC */
+    uint64_t        t_scheduled_ns;     /* engine: left the waiting queue */
+    uint64_t        t_first_token_ns;   /* engine */
+    uint64_t        t_done_ns;          /* engine */
+    char            message[LLM_RING_REASON_LEN];   /* error text */
+
+    llm_out_token   out[LLM_RING_OUT_CAP];          /* out[i % CAP] */
+    int32_t         prompt[LLM_RING_MAX_PROMPT];
+} llm_slot;
+
+typedef struct {
+    _Atomic uint64_t requests;          /* generations admitted */
+    _Atomic uint64_t prompt_tokens;
+    _Atomic uint64_t generation_tokens;
+    _Atomic uint64_t cached_tokens;
+    _Atomic uint64_t preemptions;
+    _Atomic uint64_t cancelled;
+    _Atomic uint64_t steps;
+    _Atomic uint64_t pings;
+    _Atomic uint32_t running;           /* sequences in the batch */
+    _Atomic uint32_t waiting;           /* sequences queued */
+    _Atomic uint32_t kv_blocks_total;
+    _Atomic uint32_t kv_blocks_used;
+} llm_ring_stats;
+
+typedef struct {
+    char            arch[32];           /* general.architecture */
+    char            name[128];          /* general.name */
+    char            file_type[16];      /* dominant tensor type */
+    uint64_t        n_params;
+    uint64_t        weight_bytes;
+    uint32_t        context_length;
+    uint32_t        vocab_size;
+    uint32_t        n_layers;
+    uint32_t        dim;
+    uint32_t        n_heads;
+    uint32_t        n_kv_heads;
+} llm_model_facts;
+
+typedef struct {
+    uint32_t        magic;
+    uint32_t        version;
+    uint32_t        header_size;
+    uint32_t        slot_size;
+    uint32_t        n_slots;
+    uint32_t        max_prompt;         /* tokens a slot's prompt holds */
+    uint64_t        slots_offset;
+    uint64_t        total_size;
+    uint64_t        config_hash;
+
+    _Atomic uint32_t state;             /* enum llm_engine_state */
+    uint32_t        engine_pid;
+    _Atomic uint64_t generation;        /* bumped by each engine start */
+    _Atomic uint64_t heartbeat_ns;      /* CLOCK_MONOTONIC, each loop turn */
+    uint64_t        started_ns;
+    char            reason[LLM_RING_REASON_LEN];    /* FAILED: why */
+
+    llm_model_facts model;              /* valid from WARMING on */
+    llm_ring_stats  stats;
+} llm_ring_header;
+
+_Static_assert(sizeof(llm_msg) == 24, "llm_msg is part of the ABI");
+_Static_assert(sizeof(llm_out_token) == 176, "llm_out_token layout");
+_Static_assert(sizeof(llm_sampling) % 8 == 0, "llm_sampling alignment");
+_Static_assert(sizeof(_Atomic uint64_t) == 8, "lock-free 64-bit atomics");
+
+
+/* header followed by the slots, each slot 64-byte aligned */
+static inline uint64_t
+llm_ring_slot_size(void)
+{
+    return (sizeof(llm_slot) + 63) & ~(uint64_t) 63;
+}
+
+
+static inline uint64_t
+llm_ring_slots_offset(void)
+{
+    return (sizeof(llm_ring_header) + 63) & ~(uint64_t) 63;
+}
+
+
+static inline uint64_t
+llm_ring_size(uint32_t n_slots)
+{
+    return llm_ring_slots_offset() + (uint64_t) n_slots * llm_ring_slot_size();
+}
+
+
+static inline llm_slot *
+llm_ring_slot(llm_ring_header *h, uint32_t i)
+{
+    return (llm_slot *) ((char *) h + h->slots_offset
+                         + (uint64_t) i * h->slot_size);
+}
+
+
+/*
+ * Check a mapping before trusting it: the sizes must be the ones this
+ * build computes, so every later offset is in bounds. 0 = valid.
+ */
+static inline int
+llm_ring_check(const llm_ring_header *h, uint64_t mapped)
+{
+    if (mapped < sizeof(llm_ring_header)
+        || h->magic != LLM_RING_MAGIC
+        || h->version != LLM_RING_VERSION
+        || h->header_size != sizeof(llm_ring_header)
+        || h->slot_size != llm_ring_slot_size()
+        || h->slots_offset != llm_ring_slots_offset()
+        || h->n_slots == 0 || h->n_slots > LLM_RING_MAX_SLOTS
+        || h->max_prompt != LLM_RING_MAX_PROMPT
+        || h->total_size != llm_ring_size(h->n_slots)
+        || h->total_size > mapped)
+    {
+        return -1;
+    }
+
+    return 0;
+}
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * The engine process (ngx_llm_engine serve): options and entry point.
+ * defines: llm_server_opts, llm_server_parse_opts, llm_server_main
+ */
+#ifndef NGX_LLM_SERVER_H
+#define NGX_LLM_SERVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct {
+    const char  *name;              /* llm_engine block name */
+    const char  *socket_name;       /* abstract socket, without the NUL */
+    const char  *model_path;        /* for messages when model_fd is set */
+    const char  *backend;           /* cpu | cuda */
+    int          model_fd;          /* opened by nginx's master */
+    int          listen_fd;         /* bound by the starting worker */
+    pid_t        master_pid;
+    uint64_t     config_hash;
+    int          threads;
+    int          max_num_seqs;
+    int          max_model_len;
+    int          max_batched_tokens;
+    int          max_queued;
+    int          tensor_parallel;
+    uint64_t     kv_cache_bytes;
+} llm_server_opts;
+
+int llm_server_parse_opts(llm_server_opts *o, int argc, char **argv);
+int llm_server_main(int argc, char **argv);
+
+#endif

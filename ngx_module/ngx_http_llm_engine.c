@@ -1,0 +1,974 @@
+/*
+ * The engine process, seen from an nginx worker: find it or start it,
+ * keep its doorbell connection in the event loop, map its ring, and hand
+ * ring slots to requests.
+ *
+ * One peer per engine config per process, kept across cycles so a
+ * single-process nginx (master_process off) survives a reload too. The
+ * engine belongs to no worker: a worker that finds none starts it with a
+ * double fork, and whichever engine binds the socket name first is the
+ * one (see docs/architecture.md).
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_event.h>
+#include <ngx_http.h>
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+#include "ngx_http_llm_module.h"
+
+
+#define NGX_HTTP_LLM_PEER_IDLE        0
+#define NGX_HTTP_LLM_PEER_CONNECTING  1     /* waiting for HELLO */
+#define NGX_HTTP_LLM_PEER_CONNECTED   2
+
+#define NGX_HTTP_LLM_SPAWN_INTERVAL   2000  /* ms between starts */
+#define NGX_HTTP_LLM_RETRY_MIN        50
+#define NGX_HTTP_LLM_RETRY_MAX        1000
+
+
+struct ngx_http_llm_peer_s {
+    ngx_queue_t                   queue;
+    uint64_t                      hash;
+    ngx_http_llm_engine_conf_t   *ecf;       /* newest config using it */
+    ngx_connection_t             *conn;
+    ngx_uint_t                    state;
+
+    llm_ring_header              *ring;
+    size_t                        ring_size;
+    uint32_t                      client_id;
+    uint64_t                      generation;
+    ngx_http_llm_slot_t         **slots;     /* by index, n_slots */
+    uint32_t                      next_slot;
+    uint64_t                      req_seq;
+
+    ngx_queue_t                   waiters;
+    ngx_event_t                   retry;
+    ngx_msec_t                    retry_delay;
+    ngx_msec_t                    last_spawn;
+    ngx_uint_t                    spawned;
+    char                          sockname[64];
+    char                          reason[LLM_RING_REASON_LEN];
+};
+
+
+static void ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer);
+static void ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer,
+    const char *why);
+static void ngx_http_llm_peer_read(ngx_event_t *rev);
+static void ngx_http_llm_peer_scan(ngx_http_llm_peer_t *peer);
+
+
+static ngx_queue_t  ngx_http_llm_peers;
+static ngx_uint_t   ngx_http_llm_peers_inited;
+
+
+uint64_t
+ngx_http_llm_now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+
+static void
+ngx_http_llm_dummy_handler(ngx_event_t *ev)
+{
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* process hooks                                                          */
+
+ngx_int_t
+ngx_http_llm_engine_init_process(ngx_cycle_t *cycle)
+{
+    ngx_uint_t                    i;
+    ngx_http_llm_main_conf_t     *lmcf;
+    ngx_http_llm_engine_conf_t  **ep;
+
+    /* workers (and a single-process nginx) talk to engines; helpers not */
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_llm_module);
+    if (lmcf == NULL) {
+        return NGX_OK;
+    }
+
+    ep = lmcf->engines.elts;
+    for (i = 0; i < lmcf->engines.nelts; i++) {
+        if (ngx_http_llm_peer_get(ep[i], cycle->log) == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_llm_engine_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_queue_t          *q;
+    ngx_http_llm_peer_t  *peer;
+
+    if (!ngx_http_llm_peers_inited) {
+        return;
+    }
+
+    for (q = ngx_queue_head(&ngx_http_llm_peers);
+         q != ngx_queue_sentinel(&ngx_http_llm_peers);
+         q = ngx_queue_next(q))
+    {
+        peer = ngx_queue_data(q, ngx_http_llm_peer_t, queue);
+
+        if (peer->retry.timer_set) {
+            ngx_del_timer(&peer->retry);
+        }
+
+        /* "open socket left" otherwise; the engine frees our slots */
+        if (peer->conn) {
+            ngx_close_connection(peer->conn);
+            peer->conn = NULL;
+        }
+    }
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* peers                                                                  */
+
+ngx_http_llm_peer_t *
+ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf, ngx_log_t *log)
+{
+    ngx_queue_t          *q;
+    ngx_http_llm_peer_t  *peer;
+
+    if (ecf->peer) {
+        return ecf->peer;
+    }
+
+    if (!ngx_http_llm_peers_inited) {
+        ngx_queue_init(&ngx_http_llm_peers);
+        ngx_http_llm_peers_inited = 1;
+    }
+
+    for (q = ngx_queue_head(&ngx_http_llm_peers);
+         q != ngx_queue_sentinel(&ngx_http_llm_peers);
+         q = ngx_queue_next(q))
+    {
+        peer = ngx_queue_data(q, ngx_http_llm_peer_t, queue);
+        if (peer->hash == ecf->hash) {
+            peer->ecf = ecf;
+            ecf->peer = peer;
+            return peer;
+        }
+    }
+
+    /* on the heap, not in a cycle's pool: it outlives cycles */
+    peer = ngx_calloc(sizeof(ngx_http_llm_peer_t), log);
+    if (peer == NULL) {
+        return NULL;
+    }
+
+    peer->hash = ecf->hash;
+    peer->ecf = ecf;
+    ngx_queue_init(&peer->waiters);
+    peer->retry.handler = ngx_http_llm_dummy_handler;
+    peer->retry.data = peer;
+    peer->retry.log = ngx_cycle->log;
+    peer->retry.cancelable = 1;   /* must not hold up a worker's exit */
+    peer->retry_delay = NGX_HTTP_LLM_RETRY_MIN;
+    ngx_cpystrn((u_char *) peer->reason, (u_char *) "engine starting",
+                sizeof(peer->reason));
+
+    ngx_queue_insert_tail(&ngx_http_llm_peers, &peer->queue);
+    ecf->peer = peer;
+
+    ngx_http_llm_peer_connect(peer);
+
+    return peer;
+}
+
+
+llm_ring_header *
+ngx_http_llm_peer_ring(ngx_http_llm_peer_t *peer)
+{
+    return peer->state == NGX_HTTP_LLM_PEER_CONNECTED ? peer->ring : NULL;
+}
+
+
+/* NGX_OK: ready; NGX_AGAIN: may become ready; NGX_DECLINED: failed */
+ngx_int_t
+ngx_http_llm_peer_ready(ngx_http_llm_peer_t *peer)
+{
+    uint32_t  st;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return NGX_AGAIN;
+    }
+
+    st = atomic_load(&peer->ring->state);
+
+    switch (st) {
+    case LLM_ENGINE_READY:
+        return NGX_OK;
+    case LLM_ENGINE_FAILED:
+        return NGX_DECLINED;
+    default:
+        return NGX_AGAIN;
+    }
+}
+
+
+const char *
+ngx_http_llm_peer_reason(ngx_http_llm_peer_t *peer)
+{
+    uint32_t  st;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return peer->reason;
+    }
+
+    st = atomic_load(&peer->ring->state);
+
+    switch (st) {
+    case LLM_ENGINE_STARTING:
+        return "engine loading the model";
+    case LLM_ENGINE_WARMING:
+        return "engine warming up";
+    case LLM_ENGINE_READY:
+        return "ready";
+    case LLM_ENGINE_DRAINING:
+        return "engine draining";
+    case LLM_ENGINE_FAILED:
+        /* the engine wrote it; make sure it is terminated */
+        ngx_memcpy(peer->reason, peer->ring->reason, sizeof(peer->reason));
+        peer->reason[sizeof(peer->reason) - 1] = '\0';
+        return peer->reason;
+    default:
+        return "engine in an unknown state";
+    }
+}
+
+
+void
+ngx_http_llm_peer_wait(ngx_http_llm_peer_t *peer, ngx_http_llm_waiter_t *w)
+{
+    ngx_queue_insert_tail(&peer->waiters, &w->queue);
+}
+
+
+void
+ngx_http_llm_peer_unwait(ngx_http_llm_waiter_t *w)
+{
+    if (w->queue.next) {
+        ngx_queue_remove(&w->queue);
+        w->queue.next = NULL;
+    }
+}
+
+
+static void
+ngx_http_llm_peer_notify_waiters(ngx_http_llm_peer_t *peer)
+{
+    ngx_int_t               rc;
+    ngx_queue_t            *q;
+    ngx_http_llm_waiter_t  *w;
+
+    rc = ngx_http_llm_peer_ready(peer);
+    if (rc == NGX_AGAIN) {
+        return;
+    }
+
+    while (!ngx_queue_empty(&peer->waiters)) {
+        q = ngx_queue_head(&peer->waiters);
+        w = ngx_queue_data(q, ngx_http_llm_waiter_t, queue);
+        ngx_queue_remove(q);
+        w->queue.next = NULL;
+        w->handler(w->data, rc == NGX_OK);
+    }
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* starting the engine                                                    */
+
+static pid_t
+ngx_http_llm_master_pid(void)
+{
+    /* the engine lives as long as this process's master */
+    return ngx_process == NGX_PROCESS_WORKER ? getppid() : ngx_pid;
+}
+
+
+static void
+ngx_http_llm_close_from(int lowfd)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, lowfd, ~0U, 0) == 0) {
+        return;
+    }
+#endif
+    {
+        int fd;
+
+        for (fd = lowfd; fd < 65536; fd++) {
+            (void) close(fd);
+        }
+    }
+}
+
+
+/*
+ * In the grandchild: stdio, model on 3, the binary on 4, the listening
+ * socket on 5, nothing else (nginx leaves its own sockets without CLOEXEC).
+ */
+static void
+ngx_http_llm_exec(ngx_http_llm_engine_conf_t *ecf, int listen_fd,
+    char **argv)
+{
+    int        log_fd, model_fd, bin_fd, null_fd, lfd;
+    sigset_t   set;
+    char      *envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+
+    sigemptyset(&set);
+    sigprocmask(SIG_SETMASK, &set, NULL);
+
+    log_fd = fcntl(ngx_cycle->log->file->fd, F_DUPFD, 10);
+    model_fd = fcntl(ecf->model_fd, F_DUPFD, 10);
+    bin_fd = fcntl(ecf->binary_fd, F_DUPFD, 10);
+    lfd = fcntl(listen_fd, F_DUPFD, 10);
+    null_fd = open("/dev/null", O_RDWR);
+
+    if (log_fd == -1 || model_fd == -1 || bin_fd == -1 || lfd == -1
+        || null_fd == -1
+        || dup2(null_fd, 0) == -1 || dup2(null_fd, 1) == -1
+        || dup2(log_fd, 2) == -1 || dup2(model_fd, 3) == -1
+        || dup2(bin_fd, 4) == -1 || dup2(lfd, 5) == -1)
+    {
+        _exit(126);
+    }
+
+    ngx_http_llm_close_from(6);
+
+    syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+
+    ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+                  "llm: exec of engine \"%V\" failed", &ecf->binary);
+    _exit(127);
+}
+
+
+static void
+ngx_http_llm_sockaddr(ngx_http_llm_peer_t *peer, struct sockaddr_un *sa,
+    socklen_t *alen)
+{
+    size_t  len;
+
+    len = ngx_strlen(peer->sockname);
+    ngx_memzero(sa, sizeof(struct sockaddr_un));
+    sa->sun_family = AF_UNIX;
+    ngx_memcpy(sa->sun_path + 1, peer->sockname, len);     /* abstract */
+    *alen = offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+
+/*
+ * The engine's socket name is the lock: the worker that binds it starts
+ * the engine and hands it the socket; the others see EADDRINUSE and wait.
+ */
+static int
+ngx_http_llm_peer_bind(ngx_http_llm_peer_t *peer)
+{
+    int                  fd;
+    socklen_t            alen;
+    struct sockaddr_un   sa;
+
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
+                      "llm: socket() failed");
+        return -1;
+    }
+
+    ngx_http_llm_sockaddr(peer, &sa, &alen);
+
+    if (bind(fd, (struct sockaddr *) &sa, alen) == -1) {
+        if (ngx_socket_errno != NGX_EADDRINUSE) {
+            ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
+                          "llm: bind(@%s) failed", peer->sockname);
+        }
+        (void) close(fd);
+        return -1;
+    }
+
+    if (listen(fd, 128) == -1) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
+                      "llm: listen(@%s) failed", peer->sockname);
+        (void) close(fd);
+        return -1;
+    }
+
+    return fd;
+}
+
+
+static void
+ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
+{
+    int                          i, lfd;
+    pid_t                        pid;
+    u_char                      *p;
+    char                        *argv[32];
+    u_char                       buf[2048];
+    ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
+
+    if (peer->spawned
+        && ngx_current_msec - peer->last_spawn < NGX_HTTP_LLM_SPAWN_INTERVAL)
+    {
+        return;
+    }
+
+    lfd = ngx_http_llm_peer_bind(peer);
+    if (lfd == -1) {
+        return;
+    }
+
+    peer->spawned = 1;
+    peer->last_spawn = ngx_current_msec;
+
+    /* argv in one buffer: "arg\0arg\0..." */
+    i = 0;
+    p = buf;
+
+#define LLM_ARG(...)                                                         \
+    argv[i++] = (char *) p;                                                  \
+    p = ngx_snprintf(p, buf + sizeof(buf) - 1 - p, __VA_ARGS__);             \
+    *p++ = '\0'
+
+    LLM_ARG("ngx_llm_engine");
+    LLM_ARG("serve");
+    LLM_ARG("--name");
+    LLM_ARG("%V", &ecf->name);
+    LLM_ARG("--socket");
+    LLM_ARG("%s", peer->sockname);
+    LLM_ARG("--master-pid");
+    LLM_ARG("%P", ngx_http_llm_master_pid());
+    LLM_ARG("--model-fd");
+    LLM_ARG("3");
+    LLM_ARG("--listen-fd");
+    LLM_ARG("5");
+    LLM_ARG("--model");
+    LLM_ARG("%V", &ecf->model);
+    LLM_ARG("--config-hash");
+    LLM_ARG("%uL", ecf->hash);
+    LLM_ARG("--backend");
+    LLM_ARG("%V", &ecf->backend);
+    LLM_ARG("--threads");
+    LLM_ARG("%ui", ecf->threads);
+    LLM_ARG("--tensor-parallel");
+    LLM_ARG("%ui", ecf->tensor_parallel);
+    LLM_ARG("--max-num-seqs");
+    LLM_ARG("%ui", ecf->max_num_seqs);
+    LLM_ARG("--max-model-len");
+    LLM_ARG("%ui", ecf->max_model_len);
+    LLM_ARG("--max-batched-tokens");
+    LLM_ARG("%ui", ecf->max_batched_tokens);
+    LLM_ARG("--max-queued");
+    LLM_ARG("%ui", ecf->max_queued_requests);
+    LLM_ARG("--kv-cache-memory");
+    LLM_ARG("%uz", ecf->kv_cache_memory);
+    argv[i] = NULL;
+
+#undef LLM_ARG
+
+    pid = fork();
+
+    if (pid == -1) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+                      "llm: fork() to start engine \"%V\" failed",
+                      &ecf->name);
+        (void) close(lfd);
+        return;
+    }
+
+    if (pid == 0) {
+        /* a session of its own, and no parent among nginx's processes */
+        setsid();
+        pid = fork();
+        if (pid != 0) {
+            _exit(pid == -1 ? 1 : 0);
+        }
+        ngx_http_llm_exec(ecf, lfd, argv);
+    }
+
+    /* the engine has it now; connecting to it queues until it accepts */
+    (void) close(lfd);
+
+    /* the middle process exits at once; nginx's SIGCHLD may reap it first */
+    (void) waitpid(pid, NULL, 0);
+
+    ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
+                  "llm: started engine \"%V\" for model \"%V\"",
+                  &ecf->name, &ecf->model);
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the doorbell connection                                                */
+
+static void
+ngx_http_llm_peer_retry_handler(ngx_event_t *ev)
+{
+    ngx_http_llm_peer_connect(ev->data);
+}
+
+
+static void
+ngx_http_llm_peer_schedule(ngx_http_llm_peer_t *peer)
+{
+    peer->retry.handler = ngx_http_llm_peer_retry_handler;
+    peer->retry.log = ngx_cycle->log;
+
+    if (!peer->retry.timer_set) {
+        ngx_add_timer(&peer->retry, peer->retry_delay);
+    }
+
+    peer->retry_delay = ngx_min(peer->retry_delay * 2,
+                                NGX_HTTP_LLM_RETRY_MAX);
+}
+
+
+static void
+ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
+{
+    int                  fd;
+    ngx_err_t            err;
+    socklen_t            alen;
+    ngx_connection_t    *c;
+    struct sockaddr_un   sa;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_IDLE || ngx_exiting) {
+        return;
+    }
+
+    ngx_snprintf((u_char *) peer->sockname, sizeof(peer->sockname) - 1,
+                 "ngx_llm/%P/%016uxL%Z", ngx_http_llm_master_pid(),
+                 peer->hash);
+
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
+                      "llm: socket() failed");
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
+
+    ngx_http_llm_sockaddr(peer, &sa, &alen);
+
+    if (connect(fd, (struct sockaddr *) &sa, alen) == -1) {
+        err = ngx_socket_errno;
+        (void) close(fd);
+
+        if (err == NGX_ECONNREFUSED || err == NGX_ENOENT) {
+            ngx_http_llm_peer_spawn(peer);
+
+        } else if (err != NGX_EAGAIN) {
+            ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, err,
+                          "llm: connect() to engine \"%V\" failed",
+                          &peer->ecf->name);
+        }
+
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
+
+    c = ngx_get_connection(fd, ngx_cycle->log);
+    if (c == NULL) {
+        (void) close(fd);
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
+
+    c->data = peer;
+    c->read->handler = ngx_http_llm_peer_read;
+    c->write->handler = ngx_http_llm_dummy_handler;
+    c->read->log = c->log;
+    c->write->log = c->log;
+
+    if (ngx_add_event(c->read, NGX_READ_EVENT, 0) != NGX_OK) {
+        ngx_close_connection(c);
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
+
+    peer->conn = c;
+    peer->state = NGX_HTTP_LLM_PEER_CONNECTING;
+}
+
+
+static ngx_int_t
+ngx_http_llm_peer_map(ngx_http_llm_peer_t *peer, llm_msg *m, int fd)
+{
+    int               seals;
+    void             *p;
+    struct stat       st;
+    llm_ring_header  *h;
+
+    if (m->version != LLM_RING_VERSION) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "llm: engine speaks ring version %uD, we %d",
+                      m->version, LLM_RING_VERSION);
+        return NGX_ERROR;
+    }
+
+    /* a ring that could shrink under us would be a SIGBUS waiting */
+    seals = fcntl(fd, F_GET_SEALS);
+    if (fstat(fd, &st) == -1 || seals == -1 || !(seals & F_SEAL_SHRINK)
+        || (uint64_t) st.st_size < m->ring_size
+        || m->ring_size < sizeof(llm_ring_header))
+    {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "llm: engine's ring is not a sealed mapping of "
+                      "%uL bytes", m->ring_size);
+        return NGX_ERROR;
+    }
+
+    p = mmap(NULL, m->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, ngx_errno,
+                      "llm: mmap() of the ring failed");
+        return NGX_ERROR;
+    }
+
+    h = p;
+    if (llm_ring_check(h, m->ring_size) != 0) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                      "llm: engine's ring header is invalid");
+        munmap(p, m->ring_size);
+        return NGX_ERROR;
+    }
+
+    peer->slots = ngx_calloc(h->n_slots * sizeof(ngx_http_llm_slot_t *),
+                             ngx_cycle->log);
+    if (peer->slots == NULL) {
+        munmap(p, m->ring_size);
+        return NGX_ERROR;
+    }
+
+    peer->ring = h;
+    peer->ring_size = m->ring_size;
+    peer->client_id = m->client_id;
+    peer->generation = atomic_load(&h->generation);
+    peer->state = NGX_HTTP_LLM_PEER_CONNECTED;
+    peer->retry_delay = NGX_HTTP_LLM_RETRY_MIN;
+    peer->spawned = 0;
+
+    ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
+                  "llm: connected to engine \"%V\" (pid %uD, %uD slots)",
+                  &peer->ecf->name, h->engine_pid, h->n_slots);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_llm_peer_read(ngx_event_t *rev)
+{
+    int                   fd;
+    ssize_t               n;
+    llm_msg               m;
+    ngx_uint_t            wake;
+    struct iovec          iov;
+    struct msghdr         mh;
+    struct cmsghdr       *cm;
+    ngx_connection_t     *c = rev->data;
+    ngx_http_llm_peer_t  *peer = c->data;
+    char                  cbuf[CMSG_SPACE(sizeof(int))];
+
+    wake = 0;
+
+    for ( ;; ) {
+        fd = -1;
+        iov.iov_base = &m;
+        iov.iov_len = sizeof(m);
+        ngx_memzero(&mh, sizeof(mh));
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof(cbuf);
+
+        n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+
+        if (n == -1) {
+            if (ngx_socket_errno == NGX_EAGAIN
+                || ngx_socket_errno == NGX_EINTR)
+            {
+                break;
+            }
+            ngx_http_llm_peer_lost(peer, "engine connection failed");
+            return;
+        }
+
+        if (n == 0) {
+            ngx_http_llm_peer_lost(peer, "engine exited");
+            return;
+        }
+
+        for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS
+                && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+            {
+                ngx_memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+            }
+        }
+
+        if (n != (ssize_t) sizeof(m)) {
+            ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                          "llm: short message from engine (%z bytes)", n);
+
+        } else if (m.type == LLM_MSG_HELLO
+                   && peer->state == NGX_HTTP_LLM_PEER_CONNECTING && fd != -1)
+        {
+            if (ngx_http_llm_peer_map(peer, &m, fd) != NGX_OK) {
+                (void) close(fd);
+                ngx_http_llm_peer_lost(peer, "engine's ring is invalid");
+                return;
+            }
+            wake = 1;
+
+        } else if (m.type == LLM_MSG_WAKE
+                   && peer->state == NGX_HTTP_LLM_PEER_CONNECTED)
+        {
+            wake = 1;
+
+        } else {
+            ngx_log_error(NGX_LOG_ERR, c->log, 0,
+                          "llm: unexpected message %uD from engine", m.type);
+        }
+
+        if (fd != -1) {
+            (void) close(fd);
+        }
+    }
+
+    if (wake) {
+        ngx_http_llm_peer_scan(peer);
+        ngx_http_llm_peer_notify_waiters(peer);
+    }
+}
+
+
+/* the engine is gone: fail what was in flight at once, then reconnect */
+static void
+ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer, const char *why)
+{
+    uint32_t              i, n;
+    ngx_http_llm_slot_t  *s;
+
+    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                  "llm: %s: engine \"%V\" lost, in-flight requests fail",
+                  why, &peer->ecf->name);
+
+    ngx_cpystrn((u_char *) peer->reason, (u_char *) why,
+                sizeof(peer->reason));
+
+    if (peer->ring) {
+        n = peer->ring->n_slots;
+
+        for (i = 0; i < n; i++) {
+            s = peer->slots[i];
+            if (s == NULL) {
+                continue;
+            }
+            peer->slots[i] = NULL;
+            s->slot = NULL;
+            s->handler(s);
+        }
+
+        munmap(peer->ring, peer->ring_size);
+        peer->ring = NULL;
+        ngx_free(peer->slots);
+        peer->slots = NULL;
+    }
+
+    if (peer->conn) {
+        ngx_close_connection(peer->conn);
+        peer->conn = NULL;
+    }
+
+    peer->state = NGX_HTTP_LLM_PEER_IDLE;
+    peer->retry_delay = NGX_HTTP_LLM_RETRY_MIN + ngx_random() % 50;
+    ngx_http_llm_peer_schedule(peer);
+}
+
+
+static void
+ngx_http_llm_kick(ngx_http_llm_peer_t *peer)
+{
+    llm_msg  m;
+
+    ngx_memzero(&m, sizeof(llm_msg));
+    m.type = LLM_MSG_KICK;
+
+    /* EAGAIN: KICKs are already queued, and they all mean "look" */
+    (void) send(peer->conn->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* slots                                                                  */
+
+static void
+ngx_http_llm_peer_scan(ngx_http_llm_peer_t *peer)
+{
+    uint32_t              i, st;
+    llm_slot             *sl;
+    ngx_http_llm_slot_t  *s;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return;
+    }
+
+    for (i = 0; i < peer->ring->n_slots; i++) {
+        sl = llm_ring_slot(peer->ring, i);
+        s = peer->slots[i];
+
+        if (s != NULL) {
+            s->handler(s);
+
+        } else if (sl->owner == peer->client_id) {
+            /* a cancelled request's slot comes back DONE: free it now */
+            st = atomic_load_explicit(&sl->state, memory_order_acquire);
+            if (st == LLM_SLOT_DONE) {
+                sl->owner = 0;
+                atomic_store_explicit(&sl->state, LLM_SLOT_FREE,
+                                      memory_order_release);
+            }
+        }
+
+        if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+            return;     /* a handler found the engine gone */
+        }
+    }
+}
+
+
+ngx_int_t
+ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
+    uint32_t kind)
+{
+    uint32_t   i, n, idx, expected;
+    llm_slot  *sl;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return NGX_DECLINED;
+    }
+
+    n = peer->ring->n_slots;
+
+    for (i = 0; i < n; i++) {
+        idx = (peer->next_slot + i) % n;
+        sl = llm_ring_slot(peer->ring, idx);
+
+        expected = LLM_SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&sl->state, &expected,
+                                            LLM_SLOT_CLAIMED))
+        {
+            continue;
+        }
+
+        peer->next_slot = idx + 1;
+
+        sl->owner = peer->client_id;
+        sl->kind = kind;
+        sl->req_seq = ++peer->req_seq;
+        sl->priority = 0;
+        sl->n_prompt = 0;
+        sl->finish = LLM_FINISH_NONE;
+        sl->error = LLM_ERR_NONE;
+        sl->n_cached = 0;
+        sl->message[0] = '\0';
+        sl->t_scheduled_ns = 0;
+        sl->t_first_token_ns = 0;
+        sl->t_done_ns = 0;
+        atomic_store(&sl->cancel, 0);
+        atomic_store(&sl->out_head, 0);
+        atomic_store(&sl->out_tail, 0);
+
+        s->peer = peer;
+        s->slot = sl;
+        s->index = idx;
+        s->generation = peer->generation;
+        peer->slots[idx] = s;
+
+        return NGX_OK;
+    }
+
+    return NGX_BUSY;
+}
+
+
+ngx_int_t
+ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s)
+{
+    if (s->slot == NULL) {
+        return NGX_ERROR;
+    }
+
+    s->slot->t_submit_ns = ngx_http_llm_now_ns();
+    atomic_store_explicit(&s->slot->state, LLM_SLOT_SUBMITTED,
+                          memory_order_release);
+    ngx_http_llm_kick(s->peer);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The request is done with the slot. If the engine still has it, ask it to
+ * stop; the slot comes back DONE and peer_scan frees it.
+ */
+void
+ngx_http_llm_slot_release(ngx_http_llm_slot_t *s)
+{
+    uint32_t              st;
+    llm_slot             *sl = s->slot;
+    ngx_http_llm_peer_t  *peer = s->peer;
+
+    if (sl == NULL) {
+        return;
+    }
+
+    s->slot = NULL;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED
+        || s->generation != peer->generation)
+    {
+        return;
+    }
+
+    peer->slots[s->index] = NULL;
+
+    st = atomic_load_explicit(&sl->state, memory_order_acquire);
+
+    if (st == LLM_SLOT_DONE || st == LLM_SLOT_CLAIMED) {
+        sl->owner = 0;
+        atomic_store_explicit(&sl->state, LLM_SLOT_FREE,
+                              memory_order_release);
+        return;
+    }
+
+    atomic_store(&sl->cancel, 1);
+    ngx_http_llm_kick(peer);
+}

@@ -1,0 +1,542 @@
+/*
+ * ngx_http_llm_module: directives, configuration and process hooks.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_llm_module.h"
+
+#ifndef NGX_LLM_ENGINE_BIN
+#define NGX_LLM_ENGINE_BIN  "/usr/local/lib/ngx_llm/ngx_llm_engine"
+#endif
+
+
+static void *ngx_http_llm_create_main_conf(ngx_conf_t *cf);
+static void *ngx_http_llm_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static char *ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
+    void *conf);
+static char *ngx_http_llm_engine_done(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf);
+static char *ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
+static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_command_t  ngx_http_llm_commands[] = {
+
+    { ngx_string("llm_engine"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_BLOCK|NGX_CONF_TAKE1,
+      ngx_http_llm_engine_block,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_api"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_location,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      (void *) NGX_HTTP_LLM_ROLE_API },
+
+    { ngx_string("llm_health"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_location,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      (void *) NGX_HTTP_LLM_ROLE_HEALTH },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_llm_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    NULL,                                  /* postconfiguration */
+
+    ngx_http_llm_create_main_conf,         /* create main configuration */
+    NULL,                                  /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_llm_create_loc_conf,          /* create location configuration */
+    ngx_http_llm_merge_loc_conf            /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_llm_module = {
+    NGX_MODULE_V1,
+    &ngx_http_llm_module_ctx,              /* module context */
+    ngx_http_llm_commands,                 /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_llm_init_process,             /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_llm_exit_process,             /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static void *
+ngx_http_llm_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    lmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_main_conf_t));
+    if (lmcf == NULL) {
+        return NULL;
+    }
+
+    if (ngx_array_init(&lmcf->engines, cf->pool, 2,
+                       sizeof(ngx_http_llm_engine_conf_t *))
+        != NGX_OK)
+    {
+        return NULL;
+    }
+
+    return lmcf;
+}
+
+
+static void *
+ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_loc_conf_t));
+    if (llcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     llcf->engine = NULL;
+     *     llcf->role = NGX_HTTP_LLM_ROLE_NONE;
+     */
+
+    return llcf;
+}
+
+
+static char *
+ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_llm_loc_conf_t *prev = parent;
+    ngx_http_llm_loc_conf_t *conf = child;
+
+    /* the role and its handler belong to the location that names them */
+    if (conf->engine == NULL) {
+        conf->engine = prev->engine;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* llm_engine NAME { model PATH; ... } */
+
+static char *
+ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    char                         *rv;
+    ngx_str_t                    *value;
+    ngx_uint_t                    i;
+    ngx_conf_t                    save;
+    ngx_http_llm_engine_conf_t   *ecf, **ep;
+
+    value = cf->args->elts;
+
+    ep = lmcf->engines.elts;
+    for (i = 0; i < lmcf->engines.nelts; i++) {
+        if (ep[i]->name.len == value[1].len
+            && ngx_strncmp(ep[i]->name.data, value[1].data, value[1].len)
+               == 0)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "duplicate llm_engine \"%V\"", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    ecf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_engine_conf_t));
+    if (ecf == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    ecf->name = value[1];
+    ecf->threads = NGX_CONF_UNSET_UINT;
+    ecf->tensor_parallel = NGX_CONF_UNSET_UINT;
+    ecf->max_num_seqs = NGX_CONF_UNSET_UINT;
+    ecf->max_model_len = NGX_CONF_UNSET_UINT;
+    ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
+    ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
+    ecf->kv_cache_memory = NGX_CONF_UNSET_SIZE;
+    ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
+    ecf->model_fd = NGX_INVALID_FILE;
+    ecf->binary_fd = NGX_INVALID_FILE;
+
+    ep = ngx_array_push(&lmcf->engines);
+    if (ep == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    *ep = ecf;
+
+    save = *cf;
+    cf->handler = ngx_http_llm_engine_param;
+    cf->handler_conf = (char *) ecf;
+
+    rv = ngx_conf_parse(cf, NULL);
+
+    *cf = save;
+
+    if (rv != NGX_CONF_OK) {
+        return rv;
+    }
+
+    return ngx_http_llm_engine_done(cf, ecf);
+}
+
+
+static char *
+ngx_http_llm_param_uint(ngx_conf_t *cf, ngx_str_t *v, ngx_uint_t *out,
+    ngx_uint_t min, ngx_uint_t max)
+{
+    ngx_int_t  n;
+
+    if (*out != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    n = ngx_atoi(v->data, v->len);
+    if (n == NGX_ERROR || (ngx_uint_t) n < min || (ngx_uint_t) n > max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\" (must be %ui..%ui)",
+                           v, min, max);
+        return NGX_CONF_ERROR;
+    }
+
+    *out = n;
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
+{
+    ngx_http_llm_engine_conf_t *ecf = (ngx_http_llm_engine_conf_t *) conf;
+
+    char       *rv;
+    ssize_t     size;
+    ngx_str_t  *value, *name, *v;
+
+    value = cf->args->elts;
+    name = &value[0];
+    v = &value[1];
+
+    if (cf->args->nelts != 2) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid number of arguments in \"%V\" of "
+                           "llm_engine", name);
+        return NGX_CONF_ERROR;
+    }
+
+#define LLM_IS(s)  (name->len == sizeof(s) - 1                               \
+                    && ngx_strncmp(name->data, s, sizeof(s) - 1) == 0)
+
+    rv = NGX_CONF_OK;
+
+    if (LLM_IS("model")) {
+        ecf->model = *v;
+
+    } else if (LLM_IS("served_model_name")) {
+        ecf->served_model_name = *v;
+
+    } else if (LLM_IS("binary")) {
+        ecf->binary = *v;
+
+    } else if (LLM_IS("backend")) {
+        if (!(v->len == 3 && ngx_strncmp(v->data, "cpu", 3) == 0)
+            && !(v->len == 4 && ngx_strncmp(v->data, "cuda", 4) == 0))
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid backend \"%V\" (cpu or cuda)", v);
+            return NGX_CONF_ERROR;
+        }
+        ecf->backend = *v;
+
+    } else if (LLM_IS("threads")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->threads, 1, 1024);
+
+    } else if (LLM_IS("tensor_parallel")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->tensor_parallel, 1, 64);
+
+    } else if (LLM_IS("max_num_seqs")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->max_num_seqs, 1, 1024);
+
+    } else if (LLM_IS("max_model_len")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->max_model_len, 16,
+                                     LLM_RING_MAX_PROMPT);
+
+    } else if (LLM_IS("max_batched_tokens")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->max_batched_tokens, 1,
+                                     1 << 20);
+
+    } else if (LLM_IS("max_queued_requests")) {
+        rv = ngx_http_llm_param_uint(cf, v, &ecf->max_queued_requests, 0,
+                                     LLM_RING_MAX_SLOTS / 2);
+
+    } else if (LLM_IS("kv_cache_memory")) {
+        size = ngx_parse_size(v);
+        if (size == NGX_ERROR || size < 1024 * 1024) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid kv_cache_memory \"%V\"", v);
+            return NGX_CONF_ERROR;
+        }
+        ecf->kv_cache_memory = size;
+
+    } else if (LLM_IS("ready_timeout")) {
+        ecf->ready_timeout = ngx_parse_time(v, 0);
+        if (ecf->ready_timeout == (ngx_msec_t) NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid ready_timeout \"%V\"", v);
+            return NGX_CONF_ERROR;
+        }
+
+    } else {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unknown llm_engine parameter \"%V\"", name);
+        return NGX_CONF_ERROR;
+    }
+
+#undef LLM_IS
+
+    if (rv != NGX_CONF_OK && rv != NGX_CONF_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" %s", name, rv);
+        return NGX_CONF_ERROR;
+    }
+
+    return rv;
+}
+
+
+static void
+ngx_http_llm_close_fd(void *data)
+{
+    ngx_fd_t *fd = data;
+
+    if (*fd != NGX_INVALID_FILE) {
+        (void) close(*fd);
+        *fd = NGX_INVALID_FILE;
+    }
+}
+
+
+/* open a file the engine needs, as the master, for the life of the cycle */
+static ngx_int_t
+ngx_http_llm_open_conf_file(ngx_conf_t *cf, ngx_str_t *path, ngx_fd_t *fd,
+    int flags, struct stat *st, const char *what)
+{
+    ngx_pool_cleanup_t  *cln;
+
+    if (ngx_get_full_name(cf->pool, &cf->cycle->prefix, path) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    *fd = open((char *) path->data, flags | O_CLOEXEC);
+    if (*fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "cannot open %s \"%V\"", what, path);
+        return NGX_ERROR;
+    }
+
+    cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+    cln->handler = ngx_http_llm_close_fd;
+    cln->data = fd;
+
+    if (fstat(*fd, st) == -1) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "fstat() \"%V\" failed", path);
+        return NGX_ERROR;
+    }
+
+    if (!S_ISREG(st->st_mode)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%s \"%V\" is not a regular file", what, path);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* FNV-1a: the engine's identity, to find or replace it on reload */
+static uint64_t
+ngx_http_llm_hash(uint64_t h, const void *data, size_t len)
+{
+    size_t          i;
+    const u_char   *p = data;
+
+    for (i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+
+    return h;
+}
+
+
+static char *
+ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    uint64_t     h;
+    struct stat  mst, bst;
+
+    if (ecf->model.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "llm_engine \"%V\" has no \"model\"", &ecf->name);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ecf->served_model_name.len == 0) {
+        ecf->served_model_name = ecf->name;
+    }
+    if (ecf->backend.len == 0) {
+        ngx_str_set(&ecf->backend, "cpu");
+    }
+    if (ecf->binary.len == 0) {
+        ngx_str_set(&ecf->binary, NGX_LLM_ENGINE_BIN);
+    }
+
+    ngx_conf_init_uint_value(ecf->threads, 2);
+    ngx_conf_init_uint_value(ecf->tensor_parallel, 1);
+    ngx_conf_init_uint_value(ecf->max_num_seqs, 64);
+    ngx_conf_init_uint_value(ecf->max_model_len, 8192);
+    ngx_conf_init_uint_value(ecf->max_batched_tokens, 2048);
+    ngx_conf_init_uint_value(ecf->max_queued_requests, 256);
+    ngx_conf_init_size_value(ecf->kv_cache_memory, 256 * 1024 * 1024);
+    ngx_conf_init_msec_value(ecf->ready_timeout, 30000);
+
+    if (ngx_http_llm_open_conf_file(cf, &ecf->model, &ecf->model_fd,
+                                    O_RDONLY, &mst, "model")
+        != NGX_OK
+        || ngx_http_llm_open_conf_file(cf, &ecf->binary, &ecf->binary_fd,
+                                       O_PATH, &bst, "engine binary")
+           != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    /*
+     * Everything that makes an engine different, the files' identities
+     * included: a new model file (or engine build) under the same path
+     * rolls out a new engine on reload.
+     */
+    h = 0xcbf29ce484222325ULL;
+    h = ngx_http_llm_hash(h, ecf->name.data, ecf->name.len);
+    h = ngx_http_llm_hash(h, ecf->model.data, ecf->model.len + 1);
+    h = ngx_http_llm_hash(h, &mst.st_dev, sizeof(mst.st_dev));
+    h = ngx_http_llm_hash(h, &mst.st_ino, sizeof(mst.st_ino));
+    h = ngx_http_llm_hash(h, &mst.st_size, sizeof(mst.st_size));
+    h = ngx_http_llm_hash(h, &mst.st_mtim, sizeof(mst.st_mtim));
+    h = ngx_http_llm_hash(h, ecf->binary.data, ecf->binary.len + 1);
+    h = ngx_http_llm_hash(h, &bst.st_ino, sizeof(bst.st_ino));
+    h = ngx_http_llm_hash(h, &bst.st_mtim, sizeof(bst.st_mtim));
+    h = ngx_http_llm_hash(h, ecf->backend.data, ecf->backend.len + 1);
+    h = ngx_http_llm_hash(h, &ecf->threads, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->tensor_parallel, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->max_num_seqs, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->max_model_len, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->max_batched_tokens, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->max_queued_requests, sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->kv_cache_memory, sizeof(size_t));
+    ecf->hash = h;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_http_llm_engine_conf_t *
+ngx_http_llm_find_engine(ngx_conf_t *cf, ngx_str_t *name)
+{
+    ngx_uint_t                    i;
+    ngx_http_llm_main_conf_t     *lmcf;
+    ngx_http_llm_engine_conf_t  **ep;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    ep = lmcf->engines.elts;
+    for (i = 0; i < lmcf->engines.nelts; i++) {
+        if (ep[i]->name.len == name->len
+            && ngx_strncmp(ep[i]->name.data, name->data, name->len) == 0)
+        {
+            return ep[i];
+        }
+    }
+
+    return NULL;
+}
+
+
+/* llm_api NAME; llm_health NAME; */
+
+static char *
+ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_loc_conf_t *llcf = conf;
+
+    ngx_str_t                 *value;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (llcf->role != NGX_HTTP_LLM_ROLE_NONE) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    llcf->engine = ngx_http_llm_find_engine(cf, &value[1]);
+    if (llcf->engine == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unknown llm_engine \"%V\" (define it in http{} "
+                           "before its locations)", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    llcf->role = (ngx_uint_t) cmd->post;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    clcf->handler = llcf->role == NGX_HTTP_LLM_ROLE_HEALTH
+                    ? ngx_http_llm_health_handler
+                    : ngx_http_llm_api_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_init_process(ngx_cycle_t *cycle)
+{
+    return ngx_http_llm_engine_init_process(cycle);
+}
+
+
+static void
+ngx_http_llm_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_engine_exit_process(cycle);
+}

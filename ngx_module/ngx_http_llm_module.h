@@ -1,0 +1,116 @@
+/*
+ * ngx_http_llm_module: shared types of the module's files.
+ *
+ *   ngx_http_llm_module.c    directives, configuration, process hooks
+ *   ngx_http_llm_engine.c    the engine process: spawn, doorbell, ring slots
+ *   ngx_http_llm_handler.c   HTTP handlers (/v1/..., health)
+ */
+#ifndef NGX_HTTP_LLM_MODULE_H
+#define NGX_HTTP_LLM_MODULE_H
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_llm_ring.h"
+
+
+typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
+typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
+
+
+/* one llm_engine { } block */
+typedef struct {
+    ngx_str_t                   name;
+    ngx_str_t                   model;              /* absolute path */
+    ngx_str_t                   served_model_name;
+    ngx_str_t                   backend;
+    ngx_str_t                   binary;             /* ngx_llm_engine */
+    ngx_uint_t                  threads;
+    ngx_uint_t                  tensor_parallel;
+    ngx_uint_t                  max_num_seqs;
+    ngx_uint_t                  max_model_len;
+    ngx_uint_t                  max_batched_tokens;
+    ngx_uint_t                  max_queued_requests;
+    size_t                      kv_cache_memory;
+    ngx_msec_t                  ready_timeout;
+
+    /*
+     * Opened by the master at configuration time and passed to the engine:
+     * workers run as an unprivileged user that may not be able to open
+     * either path (a model cache under root's 0700 home, say).
+     */
+    ngx_fd_t                    model_fd;
+    ngx_fd_t                    binary_fd;
+
+    uint64_t                    hash;               /* identity of this
+                                                       engine's config */
+    ngx_http_llm_peer_t        *peer;               /* per process */
+} ngx_http_llm_engine_conf_t;
+
+
+typedef struct {
+    ngx_array_t                 engines;    /* ngx_http_llm_engine_conf_t * */
+} ngx_http_llm_main_conf_t;
+
+
+typedef struct {
+    ngx_http_llm_engine_conf_t *engine;
+    ngx_uint_t                  role;       /* NGX_HTTP_LLM_ROLE_* */
+} ngx_http_llm_loc_conf_t;
+
+
+#define NGX_HTTP_LLM_ROLE_NONE     0
+#define NGX_HTTP_LLM_ROLE_API      1
+#define NGX_HTTP_LLM_ROLE_HEALTH   2
+
+
+/*
+ * A request's use of one ring slot. The engine side calls handler when the
+ * slot changed (WAKE) or the engine was lost (slot == NULL then).
+ */
+struct ngx_http_llm_slot_s {
+    ngx_http_llm_peer_t        *peer;
+    llm_slot                   *slot;       /* NULL: engine lost */
+    uint32_t                    index;
+    uint64_t                    generation; /* the ring it belongs to */
+    void                      (*handler)(ngx_http_llm_slot_t *s);
+    void                       *data;
+};
+
+
+/* a request waiting for its engine to be ready */
+typedef struct {
+    ngx_queue_t                 queue;
+    void                      (*handler)(void *data, ngx_int_t ready);
+    void                       *data;
+} ngx_http_llm_waiter_t;
+
+
+extern ngx_module_t  ngx_http_llm_module;
+
+
+/* ngx_http_llm_engine.c */
+ngx_int_t ngx_http_llm_engine_init_process(ngx_cycle_t *cycle);
+void ngx_http_llm_engine_exit_process(ngx_cycle_t *cycle);
+ngx_http_llm_peer_t *ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf,
+    ngx_log_t *log);
+llm_ring_header *ngx_http_llm_peer_ring(ngx_http_llm_peer_t *peer);
+ngx_int_t ngx_http_llm_peer_ready(ngx_http_llm_peer_t *peer);
+const char *ngx_http_llm_peer_reason(ngx_http_llm_peer_t *peer);
+void ngx_http_llm_peer_wait(ngx_http_llm_peer_t *peer,
+    ngx_http_llm_waiter_t *w);
+void ngx_http_llm_peer_unwait(ngx_http_llm_waiter_t *w);
+ngx_int_t ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer,
+    ngx_http_llm_slot_t *s, uint32_t kind);
+ngx_int_t ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s);
+void ngx_http_llm_slot_release(ngx_http_llm_slot_t *s);
+uint64_t ngx_http_llm_now_ns(void);
+
+/* ngx_http_llm_handler.c */
+ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *fmt, ...);
+
+#endif
