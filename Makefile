@@ -44,7 +44,8 @@ CUDA_LIBS  :=
 ENGINE_OBJS_CUDA :=
 endif
 
-.PHONY: all engine module unit deps run test bench clean fuzz
+.PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
+        fuzz-smoke cuda-check
 
 all: engine module
 
@@ -81,6 +82,58 @@ $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_
 $(BUILD)/nginx/Makefile: config
 	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
+
+# --- set-up, run, test --------------------------------------------------------
+
+deps:
+	@tools/deps.sh "$(CACHE_DIR)"
+
+# nginx in the foreground with its own prefix; Ctrl-C stops nginx, and the
+# engine follows its master out (docs/architecture.md)
+run: deps all
+	@mkdir -p $(BUILD)/run/logs $(BUILD)/run/models
+	@ln -sf "$(MODEL)" $(BUILD)/run/models/default.gguf
+	@echo "serving $(MODEL) on http://127.0.0.1:8080 (Ctrl-C stops)"
+	nginx -p $(abspath $(BUILD)/run)/ -c $(abspath conf.example/nginx.conf) \
+	    -g 'daemon off;'
+
+T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
+	TEST_NGINX_LOAD_MODULES=$(abspath $(BUILD)/modules/ngx_http_llm_module.so) \
+	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_SHARED=$(SHARED) \
+	TEST_NGINX_ENGINE=$(abspath $(BUILD)/ngx_llm_engine) \
+	TEST_NGINX_BUILD=$(abspath $(BUILD))
+
+t-nginx: all
+	$(T_NGINX_ENV) prove -I t/lib $(or $(T),t/*.t)
+
+test: deps all
+	$(MAKE) unit
+	$(MAKE) t-nginx
+	$(MAKE) fuzz-smoke
+
+# --- fuzzing (BRIEF 9.10) ----------------------------------------------------
+
+FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_SECS   ?= 30
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+               -Iengine -Ikernels
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(ENGINE_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(filter-out engine/server.c,$(ENGINE_LIB_SRCS)) \
+	    $(LDLIBS)
+
+fuzz-smoke: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do \
+	    n=$${f##*/fuzz_}; mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	    echo "fuzz $$n: $(FUZZ_SECS) s"; \
+	    $$f -max_total_time=$(FUZZ_SECS) -print_final_stats=0 \
+	        $(BUILD)/fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 3; \
+	done
+
+fuzz:
+	$(MAKE) fuzz-smoke FUZZ_SECS=$(or $(SECS),300)
 
 clean:
 	rm -rf $(BUILD)
