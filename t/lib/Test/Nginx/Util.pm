@@ -552,11 +552,18 @@ sub reload_nginx ($$$) {
     write_user_files($block, $rand_ports);
     write_text($ConfFile, $conf);
     kill 'HUP', $pid or bail_out("$name - cannot send HUP to nginx $pid: $!\n");
-    my $deadline = time + 10;
+    # old workers may still answer for a moment: wait for 20 answers in a
+    # row from the new configuration, as Test::Nginx does
+    my ($deadline, $in_a_row) = (time + 10, 0);
     while (time < $deadline) {
-        sleep $TestNginxSleep;
         my $ver = fetch_config_version();
-        if (defined $ver && $ver eq $ConfigVersion) {
+        if (!defined $ver || $ver ne $ConfigVersion) {
+            $in_a_row = 0;
+            sleep $TestNginxSleep;
+            next;
+        }
+        sleep $TestNginxSleep if ++$in_a_row == 5;
+        if ($in_a_row >= 20) {
             $RunningConf = $conf;
             return;
         }
