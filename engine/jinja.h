@@ -1,0 +1,57 @@
+/*
+ * A Jinja2 subset for chat templates: renders a model's own chat template
+ * byte-identical to transformers' apply_chat_template(), which runs jinja2's
+ * ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
+ * loopcontrols extension, and the globals raise_exception, strftime_now,
+ * namespace and dict, and a tojson filter that does not escape HTML.
+ *
+ * Parse once (config time), render many (per request): a parsed template is
+ * never written by jinja_render(), so any number of threads may render it at
+ * once. Nothing here keeps global mutable state. Rendering never trusts its
+ * input: recursion, loop iterations, memory and output size are bounded and
+ * running past a bound is an error, not a crash. The supported language is
+ * listed in docs/jinja.md.
+ *
+ * defines: jinja_parse, jinja_render, jinja_render_ex, jinja_free,
+ *          jinja_limits_default
+ */
+#ifndef NGX_LLM_JINJA_H
+#define NGX_LLM_JINJA_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+typedef struct jinja_tmpl jinja_tmpl;
+
+typedef struct {
+    size_t  max_output;      /* bytes of rendered text */
+    size_t  max_memory;      /* bytes of scratch memory for one render */
+    long    max_steps;       /* loop iterations + calls, all together */
+    int     max_depth;       /* nested macro calls and expression depth */
+} jinja_limits;
+
+/* 4 MiB output, 64 MiB scratch, 1M steps, depth 64 */
+jinja_limits jinja_limits_default(void);
+
+/*
+ * Parses a template. NULL on error, with "line N: message" in err (a template
+ * we cannot parse is a load-time error).
+ */
+jinja_tmpl *jinja_parse(const char *src, size_t len, char *err, size_t errlen);
+
+/*
+ * Renders with the variables of the JSON object ctx (JSON null is Python's
+ * None; a missing key is jinja2's Undefined). On success returns 0 and a
+ * malloc'ed NUL-terminated *out (free() it) of *out_len bytes. On failure
+ * returns -1 and a message in err: the text given to raise_exception()
+ * verbatim, or "line N: message" for any other fault.
+ */
+int jinja_render(const jinja_tmpl *t, const cJSON *ctx, char **out,
+    size_t *out_len, char *err, size_t errlen);
+int jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
+    const jinja_limits *limits, char **out, size_t *out_len, char *err,
+    size_t errlen);
+
+void jinja_free(jinja_tmpl *t);
+
+#endif

@@ -1,0 +1,371 @@
+/*
+ * Jinja interpreter: every golden in t/data/templates/ (rendered by
+ * transformers' apply_chat_template, tools/render_templates.py) must come
+ * out byte for byte; then the language rules one by one, the error paths and
+ * the limits.
+ */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "jinja.h"
+
+static const char *shared_dir;
+static const char *golden_dir = "t/data/templates";
+
+
+static char *
+read_file(const char *path, size_t *len)
+{
+    FILE   *f;
+    char   *buf;
+    long    n;
+
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n + 1);
+    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+
+/* "shared:templates/x.jinja" or "repo:x.jinja", optionally a JSON key */
+static char *
+load_template(const char *ref, const char *key, size_t *len)
+{
+    char    path[1024], *src, *out;
+    cJSON  *cfg, *v;
+
+    if (strncmp(ref, "shared:", 7) == 0) {
+        snprintf(path, sizeof(path), "%s/data/%s", shared_dir, ref + 7);
+    } else if (strncmp(ref, "repo:", 5) == 0) {
+        snprintf(path, sizeof(path), "%s/%s", golden_dir, ref + 5);
+    } else {
+        return NULL;
+    }
+    src = read_file(path, len);
+    if (src == NULL || key == NULL) {
+        return src;
+    }
+    cfg = cJSON_Parse(src);
+    free(src);
+    v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    out = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+    if (out != NULL) {
+        *len = strlen(out);
+    }
+    cJSON_Delete(cfg);
+    return out;
+}
+
+
+static int
+cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+
+static void
+run_golden(const char *name)
+{
+    char         path[1024], err[512], *doc_src, *tmpl_src, *out;
+    size_t       len, out_len;
+    cJSON       *doc, *ref, *key, *ctx, *want, *want_err, *err_type;
+    jinja_tmpl  *t;
+    int          rc;
+
+    snprintf(path, sizeof(path), "%s/%s", golden_dir, name);
+    doc_src = read_file(path, &len);
+    doc = doc_src ? cJSON_Parse(doc_src) : NULL;
+    free(doc_src);
+    if (doc == NULL) {
+        ok(0, "%s: readable JSON", name);
+        return;
+    }
+    ref = cJSON_GetObjectItemCaseSensitive(doc, "template");
+    key = cJSON_GetObjectItemCaseSensitive(doc, "template_key");
+    ctx = cJSON_GetObjectItemCaseSensitive(doc, "context");
+    want = cJSON_GetObjectItemCaseSensitive(doc, "output");
+    want_err = cJSON_GetObjectItemCaseSensitive(doc, "error");
+    err_type = cJSON_GetObjectItemCaseSensitive(doc, "error_type");
+    tmpl_src = load_template(ref->valuestring,
+                             cJSON_IsString(key) ? key->valuestring : NULL,
+                             &len);
+    if (tmpl_src == NULL) {
+        ok(0, "%s: template %s readable", name, ref->valuestring);
+        cJSON_Delete(doc);
+        return;
+    }
+    t = jinja_parse(tmpl_src, len, err, sizeof(err));
+    free(tmpl_src);
+    if (t == NULL) {
+        ok(0, "%s: parses (%s)", name, err);
+        cJSON_Delete(doc);
+        return;
+    }
+    rc = jinja_render(t, ctx, &out, &out_len, err, sizeof(err));
+    if (cJSON_IsString(want)) {
+        is_int(rc, 0, "%s: renders%s%s", name, rc ? ": " : "", rc ? err : "");
+        if (rc == 0) {
+            is_int(out_len, strlen(want->valuestring), "%s: length", name);
+            is_str(out, want->valuestring, "%s: byte-identical", name);
+        }
+    } else {
+        is_int(rc, -1, "%s: fails like transformers (%s)", name,
+               want_err->valuestring);
+        /* raise_exception() text is exact; jinja2's own errors only fail */
+        if (cJSON_IsString(err_type)
+            && strcmp(err_type->valuestring, "TemplateError") == 0) {
+            is_str(err, want_err->valuestring, "%s: exception text", name);
+        }
+    }
+    free(out);
+    jinja_free(t);
+    cJSON_Delete(doc);
+}
+
+
+static void
+test_goldens(void)
+{
+    DIR            *d;
+    struct dirent  *e;
+    char          **names = NULL;
+    size_t          n = 0, cap = 0, len;
+
+    d = opendir(golden_dir);
+    ok(d != NULL, "golden directory %s", golden_dir);
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                names = realloc(names, cap * sizeof(char *));
+            }
+            names[n++] = strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof(char *), cmp_names);
+    ok(n >= 100, "found %zu goldens", n);
+    for (size_t i = 0; i < n; i++) {
+        run_golden(names[i]);
+        free(names[i]);
+    }
+    free(names);
+}
+
+
+/* render src with ctx (JSON text); returns malloc'ed output or "ERR: ..." */
+static char *
+render(const char *src, const char *ctx_json)
+{
+    char         err[512], *out, *res;
+    size_t       out_len;
+    cJSON       *ctx;
+    jinja_tmpl  *t;
+
+    t = jinja_parse(src, strlen(src), err, sizeof(err));
+    if (t == NULL) {
+        res = malloc(strlen(err) + 12);
+        sprintf(res, "PARSE: %s", err);
+        return res;
+    }
+    ctx = cJSON_Parse(ctx_json ? ctx_json : "{}");
+    if (jinja_render(t, ctx, &out, &out_len, err, sizeof(err)) != 0) {
+        out = malloc(strlen(err) + 8);
+        sprintf(out, "ERR: %s", err);
+    }
+    cJSON_Delete(ctx);
+    jinja_free(t);
+    return out;
+}
+
+
+#define R(src, ctx, want, ...) do {                                          \
+        char *got_ = render(src, ctx);                                       \
+        is_str(got_, want, __VA_ARGS__);                                     \
+        free(got_);                                                          \
+    } while (0)
+
+
+static void
+test_whitespace(void)
+{
+    /* expected values are what jinja2 3.1.6 gives with trim_blocks and
+       lstrip_blocks */
+    R("a  {% if 1 %}b{% endif %}\n  {% if 1 %}\nc{% endif %}  \n  {#c#}\nd\n",
+      NULL, "a  bc  \nd", "trim_blocks, lstrip_blocks, trailing newline");
+    R("x\n  {%- if 1 -%}  \n y {%+ if 1 %}z{% endif %}{% endif %}", NULL,
+      "xy z", "- strips all whitespace, + keeps it");
+    R("{{ 'a' }}\n{{ 'b' }}\n", NULL, "a\nb", "no trim after }}");
+    R("  {{ 'a' }}", NULL, "  a", "no lstrip before {{");
+    R("{% raw %}{{ x }}{% endraw %}", NULL, "{{ x }}", "raw block");
+    R("a\r\nb", NULL, "a\nb", "newlines normalized");
+}
+
+
+static void
+test_expressions(void)
+{
+    R("{{ (1,2) }} {{ [1,'a',None,True,1.5,{'k':\"it's\"}] }} {{ 1e16 }} "
+      "{{ 0.1+0.2 }} {{ 1/2 }} {{ 7//2 }} {{ -7 % 3 }} {{ 1 if 0 }}|", NULL,
+      "[1, 2] [1, 'a', None, True, 1.5, {'k': \"it's\"}] 1e+16 "
+      "0.30000000000000004 0.5 3 2 |", "Python str() of values");
+    R("{{ 'abcdef'[1:] }} {{ 'abc'[::-1] }} {{ [1,2,3][-1] }} "
+      "{{ 'héllo'[1] }} {{ [1,2,3,4][1:3] }} {{ 'ab'[5:] }}|", NULL,
+      "bcdef cba 3 é [2, 3] |", "slicing and indexing by code point");
+    R("{{ 'a' ~ 1 ~ none }} {{ 'x' * 3 }} {{ 2 ** 10 }} {{ 1 < 2 < 3 }} "
+      "{{ 'b' in 'abc' }} {{ 3 not in [1,2] }} {{ not 1 }}", NULL,
+      "a1None xxx 1024 True True True False", "operators");
+    R("{{ '  Hi  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ 'x y  z'.split() }}"
+      "|{{ 'Hello'.startswith('He') }}{{ 'Hello'.endswith(('x','lo')) }}"
+      "|{{ 'ab'.upper() }}{{ 'AB'.lower() }}|{{ 'hello world'.title() }}"
+      "|{{ 'aXbX'.replace('X', '-') }}|{{ '\\n\\nx\\n'.lstrip('\\n') }}", NULL,
+      "Hi|['a', 'b', '', 'c']|['x', 'y', 'z']|TrueTrue|ABab|Hello World"
+      "|a-b-|x\n", "string methods");
+    R("{% set d = {'b': 1, 'a': [1, 2]} %}{{ d.items() | list }} {{ d.get('c', 5) }} "
+      "{{ d['b'] }} {{ d.a[1] }} {{ d.keys() | list }}", NULL,
+      "[['b', 1], ['a', [1, 2]]] 5 1 2 ['b', 'a']", "dict methods");
+    R("{{ x | tojson }} {{ x | tojson(indent=2) }}",
+      "{\"x\": {\"a\": [1, \"é\\n\\\"\"], \"b\": null, \"c\": 1.5, \"d\": {}}}",
+      "{\"a\": [1, \"é\\n\\\"\"], \"b\": null, \"c\": 1.5, \"d\": {}} {\n"
+      "  \"a\": [\n    1,\n    \"é\\n\\\"\"\n  ],\n  \"b\": null,\n"
+      "  \"c\": 1.5,\n  \"d\": {}\n}", "tojson like json.dumps");
+    R("{{ m | selectattr('role', 'equalto', 'user') | map(attribute='c') | "
+      "join(', ') }} {{ m | rejectattr('role', 'equalto', 'user') | list | "
+      "length }} {{ m | map(attribute='role') | first }} {{ m | last }}",
+      "{\"m\": [{\"role\": \"user\", \"c\": \"a\"}, {\"role\": \"bot\", "
+      "\"c\": \"b\"}, {\"role\": \"user\", \"c\": \"c\"}]}",
+      "a, c 1 user {'role': 'user', 'c': 'c'}", "selectattr, map, join");
+    R("{{ u }}|{{ u is defined }}|{{ u | default('d') }}|{{ u | length }}|"
+      "{% for x in u %}x{% else %}empty{% endfor %}|{{ 'ab' | trim }}|"
+      "{{ '3' | int + 1 }}|{{ 'a' | capitalize }}{{ 'B' | lower }}", NULL,
+      "|False|d|0|empty|ab|4|Ab", "undefined and filters");
+    R("{{ u.x }}", NULL, "ERR: line 1: 'u' is undefined",
+      "attribute of undefined is an error");
+    R("{{ 'a' + u }}", NULL, "ERR: line 1: 'u' is undefined",
+      "arithmetic on undefined is an error");
+    R("{{ d.x }}|{{ d.x is defined }}", "{\"d\": {}}", "|False",
+      "a missing key is undefined");
+    R("{{ n is none }} {{ n is defined }}", "{\"n\": null}", "True True",
+      "JSON null is None");
+}
+
+
+static void
+test_statements(void)
+{
+    R("{% for i in [1,2] %}{% if loop.first %}{% set x = 5 %}{% endif %}"
+      "[{{ x }}]{% endfor %}{{ x }}", NULL, "[5][]", "a set in a loop stays "
+      "in its iteration");
+    R("{% set x = 1 %}{% for i in [1,2] %}{% set x = x + 1 %}[{{ x }}]"
+      "{% endfor %}{{ x }}", NULL, "[2][2]1", "loop scope does not leak");
+    R("{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = "
+      "ns.n + i %}{% endfor %}{{ ns.n }}", NULL, "6", "namespace carries out");
+    R("{% for a, b in [[1, 2], [3, 4]] if a > 1 %}{{ loop.index }}{{ a }}{{ b }}"
+      "{{ loop.length }}{% endfor %}", NULL, "1341", "unpacking, loop filter");
+    R("{% for x in 'abc' %}{{ loop.index0 }}{{ x }}{{ loop.revindex }}"
+      "{% if loop.last %}!{% endif %}{% endfor %}", NULL, "0a31b22c1!",
+      "loop variables");
+    R("{% for x in [1,2,3,4] %}{% if x == 2 %}{% continue %}{% endif %}"
+      "{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}", NULL, "13",
+      "break and continue");
+    R("{% if 0 %}a{% elif 0 %}b{% elif 1 %}c{% else %}d{% endif %}", NULL, "c",
+      "elif chain");
+    R("{% macro f(a, b='B') %}<{{ a }}{{ b }}>{% endmacro %}{{ f(1) }}"
+      "{{ f(2, b=3) }}", NULL, "<1B><23>", "macro with defaults");
+    R("{% set x %}in{{ 1 }}{% endset %}[{{ x }}]", NULL, "[in1]", "block set");
+    R("{{ raise_exception('boom: ' ~ 1) }}", NULL, "ERR: boom: 1",
+      "raise_exception text is verbatim");
+    R("{% generation %}g{% endgeneration %}", NULL, "g", "generation tag");
+}
+
+
+static void
+test_errors_and_limits(void)
+{
+    char          err[256], *out;
+    size_t        out_len;
+    jinja_tmpl   *t;
+    jinja_limits  lim;
+    const char   *src;
+
+    R("{% if x %}", NULL, "PARSE: line 1: missing {% elif %}",
+      "unclosed if is a parse error");
+    R("a\n{{ 1 + }}", NULL, "PARSE: line 2: unexpected '}}'",
+      "parse errors name the line");
+    R("{% include 'x' %}", NULL,
+      "PARSE: line 1: unknown or unexpected tag 'include'", "unknown tag");
+    R("{{ 'abc", NULL, "PARSE: line 1: unterminated string",
+      "unterminated string");
+    R("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", NULL,
+      "ERR: line 1: macros nested deeper than 64 calls", "recursion bound");
+    R("{% for i in range(2000000) %}{% endfor %}", NULL,
+      "ERR: line 1: template ran more than 1000000 steps", "step bound");
+    R("{{ 'x' * 100000000 }}", NULL,
+      "ERR: line 1: template used more than 67108864 bytes of memory",
+      "memory bound");
+
+    src = "{% for i in range(100) %}0123456789{% endfor %}";
+    t = jinja_parse(src, strlen(src), err, sizeof(err));
+    lim = jinja_limits_default();
+    lim.max_output = 500;
+    is_int(jinja_render_ex(t, NULL, &lim, &out, &out_len, err, sizeof(err)),
+           -1, "output bound");
+    is_str(err, "line 1: rendered text longer than 500 bytes",
+           "output bound message");
+    lim.max_output = 1000;
+    is_int(jinja_render_ex(t, NULL, &lim, &out, &out_len, err, sizeof(err)),
+           0, "exactly at the output bound");
+    is_int(out_len, 1000, "all 1000 bytes");
+    free(out);
+    jinja_free(t);
+
+    /* parse once, render many: the tree is read-only */
+    src = "{% set ns = namespace(a=0) %}{% set ns.a = ns.a + 1 %}{{ ns.a }}";
+    t = jinja_parse(src, strlen(src), err, sizeof(err));
+    for (int i = 0; i < 2; i++) {
+        jinja_render(t, NULL, &out, &out_len, err, sizeof(err));
+        is_str(out, "1", "render %d starts from a clean state", i + 1);
+        free(out);
+    }
+    jinja_free(t);
+}
+
+
+int
+main(void)
+{
+    shared_dir = getenv("SHARED");
+    if (shared_dir == NULL || shared_dir[0] == '\0') {
+        shared_dir = "/work/shared";
+    }
+    if (getenv("JINJA_GOLDENS") != NULL) {
+        golden_dir = getenv("JINJA_GOLDENS");
+    }
+    test_goldens();
+    test_whitespace();
+    test_expressions();
+    test_statements();
+    test_errors_and_limits();
+    return tap_done();
+}

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Golden chat-template renders for the C Jinja interpreter (engine/jinja.c).
+
+Every output comes from transformers' own tokenizer.apply_chat_template(
+..., tokenize=False); nothing here re-implements a template. For each template
+and conversation the tool writes t/data/templates/<name>.<case>.json:
+
+    {"template": "<file the template is read from, see below>",
+     "template_key": "chat_template" | null,
+     "messages": [...], "add_generation_prompt": bool,
+     "special_tokens": {"bos_token": ..., "eos_token": ...},
+     "extra": {...kwargs such as tools or date_string...},
+     "context": {...exactly the variables transformers passed to render()...},
+     "output": "<rendered text>" | null,
+     "error": "<message>" | null,
+     "error_type": "TemplateError" (raise_exception) | "UndefinedError" | ... | null}
+
+"template" is relative to $SHARED/data ("shared:templates/X.jinja",
+"shared:tokenizers/qwen3-bpe/tokenizer_config.json" with template_key) or to
+this directory ("repo:SmolLM2-135M-Instruct.jinja", extracted from the GGUF
+key tokenizer.chat_template, because the GGUF itself lives outside the repo).
+
+Run (see docs/jinja.md):
+    /work/venv-oracle/bin/python tools/render_templates.py \
+        --shared /work/shared --model ~/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import jinja2
+import transformers
+import transformers.utils.chat_template_utils as ctu
+from gguf import GGUFReader
+from transformers import PreTrainedTokenizerFast
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "t", "data", "templates")
+
+# (name, template ref, key in a tokenizer_config.json or None, special tokens,
+#  tool support) -- special tokens are those the model publishes with it
+TEMPLATES = [
+    ("llama-3.1", "shared:templates/meta-llama-Llama-3.1-8B-Instruct.jinja", None,
+     {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
+    ("llama-3.2", "shared:templates/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
+     {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
+    ("qwen2.5", "shared:templates/Qwen-Qwen2.5-7B-Instruct.jinja", None,
+     {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
+    ("mistral-nemo", "shared:templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", None,
+     {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, "mistral"),
+    ("gemma-2", "shared:templates/google-gemma-2-2b-it.jinja", None,
+     {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}, None),
+    ("phi-3.5", "shared:templates/microsoft-Phi-3.5-mini-instruct.jinja", None,
+     {"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+      "unk_token": "<unk>"}, None),
+    ("deepseek-r1-distill", "shared:templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", None,
+     {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}, "deepseek"),
+    ("hermes-3-tool-use", "shared:templates/NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", None,
+     {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}, "openai"),
+    ("llama-3.0", "shared:tokenizers/llama3-bpe/tokenizer_config.json", "chat_template",
+     None, None),
+    ("qwen3", "shared:tokenizers/qwen3-bpe/tokenizer_config.json", "chat_template",
+     None, "openai"),
+    ("smollm2", "repo:SmolLM2-135M-Instruct.jinja", None,
+     {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
+      "pad_token": "<|im_end|>"}, None),
+]
+
+UNICODE_TEXT = ("  Grüße, 世界! 🦙🚀 \"quoted\" 'single' back\\slash \\n literal,\n"
+                "real newline,\ttab, café — naïve; {{ not a tag }} {% raw %} 𝔘𝔫𝔦  \n")
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. Paris"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                         "description": "  Temperature unit  "},
+                # Hermes' macro recurses forever on "array" and "null": avoid them
+                "days": {"type": ["integer", "string"], "description": "Forecast days"},
+            },
+            "required": ["city"],
+        },
+        "return": {"type": "object", "description": "The weather report"},
+    },
+}
+
+
+def cases(kind, name):
+    """The conversations every template is rendered with: (case, messages, agp, extra)."""
+    sys_msg = {"role": "system", "content": "You are a terse assistant.  "}
+    u1 = {"role": "user", "content": "Hello, how are you?"}
+    a1 = {"role": "assistant", "content": " I am fine, thanks. "}
+    u2 = {"role": "user", "content": "What is 2+2?\n"}
+    out = [
+        ("user", [u1], True, {}),
+        ("user-nogen", [u1], False, {}),
+        ("system-user", [sys_msg, u1], True, {}),
+        ("multi", [sys_msg, u1, a1, u2], True, {}),
+        ("multi-nogen", [sys_msg, u1, a1, u2], False, {}),
+        ("multi-nosys", [u1, a1, u2], True, {}),
+        ("unicode", [{"role": "system", "content": UNICODE_TEXT},
+                     {"role": "user", "content": UNICODE_TEXT}], True, {}),
+        # user, user: Mistral and Gemma raise, the others render
+        ("alternation", [u1, u2], True, {}),
+        ("empty-content", [{"role": "user", "content": ""}], True, {}),
+        ("think", [u1, {"role": "assistant", "content": "<think>\nLet me see.\n</think>\n\nFine."}, u2],
+         True, {}),
+    ]
+    if kind is not None:
+        call = {"id": "call12345", "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
+        if kind == "deepseek":
+            call = dict(call, function={"name": "get_weather", "arguments": '{"city": "Paris"}'})
+        tool_conv = [
+            sys_msg, {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"},
+            {"role": "tool", "tool_call_id": "call12345", "content": "sunny"},
+        ]
+        out.append(("tools", tool_conv, True, {"tools": [WEATHER_TOOL]}))
+        if kind == "llama":
+            out.append(("tools-system", tool_conv, True,
+                        {"tools": [WEATHER_TOOL], "tools_in_user_message": False}))
+            out.append(("builtin-tools", [u1], True,
+                        {"builtin_tools": ["code_interpreter", "brave_search", "wolfram_alpha"]}))
+    if name == "llama-3.2":
+        # strftime_now would make the golden depend on the day it was made
+        for i, c in enumerate(out):
+            out[i] = (c[0], c[1], c[2], dict(c[3], date_string="26 Jul 2024"))
+    if name == "hermes-3-tool-use":
+        # a tool-use-only template: it iterates over tools unconditionally
+        for i, c in enumerate(out):
+            out[i] = (c[0], c[1], c[2], dict(c[3], tools=[WEATHER_TOOL]))
+    if name == "qwen3":
+        out.append(("no-thinking", [u1], True, {"enable_thinking": False}))
+    return out
+
+
+def load_template(ref, key, shared, model):
+    scheme, path = ref.split(":", 1)
+    if scheme == "repo":
+        full = os.path.join(OUT_DIR, path)
+        src = gguf_template(model)
+        with open(full, "w", encoding="utf-8", newline="") as f:
+            f.write(src)
+        return src, None
+    full = os.path.join(shared, "data", path)
+    with open(full, encoding="utf-8", newline="") as f:
+        if key is None:
+            return f.read(), None
+        cfg = json.load(f)
+        return cfg[key], cfg
+
+
+def gguf_template(model):
+    reader = GGUFReader(model)
+    field = reader.fields["tokenizer.chat_template"]
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
+def make_tokenizer(shared, template, special, cfg):
+    """A real PreTrainedTokenizerFast; only its special tokens reach the template."""
+    if cfg is not None:
+        special = {k: v for k, v in cfg.items()
+                   if k in ("bos_token", "eos_token", "unk_token", "pad_token",
+                            "additional_special_tokens") and v is not None}
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=os.path.join(shared, "data", "tokenizers", "llama3-bpe", "tokenizer.json"),
+        chat_template=template, **special)
+    return tok, special
+
+
+class RecordingTemplate:
+    """Wraps the compiled jinja2 Template to record the exact render() kwargs."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.last = None
+
+    def render(self, **kwargs):
+        self.last = kwargs
+        return self.inner.render(**kwargs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", default=os.environ.get("SHARED", "/work/shared"))
+    ap.add_argument("--model", default=os.environ.get(
+        "MODEL", os.path.expanduser("~/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    args = ap.parse_args()
+    os.makedirs(OUT_DIR, exist_ok=True)
+
+    real_compile = ctu._compile_jinja_template
+    recorder = {}
+
+    def compile_and_record(src):
+        rec = RecordingTemplate(real_compile(src))
+        recorder["t"] = rec
+        return rec
+
+    ctu._compile_jinja_template = compile_and_record
+
+    written = 0
+    for name, ref, key, special, kind in TEMPLATES:
+        template, cfg = load_template(ref, key, args.shared, args.model)
+        tok, special = make_tokenizer(args.shared, template, special, cfg)
+        for case, messages, agp, extra in cases(kind, name):
+            recorder.clear()
+            output, error, error_type = None, None, None
+            try:
+                output = tok.apply_chat_template(
+                    messages, tokenize=False, add_generation_prompt=agp, **extra)
+            except (jinja2.exceptions.TemplateError, TypeError, RecursionError) as e:
+                # raise_exception() raises exactly TemplateError; other errors
+                # (UndefinedError, TypeError) are the template failing on its input
+                error, error_type = str(e), type(e).__name__
+            context = recorder["t"].last if "t" in recorder else None
+            doc = {
+                "template": ref, "template_key": key, "messages": messages,
+                "add_generation_prompt": agp, "special_tokens": special, "extra": extra,
+                "context": context, "output": output, "error": error, "error_type": error_type,
+            }
+            path = os.path.join(OUT_DIR, f"{name}.{case}.json")
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                json.dump(doc, f, ensure_ascii=False, indent=1)
+                f.write("\n")
+            written += 1
+            print(f"{path}: {'error: ' + error if error else str(len(output)) + ' chars'}")
+    print(f"{written} goldens, transformers {transformers.__version__}, jinja2 {jinja2.__version__}",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
