@@ -394,7 +394,7 @@ add_stop(llm_tokenizer *t, int32_t id)
 static const char *const eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|eom_id|>",
     "<|endoftext|>", "<|end_of_text|>", "<EOT>", "<end_of_utterance>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
 };
 
 
@@ -669,8 +669,10 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
     if (o.oom || o.n > INT32_MAX / 2) {
         rc = -1;
     }
-    if (rc == 0) {
+    if (rc == 0 && o.n > 0 && max_ids > 0) {
         memcpy(ids, o.ids, (o.n < max_ids ? o.n : max_ids) * sizeof(int32_t));
+    }
+    if (rc == 0) {
         rc = o.n;
     }
     free(o.ids);

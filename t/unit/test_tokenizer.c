@@ -234,6 +234,437 @@ test_llama_spm(void)
     llm_tokenizer_free(t);
 }
 
+
+static void
+test_smollm2(void)
+{
+    char path[1024];
+    llm_tokenizer *t = load(model_path);
+    const int32_t *stop;
+    int n_stop;
+    static const int32_t chat[] = { 1, 4093, 198, 26843, 2, 198, 1, 520,
+                                    9531, 198 };
+    static const char chat_text[] =
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    static int32_t ids[MAX_IDS];
+    int n;
+
+    ok(t != NULL, "smollm2: loads from %s", model_path);
+    if (t == NULL) {
+        return;
+    }
+    is_str(llm_tokenizer_pre(t), "smollm", "smollm2: pre-tokenizer name");
+    is_int(llm_tokenizer_n_vocab(t), 49152, "smollm2: vocab");
+    is_int(llm_tokenizer_bos(t), 1, "smollm2: bos <|im_start|>");
+    is_int(llm_tokenizer_eos(t), 2, "smollm2: eos <|im_end|>");
+    is_int(llm_tokenizer_eot(t), 2, "smollm2: eot <|im_end|>");
+    is_int(llm_tokenizer_add_bos(t), 0, "smollm2: adds no BOS");
+    n_stop = llm_tokenizer_stop_ids(t, &stop);
+    is_int(n_stop, 2, "smollm2: two stop tokens");
+    ok(llm_token_is_stop(t, 2) && llm_token_is_stop(t, 0)
+       && !llm_token_is_stop(t, 1),
+       "smollm2: <|im_end|> and <|endoftext|> stop, <|im_start|> not");
+    ok(llm_token_is_special(t, 2) && !llm_token_is_special(t, 4093),
+       "smollm2: <|im_end|> is special, \"user\" is not");
+
+    /* ids from HF's tokenizer for the same text */
+    ok(encodes_to(t, chat_text, strlen(chat_text), 1, 1, chat, 10),
+       "smollm2: chat markup with parse_special gives control ids");
+    n = llm_tokenize(t, chat_text, strlen(chat_text), 1, 0, ids, MAX_IDS);
+    ok(n > 10, "smollm2: without "
+       "parse_special the markup is text (%d ids)", n);
+    for (int i = 0; i < n && i < MAX_IDS; i++) {
+        if (ids[i] == 1 || ids[i] == 2) {
+            n = -1;
+        }
+    }
+    ok(n > 0, "smollm2: ... and holds no control id");
+    ok(decodes_to(t, ids, n > 0 ? n : 0, 0, chat_text, strlen(chat_text)),
+       "smollm2: ... and decodes back to the markup");
+    ok(decodes_to(t, chat, 10, 0, chat_text, strlen(chat_text)),
+       "smollm2: control tokens decode to their text");
+    ok(decodes_to(t, chat, 5, LLM_DETOK_SKIP_SPECIAL, "user\nHi", 7),
+       "smollm2: SKIP_SPECIAL hides them");
+
+    /* a short buffer gets the count, like snprintf */
+    n = llm_tokenize(t, chat_text, strlen(chat_text), 1, 1, ids, 3);
+    ok(n == 10 && ids[0] == 1 && ids[2] == 198,
+       "smollm2: max_ids 3 writes 3 and returns 10");
+
+    /* reference ids written by the oracle with HF's tokenizer */
+    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
+             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    vector_file(t, path, "t/data/tokenizers/smollm2.out", 0, "smollm2");
+    llm_tokenizer_free(t);
+}
+
+
+static void
+test_stories260k(void)
+{
+    char path[1024];
+    llm_tokenizer *t;
+    /* prompt ids from transformers (t/data/golden/stories260K-f32.json) */
+    static const int32_t once[] = { 1, 403, 407, 261, 378 };
+    static const int32_t lily[] = { 1, 317, 269, 274, 287, 263, 377, 267,
+                                    265, 282, 295, 433, 426, 342, 394, 261 };
+    static const char lily_text[] =
+        "Lily and Tom went to the park. They saw a";
+
+    snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
+             "stories260K-f32.gguf", shared_dir);
+    t = load(path);
+    ok(t != NULL, "stories260K: loads");
+    if (t == NULL) {
+        return;
+    }
+    is_int(llm_tokenizer_n_vocab(t), 512, "stories260K: vocab 512");
+    is_int(llm_tokenizer_add_bos(t), 1, "stories260K: adds BOS");
+    ok(encodes_to(t, "Once upon a time", 16, 1, 0, once, 5),
+       "stories260K: \"Once upon a time\"");
+    ok(encodes_to(t, lily_text, strlen(lily_text), 1, 0, lily, 16),
+       "stories260K: \"Lily and Tom ...\"");
+    ok(decodes_to(t, lily, 16, LLM_DETOK_SKIP_SPECIAL | LLM_DETOK_STRIP_SPACE,
+                  lily_text, strlen(lily_text)),
+       "stories260K: decodes back without BOS and dummy-prefix space");
+    ok(decodes_to(t, lily, 16, LLM_DETOK_STRIP_SPACE, "<s> Lily and Tom "
+                  "went to the park. They saw a", 45),
+       "stories260K: BOS shown when not skipped, then the space stays");
+    llm_tokenizer_free(t);
+}
+
+
+/* --- detokenizer ---------------------------------------------------------- */
+
+static int
+valid_utf8(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *) s;
+
+    for (size_t i = 0; i < len; ) {
+        size_t need = p[i] < 0x80 ? 1 : p[i] < 0xC2 ? 0 : p[i] < 0xE0 ? 2
+                      : p[i] < 0xF0 ? 3 : p[i] < 0xF5 ? 4 : 0;
+
+        if (need == 0 || i + need > len) {
+            return 0;
+        }
+        for (size_t k = 1; k < need; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        if ((p[i] == 0xE0 && p[i + 1] < 0xA0) || (p[i] == 0xED && p[i + 1] > 0x9F)
+            || (p[i] == 0xF0 && p[i + 1] < 0x90) || (p[i] == 0xF4 && p[i + 1] > 0x8F))
+        {
+            return 0;
+        }
+        i += need;
+    }
+    return 1;
+}
+
+
+/* the NORMAL token whose piece is the single byte b */
+static int32_t
+byte_token(const llm_tokenizer *t, unsigned char b)
+{
+    for (int32_t id = 0; id < llm_tokenizer_n_vocab(t); id++) {
+        size_t len;
+        const char *p = llm_token_piece(t, id, &len);
+
+        if (len == 1 && (unsigned char) p[0] == b
+            && llm_token_type(t, id) != LLM_TOKEN_CONTROL)
+        {
+            return id;
+        }
+    }
+    return -1;
+}
+
+
+/* streams ids one by one; each chunk must be valid UTF-8; returns the
+   concatenation (static) and each chunk's length in lens */
+static const char *
+stream(const llm_tokenizer *t, const int32_t *ids, int n, unsigned flags,
+    int *lens, int *all_valid)
+{
+    static char text[1 << 16];
+    char chunk[4096];
+    size_t total = 0;
+    llm_detok d;
+
+    *all_valid = 1;
+    llm_detok_init(&d, flags);
+    for (int i = 0; i <= n; i++) {
+        int k = i < n ? llm_detok_push(t, &d, ids[i], chunk, sizeof(chunk))
+                      : llm_detok_flush(&d, chunk, sizeof(chunk));
+
+        if (k < 0 || !valid_utf8(chunk, (size_t) k)) {
+            *all_valid = 0;
+            k = k < 0 ? 0 : k;
+        }
+        if (lens) {
+            lens[i] = k;
+        }
+        memcpy(text + total, chunk, (size_t) k);
+        total += (size_t) k;
+    }
+    text[total] = '\0';
+    return text;
+}
+
+
+static void
+test_detok(void)
+{
+    llm_tokenizer *t = load(model_path), *spm;
+    char path[1024], small[8];
+    int32_t ids[16];
+    int lens[16], valid, n;
+    llm_detok d;
+    const char *s;
+
+    if (t == NULL) {
+        ok(0, "detok: SmolLM2 loads");
+        return;
+    }
+    ok(llm_detok_max_out(t) <= 4096, "detok: max_out %zu fits a 4 KiB "
+       "buffer", llm_detok_max_out(t));
+
+    /* "🦙" is three byte-level tokens: ðŁ ¦ Ļ (F0 9F, A6, 99) */
+    n = llm_tokenize(t, "\xF0\x9F\xA6\x99", 4, 0, 0, ids, 16);
+    is_int(n, 3, "detok: the llama emoji is 3 tokens");
+    s = stream(t, ids, n, 0, lens, &valid);
+    ok(valid && lens[0] == 0 && lens[1] == 0 && lens[2] == 4
+       && strcmp(s, "\xF0\x9F\xA6\x99") == 0,
+       "detok: emoji held back until complete (%d %d %d)", lens[0], lens[1],
+       lens[2]);
+
+    /* "Hi 👋 ok": the space + first emoji bytes share a token */
+    n = llm_tokenize(t, "Hi \xF0\x9F\x91\x8B ok", 10, 0, 0, ids, 16);
+    s = stream(t, ids, n, 0, lens, &valid);
+    ok(valid && n == 5 && lens[0] == 2 && lens[1] == 1 && lens[2] == 0
+       && lens[3] == 4 && strcmp(s, "Hi \xF0\x9F\x91\x8B ok") == 0,
+       "detok: \" \" of \" 👋\" emitted at once, the emoji when complete");
+
+    /* invalid bytes: U+FFFD per maximal invalid subpart, like Python's
+       bytes.decode("utf-8", "replace") */
+    ids[0] = byte_token(t, 0x80);
+    ids[1] = byte_token(t, 'A');
+    s = stream(t, ids, 2, 0, lens, &valid);
+    ok(valid && strcmp(s, "\xEF\xBF\xBD" "A") == 0 && lens[0] == 3,
+       "detok: a lone continuation byte 0x80 -> U+FFFD at once");
+    ids[0] = byte_token(t, 0xF0);
+    ids[1] = byte_token(t, 0x9F);
+    ids[2] = byte_token(t, 'A');
+    s = stream(t, ids, 3, 0, lens, &valid);
+    ok(valid && strcmp(s, "\xEF\xBF\xBD" "A") == 0 && lens[0] == 0
+       && lens[1] == 0, "detok: F0 9F 'A' -> one U+FFFD then A");
+    ids[0] = byte_token(t, 0xED);
+    ids[1] = byte_token(t, 0xA0);
+    ids[2] = byte_token(t, 0x80);
+    s = stream(t, ids, 3, 0, lens, &valid);
+    ok(valid && strcmp(s, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD") == 0,
+       "detok: surrogate ED A0 80 -> three U+FFFD");
+    ids[0] = byte_token(t, 0xE2);
+    ids[1] = byte_token(t, 0x82);
+    s = stream(t, ids, 2, 0, lens, &valid);
+    ok(valid && strcmp(s, "\xEF\xBF\xBD") == 0 && lens[0] == 0
+       && lens[1] == 0 && lens[2] == 3,
+       "detok: truncated E2 82 at the end -> one U+FFFD from flush");
+
+    llm_detok_init(&d, 0);
+    ok(llm_detok_push(t, &d, 26843, small, sizeof(small)) == -1,
+       "detok: a buffer below max_out is refused");
+    ok(llm_detok_push(t, &d, -5, path, sizeof(path)) == 0
+       && llm_detok_push(t, &d, 1 << 30, path, sizeof(path)) == 0,
+       "detok: ids out of range emit nothing");
+
+    /* SentencePiece byte fallback: <0xF0><0x9F><0xA6><0x99> */
+    snprintf(path, sizeof(path), "%s/data/tokenizers/llama2-spm/"
+             "ggml-vocab-llama-spm.gguf", shared_dir);
+    spm = load(path);
+    if (spm != NULL) {
+        n = llm_tokenize(spm, "\xF0\x9F\xA6\x99", 4, 0, 0, ids, 16);
+        s = stream(spm, ids, n, LLM_DETOK_STRIP_SPACE, lens, &valid);
+        ok(valid && n == 5 && ids[0] == 29871 && ids[1] == 243 + 0
+           && lens[0] == 0 && lens[1] == 0 && lens[2] == 0 && lens[3] == 0
+           && lens[4] == 4 && strcmp(s, "\xF0\x9F\xA6\x99") == 0,
+           "detok: SPM byte-fallback emoji emitted once complete");
+        llm_tokenizer_free(spm);
+    } else {
+        ok(0, "detok: llama-spm loads");
+    }
+    llm_tokenizer_free(t);
+}
+
+
+/* streaming every vector text gives valid chunks that add up to it */
+static void
+test_stream_vectors(void)
+{
+    char path[1024];
+    size_t len;
+    char *inp, *text;
+    llm_tokenizer *t = load(model_path);
+    static int32_t ids[MAX_IDS];
+    int cases = 0, good = 0, valid;
+
+    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
+             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    inp = slurp(path, &len);
+    if (t == NULL || inp == NULL) {
+        ok(0, "stream: inputs load");
+        llm_tokenizer_free(t);
+        free(inp);
+        return;
+    }
+    text = inp;
+    for (char *sep; (sep = strstr(text, SEP)) != NULL;
+         text = sep + strlen(SEP))
+    {
+        int n = llm_tokenize(t, text, (size_t) (sep - text), 0, 0, ids,
+                             MAX_IDS);
+        const char *s = stream(t, ids, n, 0, NULL, &valid);
+
+        cases++;
+        good += valid && strlen(s) == (size_t) (sep - text)
+                && memcmp(s, text, (size_t) (sep - text)) == 0;
+    }
+    is_int(good, cases, "stream: all %d texts stream back in valid chunks",
+           cases);
+    free(inp);
+    llm_tokenizer_free(t);
+}
+
+
+/* --- robustness and speed ----------------------------------------------- */
+
+static void
+test_garbage(void)
+{
+    const char *paths[3];
+    char p1[1024], p2[1024];
+    static int32_t ids[MAX_IDS];
+    unsigned seed = 12345;
+    char buf[600];
+    int bad = 0;
+
+    snprintf(p1, sizeof(p1), "%s/data/tokenizers/llama2-spm/"
+             "ggml-vocab-llama-spm.gguf", shared_dir);
+    snprintf(p2, sizeof(p2), "%s/data/models/stories260K-gguf/"
+             "stories260K-f32.gguf", shared_dir);
+    paths[0] = model_path;
+    paths[1] = p1;
+    paths[2] = p2;
+    for (int k = 0; k < 3; k++) {
+        llm_tokenizer *t = load(paths[k]);
+
+        if (t == NULL) {
+            bad++;
+            continue;
+        }
+        for (int round = 0; round < 300; round++) {
+            size_t len = (size_t) (rand_r(&seed) % sizeof(buf));
+            int n;
+
+            for (size_t i = 0; i < len; i++) {
+                buf[i] = (char) rand_r(&seed);
+            }
+            n = llm_tokenize(t, buf, len, 1, 1, ids, MAX_IDS);
+            bad += n < 0 || n > MAX_IDS;
+            for (int i = 0; i < n && i < MAX_IDS; i++) {
+                bad += ids[i] < 0 || ids[i] >= llm_tokenizer_n_vocab(t);
+            }
+        }
+        {
+            /* invalid input encodes as U+FFFD would */
+            int32_t a[16], b[16];
+            int na = llm_tokenize(t, "x\xFFy", 3, 0, 0, a, 16);
+            int nb = llm_tokenize(t, "x\xEF\xBF\xBDy", 5, 0, 0, b, 16);
+
+            bad += na != nb || memcmp(a, b, na * sizeof(int32_t)) != 0;
+        }
+        llm_tokenizer_free(t);
+    }
+    is_int(bad, 0, "garbage: random bytes give in-range ids, never fail");
+}
+
+
+static double
+now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+static void
+test_speed(void)
+{
+    llm_tokenizer *t = load(model_path);
+    char path[1024], *inp, *text;
+    size_t len, used = 0;
+    static int32_t ids[1 << 16];
+    double t0, dt;
+    int n = 0, reps = 20;
+
+    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
+             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    inp = slurp(path, &len);
+    text = malloc(len * 10);
+    if (t == NULL || inp == NULL || text == NULL) {
+        ok(0, "speed: inputs");
+        free(inp);
+        free(text);
+        llm_tokenizer_free(t);
+        return;
+    }
+    /* mixed English, code, numbers, emoji and scripts: ~ 4k tokens */
+    for (int i = 0; i < 10; i++) {
+        memcpy(text + used, inp, len);
+        used += len;
+    }
+    t0 = now();
+    for (int r = 0; r < reps; r++) {
+        n = llm_tokenize(t, text, used, 0, 0, ids, 1 << 16);
+    }
+    dt = (now() - t0) / reps;
+    printf("# speed: %d tokens (%zu bytes) in %.2f ms: %.0f tokens/s\n", n,
+           used, dt * 1e3, n / dt);
+    ok(n > 3000 && dt < 0.02, "speed: a %d-token prompt in %.2f ms "
+       "(limit 20 ms)", n, dt * 1e3);
+    free(inp);
+    free(text);
+    llm_tokenizer_free(t);
+}
+
+
+static void
+test_errors(void)
+{
+    static const uint8_t not_a_tokenizer[] = {
+        'G', 'G', 'U', 'F', 3, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0 };
+    gguf_file g;
+    char err[256] = "";
+
+    if (gguf_parse(&g, not_a_tokenizer, sizeof(not_a_tokenizer), "empty")
+        != 0)
+    {
+        ok(0, "errors: empty gguf parses (%s)", g.err);
+        gguf_close(&g);
+        return;
+    }
+    ok(llm_tokenizer_load_gguf(&g, err, sizeof(err)) == NULL
+       && strstr(err, "tokenizer.ggml.model") != NULL,
+       "errors: a file without a tokenizer says so: %s", err);
+    gguf_close(&g);
+}
+
+
 int
 main(void)
 {
@@ -242,5 +673,12 @@ main(void)
                  : "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
     test_gpt2();
     test_llama_spm();
+    test_smollm2();
+    test_stories260k();
+    test_detok();
+    test_stream_vectors();
+    test_garbage();
+    test_speed();
+    test_errors();
     return tap_done();
 }
