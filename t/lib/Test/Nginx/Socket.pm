@@ -784,8 +784,11 @@ TEST_NGINX_ERROR_LOG, TEST_NGINX_VERBOSE, and C<$TEST_NGINX_*> expansion
 Not supported (a clear bail-out, never a silent pass): pipelined_requests,
 requests split into packets inside C<--- request> (use raw_request),
 HTTP/2 and HTTP/3, stap, valgrind, check-leak and benchmark modes.
+With TEST_NGINX_FORCE_RESTART_ON_TEST=0, nginx is restarted when the whole
+generated nginx.conf changed (Test::Nginx compares only C<--- config>).
 When nginx is kept between blocks, error_log checks read only what the
-block itself logged (Test::Nginx reads the whole file). nginx is started
+block itself logged (Test::Nginx reads the whole file). A daemonized nginx
+that exited is treated as gone even while it is an unreaped zombie. nginx is started
 with C<-e logs/error.log> so that must_die blocks can check the messages
 nginx prints before it reads its error_log directive.
 
