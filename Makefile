@@ -103,8 +103,11 @@ T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
 	TEST_NGINX_ENGINE=$(abspath $(BUILD)/ngx_llm_engine) \
 	TEST_NGINX_BUILD=$(abspath $(BUILD))
 
+# CPAN's Test::Nginx when installed, else our work-alike in t/lib
+T_NGINX_INC = $(shell perl -MTest::Nginx::Socket -e1 2>/dev/null || echo -I t/lib)
+
 t-nginx: all
-	$(T_NGINX_ENV) prove -I t/lib $(or $(T),t/*.t)
+	$(T_NGINX_ENV) prove $(T_NGINX_INC) $(or $(T),t/*.t)
 
 test: deps all
 	$(MAKE) unit

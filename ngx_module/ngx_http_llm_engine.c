@@ -716,7 +716,11 @@ ngx_http_llm_peer_read(ngx_event_t *rev)
             {
                 break;
             }
-            ngx_http_llm_peer_lost(peer, "engine connection failed");
+            /* a reset: the engine died with our KICKs unread */
+            ngx_http_llm_peer_lost(peer,
+                                   ngx_socket_errno == NGX_ECONNRESET
+                                   ? "engine exited"
+                                   : "engine connection failed");
             return;
         }
 
@@ -782,6 +786,9 @@ ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer, const char *why)
 
     ngx_cpystrn((u_char *) peer->reason, (u_char *) why,
                 sizeof(peer->reason));
+
+    /* handlers below must see the engine gone, not a ring to wait on */
+    peer->state = NGX_HTTP_LLM_PEER_IDLE;
 
     if (peer->ring) {
         n = peer->ring->n_slots;

@@ -422,6 +422,7 @@ ngx_http_llm_health_reply(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
     cJSON            *root;
     uint64_t          now;
     ngx_int_t         rc;
+    const char       *reason;
     llm_ring_header  *ring;
 
     rc = ngx_http_llm_peer_ready(peer);
@@ -430,15 +431,14 @@ ngx_http_llm_health_reply(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
     root = cJSON_CreateObject();
 
     if (!answered || rc != NGX_OK || ring == NULL) {
+        reason = (answered || ring == NULL)
+                 ? ngx_http_llm_peer_reason(peer)
+                 : "engine did not answer over the ring within 1 s";
+
         cJSON_AddStringToObject(root, "status", "unavailable");
-        cJSON_AddStringToObject(root, "reason",
-                                answered ? ngx_http_llm_peer_reason(peer)
-                                : "engine did not answer over the ring "
-                                  "within 1 s");
+        cJSON_AddStringToObject(root, "reason", reason);
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
-                      "llm: health: unavailable: %s",
-                      answered ? ngx_http_llm_peer_reason(peer)
-                               : "no answer within 1 s");
+                      "llm: health: unavailable: %s", reason);
         ngx_http_llm_retry_after(r, 1);
         return ngx_http_llm_send_json(r, NGX_HTTP_SERVICE_UNAVAILABLE, root);
     }
