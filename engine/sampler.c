@@ -117,10 +117,14 @@ random_seed(void)
  * token counts: open addressing, linear probing, grows at half full
  * ------------------------------------------------------------------------ */
 
+/* multiply, then fold the high bits down: the low bits of a product
+   alone would collide for ids that share their low bits */
 static uint32_t
 count_hash(int32_t token, uint32_t cap)
 {
-    return ((uint32_t) token * 0x9e3779b1u) & (cap - 1);
+    uint32_t h = (uint32_t) token * 0x9e3779b1u;
+
+    return (h ^ (h >> 16)) & (cap - 1);
 }
 
 
@@ -133,14 +137,14 @@ count_find(const llm_sampler *s, int32_t token)
         return NULL;
     }
 
-    for (i = count_hash(token, s->counts_cap); ; i = (i + 1) & (s->counts_cap - 1)) {
-        if (s->counts[i].token == token) {
-            return &s->counts[i];
-        }
+    i = count_hash(token, s->counts_cap);
+    while (s->counts[i].token != token) {
         if (s->counts[i].token < 0) {
             return NULL;
         }
+        i = (i + 1) & (s->counts_cap - 1);
     }
+    return &s->counts[i];
 }
 
 
@@ -1068,10 +1072,7 @@ truncate(llm_sampler *s, const float *l, int n, kept_set *k)
         return -1;
     }
     k->listed = 0;
-    k->n_kept = 0;
-    for (int i = 0; i < n; i++) {
-        k->n_kept += (l[i] - max) * k->inv_t >= k->lo;
-    }
+    k->n_kept = 0;      /* not needed to draw; counted by the caller */
     return 0;
 }
 
@@ -1320,6 +1321,14 @@ llm_sampler_distribution(llm_sampler *s, float *logits, int n_vocab,
         }
     } else if (truncate(s, logits, n_vocab, &k) == 0) {
         kept = (int) k.n_kept;
+        if (!k.listed) {
+            kept = 0;
+            for (int i = 0; i < n_vocab; i++) {
+                float x = (logits[i] - k.max) * k.inv_t;
+
+                kept += x >= k.lo && x > -INFINITY;
+            }
+        }
         if (k.listed) {
             for (size_t i = 0; i < k.n_kept; i++) {
                 probs[s->cand[i].token] = (float) (s->cand[i].e / k.z);

@@ -156,7 +156,8 @@ test_temperature(void)
 
         chi2 += (hist[i] - want) * (hist[i] - want) / want;
     }
-    printf("# T=1 draws %d %d %d, chi2 %.2f\n", hist[0], hist[1], hist[2], chi2);
+    printf("# T=1 draws %d %d %d, chi2 %.2f\n", hist[0], hist[1], hist[2],
+           chi2);
     ok(chi2 < 13.8, "T=1: draw frequencies match softmax (chi2 %.2f)", chi2);
     is_int(llm_sampler_count(&s, 2), hist[2], "T=1: every draw recorded");
     llm_sampler_free(&s);
@@ -210,7 +211,8 @@ test_truncation(void)
 
     is_int(kept_set(2, 1.0f, 0.0f, probs), 2, "top_k=2 keeps 2");
     is_int(mask_of(probs, 4), 0x5, "top_k=2 keeps ids 2 and 0");
-    ok(close_to(probs[2], 0.4 / 0.7, 1e-6) && close_to(probs[0], 0.3 / 0.7, 1e-6),
+    ok(close_to(probs[2], 0.4 / 0.7, 1e-6)
+       && close_to(probs[0], 0.3 / 0.7, 1e-6),
        "top_k=2 renormalizes");
     is_int(kept_set(1, 1.0f, 0.0f, probs), 1, "top_k=1 keeps 1");
     is_int(mask_of(probs, 4), 0x4, "top_k=1 keeps the best");
@@ -625,7 +627,8 @@ test_logprobs(void)
     p.top_logprobs = 4;
     s = make(&p, 5);
     is_int(llm_sample(&s, l, 5, &out), 2, "logprobs: greedy picks id 2");
-    ok(close_to(out.logprob, 3.0 - lse, 1e-6), "logprobs: chosen = log_softmax");
+    ok(close_to(out.logprob, 3.0 - lse, 1e-6),
+       "logprobs: chosen = log_softmax");
     is_int(out.n_top, 4, "top_logprobs: 4 entries");
     ok(out.top[0].token == 2 && out.top[1].token == 4 && out.top[2].token == 1
        && out.top[3].token == 0, "top_logprobs: logprob desc, tie by id asc");
@@ -722,8 +725,14 @@ test_params_and_stop(void)
         llm_sampler_accept(&s, i * 17 % 100000);
         llm_sampler_accept(&s, i * 17 % 100000);
     }
-    is_int(llm_sampler_count(&s, 4999 * 17 % 100000), 2, "counts survive growth");
+    is_int(llm_sampler_count(&s, 4999 * 17 % 100000), 2,
+           "counts survive growth");
     is_int(llm_sampler_count(&s, 3), 0, "unseen id counts 0");
+    /* ids sharing their low bits */
+    for (int i = 0; i < 90; i++) {
+        llm_sampler_accept(&s, i * 1024 + 1);
+    }
+    is_int(llm_sampler_count(&s, 89 * 1024 + 1), 1, "ids 1024 apart counted");
     is_int(llm_sampler_accept(&s, 100000), -1, "out-of-vocab id refused");
     llm_sampler_free(&s);
 }
