@@ -70,6 +70,9 @@ struct llm_tokenizer {
     int32_t      bos, eos, eot, eom, unk, pad;
     int          add_bos, add_eos;
     int          add_space_prefix;     /* SPM: "▁" before the text */
+    int          spm_word_split;       /* SPM: no piece has "▁" after
+                                          another character, so words
+                                          ("▁..." runs) merge on their own */
     int32_t      stop[TOK_MAX_STOP];
     int          n_stop;
     uint32_t     max_piece;            /* longest decoded piece */
@@ -115,6 +118,7 @@ void tok_bpe_free(llm_tokenizer *t);
 /* SentencePiece BPE (tok_spm.c) */
 int tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
     int add_prefix, tok_out *o);
+void tok_spm_init(llm_tokenizer *t);
 size_t tok_spm_decode_text(const char *text, size_t len, int type,
     char *out);
 

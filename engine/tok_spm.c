@@ -171,42 +171,30 @@ utf8_char_len(unsigned char c)
 }
 
 
-int
-tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
-    int add_prefix, tok_out *o)
+/* merges the symbols of esc[start, end) and emits their tokens */
+static void
+spm_word(spm_work *w, size_t start, size_t end, tok_out *o)
 {
-    size_t cap = (len + 1) * SPM_SPACE_LEN, n, i;
-    spm_work w = { .t = t };
-    char *esc;
     int32_t ns = 0;
-    int rc = -1;
 
-    esc = malloc(cap);
-    w.sym = malloc(cap * sizeof(spm_sym));
-    w.heap = malloc(3 * cap * sizeof(spm_pair));
-    if (esc == NULL || w.sym == NULL || w.heap == NULL) {
-        goto done;
-    }
-    n = escape_spaces(text, len, add_prefix, esc);
-    w.text = esc;
+    w->n_heap = 0;
+    for (size_t i = start; i < end; ns++) {
+        size_t k = utf8_char_len((unsigned char) w->text[i]);
 
-    for (i = 0; i < n; ns++) {
-        size_t k = utf8_char_len((unsigned char) esc[i]);
-
-        k = k < n - i ? k : n - i;
-        w.sym[ns] = (spm_sym) { (uint32_t) i, (uint32_t) k, -1, ns - 1, -1 };
+        k = k < end - i ? k : end - i;
+        w->sym[ns] = (spm_sym) { (uint32_t) i, (uint32_t) k, -1, ns - 1, -1 };
         if (ns > 0) {
-            w.sym[ns - 1].next = ns;
+            w->sym[ns - 1].next = ns;
         }
         i += k;
     }
     for (int32_t s = 0; s + 1 < ns; s++) {
-        queue_pair(&w, s, s + 1);
+        queue_pair(w, s, s + 1);
     }
 
-    while (w.n_heap > 0) {
-        spm_pair p = heap_pop(&w);
-        spm_sym *l = &w.sym[p.left], *r = &w.sym[p.right];
+    while (w->n_heap > 0) {
+        spm_pair p = heap_pop(w);
+        spm_sym *l = &w->sym[p.left], *r = &w->sym[p.right];
 
         if (l->len == 0 || r->len == 0 || l->len + r->len != p.len) {
             continue;          /* one side changed since it was queued */
@@ -216,14 +204,76 @@ tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
         r->len = 0;
         l->next = r->next;
         if (r->next >= 0) {
-            w.sym[r->next].prev = p.left;
+            w->sym[r->next].prev = p.left;
         }
-        queue_pair(&w, l->prev, p.left);
-        queue_pair(&w, p.left, l->next);
+        queue_pair(w, l->prev, p.left);
+        queue_pair(w, p.left, l->next);
     }
 
-    for (int32_t s = ns > 0 ? 0 : -1; s >= 0; s = w.sym[s].next) {
-        emit_symbol(&w, &w.sym[s], o);
+    for (int32_t s = ns > 0 ? 0 : -1; s >= 0; s = w->sym[s].next) {
+        emit_symbol(w, &w->sym[s], o);
+    }
+}
+
+
+static int
+is_space_at(const char *s, size_t i, size_t n)
+{
+    return n - i >= SPM_SPACE_LEN && memcmp(s + i, SPM_SPACE,
+                                            SPM_SPACE_LEN) == 0;
+}
+
+
+/* where the word starting at i ends: before a "▁" that follows another
+   character (pieces never span that, see tok_spm_init) */
+static size_t
+word_end(const llm_tokenizer *t, const char *s, size_t i, size_t n)
+{
+    int prev_space = 0;
+
+    if (!t->spm_word_split) {
+        return n;
+    }
+    for (size_t k = i; k < n; ) {
+        int space = is_space_at(s, k, n);
+
+        if (space && k > i && !prev_space) {
+            return k;
+        }
+        prev_space = space;
+        k += space ? SPM_SPACE_LEN : 1;
+    }
+    return n;
+}
+
+
+int
+tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
+    int add_prefix, tok_out *o)
+{
+    size_t cap = (len + 1) * SPM_SPACE_LEN, n, longest = 0, i, e;
+    spm_work w = { .t = t };
+    char *esc;
+    int rc = -1;
+
+    esc = malloc(cap);
+    if (esc == NULL) {
+        return -1;
+    }
+    n = escape_spaces(text, len, add_prefix, esc);
+    w.text = esc;
+    for (i = 0; i < n; i = e) {
+        e = word_end(t, esc, i, n);
+        longest = e - i > longest ? e - i : longest;
+    }
+    w.sym = malloc((longest + 1) * sizeof(spm_sym));
+    w.heap = malloc(3 * (longest + 1) * sizeof(spm_pair));
+    if (w.sym == NULL || w.heap == NULL) {
+        goto done;
+    }
+    for (i = 0; i < n; i = e) {
+        e = word_end(t, esc, i, n);
+        spm_word(&w, i, e, o);
     }
     rc = o->oom ? -1 : 0;
 
@@ -232,6 +282,29 @@ done:
     free(w.sym);
     free(w.heap);
     return rc;
+}
+
+
+void
+tok_spm_init(llm_tokenizer *t)
+{
+    t->spm_word_split = 1;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->pool + t->tokens[id].text_off;
+        size_t n = t->tokens[id].text_len;
+
+        if (!spm_mergeable(t, id)) {
+            continue;
+        }
+        for (size_t k = 1; k < n; k++) {
+            if (is_space_at(s, k, n)
+                && !(k >= SPM_SPACE_LEN && is_space_at(s, k - SPM_SPACE_LEN, n)))
+            {
+                t->spm_word_split = 0;     /* "a▁b" exists: no shortcut */
+                return;
+            }
+        }
+    }
 }
 
 

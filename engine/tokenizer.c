@@ -429,6 +429,7 @@ tok_finish(llm_tokenizer *t, char *err, size_t errlen)
     if (t->kind == LLM_TOKENIZER_BPE) {
         tok_bpe_init(t);
     } else {
+        tok_spm_init(t);
         for (int b = 0; b < 256; b++) {
             char hex[8];
             int32_t id;
