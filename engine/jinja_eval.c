@@ -255,6 +255,7 @@ mk_list(jrender *r, size_t n)
 
     v.u.list = ralloc(r, sizeof(jlist));
     v.u.list->n = n;
+    v.u.list->is_tuple = 0;
     v.u.list->items = n ? ralloc(r, n * sizeof(jval)) : NULL;
     return v;
 }
@@ -614,7 +615,7 @@ float_repr(double f, char *out, size_t outlen)
     if (f < 0 || (f == 0 && signbit(f))) {
         PUT('-');
     }
-    if (exp >= -5 && exp < 16) {
+    if (exp >= -4 && exp < 16) {
         if (exp < 0) {
             PUT('0');
             PUT('.');
@@ -713,14 +714,17 @@ to_str_buf(jrender *r, jbuf *b, jval v, int repr)
         }
         return;
     case JV_LIST:
-        buf_add(r, b, "[", 1);
+        buf_add(r, b, v.u.list->is_tuple ? "(" : "[", 1);
         for (size_t i = 0; i < v.u.list->n; i++) {
             if (i) {
                 buf_add(r, b, ", ", 2);
             }
             to_str_buf(r, b, v.u.list->items[i], 1);
         }
-        buf_add(r, b, "]", 1);
+        if (v.u.list->is_tuple && v.u.list->n == 1) {
+            buf_add(r, b, ",", 1);
+        }
+        buf_add(r, b, v.u.list->is_tuple ? ")" : "]", 1);
         return;
     case JV_DICT:
     case JV_NS:
@@ -1923,6 +1927,7 @@ call_method(jrender *r, jmethod *m, jargs *a)
             if (m->id == JM_ITEMS) {
                 jval  pair = mk_list(r, 2);
 
+                pair.u.list->is_tuple = 1;
                 pair.u.list->items[0] = s.u.dict->keys[i];
                 pair.u.list->items[1] = s.u.dict->vals[i];
                 out.u.list->items[i] = pair;
@@ -2702,6 +2707,7 @@ eval(jrender *r, const jnode *n, frame *f)
     case JN_LIST:
     case JN_TUPLE:
         v = mk_list(r, (size_t) n->nkids);
+        v.u.list->is_tuple = n->kind == JN_TUPLE;
         for (int i = 0; i < n->nkids; i++) {
             v.u.list->items[i] = eval(r, n->kids[i], f);
         }

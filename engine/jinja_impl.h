@@ -109,9 +109,11 @@ struct jval {
     } u;
 };
 
+/* a Python list, or a tuple (the same but for how str() prints it) */
 struct jlist {
     jval    *items;   /* (n) */
     size_t   n;
+    int      is_tuple;
 };
 
 /* ordered, like Python's dict; keys are any hashable value (mostly str) */

@@ -115,11 +115,14 @@ def cases(kind, name):
     if kind is not None:
         call = {"id": "call12345", "type": "function",
                 "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
+        call_msg = {"role": "assistant", "content": "", "tool_calls": [call]}
         if kind == "deepseek":
             call = dict(call, function={"name": "get_weather", "arguments": '{"city": "Paris"}'})
+            # no content: this template then fails on message['content'], as published
+            call_msg = {"role": "assistant", "tool_calls": [call]}
         tool_conv = [
             sys_msg, {"role": "user", "content": "Weather in Paris?"},
-            {"role": "assistant", "tool_calls": [call]},
+            call_msg,
             {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"},
             {"role": "tool", "tool_call_id": "call12345", "content": "sunny"},
         ]
@@ -139,7 +142,115 @@ def cases(kind, name):
             out[i] = (c[0], c[1], c[2], dict(c[3], tools=[WEATHER_TOOL]))
     if name == "qwen3":
         out.append(("no-thinking", [u1], True, {"enable_thinking": False}))
+        out.append(("reasoning", [u1, {"role": "assistant", "content": "Fine.",
+                                       "reasoning_content": "\nThe user greets me.\n"}],
+                    False, {}))
     return out
+
+
+# Language features one by one, rendered by the same environment transformers
+# compiles chat templates with (ctu._compile_jinja_template), so every rule
+# (scoping, whitespace, str() of values, filters, tests) is checked against it.
+SNIPPET_CTX = {
+    "s": "  Héllo, Wörld! 🦙 ", "n": 7, "f": 2.5, "z": 0, "t": True, "no": None,
+    "l": [3, 1, 2], "e": [], "d": {"b": 2, "a": 1, "c": {"x": [1, {"y": "deep"}]}},
+    "msgs": [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+             {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}],
+    "q": "it's \"q\" \\ \n\t\x01\x7f é",
+}
+SNIPPETS = [
+    # whitespace control
+    "a  {% if 1 %}b{% endif %}\n  {% if 1 %}\nc{% endif %}  \n  {#c#}\nd\n",
+    "x\n  {%- if 1 -%}  \n y {%+ if 1 %}z{% endif %}{% endif %}",
+    "{% for i in l %}\n  {{ i }}\n{% endfor %}\n",
+    "{% for i in l -%}\n  {{ i }}\n{%- endfor %}",
+    "  {# c #}  x\n\t{% if t %}\ty{% endif %}\n",
+    "{{ 'a' }}  \n  {{- 'b' -}}  \n  {{ 'c' }}\n\n",
+    "{% raw %}  {{ x }} {% if %}{% endraw %}|",
+    "line1\r\nline2\r{{ 'x' }}",
+    # values and str()
+    "{{ no }} {{ t }} {{ f }} {{ n }} {{ l }} {{ d }} {{ e }} {{ (1, 'a') }}",
+    "{{ 1e16 }} {{ 1.0 }} {{ 0.1 + 0.2 }} {{ 1e-5 }} {{ 123456789.125 }} {{ -0.0 }} {{ 2.5e-7 }}",
+    "{{ [q] }} {{ ['a\"b'] }} {{ {'k': q} }}",
+    # operators
+    "{{ n + 1 }} {{ n - 10 }} {{ n * 2 }} {{ n / 2 }} {{ n // 2 }} {{ n % 3 }} {{ -n % 3 }} {{ n ** 2 }} {{ f * 2 }}",
+    "{{ 'a' ~ n ~ no ~ t }} {{ 'ab' * 2 }} {{ l + [4] }} {{ 'x' + 'y' }}",
+    "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 'a' < 'b' }} {{ l == [3, 1, 2] }} {{ 1 == 1.0 }} {{ t == 1 }}",
+    "{{ 'll' in s }} {{ 4 in l }} {{ 'a' in d }} {{ 'z' not in d }} {{ not e }} {{ e or 'x' }} {{ l and 'y' }}",
+    "{{ 'y' if t else 'n' }} {{ 'y' if z else 'n' }} [{{ 'y' if z }}]",
+    # subscripts and slices
+    "{{ l[0] }} {{ l[-1] }} {{ l[1:] }} {{ l[::-1] }} {{ l[:-1] }} {{ l[::2] }} {{ s[2:7] }} {{ s[::-1] }} {{ s[-3] }}",
+    "{{ d.b }} {{ d['a'] }} {{ d.c.x[1].y }} {{ d['c']['x'][0] }} [{{ d.zz }}] [{{ l[10] }}] {{ msgs[1:] | length }}",
+    # string methods
+    "[{{ s.strip() }}] [{{ s.lstrip() }}] [{{ s.rstrip() }}] [{{ s.strip(' H!🦙') }}]",
+    "{{ s.split() }} {{ 'a,b,,c'.split(',') }} {{ 'a,b,c'.split(',', 1) }} {{ 'x</think>y'.split('</think>')[-1] }}",
+    "{{ s.upper() }} {{ s.lower() }} {{ 'hello wORLD'.title() }} {{ 'hELLO'.capitalize() }}",
+    "{{ s.startswith('  H') }} {{ s.endswith(' ') }} {{ s.startswith(('x', ' ')) }} {{ s.replace('l', 'L') }} {{ s.find('W') }} {{ s.count('l') }}",
+    "{{ '-'.join(['a', 'b']) }} {{ 'ab12'.isalnum() }} {{ '12'.isdigit() }} {{ 'a\nb\r\nc'.splitlines() }}",
+    # dict methods
+    "{{ d.items() | list }} {{ d.keys() | list }} {{ d.values() | list | length }} {{ d.get('a') }} {{ d.get('zz', 'dflt') }} {{ d.get('zz') }}",
+    "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}",
+    "{% for k in d %}{{ k }}{% endfor %} {% for k, v in d | items %}{{ k }}{% endfor %} {{ d | dictsort }}",
+    # filters
+    "[{{ s | trim }}] {{ s | length }} {{ l | length }} {{ d | length }} {{ s | upper }} {{ s | lower }} {{ 'ab' | capitalize }} {{ 'a b' | title }}",
+    "{{ l | list }} {{ s | list | length }} {{ l | first }} {{ l | last }} {{ l | join('-') }} {{ l | sort }} {{ l | sort(reverse=true) }} {{ l | reverse | list }}",
+    "{{ msgs | selectattr('role', 'equalto', 'user') | list | length }} {{ msgs | rejectattr('role', 'equalto', 'user') | map(attribute='content') | join(',') }}",
+    "{{ msgs | map(attribute='role') | list }} {{ msgs | selectattr('content') | list | length }} {{ [0, 1, '', 'a'] | select | list }} {{ [1, 2, 3] | reject('odd') | list }}",
+    "{{ undefined_thing | default('dflt') }} {{ '' | default('dflt') }} {{ '' | default('dflt', true) }} {{ no | default('x') }}",
+    "{{ n | string }} {{ '42' | int }} {{ '4.7' | int }} {{ 'x' | int }} {{ f | int }} {{ n | float }} {{ 'ab' | replace('a', 'x') }} {{ -3 | abs }}",
+    "{{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ q | tojson }}|{{ l | tojson(indent=4) }}|{{ e | tojson }}|{{ {} | tojson(indent=2) }}",
+    "{{ [1.5, no, t, 'é'] | tojson }} {{ d | tojson(sort_keys=true) }} {{ s | tojson(ensure_ascii=true) }}",
+    "{{ msgs | map(attribute='content') | map('lower') | join }} {{ ['b', 'a', 'b'] | unique | list }} {{ l | sum }} {{ l | min }} {{ l | max }}",
+    "{{ 'a\nb' | indent(2) }}|{{ 'a\n\nb' | indent(2, true) }}|{{ '<&>' | e }}|{{ '<&>' | safe }}",
+    # tests
+    "{{ n is number }} {{ n is integer }} {{ f is float }} {{ s is string }} {{ d is mapping }} {{ l is iterable }} {{ s is iterable }} {{ n is iterable }}",
+    "{{ no is none }} {{ t is boolean }} {{ t is true }} {{ z is false }} {{ nothing is defined }} {{ nothing is undefined }} {{ n is odd }} {{ n is even }} {{ n is divisibleby 7 }}",
+    "{{ n is equalto 7 }} {{ n is eq 7 }} {{ n is ne 7 }} {{ n is gt 3 }} {{ n is lt 3 }} {{ 'a' is in 'abc' }} {{ nothing is iterable }} {{ nothing is sequence }} {{ l is sequence }}",
+    "{{ 'abc' is lower }} {{ 'ABC' is upper }} {{ d is not mapping }} {{ not nothing is defined }}",
+    # statements, scoping
+    "{% for i in [1,2] %}{% if loop.first %}{% set x = 5 %}{% endif %}[{{ x }}]{% endfor %}{{ x }}",
+    "{% set x = 1 %}{% for i in [1,2] %}{% set x = x + 1 %}[{{ x }}]{% endfor %}{{ x }}",
+    "{% set ns = namespace(a=0, b='') %}{% for m in msgs %}{% set ns.a = ns.a + 1 %}{% set ns.b = ns.b ~ m.role[0] %}{% endfor %}{{ ns.a }} {{ ns.b }}",
+    "{% for m in msgs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{% if not loop.first %}{{ loop.previtem.role }}{% endif %}{% if not loop.last %}{{ loop.nextitem.role }}{% endif %}|{% endfor %}",
+    "{% for m in msgs if m.role != 'system' %}{{ loop.index }}/{{ loop.length }}{{ m.content }} {% else %}none{% endfor %}{% for x in e %}x{% else %}empty{% endfor %}",
+    "{% for i in range(10) %}{% if i is odd %}{% continue %}{% endif %}{% if i > 6 %}{% break %}{% endif %}{{ i }}{% endfor %} {{ range(3) | list }} {{ range(1, 10, 3) | list }}",
+    "{% for a, b in [[1, 2], [3, 4]] %}{{ a }}{{ b }}{% endfor %} {% set x, y = 1, 2 %}{{ x }}{{ y }}",
+    "{% for x in l %}{{ loop.cycle('a', 'b') }}{% endfor %}",
+    "{% if z %}a{% elif no %}b{% elif n > 5 %}c{% else %}d{% endif %}{% if t %}{% else %}{% endif %}",
+    "{% set block %}B{{ n }}{% endset %}[{{ block }}]{% set d2 = {'k': l} %}{{ d2.k[0] }}",
+    "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(punct='.', name='c') }}",
+    "{% macro rec(k) %}{% if k > 0 %}{{ k }}{{ rec(k - 1) }}{% endif %}{% endmacro %}{{ rec(4) }}",
+    "{{ dict(a=1, b='x') }} {{ namespace(a=1).a }}",
+    # undefined
+    "[{{ nothing }}] [{{ nothing | length }}] [{% for x in nothing %}x{% endfor %}] [{{ nothing | trim }}] [{{ nothing ~ 'x' }}] [{{ nothing == nothing }}]",
+    "{{ nothing.attr }}",
+    "{{ nothing + 1 }}",
+    "{{ no.attr }}|{{ n.attr is defined }}|{{ s.nosuch is defined }}",
+    "{{ d.zz.yy }}",
+    "{{ l | tojson }}{{ nothing | tojson }}",
+    "{{ raise_exception('custom: ' + s) }}",
+    "{{ 1 / 0 }}",
+    "{{ 'a' + 1 }}",
+    "{{ n() }}",
+    "{% for x in n %}{% endfor %}",
+    "{{ messages_typo[0] }}",
+]
+
+
+def write_snippets():
+    out = []
+    for src in SNIPPETS:
+        output, error, error_type = None, None, None
+        try:
+            output = ctu._compile_jinja_template(src).render(**SNIPPET_CTX)
+        except Exception as e:  # the C side only has to fail where jinja2 fails
+            error, error_type = str(e), type(e).__name__
+        out.append({"template": src, "output": output, "error": error, "error_type": error_type})
+    path = os.path.join(OUT_DIR, "snippets.json")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        json.dump({"context": SNIPPET_CTX, "cases": out}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{path}: {len(out)} snippets")
 
 
 def load_template(ref, key, shared, model):
@@ -196,6 +307,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(OUT_DIR, exist_ok=True)
 
+    write_snippets()
     real_compile = ctu._compile_jinja_template
     recorder = {}
 

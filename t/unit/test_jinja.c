@@ -103,6 +103,11 @@ run_golden(const char *name)
     want = cJSON_GetObjectItemCaseSensitive(doc, "output");
     want_err = cJSON_GetObjectItemCaseSensitive(doc, "error");
     err_type = cJSON_GetObjectItemCaseSensitive(doc, "error_type");
+    if (!cJSON_IsString(ref) || !cJSON_IsObject(ctx)) {
+        ok(0, "%s: has template and context", name);
+        cJSON_Delete(doc);
+        return;
+    }
     tmpl_src = load_template(ref->valuestring,
                              cJSON_IsString(key) ? key->valuestring : NULL,
                              &len);
@@ -155,7 +160,8 @@ test_goldens(void)
     }
     while ((e = readdir(d)) != NULL) {
         len = strlen(e->d_name);
-        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0
+            && strcmp(e->d_name, "snippets.json") != 0) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 64;
                 names = realloc(names, cap * sizeof(char *));
@@ -171,6 +177,55 @@ test_goldens(void)
         free(names[i]);
     }
     free(names);
+}
+
+
+/* language features one by one, against jinja2 under transformers' settings */
+static void
+test_snippets(void)
+{
+    char         path[1024], err[512], *src, *out;
+    size_t       len, out_len;
+    cJSON       *doc, *ctx, *cases, *c, *tmpl, *want, *want_err;
+    jinja_tmpl  *t;
+    int          i = 0, rc;
+
+    snprintf(path, sizeof(path), "%s/snippets.json", golden_dir);
+    src = read_file(path, &len);
+    doc = src ? cJSON_Parse(src) : NULL;
+    free(src);
+    ok(doc != NULL, "snippets.json readable");
+    if (doc == NULL) {
+        return;
+    }
+    ctx = cJSON_GetObjectItemCaseSensitive(doc, "context");
+    cases = cJSON_GetObjectItemCaseSensitive(doc, "cases");
+    cJSON_ArrayForEach(c, cases) {
+        i++;
+        tmpl = cJSON_GetObjectItemCaseSensitive(c, "template");
+        want = cJSON_GetObjectItemCaseSensitive(c, "output");
+        want_err = cJSON_GetObjectItemCaseSensitive(c, "error");
+        t = jinja_parse(tmpl->valuestring, strlen(tmpl->valuestring), err,
+                        sizeof(err));
+        if (t == NULL) {
+            ok(0, "snippet %d parses: %s", i, err);
+            continue;
+        }
+        rc = jinja_render(t, ctx, &out, &out_len, err, sizeof(err));
+        if (cJSON_IsString(want)) {
+            if (rc != 0) {
+                ok(0, "snippet %d renders: %s", i, err);
+            } else {
+                is_str(out, want->valuestring, "snippet %d", i);
+            }
+        } else {
+            is_int(rc, -1, "snippet %d fails as in jinja2 (%s)", i,
+                   want_err->valuestring);
+        }
+        free(out);
+        jinja_free(t);
+    }
+    cJSON_Delete(doc);
 }
 
 
@@ -228,7 +283,7 @@ test_expressions(void)
 {
     R("{{ (1,2) }} {{ [1,'a',None,True,1.5,{'k':\"it's\"}] }} {{ 1e16 }} "
       "{{ 0.1+0.2 }} {{ 1/2 }} {{ 7//2 }} {{ -7 % 3 }} {{ 1 if 0 }}|", NULL,
-      "[1, 2] [1, 'a', None, True, 1.5, {'k': \"it's\"}] 1e+16 "
+      "(1, 2) [1, 'a', None, True, 1.5, {'k': \"it's\"}] 1e+16 "
       "0.30000000000000004 0.5 3 2 |", "Python str() of values");
     R("{{ 'abcdef'[1:] }} {{ 'abc'[::-1] }} {{ [1,2,3][-1] }} "
       "{{ 'héllo'[1] }} {{ [1,2,3,4][1:3] }} {{ 'ab'[5:] }}|", NULL,
@@ -244,7 +299,7 @@ test_expressions(void)
       "|a-b-|x\n", "string methods");
     R("{% set d = {'b': 1, 'a': [1, 2]} %}{{ d.items() | list }} {{ d.get('c', 5) }} "
       "{{ d['b'] }} {{ d.a[1] }} {{ d.keys() | list }}", NULL,
-      "[['b', 1], ['a', [1, 2]]] 5 1 2 ['b', 'a']", "dict methods");
+      "[('b', 1), ('a', [1, 2])] 5 1 2 ['b', 'a']", "dict methods");
     R("{{ x | tojson }} {{ x | tojson(indent=2) }}",
       "{\"x\": {\"a\": [1, \"é\\n\\\"\"], \"b\": null, \"c\": 1.5, \"d\": {}}}",
       "{\"a\": [1, \"é\\n\\\"\"], \"b\": null, \"c\": 1.5, \"d\": {}} {\n"
@@ -363,6 +418,7 @@ main(void)
         golden_dir = getenv("JINJA_GOLDENS");
     }
     test_goldens();
+    test_snippets();
     test_whitespace();
     test_expressions();
     test_statements();
