@@ -1,0 +1,193 @@
+/*
+ * Ring round-trip latency: what a health check or a request submission
+ * costs between a worker and the engine, without HTTP.
+ *
+ *   build/bench/ring_ping ENGINE MODEL [N]
+ *
+ * Starts the engine as nginx would (its own socket name, this process as
+ * its "master"), connects, maps the ring, and times N PING round trips:
+ * claim a slot, submit, KICK, wait for the WAKE, see DONE, free the slot.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "ngx_llm_ring.h"
+
+
+static double
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+
+static int
+connect_engine(const char *name)
+{
+    int                 fd, i;
+    socklen_t           alen;
+    struct sockaddr_un  sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path + 1, name, strlen(name));
+    alen = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
+
+    for (i = 0; i < 200; i++) {
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (connect(fd, (struct sockaddr *) &sa, alen) == 0) {
+            return fd;
+        }
+        close(fd);
+        usleep(10000);
+    }
+    return -1;
+}
+
+
+static llm_ring_header *
+receive_ring(int fd, uint32_t *client_id)
+{
+    int              rfd = -1;
+    char             cbuf[CMSG_SPACE(sizeof(int))];
+    llm_msg          m;
+    void            *p;
+    struct iovec     iov = { &m, sizeof(m) };
+    struct msghdr    mh;
+    struct cmsghdr  *cm;
+
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+
+    if (recvmsg(fd, &mh, 0) != sizeof(m) || m.type != LLM_MSG_HELLO) {
+        return NULL;
+    }
+    cm = CMSG_FIRSTHDR(&mh);
+    if (cm == NULL || cm->cmsg_type != SCM_RIGHTS) {
+        return NULL;
+    }
+    memcpy(&rfd, CMSG_DATA(cm), sizeof(int));
+
+    p = mmap(NULL, m.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+    close(rfd);
+    if (p == MAP_FAILED || llm_ring_check(p, m.ring_size) != 0) {
+        return NULL;
+    }
+
+    *client_id = m.client_id;
+    return p;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    int               fd, i, n, warm;
+    char              name[64], pidbuf[32];
+    pid_t             pid;
+    double           *rtt, t0, sum;
+    uint32_t          client_id, expected;
+    llm_msg           kick, wake;
+    llm_slot         *sl;
+    llm_ring_header  *ring;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s ENGINE MODEL [N]\n", argv[0]);
+        return 2;
+    }
+    n = argc > 3 ? atoi(argv[3]) : 20000;
+
+    snprintf(name, sizeof(name), "ngx_llm_bench/%d", (int) getpid());
+    snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
+
+    pid = fork();
+    if (pid == 0) {
+        execl(argv[1], "ngx_llm_engine", "serve", "--name", "bench",
+              "--socket", name, "--master-pid", pidbuf, "--model", argv[2],
+              (char *) NULL);
+        _exit(127);
+    }
+
+    fd = connect_engine(name);
+    if (fd == -1 || (ring = receive_ring(fd, &client_id)) == NULL) {
+        fprintf(stderr, "cannot connect to the engine\n");
+        return 1;
+    }
+
+    rtt = calloc(n, sizeof(double));
+    memset(&kick, 0, sizeof(kick));
+    kick.type = LLM_MSG_KICK;
+    sl = llm_ring_slot(ring, 0);
+    warm = n / 10;
+
+    for (i = 0; i < n + warm; i++) {
+        expected = LLM_SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&sl->state, &expected,
+                                            LLM_SLOT_CLAIMED))
+        {
+            fprintf(stderr, "slot 0 busy\n");
+            return 1;
+        }
+        sl->owner = client_id;
+        sl->kind = LLM_KIND_PING;
+
+        t0 = now_us();
+        atomic_store(&sl->state, LLM_SLOT_SUBMITTED);
+        send(fd, &kick, sizeof(kick), 0);
+
+        while (atomic_load(&sl->state) != LLM_SLOT_DONE) {
+            if (recv(fd, &wake, sizeof(wake), 0) <= 0) {
+                fprintf(stderr, "engine gone\n");
+                return 1;
+            }
+        }
+        if (i >= warm) {
+            rtt[i - warm] = now_us() - t0;
+        }
+
+        sl->owner = 0;
+        atomic_store(&sl->state, LLM_SLOT_FREE);
+    }
+
+    qsort(rtt, n, sizeof(double), cmp_double);
+    for (sum = 0, i = 0; i < n; i++) {
+        sum += rtt[i];
+    }
+
+    printf("ring round trip (PING over the ring + unix-socket doorbell), "
+           "%d trips:\n  mean %.1f us  p50 %.1f us  p99 %.1f us  "
+           "max %.1f us\n", n, sum / n, rtt[n / 2], rtt[n * 99 / 100],
+           rtt[n - 1]);
+
+    close(fd);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
