@@ -528,7 +528,7 @@ apply_edits(llm_sampler *s, float *logits)
  * one NEON register on arm64), because -O2 does not vectorize loops with
  * conditions.
  * exp is Cephes' single-precision one: range reduction by ln 2 and a
- * degree-6 polynomial, about 1 ulp; NaN and x < -87 give 0. All sums run
+ * degree-6 polynomial, about 1 ulp, for x <= 0; NaN and x < -87 give 0. All sums run
  * in a fixed order, so results do not depend on anything but the row.
  * ------------------------------------------------------------------------ */
 
@@ -565,14 +565,13 @@ static inline v4f
 exp_v(v4f x)
 {
     v4i in_range = x >= splat(-87.0f);     /* false for NaN */
-    v4f xc = select_v(in_range, x, splat(-87.0f));
     v4f n, r, r2, p;
     v4i bits;
 
-    xc = select_v(xc <= splat(88.0f), xc, splat(88.0f));
-    /* round to nearest by the 1.5 * 2^23 trick */
-    n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    r = xc - n * 0.693359375f;
+    /* x <= 0 here; lanes out of range compute garbage that the final
+       mask clears (no FP exceptions are enabled) */
+    n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     r2 = r * r;
     p = splat(1.9875691500e-4f);
@@ -668,6 +667,27 @@ row_block(const float *l, int n, int start, float *pad)
 }
 
 
+/* largest value; NaN is skipped */
+static float
+row_max(const float *l, int n)
+{
+    v4f hi = splat(-INFINITY);
+    float max;
+    int i = 0;
+
+    for ( ; i + 4 <= n; i += 4) {
+        v4f v = load_v(l + i);
+
+        hi = select_v(v > hi, v, hi);
+    }
+    max = hmax(hi);
+    for ( ; i < n; i++) {
+        max = l[i] > max ? l[i] : max;
+    }
+    return max;
+}
+
+
 /* largest value, and smallest above -inf; NaN is skipped */
 static void
 row_range(const float *l, int n, float *max, float *min)
@@ -698,9 +718,8 @@ row_range(const float *l, int n, float *max, float *min)
 static int
 argmax(const float *l, int n)
 {
-    float max, min;
+    float max = row_max(l, n);
 
-    row_range(l, n, &max, &min);
     if (!(max > -INFINITY)) {
         return -1;
     }
@@ -728,30 +747,57 @@ log_sum_exp(const float *l, int n, float max)
 }
 
 
+/* insert l[i] into the sorted top list if it belongs there */
+static int
+top_insert(llm_token_logprob *top, int filled, int k, int i, float v)
+{
+    int j;
+
+    if (!(v > -INFINITY) || (filled == k && !(v > top[k - 1].logprob))) {
+        return filled;
+    }
+    j = filled < k ? filled++ : k - 1;
+    while (j > 0 && v > top[j - 1].logprob) {
+        top[j] = top[j - 1];
+        j--;
+    }
+    top[j].token = i;
+    top[j].logprob = v;
+    return filled;
+}
+
+
 /*
  * The k largest values, value desc then id asc, into top (k <= 20).
  * An ascending scan only replaces on a strictly larger value, so among
- * equal values the lower id stays.
+ * equal values the lower id stays. Chunks whose maximum cannot enter a
+ * full list are skipped after one vector pass.
  */
 static int
 top_n(const float *l, int n, int k, llm_token_logprob *top)
 {
-    int filled = 0, j;
+    int filled = 0, i = 0;
 
-    for (int i = 0; i < n && k > 0; i++) {
-        if (!(l[i] > -INFINITY)) {
+    if (k <= 0) {
+        return 0;
+    }
+    for ( ; i + 64 <= n; i += 64) {
+        v4f hi = splat(-INFINITY);
+
+        for (int j = 0; j < 64; j += 4) {
+            v4f v = load_v(l + i + j);
+
+            hi = select_v(v > hi, v, hi);
+        }
+        if (filled == k && !(hmax(hi) > top[k - 1].logprob)) {
             continue;
         }
-        if (filled == k && !(l[i] > top[k - 1].logprob)) {
-            continue;
+        for (int j = i; j < i + 64; j++) {
+            filled = top_insert(top, filled, k, j, l[j]);
         }
-        j = filled < k ? filled++ : k - 1;
-        while (j > 0 && l[i] > top[j - 1].logprob) {
-            top[j] = top[j - 1];
-            j--;
-        }
-        top[j].token = i;
-        top[j].logprob = l[i];
+    }
+    for ( ; i < n; i++) {
+        filled = top_insert(top, filled, k, i, l[i]);
     }
     return filled;
 }
@@ -802,34 +848,28 @@ reserve_cand(llm_sampler *s, size_t n)
 
 
 /*
- * One pass over the row: the candidates with x >= cut and, when the mass
- * is wanted (top_p without top_k, or no truncation), the mass of every
- * block (for the draw) and of the whole row, else only the candidates'
- * exp. Returns the candidate count, or -1.
+ * One pass over the row: the mass of every block (for the draw) and of
+ * the whole row (x >= lo), and the candidates with x >= cut (none when cut
+ * is +inf). Returns the candidate count, or -1.
  */
 static long
 scan(llm_sampler *s, const float *l, int n, const kept_set *k, float cut,
-    int want_mass, double *z_all)
+    double *z_all)
 {
     float x[BLOCK], e[BLOCK], pad[BLOCK], top, block;
     size_t count = 0;
     double z = 0.0;
 
     for (int b = 0; b < n; b += BLOCK) {
-        const float *row = row_block(l, n, b, pad);
-
-        if (want_mass) {
-            block = exp_block(row, k->max, k->inv_t, k->lo, x, e, &top);
-            s->blocks[b / BLOCK] = block;
-            z += block;
-        } else {
-            top = x_block(row, k->max, k->inv_t, x);
-        }
+        block = exp_block(row_block(l, n, b, pad), k->max, k->inv_t, k->lo,
+                          x, e, &top);
+        s->blocks[b / BLOCK] = block;
+        z += block;
         if (!(top >= cut)) {
             continue;           /* most blocks: nothing near the top */
         }
         for (int j = 0; j < BLOCK; j++) {
-            if (!(x[j] >= cut)) {
+            if (!(x[j] >= cut && e[j] > 0.0f)) {
                 continue;
             }
             if (count == s->cand_cap
@@ -838,9 +878,9 @@ scan(llm_sampler *s, const float *l, int n, const kept_set *k, float cut,
                 return -1;
             }
             s->cand[count].x = x[j];
-            s->cand[count].e = want_mass ? e[j] : expf(x[j]);
+            s->cand[count].e = e[j];
             s->cand[count].token = b + j;
-            count += s->cand[count].e > 0.0f;
+            count++;
         }
     }
     *z_all = z;
@@ -905,9 +945,10 @@ partition(llm_candidate *c, size_t lo, size_t hi)
 
 
 /* moves the first k in order to c[0 .. k), plus any tied with the k-th
-   (vLLM and transformers keep ties); returns how many were kept */
+   (vLLM and transformers keep ties); returns how many were kept and, in
+   *kth, the k-th largest x */
 static size_t
-select_top_k(llm_candidate *c, size_t m, size_t k)
+select_top_k(llm_candidate *c, size_t m, size_t k, float *kth_out)
 {
     size_t lo = 0, hi = m, p, kept;
     float kth;
@@ -939,6 +980,7 @@ select_top_k(llm_candidate *c, size_t m, size_t k)
             swap_cand(c, i, kept++);
         }
     }
+    *kth_out = kth;
     return kept;
 }
 
@@ -979,50 +1021,149 @@ select_by_mass(llm_candidate *c, size_t m, double need)
 }
 
 
-static int
-truncate_listed(llm_sampler *s, const float *l, int n, kept_set *k,
-    float min_x)
+/*
+ * top_k: one pass of x only (no exp), keeping a buffer of at most
+ * 2k + 1024 candidates; when it fills, the top k stay and the cut rises to
+ * the k-th x, so later blocks below it are skipped whole. Leaves the top k
+ * (and ties) in s->cand[0 .. kept) with their exp; returns kept or -1.
+ */
+static long
+gather_top_k(llm_sampler *s, const float *l, int n, const kept_set *k,
+    size_t top_k)
 {
-    const llm_sampling_params *p = &s->params;
-    float window = WINDOW_START, cut;
-    double z_all, z_cand;
-    size_t m, kept;
-    long count;
-    int complete;
+    float x[BLOCK], pad[BLOCK], top, cut = k->lo;
+    size_t count = 0, limit = 2 * top_k + 1024;
 
-    for ( ;; ) {
-        cut = -window > k->lo ? -window : k->lo;
-        complete = cut <= min_x || cut == k->lo;
-        count = scan(s, l, n, k, cut, p->top_k <= 0, &z_all);
-        if (count < 0) {
-            return -1;
-        }
-        m = (size_t) count;
-        z_cand = 0.0;
-        for (size_t i = 0; i < m; i++) {
-            z_cand += s->cand[i].e;
-        }
-
-        /* too narrow: fewer than top_k, or not the top_p mass */
-        if (!complete && p->top_k > 0 && m < (size_t) p->top_k) {
-            window *= 2.0f;
+    if (reserve_cand(s, limit) != 0) {
+        return -1;
+    }
+    for (int b = 0; b < n; b += BLOCK) {
+        top = x_block(row_block(l, n, b, pad), k->max, k->inv_t, x);
+        if (!(top >= cut)) {
             continue;
         }
-        if (!complete && p->top_k <= 0 && z_cand < p->top_p * z_all) {
-            window *= 2.0f;
-            continue;
+        for (int j = 0; j < BLOCK; j++) {
+            if (!(x[j] >= cut && x[j] > -INFINITY)) {
+                continue;
+            }
+            if (count == limit) {
+                count = select_top_k(s->cand, count, top_k, &cut);
+                /* all tied: make room */
+                if (count == limit && reserve_cand(s, limit *= 2) != 0) {
+                    return -1;
+                }
+                if (!(x[j] >= cut)) {
+                    continue;
+                }
+            }
+            s->cand[count].x = x[j];
+            s->cand[count].token = b + j;
+            count++;
         }
-        break;
     }
 
-    kept = m;
+    count = select_top_k(s->cand, count, top_k, &cut);
+    for (size_t i = 0; i < count; i++) {
+        s->cand[i].e = expf(s->cand[i].x);
+    }
+    return (long) count;
+}
+
+
+/* min_p: every token with x >= lo, from one pass of x only; returns
+   their count (with exp) or -1 */
+static long
+gather_above(llm_sampler *s, const float *l, int n, const kept_set *k)
+{
+    float x[BLOCK], pad[BLOCK];
+    size_t count = 0;
+
+    for (int b = 0; b < n; b += BLOCK) {
+        if (!(x_block(row_block(l, n, b, pad), k->max, k->inv_t, x) >= k->lo))
+        {
+            continue;
+        }
+        for (int j = 0; j < BLOCK; j++) {
+            if (!(x[j] >= k->lo && x[j] > -INFINITY)) {
+                continue;
+            }
+            if (count == s->cand_cap
+                && reserve_cand(s, s->cand_cap * 2 + 1024) != 0)
+            {
+                return -1;
+            }
+            s->cand[count].x = x[j];
+            s->cand[count].e = expf(x[j]);
+            s->cand[count].token = b + j;
+            count++;
+        }
+    }
+    return (long) count;
+}
+
+
+/* top_p without min_p or top_k: candidates within a window of the
+   maximum, widened until they hold top_p of the row's mass; returns their
+   count or -1 */
+static long
+gather_top_p(llm_sampler *s, const float *l, int n, const kept_set *k,
+    double *z_all)
+{
+    float window = WINDOW_START, max, min, min_x;
+    double z_cand;
+    long count;
+
+    row_range(l, n, &max, &min);
+    min_x = (min - max) * k->inv_t;
+
+    for ( ;; ) {
+        count = scan(s, l, n, k, -window, z_all);
+        if (count < 0 || -window <= min_x) {
+            return count;       /* error, or every token gathered */
+        }
+        z_cand = 0.0;
+        for (long i = 0; i < count; i++) {
+            z_cand += s->cand[i].e;
+        }
+        if (z_cand >= s->params.top_p * *z_all) {
+            return count;
+        }
+        window *= 2.0f;
+    }
+}
+
+
+/*
+ * min_p, top_k, top_p: the kept tokens listed in s->cand. min_p bounds
+ * every gather (x >= lo); top_k gathers its k; min_p alone (or with
+ * top_p) gathers exactly its set, whose mass is then the whole mass; only
+ * top_p alone needs the mass of the full row.
+ */
+static int
+truncate_listed(llm_sampler *s, const float *l, int n, kept_set *k)
+{
+    const llm_sampling_params *p = &s->params;
+    double z_all = 0.0;
+    long count;
+    size_t kept;
+
     if (p->top_k > 0) {
-        kept = select_top_k(s->cand, m, (size_t) p->top_k);
-        z_all = 0.0;
-        for (size_t i = 0; i < kept; i++) {
+        count = gather_top_k(s, l, n, k, (size_t) p->top_k);
+    } else if (p->min_p > 0.0f) {
+        count = gather_above(s, l, n, k);
+    } else {
+        count = gather_top_p(s, l, n, k, &z_all);
+    }
+    if (count < 0) {
+        return -1;
+    }
+    if (p->top_k > 0 || p->min_p > 0.0f) {
+        for (long i = 0; i < count; i++) {
             z_all += s->cand[i].e;
         }
     }
+
+    kept = (size_t) count;
     if (p->top_p < 1.0f) {
         kept = select_by_mass(s->cand, kept, p->top_p * z_all);
     }
@@ -1042,7 +1183,7 @@ static int
 truncate(llm_sampler *s, const float *l, int n, kept_set *k)
 {
     const llm_sampling_params *p = &s->params;
-    float max, min;
+    float max;
     size_t n_blocks = (size_t) n / BLOCK + 1;
     long count;
 
@@ -1053,7 +1194,7 @@ truncate(llm_sampler *s, const float *l, int n, kept_set *k)
         }
     }
 
-    row_range(l, n, &max, &min);
+    max = row_max(l, n);
     if (!isfinite(max)) {
         return sampler_fail(s, "sampler: the logits' maximum is %g, "
                             "nothing to sample from", max);
@@ -1063,11 +1204,11 @@ truncate(llm_sampler *s, const float *l, int n, kept_set *k)
     k->inv_t = 1.0f / p->temperature;
     k->lo = p->min_p > 0.0f ? logf(p->min_p) : -INFINITY;
 
-    if (p->top_k > 0 || p->top_p < 1.0f) {
-        return truncate_listed(s, l, n, k, (min - max) * k->inv_t);
+    if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f) {
+        return truncate_listed(s, l, n, k);
     }
 
-    count = scan(s, l, n, k, INFINITY, 1, &k->z);
+    count = scan(s, l, n, k, INFINITY, &k->z);
     if (count < 0) {
         return -1;
     }
@@ -1130,9 +1271,9 @@ static void
 raw_logprobs_begin(const llm_sampler *s, const float *logits, int n,
     llm_sample_out *out, double *lse)
 {
-    int best = argmax(logits, n);
+    float max = row_max(logits, n);
 
-    *lse = best < 0 ? 0.0 : log_sum_exp(logits, n, logits[best]);
+    *lse = max > -INFINITY ? log_sum_exp(logits, n, max) : 0.0;
     out->n_top = top_n(logits, n, s->params.top_logprobs, out->top);
     for (int i = 0; i < out->n_top; i++) {
         out->top[i].logprob = (float) (out->top[i].logprob - *lse);
