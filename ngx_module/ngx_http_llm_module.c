@@ -263,6 +263,9 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
     } else if (LLM_IS("served_model_name")) {
         ecf->served_model_name = *v;
 
+    } else if (LLM_IS("chat_template")) {
+        ecf->chat_template_file = *v;
+
     } else if (LLM_IS("binary")) {
         ecf->binary = *v;
 
@@ -400,6 +403,206 @@ ngx_http_llm_hash(uint64_t h, const void *data, size_t len)
 }
 
 
+static void
+ngx_http_llm_free_tokenizer(void *data)
+{
+    ngx_http_llm_engine_conf_t *ecf = data;
+
+    llm_tokenizer_free(ecf->tokenizer);
+    jinja_free(ecf->chat_template);
+    ecf->tokenizer = NULL;
+    ecf->chat_template = NULL;
+}
+
+
+static ngx_int_t
+ngx_http_llm_dup_token_text(ngx_conf_t *cf, llm_tokenizer *t, int32_t id,
+    ngx_str_t *out)
+{
+    size_t       len;
+    const char  *text;
+
+    if (id < 0 || (text = llm_token_text(t, id, &len)) == NULL) {
+        return NGX_OK;
+    }
+
+    out->data = ngx_pnalloc(cf->pool, len + 1);
+    if (out->data == NULL) {
+        return NGX_ERROR;
+    }
+    ngx_memcpy(out->data, text, len);
+    out->data[len] = '\0';
+    out->len = len;
+
+    return NGX_OK;
+}
+
+
+static char *
+ngx_http_llm_parse_template(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf,
+    const char *src, size_t len, const char *from)
+{
+    char  err[512];
+
+    ecf->chat_template = jinja_parse(src, len, err, sizeof(err));
+    if (ecf->chat_template == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "cannot parse the chat template of %s: %s",
+                           from, err);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static char *
+ngx_http_llm_template_file(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    char         *rv;
+    ssize_t       n;
+    ngx_fd_t      fd;
+    ngx_str_t    *path = &ecf->chat_template_file;
+    ngx_file_t    file;
+    u_char       *buf;
+    struct stat   st;
+
+    if (ngx_conf_full_name(cf->cycle, path, 1) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    fd = ngx_open_file(path->data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+    if (fd == NGX_INVALID_FILE) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "cannot open chat template \"%V\"", path);
+        return NGX_CONF_ERROR;
+    }
+
+    rv = NGX_CONF_ERROR;
+    ngx_memzero(&file, sizeof(ngx_file_t));
+    file.fd = fd;
+    file.name = *path;
+    file.log = cf->log;
+
+    if (fstat(fd, &st) == -1 || st.st_size > 1024 * 1024) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "chat template \"%V\" is not a file of at most "
+                           "1m", path);
+        goto done;
+    }
+
+    buf = ngx_pnalloc(cf->pool, st.st_size + 1);
+    if (buf == NULL) {
+        goto done;
+    }
+
+    n = ngx_read_file(&file, buf, st.st_size, 0);
+    if (n != st.st_size) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+                           "cannot read chat template \"%V\"", path);
+        goto done;
+    }
+
+    rv = ngx_http_llm_parse_template(cf, ecf, (char *) buf, n,
+                                     (char *) path->data);
+
+done:
+
+    ngx_close_file(fd);
+    return rv;
+}
+
+
+/*
+ * The worker's half of the model: tokenizer and chat template from the
+ * GGUF metadata. A model nginx cannot read does not stop nginx: its
+ * requests fail with the reason, which the engine's health reports too.
+ */
+static char *
+ngx_http_llm_load_tokenizer(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    char                *rv;
+    char                 err[512], key[96];
+    uint32_t             ctx;
+    uint64_t             len;
+    gguf_file            g;
+    const char          *arch, *tmpl;
+    ngx_pool_cleanup_t  *cln;
+
+    ngx_memzero(&g, sizeof(gguf_file));
+
+    if (gguf_open_fd(&g, ecf->model_fd, (char *) ecf->model.data) != 0) {
+        ecf->load_error = ngx_pnalloc(cf->pool, sizeof(g.err));
+        if (ecf->load_error == NULL) {
+            gguf_close(&g);
+            return NGX_CONF_ERROR;
+        }
+        ngx_cpystrn((u_char *) ecf->load_error, (u_char *) g.err,
+                    sizeof(g.err));
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0, "unusable model: %s", g.err);
+        gguf_close(&g);
+        return NGX_CONF_OK;
+    }
+
+    cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        gguf_close(&g);
+        return NGX_CONF_ERROR;
+    }
+    cln->handler = ngx_http_llm_free_tokenizer;
+    cln->data = ecf;
+
+    rv = NGX_CONF_OK;
+
+    ecf->tokenizer = llm_tokenizer_load_gguf(&g, err, sizeof(err));
+    if (ecf->tokenizer == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "model \"%V\": %s",
+                           &ecf->model, err);
+        rv = NGX_CONF_ERROR;
+        goto done;
+    }
+
+    if (ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
+                                    llm_tokenizer_bos(ecf->tokenizer),
+                                    &ecf->bos_text)
+        != NGX_OK
+        || ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
+                                       llm_tokenizer_eos(ecf->tokenizer),
+                                       &ecf->eos_text)
+           != NGX_OK)
+    {
+        rv = NGX_CONF_ERROR;
+        goto done;
+    }
+
+    ctx = 0;
+    if (gguf_get_str(&g, "general.architecture", &arch, &len) == 0
+        && len < 64)
+    {
+        ngx_snprintf((u_char *) key, sizeof(key), "%*s.context_length%Z",
+                     (size_t) len, arch);
+        (void) gguf_get_u32(&g, key, &ctx);
+    }
+    ecf->context_length = (ctx && ctx < ecf->max_model_len)
+                          ? ctx : ecf->max_model_len;
+
+    if (ecf->chat_template_file.len) {
+        rv = ngx_http_llm_template_file(cf, ecf);
+
+    } else if (gguf_get_str(&g, "tokenizer.chat_template", &tmpl, &len)
+               == 0)
+    {
+        rv = ngx_http_llm_parse_template(cf, ecf, tmpl, len,
+                                         (char *) ecf->model.data);
+    }
+
+done:
+
+    gguf_close(&g);
+    return rv;
+}
+
+
 static char *
 ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 {
@@ -438,6 +641,10 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
                                        O_PATH, &bst, "engine binary")
            != NGX_OK)
     {
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
 

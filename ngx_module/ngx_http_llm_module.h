@@ -13,6 +13,9 @@
 #include <ngx_http.h>
 
 #include "ngx_llm_ring.h"
+#include "gguf.h"
+#include "tokenizer.h"
+#include "jinja.h"
 
 
 typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
@@ -45,6 +48,20 @@ typedef struct {
 
     uint64_t                    hash;               /* identity of this
                                                        engine's config */
+
+    /*
+     * Loaded by the master at configuration time, shared read-only by the
+     * workers: nginx renders templates and tokenizes (BRIEF 9.1).
+     * tokenizer is NULL when the model file is unusable; load_error says
+     * why, and the engine reports the same fault through health.
+     */
+    llm_tokenizer              *tokenizer;
+    jinja_tmpl                 *chat_template;
+    ngx_str_t                   chat_template_file;
+    ngx_str_t                   bos_text;
+    ngx_str_t                   eos_text;
+    ngx_uint_t                  context_length;     /* min(model, config) */
+    char                       *load_error;
     ngx_http_llm_peer_t        *peer;               /* per process */
 } ngx_http_llm_engine_conf_t;
 
