@@ -5,6 +5,7 @@
  * the limits.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,6 +408,77 @@ test_errors_and_limits(void)
 }
 
 
+/* many threads render one parsed template at once: the tree is read-only */
+typedef struct {
+    const jinja_tmpl  *t;
+    const cJSON       *ctx;
+    const char        *want;
+    int                bad;
+} render_job;
+
+
+static void *
+render_many(void *arg)
+{
+    render_job  *job = arg;
+    char         err[256], *out;
+    size_t       out_len;
+
+    for (int i = 0; i < 300; i++) {
+        if (jinja_render(job->t, job->ctx, &out, &out_len, err,
+                         sizeof(err)) != 0
+            || strcmp(out, job->want) != 0)
+        {
+            job->bad++;
+        }
+        free(out);
+    }
+    return NULL;
+}
+
+
+static void
+test_threads(void)
+{
+    char         path[1024], err[256], *src, *tmpl_src;
+    size_t       len;
+    cJSON       *doc;
+    jinja_tmpl  *t;
+    pthread_t    th[4];
+    render_job   jobs[4];
+    int          bad = 0;
+
+    snprintf(path, sizeof(path), "%s/qwen3.multi.json", golden_dir);
+    src = read_file(path, &len);
+    doc = src ? cJSON_Parse(src) : NULL;
+    free(src);
+    tmpl_src = load_template("shared:tokenizers/qwen3-bpe/tokenizer_config.json",
+                             "chat_template", &len);
+    t = tmpl_src ? jinja_parse(tmpl_src, len, err, sizeof(err)) : NULL;
+    free(tmpl_src);
+    if (doc == NULL || t == NULL) {
+        ok(0, "threads: golden and template load");
+        cJSON_Delete(doc);
+        jinja_free(t);
+        return;
+    }
+    for (int i = 0; i < 4; i++) {
+        jobs[i].t = t;
+        jobs[i].ctx = cJSON_GetObjectItemCaseSensitive(doc, "context");
+        jobs[i].want = cJSON_GetObjectItemCaseSensitive(doc, "output")->valuestring;
+        jobs[i].bad = 0;
+        pthread_create(&th[i], NULL, render_many, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += jobs[i].bad;
+    }
+    is_int(bad, 0, "4 threads x 300 renders of one template all match");
+    jinja_free(t);
+    cJSON_Delete(doc);
+}
+
+
 int
 main(void)
 {
@@ -423,5 +495,6 @@ main(void)
     test_expressions();
     test_statements();
     test_errors_and_limits();
+    test_threads();
     return tap_done();
 }
