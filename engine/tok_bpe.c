@@ -11,7 +11,8 @@
  * encoding works on raw bytes and never builds strings; a heap of candidate
  * pairs keeps a long word O(n log n).
  *
- * defines: tok_bpe_init, tok_bpe_pre_regexes, tok_bpe_encode,
+ * defines: tok_bpe_init, tok_bpe_pre_regexes, tok_bpe_add_regex,
+ *          tok_bpe_gpt2_regex, tok_bpe_encode,
  *          tok_bpe_decode_text, tok_bpe_free
  */
 #include <stdlib.h>
@@ -243,6 +244,31 @@ compile_regex(const char *re, char *err, size_t errlen)
     /* without JIT pcre2_match() falls back to the interpreter */
     (void) pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
     return code;
+}
+
+
+int
+tok_bpe_add_regex(llm_tokenizer *t, const char *re, char *err, size_t errlen)
+{
+    if (t->n_re == TOK_MAX_REGEX) {
+        snprintf(err, errlen, "tokenizer: more than %d pre-tokenizer regexes",
+                 TOK_MAX_REGEX);
+        return -1;
+    }
+    t->re[t->n_re] = compile_regex(re, err, errlen);
+    if (t->re[t->n_re] == NULL) {
+        return -1;
+    }
+    t->n_re++;
+    return 0;
+}
+
+
+/* the GPT-2 regex a ByteLevel pre-tokenizer with use_regex applies */
+const char *
+tok_bpe_gpt2_regex(void)
+{
+    return RE_GPT2;
 }
 
 

@@ -20,6 +20,9 @@
 #define TOK_MAX_REGEX   4
 #define TOK_MAX_STOP    16
 
+/* Unicode normalization of the text between special tokens */
+enum { TOK_NORM_NONE = 0, TOK_NORM_NFC = 1, TOK_NORM_NFKC = 2 };
+
 typedef struct {
     uint32_t    text_off;      /* vocabulary text in pool */
     uint32_t    text_len;
@@ -60,6 +63,7 @@ struct llm_tokenizer {
     pcre2_code  *re[TOK_MAX_REGEX];
     int          n_re;
     int          ignore_merges;        /* a word that is a token stays whole */
+    int          normalize;            /* TOK_NORM_*, tokenizer.json only */
 
     /* tokens matched whole in the text before pre-tokenization, sorted by
        first byte then longest first; special_first[b] .. [b + 1] */
@@ -108,6 +112,9 @@ void tok_out_push(tok_out *o, int32_t id);
 int tok_bpe_init(llm_tokenizer *t);
 int tok_bpe_pre_regexes(llm_tokenizer *t, const char *name, char *err,
     size_t errlen);
+int tok_bpe_add_regex(llm_tokenizer *t, const char *re, char *err,
+    size_t errlen);
+const char *tok_bpe_gpt2_regex(void);
 /* appends one piece of text (no special tokens inside) */
 int tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len,
     tok_out *o);

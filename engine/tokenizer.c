@@ -18,6 +18,8 @@
 #include <string.h>
 #include <stdio.h>
 
+#include <utf8proc.h>
+
 #include "tok_internal.h"
 
 
@@ -80,7 +82,9 @@ vocab_insert(llm_tokenizer *t, int32_t id)
     const tok_entry *e = &t->tokens[id];
     uint32_t i = tok_hash(token_text(t, id), e->text_len) & t->vocab_mask;
 
-    if (tok_find(t, token_text(t, id), e->text_len) >= 0) {
+    if (e->text_len == 0
+        || tok_find(t, token_text(t, id), e->text_len) >= 0)
+    {
         return;                /* a duplicate text keeps its first id */
     }
     while (t->vocab_slots[i] >= 0) {
@@ -595,10 +599,44 @@ special_at(const llm_tokenizer *t, const char *text, size_t len, size_t i,
 }
 
 
+/* NFC / NFKC by libutf8proc; a malloc'd copy or NULL (out of memory) */
+static char *
+normalize(const llm_tokenizer *t, const char *text, size_t len,
+    size_t *out_len)
+{
+    utf8proc_uint8_t *out = NULL;
+    utf8proc_ssize_t n;
+    int opts = UTF8PROC_STABLE | UTF8PROC_COMPOSE
+               | (t->normalize == TOK_NORM_NFKC ? UTF8PROC_COMPAT : 0);
+
+    n = utf8proc_map((const utf8proc_uint8_t *) text, (utf8proc_ssize_t) len,
+                     &out, (utf8proc_option_t) opts);
+    if (n < 0) {
+        return NULL;
+    }
+    *out_len = (size_t) n;
+    return (char *) out;
+}
+
+
 static int
 encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
     tok_out *o)
 {
+    if (t->normalize != TOK_NORM_NONE) {
+        size_t n;
+        char *norm = normalize(t, text, len, &n);
+        int rc;
+
+        if (norm == NULL) {
+            return -1;
+        }
+        rc = t->kind == LLM_TOKENIZER_SPM
+             ? tok_spm_encode(t, norm, n, t->add_space_prefix, o)
+             : tok_bpe_encode(t, norm, n, o);
+        free(norm);
+        return rc;
+    }
     if (t->kind == LLM_TOKENIZER_SPM) {
         /* every text between special tokens gets the space prefix, as in
            llama.cpp and HF's per-segment Prepend("▁") normalizer */

@@ -10,7 +10,8 @@
  * without locks. Encoding allocates scratch memory proportional to the
  * input and frees it before returning; it never reads files.
  *
- * defines: llm_tokenizer_load_gguf, llm_tokenizer_free, llm_tokenize,
+ * defines: llm_tokenizer_load_gguf, llm_tokenizer_load_hf,
+ *          llm_tokenizer_free, llm_tokenize,
  *          llm_token_*, llm_tokenizer_*, llm_detokenize, llm_detok_*
  */
 #ifndef NGX_LLM_TOKENIZER_H
@@ -44,6 +45,12 @@ enum llm_tokenizer_kind {
  * NULL on failure with one message in err ("tokenizer: <what is wrong>").
  */
 llm_tokenizer *llm_tokenizer_load_gguf(const gguf_file *g, char *err,
+    size_t errlen);
+/*
+ * Loads a Hugging Face tokenizer directory: DIR/tokenizer.json (byte-level
+ * BPE for now) and, when present, DIR/tokenizer_config.json.
+ */
+llm_tokenizer *llm_tokenizer_load_hf(const char *dir, char *err,
     size_t errlen);
 void llm_tokenizer_free(llm_tokenizer *t);
 
@@ -79,7 +86,7 @@ const char *llm_tokenizer_pre(const llm_tokenizer *t);
 int llm_tokenizer_stop_ids(const llm_tokenizer *t, const int32_t **ids);
 int llm_token_is_stop(const llm_tokenizer *t, int32_t id);
 
-/* 1 for CONTROL / UNKNOWN / UNUSED tokens, the ones a reply hides */
+/* 1 for CONTROL / UNKNOWN tokens, the ones a reply hides */
 int llm_token_is_special(const llm_tokenizer *t, int32_t id);
 int llm_token_type(const llm_tokenizer *t, int32_t id);
 /* the token's text as stored in the vocabulary ("Ġthe", "▁the", "<0x0A>") */

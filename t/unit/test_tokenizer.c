@@ -235,6 +235,40 @@ test_llama_spm(void)
 }
 
 
+/* tokenizer.json directories with llama.cpp's vectors (made by HF) */
+static void
+test_hf_json(const char *name, const char *vocab_file, int32_t n_vocab,
+    int32_t bos, int add_bos)
+{
+    char dir[1024], inp[1200], out[1200], err[512];
+    llm_tokenizer *t;
+
+    snprintf(dir, sizeof(dir), "%s/data/tokenizers/%s", shared_dir, name);
+    t = llm_tokenizer_load_hf(dir, err, sizeof(err));
+    ok(t != NULL, "%s: tokenizer.json loads%s%s", name, t ? "" : ": ",
+       t ? "" : err);
+    if (t == NULL) {
+        return;
+    }
+    is_int(llm_tokenizer_n_vocab(t), n_vocab, "%s: vocab", name);
+    is_int(llm_tokenizer_bos(t), bos, "%s: bos", name);
+    is_int(llm_tokenizer_add_bos(t), add_bos, "%s: add_bos", name);
+    snprintf(inp, sizeof(inp), "%s/%s.inp", dir, vocab_file);
+    snprintf(out, sizeof(out), "%s/%s.out", dir, vocab_file);
+    vector_file(t, inp, out, 0, name);
+    if (strcmp(name, "qwen3-bpe") == 0) {
+        /* Qwen's NFC normalizer: "e" + U+0301 encodes as "é" does */
+        int32_t a[8], b[8];
+        int na = llm_tokenize(t, "caf" "e\xCC\x81", 6, 0, 0, a, 8);
+        int nb = llm_tokenize(t, "caf\xC3\xA9", 5, 0, 0, b, 8);
+
+        ok(na == nb && na > 0 && memcmp(a, b, na * sizeof(int32_t)) == 0,
+           "%s: NFC normalizer composes e + U+0301", name);
+    }
+    llm_tokenizer_free(t);
+}
+
+
 static void
 test_smollm2(void)
 {
@@ -675,6 +709,8 @@ main(void)
     test_llama_spm();
     test_smollm2();
     test_stories260k();
+    test_hf_json("llama3-bpe", "ggml-vocab-llama-bpe.gguf", 128256, 128000, 0);
+    test_hf_json("qwen3-bpe", "ggml-vocab-qwen2.gguf", 151669, -1, 0);
     test_detok();
     test_stream_vectors();
     test_garbage();
