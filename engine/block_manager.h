@@ -1,0 +1,132 @@
+/*
+ * Block manager: which KV block belongs to which sequence, and the prefix
+ * cache.
+ *
+ * Design note (after vLLM's block manager and nano-vllm's). The backend
+ * owns the KV storage (kv.h): a pool of n_blocks blocks of block_size token
+ * slots. This file owns the ids. A sequence holds a block table; position p
+ * lives in table->ids[p / block_size]. A block has a reference count: a
+ * block shared by several sequences (a common system prompt) is stored
+ * once.
+ *
+ * Prefix caching. Once every slot of a block has been computed, the block
+ * is FULL and its content is a pure function of the token ids from position
+ * 0 to its end. It is registered under
+ *
+ *     hash = H(hash of the previous block of the sequence, its token ids)
+ *
+ * so one hash names a whole prefix. A new sequence looks its leading full
+ * blocks up, takes references on the hits and computes only the rest. The
+ * block's token ids and its parent's hash are stored beside its hash and
+ * compared on lookup: a wrong hit would need two different prefixes whose
+ * 64-bit chain hashes collide, not merely two colliding block hashes.
+ *
+ * A block whose count drops to 0 keeps its content: if it is registered it
+ * joins an LRU list of evictable blocks (still a hit for the next request),
+ * otherwise it is free. Allocation takes a free block first, then evicts
+ * the least recently released cached block. Both kinds count as available:
+ * llm_blocks_n_available() is what admission and preemption reason about.
+ *
+ * A sequence never writes into a registered block: registration happens
+ * only after all its slots are computed and positions only grow. A lookup
+ * never hands out the block holding the last token of the query, so the
+ * caller always computes at least one token (it needs that token's logits)
+ * and no copy-on-write is needed.
+ *
+ * defines: llm_block_table, llm_block_manager, llm_blocks_init,
+ *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
+ *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
+ *          llm_blocks_commit, llm_blocks_release, llm_blocks_n_available,
+ *          llm_blocks_n_used, llm_blocks_n_cached
+ */
+#ifndef NGX_LLM_BLOCK_MANAGER_H
+#define NGX_LLM_BLOCK_MANAGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* one sequence's blocks */
+typedef struct {
+    int32_t      *ids;          /* (cap) block ids, position p in
+                                   ids[p / block_size] */
+    int           n;            /* blocks held */
+    int           cap;
+    int           n_hashed;     /* leading blocks registered or matched */
+    uint64_t      last_hash;    /* hash of block n_hashed - 1 (0: none) */
+} llm_block_table;
+
+typedef struct {
+    int           n_blocks;
+    int           block_size;
+    int           prefix_caching;   /* 0: no hashes, no lookups */
+
+    int32_t      *ref;          /* (n_blocks) sequences holding the block */
+    uint64_t     *hash;         /* (n_blocks) valid where registered[] */
+    uint64_t     *parent;       /* (n_blocks) hash of the previous block */
+    uint8_t      *registered;   /* (n_blocks) 1: in the hash map */
+    int32_t      *tokens;       /* (n_blocks, block_size) ids of a
+                                   registered block, checked on lookup */
+
+    int32_t      *free_ids;     /* (n_blocks) stack of unregistered,
+                                   unreferenced blocks */
+    int           n_free;
+
+    /* evictable: registered, ref 0; a doubly linked LRU list by id */
+    int32_t      *lru_prev;     /* (n_blocks) -1: none */
+    int32_t      *lru_next;     /* (n_blocks) -1: none */
+    int32_t       lru_head;     /* least recently released: evicted first */
+    int32_t       lru_tail;
+    int           n_evictable;
+
+    /* hash -> block id, open addressing with linear probing */
+    int32_t      *map;          /* (map_cap) -1: empty */
+    uint32_t      map_cap;      /* power of two, >= 2 * n_blocks */
+
+    uint64_t      evictions;    /* cached blocks reused for new content */
+} llm_block_manager;
+
+/* 0, or -1 with a message in err (bad sizes, out of memory) */
+int llm_blocks_init(llm_block_manager *bm, int n_blocks, int block_size,
+    int prefix_caching, char *err, size_t err_len);
+void llm_blocks_free(llm_block_manager *bm);
+
+/* an empty table able to hold max_tokens positions; 0 or -1 (no memory) */
+int llm_blocks_table_init(llm_block_table *t, const llm_block_manager *bm,
+    int max_tokens);
+void llm_blocks_table_free(llm_block_table *t);
+
+/*
+ * On an empty table: take references on the cached blocks that hold
+ * tokens[0..k*block_size), for the largest k with k*block_size < n_tokens
+ * whose blocks are all cached. Returns the number of tokens whose KV is
+ * now available (k * block_size, 0 without prefix caching).
+ */
+int llm_blocks_match_prefix(llm_block_manager *bm, llm_block_table *t,
+    const int32_t *tokens, int n_tokens);
+
+/* blocks the table must gain to hold n_tokens positions */
+int llm_blocks_needed(const llm_block_manager *bm, const llm_block_table *t,
+    int n_tokens);
+
+/* grow the table to hold n_tokens positions: 0, or -1 and nothing taken
+ * when fewer than llm_blocks_needed() blocks are available */
+int llm_blocks_ensure(llm_block_manager *bm, llm_block_table *t,
+    int n_tokens);
+
+/* tokens[0..n_computed) now have their KV in the table's blocks: register
+ * the blocks that became full in the prefix cache */
+void llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
+    const int32_t *tokens, int n_computed);
+
+/* drop every block of the table (last ones first, so they are evicted
+ * first); the table is empty afterwards and can be reused */
+void llm_blocks_release(llm_block_manager *bm, llm_block_table *t);
+
+/* free + evictable blocks: what an allocation can get */
+int llm_blocks_n_available(const llm_block_manager *bm);
+/* blocks referenced by at least one sequence */
+int llm_blocks_n_used(const llm_block_manager *bm);
+/* blocks registered in the prefix cache (referenced or not) */
+int llm_blocks_n_cached(const llm_block_manager *bm);
+
+#endif

@@ -1,0 +1,288 @@
+/*
+ * Block manager: allocation and release, refcounted sharing of cached
+ * prefixes, the last block never matched, chained hashes, LRU eviction,
+ * and a seeded random run checked against the invariants after every
+ * operation (counts add up, references equal table entries, every
+ * registered block is found by its own content).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "block_manager.h"
+
+#define BS  4
+
+
+static void
+fill(int32_t *t, int n, int32_t base)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        t[i] = base + i;
+    }
+}
+
+
+static void
+test_alloc_release(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b;
+    char               err[256];
+
+    ok(llm_blocks_init(&bm, 0, BS, 1, err, sizeof(err)) == -1
+       && strstr(err, "0 blocks") != NULL, "0 blocks refused: %s", err);
+    if (!ok(llm_blocks_init(&bm, 8, BS, 0, err, sizeof(err)) == 0,
+            "init 8 blocks of 4")) {
+        return;
+    }
+    llm_blocks_table_init(&a, &bm, 20);
+    llm_blocks_table_init(&b, &bm, 20);
+    is_int(a.cap, 5, "table for 20 tokens holds 5 blocks");
+    is_int(llm_blocks_needed(&bm, &a, 9), 3, "9 tokens need 3 blocks");
+    ok(llm_blocks_ensure(&bm, &a, 9) == 0, "ensure 9 tokens");
+    is_int(a.n, 3, "table has 3 blocks");
+    is_int(a.ids[0], 0, "first block id 0");
+    is_int(llm_blocks_needed(&bm, &a, 12), 0, "12 tokens fit in 3 blocks");
+    is_int(llm_blocks_n_used(&bm), 3, "3 used");
+    is_int(llm_blocks_n_available(&bm), 5, "5 available");
+    ok(llm_blocks_ensure(&bm, &b, 24) == -1 && b.n == 0,
+       "6 blocks refused with 5 left, nothing taken");
+    ok(llm_blocks_ensure(&bm, &b, 20) == 0 && b.n == 5, "5 blocks taken");
+    is_int(llm_blocks_n_available(&bm), 0, "pool exhausted");
+    llm_blocks_release(&bm, &a);
+    llm_blocks_release(&bm, &b);
+    is_int(a.n + b.n, 0, "tables empty after release");
+    is_int(llm_blocks_n_available(&bm), 8, "all 8 available again");
+    is_int(llm_blocks_n_cached(&bm), 0, "no prefix caching: nothing cached");
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_free(&bm);
+}
+
+
+static void
+test_prefix_sharing(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, c;
+    int32_t            t[16], u[16];
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
+    llm_blocks_table_init(&a, &bm, 16);
+    llm_blocks_table_init(&b, &bm, 16);
+    llm_blocks_table_init(&c, &bm, 16);
+    fill(t, 16, 100);
+
+    /* a computes 10 tokens: blocks 0 and 1 are full, block 2 half */
+    is_int(llm_blocks_match_prefix(&bm, &a, t, 10), 0, "cold cache: 0 hit");
+    llm_blocks_ensure(&bm, &a, 10);
+    llm_blocks_commit(&bm, &a, t, 10);
+    is_int(a.n_hashed, 2, "2 full blocks registered");
+    is_int(llm_blocks_n_cached(&bm), 2, "2 cached");
+
+    /* b shares 9 tokens: matches 2 blocks, shares them */
+    is_int(llm_blocks_match_prefix(&bm, &b, t, 9), 8, "b: 8 tokens hit");
+    ok(b.ids[0] == a.ids[0] && b.ids[1] == a.ids[1], "b shares a's blocks");
+    is_int(bm.ref[a.ids[0]], 2, "shared block has 2 references");
+    is_int(llm_blocks_n_used(&bm), 3, "sharing takes no new block");
+    llm_blocks_release(&bm, &b);
+
+    /* exactly 8 tokens: the block with the last token is not matched */
+    is_int(llm_blocks_match_prefix(&bm, &b, t, 8), 4,
+           "8-token prompt: only the first block matched");
+    llm_blocks_release(&bm, &b);
+
+    /* same second block content after a different first block: a miss */
+    memcpy(u, t, sizeof(u));
+    u[0] = 7;
+    is_int(llm_blocks_match_prefix(&bm, &c, u, 12), 0,
+           "different first block: chain hash misses block 2");
+    llm_blocks_release(&bm, &c);
+
+    /* released but cached: still a hit, counted available */
+    llm_blocks_release(&bm, &a);
+    is_int(llm_blocks_n_used(&bm), 0, "all released: 0 used");
+    is_int(llm_blocks_n_available(&bm), 16, "cached blocks count available");
+    is_int(bm.n_evictable, 2, "2 evictable");
+    is_int(llm_blocks_match_prefix(&bm, &b, t, 16), 8,
+           "hit after release (12 would need block 3, never computed)");
+    is_int(bm.n_evictable, 0, "matched blocks leave the LRU list");
+    llm_blocks_release(&bm, &b);
+
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&c);
+    llm_blocks_free(&bm);
+}
+
+
+static void
+test_lru_eviction(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, big;
+    int32_t            ta[8], tb[8];
+    char               err[256];
+
+    llm_blocks_init(&bm, 4, BS, 1, err, sizeof(err));
+    llm_blocks_table_init(&a, &bm, 8);
+    llm_blocks_table_init(&b, &bm, 8);
+    llm_blocks_table_init(&big, &bm, 16);
+    fill(ta, 8, 10);
+    fill(tb, 8, 50);
+    llm_blocks_ensure(&bm, &a, 5);
+    llm_blocks_commit(&bm, &a, ta, 5);
+    llm_blocks_ensure(&bm, &b, 5);
+    llm_blocks_commit(&bm, &b, tb, 5);
+    llm_blocks_release(&bm, &a);      /* a's cached block released first */
+    llm_blocks_release(&bm, &b);
+    is_int(bm.n_evictable, 2, "2 cached blocks evictable");
+    is_int(bm.n_free, 2, "2 free");
+    /* 3 blocks: 2 free + the least recently released cached one (a's) */
+    ok(llm_blocks_ensure(&bm, &big, 12) == 0, "3 blocks from 2 free + 1 LRU");
+    is_int((int) bm.evictions, 1, "one eviction");
+    is_int(llm_blocks_match_prefix(&bm, &a, ta, 8), 0, "a's prefix evicted");
+    is_int(llm_blocks_match_prefix(&bm, &b, tb, 8), 4, "b's prefix kept");
+    llm_blocks_release(&bm, &b);
+    llm_blocks_release(&bm, &big);
+    is_int(llm_blocks_n_available(&bm), 4, "all available");
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&big);
+    llm_blocks_free(&bm);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * random operations against the invariants
+ */
+
+#define R_SEQS    12
+#define R_BLOCKS  40
+#define R_MAXTOK  40
+
+static uint64_t  rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t
+rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t) (rng % n);
+}
+
+
+/* 0 if every invariant holds, else a message in why */
+static int
+check_invariants(const llm_block_manager *bm, const llm_block_table *t,
+    const char **why)
+{
+    static int  refs[R_BLOCKS];
+    int         i, k, n_in_map = 0, n_reg = 0;
+
+    memset(refs, 0, sizeof(refs));
+    for (i = 0; i < R_SEQS; i++) {
+        for (k = 0; k < t[i].n; k++) {
+            refs[t[i].ids[k]]++;
+        }
+    }
+    for (i = 0; i < R_BLOCKS; i++) {
+        if (refs[i] != bm->ref[i]) {
+            *why = "a block's refcount differs from the tables holding it";
+            return -1;
+        }
+        n_reg += bm->registered[i];
+    }
+    if (llm_blocks_n_used(bm) + llm_blocks_n_available(bm) != R_BLOCKS) {
+        *why = "used + available != total";
+        return -1;
+    }
+    for (i = 0; i < (int) bm->map_cap; i++) {
+        n_in_map += bm->map[i] >= 0;
+    }
+    if (n_in_map != n_reg) {
+        *why = "hash map entries != registered blocks";
+        return -1;
+    }
+    for (i = 0; i < R_BLOCKS; i++) {
+        if (bm->ref[i] == 0 && !bm->registered[i]) {
+            k = 0;
+            while (k < bm->n_free && bm->free_ids[k] != i) {
+                k++;
+            }
+            if (k == bm->n_free) {
+                *why = "an unreferenced unregistered block is not free";
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+
+static void
+test_random(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    t[R_SEQS];
+    int32_t            toks[R_SEQS][R_MAXTOK];
+    int                len[R_SEQS] = {0}, i, op, s, n, hits = 0, bad = 0;
+    const char        *why = "";
+    char               err[256];
+
+    llm_blocks_init(&bm, R_BLOCKS, BS, 1, err, sizeof(err));
+    for (i = 0; i < R_SEQS; i++) {
+        llm_blocks_table_init(&t[i], &bm, R_MAXTOK);
+    }
+    for (op = 0; op < 20000 && !bad; op++) {
+        s = rnd(R_SEQS);
+        if (t[s].n == 0) {
+            /* a new sequence over a 3-letter alphabet: many shared prefixes */
+            len[s] = 1 + rnd(R_MAXTOK - 8);
+            for (i = 0; i < len[s] + 8; i++) {
+                toks[s][i] = rnd(3);
+            }
+            n = llm_blocks_match_prefix(&bm, &t[s], toks[s], len[s]);
+            hits += n > 0;
+            if (llm_blocks_ensure(&bm, &t[s], len[s]) != 0) {
+                llm_blocks_release(&bm, &t[s]);
+            } else {
+                llm_blocks_commit(&bm, &t[s], toks[s], len[s]);
+            }
+        } else if (rnd(3) == 0 || len[s] >= R_MAXTOK - 8) {
+            llm_blocks_release(&bm, &t[s]);
+        } else if (llm_blocks_ensure(&bm, &t[s], len[s] + 1) == 0) {
+            len[s]++;
+            llm_blocks_commit(&bm, &t[s], toks[s], len[s]);
+        }
+        bad = check_invariants(&bm, t, &why) != 0;
+    }
+    ok(!bad, "20000 random operations keep the invariants%s%s",
+       bad ? ": " : "", why);
+    ok(hits > 100, "random run had prefix hits (%d)", hits);
+    ok(bm.evictions > 0, "random run evicted cached blocks (%llu)",
+       (unsigned long long) bm.evictions);
+    for (i = 0; i < R_SEQS; i++) {
+        llm_blocks_release(&bm, &t[i]);
+        llm_blocks_table_free(&t[i]);
+    }
+    is_int(llm_blocks_n_available(&bm), R_BLOCKS, "all blocks back");
+    llm_blocks_free(&bm);
+}
+
+
+int
+main(void)
+{
+    test_alloc_release();
+    test_prefix_sharing();
+    test_lru_eviction();
+    test_random();
+    return tap_done();
+}
