@@ -13,7 +13,7 @@
  * listed in docs/jinja.md.
  *
  * defines: jinja_parse, jinja_render, jinja_render_ex, jinja_free,
- *          jinja_limits_default
+ *          jinja_limits_default, jinja_chat_context
  */
 #ifndef NGX_LLM_JINJA_H
 #define NGX_LLM_JINJA_H
@@ -53,5 +53,18 @@ int jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
     size_t errlen);
 
 void jinja_free(jinja_tmpl *t);
+
+/*
+ * The context apply_chat_template() would render with (jinja_chat.c): the
+ * special tokens (object of name -> string, e.g. bos_token, eos_token), the
+ * messages with null-valued keys dropped and reasoning fields aliased, tools
+ * (NULL or JSON null: None), documents None, add_generation_prompt, then the
+ * keys of extra (e.g. enable_thinking, date_string), which win. Inputs are
+ * copied; the caller cJSON_Delete()s the result. NULL if messages is not an
+ * array of objects or memory runs out.
+ */
+cJSON *jinja_chat_context(const cJSON *messages, const cJSON *tools,
+    int add_generation_prompt, const cJSON *special_tokens,
+    const cJSON *extra);
 
 #endif

@@ -8,7 +8,7 @@ and conversation the tool writes t/data/templates/<name>.<case>.json:
     {"template": "<file the template is read from, see below>",
      "template_key": "chat_template" | null,
      "messages": [...], "add_generation_prompt": bool,
-     "special_tokens": {"bos_token": ..., "eos_token": ...},
+     "special_tokens": {...the tokenizer's special_tokens_map...},
      "extra": {...kwargs such as tools or date_string...},
      "context": {...exactly the variables transformers passed to render()...},
      "output": "<rendered text>" | null,
@@ -335,7 +335,8 @@ def main():
             context = recorder["t"].last if "t" in recorder else None
             doc = {
                 "template": ref, "template_key": key, "messages": messages,
-                "add_generation_prompt": agp, "special_tokens": special, "extra": extra,
+                "add_generation_prompt": agp, "special_tokens": tok.special_tokens_map,
+                "extra": extra,
                 "context": context, "output": output, "error": error, "error_type": error_type,
             }
             path = os.path.join(OUT_DIR, f"{name}.{case}.json")

@@ -81,6 +81,28 @@ cmp_names(const void *a, const void *b)
 }
 
 
+/* jinja_chat_context() builds what transformers passed to render() */
+static void
+check_context(const char *name, cJSON *doc, cJSON *want)
+{
+    cJSON  *extra, *tools, *built, *rest;
+
+    extra = cJSON_GetObjectItemCaseSensitive(doc, "extra");
+    rest = cJSON_Duplicate(extra, 1);
+    tools = cJSON_DetachItemFromObjectCaseSensitive(rest, "tools");
+    built = jinja_chat_context(
+        cJSON_GetObjectItemCaseSensitive(doc, "messages"), tools,
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc,
+                                                      "add_generation_prompt")),
+        cJSON_GetObjectItemCaseSensitive(doc, "special_tokens"), rest);
+    ok(built != NULL && cJSON_Compare(built, want, 1),
+       "%s: jinja_chat_context equals transformers' context", name);
+    cJSON_Delete(built);
+    cJSON_Delete(tools);
+    cJSON_Delete(rest);
+}
+
+
 static void
 run_golden(const char *name)
 {
@@ -124,6 +146,7 @@ run_golden(const char *name)
         cJSON_Delete(doc);
         return;
     }
+    check_context(name, doc, ctx);
     rc = jinja_render(t, ctx, &out, &out_len, err, sizeof(err));
     if (cJSON_IsString(want)) {
         is_int(rc, 0, "%s: renders%s%s", name, rc ? ": " : "", rc ? err : "");
