@@ -163,6 +163,31 @@ typedef struct {
     int32_t         prompt[LLM_RING_MAX_PROMPT];
 } llm_slot;
 
+/*
+ * Latency histograms, written by the engine as sequences finish: counts
+ * per bucket (cumulative form is computed by the reader), the last bucket
+ * is +Inf; sum in microseconds.
+ */
+#define LLM_HIST_BUCKETS        18
+
+static const double llm_hist_bounds[LLM_HIST_BUCKETS] = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0
+};
+
+typedef struct {
+    _Atomic uint64_t count[LLM_HIST_BUCKETS + 1];
+    _Atomic uint64_t sum_us;
+} llm_hist;
+
+enum llm_hist_kind {
+    LLM_HIST_TTFT = 0,                  /* submit to first token */
+    LLM_HIST_ITL,                       /* between tokens, per token */
+    LLM_HIST_E2E,                       /* submit to done */
+    LLM_HIST_QUEUE,                     /* submit to first scheduled */
+    LLM_HIST_COUNT
+};
+
 typedef struct {
     _Atomic uint64_t requests;          /* generations admitted */
     _Atomic uint64_t prompt_tokens;
@@ -176,6 +201,11 @@ typedef struct {
     _Atomic uint32_t waiting;           /* sequences queued */
     _Atomic uint32_t kv_blocks_total;
     _Atomic uint32_t kv_blocks_used;
+    _Atomic uint32_t kv_blocks_cached;
+    _Atomic uint32_t reserved;
+    _Atomic uint64_t prefix_queries;    /* prompt tokens looked up */
+    _Atomic uint64_t finished[LLM_FINISH_ERROR + 1];   /* by llm_finish */
+    llm_hist         hist[LLM_HIST_COUNT];
 } llm_ring_stats;
 
 typedef struct {

@@ -29,9 +29,14 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 
+#include "backend.h"
 #include "gguf.h"
+#include "kv.h"
 #include "log.h"
+#include "model.h"
 #include "ngx_llm_ring.h"
+#include "sampler.h"
+#include "scheduler.h"
 #include "server.h"
 
 #define LLM_MAX_CLIENTS       256
@@ -43,7 +48,18 @@ typedef struct {
     int                 wake;           /* a WAKE is owed this turn */
 } llm_client;
 
+typedef struct llm_server_s  llm_server;
+
+/* what the scheduler's callbacks get: the slot a sequence serves */
 typedef struct {
+    llm_server         *server;
+    uint32_t            index;
+    uint32_t            owner;
+    llm_seq            *seq;
+    uint64_t            last_token_ns;
+} llm_slot_user;
+
+struct llm_server_s {
     llm_server_opts     opt;
 
     int                 listen_fd;
@@ -60,10 +76,13 @@ typedef struct {
     uint64_t            alone_since_ns; /* no client connected since */
 
     pthread_t           loader;
-    gguf_file           gguf;
+    llm_model           model;
+    llm_backend        *backend;
+    _Atomic(llm_sched *) sched;         /* published by the loader */
+    llm_slot_user      *users;          /* (n_slots) */
     int                 quit;           /* SIGQUIT: drain, then exit */
     int                 terminate;
-} llm_server;
+};
 
 /* epoll tags: small integers below LLM_TAG_CLIENT, clients above */
 enum { LLM_TAG_LISTEN = 1, LLM_TAG_PIDFD, LLM_TAG_SIGNAL, LLM_TAG_CLIENT };
@@ -113,7 +132,7 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
     o->max_model_len = 8192;
     o->max_batched_tokens = 2048;
     o->max_queued = 256;
-    o->kv_cache_bytes = 256ULL << 20;
+    o->kv_cache_bytes = 1ULL << 30;
     o->tensor_parallel = 1;
     o->backend = "cpu";
     o->name = "default";
@@ -246,6 +265,12 @@ llm_ring_create(llm_server *s)
     atomic_store(&h->heartbeat_ns, h->started_ns);
     atomic_store(&h->state, LLM_ENGINE_STARTING);
 
+    s->users = calloc(n_slots, sizeof(llm_slot_user));
+    if (s->users == NULL) {
+        llm_log(LLM_LOG_EMERG, "out of memory");
+        return -1;
+    }
+
     s->ring = h;
     return 0;
 }
@@ -290,31 +315,20 @@ llm_copy_str(char *dst, size_t size, const gguf_file *g, const char *key)
 
 
 static void
-llm_fill_facts(llm_model_facts *f, const gguf_file *g)
+llm_fill_facts(llm_model_facts *f, const llm_model *m)
 {
-    char         key[96];
-    uint32_t     elem;
-    uint64_t     i, n, ne, bytes_by_type[GGML_TYPE_COUNT] = { 0 };
-    uint32_t     t, best;
-    const void  *data;
+    uint32_t           t, best;
+    uint64_t           i, ne, bytes_by_type[GGML_TYPE_COUNT] = { 0 };
+    const gguf_file   *g = &m->gguf;
 
-    llm_copy_str(f->arch, sizeof(f->arch), g, "general.architecture");
+    snprintf(f->arch, sizeof(f->arch), "%s", m->cfg.arch);
     llm_copy_str(f->name, sizeof(f->name), g, "general.name");
-
-#define LLM_ARCH_U32(field, suffix)                                          \
-    snprintf(key, sizeof(key), "%s." suffix, f->arch);                       \
-    (void) gguf_get_u32(g, key, &f->field)
-
-    LLM_ARCH_U32(context_length, "context_length");
-    LLM_ARCH_U32(n_layers, "block_count");
-    LLM_ARCH_U32(dim, "embedding_length");
-    LLM_ARCH_U32(n_heads, "attention.head_count");
-    LLM_ARCH_U32(n_kv_heads, "attention.head_count_kv");
-#undef LLM_ARCH_U32
-
-    if (gguf_get_arr(g, "tokenizer.ggml.tokens", &elem, &n, &data) == 0) {
-        f->vocab_size = (uint32_t) n;
-    }
+    f->context_length = m->cfg.max_seq_len;
+    f->n_layers = m->cfg.n_layers;
+    f->dim = m->cfg.dim;
+    f->n_heads = m->cfg.n_heads;
+    f->n_kv_heads = m->cfg.n_kv_heads;
+    f->vocab_size = m->cfg.vocab_size;
 
     for (i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *tn = &g->tensors[i];
@@ -340,25 +354,131 @@ llm_fill_facts(llm_model_facts *f, const gguf_file *g)
 }
 
 
+static void llm_on_token(void *user, int32_t token, const llm_sample_out *lp);
+static void llm_on_finish(void *user, const llm_seq_result *r);
+static int llm_can_emit(void *user);
+
+
+/*
+ * The memory plan (BRIEF 1): weights, KV bytes per token, how many blocks
+ * and tokens the pool holds, how many full-length sequences fit.
+ */
+static int
+llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
+{
+    int               kv_dim, tokens;
+    size_t            per_token, per_block;
+    const llm_config *cfg = &s->model.cfg;
+
+    kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim);
+    per_block = per_token * LLM_KV_BLOCK_SIZE_DEFAULT;
+
+    *max_model_len = s->opt.max_model_len < cfg->max_seq_len
+                     ? s->opt.max_model_len : cfg->max_seq_len;
+
+    bo->n_threads = s->opt.threads;
+    bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);
+    bo->max_batch_tokens = s->opt.max_batched_tokens;
+    tokens = bo->kv_n_blocks * LLM_KV_BLOCK_SIZE_DEFAULT;
+
+    llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
+            "per token, %d blocks of %d tokens (%d tokens, %llu bytes), "
+            "%d sequences of max_model_len %d fit",
+            (unsigned long long) s->ring->model.weight_bytes, per_token,
+            bo->kv_n_blocks, LLM_KV_BLOCK_SIZE_DEFAULT, tokens,
+            (unsigned long long) bo->kv_n_blocks * per_block,
+            tokens / *max_model_len, *max_model_len);
+
+    if (tokens < *max_model_len) {
+        char msg[256];
+
+        snprintf(msg, sizeof(msg), "kv_cache_memory %llu holds %d tokens, "
+                 "less than one sequence of max_model_len %d",
+                 (unsigned long long) s->opt.kv_cache_bytes, tokens,
+                 *max_model_len);
+        llm_log(LLM_LOG_ERR, "%s", msg);
+        llm_ring_fail(s, msg);
+        return -1;
+    }
+
+    return 0;
+}
+
+
+/* a short greedy generation must work before health says ready */
+static int
+llm_warm_up(llm_server *s, llm_sched *sched)
+{
+    int            i, rc;
+    char           err[256];
+    int32_t        prompt[4];
+    llm_seq       *seq;
+    llm_request    req;
+    llm_sched_stats st;
+
+    for (i = 0; i < 4; i++) {
+        prompt[i] = (i * 7 + 1) % s->model.cfg.vocab_size;
+    }
+
+    memset(&req, 0, sizeof(req));
+    req.prompt = prompt;
+    req.n_prompt = 4;
+    llm_sampling_params_default(&req.sampling);
+    req.sampling.temperature = 0;
+    req.max_tokens = 4;
+    req.ignore_eos = 1;
+
+    if (llm_sched_add(sched, &req, &seq, err, sizeof(err)) != 0) {
+        llm_log(LLM_LOG_ERR, "warm-up refused: %s", err);
+        llm_ring_fail(s, "warm-up request refused");
+        return -1;
+    }
+
+    for (i = 0; i < 64 && llm_sched_has_work(sched); i++) {
+        rc = llm_sched_step(sched);
+        if (rc < 0) {
+            break;
+        }
+    }
+
+    llm_sched_stats_get(sched, &st);
+    if (st.generation_tokens != 4 || llm_sched_has_work(sched)) {
+        llm_log(LLM_LOG_ERR, "warm-up generation failed (%llu tokens)",
+                (unsigned long long) st.generation_tokens);
+        llm_ring_fail(s, "warm-up generation failed");
+        return -1;
+    }
+
+    return 0;
+}
+
+
 static void *
 llm_loader_thread(void *arg)
 {
-    int          rc;
-    llm_server  *s = arg;
+    int                  rc, max_model_len;
+    char                 err[512];
+    llm_sched           *sched;
+    llm_server          *s = arg;
+    llm_sched_options    so;
+    llm_backend_options  bo;
 
     if (s->opt.model_fd >= 0) {
-        rc = gguf_open_fd(&s->gguf, s->opt.model_fd, s->opt.model_path);
+        rc = llm_model_load_fd(&s->model, s->opt.model_fd, s->opt.model_path,
+                               0, 1);
     } else {
-        rc = gguf_open(&s->gguf, s->opt.model_path);
+        rc = llm_model_load(&s->model, s->opt.model_path, 0, 1);
     }
 
     if (rc != 0) {
-        llm_log(LLM_LOG_ERR, "cannot load model: %s", s->gguf.err);
-        llm_ring_fail(s, s->gguf.err);
+        llm_log(LLM_LOG_ERR, "cannot load model: %s", s->model.err);
+        llm_ring_fail(s, s->model.err);
         return NULL;
     }
 
-    llm_fill_facts(&s->ring->model, &s->gguf);
+    llm_fill_facts(&s->ring->model, &s->model);
     atomic_store(&s->ring->state, LLM_ENGINE_WARMING);
 
     llm_log(LLM_LOG_NOTICE, "model \"%s\" loaded: %s, %" PRIu64
@@ -369,7 +489,43 @@ llm_loader_thread(void *arg)
             s->ring->model.n_layers, s->ring->model.context_length,
             s->ring->model.vocab_size);
 
+    if (llm_plan(s, &bo, &max_model_len) != 0) {
+        return NULL;
+    }
+
+    s->backend = llm_backend_create(s->opt.backend, &s->model, &bo, err,
+                                    sizeof(err));
+    if (s->backend == NULL) {
+        llm_log(LLM_LOG_ERR, "%s", err);
+        llm_ring_fail(s, err);
+        return NULL;
+    }
+
+    llm_sched_options_default(&so);
+    so.max_num_seqs = s->opt.max_num_seqs;
+    so.max_batched_tokens = s->opt.max_batched_tokens;
+    so.max_model_len = max_model_len;
+    so.max_queued = s->opt.max_queued;
+    so.on_token = llm_on_token;
+    so.on_finish = llm_on_finish;
+    so.can_emit = llm_can_emit;
+
+    sched = llm_sched_create(s->backend, &so, err, sizeof(err));
+    if (sched == NULL) {
+        llm_log(LLM_LOG_ERR, "%s", err);
+        llm_ring_fail(s, err);
+        return NULL;
+    }
+
+    if (llm_warm_up(s, sched) != 0) {
+        return NULL;
+    }
+
+    atomic_store_explicit(&s->sched, sched, memory_order_release);
     atomic_store(&s->ring->state, LLM_ENGINE_READY);
+    llm_log(LLM_LOG_NOTICE, "ready: warm-up generation done, %d threads",
+            s->opt.threads);
+
     return NULL;
 }
 
@@ -494,12 +650,20 @@ llm_accept(llm_server *s)
 static void
 llm_client_release_slots(llm_server *s, uint32_t id)
 {
-    uint32_t   i;
-    llm_slot  *sl;
+    uint32_t    i;
+    llm_slot   *sl;
+
+    llm_sched  *sched = atomic_load(&s->sched);
 
     for (i = 0; i < s->ring->n_slots; i++) {
         sl = llm_ring_slot(s->ring, i);
-        if (sl->owner == id && atomic_load(&sl->state) != LLM_SLOT_FREE) {
+        if (sl->owner != id) {
+            continue;
+        }
+        if (s->users[i].seq != NULL && sched != NULL) {
+            llm_sched_cancel(sched, s->users[i].seq);   /* frees its KV */
+        }
+        if (atomic_load(&sl->state) != LLM_SLOT_FREE) {
             sl->owner = 0;
             atomic_store(&sl->state, LLM_SLOT_FREE);
         }
@@ -550,6 +714,9 @@ llm_slot_finish(llm_slot *sl, uint32_t finish, uint32_t error,
 }
 
 
+static void llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl);
+
+
 static void
 llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
 {
@@ -568,8 +735,7 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
         break;
 
     case LLM_KIND_GENERATE:
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
-                        "this engine does not generate yet");
+        llm_slot_generate(s, c, sl);
         break;
 
     default:
@@ -580,6 +746,256 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
     }
 
     c->wake = 1;
+}
+
+
+/* the owner of a slot gets a WAKE at the end of this loop turn */
+static void
+llm_wake_owner(llm_server *s, uint32_t owner)
+{
+    llm_client *c = llm_client_by_id(s, owner);
+
+    if (c != NULL) {
+        c->wake = 1;
+    }
+}
+
+
+static void
+llm_hist_add(llm_hist *h, uint64_t ns)
+{
+    int     b;
+    double  secs = ns / 1e9;
+
+    for (b = 0; b < LLM_HIST_BUCKETS && secs > llm_hist_bounds[b]; b++) {
+        /* find the bucket */
+    }
+    atomic_fetch_add_explicit(&h->count[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, ns / 1000, memory_order_relaxed);
+}
+
+
+static void
+llm_on_token(void *user, int32_t token, const llm_sample_out *lp)
+{
+    int             i;
+    uint32_t        head;
+    uint64_t        now;
+    llm_slot       *sl;
+    llm_out_token  *o;
+    llm_slot_user  *u = user;
+
+    if (u == NULL) {
+        return;         /* warm-up */
+    }
+
+    sl = llm_ring_slot(u->server->ring, u->index);
+    head = atomic_load_explicit(&sl->out_head, memory_order_relaxed);
+    o = &sl->out[head % LLM_RING_OUT_CAP];
+
+    o->token = token;
+    o->logprob = lp ? lp->logprob : 0;
+    o->n_top = lp ? (uint32_t) lp->n_top : 0;
+    for (i = 0; lp && i < lp->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+        o->top_ids[i] = lp->top[i].token;
+        o->top_lp[i] = lp->top[i].logprob;
+    }
+
+    now = llm_now_ns();
+    if (head == 0) {
+        sl->t_first_token_ns = now;
+    } else {
+        llm_hist_add(&u->server->ring->stats.hist[LLM_HIST_ITL],
+                     now - u->last_token_ns);
+    }
+    u->last_token_ns = now;
+
+    atomic_store_explicit(&sl->out_head, head + 1, memory_order_release);
+    llm_wake_owner(u->server, u->owner);
+}
+
+
+/* the worker has not read the stream: hold the sequence, do not block */
+static int
+llm_can_emit(void *user)
+{
+    uint32_t        head, tail;
+    llm_slot       *sl;
+    llm_slot_user  *u = user;
+
+    if (u == NULL) {
+        return 1;
+    }
+
+    sl = llm_ring_slot(u->server->ring, u->index);
+    head = atomic_load_explicit(&sl->out_head, memory_order_relaxed);
+    tail = atomic_load_explicit(&sl->out_tail, memory_order_acquire);
+
+    /* the worker wrote tail: anything but 0..CAP behind head is corrupt,
+       and holding the sequence is the safe answer until it is cancelled */
+    return (uint32_t) (head - tail) < LLM_RING_OUT_CAP;
+}
+
+
+static void
+llm_on_finish(void *user, const llm_seq_result *r)
+{
+    uint32_t          error;
+    llm_slot         *sl;
+    llm_slot_user    *u = user;
+    llm_ring_stats   *st;
+
+    if (u == NULL) {
+        return;
+    }
+
+    st = &u->server->ring->stats;
+    sl = llm_ring_slot(u->server->ring, u->index);
+
+    sl->n_cached = r->n_cached;
+    sl->t_scheduled_ns = r->t_scheduled_ns;
+    sl->t_first_token_ns = r->t_first_token_ns;
+
+    if (r->t_scheduled_ns) {
+        llm_hist_add(&st->hist[LLM_HIST_QUEUE],
+                     r->t_scheduled_ns - sl->t_submit_ns);
+    }
+    if (r->t_first_token_ns) {
+        llm_hist_add(&st->hist[LLM_HIST_TTFT],
+                     r->t_first_token_ns - sl->t_submit_ns);
+    }
+    llm_hist_add(&st->hist[LLM_HIST_E2E], r->t_done_ns - sl->t_submit_ns);
+    atomic_fetch_add(&st->finished[r->finish <= LLM_FINISH_ERROR
+                                   ? r->finish : LLM_FINISH_ERROR], 1);
+
+    error = r->finish == LLM_FINISH_ERROR ? LLM_ERR_INTERNAL : LLM_ERR_NONE;
+    u->seq = NULL;
+    llm_slot_finish(sl, r->finish, error, r->message ? r->message : "");
+    llm_wake_owner(u->server, u->owner);
+}
+
+
+/* a GENERATE slot: validate what the worker wrote, hand it over */
+static void
+llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
+{
+    int              rc;
+    char             err[256];
+    uint32_t         i, idx;
+    llm_seq         *seq;
+    llm_sched       *sched;
+    llm_request      req;
+    llm_sampling    *p = &sl->sampling;
+    llm_logit_bias   bias[LLM_RING_MAX_BIAS];
+
+    sched = atomic_load_explicit(&s->sched, memory_order_acquire);
+    if (sched == NULL || s->quit) {
+        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
+                        sched ? "engine draining" : "engine not ready");
+        return;
+    }
+
+    if (sl->n_prompt == 0 || sl->n_prompt > s->ring->max_prompt
+        || p->n_stop_ids > LLM_RING_MAX_STOP_IDS
+        || p->n_bias > LLM_RING_MAX_BIAS
+        || p->top_logprobs > LLM_RING_MAX_TOP_LP)
+    {
+        llm_log(LLM_LOG_ERR, "client %u: invalid generation slot "
+                "(%u prompt tokens, %u stop ids, %u biases)", c->id,
+                sl->n_prompt, p->n_stop_ids, p->n_bias);
+        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "invalid request in the ring");
+        return;
+    }
+
+    memset(&req, 0, sizeof(req));
+    req.prompt = sl->prompt;
+    req.n_prompt = (int) sl->n_prompt;
+    llm_sampling_params_default(&req.sampling);
+    req.sampling.temperature = p->temperature;
+    req.sampling.top_k = p->top_k;
+    req.sampling.top_p = p->top_p;
+    req.sampling.min_p = p->min_p;
+    req.sampling.seed = p->seed;
+    req.sampling.has_seed = p->has_seed != 0;
+    req.sampling.presence_penalty = p->presence_penalty;
+    req.sampling.frequency_penalty = p->frequency_penalty;
+    req.sampling.repetition_penalty = p->repetition_penalty;
+    req.sampling.logprobs = p->logprobs != 0;
+    req.sampling.top_logprobs = (int) p->top_logprobs;
+    for (i = 0; i < p->n_bias; i++) {
+        bias[i].token = p->bias_ids[i];
+        bias[i].bias = p->bias[i];
+    }
+    req.sampling.logit_bias = bias;
+    req.sampling.n_logit_bias = (int) p->n_bias;
+    req.max_tokens = (int) p->max_tokens;
+    req.stop_ids = p->stop_ids;
+    req.n_stop_ids = (int) p->n_stop_ids;
+    req.ignore_eos = 1;     /* the worker sends the stop ids it wants */
+    req.priority = sl->priority;
+
+    idx = (uint32_t) (((char *) sl - ((char *) s->ring + s->ring->slots_offset))
+                      / s->ring->slot_size);
+    s->users[idx].server = s;
+    s->users[idx].index = idx;
+    s->users[idx].owner = c->id;
+    s->users[idx].seq = NULL;
+    req.user = &s->users[idx];
+
+    rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
+    if (rc != LLM_ERR_NONE) {
+        llm_slot_finish(sl, LLM_FINISH_ERROR, (uint32_t) rc, err);
+        return;
+    }
+
+    s->users[idx].seq = seq;
+}
+
+
+/* the worker gave up on these: stop computing them now */
+static void
+llm_scan_cancels(llm_server *s, llm_client *c)
+{
+    uint32_t    i;
+    llm_slot   *sl;
+    llm_sched  *sched = atomic_load(&s->sched);
+
+    if (sched == NULL) {
+        return;
+    }
+
+    for (i = 0; i < s->ring->n_slots; i++) {
+        sl = llm_ring_slot(s->ring, i);
+        if (s->users[i].seq != NULL && s->users[i].owner == c->id
+            && atomic_load(&sl->cancel))
+        {
+            llm_sched_cancel(sched, s->users[i].seq);
+        }
+    }
+}
+
+
+static void
+llm_publish_stats(llm_server *s, llm_sched *sched)
+{
+    llm_sched_stats   st;
+    llm_ring_stats   *rs = &s->ring->stats;
+
+    llm_sched_stats_get(sched, &st);
+    atomic_store(&rs->running, (uint32_t) st.running);
+    atomic_store(&rs->waiting, (uint32_t) st.waiting);
+    atomic_store(&rs->kv_blocks_total, (uint32_t) st.kv_blocks_total);
+    atomic_store(&rs->kv_blocks_used, (uint32_t) st.kv_blocks_used);
+    atomic_store(&rs->kv_blocks_cached, (uint32_t) st.kv_blocks_cached);
+    atomic_store(&rs->requests, st.requests);
+    atomic_store(&rs->prompt_tokens, st.prompt_tokens);
+    atomic_store(&rs->generation_tokens, st.generation_tokens);
+    atomic_store(&rs->cached_tokens, st.prefix_hit_tokens);
+    atomic_store(&rs->prefix_queries, st.prompt_tokens);
+    atomic_store(&rs->preemptions, st.preemptions);
+    atomic_store(&rs->cancelled, st.cancelled);
+    atomic_store(&rs->steps, st.steps);
 }
 
 
@@ -634,6 +1050,7 @@ llm_client_read(llm_server *s, llm_client *c)
     }
 
     if (kicked) {
+        llm_scan_cancels(s, c);
         llm_scan_slots(s, c);
     }
 }
@@ -833,16 +1250,22 @@ llm_dispatch(llm_server *s, struct epoll_event *ev)
 static void
 llm_loop(llm_server *s)
 {
-    int                 i, n;
+    int                 i, n, busy;
     uint32_t            state, last_state;
     uint64_t            now;
+    llm_sched          *sched;
     struct epoll_event  evs[32];
+
+    busy = 0;
 
     s->alone_since_ns = llm_now_ns();
     last_state = atomic_load(&s->ring->state);
 
     while (!s->terminate) {
-        n = epoll_wait(s->epfd, evs, 32, 500);
+        sched = atomic_load_explicit(&s->sched, memory_order_acquire);
+
+        /* busy: just look at the sockets between steps */
+        n = epoll_wait(s->epfd, evs, 32, busy ? 0 : 500);
         if (n == -1 && errno != EINTR) {
             llm_log(LLM_LOG_ALERT, "epoll_wait() failed: %s", strerror(errno));
             return;
@@ -850,6 +1273,13 @@ llm_loop(llm_server *s)
 
         for (i = 0; i < n; i++) {
             llm_dispatch(s, &evs[i]);
+        }
+
+        busy = 0;
+        if (sched != NULL && llm_sched_has_work(sched)) {
+            /* 0: everything runnable is held back by full streams */
+            busy = llm_sched_step(sched) != 0;
+            llm_publish_stats(s, sched);
         }
 
         /* requests wait in the workers for READY (or FAILED): tell them */
@@ -878,7 +1308,7 @@ llm_loop(llm_server *s)
             return;
         }
 
-        if (s->quit && atomic_load(&s->ring->stats.running) == 0) {
+        if (s->quit && (sched == NULL || !llm_sched_has_work(sched))) {
             llm_log(LLM_LOG_NOTICE, "drained: engine exiting");
             return;
         }

@@ -631,7 +631,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_model_len, 8192);
     ngx_conf_init_uint_value(ecf->max_batched_tokens, 2048);
     ngx_conf_init_uint_value(ecf->max_queued_requests, 256);
-    ngx_conf_init_size_value(ecf->kv_cache_memory, 256 * 1024 * 1024);
+    ngx_conf_init_size_value(ecf->kv_cache_memory, 1024 * 1024 * 1024);
     ngx_conf_init_msec_value(ecf->ready_timeout, 30000);
 
     if (ngx_http_llm_open_conf_file(cf, &ecf->model, &ecf->model_fd,

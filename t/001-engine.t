@@ -26,6 +26,7 @@ __DATA__
     location /v1/ { llm_api main; }
 --- request
 GET /v1/models
+--- timeout: 60
 --- error_code: 200
 --- response_headers
 Content-Type: application/json
@@ -43,6 +44,7 @@ Content-Type: application/json
     location = /healthz { llm_health main; }
 --- request eval
 ["GET /v1/models", "GET /healthz"]
+--- timeout: 60
 --- error_code eval
 [200, 200]
 --- response_body_like eval
