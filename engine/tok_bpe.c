@@ -12,7 +12,7 @@
  * pairs keeps a long word O(n log n).
  *
  * defines: tok_bpe_init, tok_bpe_pre_regexes, tok_bpe_add_regex,
- *          tok_bpe_gpt2_regex, tok_bpe_encode,
+ *          tok_bpe_gpt2_regex, tok_bpe_encode, tok_bpe_encode_chars,
  *          tok_bpe_decode_text, tok_bpe_free
  */
 #include <stdlib.h>
@@ -465,6 +465,23 @@ queue_pair(const llm_tokenizer *t, bpe_work *w, int32_t left)
 
 
 static void
+add_symbol(bpe_work *w, int32_t *n, int32_t id)
+{
+    w->sym[*n].id = id;
+    w->sym[*n].prev = *n - 1;
+    w->sym[*n].next = -1;
+    if (*n > 0) {
+        w->sym[*n - 1].next = *n;
+    }
+    (*n)++;
+}
+
+
+static void merge_and_emit(const llm_tokenizer *t, bpe_work *w, int32_t n,
+    tok_out *o);
+
+
+static void
 bpe_word(const llm_tokenizer *t, bpe_work *w, const unsigned char *s,
     size_t len, tok_out *o)
 {
@@ -480,20 +497,18 @@ bpe_word(const llm_tokenizer *t, bpe_work *w, const unsigned char *s,
     }
 
     for (size_t i = 0; i < len; i++) {
-        int32_t id = t->byte_token[s[i]];
-
-        if (id < 0) {
-            continue;          /* no token for this byte: HF drops it */
+        if (t->byte_token[s[i]] >= 0) {       /* none: HF drops the byte */
+            add_symbol(w, &n, t->byte_token[s[i]]);
         }
-        w->sym[n].id = id;
-        w->sym[n].prev = n - 1;
-        w->sym[n].next = -1;
-        if (n > 0) {
-            w->sym[n - 1].next = n;
-        }
-        n++;
     }
+    merge_and_emit(t, w, n, o);
+}
 
+
+/* runs the merges over w->sym[0 .. n) and appends the resulting ids */
+static void
+merge_and_emit(const llm_tokenizer *t, bpe_work *w, int32_t n, tok_out *o)
+{
     w->n_heap = 0;
     for (int32_t i = 0; i + 1 < n; i++) {
         queue_pair(t, w, i);
@@ -575,4 +590,57 @@ done:
     free(b);
     pcre2_match_data_free(md);
     return rc;
+}
+
+
+/*
+ * Rank BPE over UTF-8 characters with byte fallback: Hugging Face's BPE
+ * model for SentencePiece-converted vocabularies (Mistral, Llama 2 as
+ * tokenizer.json). text is one word, spaces already "▁".
+ */
+int
+tok_bpe_encode_chars(const llm_tokenizer *t, const char *text, size_t len,
+    tok_out *o)
+{
+    bpe_work w = { 0 };
+    int32_t n = 0;
+
+    if (len == 0) {
+        return 0;
+    }
+    /* a character is one symbol or one per byte: at most len symbols */
+    w.sym = malloc(len * sizeof(bpe_sym));
+    w.heap = malloc(3 * len * sizeof(bpe_pair));
+    if (w.sym == NULL || w.heap == NULL) {
+        free(w.sym);
+        free(w.heap);
+        return -1;
+    }
+    for (size_t i = 0; i < len; ) {
+        size_t k = utf8_char_len((unsigned char) text[i]);
+        int32_t id;
+
+        k = k < len - i ? k : len - i;
+        id = tok_find(t, text + i, k);
+        if (id >= 0) {
+            add_symbol(&w, &n, id);
+        } else {
+            int have_all = 1;
+
+            for (size_t b = 0; b < k; b++) {
+                have_all &= t->byte_token[(unsigned char) text[i + b]] >= 0;
+            }
+            for (size_t b = 0; b < k && have_all; b++) {
+                add_symbol(&w, &n, t->byte_token[(unsigned char) text[i + b]]);
+            }
+            if (!have_all && t->unk >= 0) {
+                add_symbol(&w, &n, t->unk);
+            }
+        }
+        i += k;
+    }
+    merge_and_emit(t, &w, n, o);
+    free(w.sym);
+    free(w.heap);
+    return o->oom ? -1 : 0;
 }

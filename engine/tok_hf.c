@@ -1,7 +1,9 @@
 /*
- * Hugging Face tokenizer.json loader (byte-level BPE: Llama 3, Qwen2/3,
- * GPT-2, SmolLM2 directories), filling the same llm_tokenizer as the GGUF
- * loader through the builder in tok_internal.h.
+ * Hugging Face tokenizer.json loader: byte-level BPE (Llama 3, Qwen2/3,
+ * GPT-2, SmolLM2) and SentencePiece-style BPE with byte fallback (Mistral,
+ * Llama 2), filling the same llm_tokenizer as the GGUF loader through the
+ * builder in tok_internal.h. SentencePiece-style files carry merge ranks
+ * instead of scores; tok_spm.c then merges by rank, as HF does.
  *
  * Design note. tokenizer.json spells out what GGUF only names: the
  * pre-tokenizer regexes (Split / ByteLevel / Digits, in order), the
@@ -137,6 +139,16 @@ count_ids(const cJSON *vocab, const cJSON *added)
 }
 
 
+/* "<0x0A>": SentencePiece byte-fallback pieces */
+static int
+is_byte_token(const char *s, size_t len)
+{
+    return len == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>'
+           && strchr("0123456789ABCDEF", s[3]) && strchr("0123456789ABCDEF",
+                                                         s[4]);
+}
+
+
 static int
 load_vocab(llm_tokenizer *t, const cJSON *vocab, const cJSON *added,
     char *err, size_t errlen)
@@ -144,9 +156,14 @@ load_vocab(llm_tokenizer *t, const cJSON *vocab, const cJSON *added,
     const cJSON *c;
 
     cJSON_ArrayForEach(c, vocab) {
+        size_t len = strlen(c->string);
+        int type = t->kind == LLM_TOKENIZER_SPM && is_byte_token(c->string,
+                                                                 len)
+                   ? LLM_TOKEN_BYTE : LLM_TOKEN_NORMAL;
+
         if (!cJSON_IsNumber(c) || c->valuedouble < 0
-            || tok_add_token(t, (int32_t) c->valuedouble, c->string,
-                             strlen(c->string), 0.0f, LLM_TOKEN_NORMAL) != 0)
+            || tok_add_token(t, (int32_t) c->valuedouble, c->string, len,
+                             0.0f, type) != 0)
         {
             snprintf(err, errlen, "tokenizer: bad vocab entry \"%s\"",
                      c->string);
@@ -253,6 +270,22 @@ load_pre(llm_tokenizer *t, const cJSON *pre, char *err, size_t errlen)
         }
         return 0;
     }
+    if (strcmp(type, "Metaspace") == 0 && t->kind == LLM_TOKENIZER_SPM) {
+        const char *scheme = json_str(pre, "prepend_scheme");
+
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pre, "split"))
+            || json_str(pre, "replacement") == NULL
+            || strcmp(json_str(pre, "replacement"), "\xE2\x96\x81") != 0)
+        {
+            snprintf(err, errlen, "tokenizer: Metaspace with split or "
+                     "another replacement is not supported");
+            return -1;
+        }
+        t->add_space_prefix = scheme == NULL || strcmp(scheme, "never") != 0;
+        t->prefix_first_only = scheme != NULL && strcmp(scheme, "first") == 0;
+        t->prefix_if_no_space = 1;
+        return 0;
+    }
     if (strcmp(type, "ByteLevel") == 0) {
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
                              pre, "add_prefix_space")))
@@ -308,6 +341,22 @@ load_normalizer(llm_tokenizer *t, const cJSON *n, char *err, size_t errlen)
             }
         }
         return 0;
+    }
+    if (t->kind == LLM_TOKENIZER_SPM && json_type_is(n, "Prepend")
+        && json_str(n, "prepend") != NULL
+        && strcmp(json_str(n, "prepend"), "\xE2\x96\x81") == 0)
+    {
+        t->add_space_prefix = 1;
+        return 0;
+    }
+    if (t->kind == LLM_TOKENIZER_SPM && json_type_is(n, "Replace")
+        && json_str(n, "content") != NULL
+        && strcmp(json_str(n, "content"), "\xE2\x96\x81") == 0
+        && json_str(cJSON_GetObjectItemCaseSensitive(n, "pattern"), "String")
+        && strcmp(json_str(cJSON_GetObjectItemCaseSensitive(n, "pattern"),
+                           "String"), " ") == 0)
+    {
+        return 0;              /* " " -> "▁": what tok_spm_encode does */
     }
     if (json_type_is(n, "NFC")) {
         t->normalize = TOK_NORM_NFC;
@@ -410,23 +459,31 @@ build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens");
     llm_tokenizer *t;
     int32_t n;
+    int kind;
 
     if (!json_type_is(model, "BPE") || !cJSON_IsObject(vocab)) {
         snprintf(err, errlen, "tokenizer: model.type must be \"BPE\" with "
                  "a vocab object");
         return NULL;
     }
-    if (!json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"),
-                       "ByteLevel")
-        && !json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "decoder"),
-                          "ByteLevel"))
+    if (json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"),
+                      "ByteLevel")
+        || json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "decoder"),
+                         "ByteLevel"))
     {
-        snprintf(err, errlen, "tokenizer: only byte-level BPE "
-                 "tokenizer.json is supported (SentencePiece-style not yet)");
+        kind = LLM_TOKENIZER_BPE;
+    } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                                model, "byte_fallback"))
+               || json_has_type(tj, "Metaspace"))
+    {
+        kind = LLM_TOKENIZER_SPM;
+    } else {
+        snprintf(err, errlen, "tokenizer: neither byte-level BPE nor "
+                 "SentencePiece-style (byte_fallback / Metaspace)");
         return NULL;
     }
     if ((n = count_ids(vocab, added)) <= 0
-        || (t = tok_new(LLM_TOKENIZER_BPE, n)) == NULL)
+        || (t = tok_new(kind, n)) == NULL)
     {
         snprintf(err, errlen, "tokenizer: empty vocabulary or out of memory");
         return NULL;
@@ -444,6 +501,11 @@ build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
     {
         llm_tokenizer_free(t);
         return NULL;
+    }
+    if (json_str(model, "unk_token") != NULL) {
+        const char *u = json_str(model, "unk_token");
+
+        t->unk = tok_find(t, u, strlen(u));
     }
     load_post(t, cJSON_GetObjectItemCaseSensitive(tj, "post_processor"));
     load_config(t, cfg);

@@ -74,6 +74,11 @@ struct llm_tokenizer {
     int32_t      bos, eos, eot, eom, unk, pad;
     int          add_bos, add_eos;
     int          add_space_prefix;     /* SPM: "▁" before the text */
+    int          prefix_first_only;    /* SPM: only before the first text,
+                                          not after special tokens (HF
+                                          Metaspace prepend_scheme first) */
+    int          prefix_if_no_space;   /* SPM: no prefix when the text
+                                          starts with a space (Metaspace) */
     int          spm_word_split;       /* SPM: no piece has "▁" after
                                           another character, so words
                                           ("▁..." runs) merge on their own */
@@ -118,6 +123,10 @@ const char *tok_bpe_gpt2_regex(void);
 /* appends one piece of text (no special tokens inside) */
 int tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len,
     tok_out *o);
+/* rank BPE over characters with byte fallback (HF's SentencePiece-style
+   tokenizer.json), one word */
+int tok_bpe_encode_chars(const llm_tokenizer *t, const char *text,
+    size_t len, tok_out *o);
 /* decoded bytes of a vocabulary text in the byte-level alphabet */
 size_t tok_bpe_decode_text(const char *text, size_t len, char *out);
 void tok_bpe_free(llm_tokenizer *t);

@@ -273,7 +273,14 @@ tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
     }
     for (i = 0; i < n; i = e) {
         e = word_end(t, esc, i, n);
-        spm_word(&w, i, e, o);
+        if (t->merges != NULL) {
+            /* merge ranks from tokenizer.json, as HF's BPE model */
+            if (tok_bpe_encode_chars(t, esc + i, e - i, o) != 0) {
+                goto done;
+            }
+        } else {
+            spm_word(&w, i, e, o);
+        }
     }
     rc = o->oom ? -1 : 0;
 

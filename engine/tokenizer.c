@@ -621,8 +621,11 @@ normalize(const llm_tokenizer *t, const char *text, size_t len,
 
 static int
 encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
-    tok_out *o)
+    int first, tok_out *o)
 {
+    int prefix = t->add_space_prefix && (first || !t->prefix_first_only)
+                 && !(t->prefix_if_no_space && text[0] == ' ');
+
     if (t->normalize != TOK_NORM_NONE) {
         size_t n;
         char *norm = normalize(t, text, len, &n);
@@ -632,7 +635,7 @@ encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
             return -1;
         }
         rc = t->kind == LLM_TOKENIZER_SPM
-             ? tok_spm_encode(t, norm, n, t->add_space_prefix, o)
+             ? tok_spm_encode(t, norm, n, prefix, o)
              : tok_bpe_encode(t, norm, n, o);
         free(norm);
         return rc;
@@ -640,7 +643,7 @@ encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
     if (t->kind == LLM_TOKENIZER_SPM) {
         /* every text between special tokens gets the space prefix, as in
            llama.cpp and HF's per-segment Prepend("▁") normalizer */
-        return tok_spm_encode(t, text, len, t->add_space_prefix, o);
+        return tok_spm_encode(t, text, len, prefix, o);
     }
     return tok_bpe_encode(t, text, len, o);
 }
@@ -663,7 +666,9 @@ encode_text(const llm_tokenizer *t, const char *text, size_t len,
             i++;
             continue;
         }
-        if (i > start && encode_fragment(t, text + start, i - start, o)) {
+        if (i > start
+            && encode_fragment(t, text + start, i - start, start == 0, o))
+        {
             return -1;
         }
         tok_out_push(o, id);
@@ -671,7 +676,7 @@ encode_text(const llm_tokenizer *t, const char *text, size_t len,
         start = i;
     }
     if (start < len) {
-        return encode_fragment(t, text + start, len - start, o);
+        return encode_fragment(t, text + start, len - start, start == 0, o);
     }
     return 0;
 }

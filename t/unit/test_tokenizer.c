@@ -269,6 +269,57 @@ test_hf_json(const char *name, const char *vocab_file, int32_t n_vocab,
 }
 
 
+/* Mistral's tokenizer.json (byte fallback, merge ranks); no staged
+   vectors, so these ids were made with HF tokenizers 0.23.3
+   (Tokenizer.from_file(...).encode(text, add_special_tokens=True)) */
+static void
+test_mistral_json(void)
+{
+    static const struct {
+        const char  *text;
+        int          n;
+        int32_t      ids[12];
+        const char  *decoded;  /* HF's decode of ids[1..] */
+    } cases[] = {
+        { "[INST] Hi [/INST]", 9,
+          { 1, 733, 16289, 28793, 15359, 733, 28748, 16289, 28793 },
+          "[INST] Hi [/INST]" },
+        { "<s>[INST] Hi</s> ok", 9,
+          { 1, 1, 733, 16289, 28793, 15359, 2, 28705, 3614 },
+          "<s> [INST] Hi</s>  ok" },
+        { "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80", 9,
+          { 1, 28345, 28705, 243, 162, 169, 156, 28705, 30208 },
+          "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80" },
+        { "  two  spaces  ", 6, { 1, 259, 989, 28705, 10599, 259 },
+          "  two  spaces  " },
+    };
+    static const int32_t inst[] = { 1, 733, 16289, 28793 };
+    char dir[1024], err[512];
+    llm_tokenizer *t;
+
+    snprintf(dir, sizeof(dir), "%s/data/tokenizers/mistral-spm", shared_dir);
+    t = llm_tokenizer_load_hf(dir, err, sizeof(err));
+    ok(t != NULL, "mistral-spm: tokenizer.json loads%s%s", t ? "" : ": ",
+       t ? "" : err);
+    if (t == NULL) {
+        return;
+    }
+    is_int(llm_tokenizer_kind(t), LLM_TOKENIZER_SPM, "mistral-spm: SPM");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ok(encodes_to(t, cases[i].text, strlen(cases[i].text), 1, 1,
+                      cases[i].ids, cases[i].n),
+           "mistral-spm: \"%s\" as HF", cases[i].text);
+        ok(decodes_to(t, cases[i].ids + 1, cases[i].n - 1,
+                      LLM_DETOK_STRIP_SPACE, cases[i].decoded,
+                      strlen(cases[i].decoded)),
+           "mistral-spm: ... decodes as HF");
+    }
+    ok(decodes_to(t, inst, 4, LLM_DETOK_STRIP_SPACE, "<s> [INST]", 10),
+       "mistral-spm: \"<s> [INST]\" as HF's decode");
+    llm_tokenizer_free(t);
+}
+
+
 static void
 test_smollm2(void)
 {
@@ -711,6 +762,7 @@ main(void)
     test_stories260k();
     test_hf_json("llama3-bpe", "ggml-vocab-llama-bpe.gguf", 128256, 128000, 0);
     test_hf_json("qwen3-bpe", "ggml-vocab-qwen2.gguf", 151669, -1, 0);
+    test_mistral_json();
     test_detok();
     test_stream_vectors();
     test_garbage();
