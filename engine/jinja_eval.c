@@ -56,7 +56,17 @@ typedef struct {
     frame        *root;
     int           loop_ctl;    /* LOOP_BREAK / LOOP_CONTINUE pending */
     int           line;        /* of the statement being run, for messages */
+    int           nest;        /* containers being printed or compared */
+    int           eval_depth;  /* nested eval() and exec_body() calls */
 } jrender;
+
+/* bounds the C stack across macro calls too (about 1.2 KB a level, so
+   under 0.5 MB): 64 macros x 200 nested expressions would need megabytes */
+#define JINJA_MAX_EVAL_DEPTH  400
+
+/* templates can build nested lists at run time ({% set ns.x = [ns.x] %});
+   printing and comparing them recurses, so the nesting is bounded */
+#define JINJA_MAX_NEST  256
 
 enum { LOOP_NONE, LOOP_BREAK, LOOP_CONTINUE };
 
@@ -334,7 +344,23 @@ num_i(jval v)
 }
 
 
-static int values_equal(jval a, jval b);
+static int values_equal_at(jval a, jval b, int depth);
+
+
+static int
+str_eq(jval a, const char *s)
+{
+    size_t  n = strlen(s);
+
+    return a.type == JV_STR && a.u.str.n == n && memcmp(a.u.str.s, s, n) == 0;
+}
+
+static int
+values_equal(jval a, jval b)
+{
+    return values_equal_at(a, b, 0);
+}
+
 
 static jval *
 dict_find(jdict *d, jval key)
@@ -383,8 +409,11 @@ dict_set(jrender *r, jdict *d, jval key, jval val)
 
 
 static int
-values_equal(jval a, jval b)
+values_equal_at(jval a, jval b, int depth)
 {
+    if (depth > JINJA_MAX_NEST) {
+        return 0;
+    }
     if (is_number(a) && is_number(b)) {
         if (a.type != JV_FLOAT && b.type != JV_FLOAT) {
             return num_i(a) == num_i(b);
@@ -406,7 +435,8 @@ values_equal(jval a, jval b)
             return 0;
         }
         for (size_t i = 0; i < a.u.list->n; i++) {
-            if (!values_equal(a.u.list->items[i], b.u.list->items[i])) {
+            if (!values_equal_at(a.u.list->items[i], b.u.list->items[i],
+                                 depth + 1)) {
                 return 0;
             }
         }
@@ -418,7 +448,7 @@ values_equal(jval a, jval b)
         for (size_t i = 0; i < a.u.dict->n; i++) {
             jval  *o = dict_find(b.u.dict, a.u.dict->keys[i]);
 
-            if (o == NULL || !values_equal(a.u.dict->vals[i], *o)) {
+            if (o == NULL || !values_equal_at(a.u.dict->vals[i], *o, depth + 1)) {
                 return 0;
             }
         }
@@ -714,6 +744,9 @@ to_str_buf(jrender *r, jbuf *b, jval v, int repr)
         }
         return;
     case JV_LIST:
+        if (++r->nest > JINJA_MAX_NEST) {
+            die(r, 0, "value nested deeper than %d levels", JINJA_MAX_NEST);
+        }
         buf_add(r, b, v.u.list->is_tuple ? "(" : "[", 1);
         for (size_t i = 0; i < v.u.list->n; i++) {
             if (i) {
@@ -725,9 +758,13 @@ to_str_buf(jrender *r, jbuf *b, jval v, int repr)
             buf_add(r, b, ",", 1);
         }
         buf_add(r, b, v.u.list->is_tuple ? ")" : "]", 1);
+        r->nest--;
         return;
     case JV_DICT:
     case JV_NS:
+        if (++r->nest > JINJA_MAX_NEST) {
+            die(r, 0, "value nested deeper than %d levels", JINJA_MAX_NEST);
+        }
         if (v.type == JV_NS) {
             buf_str(r, b, "<Namespace ");
         }
@@ -744,6 +781,7 @@ to_str_buf(jrender *r, jbuf *b, jval v, int repr)
         if (v.type == JV_NS) {
             buf_add(r, b, ">", 1);
         }
+        r->nest--;
         return;
     case JV_LOOP:
         buf_str(r, b, "<LoopContext>");
@@ -1338,13 +1376,20 @@ compare_values(jrender *r, jval a, jval b, int line)
     }
     if (a.type == JV_LIST && b.type == JV_LIST) {
         size_t  i;
+        int     c;
 
+        if (++r->nest > JINJA_MAX_NEST) {
+            die(r, line, "value nested deeper than %d levels", JINJA_MAX_NEST);
+        }
         for (i = 0; i < a.u.list->n && i < b.u.list->n; i++) {
             if (!values_equal(a.u.list->items[i], b.u.list->items[i])) {
-                return compare_values(r, a.u.list->items[i],
-                                      b.u.list->items[i], line);
+                c = compare_values(r, a.u.list->items[i], b.u.list->items[i],
+                                   line);
+                r->nest--;
+                return c;
             }
         }
+        r->nest--;
         return a.u.list->n < b.u.list->n ? -1 : a.u.list->n > b.u.list->n;
     }
     if (a.type == JV_UNDEF) die_undefined(r, line, a);
@@ -2430,7 +2475,12 @@ apply_filter(jrender *r, const char *name, jval v, jargs *a)
         double     m = pow(10.0, (double) prec), x = num_f(v);
 
         if (!is_number(v)) die(r, line, "round: needs a number");
-        return mk_float(round(x * m) / m);
+        jval       how = arg(a, 1, "method", mk_cstr("common"));
+
+        /* "common" is Python's round(): half to even */
+        if (str_eq(how, "floor")) return mk_float(floor(x * m) / m);
+        if (str_eq(how, "ceil")) return mk_float(ceil(x * m) / m);
+        return mk_float(nearbyint(x * m) / m);
     }
     if (IS("reverse")) {
         if (v.type == JV_STR) {
@@ -2611,11 +2661,28 @@ call_value(jrender *r, jval callee, jargs *a, const jnode *n)
 
 /* --- expressions ------------------------------------------------------- */
 
+static jval eval_node(jrender *r, const jnode *n, frame *f);
+
 static jval
 eval(jrender *r, const jnode *n, frame *f)
 {
+    jval  v;
+
+    if (++r->eval_depth > JINJA_MAX_EVAL_DEPTH) {
+        die(r, n->line, "template nested deeper than %d levels",
+            JINJA_MAX_EVAL_DEPTH);
+    }
+    v = eval_node(r, n, f);
+    r->eval_depth--;
+    return v;
+}
+
+
+static jval
+eval_node(jrender *r, const jnode *n, frame *f)
+{
     jval   a, b, v, sv[3];
-    jargs  args;
+    jargs *args;
 
     switch (n->kind) {
     case JN_LITERAL:
@@ -2635,17 +2702,20 @@ eval(jrender *r, const jnode *n, frame *f)
         return slice(r, a, sv, n->line);
     case JN_CALL:
         a = eval(r, n->a, f);
-        eval_args(r, n, f, &args, n->a->kind == JN_NAME ? n->a->str
-                                  : n->a->kind == JN_GETATTR ? n->a->str : "call");
-        return call_value(r, a, &args, n);
+        args = ralloc(r, sizeof(jargs));
+        eval_args(r, n, f, args, n->a->kind == JN_NAME ? n->a->str
+                                 : n->a->kind == JN_GETATTR ? n->a->str : "call");
+        return call_value(r, a, args, n);
     case JN_FILTER:
         a = eval(r, n->a, f);
-        eval_args(r, n, f, &args, n->str);
-        return apply_filter(r, n->str, a, &args);
+        args = ralloc(r, sizeof(jargs));
+        eval_args(r, n, f, args, n->str);
+        return apply_filter(r, n->str, a, args);
     case JN_TEST:
         a = eval(r, n->a, f);
-        eval_args(r, n, f, &args, n->str);
-        return mk_bool(run_test(r, n->str, a, &args) != n->op);
+        args = ralloc(r, sizeof(jargs));
+        eval_args(r, n, f, args, n->str);
+        return mk_bool(run_test(r, n->str, a, args) != n->op);
     case JN_BINOP:
         a = eval(r, n->a, f);
         b = eval(r, n->b, f);
@@ -2784,6 +2854,10 @@ exec_body(jrender *r, const jnode *n, frame *f)
     jval    v;
     jbuf    capture, *saved;
 
+    if (++r->eval_depth > JINJA_MAX_EVAL_DEPTH) {
+        die(r, n ? n->line : 0, "template nested deeper than %d levels",
+            JINJA_MAX_EVAL_DEPTH);
+    }
     for (; n != NULL && r->loop_ctl == LOOP_NONE; n = n->next) {
         r->line = n->line;
         switch (n->kind) {
@@ -2835,6 +2909,7 @@ exec_body(jrender *r, const jnode *n, frame *f)
             die(r, n->line, "not a statement");
         }
     }
+    r->eval_depth--;
 }
 
 

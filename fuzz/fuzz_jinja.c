@@ -54,7 +54,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     lim.max_output = 1 << 16;
     lim.max_memory = 8 << 20;
     lim.max_steps = 20000;
-    lim.max_depth = 16;
+    lim.max_depth = 64;
     if (jinja_render_ex(t, context, &lim, &out, &out_len, err,
                         sizeof(err)) == 0) {
         if (strlen(out) > out_len) {

@@ -398,6 +398,14 @@ test_errors_and_limits(void)
       "unterminated string");
     R("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", NULL,
       "ERR: line 1: macros nested deeper than 64 calls", "recursion bound");
+    R("{% set ns = namespace(x=1) %}{% for i in range(300) %}{% set ns.x = "
+      "[ns.x] %}{% endfor %}{{ ns.x }}", NULL,
+      "ERR: line 1: value nested deeper than 256 levels",
+      "nesting bound when printing");
+    R("{% macro f(n) %}{{ [[[[[[[[[[[[[[[[[[[[f(n)]]]]]]]]]]]]]]]]]]]] }}"
+      "{% endmacro %}{{ f(1) }}", NULL,
+      "ERR: line 1: template nested deeper than 400 levels",
+      "stack bound across macro calls");
     R("{% for i in range(2000000) %}{% endfor %}", NULL,
       "ERR: line 1: template ran more than 1000000 steps", "step bound");
     R("{{ 'x' * 100000000 }}", NULL,
