@@ -242,16 +242,23 @@ tok_add_merge(llm_tokenizer *t, const char *left, size_t llen,
 {
     int32_t l = tok_find(t, left, llen), r = tok_find(t, right, rlen), m;
     int32_t rank = t->n_merges++;
-    char buf[512];
+    char small[256], *buf = small;
     uint64_t key;
     uint32_t i;
 
-    if (l < 0 || r < 0 || llen + rlen > sizeof(buf)) {
+    if (l < 0 || r < 0) {
         return 0;              /* HF would refuse; a dead merge is harmless */
+    }
+    if (llen + rlen > sizeof(small) && (buf = malloc(llen + rlen)) == NULL) {
+        return -1;
     }
     memcpy(buf, left, llen);
     memcpy(buf + llen, right, rlen);
-    if ((m = tok_find(t, buf, llen + rlen)) < 0) {
+    m = tok_find(t, buf, llen + rlen);
+    if (buf != small) {
+        free(buf);
+    }
+    if (m < 0) {
         return 0;
     }
     if ((t->merges == NULL || 2 * (uint32_t) rank >= t->merge_mask)
