@@ -1,0 +1,743 @@
+/*
+ * OpenAI request parser: every field valid and invalid (type, range,
+ * missing), the error shape (status, param, code, message), content parts,
+ * prompt forms, body limits (size, depth, UTF-8), and the normalised
+ * messages handed to the chat template.
+ */
+#include "tap.h"
+#include "api_request.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHAT  LLM_API_CHAT
+#define COMP  LLM_API_COMPLETION
+
+#define USER_HI  "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+
+/* body = {"model":"m", <base>, <extra>} with the commas put in */
+static char *
+body_of(int endpoint, const char *extra)
+{
+    static char  buf[16384];
+    const char  *base = endpoint == CHAT ? USER_HI : "\"prompt\":\"hi\"";
+
+    snprintf(buf, sizeof(buf), "{\"model\":\"m\",%s%s%s}", base,
+             extra[0] ? "," : "", extra);
+    return buf;
+}
+
+
+static int
+parse(int endpoint, const char *body, llm_api_request *r, llm_api_error *e)
+{
+    return llm_api_parse(r, body, strlen(body), endpoint, NULL, e);
+}
+
+
+/* one rejected request: status, param and code asserted exactly */
+typedef struct {
+    int          endpoint;
+    const char  *extra;     /* added to a valid body; NULL: body is whole */
+    const char  *body;
+    int          status;
+    const char  *param;
+    const char  *code;
+    const char  *message;   /* exact when not NULL */
+} bad_case;
+
+
+static const bad_case bad_fields[] = {
+    /* sampling ranges and types */
+    { CHAT, "\"temperature\":\"1\"", NULL, 400, "temperature", "invalid_type",
+      "Invalid type for 'temperature': expected a decimal, but got a string "
+      "instead." },
+    { CHAT, "\"temperature\":2.5", NULL, 400, "temperature",
+      "decimal_above_max_value",
+      "Invalid 'temperature': decimal above maximum value. Expected a value "
+      "<= 2, but got 2.5 instead." },
+    { CHAT, "\"temperature\":-0.1", NULL, 400, "temperature",
+      "decimal_below_min_value",
+      "Invalid 'temperature': decimal below minimum value. Expected a value "
+      ">= 0, but got -0.1 instead." },
+    { CHAT, "\"temperature\":true", NULL, 400, "temperature", "invalid_type",
+      "Invalid type for 'temperature': expected a decimal, but got a boolean "
+      "instead." },
+    { CHAT, "\"temperature\":1e999", NULL, 400, "temperature",
+      "invalid_value", NULL },
+    { CHAT, "\"top_p\":0", NULL, 400, "top_p", "decimal_below_min_value",
+      "Invalid 'top_p': decimal below minimum value. Expected a value > 0, "
+      "but got 0 instead." },
+    { CHAT, "\"top_p\":1.01", NULL, 400, "top_p", "decimal_above_max_value",
+      NULL },
+    { CHAT, "\"top_p\":[1]", NULL, 400, "top_p", "invalid_type",
+      "Invalid type for 'top_p': expected a decimal, but got an array "
+      "instead." },
+    { CHAT, "\"min_p\":1.5", NULL, 400, "min_p", "decimal_above_max_value",
+      NULL },
+    { CHAT, "\"min_p\":-1", NULL, 400, "min_p", "decimal_below_min_value",
+      NULL },
+    { CHAT, "\"presence_penalty\":2.1", NULL, 400, "presence_penalty",
+      "decimal_above_max_value", NULL },
+    { CHAT, "\"frequency_penalty\":-2.5", NULL, 400, "frequency_penalty",
+      "decimal_below_min_value", NULL },
+    { CHAT, "\"repetition_penalty\":0", NULL, 400, "repetition_penalty",
+      "decimal_below_min_value", NULL },
+    { CHAT, "\"repetition_penalty\":{}", NULL, 400, "repetition_penalty",
+      "invalid_type", NULL },
+    { CHAT, "\"top_k\":-2", NULL, 400, "top_k", "integer_below_min_value",
+      "Invalid 'top_k': integer below minimum value. Expected a value >= -1, "
+      "but got -2 instead." },
+    { CHAT, "\"top_k\":1.5", NULL, 400, "top_k", "invalid_type",
+      "Invalid type for 'top_k': expected an integer, but got a decimal "
+      "instead." },
+    { CHAT, "\"seed\":\"1\"", NULL, 400, "seed", "invalid_type", NULL },
+    { CHAT, "\"seed\":0.5", NULL, 400, "seed", "invalid_type", NULL },
+    { CHAT, "\"seed\":1e19", NULL, 400, "seed", "integer_above_max_value",
+      NULL },
+    { CHAT, "\"max_tokens\":0", NULL, 400, "max_tokens",
+      "integer_below_min_value",
+      "Invalid 'max_tokens': integer below minimum value. Expected a value "
+      ">= 1, but got 0 instead." },
+    { CHAT, "\"max_tokens\":\"5\"", NULL, 400, "max_tokens", "invalid_type",
+      NULL },
+    { CHAT, "\"max_tokens\":3e9", NULL, 400, "max_tokens",
+      "integer_above_max_value", NULL },
+    { CHAT, "\"max_completion_tokens\":-1", NULL, 400,
+      "max_completion_tokens", "integer_below_min_value", NULL },
+    { CHAT, "\"max_tokens\":0,\"max_completion_tokens\":5", NULL, 400,
+      "max_tokens", "integer_below_min_value", NULL },
+
+    /* stop */
+    { CHAT, "\"stop\":5", NULL, 400, "stop", "invalid_type",
+      "Invalid type for 'stop': expected a string or an array of strings, "
+      "but got an integer instead." },
+    { CHAT, "\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", NULL, 400, "stop",
+      "array_above_max_length",
+      "Invalid 'stop': array too long. Expected an array with maximum length "
+      "4, but got an array with length 5 instead." },
+    { CHAT, "\"stop\":\"\"", NULL, 400, "stop", "empty_string", NULL },
+    { CHAT, "\"stop\":[\"a\",\"\"]", NULL, 400, "stop[1]", "empty_string",
+      NULL },
+    { CHAT, "\"stop\":[\"a\",1]", NULL, 400, "stop[1]", "invalid_type",
+      NULL },
+    { CHAT, "\"stop\":{}", NULL, 400, "stop", "invalid_type", NULL },
+    { CHAT, "\"stop_token_ids\":[1,-1]", NULL, 400, "stop_token_ids[1]",
+      "integer_below_min_value", NULL },
+    { CHAT, "\"stop_token_ids\":[1,\"2\"]", NULL, 400, "stop_token_ids[1]",
+      "invalid_type", NULL },
+    { CHAT, "\"stop_token_ids\":2", NULL, 400, "stop_token_ids",
+      "invalid_type", NULL },
+    { CHAT, "\"stop_token_ids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]",
+      NULL, 400, "stop_token_ids", "array_above_max_length", NULL },
+
+    /* logit_bias */
+    { CHAT, "\"logit_bias\":[]", NULL, 400, "logit_bias", "invalid_type",
+      NULL },
+    { CHAT, "\"logit_bias\":{\"AI\":1}", NULL, 400, "logit_bias",
+      "invalid_value",
+      "Invalid key in 'logit_bias': AI. Keys must be token ids: non-negative "
+      "integers below 2147483648." },
+    { CHAT, "\"logit_bias\":{\"-1\":1}", NULL, 400, "logit_bias",
+      "invalid_value", NULL },
+    { CHAT, "\"logit_bias\":{\"1.5\":1}", NULL, 400, "logit_bias",
+      "invalid_value", NULL },
+    { CHAT, "\"logit_bias\":{\"\":1}", NULL, 400, "logit_bias",
+      "invalid_value", NULL },
+    { CHAT, "\"logit_bias\":{\"99999999999\":1}", NULL, 400, "logit_bias",
+      "invalid_value", NULL },
+    { CHAT, "\"logit_bias\":{\"7\":101}", NULL, 400, "logit_bias",
+      "invalid_value",
+      "Invalid value in 'logit_bias' for key 7: expected a number in "
+      "[-100, 100]." },
+    { CHAT, "\"logit_bias\":{\"7\":\"1\"}", NULL, 400, "logit_bias",
+      "invalid_value", NULL },
+
+    /* logprobs, n, stream */
+    { CHAT, "\"logprobs\":1", NULL, 400, "logprobs", "invalid_type",
+      "Invalid type for 'logprobs': expected a boolean, but got an integer "
+      "instead." },
+    { CHAT, "\"top_logprobs\":5", NULL, 400, "top_logprobs", "invalid_value",
+      "Invalid value for 'top_logprobs': 'logprobs' must be true when "
+      "'top_logprobs' is set." },
+    { CHAT, "\"logprobs\":false,\"top_logprobs\":0", NULL, 400,
+      "top_logprobs", "invalid_value", NULL },
+    { CHAT, "\"logprobs\":true,\"top_logprobs\":21", NULL, 400,
+      "top_logprobs", "integer_above_max_value", NULL },
+    { CHAT, "\"logprobs\":true,\"top_logprobs\":-1", NULL, 400,
+      "top_logprobs", "integer_below_min_value", NULL },
+    { CHAT, "\"n\":2", NULL, 400, "n", "unsupported_value",
+      "Unsupported value for 'n': n > 1 is not supported by this server "
+      "(got 2)." },
+    { CHAT, "\"n\":0", NULL, 400, "n", "integer_below_min_value", NULL },
+    { CHAT, "\"n\":\"1\"", NULL, 400, "n", "invalid_type", NULL },
+    { CHAT, "\"stream\":\"yes\"", NULL, 400, "stream", "invalid_type",
+      NULL },
+    { CHAT, "\"stream_options\":{\"include_usage\":true}", NULL, 400,
+      "stream_options", "invalid_value",
+      "The 'stream_options' parameter is only allowed when 'stream' is "
+      "true." },
+    { CHAT, "\"stream\":false,\"stream_options\":{}", NULL, 400,
+      "stream_options", "invalid_value", NULL },
+    { CHAT, "\"stream\":true,\"stream_options\":5", NULL, 400,
+      "stream_options", "invalid_type", NULL },
+    { CHAT, "\"stream\":true,\"stream_options\":{\"include_usage\":1}", NULL,
+      400, "stream_options.include_usage", "invalid_type",
+      "Invalid type for 'stream_options.include_usage': expected a boolean, "
+      "but got an integer instead." },
+
+    /* misc */
+    { CHAT, "\"user\":5", NULL, 400, "user", "invalid_type", NULL },
+    { CHAT, "\"ignore_eos\":1", NULL, 400, "ignore_eos", "invalid_type",
+      NULL },
+    { CHAT, "\"priority\":1.5", NULL, 400, "priority", "invalid_type", NULL },
+    { CHAT, "\"priority\":3e9", NULL, 400, "priority",
+      "integer_above_max_value", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_object\"}", NULL, 400,
+      "response_format.type", "unsupported_value",
+      "Unsupported value for 'response_format.type': 'json_object' is not "
+      "supported; only 'text' is." },
+    { CHAT, "\"response_format\":\"text\"", NULL, 400, "response_format",
+      "invalid_type", NULL },
+    { CHAT, "\"response_format\":{}", NULL, 400, "response_format.type",
+      "missing_required_parameter", NULL },
+
+    /* model */
+    { CHAT, NULL, "{" USER_HI "}", 400, "model",
+      "missing_required_parameter", "Missing required parameter: 'model'." },
+    { CHAT, NULL, "{\"model\":5," USER_HI "}", 400, "model", "invalid_type",
+      "Invalid type for 'model': expected a string, but got an integer "
+      "instead." },
+    { CHAT, NULL, "{\"model\":null," USER_HI "}", 400, "model",
+      "invalid_type", "Invalid type for 'model': expected a string, but got "
+      "null instead." },
+    { CHAT, NULL, "{\"model\":\"\"," USER_HI "}", 400, "model",
+      "empty_string", NULL },
+
+    /* messages */
+    { CHAT, NULL, "{\"model\":\"m\"}", 400, "messages",
+      "missing_required_parameter",
+      "Missing required parameter: 'messages'." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":{}}", 400, "messages",
+      "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":null}", 400, "messages",
+      "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[]}", 400, "messages",
+      "empty_array",
+      "Invalid 'messages': empty array. Expected an array with minimum "
+      "length 1, but got an empty array instead." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[1]}", 400, "messages[0]",
+      "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", 400,
+      "messages[0].role", "missing_required_parameter", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":5,"
+      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
+      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
+      "Invalid value: 'tool'. Supported values are: 'system', 'developer', "
+      "'user', and 'assistant'." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"User\","
+      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
+      NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400,
+      "messages[0].content", "missing_required_parameter",
+      "Missing required parameter: 'messages[0].content'." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"system\","
+      "\"content\":null}]}", 400, "messages[0].content", "invalid_type",
+      NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":5}]}", 400, "messages[0].content", "invalid_type",
+      "Invalid type for 'messages[0].content': expected a string or an array "
+      "of content parts, but got an integer instead." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[]}]}", 400, "messages[0].content", "empty_array", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+      400, "messages[0].content[0].type", "unsupported_value",
+      "Unsupported content part type 'image_url' in "
+      "'messages[0].content[0].type': this server accepts only 'text' "
+      "parts." },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\"}]}]}",
+      400, "messages[0].content[1].text", "missing_required_parameter",
+      NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"type\":\"text\",\"text\":5}]}]}", 400,
+      "messages[0].content[0].text", "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[{\"text\":\"a\"}]}]}", 400,
+      "messages[0].content[0].type", "missing_required_parameter", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":[\"a\"]}]}", 400, "messages[0].content[0]",
+      "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":\"x\",\"name\":5}]}", 400, "messages[0].name",
+      "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+      "\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},"
+      "{\"role\":\"user\",\"content\":7}]}", 400, "messages[2].content",
+      "invalid_type", NULL },
+
+    /* completions: prompt forms and fields we refuse */
+    { COMP, NULL, "{\"model\":\"m\"}", 400, "prompt",
+      "missing_required_parameter", "Missing required parameter: 'prompt'." },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":5}", 400, "prompt",
+      "invalid_type", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":null}", 400, "prompt",
+      "invalid_type", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[]}", 400, "prompt",
+      "empty_array", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400, "prompt",
+      "unsupported_value",
+      "Unsupported value for 'prompt': batched prompts are not supported "
+      "(got 2 prompts); send one prompt per request." },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[[1],[2]]}", 400, "prompt",
+      "unsupported_value", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[1,\"a\"]}", 400, "prompt[1]",
+      "invalid_type", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[1,2.5]}", 400, "prompt[1]",
+      "invalid_type", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[[1,-2]]}", 400,
+      "prompt[0][1]", "integer_below_min_value", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[[]]}", 400, "prompt[0]",
+      "empty_array", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[true]}", 400, "prompt[0]",
+      "invalid_type", NULL },
+    { COMP, NULL, "{\"model\":\"m\",\"prompt\":[{}]}", 400, "prompt[0]",
+      "invalid_type", NULL },
+    { COMP, "\"logprobs\":6", NULL, 400, "logprobs",
+      "integer_above_max_value", NULL },
+    { COMP, "\"logprobs\":true", NULL, 400, "logprobs", "invalid_type",
+      NULL },
+    { COMP, "\"echo\":true", NULL, 400, "echo", "unsupported_value",
+      "Unsupported value for 'echo': echo is not supported." },
+    { COMP, "\"best_of\":2", NULL, 400, "best_of", "unsupported_value",
+      NULL },
+    { COMP, "\"best_of\":0", NULL, 400, "best_of", "integer_below_min_value",
+      NULL },
+    { COMP, "\"suffix\":\"x\"", NULL, 400, "suffix", "unsupported_value",
+      NULL },
+    { COMP, "\"temperature\":3", NULL, 400, "temperature",
+      "decimal_above_max_value", NULL },
+
+    /* the body itself */
+    { CHAT, NULL, "", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: the body is empty. "
+      "The API expects a JSON object." },
+    { CHAT, NULL, "   ", 400, "", "invalid_json", NULL },
+    { CHAT, NULL, "{", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: the body ends at "
+      "byte 1, inside an unfinished value. The API expects a JSON object." },
+    { CHAT, NULL, "{\"model\":\"m", 400, "", "invalid_json", NULL },
+    { CHAT, NULL, "{\"model\":}", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: syntax error near "
+      "byte 9. The API expects a JSON object." },
+    { CHAT, NULL, "{} {}", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: unexpected data "
+      "after the JSON value at byte 3. The API expects a JSON object." },
+    { CHAT, NULL, "[]", 400, "", "invalid_type",
+      "Invalid type for the request body: expected an object, but got an "
+      "array instead." },
+    { CHAT, NULL, "\"x\"", 400, "", "invalid_type", NULL },
+    { CHAT, NULL, "{\"model\":\"\xff\"}", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: invalid UTF-8 at "
+      "byte 10. The API expects a JSON object." },
+    { CHAT, NULL, "{\"model\":\"\xc0\xaf\"}", 400, "", "invalid_json",
+      NULL },   /* overlong "/" */
+    { CHAT, NULL, "{\"model\":\"\xed\xa0\x80\"}", 400, "", "invalid_json",
+      NULL },   /* UTF-16 surrogate encoded as UTF-8 */
+    { CHAT, NULL, "{\"model\":\"a\nb\"}", 400, "", "invalid_json",
+      "We could not parse the JSON body of your request: control character "
+      "in a string at byte 11 (escape it). The API expects a JSON object." },
+    { CHAT, NULL, "{\"model\":\"a\\u0000b\"}", 400, "", "invalid_json",
+      NULL },
+    { CHAT, NULL, "{\"model\":\"\\ud800\"}", 400, "", "invalid_json",
+      NULL },   /* lone surrogate escape */
+    { CHAT, NULL, "{\"model\":\"m\",\"x\":NaN}", 400, "", "invalid_json",
+      NULL },
+};
+
+
+static void
+test_bad_fields(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+    size_t           i;
+    char             name[160];
+
+    for (i = 0; i < sizeof(bad_fields) / sizeof(bad_fields[0]); i++) {
+        const bad_case  *c = &bad_fields[i];
+        const char      *body = c->body ? c->body : body_of(c->endpoint,
+                                                            c->extra);
+        int              rc = parse(c->endpoint, body, &r, &e);
+
+        snprintf(name, sizeof(name), "%.120s", c->body ? c->body : c->extra);
+        for (char *q = name; *q; q++) {
+            *q = (*q == '\n') ? '?' : *q;      /* keep TAP one line */
+        }
+        if (!ok(rc == -1 && e.status == c->status
+                && strcmp(e.param, c->param) == 0
+                && strcmp(e.code, c->code) == 0, "rejected: %s", name))
+        {
+            printf("#   rc %d status %d param \"%s\" code \"%s\"\n#   %s\n",
+                   rc, e.status, e.param, e.code, e.message);
+        }
+        if (c->message != NULL) {
+            is_str(e.message, c->message, "message: %s", name);
+        }
+        ok(r.model == NULL && r.messages == NULL && r.stop == NULL,
+           "nothing kept on error: %s", name);
+        llm_api_request_free(&r);
+    }
+}
+
+
+static void
+test_full_chat(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+    const char      *body =
+        "{\"model\":\"smollm2\",\"messages\":["
+        "{\"role\":\"developer\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}],\"name\":\"ann\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
+        "{\"role\":\"user\",\"content\":\"\\u00e9\\ud83d\\ude00\"}],"
+        "\"max_tokens\":7,\"max_completion_tokens\":9,\"temperature\":0.5,"
+        "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"seed\":-1,"
+        "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,"
+        "\"repetition_penalty\":1.1,\"stop\":[\"\\n\\n\",\"User:\"],"
+        "\"stop_token_ids\":[2,7],\"logit_bias\":{\"42\":-100,\"7\":2.5},"
+        "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
+        "\"ignore_eos\":true,\"priority\":-5,\"tools\":[{\"x\":1}],"
+        "\"response_format\":{\"type\":\"text\"},\"unknown\":{\"deep\":[1]}}";
+    char            *msgs;
+
+    ok(parse(CHAT, body, &r, &e) == 0, "full chat request parses");
+    is_str(r.model, "smollm2", "model");
+    msgs = cJSON_PrintUnformatted(r.messages);
+    is_str(msgs,
+           "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+           "{\"role\":\"user\",\"content\":\"a\\nb\",\"name\":\"ann\"},"
+           "{\"role\":\"assistant\",\"content\":\"\"},"
+           "{\"role\":\"user\",\"content\":\"\xc3\xa9\xf0\x9f\x98\x80\"}]",
+           "messages normalised: developer->system, parts joined, null ''");
+    free(msgs);
+    is_int(r.max_tokens, 9, "max_completion_tokens wins over max_tokens");
+    ok(r.sampling.temperature == 0.5f, "temperature");
+    ok(r.sampling.top_p == 0.9f, "top_p");
+    is_int(r.sampling.top_k, 40, "top_k");
+    ok(r.sampling.min_p == 0.05f, "min_p");
+    ok(r.sampling.has_seed && r.sampling.seed == UINT64_MAX, "seed -1");
+    ok(r.sampling.presence_penalty == 0.5f, "presence_penalty");
+    ok(r.sampling.frequency_penalty == -0.5f, "frequency_penalty");
+    ok(r.sampling.repetition_penalty == 1.1f, "repetition_penalty");
+    is_int(r.given, 0x1ff, "every given bit set");
+    is_int(r.n_stop, 2, "two stop strings");
+    ok(r.n_stop == 2 && r.stop[0].len == 2 && memcmp(r.stop[0].ptr, "\n\n", 2)
+       == 0 && r.stop[1].len == 5 && strcmp(r.stop[1].ptr, "User:") == 0,
+       "stop strings copied");
+    ok(r.n_stop_ids == 2 && r.stop_ids[0] == 2 && r.stop_ids[1] == 7,
+       "stop_token_ids");
+    ok(r.n_logit_bias == 2 && r.logit_bias[0].token == 42
+       && r.logit_bias[0].bias == -100.0f && r.logit_bias[1].token == 7
+       && r.logit_bias[1].bias == 2.5f, "logit_bias in body order");
+    ok(r.sampling.logit_bias == r.logit_bias && r.sampling.n_logit_bias == 2,
+       "sampling points at logit_bias");
+    ok(r.sampling.logprobs == 1 && r.sampling.top_logprobs == 3, "logprobs");
+    ok(r.stream == 1 && r.include_usage == 1, "stream, include_usage");
+    is_str(r.user, "u-1", "user");
+    ok(r.ignore_eos == 1 && r.priority == -5 && r.n == 1,
+       "ignore_eos, priority, n");
+    ok(r.prompt == NULL && r.prompt_ids == NULL, "no prompt for chat");
+    llm_api_request_free(&r);
+    ok(r.model == NULL && r.messages == NULL, "free clears");
+    llm_api_request_free(&r);   /* twice is harmless */
+}
+
+
+static void
+test_defaults(void)
+{
+    llm_api_request      r;
+    llm_api_error        e;
+    llm_sampling_params  d;
+
+    llm_sampling_params_default(&d);
+    ok(parse(CHAT, body_of(CHAT, ""), &r, &e) == 0, "minimal chat parses");
+    ok(memcmp(&r.sampling, &d, sizeof(d)) == 0,
+       "defaults equal llm_sampling_params_default()");
+    ok(r.max_tokens == 0 && r.given == 0 && r.n == 1 && r.stream == 0
+       && r.include_usage == 0 && r.n_stop == 0 && r.n_stop_ids == 0
+       && r.n_logit_bias == 0 && r.user == NULL && r.ignore_eos == 0
+       && r.priority == 0, "nothing else set");
+    llm_api_request_free(&r);
+
+    /* null is "not given" for every optional field */
+    ok(parse(CHAT, body_of(CHAT, "\"temperature\":null,\"top_p\":null,"
+             "\"top_k\":null,\"min_p\":null,\"seed\":null,\"stop\":null,"
+             "\"max_tokens\":null,\"max_completion_tokens\":null,"
+             "\"logit_bias\":null,\"logprobs\":null,\"top_logprobs\":null,"
+             "\"n\":null,\"stream\":null,\"stream_options\":null,"
+             "\"user\":null,\"presence_penalty\":null,"
+             "\"frequency_penalty\":null,\"repetition_penalty\":null,"
+             "\"stop_token_ids\":null,\"ignore_eos\":null,\"priority\":null,"
+             "\"response_format\":null"), &r, &e) == 0,
+       "nulls accepted");
+    ok(memcmp(&r.sampling, &d, sizeof(d)) == 0 && r.given == 0,
+       "nulls leave the defaults");
+    llm_api_request_free(&r);
+
+    ok(parse(CHAT, body_of(CHAT, "\"top_k\":-1,\"max_tokens\":5,"
+             "\"stop\":\"END\",\"stop_token_ids\":[],\"logit_bias\":{},"
+             "\"stop\":[]"), &r, &e) == 0, "top_k -1, single stop string");
+    ok(r.sampling.top_k == 0 && (r.given & LLM_API_GIVEN_TOP_K),
+       "top_k -1 is off (0) but given");
+    ok(r.max_tokens == 5 && r.given == (LLM_API_GIVEN_TOP_K
+                                        | LLM_API_GIVEN_MAX_TOKENS),
+       "max_tokens alone");
+    /* duplicate keys: cJSON keeps the first */
+    ok(r.n_stop == 1 && strcmp(r.stop[0].ptr, "END") == 0, "stop string");
+    llm_api_request_free(&r);
+
+    ok(parse(CHAT, body_of(CHAT, "\"temperature\":0,\"top_p\":1,"
+             "\"min_p\":0,\"presence_penalty\":-2,\"frequency_penalty\":2,"
+             "\"top_k\":0,\"seed\":9007199254740992,"
+             "\"stop\":[\"a\",\"b\",\"c\",\"d\"],\"logprobs\":true,"
+             "\"top_logprobs\":20,\"logprobs\":true"), &r, &e) == 0,
+       "range edges accepted");
+    ok(r.sampling.seed == 9007199254740992ull && r.n_stop == 4
+       && r.sampling.top_logprobs == 20, "edge values kept");
+    llm_api_request_free(&r);
+
+    ok(parse(CHAT, " \n{\"model\":\"m\"," USER_HI "}\r\n\t", &r, &e) == 0,
+       "whitespace around the body");
+    llm_api_request_free(&r);
+}
+
+
+static void
+test_completions(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+
+    ok(parse(COMP, "{\"model\":\"m\",\"prompt\":\"Once upon\",\"logprobs\":2,"
+             "\"messages\":5,\"echo\":false,\"best_of\":1,\"suffix\":\"\"}",
+             &r, &e) == 0, "string prompt; messages ignored");
+    ok(r.prompt && strcmp(r.prompt, "Once upon") == 0 && r.prompt_len == 9
+       && r.prompt_ids == NULL && r.messages == NULL, "prompt text");
+    ok(r.sampling.logprobs == 1 && r.sampling.top_logprobs == 2,
+       "completions logprobs 2: top 2");
+    llm_api_request_free(&r);
+
+    ok(parse(COMP, "{\"model\":\"m\",\"prompt\":[\"only\"],\"logprobs\":0}",
+             &r, &e) == 0, "array of one string");
+    ok(r.prompt && strcmp(r.prompt, "only") == 0, "its text");
+    ok(r.sampling.logprobs == 1 && r.sampling.top_logprobs == 0,
+       "logprobs 0: chosen token only");
+    llm_api_request_free(&r);
+
+    ok(parse(COMP, "{\"model\":\"m\",\"prompt\":[1,2,49151]}", &r, &e) == 0,
+       "token ids");
+    ok(r.n_prompt_ids == 3 && r.prompt_ids[2] == 49151 && r.prompt == NULL,
+       "ids kept");
+    llm_api_request_free(&r);
+
+    ok(parse(COMP, "{\"model\":\"m\",\"prompt\":[[4,5]]}", &r, &e) == 0,
+       "one nested id array");
+    ok(r.n_prompt_ids == 2 && r.prompt_ids[0] == 4, "nested ids kept");
+    llm_api_request_free(&r);
+
+    ok(parse(COMP, "{\"model\":\"m\",\"prompt\":\"\"}", &r, &e) == 0,
+       "empty string prompt accepted (the template/BOS decides)");
+    ok(r.prompt && r.prompt_len == 0, "empty prompt");
+    llm_api_request_free(&r);
+}
+
+
+static void
+test_limits(void)
+{
+    static const char  nul_after[] = "{\"model\":\"m\",\"prompt\":\"x\"}\0";
+    llm_api_limits     lim;
+    llm_api_request    r;
+    llm_api_error      e;
+    char               body[4096], stop[1100];
+    const char        *b;
+    int                i, n;
+
+    llm_api_limits_default(&lim);
+    lim.vocab_size = 100;
+    b = "{\"model\":\"m\",\"prompt\":[1,100]}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.param, "prompt[1]") == 0
+       && strcmp(e.code, "integer_above_max_value") == 0,
+       "prompt id >= vocab_size");
+    b = "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"100\":1}}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.param, "logit_bias") == 0, "logit_bias id >= vocab_size");
+    is_str(e.message, "Invalid key in 'logit_bias': 100. Keys must be token "
+           "ids: non-negative integers below 100.", "logit_bias vocab msg");
+    b = "{\"model\":\"m\",\"prompt\":\"x\",\"stop_token_ids\":[99,100]}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.param, "stop_token_ids[1]") == 0,
+       "stop_token_ids >= vocab_size");
+
+    llm_api_limits_default(&lim);
+    lim.max_body = 20;
+    b = "{\"model\":\"m\",\"prompt\":\"xy\"}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && e.status == 413 && strcmp(e.code, "request_too_large") == 0,
+       "body over max_body: 413");
+    is_str(e.message, "The request body is 27 bytes, more than the limit of "
+           "20 bytes.", "413 message");
+
+    llm_api_limits_default(&lim);
+    lim.max_prompt_ids = 2;
+    b = "{\"model\":\"m\",\"prompt\":[1,2,3]}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.code, "array_above_max_length") == 0
+       && strcmp(e.param, "prompt") == 0, "max_prompt_ids");
+
+    llm_api_limits_default(&lim);
+    lim.max_messages = 2;
+    b = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+        "{\"role\":\"user\",\"content\":\"a\"},"
+        "{\"role\":\"user\",\"content\":\"a\"}]}";
+    ok(llm_api_parse(&r, b, strlen(b), CHAT, &lim, &e) == -1
+       && strcmp(e.code, "array_above_max_length") == 0
+       && strcmp(e.param, "messages") == 0, "max_messages");
+
+    llm_api_limits_default(&lim);
+    lim.max_logit_bias = 1;
+    b = "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":1,\"2\":1}}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.code, "object_above_max_properties") == 0,
+       "max_logit_bias");
+
+    llm_api_limits_default(&lim);
+    lim.max_n = 4;
+    b = "{\"model\":\"m\",\"prompt\":\"x\",\"n\":4}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == 0 && r.n == 4,
+       "n up to max_n when raised");
+    llm_api_request_free(&r);
+    b = "{\"model\":\"m\",\"prompt\":\"x\",\"n\":5}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.code, "integer_above_max_value") == 0, "n over max_n");
+
+    /* stop string length: 1024 bytes pass, 1025 do not */
+    memset(stop, 'x', sizeof(stop));
+    for (n = 1024; n <= 1025; n++) {
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"prompt\":\"x\","
+                 "\"stop\":[\"%.*s\"]}", n, stop);
+        i = llm_api_parse(&r, body, strlen(body), COMP, NULL, &e);
+        if (n == 1024) {
+            ok(i == 0 && r.stop[0].len == 1024, "stop of 1024 bytes");
+            llm_api_request_free(&r);
+        } else {
+            ok(i == -1 && strcmp(e.code, "string_above_max_length") == 0
+               && strcmp(e.param, "stop[0]") == 0, "stop of 1025 bytes");
+        }
+    }
+
+    /* depth: 64 levels pass, 65 do not (model first keeps the error on
+       the depth when it is one) */
+    for (n = 63; n <= 64; n++) {
+        int  at = snprintf(body, sizeof(body), "{\"model\":\"m\","
+                           USER_HI ",\"x\":");
+
+        for (i = 0; i < n; i++) {
+            body[at++] = '[';
+        }
+        for (i = 0; i < n; i++) {
+            body[at++] = ']';
+        }
+        body[at++] = '}';
+        body[at] = '\0';
+        i = llm_api_parse(&r, body, strlen(body), CHAT, NULL, &e);
+        if (n == 63) {
+            ok(i == 0, "depth 64 accepted");
+            llm_api_request_free(&r);
+        } else {
+            ok(i == -1 && strcmp(e.code, "invalid_json") == 0,
+               "depth 65 rejected before cJSON");
+            is_str(e.message, "The JSON body nests arrays and objects deeper "
+                   "than 64 levels.", "depth message");
+        }
+    }
+    /* brackets inside strings do not count */
+    snprintf(body, sizeof(body), "{\"model\":\"m\"," USER_HI ",\"x\":\"%s\"}",
+             "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+             "[[[[[[[[[[\\\"");
+    ok(llm_api_parse(&r, body, strlen(body), CHAT, NULL, &e) == 0,
+       "brackets and escaped quotes inside strings ignored by depth scan");
+    llm_api_request_free(&r);
+
+    /* a long conversation */
+    {
+        size_t  cap = 64 * 4096 + 64, at;
+        char   *big = malloc(cap);
+
+        at = (size_t) snprintf(big, cap, "{\"model\":\"m\",\"messages\":[");
+        for (i = 0; i < 4096; i++) {
+            at += (size_t) snprintf(big + at, cap - at, "%s{\"role\":\"%s\","
+                                    "\"content\":\"m%d\"}", i ? "," : "",
+                                    i % 2 ? "assistant" : "user", i);
+        }
+        at += (size_t) snprintf(big + at, cap - at, "]}");
+        ok(llm_api_parse(&r, big, at, CHAT, NULL, &e) == 0
+           && cJSON_GetArraySize(r.messages) == 4096,
+           "4096 messages (the default cap)");
+        llm_api_request_free(&r);
+        free(big);
+    }
+
+    ok(llm_api_parse(&r, nul_after, sizeof(nul_after) - 1, COMP, NULL, &e)
+       == -1 && strcmp(e.code, "invalid_json") == 0,
+       "a NUL byte after the object is not whitespace");
+    ok(llm_api_parse(&r, "{}", 2, 7, NULL, &e) == -1 && e.status == 500,
+       "unknown endpoint is a server error");
+}
+
+
+/* the parsed stop strings drive the stop matcher as they are */
+static void
+test_stop_handoff(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+    llm_stop         m;
+    llm_stop_out     o;
+    char             err[128];
+
+    ok(parse(CHAT, body_of(CHAT, "\"stop\":[\"\\u4e16\\u754c\"]"), &r, &e)
+       == 0, "unicode-escaped stop string");
+    ok(r.n_stop == 1 && r.stop[0].len == 6, "decoded to 6 UTF-8 bytes");
+    ok(llm_stop_init(&m, r.stop, r.n_stop, err, sizeof(err)) == 0,
+       "stop matcher from the request");
+    llm_api_request_free(&r);   /* the matcher keeps its own copies */
+    llm_stop_push(&m, "hi \xe4\xb8\x96", 6, &o);
+    is_int(o.len, 3, "held the first character");
+    llm_stop_push(&m, "\xe7\x95\x8c", 3, &o);
+    ok(o.stopped && o.len == 0, "stopped at the stop string");
+    llm_stop_free(&m);
+}
+
+
+int
+main(void)
+{
+    test_bad_fields();
+    test_full_chat();
+    test_defaults();
+    test_completions();
+    test_limits();
+    test_stop_handoff();
+    return tap_done();
+}
