@@ -2293,40 +2293,59 @@ filter_indent(jrender *r, jval v, jargs *a)
 }
 
 
+/* jinja2 sorts and dedups strings case-insensitively unless told not to */
+static jval
+sort_key(jrender *r, jval item, jval attr, int case_sensitive, int line)
+{
+    jval  k = attr.type != JV_UNDEF ? attr_path(r, item, attr, line) : item;
+
+    return k.type == JV_STR && !case_sensitive ? str_case(r, k, CASE_LOWER) : k;
+}
+
+
+/* sort(reverse, case_sensitive, attribute); unique(case_sensitive, attribute) */
 static jval
 filter_sort(jrender *r, jval v, jargs *a, int unique_only)
 {
-    jval    list = iterate(r, v, a->line), out, attr;
-    int     rev = truthy(arg(a, 0, "reverse", mk_bool(0)));
-    size_t  n = list.u.list->n, i, j, cap = 0;
+    jval    list = iterate(r, v, a->line), out, attr, *keys, seen;
+    int     rev = unique_only ? 0 : truthy(arg(a, 0, "reverse", mk_bool(0)));
+    int     cs = truthy(arg(a, unique_only ? 0 : 1, "case_sensitive", mk_bool(0)));
+    size_t  n = list.u.list->n, i, j, cap = 0, seen_cap = 0;
 
-    attr = arg(a, 2, "attribute", mk_undef(NULL, 0));
+    attr = arg(a, unique_only ? 1 : 2, "attribute", mk_undef(NULL, 0));
+    keys = n ? ralloc(r, n * sizeof(jval)) : NULL;
+    for (i = 0; i < n; i++) {
+        keys[i] = sort_key(r, list.u.list->items[i], attr, cs, a->line);
+        step(r, a->line);
+    }
     if (unique_only) {
         out = mk_list(r, 0);
+        seen = mk_list(r, 0);
         for (i = 0; i < n; i++) {
-            jval  x = list.u.list->items[i];
-
-            if (!contains(r, out, x, a->line)) list_push(r, &out, &cap, x);
+            if (!contains(r, seen, keys[i], a->line)) {
+                list_push(r, &seen, &seen_cap, keys[i]);
+                list_push(r, &out, &cap, list.u.list->items[i]);
+            }
             step(r, a->line);
         }
         return out;
     }
+    /* stable insertion sort on the keys, items moved alongside */
     out = mk_list(r, n);
     memcpy(out.u.list->items, list.u.list->items, n * sizeof(jval));
     for (i = 1; i < n; i++) {
-        jval  x = out.u.list->items[i];
-        jval  kx = attr.type != JV_UNDEF ? attr_path(r, x, attr, a->line) : x;
+        jval  x = out.u.list->items[i], kx = keys[i];
 
         for (j = i; j > 0; j--) {
-            jval  y = out.u.list->items[j - 1];
-            jval  ky = attr.type != JV_UNDEF ? attr_path(r, y, attr, a->line) : y;
-            int   c = compare_values(r, ky, kx, a->line);
+            int  c = compare_values(r, keys[j - 1], kx, a->line);
 
             step(r, a->line);
             if (rev ? c >= 0 : c <= 0) break;
-            out.u.list->items[j] = y;
+            out.u.list->items[j] = out.u.list->items[j - 1];
+            keys[j] = keys[j - 1];
         }
         out.u.list->items[j] = x;
+        keys[j] = kx;
     }
     return out;
 }

@@ -201,6 +201,8 @@ SNIPPETS = [
     "{{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ q | tojson }}|{{ l | tojson(indent=4) }}|{{ e | tojson }}|{{ {} | tojson(indent=2) }}",
     "{{ [1.5, no, t, 'é'] | tojson }} {{ d | tojson(sort_keys=true) }} {{ s | tojson(ensure_ascii=true) }}",
     "{{ msgs | map(attribute='content') | map('lower') | join }} {{ ['b', 'a', 'b'] | unique | list }} {{ l | sum }} {{ l | min }} {{ l | max }}",
+    "{{ ['b', 'A', 'a', 'B'] | sort }} {{ ['b', 'A', 'a', 'B'] | sort(case_sensitive=true) }} {{ ['b', 'B', 'a'] | unique | list }} {{ msgs | sort(attribute='role', reverse=true) | map(attribute='content') | join }}",
+    "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.5 | round(method='floor') }}",
     "{{ 'a\nb' | indent(2) }}|{{ 'a\n\nb' | indent(2, true) }}|{{ '<&>' | e }}|{{ '<&>' | safe }}",
     # tests
     "{{ n is number }} {{ n is integer }} {{ f is float }} {{ s is string }} {{ d is mapping }} {{ l is iterable }} {{ s is iterable }} {{ n is iterable }}",
