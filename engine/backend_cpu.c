@@ -206,16 +206,37 @@ qkv_finish_task(void *arg, int ith, int nth)
 }
 
 
+/* q . k over one head in a fixed order: 8 partial sums (lane e % 8) added
+ * pairwise at the end, so the compiler may use SIMD without changing the
+ * result, and the result never depends on the batch */
 static float
 dot(const float *a, const float *b, int n)
 {
-    float  s = 0.0f;
-    int    i;
+    float  acc[8] = { 0 };
+    int    i, e;
+
+    for (i = 0; i + 8 <= n; i += 8) {
+        for (e = 0; e < 8; e++) {
+            acc[e] += a[i + e] * b[i + e];
+        }
+    }
+    for (; i < n; i++) {
+        acc[i % 8] += a[i] * b[i];
+    }
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5]))
+           + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+
+/* out += w * v, elementwise (no reduction: any vectorization is exact) */
+static void
+axpy(float *out, float w, const float *v, int n)
+{
+    int  i;
 
     for (i = 0; i < n; i++) {
-        s += a[i] * b[i];
+        out[i] += w * v[i];
     }
-    return s;
 }
 
 
@@ -226,7 +247,7 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
 {
     cpu_ctx         *c = be->ctx;
     int              hd = be->model->cfg.head_dim, bs = c->kv.block_size;
-    int              p = b->pos[i], t, e;
+    int              p = b->pos[i], t;
     int              kvh = h / (c->n_heads / c->n_kv_heads);
     const int32_t   *table = b->block_table[b->seq[i]];
     const float     *q = c->q + (size_t) i * c->q_dim + h * hd;
@@ -251,11 +272,8 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
     for (t = 0; t <= p; t++) {
         const float *v = llm_kv_v(&c->kv, table[t / bs], layer)
                          + (size_t) (t % bs) * c->kv_dim + off;
-        float        w = scores[t] / sum;
 
-        for (e = 0; e < hd; e++) {
-            out[e] += w * v[e];
-        }
+        axpy(out, scores[t] / sum, v, hd);
     }
 }
 

@@ -186,7 +186,7 @@ read_whole_file(const char *path, size_t *len)
 
 /* the special-token strings transformers passes to chat templates */
 static void
-add_token_string(cJSON *ctx, const char *name, const llm_tokenizer *tok,
+add_token_string(cJSON *obj, const char *name, const llm_tokenizer *tok,
     int32_t id)
 {
     const char  *s;
@@ -198,7 +198,7 @@ add_token_string(cJSON *ctx, const char *name, const llm_tokenizer *tok,
     }
     copy = strndup(s, len);
     if (copy != NULL) {
-        cJSON_AddStringToObject(ctx, name, copy);
+        cJSON_AddStringToObject(obj, name, copy);
         free(copy);
     }
 }
@@ -212,7 +212,7 @@ render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
     uint64_t     src_len;
     char        *json, *out = NULL, err[512];
     size_t       len, out_len;
-    cJSON       *root, *ctx, *messages;
+    cJSON       *root, *ctx, *messages, *special;
     jinja_tmpl  *t;
 
     if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &src, &src_len)
@@ -236,12 +236,17 @@ render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
         cJSON_Delete(root);
         return NULL;
     }
-    ctx = cJSON_CreateObject();
-    cJSON_AddItemToObject(ctx, "messages", cJSON_Duplicate(messages, 1));
-    cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1);
-    add_token_string(ctx, "bos_token", tok, llm_tokenizer_bos(tok));
-    add_token_string(ctx, "eos_token", tok, llm_tokenizer_eos(tok));
+    special = cJSON_CreateObject();
+    add_token_string(special, "bos_token", tok, llm_tokenizer_bos(tok));
+    add_token_string(special, "eos_token", tok, llm_tokenizer_eos(tok));
+    ctx = jinja_chat_context(messages, NULL, 1, special, NULL);
+    cJSON_Delete(special);
     cJSON_Delete(root);
+    if (ctx == NULL) {
+        fprintf(stderr, "generate: %s: messages must be JSON objects\n",
+                path);
+        return NULL;
+    }
 
     t = jinja_parse(src, src_len, err, sizeof(err));
     if (t == NULL) {

@@ -1,0 +1,160 @@
+/*
+ * Single-stream decode and prefill speed against the machine's roofline
+ * (BRIEF 7, 9.11). Decode at batch 1 reads every weight once per token, so
+ * its ceiling is DRAM read bandwidth / weight bytes per token.
+ *
+ *   cc -O2 -g -std=gnu11 -pthread -Iengine -Ikernels -Ibench \
+ *       bench/decode.c bench/membw.c <engine library objects> \
+ *       -lpcre2-8 -lcjson -lutf8proc -lm -o build/bench_decode
+ *   build/bench_decode [--model PATH] [--threads N] [--prompt N]
+ *                      [--decode N]
+ *
+ * Prints one table: bandwidth, weight bytes, prefill tokens/s (one batch
+ * of --prompt tokens, best of 3), decode tokens/s (mean over --decode
+ * steps after that prompt) and decode as a fraction of the roofline.
+ */
+#include "backend.h"
+#include "membw.h"
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+static double
+now_s(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+typedef struct {
+    llm_backend    *be;
+    int32_t         table[512];
+    int32_t         n_blocks;
+    float          *logits;
+} bench_seq;
+
+
+static int
+run(bench_seq *s, const int32_t *ids, int n, int start)
+{
+    const int32_t  *tables[1] = { s->table };
+    int32_t        *pos = malloc(sizeof(int32_t) * n);
+    int32_t        *seq = calloc(n, sizeof(int32_t));
+    int32_t         last = n - 1;
+    int             i, rc;
+
+    for (i = 0; i < n; i++) {
+        pos[i] = start + i;
+    }
+    llm_batch b = { n, ids, pos, seq, 1, tables, &s->n_blocks, 1, &last,
+                    s->logits };
+    rc = llm_backend_forward(s->be, &b);
+    if (rc != 0) {
+        fprintf(stderr, "bench: %s\n", s->be->err);
+    }
+    free(pos);
+    free(seq);
+    return rc;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    const char           *path = getenv("MODEL");
+    int                   threads = 2, n_prompt = 128, n_decode = 64;
+    llm_model             m;
+    llm_backend_options   o;
+    bench_seq             s;
+    char                  err[512];
+    int32_t              *ids;
+    double                bw, t0, prefill = 0, dt, decode, roof;
+    uint64_t              wbytes;
+    int                   i, rep;
+
+    if (path == NULL) {
+        path = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
+    }
+    for (i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--model") == 0) path = argv[i + 1];
+        else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--prompt") == 0) n_prompt = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--decode") == 0) n_decode = atoi(argv[i + 1]);
+    }
+    if (threads < 1 || n_prompt < 1 || n_decode < 1
+        || n_prompt + n_decode > 512 * 16)
+    {
+        fprintf(stderr, "bench: bad sizes\n");
+        return 2;
+    }
+    if (llm_model_load(&m, path, 0, 1) != 0) {
+        fprintf(stderr, "bench: %s\n", m.err);
+        return 1;
+    }
+    llm_backend_options_default(&o, &m);
+    o.n_threads = threads;
+    o.max_batch_tokens = n_prompt;
+    o.kv_n_blocks = (n_prompt + n_decode + 15) / 16;
+    memset(&s, 0, sizeof(s));
+    s.n_blocks = o.kv_n_blocks;
+    for (i = 0; i < s.n_blocks; i++) {
+        s.table[i] = i;
+    }
+    s.logits = malloc(sizeof(float) * m.cfg.vocab_size);
+    s.be = llm_backend_create("cpu", &m, &o, err, sizeof(err));
+    if (s.be == NULL) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+
+    bw = llm_measure_read_bw(threads, 0);
+    wbytes = llm_model_weight_bytes(&m);
+
+    ids = malloc(sizeof(int32_t) * (n_prompt + n_decode));
+    for (i = 0; i < n_prompt + n_decode; i++) {
+        ids[i] = (i * 7919 + 11) % m.cfg.vocab_size;
+    }
+    for (rep = 0; rep < 3; rep++) {
+        t0 = now_s();
+        if (run(&s, ids, n_prompt, 0) != 0) {
+            return 1;
+        }
+        dt = now_s() - t0;
+        if (rep == 0 || n_prompt / dt > prefill) {
+            prefill = n_prompt / dt;
+        }
+    }
+    t0 = now_s();
+    for (i = 0; i < n_decode; i++) {
+        if (run(&s, ids + n_prompt + i, 1, n_prompt + i) != 0) {
+            return 1;
+        }
+    }
+    decode = n_decode / (now_s() - t0);
+    roof = bw * 1e9 / (double) wbytes;
+
+    printf("model            %s\n", path);
+    printf("threads          %d\n", threads);
+    printf("read bandwidth   %.2f GB/s (%d threads, 1 GiB, read-only)\n",
+           bw, threads);
+    printf("weights/token    %.1f MB\n", wbytes / 1e6);
+    printf("roofline         %.1f tokens/s\n", roof);
+    printf("prefill          %.1f tokens/s (%d-token batch, best of 3)\n",
+           prefill, n_prompt);
+    printf("decode           %.1f tokens/s (batch 1, %d steps after %d)\n",
+           decode, n_decode, n_prompt);
+    printf("decode/roofline  %.1f%%\n", 100.0 * decode / roof);
+
+    llm_backend_free(s.be);
+    llm_model_free(&m);
+    free(ids);
+    free(s.logits);
+    return 0;
+}
