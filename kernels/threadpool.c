@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -19,9 +20,12 @@
 
 #include "threadpool.h"
 
-/* about 50-100 us of spinning before sleeping: longer than the gap between
- * two matmuls of a decode step, far shorter than the gap between steps */
-#define SPIN_ITERS  20000
+/* about 50-100 us of waiting before sleeping: longer than the gap between
+ * two matmuls of a decode step, far shorter than the gap between steps.
+ * After the first PAUSE_ITERS the waiter yields between checks, so that on
+ * an oversubscribed machine the thread it waits for can have the core. */
+#define SPIN_ITERS   20000
+#define PAUSE_ITERS  2000
 
 struct llm_threadpool {
     int               n_threads;      /* including the caller */
@@ -56,8 +60,12 @@ futex_wake(void *addr, int n)
 
 
 static inline void
-cpu_relax(void)
+cpu_relax(int iter)
 {
+    if (iter >= PAUSE_ITERS) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -77,7 +85,7 @@ wait_for_job(llm_threadpool *tp, unsigned seen)
         if (g != seen) {
             return g;
         }
-        cpu_relax();
+        cpu_relax(i);
     }
     for ( ;; ) {
         atomic_fetch_add(&tp->n_sleeping, 1);
@@ -176,7 +184,7 @@ wait_for_workers(llm_threadpool *tp)
         if (atomic_load_explicit(&tp->pending, memory_order_acquire) == 0) {
             return;
         }
-        cpu_relax();
+        cpu_relax(i);
     }
     atomic_store(&tp->caller_sleeping, 1);
     while ((left = atomic_load(&tp->pending)) != 0) {

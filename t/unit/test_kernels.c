@@ -1,0 +1,562 @@
+/*
+ * CPU kernels: block layouts (hand-built blocks with exact values), the
+ * conversions, real GGUF tensors, llm_matmul against a float reference,
+ * and the numerics contract: every instruction set gives the scalar
+ * kernels' bits, and batch size, thread count and views change nothing.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "matmul.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "tap.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t
+rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t) (rng >> 16);
+}
+
+static float
+rndf(void)          /* -1 .. 1 */
+{
+    return (float) (rnd() % 2000001) / 1000000.0f - 1.0f;
+}
+
+
+/* --- conversions ---------------------------------------------------------- */
+
+static void
+test_conversions(void)
+{
+    int bad = 0;
+
+    ok(llm_fp16_to_fp32(0x3c00) == 1.0f, "fp16 1.0");
+    ok(llm_fp16_to_fp32(0xc000) == -2.0f, "fp16 -2.0");
+    ok(llm_fp16_to_fp32(0x7bff) == 65504.0f, "fp16 max 65504");
+    ok(llm_fp16_to_fp32(0x0001) == 0x1p-24f, "fp16 smallest subnormal");
+    ok(llm_fp16_to_fp32(0x3555) == 0x1.554p-2f, "fp16 0x3555 = 0.333252");
+    ok(isinf(llm_fp16_to_fp32(0xfc00)), "fp16 -inf");
+    ok(llm_bf16_to_fp32(0x3f80) == 1.0f, "bf16 1.0");
+    ok(llm_bf16_to_fp32(0xc0a0) == -5.0f, "bf16 -5.0");
+
+    /* every finite half survives fp16 -> fp32 -> fp16 */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) {
+            continue;
+        }
+        if (llm_fp32_to_fp16(llm_fp16_to_fp32((llm_half) h)) != h) {
+            bad++;
+        }
+    }
+    is_int(bad, 0, "fp16 round trip of all finite halves");
+    is_int(llm_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00,
+           "fp32 -> fp16 tie rounds to even (down)");
+    is_int(llm_fp32_to_fp16(1.0f + 0x3p-11f), 0x3c02,
+           "fp32 -> fp16 tie rounds to even (up)");
+    is_int(llm_fp32_to_fp16(70000.0f), 0x7c00, "fp32 -> fp16 overflow is inf");
+}
+
+
+/* --- hand-built blocks ---------------------------------------------------- */
+
+static int
+same(const float *got, const float *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (got[i] != want[i]) {
+            printf("#   element %d: got %.9g, want %.9g\n", i, got[i], want[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+static void
+test_dequant_32(void)
+{
+    float got[32], want[32];
+    llm_block_q4_0 b40;
+    llm_block_q4_1 b41;
+    llm_block_q8_0 b80;
+
+    /* Q4_0: d = 0.5; byte j = (15 - j) << 4 | j */
+    b40.d = 0x3800;
+    for (int j = 0; j < 16; j++) {
+        b40.qs[j] = (uint8_t) (j | (15 - j) << 4);
+        want[j] = 0.5f * (float) (j - 8);
+        want[j + 16] = 0.5f * (float) (15 - j - 8);
+    }
+    llm_dequant_row(GGML_TYPE_Q4_0, &b40, got, 32);
+    ok(same(got, want, 32), "Q4_0 block: low nibbles 0..15, high 16..31");
+    ok(got[0] == -4.0f && got[16] == 3.5f && got[31] == -4.0f,
+       "Q4_0 spot values -4, 3.5, -4");
+
+    /* Q4_1: d = 0.25, m = -1 */
+    b41.d = 0x3400;
+    b41.m = 0xbc00;
+    for (int j = 0; j < 16; j++) {
+        b41.qs[j] = (uint8_t) (j | (15 - j) << 4);
+        want[j] = 0.25f * (float) j - 1.0f;
+        want[j + 16] = 0.25f * (float) (15 - j) - 1.0f;
+    }
+    llm_dequant_row(GGML_TYPE_Q4_1, &b41, got, 32);
+    ok(same(got, want, 32), "Q4_1 block");
+    ok(got[15] == 2.75f && got[16] == 2.75f && got[31] == -1.0f,
+       "Q4_1 spot values 2.75, 2.75, -1");
+
+    /* Q8_0: d = 2, q = j - 16 and the extreme -128 */
+    b80.d = 0x4000;
+    for (int j = 0; j < 32; j++) {
+        b80.qs[j] = (int8_t) (j - 16);
+        want[j] = 2.0f * (float) (j - 16);
+    }
+    b80.qs[0] = -128;
+    want[0] = -256.0f;
+    llm_dequant_row(GGML_TYPE_Q8_0, &b80, got, 32);
+    ok(same(got, want, 32), "Q8_0 block including -128");
+}
+
+
+/* Q4_K scale/min packing written from the format's description, the
+ * inverse of what the kernels read */
+static void
+pack_q4k_scales(uint8_t s[12], const int sc[8], const int m[8])
+{
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t) ((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t) ((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
+
+
+static void
+test_dequant_k(void)
+{
+    static float got[256], want[256];
+    llm_block_q4_K k4;
+    llm_block_q6_K k6;
+    int sc[8], m[8];
+
+    /* Q4_K: d = 1, dmin = 0.5, scales that use the high bits */
+    k4.d = 0x3c00;
+    k4.dmin = 0x3800;
+    for (int j = 0; j < 8; j++) {
+        sc[j] = j + 1 + (j >= 4 ? 40 : 0);
+        m[j] = 2 * j + 3 + (j >= 4 ? 32 : 0);
+    }
+    pack_q4k_scales(k4.scales, sc, m);
+    memset(k4.qs, 0, sizeof(k4.qs));
+    for (int e = 0; e < 256; e++) {
+        int j = e / 32, l = e % 32, q = (l + j) % 16;
+        k4.qs[32 * (j / 2) + l] |= (uint8_t) ((j & 1) ? q << 4 : q);
+        want[e] = 1.0f * (float) sc[j] * (float) q - 0.5f * (float) m[j];
+    }
+    llm_dequant_row(GGML_TYPE_Q4_K, &k4, got, 256);
+    ok(same(got, want, 256), "Q4_K block: 8 sub-blocks, 6-bit scales/mins");
+    /* element 0: 1*1*0 - 0.5*3; element 255 (j 7, l 31): 48*6 - 0.5*49 */
+    ok(got[0] == -1.5f && got[255] == 263.5f, "Q4_K spot values -1.5, 263.5");
+
+    /* Q6_K: d = 0.5, scales k - 8, q = 7e mod 64 */
+    k6.d = 0x3800;
+    for (int k = 0; k < 16; k++) {
+        k6.scales[k] = (int8_t) (k - 8);
+    }
+    memset(k6.ql, 0, sizeof(k6.ql));
+    memset(k6.qh, 0, sizeof(k6.qh));
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, g = (e % 128) / 32, l = e % 32, q = (7 * e) % 64;
+        k6.ql[64 * h + l + 32 * (g & 1)] |= (uint8_t) ((g >= 2) ? (q & 15) << 4
+                                                                : (q & 15));
+        k6.qh[32 * h + l] |= (uint8_t) ((q >> 4) << (2 * g));
+        want[e] = 0.5f * (float) (e / 16 - 8) * (float) (q - 32);
+    }
+    llm_dequant_row(GGML_TYPE_Q6_K, &k6, got, 256);
+    ok(same(got, want, 256), "Q6_K block: ql/qh split, signed scales");
+    /* element 1: 0.5 * -8 * (7 - 32); element 200: 0.5 * 4 * (56 - 32) */
+    ok(got[1] == 100.0f && got[200] == 48.0f, "Q6_K spot values 100, 48");
+}
+
+
+/* --- real tensors --------------------------------------------------------- */
+
+static void
+test_real_tensors(const char *shared)
+{
+    static const char *files[] = { "q8_0", "q4_1", "q4_0", "f16", "bf16" };
+    char path[1024];
+    gguf_file ref, q;
+    const char *name = "blk.0.ffn_gate.weight";
+
+    snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
+             "stories260K-f32.gguf", shared);
+    if (gguf_open(&ref, path) != 0) {
+        ok(0, "open %s: %s", path, ref.err);
+        gguf_close(&ref);
+        return;
+    }
+    const gguf_tensor *tr = gguf_find_tensor(&ref, name);
+    ok(tr && tr->type == GGML_TYPE_F32, "f32 file has %s", name);
+
+    for (size_t f = 0; tr && f < sizeof(files) / sizeof(files[0]); f++) {
+        snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
+                 "stories260K-%s.gguf", shared, files[f]);
+        if (gguf_open(&q, path) != 0) {
+            ok(0, "open %s: %s", path, q.err);
+            gguf_close(&q);
+            continue;
+        }
+        const gguf_tensor *tq = gguf_find_tensor(&q, name);
+        int cols = (int) tq->ne[0], rows = (int) tq->ne[1];
+        float *deq = malloc(sizeof(float) * cols);
+        const float *exact = tr->data;
+        double worst = 0.0;
+        int bad = 0;
+        size_t rb = ggml_row_size(tq->type, cols);
+
+        /* each element within half a quantization step of the f32 value:
+         * step = max|block| / 7.5 (4-bit) or / 127 (8-bit), 2^-8 relative
+         * for the 16-bit floats */
+        for (int r = 0; r < rows; r++) {
+            llm_dequant_row(tq->type, (const uint8_t *) tq->data + r * rb,
+                            deq, cols);
+            for (int c0 = 0; c0 < cols; c0 += 32) {
+                float amax = 0.0f;
+                const float *e = exact + (size_t) r * cols + c0;
+                for (int j = 0; j < 32; j++) {
+                    amax = fmaxf(amax, fabsf(e[j]));
+                }
+                for (int j = 0; j < 32; j++) {
+                    float err = fabsf(deq[c0 + j] - e[j]), tol;
+                    switch (tq->type) {
+                    case GGML_TYPE_Q8_0: tol = amax / 127 * 0.51f + amax * 1e-3f; break;
+                    case GGML_TYPE_Q4_0: tol = amax / 8 * 1.01f + amax * 1e-3f; break; /* the far extreme clamps to 15: one step */
+                    case GGML_TYPE_Q4_1: tol = 2 * amax / 15 * 0.51f + amax * 1e-3f; break;
+                    default: tol = fabsf(e[j]) * 0x1p-8f; break;
+                    }
+                    if (err > tol) {
+                        bad++;
+                    }
+                    worst = fmax(worst, err / (amax + 1e-30));
+                }
+            }
+        }
+        ok(tq->type != GGML_TYPE_F32 && bad == 0, "%s %s (%s, %dx%d): "
+           "dequant within half a step of f32 (worst %.4f of max)", files[f],
+           name, ggml_type_name(tq->type), rows, cols, worst);
+        free(deq);
+        gguf_close(&q);
+    }
+    gguf_close(&ref);
+}
+
+
+/* --- matmul ---------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t   type;
+    int        rows, cols;
+    uint8_t   *data;
+    llm_tensor t;
+} test_matrix;
+
+
+/* random weights: floats quantized by llm_quantize_row, or for the
+ * K-quants random bytes with sane scales (any bytes are a valid block) */
+static void
+make_matrix(test_matrix *m, uint32_t type, int rows, int cols)
+{
+    int bb = llm_quant_block_bytes(type), blk = llm_quant_block(type);
+    size_t rb = (size_t) (cols / blk) * bb;
+    float *row = malloc(sizeof(float) * cols);
+
+    m->type = type;
+    m->rows = rows;
+    m->cols = cols;
+    m->data = malloc(rb * rows + 1);
+    for (int r = 0; r < rows; r++) {
+        uint8_t *dst = m->data + r * rb;
+        if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
+            for (size_t k = 0; k < rb; k++) {
+                dst[k] = (uint8_t) rnd();
+            }
+            for (int b = 0; b < cols / blk; b++) {
+                llm_half d = llm_fp32_to_fp16(0.001f + 0.01f * fabsf(rndf()));
+                if (type == GGML_TYPE_Q4_K) {
+                    memcpy(dst + b * bb, &d, 2);
+                    d = llm_fp32_to_fp16(0.002f * fabsf(rndf()));
+                    memcpy(dst + b * bb + 2, &d, 2);
+                } else {
+                    memcpy(dst + b * bb + 208, &d, 2);
+                }
+            }
+            continue;
+        }
+        for (int c = 0; c < cols; c++) {
+            row[c] = rndf();
+        }
+        llm_quantize_row(type, row, dst, cols);
+    }
+    m->t = llm_tensor_make(m->data, type, rows, cols);
+    free(row);
+}
+
+
+/* |exact - computed| bound for one output: activation rounding moves each
+ * x by at most d/2 = max|x over its block| / 254, so the dot moves by at
+ * most sum over blocks of (amax_b / 254) * sum_b |w|; float rounding of
+ * n products adds at most ~ n * 2^-24 * sum |w x| (taken as 1e-5 relative,
+ * with a floor). Float weights see no activation quantization. */
+static double
+error_bound(const test_matrix *m, const float *wrow, const float *x)
+{
+    int qb = llm_quant_block(m->type) == 1 ? 0
+             : (llm_quant_block(m->type) == LLM_QK ? LLM_QK : LLM_QK_K);
+    double bound = 0.0, mag = 0.0;
+
+    for (int c = 0; c < m->cols; c++) {
+        mag += fabs((double) wrow[c] * x[c]);
+    }
+    for (int c0 = 0; qb && c0 < m->cols; c0 += qb) {
+        double amax = 0.0, wsum = 0.0;
+        for (int j = c0; j < c0 + qb; j++) {
+            amax = fmax(amax, fabs(x[j]));
+            wsum += fabs(wrow[j]);
+        }
+        bound += amax / 254.0 * wsum * 1.0001;
+    }
+    return bound + 1e-5 * mag + 1e-6;
+}
+
+
+static void
+test_matmul_accuracy(const test_matrix *m, int n_x, llm_threadpool *tp)
+{
+    float *x = malloc(sizeof(float) * n_x * m->cols);
+    float *got = malloc(sizeof(float) * n_x * m->rows);
+    float *ref = malloc(sizeof(float) * n_x * m->rows);
+    float *wrow = malloc(sizeof(float) * m->cols);
+    int bad = 0;
+    double worst = 0.0;
+
+    for (int k = 0; k < n_x * m->cols; k++) {
+        x[k] = rndf() * (k % 7 == 0 ? 4.0f : 1.0f);
+    }
+    llm_matmul(tp, got, x, n_x, &m->t);
+    llm_matmul_ref(ref, x, n_x, &m->t);
+    for (int r = 0; r < m->rows; r++) {
+        llm_dequant_row(m->type, m->data + r * m->t.row_stride, wrow, m->cols);
+        for (int i = 0; i < n_x; i++) {
+            double err = fabs((double) got[i * m->rows + r] - ref[i * m->rows + r]);
+            double tol = error_bound(m, wrow, x + i * m->cols);
+            worst = fmax(worst, err / tol);
+            bad += err > tol;
+        }
+    }
+    ok(bad == 0, "%s %dx%d, n_x %d, %s: within the error bound "
+       "(worst %.2f of it)", ggml_type_name(m->type), m->rows, m->cols, n_x,
+       llm_kernels_isa_name(llm_kernels_isa()), worst);
+    free(x);
+    free(got);
+    free(ref);
+    free(wrow);
+}
+
+
+/* bit-exactness: other instruction sets, batch sizes, thread counts */
+static void
+test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
+{
+    enum { NX = 16 };
+    size_t on = (size_t) NX * m->rows;
+    float *x = malloc(sizeof(float) * NX * m->cols);
+    float *base = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    int isa0 = llm_kernels_isa();
+    const char *tn = ggml_type_name(m->type);
+
+    for (int k = 0; k < NX * m->cols; k++) {
+        x[k] = rndf();
+    }
+    llm_kernels_set_isa(LLM_ISA_SCALAR);
+    llm_matmul(NULL, base, x, NX, &m->t);
+
+    for (int isa = LLM_ISA_AVX2; isa <= LLM_ISA_AVX512; isa++) {
+        if (llm_kernels_set_isa(isa) != 0) {
+            ok(1, "# skip %s %s: not on this CPU", tn, llm_kernels_isa_name(isa));
+            continue;
+        }
+        llm_matmul(pools[1], got, x, NX, &m->t);
+        ok(memcmp(got, base, on * 4) == 0, "%s %dx%d: %s == scalar, bit "
+           "for bit", tn, m->rows, m->cols, llm_kernels_isa_name(isa));
+    }
+    llm_kernels_set_isa(isa0);
+
+    /* one row at a time, then batches of 7 at every offset, on 1..3 threads */
+    int diff = 0;
+    for (int i = 0; i < NX; i++) {
+        llm_matmul(pools[0], got + i * m->rows, x + i * m->cols, 1, &m->t);
+    }
+    diff += memcmp(got, base, on * 4) != 0;
+    ok(diff == 0, "%s: n_x 1 == n_x 16, bit for bit", tn);
+    for (int off = 0; off + 7 <= NX; off += 3) {
+        memcpy(got, base, on * 4);
+        llm_matmul(pools[2], got + off * m->rows, x + off * m->cols, 7, &m->t);
+        diff += memcmp(got, base, on * 4) != 0;
+    }
+    ok(diff == 0, "%s: n_x 7 at offsets 0, 3, 6, 9, 3 threads == "
+       "n_x 16, 1 thread", tn);
+    free(x);
+    free(base);
+    free(got);
+}
+
+
+/* a block-aligned column range and a row range through row_stride equal
+ * the same matrices built contiguous */
+static void
+test_views(uint32_t type, llm_threadpool *tp)
+{
+    int blk = llm_quant_block(type) == 1 ? 32 : llm_quant_block(type);
+    int rows = 21, cols = 4 * blk, c0 = blk, nc = 2 * blk, r0 = 5, nr = 11;
+    test_matrix wide, narrow;
+    size_t bb = llm_quant_block_bytes(type) * (llm_quant_block(type) == 1 ? 32 : 1);
+    float x[2 * 1024], a[2 * 32], b[2 * 32];
+
+    make_matrix(&wide, type, rows, cols);
+    make_matrix(&narrow, type, nr, nc);
+    for (int r = 0; r < nr; r++) {
+        memcpy(narrow.data + r * narrow.t.row_stride,
+               wide.data + (r0 + r) * wide.t.row_stride + (c0 / blk) * bb,
+               narrow.t.row_stride);
+    }
+    for (int k = 0; k < 2 * nc; k++) {
+        x[k] = rndf();
+    }
+    llm_tensor v = llm_tensor_cols(&wide.t, c0, nc);
+    v = llm_tensor_rows(&v, r0, nr);
+    ok(v.row_stride == wide.t.row_stride && v.cols == nc && v.rows == nr,
+       "%s view keeps the row stride", ggml_type_name(type));
+    llm_matmul(tp, a, x, 2, &v);
+    llm_matmul(tp, b, x, 2, &narrow.t);
+    ok(memcmp(a, b, sizeof(float) * 2 * nr) == 0, "%s: view of columns "
+       "%d..%d, rows %d..%d == contiguous copy", ggml_type_name(type), c0,
+       c0 + nc - 1, r0, r0 + nr - 1);
+    free(wide.data);
+    free(narrow.data);
+}
+
+
+static void
+test_checks(void)
+{
+    char err[256] = "";
+    uint8_t buf[64] = { 0 };
+    llm_tensor t = llm_tensor_make(buf, GGML_TYPE_Q5_0, 1, 32);
+
+    is_int(llm_tensor_check(&t, err, sizeof(err)), -1, "Q5_0 is refused");
+    ok(strstr(err, "q5_0") || strstr(err, "Q5_0"), "message names the type: %s", err);
+    t = llm_tensor_make(buf, GGML_TYPE_Q4_1, 1, 48);
+    is_int(llm_tensor_check(&t, err, sizeof(err)), -1, "48 Q4_1 columns refused");
+    ok(strstr(err, "48") != NULL, "message names the column count: %s", err);
+    t = llm_tensor_make(buf, GGML_TYPE_Q4_K, 1, 256);
+    t.row_stride = 100;
+    is_int(llm_tensor_check(&t, err, sizeof(err)), -1, "short row stride refused");
+}
+
+
+/* --- thread pool --------------------------------------------------------------- */
+
+typedef struct {
+    atomic_int calls[8];
+    atomic_int nth_seen;
+} count_ctx;
+
+static void
+count_task(void *p, int ith, int nth)
+{
+    count_ctx *c = p;
+
+    atomic_fetch_add(&c->calls[ith], 1);
+    atomic_store(&c->nth_seen, nth);
+}
+
+
+static void
+test_threadpool(void)
+{
+    for (int n = 1; n <= 4; n++) {
+        llm_threadpool *tp = llm_threadpool_create(n);
+        count_ctx c;
+        int runs = n <= 2 ? 20000 : 2000, good = 1;
+
+        memset(&c, 0, sizeof(c));
+        for (int k = 0; k < runs; k++) {
+            llm_threadpool_run(tp, count_task, &c);
+        }
+        for (int i = 0; i < 8; i++) {
+            good &= atomic_load(&c.calls[i]) == (i < n ? runs : 0);
+        }
+        ok(tp && good && c.nth_seen == n, "pool of %d: every ith runs once "
+           "per job over %d jobs", n, runs);
+        llm_threadpool_free(tp);
+    }
+    ok(llm_threadpool_create(0) == NULL, "pool of 0 threads refused");
+}
+
+
+int
+main(void)
+{
+    const char *shared = getenv("SHARED") ? getenv("SHARED") : "/work/shared";
+    static const uint32_t types[] = {
+        GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+        GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+    };
+    llm_threadpool *pools[3];
+
+    printf("# kernels: %s\n", llm_kernels_isa_name(llm_kernels_isa()));
+    for (int i = 0; i < 3; i++) {
+        pools[i] = llm_threadpool_create(i + 1);
+    }
+    test_conversions();
+    test_dequant_32();
+    test_dequant_k();
+    test_real_tensors(shared);
+    test_checks();
+    test_threadpool();
+
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        int blk = llm_quant_block(types[t]);
+        /* odd rows (not a multiple of threads or tiles); columns: 3 blocks
+         * (odd block count) or 2 super-blocks; float types an odd 172 */
+        int cols = blk == 1 ? 172 : (blk == LLM_QK ? 96 : 512);
+        test_matrix m, big;
+        make_matrix(&m, types[t], 37, cols);
+        test_matmul_accuracy(&m, 1, pools[1]);
+        test_matmul_accuracy(&m, 7, pools[2]);
+        test_matmul_invariants(&m, pools);
+        /* SmolLM2-like: 576 columns (18 blocks) */
+        make_matrix(&big, types[t], 67, blk == LLM_QK_K ? 768 : 576);
+        test_matmul_accuracy(&big, 5, pools[1]);
+        test_matmul_invariants(&big, pools);
+        test_views(types[t], pools[1]);
+        free(m.data);
+        free(big.data);
+    }
+    for (int i = 0; i < 3; i++) {
+        llm_threadpool_free(pools[i]);
+    }
+    return tap_done();
+}
