@@ -14,12 +14,17 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
 
 
 /* ------------------------------------------------------------------------
@@ -544,10 +549,18 @@ splat(float f)
 }
 
 
+/* a > b ? a : b per lane, so NaN in a gives b: maxps has exactly this
+   rule (one instruction instead of three) */
 static inline v4f
-select_v(v4i mask, v4f a, v4f b)
+max_v(v4f a, v4f b)
 {
+#ifdef __SSE__
+    return (v4f) _mm_max_ps((__m128) a, (__m128) b);
+#else
+    v4i mask = a > b;
+
     return (v4f) (((v4i) a & mask) | ((v4i) b & ~mask));
+#endif
 }
 
 
@@ -628,24 +641,33 @@ exp_block(const float *l, float max, float inv_t, float lo, float *x,
         memcpy(x + j, &xv, sizeof(xv));
         memcpy(e + j, &ev, sizeof(ev));
         sum += ev;
-        top = select_v(xv > top, xv, top);
+        top = max_v(xv, top);
     }
     *x_top = hmax(top);
     return hsum(sum);
 }
 
 
-/* exp_block without the exp: x[j] and the largest x */
+#define GROUP  16      /* tokens per maximum kept by x_block */
+
+/* exp_block without the exp: x[j], the largest x of each GROUP in
+   gmax[BLOCK / GROUP], and of the block (returned) */
 static float
-x_block(const float *l, float max, float inv_t, float *x)
+x_block(const float *l, float max, float inv_t, float *x, float *gmax)
 {
     v4f top = splat(-INFINITY);
 
-    for (int j = 0; j < BLOCK; j += 4) {
-        v4f xv = (load_v(l + j) - max) * inv_t;
+    for (int g = 0; g < BLOCK; g += GROUP) {
+        v4f m = splat(-INFINITY);
 
-        memcpy(x + j, &xv, sizeof(xv));
-        top = select_v(xv > top, xv, top);
+        for (int j = g; j < g + GROUP; j += 4) {
+            v4f xv = (load_v(l + j) - max) * inv_t;
+
+            memcpy(x + j, &xv, sizeof(xv));
+            m = max_v(xv, m);
+        }
+        gmax[g / GROUP] = hmax(m);
+        top = max_v(m, top);
     }
     return hmax(top);
 }
@@ -678,35 +700,13 @@ row_max(const float *l, int n)
     for ( ; i + 4 <= n; i += 4) {
         v4f v = load_v(l + i);
 
-        hi = select_v(v > hi, v, hi);
+        hi = max_v(v, hi);
     }
     max = hmax(hi);
     for ( ; i < n; i++) {
         max = l[i] > max ? l[i] : max;
     }
     return max;
-}
-
-
-/* largest value, and smallest above -inf; NaN is skipped */
-static void
-row_range(const float *l, int n, float *max, float *min)
-{
-    v4f hi = splat(-INFINITY), low = splat(INFINITY);
-    int i = 0;
-
-    for ( ; i + 4 <= n; i += 4) {
-        v4f v = load_v(l + i);
-
-        hi = select_v(v > hi, v, hi);
-        low = select_v((v < low) & (v > -INFINITY), v, low);
-    }
-    *max = hmax(hi);
-    *min = -hmax(-low);
-    for ( ; i < n; i++) {
-        *max = l[i] > *max ? l[i] : *max;
-        *min = l[i] < *min && l[i] > -INFINITY ? l[i] : *min;
-    }
 }
 
 
@@ -787,7 +787,7 @@ top_n(const float *l, int n, int k, llm_token_logprob *top)
         for (int j = 0; j < 64; j += 4) {
             v4f v = load_v(l + i + j);
 
-            hi = select_v(v > hi, v, hi);
+            hi = max_v(v, hi);
         }
         if (filled == k && !(hmax(hi) > top[k - 1].logprob)) {
             continue;
@@ -1031,19 +1031,25 @@ static long
 gather_top_k(llm_sampler *s, const float *l, int n, const kept_set *k,
     size_t top_k)
 {
-    float x[BLOCK], pad[BLOCK], top, cut = k->lo;
+    float x[BLOCK], gmax[BLOCK / GROUP], pad[BLOCK];
+    float cut = k->lo > -FLT_MAX ? k->lo : -FLT_MAX;   /* never -inf */
     size_t count = 0, limit = 2 * top_k + 1024;
 
     if (reserve_cand(s, limit) != 0) {
         return -1;
     }
     for (int b = 0; b < n; b += BLOCK) {
-        top = x_block(row_block(l, n, b, pad), k->max, k->inv_t, x);
-        if (!(top >= cut)) {
+        if (!(x_block(row_block(l, n, b, pad), k->max, k->inv_t, x, gmax)
+              >= cut))
+        {
             continue;
         }
         for (int j = 0; j < BLOCK; j++) {
-            if (!(x[j] >= cut && x[j] > -INFINITY)) {
+            if (!(gmax[j / GROUP] >= cut)) {
+                j += GROUP - 1;         /* the whole group is below */
+                continue;
+            }
+            if (!(x[j] >= cut)) {
                 continue;
             }
             if (count == limit) {
@@ -1075,16 +1081,21 @@ gather_top_k(llm_sampler *s, const float *l, int n, const kept_set *k,
 static long
 gather_above(llm_sampler *s, const float *l, int n, const kept_set *k)
 {
-    float x[BLOCK], pad[BLOCK];
+    float x[BLOCK], gmax[BLOCK / GROUP], pad[BLOCK];
     size_t count = 0;
 
     for (int b = 0; b < n; b += BLOCK) {
-        if (!(x_block(row_block(l, n, b, pad), k->max, k->inv_t, x) >= k->lo))
+        if (!(x_block(row_block(l, n, b, pad), k->max, k->inv_t, x, gmax)
+              >= k->lo))
         {
             continue;
         }
         for (int j = 0; j < BLOCK; j++) {
-            if (!(x[j] >= k->lo && x[j] > -INFINITY)) {
+            if (!(gmax[j / GROUP] >= k->lo)) {
+                j += GROUP - 1;
+                continue;
+            }
+            if (!(x[j] >= k->lo)) {
                 continue;
             }
             if (count == s->cand_cap
@@ -1103,23 +1114,21 @@ gather_above(llm_sampler *s, const float *l, int n, const kept_set *k)
 
 
 /* top_p without min_p or top_k: candidates within a window of the
-   maximum, widened until they hold top_p of the row's mass; returns their
-   count or -1 */
+   maximum, widened until they hold top_p of the row's mass; past x = -88
+   the window holds every token with a nonzero exp. Returns their count
+   or -1 */
 static long
 gather_top_p(llm_sampler *s, const float *l, int n, const kept_set *k,
     double *z_all)
 {
-    float window = WINDOW_START, max, min, min_x;
+    float window = WINDOW_START;
     double z_cand;
     long count;
 
-    row_range(l, n, &max, &min);
-    min_x = (min - max) * k->inv_t;
-
     for ( ;; ) {
         count = scan(s, l, n, k, -window, z_all);
-        if (count < 0 || -window <= min_x) {
-            return count;       /* error, or every token gathered */
+        if (count < 0 || window > 88.0f) {
+            return count;
         }
         z_cand = 0.0;
         for (long i = 0; i < count; i++) {
