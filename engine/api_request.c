@@ -21,6 +21,28 @@
  * errors, worded like OpenAI's
  */
 
+static size_t utf8_seq_len(const unsigned char *p, size_t avail);
+
+
+/* a value quoted with %.40s may be cut inside a character, and so may a
+   message at its buffer's end: the error is sent as JSON, so it must stay
+   valid UTF-8 */
+static void
+utf8_sanitize(char *s)
+{
+    unsigned char  *p = (unsigned char *) s;
+    size_t          len = strlen(s), i, n;
+
+    for (i = 0; i < len; i += n) {
+        n = utf8_seq_len(p + i, len - i);
+        if (n == 0) {
+            p[i] = '?';
+            n = 1;
+        }
+    }
+}
+
+
 static int
 fail(llm_api_error *err, int status, const char *code, const char *param,
     const char *fmt, ...)
@@ -33,6 +55,8 @@ fail(llm_api_error *err, int status, const char *code, const char *param,
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
+    utf8_sanitize(err->message);
+    utf8_sanitize(err->param);
     return -1;
 }
 

@@ -20,11 +20,47 @@
 #include <string.h>
 
 
+/* the error goes out as JSON text: it must be valid UTF-8 (a plain
+   decoder, independent of the parser's own) */
+static int
+is_utf8(const char *s)
+{
+    const unsigned char  *p = (const unsigned char *) s;
+    unsigned              cp, n, i;
+
+    while (*p) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        n = (*p >= 0xf0) ? 3 : (*p >= 0xe0) ? 2 : (*p >= 0xc0) ? 1 : 9;
+        if (n == 9 || *p > 0xf4) {
+            return 0;
+        }
+        cp = *p & (0x3f >> n);
+        for (i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if (cp < (n == 1 ? 0x80u : n == 2 ? 0x800u : 0x10000u)
+            || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        {
+            return 0;
+        }
+        p += n + 1;
+    }
+    return 1;
+}
+
+
 static void
 check_error(const llm_api_error *e)
 {
     if ((e->status != 400 && e->status != 413 && e->status != 500)
-        || e->message[0] == '\0' || e->code[0] == '\0')
+        || e->message[0] == '\0' || e->code[0] == '\0'
+        || !is_utf8(e->message) || !is_utf8(e->param))
     {
         abort();
     }

@@ -188,6 +188,12 @@ static const bad_case bad_fields[] = {
       "Invalid type for 'stream_options.include_usage': expected a boolean, "
       "but got an integer instead." },
 
+    /* a quoted value cut inside a character is mended: '?' for its bytes */
+    { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\","
+      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
+      "Invalid value: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?'. Supported "
+      "values are: 'system', 'developer', 'user', and 'assistant'." },
+
     /* misc */
     { CHAT, "\"user\":5", NULL, 400, "user", "invalid_type", NULL },
     { CHAT, "\"ignore_eos\":1", NULL, 400, "ignore_eos", "invalid_type",
