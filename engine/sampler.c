@@ -2,19 +2,24 @@
  * Token sampling (see sampler.h for the order of operations and
  * docs/sampling.md for the reasons).
  *
- * Cost per token for a vocabulary of n at temperature > 0 is a few linear
- * passes and no full sort:
+ * Cost per token for a vocabulary of n at temperature > 0 is two or three
+ * vector passes over the row and no sort of it:
  *   - bias and penalties touch only the listed / seen tokens, and are undone
  *     before returning, so the caller's logits come back unchanged;
- *   - min_p alone is a threshold (p >= min_p * p_max <=> x >= log min_p);
- *   - top_k / top_p gather the tokens within a window of the maximum, sort
- *     only those, and widen the window in the rare case it was too narrow;
- *   - the draw walks the kept tokens once (inverse CDF).
+ *   - min_p is a threshold (p >= min_p * p_max <=> x >= log min_p): one
+ *     pass of x, exp only for the tokens above it;
+ *   - top_k keeps a bounded buffer whose cut rises as it fills: one pass
+ *     of x, exp only for the k kept;
+ *   - top_p alone needs the mass of the whole row (one exp pass), then
+ *     selects within a window of the maximum, widened if too narrow;
+ *   - selection is by quickselect-style partitions (by count, by mass);
+ *   - the draw walks the kept tokens once (inverse CDF); without any
+ *     truncation it finds the block by its mass and re-evaluates only it.
  */
 #include "sampler.h"
 
-#include <math.h>
 #include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -531,10 +536,10 @@ apply_edits(llm_sampler *s, float *logits)
  *
  * GCC/clang vector extensions (4 floats: one SSE register on any x86-64,
  * one NEON register on arm64), because -O2 does not vectorize loops with
- * conditions.
- * exp is Cephes' single-precision one: range reduction by ln 2 and a
- * degree-6 polynomial, about 1 ulp, for x <= 0; NaN and x < -87 give 0. All sums run
- * in a fixed order, so results do not depend on anything but the row.
+ * conditions. exp is Cephes' single-precision one: range reduction by
+ * ln 2 and a degree-6 polynomial, about 1 ulp, for x <= 0; NaN and
+ * x < -87 give 0. All sums run in a fixed order, so results depend on
+ * nothing but the row.
  * ------------------------------------------------------------------------ */
 
 #define BLOCK  256
@@ -807,12 +812,11 @@ top_n(const float *l, int n, int k, llm_token_logprob *top)
  * truncation: temperature, min_p, top_k, top_p
  *
  * x = (l - max) / T. Every rule keeps a prefix of the total order
- * "x desc, id asc". The kept set is described either by a threshold on x
- * (min_p alone: nothing to select) or by the candidates s->cand[0 ..
- * n_kept), in no particular but deterministic order: top_k and top_p are
- * quickselect-style partitions (by count, by probability mass), never a
- * sort. Only tokens within a window of the maximum are gathered; the
- * window widens in the rare case it holds too few.
+ * "x desc, id asc". With no rule on, every token is kept and nothing is
+ * listed (the draw uses the block masses). Otherwise the kept tokens are
+ * listed in s->cand[0 .. n_kept), in no particular but deterministic
+ * order: top_k and top_p are quickselect-style partitions (by count, by
+ * probability mass), never a sort of the row.
  * ------------------------------------------------------------------------ */
 
 typedef struct {
