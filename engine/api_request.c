@@ -8,6 +8,7 @@
  * schema where they are nullable.
  */
 #include "api_request.h"
+#include "ngx_llm_ring.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -176,12 +177,12 @@ llm_api_limits_default(llm_api_limits *lim)
     lim->max_body = 4u << 20;
     lim->max_depth = 64;
     lim->max_messages = 4096;
-    lim->max_prompt_ids = 32768;
+    lim->max_prompt_ids = LLM_RING_MAX_PROMPT;  /* what a slot can carry */
     lim->vocab_size = 0;
     lim->max_stop = 4;
     lim->max_stop_len = 1024;
-    lim->max_stop_ids = 16;
-    lim->max_logit_bias = 300;
+    lim->max_stop_ids = LLM_RING_MAX_STOP_IDS;
+    lim->max_logit_bias = LLM_RING_MAX_BIAS;
     lim->max_top_logprobs = LLM_MAX_TOP_LOGPROBS;
     lim->max_logprobs = 5;
     lim->max_n = 1;

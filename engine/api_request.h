@@ -59,9 +59,9 @@ typedef struct {
     int     max_n;             /* choices per request; 1 for now */
 } llm_api_limits;
 
-/* 4 MiB body, depth 64, 4096 messages, 32768 prompt ids, vocab unchecked,
-   4 stop strings of at most 1024 bytes, 16 stop ids, 300 biases,
-   top_logprobs 20, completions logprobs 5, n 1 */
+/* 4 MiB body, depth 64, 4096 messages, vocab unchecked, 4 stop strings of
+   at most 1024 bytes, top_logprobs 20, completions logprobs 5, n 1; prompt
+   ids, stop ids and biases: what one ring slot carries (32768, 16, 64) */
 void llm_api_limits_default(llm_api_limits *lim);
 
 typedef struct {

@@ -685,6 +685,29 @@ test_limits(void)
        "brackets and escaped quotes inside strings ignored by depth scan");
     llm_api_request_free(&r);
 
+    /* default logit_bias cap: what one ring slot carries (64) */
+    for (n = 64; n <= 65; n++) {
+        int  at = snprintf(body, sizeof(body), "{\"model\":\"m\","
+                           "\"prompt\":\"x\",\"logit_bias\":{");
+
+        for (i = 0; i < n; i++) {
+            at += snprintf(body + at, sizeof(body) - (size_t) at,
+                           "%s\"%d\":1", i ? "," : "", i);
+        }
+        snprintf(body + at, sizeof(body) - (size_t) at, "}}");
+        i = llm_api_parse(&r, body, strlen(body), COMP, NULL, &e);
+        if (n == 64) {
+            ok(i == 0 && r.n_logit_bias == 64, "64 logit_bias entries");
+            llm_api_request_free(&r);
+        } else {
+            ok(i == -1 && strcmp(e.code, "object_above_max_properties") == 0,
+               "65 logit_bias entries refused by default");
+            is_str(e.message, "Invalid 'logit_bias': too many entries. "
+                   "Expected at most 64, but got 65 instead.",
+                   "logit_bias cap message");
+        }
+    }
+
     /* a long conversation */
     {
         size_t  cap = 64 * 4096 + 64, at;
