@@ -41,6 +41,9 @@ typedef struct {
     int        kv_block_size;      /* token slots per KV block */
     int        kv_n_blocks;        /* KV blocks in the pool */
     int        max_batch_tokens;   /* most tokens one forward may carry */
+    int        exact;              /* 1: float activations and double sums
+                                      (llm_matmul_ref, one thread, slow):
+                                      for tests against the fp32 reference */
 } llm_backend_options;
 
 typedef struct {
@@ -79,7 +82,7 @@ struct llm_backend {
 };
 
 /* n_threads 2, blocks of 16, enough blocks for one context_length sequence,
- * max_batch_tokens 512 */
+ * max_batch_tokens 512, exact 0 */
 void llm_backend_options_default(llm_backend_options *o,
     const llm_model *m);
 

@@ -333,6 +333,21 @@ add_rows(float *x, const float *y, size_t n)
  * forward
  */
 
+/* out(n, w->rows) = x(n, w->cols) @ W^T */
+static void
+matmul(llm_backend *be, float *out, const float *x, int n,
+    const llm_tensor *w)
+{
+    cpu_ctx  *c = be->ctx;
+
+    if (be->opt.exact) {
+        llm_matmul_ref(out, x, n, w);
+    } else {
+        llm_matmul(c->tp, out, x, n, w);
+    }
+}
+
+
 static int
 check_batch(llm_backend *be, const llm_batch *b)
 {
@@ -398,20 +413,20 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
 
     rmsnorm_rows(c, c->xb, c->x, l->attn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
-    llm_matmul(c->tp, c->q, c->xb, n, &l->wq);
-    llm_matmul(c->tp, c->k, c->xb, n, &l->wk);
-    llm_matmul(c->tp, c->v, c->xb, n, &l->wv);
+    matmul(be, c->q, c->xb, n, &l->wq);
+    matmul(be, c->k, c->xb, n, &l->wk);
+    matmul(be, c->v, c->xb, n, &l->wv);
     llm_threadpool_run(c->tp, qkv_finish_task, &lj);
     llm_threadpool_run(c->tp, attention_task, &lj);
-    llm_matmul(c->tp, c->xb2, c->att, n, &l->wo);
+    matmul(be, c->xb2, c->att, n, &l->wo);
     add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
-    llm_matmul(c->tp, c->hb, c->xb, n, &l->w_gate);
-    llm_matmul(c->tp, c->hb2, c->xb, n, &l->w_up);
+    matmul(be, c->hb, c->xb, n, &l->w_gate);
+    matmul(be, c->hb2, c->xb, n, &l->w_up);
     llm_threadpool_run(c->tp, swiglu_task, &sj);
-    llm_matmul(c->tp, c->xb2, c->hb, n, &l->w_down);
+    matmul(be, c->xb2, c->hb, n, &l->w_down);
     add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
 }
 
@@ -439,7 +454,7 @@ cpu_forward(llm_backend *be, const llm_batch *b)
     if (b->n_logits > 0) {
         rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
                      cfg->norm_eps, b->logit_idx);
-        llm_matmul(c->tp, b->logits, c->xb, b->n_logits, &m->output);
+        matmul(be, b->logits, c->xb, b->n_logits, &m->output);
     }
     return 0;
 }
@@ -505,6 +520,7 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
     o->kv_n_blocks = (m->cfg.max_seq_len + o->kv_block_size - 1)
                      / o->kv_block_size;
     o->max_batch_tokens = 512;
+    o->exact = 0;
 }
 
 
