@@ -31,7 +31,7 @@
 #define MEMBW_X86 1
 #endif
 
-#define MEMBW_PASSES   7        /* plus one untimed warm-up pass */
+#define MEMBW_PASSES   15       /* plus one untimed warm-up pass */
 #define MEMBW_ALIGN    (2u << 20)
 
 static volatile uint64_t membw_sink;
