@@ -176,6 +176,7 @@ llm_api_limits_default(llm_api_limits *lim)
 {
     lim->max_body = 4u << 20;
     lim->max_depth = 64;
+    lim->max_values = 100000;
     lim->max_messages = 4096;
     lim->max_prompt_ids = LLM_RING_MAX_PROMPT;  /* what a slot can carry */
     lim->vocab_size = 0;
@@ -251,7 +252,7 @@ prescan(const char *body, size_t len, const llm_api_limits *lim,
     int *unfinished, llm_api_error *err)
 {
     const unsigned char  *p = (const unsigned char *) body;
-    size_t                i, n;
+    size_t                i, n, values = 1;
     int                   depth = 0, in_string = 0;
 
     for (i = 0; i < len; i += n) {
@@ -278,8 +279,15 @@ prescan(const char *body, size_t len, const llm_api_limits *lim,
         }
         if (p[i] == '"') {
             in_string = 1;
-        } else if (p[i] == '[' || p[i] == '{') {
-            if (++depth > lim->max_depth) {
+        } else if (p[i] == ',' || p[i] == '[' || p[i] == '{') {
+            /* every value but the root follows a comma or opens its
+               container: an upper bound on cJSON's nodes */
+            if (++values > lim->max_values) {
+                return fail(err, 400, "invalid_json", "",
+                            "The JSON body has more than %zu values.",
+                            lim->max_values);
+            }
+            if (p[i] != ',' && ++depth > lim->max_depth) {
                 return fail(err, 400, "invalid_json", "",
                             "The JSON body nests arrays and objects deeper "
                             "than %d levels.", lim->max_depth);
@@ -736,9 +744,11 @@ parse_token_ids(const cJSON *arr, const char *param, int max_n, int vocab,
         return fail_oom(err);
     }
     cJSON_ArrayForEach(v, arr) {
-        snprintf(p, sizeof(p), "%s[%d]", param, i);
-        if (int_value(v, p, 0, max_id, &id, err) != 0) {
-            return -1;
+        /* the fast path: a 32k-id prompt must not pay for error texts */
+        id = cJSON_IsNumber(v) ? v->valuedouble : -1;
+        if (!(id >= 0 && id <= max_id && id == floor(id))) {
+            snprintf(p, sizeof(p), "%s[%d]", param, i);
+            return int_value(v, p, 0, max_id, &id, err);
         }
         (*out)[i++] = (int32_t) id;
     }

@@ -47,6 +47,10 @@
 typedef struct {
     size_t  max_body;          /* bytes; a longer body is a 413 (0: none) */
     int     max_depth;         /* nesting of arrays and objects */
+    size_t  max_values;        /* JSON values in the body: cJSON spends
+                                  about 64 bytes on each, so this bounds a
+                                  request's memory ([0,0,...] is 2 bytes
+                                  of body per value) */
     int     max_messages;      /* chat: entries in messages */
     int     max_prompt_ids;    /* completions: token ids in prompt */
     int     vocab_size;        /* > 0: every token id must be below it */
@@ -59,7 +63,7 @@ typedef struct {
     int     max_n;             /* choices per request; 1 for now */
 } llm_api_limits;
 
-/* 4 MiB body, depth 64, 4096 messages, vocab unchecked, 4 stop strings of
+/* 4 MiB body, depth 64, 100000 values, 4096 messages, vocab unchecked, 4 stop strings of
    at most 1024 bytes, top_logprobs 20, completions logprobs 5, n 1; prompt
    ids, stop ids and biases: what one ring slot carries (32768, 16, 64) */
 void llm_api_limits_default(llm_api_limits *lim);

@@ -685,6 +685,19 @@ test_limits(void)
        "brackets and escaped quotes inside strings ignored by depth scan");
     llm_api_request_free(&r);
 
+    /* value count: bounded before cJSON builds a node for each */
+    llm_api_limits_default(&lim);
+    lim.max_values = 7;     /* root, model, prompt, 1, 2, 3, x */
+    b = "{\"model\":\"m\",\"prompt\":[1,2,3],\"x\":\",,,,[{\"}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == 0,
+       "7 values (commas inside strings do not count)");
+    llm_api_request_free(&r);
+    b = "{\"model\":\"m\",\"prompt\":[1,2,3,4],\"x\":1}";
+    ok(llm_api_parse(&r, b, strlen(b), COMP, &lim, &e) == -1
+       && strcmp(e.code, "invalid_json") == 0, "8 values refused");
+    is_str(e.message, "The JSON body has more than 7 values.",
+           "value count message");
+
     /* default logit_bias cap: what one ring slot carries (64) */
     for (n = 64; n <= 65; n++) {
         int  at = snprintf(body, sizeof(body), "{\"model\":\"m\","
