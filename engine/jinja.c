@@ -459,7 +459,7 @@ lex_tag(jparser *p, int is_var)
 {
     const char  *s;
     token       *t;
-    int          braces, strip, line;
+    int          braces, strip, keep, line;
     size_t       start;
 
     braces = 0;
@@ -478,12 +478,14 @@ lex_tag(jparser *p, int is_var)
         }
         s = p->src + p->pos;
         strip = 0;
+        keep = 0;
         if (*s == '-' || *s == '+') {
             if ((!is_var && p->len - p->pos >= 3 && s[1] == '%' && s[2] == '}')
                 || (is_var && braces == 0 && p->len - p->pos >= 3
                     && s[1] == '}' && s[2] == '}'))
             {
                 strip = *s == '-';
+                keep = *s == '+';     /* "+%}" turns trim_blocks off */
                 p->pos++;
                 s++;
             }
@@ -496,7 +498,7 @@ lex_tag(jparser *p, int is_var)
             if (push_tok(p, is_var ? TK_VAR_END : TK_BLOCK_END) == NULL) {
                 return;
             }
-            after_tag_end(p, strip, !is_var);
+            after_tag_end(p, strip, !is_var && !keep);
             return;
         }
         if (*s == '"' || *s == '\'') {

@@ -747,17 +747,26 @@ to_str_buf(jrender *r, jbuf *b, jval v, int repr)
         if (++r->nest > JINJA_MAX_NEST) {
             die(r, 0, "value nested deeper than %d levels", JINJA_MAX_NEST);
         }
-        buf_add(r, b, v.u.list->is_tuple ? "(" : "[", 1);
+        if (v.u.list->is_tuple >= JLIST_DICT_ITEMS) {
+            static const char *const views[] = {
+                "dict_items([", "dict_keys([", "dict_values(["
+            };
+
+            buf_str(r, b, views[v.u.list->is_tuple - JLIST_DICT_ITEMS]);
+        } else {
+            buf_add(r, b, v.u.list->is_tuple ? "(" : "[", 1);
+        }
         for (size_t i = 0; i < v.u.list->n; i++) {
             if (i) {
                 buf_add(r, b, ", ", 2);
             }
             to_str_buf(r, b, v.u.list->items[i], 1);
         }
-        if (v.u.list->is_tuple && v.u.list->n == 1) {
+        if (v.u.list->is_tuple == JLIST_TUPLE && v.u.list->n == 1) {
             buf_add(r, b, ",", 1);
         }
-        buf_add(r, b, v.u.list->is_tuple ? ")" : "]", 1);
+        buf_str(r, b, v.u.list->is_tuple >= JLIST_DICT_ITEMS ? "])"
+                      : v.u.list->is_tuple ? ")" : "]");
         r->nest--;
         return;
     case JV_DICT:
@@ -888,6 +897,12 @@ json_dump(jrender *r, jbuf *b, jval v, const json_opts *o, int level)
         return;
     case JV_STR: json_str(r, b, v, o->ensure_ascii); return;
     case JV_LIST:
+        if (v.u.list->is_tuple >= JLIST_DICT_ITEMS) {
+            die(r, 0, "Object of type %s is not JSON serializable",
+                v.u.list->is_tuple == JLIST_DICT_ITEMS ? "dict_items"
+                : v.u.list->is_tuple == JLIST_DICT_KEYS ? "dict_keys"
+                : "dict_values");
+        }
         if (v.u.list->n == 0) {
             buf_str(r, b, "[]");
             return;
@@ -1421,6 +1436,9 @@ contains(jrender *r, jval hay, jval needle, int line)
         }
         return 0;
     case JV_DICT:
+        if (needle.type == JV_LIST || needle.type == JV_DICT) {
+            die(r, line, "unhashable type: '%s'", type_name(needle));
+        }
         return dict_find(hay.u.dict, needle) != NULL;
     case JV_UNDEF:
         return 0;
@@ -1968,11 +1986,14 @@ call_method(jrender *r, jmethod *m, jargs *a)
     case JM_KEYS:
     case JM_VALUES:
         out = mk_list(r, s.u.dict->n);
+        out.u.list->is_tuple = m->id == JM_ITEMS ? JLIST_DICT_ITEMS
+                               : m->id == JM_KEYS ? JLIST_DICT_KEYS
+                               : JLIST_DICT_VALUES;
         for (size_t i = 0; i < s.u.dict->n; i++) {
             if (m->id == JM_ITEMS) {
                 jval  pair = mk_list(r, 2);
 
-                pair.u.list->is_tuple = 1;
+                pair.u.list->is_tuple = JLIST_TUPLE;
                 pair.u.list->items[0] = s.u.dict->keys[i];
                 pair.u.list->items[1] = s.u.dict->vals[i];
                 out.u.list->items[i] = pair;
@@ -2029,21 +2050,16 @@ run_test(jrender *r, const char *name, jval v, jargs *a)
         return v.type == JV_MACRO || v.type == JV_FUNC || v.type == JV_METHOD;
     }
     if (IS("lower") || IS("upper")) {
-        return v.type == JV_STR && str_is_case(v, name[0] == 'u');
+        /* jinja2: str(value).islower() */
+        return str_is_case(to_str(r, v), name[0] == 'u');
     }
     if (IS("escaped")) return 0;
     if (IS("odd") || IS("even") || IS("divisibleby")) {
-        long long  d = IS("divisibleby") ? arg_int(r, a, 0, "num", 1) : 2;
+        /* value % 2 / value % num, with Python's modulo on ints and floats */
+        jval  d = IS("divisibleby") ? arg(a, 0, "num", mk_int(1)) : mk_int(2);
+        jval  m = arith(r, JOP_MOD, v, d, line);
 
-        if (v.type != JV_INT && v.type != JV_BOOL) {
-            die(r, line, "test '%s' needs an integer, not %s", name,
-                type_name(v));
-        }
-        if (d == 0) {
-            die(r, line, "integer division or modulo by zero");
-        }
-        if (IS("odd")) return num_i(v) % 2 != 0;
-        return num_i(v) % d == 0;
+        return IS("odd") ? values_equal(m, mk_int(1)) : values_equal(m, mk_int(0));
     }
     x = arg(a, 0, NULL, mk_undef(NULL, 0));
     if (IS("equalto") || IS("eq") || IS("==")) return values_equal(v, x);
@@ -2148,6 +2164,34 @@ filter_select(jrender *r, jval v, jargs *a, int by_attr, int keep)
 
 static jval apply_filter(jrender *r, const char *name, jval v, jargs *a);
 
+
+/* jinja2's title filter (not str.title()): words start after runs of
+   whitespace, '-', '(', '{', '[' or '<'; each word is its first character
+   upper-cased and the rest lower-cased */
+static jval
+filter_title(jrender *r, jval s)
+{
+    jbuf              b = { 0 };
+    utf8proc_int32_t  c;
+    utf8proc_uint8_t  enc[4];
+    size_t            i, k;
+    int               word_start = 1, sep;
+
+    for (i = 0; i < s.u.str.n; i += k) {
+        c = u8_get(s.u.str.s + i, s.u.str.n - i, &k);
+        sep = py_isspace(c) || c == '-' || c == '(' || c == '{' || c == '['
+              || c == '<';
+        if (sep) {
+            word_start = 1;
+        } else {
+            c = word_start ? utf8proc_toupper(c) : utf8proc_tolower(c);
+            word_start = 0;
+        }
+        buf_add(r, &b, (char *) enc, utf8proc_encode_char(c, enc));
+    }
+    return mk_buf(&b);
+}
+
 static jval
 filter_map(jrender *r, jval v, jargs *a)
 {
@@ -2234,6 +2278,7 @@ filter_int(jrender *r, jval v, jargs *a)
     jval       s;
 
     switch (v.type) {
+    case JV_UNDEF: die_undefined(r, a->line, v);
     case JV_INT: return v;
     case JV_BOOL: return mk_int(v.u.b);
     case JV_FLOAT:
@@ -2393,7 +2438,7 @@ apply_filter(jrender *r, const char *name, jval v, jargs *a)
     }
     if (IS("upper")) return str_case(r, to_str(r, v), CASE_UPPER);
     if (IS("lower")) return str_case(r, to_str(r, v), CASE_LOWER);
-    if (IS("title")) return str_case(r, to_str(r, v), CASE_TITLE);
+    if (IS("title")) return filter_title(r, to_str(r, v));
     if (IS("capitalize")) return str_case(r, to_str(r, v), CASE_CAPITALIZE);
     if (IS("replace")) {
         return str_replace(r, to_str(r, v), arg_str(r, a, 0, "old", NULL),
@@ -2466,6 +2511,7 @@ apply_filter(jrender *r, const char *name, jval v, jargs *a)
     if (IS("map")) return filter_map(r, v, a);
     if (IS("int")) return filter_int(r, v, a);
     if (IS("float")) {
+        if (v.type == JV_UNDEF) die_undefined(r, line, v);
         if (is_number(v)) return mk_float(num_f(v));
         if (v.type == JV_STR) {
             char  tmp[64], *end;
@@ -2494,6 +2540,7 @@ apply_filter(jrender *r, const char *name, jval v, jargs *a)
         double     m = pow(10.0, (double) prec), x = num_f(v);
 
         if (!is_number(v)) die(r, line, "round: needs a number");
+        if (v.type != JV_FLOAT) return mk_int(num_i(v));   /* round(int) */
         jval       how = arg(a, 1, "method", mk_cstr("common"));
 
         /* "common" is Python's round(): half to even */
@@ -2796,7 +2843,7 @@ eval_node(jrender *r, const jnode *n, frame *f)
     case JN_LIST:
     case JN_TUPLE:
         v = mk_list(r, (size_t) n->nkids);
-        v.u.list->is_tuple = n->kind == JN_TUPLE;
+        v.u.list->is_tuple = n->kind == JN_TUPLE ? JLIST_TUPLE : JLIST_LIST;
         for (int i = 0; i < n->nkids; i++) {
             v.u.list->items[i] = eval(r, n->kids[i], f);
         }

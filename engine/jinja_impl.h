@@ -109,11 +109,17 @@ struct jval {
     } u;
 };
 
-/* a Python list, or a tuple (the same but for how str() prints it) */
+/* a Python list, tuple or dict view: all the same but for how str() prints
+   them ("[1]", "(1,)", "dict_items([...])") */
+enum {
+    JLIST_LIST = 0, JLIST_TUPLE, JLIST_DICT_ITEMS, JLIST_DICT_KEYS,
+    JLIST_DICT_VALUES,
+};
+
 struct jlist {
     jval    *items;   /* (n) */
     size_t   n;
-    int      is_tuple;
+    int      is_tuple;   /* JLIST_* */
 };
 
 /* ordered, like Python's dict; keys are any hashable value (mostly str) */
