@@ -385,6 +385,50 @@ test_against_reference(void)
 }
 
 
+/* many rows and cut points, small enough to run the partition code on
+   nuclei of a few to a few thousand tokens */
+static void
+test_selection_sweep(void)
+{
+    int n = 3000, bad = 0, rows = 60;
+    float l[3000], probs[3000];
+    double want[3000];
+    llm_sampling_params p;
+    llm_sampler s;
+
+    for (int r = 0; r < rows; r++) {
+        int kept, ref_kept;
+
+        random_logits(l, n, 0.5f + (float) lcg_uniform() * 3.0f);
+        llm_sampling_params_default(&p);
+        p.has_seed = 1;
+        p.temperature = 0.5f + (float) lcg_uniform() * 1.5f;
+        p.top_p = 0.05f + (float) lcg_uniform() * 0.94f;
+        p.top_k = r % 3 == 0 ? 1 + (int) (lcg_uniform() * 2000) : 0;
+        p.min_p = r % 4 == 1 ? (float) lcg_uniform() * 0.01f : 0.0f;
+        s = make(&p, n);
+        kept = llm_sampler_distribution(&s, l, n, probs);
+        ref_kept = ref_distribution(l, n, p.temperature, p.top_k, p.top_p,
+                                    p.min_p, want);
+        for (int i = 0; i < n; i++) {
+            if ((probs[i] > 0) != (want[i] > 0)
+                || fabs(probs[i] - want[i]) > 1e-6)
+            {
+                kept = -2;
+            }
+        }
+        if (kept != ref_kept) {
+            printf("# row %d: T=%g top_k=%d top_p=%g min_p=%g: kept %d, "
+                   "ref %d\n", r, p.temperature, p.top_k, p.top_p, p.min_p,
+                   kept, ref_kept);
+            bad++;
+        }
+        llm_sampler_free(&s);
+    }
+    is_int(bad, 0, "%d random rows and cuts: kept sets as a full sort", rows);
+}
+
+
 /* ------------------------------------------------------------------------
  * penalties and bias: the edited logits, read back through the processed
  * logprobs of a greedy step (log_softmax of the edited logits)
@@ -819,6 +863,7 @@ main(void)
     test_temperature();
     test_truncation();
     test_against_reference();
+    test_selection_sweep();
     test_penalties();
     test_logit_bias();
     test_seed();
