@@ -205,7 +205,7 @@ SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
 
 const llm_kernel_set llm_kernels_scalar = {
     tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K,
+    tile_q4_K, tile_q6_K, NULL, NULL,
 };
 
 
@@ -292,19 +292,20 @@ pick_kernel(const llm_kernel_set *set, uint32_t type)
 }
 
 
-static llm_tile_fn
-kernel_for(uint32_t type)
+/* the best set of the current instruction set or below with a kernel
+ * for type */
+static const llm_kernel_set *
+kernels_for(uint32_t type)
 {
     static const llm_kernel_set *sets[] = {
         &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
     };
     for (int isa = llm_kernels_isa(); isa > 0; isa--) {
-        llm_tile_fn fn = pick_kernel(sets[isa], type);
-        if (fn) {
-            return fn;
+        if (pick_kernel(sets[isa], type)) {
+            return sets[isa];
         }
     }
-    return pick_kernel(&llm_kernels_scalar, type);
+    return &llm_kernels_scalar;
 }
 
 
@@ -407,6 +408,7 @@ typedef struct {
     const float       *x;
     size_t             ld_x;
     uint32_t           act_type;     /* 0: none, Q8_0: q8a, Q8_K: q8k */
+    const llm_kernel_set *set;       /* q8a rows go through set->q32_pack */
 } matmul_job;
 
 
@@ -414,15 +416,28 @@ static void
 quantize_rows(matmul_job *job, int i0, int i1)
 {
     int cols = job->w->cols;
+    llm_block_q8a *tmp = NULL;
 
-    for (int i = i0; i < i1; i++) {
-        void *dst = (uint8_t *) job->act + i * job->act_stride;
-        if (job->act_type == GGML_TYPE_Q8_K) {
-            llm_quantize_row_q8k(job->x + i * job->ld_x, dst, cols);
-        } else {
-            llm_quantize_row_q8a(job->x + i * job->ld_x, dst, cols);
+    if (job->act_type == GGML_TYPE_Q8_0 && job->set->q32_pack) {
+        tmp = malloc(sizeof(llm_block_q8a) * (cols / LLM_QK));
+        if (tmp == NULL) {
+            fprintf(stderr, "llm_matmul: out of memory for activations\n");
+            abort();
         }
     }
+    for (int i = i0; i < i1; i++) {
+        uint8_t *dst = (uint8_t *) job->act + i * job->act_stride;
+        const float *x = job->x + i * job->ld_x;
+        if (job->act_type == GGML_TYPE_Q8_K) {
+            llm_quantize_row_q8k(x, (llm_block_q8k *) dst, cols);
+        } else if (tmp) {
+            llm_quantize_row_q8a(x, tmp, cols);
+            job->set->q32_pack(job->w->type, tmp, cols / LLM_QK, dst);
+        } else {
+            llm_quantize_row_q8a(x, (llm_block_q8a *) dst, cols);
+        }
+    }
+    free(tmp);
 }
 
 
@@ -510,7 +525,8 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     }
     memset(&job, 0, sizeof(job));
     job.w = w;
-    job.kernel = kernel_for(w->type);
+    job.set = kernels_for(w->type);
+    job.kernel = pick_kernel(job.set, w->type);
     job.n_x = n_x;
     job.out = out;
     job.ld_out = ld_out;
@@ -524,7 +540,9 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
         break;
     case LLM_QK:
         job.act_type = GGML_TYPE_Q8_0;
-        job.act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
+        job.act_stride = job.set->q32_pack
+                         ? job.set->q32_act_bytes(w->cols / LLM_QK)
+                         : (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
         break;
     default:
         job.act_type = GGML_TYPE_Q8_K;

@@ -37,9 +37,15 @@ typedef struct {
 
 typedef void (*llm_tile_fn)(const llm_tile *t);
 
-/* kernels by ggml type; NULL where a set has none (scalar is then used) */
+/* kernels by ggml type; NULL where a set has none (the next lower set's
+ * kernel is used). A set may want the q8a activations of the 32-element
+ * types rearranged (q32_pack, same values): then its q4_0/q4_1/q8_0
+ * kernels read act rows of q32_act_bytes(blocks) bytes made by q32_pack. */
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
+    size_t        (*q32_act_bytes)(int n_blocks);
+    void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
+                              uint8_t *dst);
 } llm_kernel_set;
 
 extern const llm_kernel_set llm_kernels_scalar;

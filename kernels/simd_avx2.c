@@ -323,7 +323,7 @@ TILE(tile_q6_K, dot_q6_K(t->n, w, x))
 
 const llm_kernel_set llm_kernels_avx2 = {
     tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K,
+    tile_q4_K, tile_q6_K, NULL, NULL,
 };
 
 #else

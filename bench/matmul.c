@@ -1,0 +1,182 @@
+/*
+ * Microbenchmark of llm_matmul.
+ *
+ *   bench/matmul [threads] [seconds-per-case]
+ *
+ * 1. one 1536x576 Q4_1 matrix (SmolLM2's gate/up; fits in L2): GB/s of
+ *    weight bytes at n_x = 1 and the time of n_x = 4 and 16 relative to 1;
+ * 2. every weight matrix of a SmolLM2-135M-shaped model (30 layers of Q4_1
+ *    projections + the 49152x576 Q8_0 classifier, about 96 MB, far beyond
+ *    the last-level cache), multiplied in turn as one decode step does:
+ *    GB/s against the DRAM read bandwidth measured here the same way
+ *    (all threads, read-only, 1 GiB), i.e. the fraction of the roofline;
+ * 3. the same for n_x = 4 and 16 (one step of a batch of decodes).
+ * Best of several repeats: the machine may be shared.
+ *
+ * Build: cc -O2 -pthread -Iengine -Ikernels bench/matmul.c kernels/[a-z]*.c
+ *        engine/gguf.c -lm
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "matmul.h"
+#include "quant.h"
+#include "threadpool.h"
+
+static double
+now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+static llm_tensor
+random_matrix(uint32_t type, int rows, int cols)
+{
+    size_t bytes = ggml_row_size(type, cols) * rows;
+    uint8_t *p = malloc(bytes);
+    float *row = malloc(sizeof(float) * cols);
+
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++) {
+            row[c] = (float) ((r * 31 + c * 17) % 113) / 56.0f - 1.0f;
+        }
+        llm_quantize_row(type, row, p + ggml_row_size(type, cols) * r, cols);
+    }
+    free(row);
+    return llm_tensor_make(p, type, rows, cols);
+}
+
+
+/* --- DRAM read bandwidth --------------------------------------------------- */
+
+typedef struct {
+    const uint64_t *buf;
+    size_t          n;
+    uint64_t        sink[64];
+} bw_job;
+
+static void
+read_task(void *p, int ith, int nth)
+{
+    bw_job *job = p;
+    size_t per = job->n / nth, i0 = per * ith;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+
+    for (size_t i = i0; i + 4 <= i0 + per; i += 4) {
+        a ^= job->buf[i];
+        b ^= job->buf[i + 1];
+        c ^= job->buf[i + 2];
+        d ^= job->buf[i + 3];
+    }
+    job->sink[ith % 64] = a ^ b ^ c ^ d;
+}
+
+
+static double
+dram_gbs(llm_threadpool *tp)
+{
+    size_t bytes = (size_t) 1 << 30;
+    bw_job job = { .n = bytes / 8 };
+    uint64_t *buf = malloc(bytes);
+    double best = 1e9;
+
+    memset(buf, 1, bytes);
+    job.buf = buf;
+    for (int k = 0; k < 5; k++) {
+        double t0 = now();
+        llm_threadpool_run(tp, read_task, &job);
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    free(buf);
+    return bytes / best / 1e9;
+}
+
+
+/* --- cases -------------------------------------------------------------- */
+
+static double
+best_time(llm_threadpool *tp, const llm_tensor *ws, int n_w, int n_x,
+    float *x, float *out, double seconds)
+{
+    double best = 1e9, end = now() + seconds;
+
+    for (int k = 0; k < 3 || now() < end; k++) {
+        double t0 = now();
+        for (int j = 0; j < n_w; j++) {
+            llm_matmul(tp, out, x, n_x, &ws[j]);
+        }
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    double secs = argc > 2 ? atof(argv[2]) : 1.0;
+    llm_threadpool *tp = llm_threadpool_create(threads);
+    float *x = malloc(sizeof(float) * 16 * 49152);
+    float *out = malloc(sizeof(float) * 16 * 49152);
+    llm_tensor one, model[30 * 7 + 1];
+    size_t model_bytes = 0;
+    double t1, t4, t16;
+
+    for (int k = 0; k < 16 * 49152; k++) {
+        x[k] = (float) (k % 97) / 48.0f - 1.0f;
+    }
+    printf("kernels %s, %d threads\n", llm_kernels_isa_name(llm_kernels_isa()),
+           threads);
+
+    one = random_matrix(GGML_TYPE_Q4_1, 1536, 576);
+    size_t one_bytes = ggml_row_size(one.type, one.cols) * one.rows;
+    t1 = best_time(tp, &one, 1, 1, x, out, secs);
+    t4 = best_time(tp, &one, 1, 4, x, out, secs);
+    t16 = best_time(tp, &one, 1, 16, x, out, secs);
+    printf("Q4_1 1536x576 (%.0f KB, cache-resident): n_x=1 %.1f us = %.1f "
+           "GB/s; n_x=4 %.2fx, n_x=16 %.2fx the time of n_x=1\n",
+           one_bytes / 1024.0, t1 * 1e6, one_bytes / t1 / 1e9, t4 / t1,
+           t16 / t1);
+
+    for (int l = 0; l < 30; l++) {
+        static const int shape[7][2] = {
+            { 576, 576 }, { 192, 576 }, { 192, 576 }, { 576, 576 },
+            { 1536, 576 }, { 1536, 576 }, { 576, 1536 },
+        };
+        for (int j = 0; j < 7; j++) {
+            model[l * 7 + j] = random_matrix(GGML_TYPE_Q4_1, shape[j][0],
+                                             shape[j][1]);
+        }
+    }
+    model[210] = random_matrix(GGML_TYPE_Q8_0, 49152, 576);
+    for (int j = 0; j < 211; j++) {
+        model_bytes += ggml_row_size(model[j].type, model[j].cols) * model[j].rows;
+    }
+    double bw = dram_gbs(tp);
+    t1 = best_time(tp, model, 211, 1, x, out, 3 * secs);
+    t4 = best_time(tp, model, 211, 4, x, out, 3 * secs);
+    t16 = best_time(tp, model, 211, 16, x, out, 3 * secs);
+    printf("DRAM read bandwidth (%d threads, 1 GiB): %.1f GB/s\n", threads, bw);
+    printf("SmolLM2-135M-shaped weights (%.1f MB, 211 matmuls):\n",
+           model_bytes / 1e6);
+    printf("  n_x=1 : %.2f ms/step, %.1f GB/s = %.0f%% of DRAM roofline "
+           "(%.0f steps/s, roofline %.0f)\n", t1 * 1e3, model_bytes / t1 / 1e9,
+           100.0 * model_bytes / t1 / 1e9 / bw, 1 / t1, bw * 1e9 / model_bytes);
+    printf("  n_x=4 : %.2f ms/step, %.2fx the time of n_x=1 (%.0f rows/s)\n",
+           t4 * 1e3, t4 / t1, 4 / t4);
+    printf("  n_x=16: %.2f ms/step, %.2fx the time of n_x=1 (%.0f rows/s)\n",
+           t16 * 1e3, t16 / t1, 16 / t16);
+    llm_threadpool_free(tp);
+    return 0;
+}
