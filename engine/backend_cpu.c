@@ -77,6 +77,22 @@ be_fail(llm_backend *be, const char *fmt, ...)
  * row-parallel pieces
  */
 
+/* below this many multiply-adds a job runs on the calling thread: waking
+ * the pool costs more than the work (decode's norms, rope, SwiGLU), and on
+ * a busy machine every wake-up risks waiting for a descheduled worker.
+ * The split never changes a result: each row is computed the same way. */
+#define CPU_PARALLEL_MIN  32768
+
+static void
+run_job(cpu_ctx *c, llm_task_fn fn, void *job, size_t work)
+{
+    if (work < CPU_PARALLEL_MIN) {
+        fn(job, 0, 1);
+    } else {
+        llm_threadpool_run(c->tp, fn, job);
+    }
+}
+
 static void
 rmsnorm_row(float *out, const float *x, const float *w, int n, float eps)
 {
@@ -125,7 +141,7 @@ rmsnorm_rows(cpu_ctx *c, float *out, const float *in, const float *w,
 {
     norm_job  j = { out, in, w, n_rows, dim, eps, rows };
 
-    llm_threadpool_run(c->tp, norm_task, &j);
+    run_job(c, norm_task, &j, (size_t) n_rows * dim);
 }
 
 
@@ -401,6 +417,20 @@ check_batch(llm_backend *be, const llm_batch *b)
 }
 
 
+/* multiply-adds of a layer's attention: every token reads pos + 1 keys */
+static size_t
+attention_work(const cpu_ctx *c, const llm_batch *b, int head_dim)
+{
+    size_t  w = 0;
+    int     i;
+
+    for (i = 0; i < b->n_tokens; i++) {
+        w += (size_t) (b->pos[i] + 1);
+    }
+    return w * c->n_heads * head_dim * 2;
+}
+
+
 static void
 forward_layer(llm_backend *be, const llm_batch *b, int layer)
 {
@@ -416,8 +446,8 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     matmul(be, c->q, c->xb, n, &l->wq);
     matmul(be, c->k, c->xb, n, &l->wk);
     matmul(be, c->v, c->xb, n, &l->wv);
-    llm_threadpool_run(c->tp, qkv_finish_task, &lj);
-    llm_threadpool_run(c->tp, attention_task, &lj);
+    run_job(c, qkv_finish_task, &lj, (size_t) n * (c->q_dim + c->kv_dim));
+    run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
     matmul(be, c->xb2, c->att, n, &l->wo);
     add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
 
@@ -425,7 +455,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
                  NULL);
     matmul(be, c->hb, c->xb, n, &l->w_gate);
     matmul(be, c->hb2, c->xb, n, &l->w_up);
-    llm_threadpool_run(c->tp, swiglu_task, &sj);
+    run_job(c, swiglu_task, &sj, sj.n);
     matmul(be, c->xb2, c->hb, n, &l->w_down);
     add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
 }

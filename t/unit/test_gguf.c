@@ -318,6 +318,126 @@ test_corrupt(void)
 }
 
 
+/* ---------------------------------------------------------------------------
+ * a GGUF built in memory: K-quant tensors, alignment, v2
+ */
+
+typedef struct {
+    uint8_t  buf[4096];
+    size_t   n;
+} gbuf;
+
+
+static void
+gb_put(gbuf *b, const void *p, size_t n)
+{
+    memcpy(b->buf + b->n, p, n);
+    b->n += n;
+}
+
+
+static void
+gb_u32(gbuf *b, uint32_t v)
+{
+    gb_put(b, &v, 4);
+}
+
+
+static void
+gb_u64(gbuf *b, uint64_t v)
+{
+    gb_put(b, &v, 8);
+}
+
+
+static void
+gb_str(gbuf *b, const char *s)
+{
+    gb_u64(b, strlen(s));
+    gb_put(b, s, strlen(s));
+}
+
+
+/* two tensors of `type` (256 x 2 and 256 x 1) with general.alignment align */
+static size_t
+build_gguf(gbuf *b, uint32_t version, uint32_t type, uint32_t align)
+{
+    uint64_t  row = ggml_row_size(type, 256);
+    uint64_t  off2 = (2 * row + align - 1) / align * align;
+
+    memset(b, 0, sizeof(*b));
+    gb_put(b, "GGUF", 4);
+    gb_u32(b, version);
+    gb_u64(b, 2);                       /* tensors */
+    gb_u64(b, 2);                       /* key/values */
+    gb_str(b, "general.alignment");
+    gb_u32(b, GGUF_TYPE_UINT32);
+    gb_u32(b, align);
+    gb_str(b, "general.architecture");
+    gb_u32(b, GGUF_TYPE_STRING);
+    gb_str(b, "llama");
+    gb_str(b, "a.weight");
+    gb_u32(b, 2);
+    gb_u64(b, 256);
+    gb_u64(b, 2);
+    gb_u32(b, type);
+    gb_u64(b, 0);
+    gb_str(b, "b.weight");
+    gb_u32(b, 1);
+    gb_u64(b, 256);
+    gb_u32(b, type);
+    gb_u64(b, off2);
+    b->n = (b->n + align - 1) / align * align + off2 + row;
+    return b->n;
+}
+
+
+static void
+test_built(void)
+{
+    static const uint32_t  types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                                       GGML_TYPE_Q8_0, GGML_TYPE_BF16 };
+    gbuf                   b;
+    gguf_file              g;
+    const gguf_tensor     *t;
+    size_t                 i, len;
+
+    for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        len = build_gguf(&b, 3, types[i], 64);
+        if (!ok(gguf_parse(&g, b.buf, len, "built.gguf") == 0,
+                "built %s file parses", ggml_type_name(types[i])))
+        {
+            printf("#   %s\n", g.err);
+        }
+        t = gguf_find_tensor(&g, "b.weight");
+        ok(t != NULL && t->type == types[i] && t->n_dims == 1
+           && t->nbytes == ggml_row_size(types[i], 256)
+           && ((const uint8_t *) t->data - b.buf) % 64 == 0
+           && (const uint8_t *) t->data + t->nbytes == b.buf + len,
+           "built %s: b.weight placed at a 64-byte boundary, ends the file",
+           ggml_type_name(types[i]));
+        gguf_close(&g);
+    }
+    is_int(ggml_row_size(GGML_TYPE_Q4_K, 256), 144, "Q4_K row of 256: 144 B");
+    is_int(ggml_row_size(GGML_TYPE_Q6_K, 512), 420, "Q6_K row of 512: 420 B");
+    is_int(ggml_row_size(GGML_TYPE_Q4_K, 128), 0, "Q4_K row of 128: invalid");
+
+    len = build_gguf(&b, 2, GGML_TYPE_Q4_K, 32);
+    ok(gguf_parse(&g, b.buf, len, "v2.gguf") == 0 && g.version == 2,
+       "version 2 parses");
+    gguf_close(&g);
+
+    len = build_gguf(&b, 3, GGML_TYPE_Q5_K, 32);
+    expect_fail(b.buf, len, "Q5_K", "tensor 'a.weight' has type Q5_K (13)");
+    len = build_gguf(&b, 3, GGML_TYPE_Q4_K, 48);
+    expect_fail(b.buf, len, "alignment 48", "general.alignment 48 is not a "
+                "power of two");
+    len = build_gguf(&b, 3, GGML_TYPE_Q4_K, 32);
+    expect_fail(b.buf, len - 1, "K-quant data cut by one byte",
+                "tensor 'b.weight': data");
+}
+
+
 int
 main(void)
 {
@@ -338,5 +458,6 @@ main(void)
     test_stories("q4_1", GGML_TYPE_Q4_1);
     test_smollm2();
     test_corrupt();
+    test_built();
     return tap_done();
 }
