@@ -650,7 +650,9 @@ lex(jparser *p)
             }
             count_lines(p, p->src + p->pos, end + 2 - p->pos);
             p->pos = end + 2;
-            after_tag_end(p, end > i + 2 && p->src[end - 1] == '-', 1);
+            /* "-#}" strips what follows, "+#}" keeps the newline */
+            after_tag_end(p, end > i + 2 && p->src[end - 1] == '-',
+                          !(end > i + 2 && p->src[end - 1] == '+'));
         } else {
             if (push_tok(p, kind == '{' ? TK_VAR_BEGIN : TK_BLOCK_BEGIN) == NULL) {
                 return;

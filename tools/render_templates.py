@@ -168,6 +168,7 @@ SNIPPETS = [
     "{{ 'a' }}  \n  {{- 'b' -}}  \n  {{ 'c' }}\n\n",
     "{% raw %}  {{ x }} {% if %}{% endraw %}|",
     "line1\r\nline2\r{{ 'x' }}",
+    "{% if t +%}\nA{% endif +%}\nB{# c +#}\nC",
     # values and str()
     "{{ no }} {{ t }} {{ f }} {{ n }} {{ l }} {{ d }} {{ e }} {{ (1, 'a') }}",
     "{{ 1e16 }} {{ 1.0 }} {{ 0.1 + 0.2 }} {{ 1e-5 }} {{ 123456789.125 }} {{ -0.0 }} {{ 2.5e-7 }}",
@@ -204,7 +205,9 @@ SNIPPETS = [
     "{{ ['b', 'A', 'a', 'B'] | sort }} {{ ['b', 'A', 'a', 'B'] | sort(case_sensitive=true) }} {{ ['b', 'B', 'a'] | unique | list }} {{ msgs | sort(attribute='role', reverse=true) | map(attribute='content') | join }}",
     "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.5 | round(method='floor') }}",
     "{{ 'a\nb' | indent(2) }}|{{ 'a\n\nb' | indent(2, true) }}|{{ '<&>' | e }}|{{ '<&>' | safe }}",
+    "{{ \"c'd [x-y] (ab) hELLO\" | title }} {{ d.items() }} {{ d.keys() }} {{ d.values() }}",
     # tests
+    "{{ f is even }} {{ 3.0 is odd }} {{ 9 is divisibleby 3 }} {{ 7.5 is divisibleby 2.5 }}",
     "{{ n is number }} {{ n is integer }} {{ f is float }} {{ s is string }} {{ d is mapping }} {{ l is iterable }} {{ s is iterable }} {{ n is iterable }}",
     "{{ no is none }} {{ t is boolean }} {{ t is true }} {{ z is false }} {{ nothing is defined }} {{ nothing is undefined }} {{ n is odd }} {{ n is even }} {{ n is divisibleby 7 }}",
     "{{ n is equalto 7 }} {{ n is eq 7 }} {{ n is ne 7 }} {{ n is gt 3 }} {{ n is lt 3 }} {{ 'a' is in 'abc' }} {{ nothing is iterable }} {{ nothing is sequence }} {{ l is sequence }}",
