@@ -5,6 +5,9 @@
  * reproduce bit for bit.
  */
 #include <math.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,25 +217,43 @@ const llm_kernel_set llm_kernels_scalar = {
 static int isa_current = -1;
 
 
+/* F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does
+ * not know the name */
+static int
+has_f16c(void)
+{
+#if defined(__x86_64__)
+    unsigned eax, ebx, ecx, edx;
+
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        return (ecx >> 29) & 1;
+    }
+#endif
+    return 0;
+}
+
+
 static int
 isa_max(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")
+        || !has_f16c())
+    {
+        return LLM_ISA_SCALAR;
+    }
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
         && __builtin_cpu_supports("avx512vl")
-        && __builtin_cpu_supports("avx512vnni")
-        && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        && __builtin_cpu_supports("avx512dq")
+        && __builtin_cpu_supports("avx512vnni"))
     {
         return LLM_ISA_AVX512;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-        && __builtin_cpu_supports("f16c"))
-    {
-        return LLM_ISA_AVX2;
-    }
-#endif
+    return LLM_ISA_AVX2;
+#else
     return LLM_ISA_SCALAR;
+#endif
 }
 
 
