@@ -234,7 +234,7 @@ static int
 check_token(llm_sampler *s, int32_t id, const char *what)
 {
     if (id < 0 || id >= s->n_vocab) {
-        return sampler_fail(s, "sampler: %s token id %d is outside the "
+        return sampler_fail(s, "%s token id %d is outside the "
                             "vocabulary (0..%d)", what, id, s->n_vocab - 1);
     }
     return 0;

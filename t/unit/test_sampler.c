@@ -569,7 +569,7 @@ test_logit_bias(void)
     p.n_logit_bias = 1;
     is_int(llm_sampler_init(&s, &p, 3, err, sizeof(err)), -1,
            "bias on an id outside the vocab is refused");
-    is_str(err, "sampler: logit_bias token id 3 is outside the vocabulary "
+    is_str(err, "logit_bias token id 3 is outside the vocabulary "
            "(0..2)", "bias outside vocab: message");
     p.logit_bias = bad_value;
     is_int(llm_sampler_init(&s, &p, 3, err, sizeof(err)), -1,
