@@ -1,0 +1,748 @@
+/*
+ * The continuous batcher's invariants (issue 5), on the CPU backend:
+ *   (a) greedy outputs of N requests submitted together, or staggered over
+ *       steps, equal each request run alone, token for token;
+ *   (b) a prefix-cache hit gives the same tokens as a miss, and is counted;
+ *   (c) a run forced into preemption by a tiny pool gives the same tokens
+ *       (greedy and seeded sampling) and counts preemptions;
+ *   (d) when idle every block is free again (finished and cancelled
+ *       sequences leak nothing; cached blocks are evictable);
+ *   (e) a seeded random stress of 500 requests (random lengths, arrivals,
+ *       priorities, cancels and paused consumers) on stories260K ends in
+ *       bounded steps, every request finishes exactly once, nothing leaks,
+ *       and every request that ran to its length equals its solo run;
+ * plus TOO_LONG / QUEUE_FULL refusals, stop tokens, cancel (no token after
+ * it), backpressure (a paused sequence is skipped, not preempted), chunked
+ * prefill (decodes continue while a long prompt is prefilled), priority.
+ * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "backend.h"
+#include "model.h"
+#include "scheduler.h"
+
+#define MAX_OUT   256
+#define MAX_REQ   600
+
+typedef struct {
+    int32_t          out[MAX_OUT];
+    int              n_out;
+    int              n_finish;         /* on_finish calls: must end as 1 */
+    llm_seq_result   res;
+    int              cancelled;        /* the test cancelled it */
+    int              after_cancel;     /* tokens received after cancel */
+    int              paused;           /* can_emit answers !paused */
+    llm_seq         *seq;
+    int              step_first;       /* step of the first token */
+} rec;
+
+static int   cur_step;
+
+
+static void
+on_token(void *user, int32_t token, const llm_sample_out *lp)
+{
+    rec  *r = user;
+
+    (void) lp;
+    if (r->cancelled) {
+        r->after_cancel++;
+    }
+    if (r->n_out == 0) {
+        r->step_first = cur_step;
+    }
+    if (r->n_out < MAX_OUT) {
+        r->out[r->n_out] = token;
+    }
+    r->n_out++;
+}
+
+
+static void
+on_finish(void *user, const llm_seq_result *res)
+{
+    rec  *r = user;
+
+    r->n_finish++;
+    r->res = *res;
+    r->seq = NULL;
+}
+
+
+static int
+can_emit(void *user)
+{
+    return !((rec *) user)->paused;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * set-up helpers
+ */
+
+static llm_backend *
+make_backend(const llm_model *m, int n_blocks, int max_batch, int threads)
+{
+    llm_backend_options  o;
+    llm_backend         *be;
+    char                 err[512];
+
+    llm_backend_options_default(&o, m);
+    o.n_threads = threads;
+    o.kv_n_blocks = n_blocks;
+    o.max_batch_tokens = max_batch;
+    be = llm_backend_cpu_create(m, &o, err, sizeof(err));
+    if (be == NULL) {
+        printf("# %s\n", err);
+    }
+    return be;
+}
+
+
+static llm_sched *
+make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
+    int max_seqs)
+{
+    llm_sched_options  o;
+    llm_sched         *s;
+    char               err[512];
+
+    llm_sched_options_default(&o);
+    o.n_blocks = n_blocks;
+    o.prefix_caching = prefix;
+    o.max_batched_tokens = max_batched;
+    o.max_num_seqs = max_seqs;
+    o.on_token = on_token;
+    o.on_finish = on_finish;
+    o.can_emit = can_emit;
+    s = llm_sched_create(be, &o, err, sizeof(err));
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    return s;
+}
+
+
+typedef struct {
+    int32_t              prompt[200];
+    int                  n_prompt;
+    int                  max_tokens;
+    llm_sampling_params  sp;
+    int64_t              priority;
+} job;
+
+
+static uint64_t  rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t
+rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t) (rng_state % n);
+}
+
+
+/* a greedy job: `shared` tokens common to all jobs made with the same
+ * shared_seed, then random ones */
+static void
+make_job(job *j, int n_vocab, int shared, int n_prompt, int max_tokens,
+    uint32_t shared_seed)
+{
+    uint64_t  saved;
+    int       i;
+
+    memset(j, 0, sizeof(*j));
+    saved = rng_state;
+    rng_state = 0x9e3779b97f4a7c15ull ^ shared_seed;
+    for (i = 0; i < shared; i++) {
+        j->prompt[i] = 3 + rnd(n_vocab - 3);
+    }
+    rng_state = saved;
+    for (i = shared; i < n_prompt; i++) {
+        j->prompt[i] = 3 + rnd(n_vocab - 3);
+    }
+    j->n_prompt = n_prompt;
+    j->max_tokens = max_tokens;
+    llm_sampling_params_default(&j->sp);
+    j->sp.temperature = 0.0f;
+}
+
+
+static int
+submit(llm_sched *s, const job *j, rec *r)
+{
+    llm_request  req;
+    char         err[512];
+    int          rc;
+
+    memset(&req, 0, sizeof(req));
+    memset(r, 0, sizeof(*r));
+    req.prompt = j->prompt;
+    req.n_prompt = j->n_prompt;
+    req.sampling = j->sp;
+    req.max_tokens = j->max_tokens;
+    req.priority = j->priority;
+    req.user = r;
+    rc = llm_sched_add(s, &req, &r->seq, err, sizeof(err));
+    if (rc != LLM_ERR_NONE) {
+        printf("# add: %s\n", err);
+    }
+    return rc;
+}
+
+
+/* steps until idle; -1 on a backend error or after max_steps */
+static int
+drain(llm_sched *s, int max_steps)
+{
+    int  n = 0;
+
+    while (llm_sched_has_work(s)) {
+        if (n++ >= max_steps || llm_sched_step(s) < 0) {
+            return -1;
+        }
+        cur_step++;
+    }
+    return n;
+}
+
+
+/* each job alone in a fresh scheduler (no prefix cache) */
+static void
+run_alone(llm_backend *be, const job *jobs, rec *recs, int n)
+{
+    llm_sched  *s;
+    int         i;
+
+    for (i = 0; i < n; i++) {
+        s = make_sched(be, 0, 0, 0, 1);
+        submit(s, &jobs[i], &recs[i]);
+        drain(s, 10000);
+        llm_sched_free(s);
+    }
+}
+
+
+static int
+same_tokens(const rec *a, const rec *b, int n, int *first_bad)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        if (a[i].n_out != b[i].n_out
+            || memcmp(a[i].out, b[i].out, a[i].n_out * sizeof(int32_t)) != 0
+            || a[i].n_finish != 1 || b[i].n_finish != 1)
+        {
+            *first_bad = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+static int
+idle_and_clean(llm_sched *s)
+{
+    llm_sched_stats  st;
+
+    llm_sched_stats_get(s, &st);
+    return st.running == 0 && st.waiting == 0 && st.kv_blocks_used == 0
+           && !llm_sched_has_work(s);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * (a) together / staggered == alone; (b) prefix hit == miss;
+ * (c) preemption == none. Used for both models.
+ */
+
+#define NJ  6
+
+static void
+test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
+{
+    static job   jobs[NJ];
+    static rec   alone[NJ], got[NJ];
+    llm_sched_stats  st;
+    llm_sched   *s;
+    int          i, bad = -1, pl, mt;
+
+    for (i = 0; i < NJ; i++) {
+        pl = (3 + i * 7) * scale / 4 + 1;      /* 1..36 tokens at scale 4 */
+        mt = 4 + (i * 5) % 13 * scale / 4;
+        make_job(&jobs[i], n_vocab, 0, pl, mt, 0);
+    }
+    run_alone(be, jobs, alone, NJ);
+
+    /* (a) together, small token budget so prompts are chunked */
+    s = make_sched(be, 0, 0, 16, 64);
+    for (i = 0; i < NJ; i++) {
+        submit(s, &jobs[i], &got[i]);
+    }
+    ok(drain(s, 10000) > 0, "%s: together run drains", name);
+    ok(same_tokens(alone, got, NJ, &bad),
+       "%s: %d requests together == alone (first bad %d)", name, NJ, bad);
+    ok(idle_and_clean(s), "%s: together: idle, no block used", name);
+    llm_sched_free(s);
+
+    /* (a) staggered: one new request every 3 steps */
+    s = make_sched(be, 0, 0, 16, 64);
+    cur_step = 0;
+    for (i = 0; i < NJ; ) {
+        if (cur_step % 3 == 0) {
+            submit(s, &jobs[i], &got[i]);
+            i++;
+        }
+        llm_sched_step(s);
+        cur_step++;
+    }
+    drain(s, 10000);
+    ok(same_tokens(alone, got, NJ, &bad),
+       "%s: staggered == alone (first bad %d)", name, bad);
+    llm_sched_free(s);
+
+    /* (b) shared 2-block system prefix: the second wave hits the cache */
+    for (i = 0; i < NJ; i++) {
+        make_job(&jobs[i], n_vocab, 32, 32 + 1 + i * 3 * scale / 4, 6, 7);
+    }
+    make_job(&jobs[NJ - 1], n_vocab, 32, 32, 6, 7);  /* all prefix, 32 */
+    run_alone(be, jobs, alone, NJ);
+    s = make_sched(be, 0, 1, 64, 64);
+    submit(s, &jobs[0], &got[0]);
+    drain(s, 10000);
+    for (i = 1; i < NJ; i++) {
+        submit(s, &jobs[i], &got[i]);
+    }
+    drain(s, 10000);
+    llm_sched_stats_get(s, &st);
+    ok(same_tokens(alone, got, NJ, &bad),
+       "%s: prefix-cache hits == misses (first bad %d)", name, bad);
+    is_int(got[0].res.n_cached, 0, "%s: first request: no hit", name);
+    is_int(got[1].res.n_cached, 32, "%s: second: 32 cached tokens", name);
+    is_int(got[NJ - 1].res.n_cached, 16,
+           "%s: fully cached 32-token prompt: last block recomputed", name);
+    ok(st.prefix_hit_tokens >= 32 * (NJ - 2) + 16,
+       "%s: hits counted (%llu tokens)", name,
+       (unsigned long long) st.prefix_hit_tokens);
+    ok(idle_and_clean(s) && st.kv_blocks_cached >= 2,
+       "%s: idle, nothing used, prefix still cached", name);
+    llm_sched_free(s);
+
+    /* (c) a pool of 6 blocks of 16 for 6 requests of up to ~70 tokens */
+    for (i = 0; i < NJ; i++) {
+        make_job(&jobs[i], n_vocab, 0, 10 + i * 4, 16 + i * 4 * scale / 4,
+                 0);
+        if (i % 2 == 1) {
+            jobs[i].sp.temperature = 0.9f;
+            jobs[i].sp.top_p = 0.9f;
+            jobs[i].sp.seed = 1000 + i;
+            jobs[i].sp.has_seed = 1;
+        }
+    }
+    run_alone(be, jobs, alone, NJ);
+    s = make_sched(be, 6, 1, 32, 64);
+    for (i = 0; i < NJ; i++) {
+        submit(s, &jobs[i], &got[i]);
+    }
+    ok(drain(s, 20000) > 0, "%s: tiny pool drains", name);
+    llm_sched_stats_get(s, &st);
+    ok(st.preemptions > 0, "%s: tiny pool preempted (%llu)", name,
+       (unsigned long long) st.preemptions);
+    ok(same_tokens(alone, got, NJ, &bad),
+       "%s: preempted (greedy and seeded) == alone (first bad %d)", name,
+       bad);
+    ok(idle_and_clean(s), "%s: tiny pool: idle, no block used", name);
+    llm_sched_free(s);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * admission, stop, cancel, backpressure, chunked prefill, priority
+ */
+
+static void
+test_admission(llm_backend *be, int n_vocab)
+{
+    static job   j, big;
+    static rec   r[8];
+    llm_request  req;
+    llm_seq     *q;
+    llm_sched   *s;
+    llm_sched_options  o;
+    char         err[512];
+    int          i, rc;
+
+    /* pool of 4 blocks of 16 = 64 tokens; max_model_len 100; queue of 2 */
+    llm_sched_options_default(&o);
+    o.n_blocks = 4;
+    o.max_model_len = 100;
+    o.max_queued = 2;
+    o.on_token = on_token;
+    o.on_finish = on_finish;
+    s = llm_sched_create(be, &o, err, sizeof(err));
+    if (!ok(s != NULL, "scheduler with a 4-block pool")) {
+        return;
+    }
+    make_job(&big, n_vocab, 0, 90, 20, 0);
+    memset(&req, 0, sizeof(req));
+    req.prompt = big.prompt;
+    req.n_prompt = 90;
+    req.sampling = big.sp;
+    req.max_tokens = 20;
+    req.user = &r[7];
+    rc = llm_sched_add(s, &req, &q, err, sizeof(err));
+    is_int(rc, LLM_ERR_TOO_LONG, "prompt + max_tokens > max_model_len");
+    ok(strstr(err, "max_model_len 100") != NULL, "reason: %s", err);
+    req.n_prompt = 60;
+    req.max_tokens = 10;
+    rc = llm_sched_add(s, &req, &q, err, sizeof(err));
+    is_int(rc, LLM_ERR_TOO_LONG, "KV need over the whole pool");
+    ok(strstr(err, "whole pool has 4") != NULL, "reason: %s", err);
+    req.max_tokens = 5;             /* 64 positions: fits exactly */
+    is_int(llm_sched_add(s, &req, &q, err, sizeof(err)), LLM_ERR_NONE,
+           "60 + 5 tokens (64 positions) fit a 64-token pool");
+    llm_sched_cancel(s, q);
+    req.n_prompt = 0;
+    is_int(llm_sched_add(s, &req, &q, err, sizeof(err)),
+           LLM_ERR_BAD_REQUEST, "empty prompt refused");
+    req.n_prompt = 1;
+    big.prompt[0] = n_vocab;
+    is_int(llm_sched_add(s, &req, &q, err, sizeof(err)),
+           LLM_ERR_BAD_REQUEST, "token outside the vocabulary refused");
+
+    make_job(&j, n_vocab, 0, 5, 3, 0);
+    is_int(submit(s, &j, &r[0]), LLM_ERR_NONE, "queue 1 of 2");
+    is_int(submit(s, &j, &r[1]), LLM_ERR_NONE, "queue 2 of 2");
+    memset(&req, 0, sizeof(req));
+    req.prompt = j.prompt;
+    req.n_prompt = j.n_prompt;
+    req.sampling = j.sp;
+    req.max_tokens = 3;
+    rc = llm_sched_add(s, &req, &q, err, sizeof(err));
+    is_int(rc, LLM_ERR_QUEUE_FULL, "third waiting request: queue full");
+    ok(strstr(err, "max_queued") != NULL, "reason: %s", err);
+    llm_sched_step(s);
+    is_int(submit(s, &j, &r[2]), LLM_ERR_NONE,
+           "after a step the queue has room again");
+    drain(s, 1000);
+    for (i = 0; i < 3; i++) {
+        ok(r[i].n_finish == 1 && r[i].res.finish == LLM_FINISH_LENGTH
+           && r[i].n_out == 3, "request %d: 3 tokens, LENGTH", i);
+    }
+    ok(idle_and_clean(s), "admission: idle, no block used");
+    llm_sched_free(s);
+}
+
+
+static void
+test_stop_cancel_pause(llm_backend *be, int n_vocab)
+{
+    static job   j[4];
+    static rec   alone[4], r[4];
+    llm_request  req;
+    llm_sched   *s;
+    llm_sched_stats  st;
+    char         err[512];
+    int          i, n, bad = -1;
+
+    for (i = 0; i < 4; i++) {
+        make_job(&j[i], n_vocab, 0, 8 + i, 20, 0);
+    }
+    run_alone(be, j, alone, 4);
+
+    /* stop token: the 6th token of the solo run ends it (at its first
+       occurrence) */
+    s = make_sched(be, 0, 1, 64, 8);
+    memset(&req, 0, sizeof(req));
+    req.prompt = j[0].prompt;
+    req.n_prompt = j[0].n_prompt;
+    req.sampling = j[0].sp;
+    req.max_tokens = 20;
+    req.stop_ids = &alone[0].out[5];
+    req.n_stop_ids = 1;
+    req.user = &r[0];
+    memset(&r[0], 0, sizeof(r[0]));
+    llm_sched_add(s, &req, &r[0].seq, err, sizeof(err));
+    drain(s, 1000);
+    for (n = 0; alone[0].out[n] != alone[0].out[5]; n++) {
+        /* first occurrence */
+    }
+    is_int(r[0].n_out, n + 1, "stop id: output ends with its first "
+           "occurrence");
+    ok(r[0].res.finish == LLM_FINISH_STOP
+       && r[0].res.stop_token == alone[0].out[5], "finish STOP, stop_token");
+
+    /* cancel: one waiting, one running; no token after; blocks freed */
+    submit(s, &j[1], &r[1]);
+    submit(s, &j[2], &r[2]);
+    llm_sched_step(s);
+    llm_sched_step(s);
+    n = r[1].n_out;
+    r[1].cancelled = 1;
+    llm_sched_cancel(s, r[1].seq);
+    ok(r[1].n_finish == 1 && r[1].res.finish == LLM_FINISH_CANCELLED,
+       "cancel of a running sequence finishes it at once");
+    drain(s, 1000);
+    ok(r[1].after_cancel == 0 && r[1].n_out == n, "no token after cancel");
+    ok(same_tokens(&alone[2], &r[2], 1, &bad), "the other one unaffected");
+    submit(s, &j[3], &r[3]);
+    r[3].cancelled = 1;
+    llm_sched_cancel(s, r[3].seq);
+    ok(r[3].n_finish == 1 && r[3].n_out == 0,
+       "cancel of a waiting sequence: finished, no token");
+    llm_sched_stats_get(s, &st);
+    is_int((int) st.cancelled, 2, "2 cancels counted");
+    ok(idle_and_clean(s), "after cancels: idle, no block used");
+    llm_sched_free(s);
+
+    /* backpressure: a paused sequence makes no progress, others do; it is
+       not preempted and resumes to the same tokens */
+    s = make_sched(be, 0, 1, 64, 8);
+    submit(s, &j[1], &r[1]);
+    submit(s, &j[2], &r[2]);
+    llm_sched_step(s);
+    llm_sched_step(s);
+    r[1].paused = 1;
+    n = r[1].n_out;
+    for (i = 0; i < 5; i++) {
+        llm_sched_step(s);
+    }
+    ok(r[1].n_out == n && r[2].n_out == n + 5,
+       "paused: no token for it (%d -> %d), 5 for the other (%d)", n,
+       r[1].n_out, r[2].n_out);
+    drain(s, 1000);
+    is_int(llm_sched_step(s), 0, "only a paused sequence left: step is 0");
+    ok(llm_sched_has_work(s), "... and has_work still says 1");
+    r[1].paused = 0;
+    drain(s, 1000);
+    llm_sched_stats_get(s, &st);
+    ok(same_tokens(&alone[1], &r[1], 2, &bad) && st.preemptions == 0,
+       "resumed: same tokens as alone, no preemption");
+    llm_sched_free(s);
+}
+
+
+static void
+test_chunked_prefill_priority(llm_backend *be, int n_vocab)
+{
+    static job   j[3];
+    static rec   r[3];
+    llm_sched   *s;
+    int          before;
+
+    /* a decode keeps producing one token per step while a 150-token prompt
+       is prefilled in chunks of the 16-token budget */
+    make_job(&j[0], n_vocab, 0, 4, 40, 0);
+    make_job(&j[1], n_vocab, 0, 150, 2, 0);
+    s = make_sched(be, 0, 0, 16, 8);
+    submit(s, &j[0], &r[0]);
+    llm_sched_step(s);
+    llm_sched_step(s);
+    submit(s, &j[1], &r[1]);
+    before = r[0].n_out;
+    cur_step = 0;
+    while (r[1].n_out == 0 && cur_step < 100) {
+        llm_sched_step(s);
+        cur_step++;
+    }
+    is_int(cur_step, 10, "150-token prompt prefilled over 10 steps "
+           "(15 tokens each beside the decode)");
+    is_int(r[0].n_out - before, 10, "the decode ran in every one of them");
+    drain(s, 1000);
+    llm_sched_free(s);
+
+    /* priority: with one batch place, the lower value runs first */
+    s = make_sched(be, 0, 0, 64, 1);
+    make_job(&j[0], n_vocab, 0, 5, 3, 0);
+    make_job(&j[1], n_vocab, 0, 5, 3, 0);
+    make_job(&j[2], n_vocab, 0, 5, 3, 0);
+    j[1].priority = -1;
+    cur_step = 0;
+    submit(s, &j[0], &r[0]);
+    submit(s, &j[1], &r[1]);
+    submit(s, &j[2], &r[2]);
+    drain(s, 1000);
+    ok(r[1].step_first < r[0].step_first && r[0].step_first < r[2].step_first,
+       "priority -1 first, then FCFS (first tokens at steps %d, %d, %d)",
+       r[1].step_first, r[0].step_first, r[2].step_first);
+    llm_sched_free(s);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * (e) random stress
+ */
+
+static void
+test_stress(llm_backend *be, int n_vocab)
+{
+    static job   jobs[MAX_REQ];
+    static rec   got[MAX_REQ], alone[MAX_REQ];
+    llm_sched   *s;
+    llm_sched_stats  st;
+    int          n_req = 500, added = 0, steps = 0, i, k, bad = 0, n_cmp = 0;
+    int          refused = 0, finished_twice = 0, late = 0, rc;
+
+    rng_state = 12345;
+    for (i = 0; i < n_req; i++) {
+        /* a third share a 16-token prefix: cache hits under eviction */
+        make_job(&jobs[i], n_vocab, rnd(3) == 0 ? 16 : 0, 1 + rnd(48),
+                 1 + rnd(24), 3);
+        jobs[i].priority = rnd(4) == 0 ? -1 : 0;
+        if (rnd(4) == 0) {
+            jobs[i].sp.temperature = 0.8f;
+            jobs[i].sp.seed = i;
+            jobs[i].sp.has_seed = 1;
+        }
+    }
+    /* 20 blocks of 16 tokens: preemption and eviction happen often */
+    s = make_sched(be, 20, 1, 48, 12);
+    while ((added < n_req || llm_sched_has_work(s)) && steps < 50000) {
+        for (k = rnd(3); k > 0 && added < n_req; k--, added++) {
+            rc = submit(s, &jobs[added], &got[added]);
+            if (rc != LLM_ERR_NONE) {
+                refused += rc != LLM_ERR_QUEUE_FULL;
+                got[added].n_finish = 1;   /* never admitted: nothing due */
+                got[added].cancelled = 1;
+            }
+        }
+        /* cancel a random admitted, unfinished request now and then */
+        if (added > 0 && rnd(10) == 0) {
+            i = rnd(added);
+            if (got[i].seq != NULL && got[i].n_finish == 0) {
+                got[i].cancelled = 1;
+                llm_sched_cancel(s, got[i].seq);
+            }
+        }
+        /* a slow consumer now and then */
+        if (added > 0) {
+            i = rnd(added);
+            got[i].paused = rnd(4) == 0;
+        }
+        if (rnd(8) == 0) {
+            for (i = 0; i < added; i++) {
+                got[i].paused = 0;
+            }
+        }
+        if (llm_sched_step(s) < 0) {
+            break;
+        }
+        steps++;
+        if (added == n_req && steps % 64 == 0) {
+            for (i = 0; i < added; i++) {
+                got[i].paused = 0;
+            }
+        }
+    }
+    llm_sched_stats_get(s, &st);
+    ok(!llm_sched_has_work(s) && steps < 50000,
+       "500 requests drained in %d steps (bound 50000)", steps);
+    for (i = 0; i < n_req; i++) {
+        finished_twice += got[i].n_finish != 1;
+        late += got[i].after_cancel;
+    }
+    is_int(finished_twice, 0, "every request finished exactly once");
+    is_int(late, 0, "no token after a cancel");
+    is_int(refused, 0, "no refusal but QUEUE_FULL");
+    ok(idle_and_clean(s), "stress: idle, every block free (%d used)",
+       st.kv_blocks_used);
+    ok(st.preemptions > 0 && st.cancelled > 0 && st.prefix_hit_tokens > 0,
+       "stress exercised preemption (%llu), cancel (%llu), prefix hits "
+       "(%llu tokens)", (unsigned long long) st.preemptions,
+       (unsigned long long) st.cancelled,
+       (unsigned long long) st.prefix_hit_tokens);
+    llm_sched_free(s);
+
+    /* every request that ran to its end equals its solo run */
+    run_alone(be, jobs, alone, n_req);
+    for (i = 0; i < n_req; i++) {
+        if (!got[i].cancelled) {
+            n_cmp++;
+            if (!same_tokens(&alone[i], &got[i], 1, &k)) {
+                bad++;
+            }
+        }
+    }
+    ok(bad == 0 && n_cmp > 300, "%d uncancelled stress requests == solo "
+       "(%d differ)", n_cmp, bad);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * main
+ */
+
+static double
+secs(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+#define TIMED(call) do {                                                     \
+        double t0_ = secs();                                                 \
+        call;                                                                \
+        printf("# %s: %.2f s\n", #call, secs() - t0_);                      \
+    } while (0)
+
+int
+main(void)
+{
+    const char  *shared = getenv("SHARED"), *model = getenv("MODEL");
+    char         path[1200];
+    llm_model    m;
+    llm_backend *be;
+
+    if (shared == NULL) {
+        shared = "/work/shared";
+    }
+    if (model == NULL) {
+        model = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
+    }
+    snprintf(path, sizeof(path),
+             "%s/data/models/stories260K-gguf/stories260K-q4_1.gguf", shared);
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "stories260K loads")) {
+        printf("# %s\n", m.err);
+        return tap_done();
+    }
+    /* one thread: stories260K is too small for a second one to pay */
+    be = make_backend(&m, 64, 64, 1);
+    if (be != NULL) {
+        TIMED(test_batching("stories260K", be, m.cfg.vocab_size, 4));
+        TIMED(test_admission(be, m.cfg.vocab_size));
+        TIMED(test_stop_cancel_pause(be, m.cfg.vocab_size));
+        TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
+        TIMED(test_stress(be, m.cfg.vocab_size));
+    }
+    llm_backend_free(be);
+    llm_model_free(&m);
+
+    if (access(model, R_OK) != 0) {
+        ok(0, "SmolLM2 model at %s (make deps fetches it)", model);
+        return tap_done();
+    }
+    if (!ok(llm_model_load(&m, model, 0, 1) == 0, "SmolLM2 loads")) {
+        printf("# %s\n", m.err);
+        return tap_done();
+    }
+    be = make_backend(&m, 64, 64, 2);
+    if (be != NULL) {
+        TIMED(test_batching("SmolLM2", be, m.cfg.vocab_size, 1));
+    }
+    llm_backend_free(be);
+    llm_model_free(&m);
+    return tap_done();
+}
