@@ -515,13 +515,16 @@ static __thread size_t scratch_size;
 static uint8_t *
 scratch_get(size_t size)
 {
+    void *p;
+
     if (size > scratch_size) {
-        uint8_t *p = realloc(scratch, size);
-        if (p == NULL) {
+        /* cache-line aligned: the AVX-512 kernels load 64-byte groups */
+        if (posix_memalign(&p, 64, size) != 0) {
             fprintf(stderr, "llm_matmul: out of memory for %zu bytes of "
                     "activations\n", size);
             abort();
         }
+        free(scratch);
         scratch = p;
         scratch_size = size;
     }

@@ -2,65 +2,56 @@
  * AVX-512 VNNI kernels for the 32-element block types (Q4_0, Q4_1, Q8_0),
  * the types of the default model; the others use the AVX2 kernels.
  *
- * Two blocks fill one 512-bit register, so one vpdpbusd gives both blocks'
- * group sums: lanes 0-7 block 2p, lanes 8-15 block 2p+1 - exactly the
- * even/odd lanes of the canonical order (simd.h), so one accumulator per
- * activation row holds both parities. A weight row's two blocks are
- * unpacked once and used for up to four activation rows, which is what
- * makes a batch cheap.
+ * Two blocks fill one 512-bit register with their groups of four bytes
+ * interleaved: int32 lane 2k + h is group k of block 2p + h. One vpdpbusd
+ * then gives both blocks' exact group sums, and lane 2k + h accumulates
+ * exactly what the canonical order (simd.h) calls lane h * 8 + k; only the
+ * place in the register differs, and the final reduction reads it back in
+ * canonical order. The interleaving lets the per-block scales be loaded as
+ * one broadcast pair (vbroadcastf32x2) instead of a 64-byte vector.
  *
- * vpdpbusd multiplies unsigned by signed bytes. Q4_1 nibbles are unsigned
- * already; Q4_0 uses q (0..15) and Q8_0 uses w + 128, and the activation
- * pack supplies the correction -8 or -128 times each group's sum of x as
- * the accumulator's starting value, so the integer is still exactly
- * sum (w * x) over the group.
+ * A weight row's two blocks are unpacked once and used for up to four
+ * activation rows; a tile's weight rows are visited for each group of four
+ * activation rows while they sit in L1. That is what makes a batch cheap.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes: Q4_1 nibbles are unsigned;
+ * Q4_0 (q - 8) and Q8_0 are signed, so they use |w| and x negated where w
+ * is negative, which gives the same products.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
 #include "quant.h"
 #include "simd.h"
 
-/* activations of one block pair, as the kernels read them */
-typedef struct {
-    int8_t    qs[64];         /* block 2p, then 2p+1 (zeros past the end) */
-    float     d16[16];        /* d of block 2p eight times, then of 2p+1 */
-    int32_t   bias[16];       /* -k * group sum (k: 8 Q4_0, 128 Q8_0) */
-    float     s[16];          /* s of 2p, of 2p+1, then zeros */
-} act_pair;
-
-_Static_assert(sizeof(act_pair) == 256, "act_pair is four cache lines");
-
-
-__attribute__((unused)) static size_t
+/* activation row layout: n_pairs groups of 64 interleaved bytes, then
+ * n_pairs (d, d) pairs, then n_pairs (s, s) pairs (zeros past the end) */
+static size_t
 q32_act_bytes(int n_blocks)
 {
-    return (size_t) (n_blocks + 1) / 2 * sizeof(act_pair);
+    size_t np = (size_t) (n_blocks + 1) / 2;
+
+    return (np * 64 + np * 16 + 63) / 64 * 64;
 }
 
 
-__attribute__((unused)) static void
+static void
 q32_pack(uint32_t type, const void *src, int n_blocks, uint8_t *dst)
 {
     const llm_block_q8a *x = src;
-    int k = type == GGML_TYPE_Q4_0 ? 8 : (type == GGML_TYPE_Q8_0 ? 128 : 0);
+    int np = (n_blocks + 1) / 2;
+    float *d = (float *) (dst + (size_t) np * 64), *s = d + 2 * np;
 
-    for (int p = 0; p < (n_blocks + 1) / 2; p++) {
-        act_pair *a = (act_pair *) dst + p;
-        memset(a, 0, sizeof(*a));
-        for (int h = 0; h < 2 && 2 * p + h < n_blocks; h++) {
-            const llm_block_q8a *b = &x[2 * p + h];
-            memcpy(a->qs + 32 * h, b->qs, 32);
-            for (int g = 0; g < 8; g++) {
-                int sum = b->qs[4 * g] + b->qs[4 * g + 1] + b->qs[4 * g + 2]
-                          + b->qs[4 * g + 3];
-                a->d16[8 * h + g] = b->d;
-                a->bias[8 * h + g] = -k * sum;
-            }
-            a->s[h] = b->s;
+    (void) type;
+    memset(dst, 0, q32_act_bytes(n_blocks));
+    for (int b = 0; b < n_blocks; b++) {
+        int p = b / 2, h = b % 2;
+        for (int k = 0; k < 8; k++) {
+            memcpy(dst + 64 * p + 4 * (2 * k + h), x[b].qs + 4 * k, 4);
         }
+        d[2 * p + h] = x[b].d;
+        s[2 * p + h] = x[b].s;
     }
 }
 
@@ -96,30 +87,51 @@ hsum8_ps(__m256 v)
 }
 
 
-/* two blocks' nibbles: block 0 in bytes 0-31 (low nibbles, then high),
- * block 1 in bytes 32-63 */
+/* weights of blocks w0 and w1 (w1 NULL: none, lanes of odd h are then
+ * garbage the caller masks off) as interleaved unsigned bytes u and the
+ * mask of bytes whose weight is negative */
 TGT static INLINE __m512i
-unpack2(const uint8_t *q0, const uint8_t *q1)
+load_weights(const int kind, const uint8_t *w0, const uint8_t *w1,
+    __mmask64 *neg)
 {
-    __m256i v = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *) q0)),
-        _mm_loadu_si128((const __m128i *) q1), 1);
-    __m512i d = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-                                         _mm512_castsi256_si512(v));
+    __m512i q;
 
-    d = _mm512_srlv_epi64(d, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
-    return _mm512_and_si512(d, _mm512_set1_epi8(0x0f));
-}
-
-
-TGT static INLINE __m256i
-unpack1(const uint8_t *q)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *) q);
-    __m128i m4 = _mm_set1_epi8(0x0f);
-
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4),
-                            _mm_and_si128(v, m4));
+    if (kind == Q8_0) {
+        __m512i v = _mm512_castsi256_si512(
+            _mm256_loadu_si256((const __m256i *) (w0 + 2)));
+        if (w1) {
+            v = _mm512_inserti64x4(v, _mm256_loadu_si256(
+                    (const __m256i *) (w1 + 2)), 1);
+        }
+        /* lane 2k + h <- dword k of block h (dwords 8h..8h+7) */
+        q = _mm512_permutexvar_epi32(_mm512_set_epi32(
+                15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0), v);
+    } else {
+        int off = kind == Q4_1 ? 4 : 2;
+        __m256i v = _mm256_zextsi128_si256(
+            _mm_loadu_si128((const __m128i *) (w0 + off)));
+        if (w1) {
+            v = _mm256_inserti128_si256(v,
+                    _mm_loadu_si128((const __m128i *) (w1 + off)), 1);
+        }
+        /* group k < 4: low nibbles of qs dword k; k >= 4: high nibbles of
+         * dword k - 4; block h's dwords are 4h..4h+3 */
+        q = _mm512_permutexvar_epi32(_mm512_set_epi32(
+                7, 3, 6, 2, 5, 1, 4, 0, 7, 3, 6, 2, 5, 1, 4, 0),
+                _mm512_castsi256_si512(v));
+        q = _mm512_srlv_epi32(q, _mm512_set_epi32(
+                4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0));
+        q = _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
+        if (kind == Q4_0) {
+            q = _mm512_sub_epi8(q, _mm512_set1_epi8(8));
+        }
+    }
+    *neg = 0;
+    if (kind != Q4_1) {
+        *neg = _mm512_movepi8_mask(q);
+        q = _mm512_abs_epi8(q);
+    }
+    return q;
 }
 
 
@@ -129,80 +141,59 @@ row_x(const int kind, const int bytes, const int XR, int nb,
     const uint8_t *w, const uint8_t *act, size_t act_stride, float *out,
     size_t ld_out)
 {
-    const int qoff = kind == Q4_1 ? 4 : 2;
+    int np = (nb + 1) / 2, p;
     __m512 acc[4];
     __m128 macc[4];
-    int p;
 
 #pragma GCC unroll 4
     for (int x = 0; x < XR; x++) {
         acc[x] = _mm512_setzero_ps();
         macc[x] = _mm_setzero_ps();
     }
-    for (p = 0; p < nb / 2; p++) {
-        const uint8_t *w0 = w + 2 * p * bytes, *w1 = w0 + bytes;
-        __m512i q;
-        if (kind == Q8_0) {
-            q = _mm512_inserti64x4(_mm512_castsi256_si512(
-                    _mm256_loadu_si256((const __m256i *) (w0 + 2))),
-                    _mm256_loadu_si256((const __m256i *) (w1 + 2)), 1);
-            q = _mm512_xor_si512(q, _mm512_set1_epi8((char) 0x80));
-        } else {
-            q = unpack2(w0 + qoff, w1 + qoff);
-        }
-        __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(half(w0)),
-                                       _mm256_set1_ps(half(w1)), 1);
-        __m128 mw = _mm_setzero_ps();
-        if (kind == Q4_1) {
-            mw = _mm_set_ps(0.0f, 0.0f, half(w1 + 2), half(w0 + 2));
-        }
-#pragma GCC unroll 4
-        for (int x = 0; x < XR; x++) {
-            const act_pair *a = (const act_pair *) (act + x * act_stride) + p;
-            __m512i g = kind == Q4_1 ? _mm512_setzero_si512()
-                                     : _mm512_loadu_si512(a->bias);
-            g = _mm512_dpbusd_epi32(g, q, _mm512_loadu_si512(a->qs));
-            __m512 dd = _mm512_mul_ps(dw, _mm512_loadu_ps(a->d16));
-            acc[x] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(g), acc[x]);
-            if (kind == Q4_1) {
-                macc[x] = _mm_fmadd_ps(mw, _mm_loadu_ps(a->s), macc[x]);
-            }
-        }
-    }
-    if (nb & 1) {                    /* last, even block: lanes 0-7 only */
+    for (p = 0; p < np; p++) {
         const uint8_t *w0 = w + 2 * p * bytes;
-        __m256i q;
-        if (kind == Q8_0) {
-            q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) (w0 + 2)),
-                                 _mm256_set1_epi8((char) 0x80));
-        } else {
-            q = unpack1(w0 + qoff);
+        const uint8_t *w1 = 2 * p + 1 < nb ? w0 + bytes : NULL;
+        __mmask64 neg;
+        __m512i q = load_weights(kind, w0, w1, &neg);
+        __m128 dw2 = _mm_set_ps(0.0f, 0.0f, w1 ? half(w1) : 0.0f, half(w0));
+        __m512 dw = _mm512_broadcast_f32x2(dw2);
+        __m128 mw2 = _mm_setzero_ps();
+        if (kind == Q4_1) {
+            /* no odd block: + 0 * 0 leaves msum[1] as it is */
+            mw2 = _mm_set_ps(0.0f, 0.0f, w1 ? half(w1 + 2) : 0.0f,
+                             half(w0 + 2));
         }
-        __m256 dw = _mm256_set1_ps(half(w0));
-        /* lanes 1-3 zero: msum[1] gets + 0 * 0, which leaves it as is */
-        __m128 mw = _mm_set_ss(kind == Q4_1 ? half(w0 + 2) : 0.0f);
+        /* the last pair of an odd count has an even block only */
+        __mmask16 lanes = w1 ? 0xffff : 0x5555;
 #pragma GCC unroll 4
         for (int x = 0; x < XR; x++) {
-            const act_pair *a = (const act_pair *) (act + x * act_stride) + p;
-            __m256i g = kind == Q4_1 ? _mm256_setzero_si256()
-                      : _mm256_loadu_si256((const __m256i *) a->bias);
-            g = _mm256_dpbusd_epi32(g, q, _mm256_loadu_si256((const __m256i *) a->qs));
-            __m256 dd = _mm256_mul_ps(dw, _mm256_loadu_ps(a->d16));
-            __m256 lo = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(g),
-                                        _mm512_castps512_ps256(acc[x]));
-            acc[x] = _mm512_insertf32x8(acc[x], lo, 0);
+            const uint8_t *a = act + x * act_stride;
+            const float *d2 = (const float *) (a + (size_t) np * 64) + 2 * p;
+            __m512i xv = _mm512_loadu_si512(a + 64 * p);
+            if (kind != Q4_1) {
+                xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+            }
+            __m512i g = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv);
+            __m512 dx = _mm512_broadcast_f32x2(
+                _mm_castpd_ps(_mm_load_sd((const double *) d2)));
+            acc[x] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw, dx),
+                                           _mm512_cvtepi32_ps(g), acc[x],
+                                           lanes);
             if (kind == Q4_1) {
-                macc[x] = _mm_fmadd_ps(mw, _mm_load_ss(a->s), macc[x]);
+                macc[x] = _mm_fmadd_ps(mw2, _mm_castpd_ps(_mm_load_sd(
+                              (const double *) (d2 + 2 * np))), macc[x]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int x = 0; x < XR; x++) {
-        __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc[x]),
-                                  _mm512_extractf32x8_ps(acc[x], 1));
+        /* canonical s[k] = lane(0, k) + lane(1, k) = acc[2k] + acc[2k+1] */
+        __m512 t = _mm512_add_ps(acc[x], _mm512_permute_ps(acc[x], 0xb1));
+        t = _mm512_permutexvar_ps(_mm512_set_epi32(
+                0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0), t);
         float m0 = _mm_cvtss_f32(macc[x]);
         float m1 = _mm_cvtss_f32(_mm_shuffle_ps(macc[x], macc[x], 1));
-        out[x * ld_out] = hsum8_ps(s8) + (m0 + m1);
+        out[x * ld_out] = hsum8_ps(_mm512_castps512_ps256(t)) + (m0 + m1);
     }
 }
 
@@ -259,6 +250,8 @@ const llm_kernel_set llm_kernels_avx512 = {
 
 #else
 
-const llm_kernel_set llm_kernels_avx512 = { 0 };
+const llm_kernel_set llm_kernels_avx512 = {
+    .q32_act_bytes = q32_act_bytes, .q32_pack = q32_pack,
+};
 
 #endif
