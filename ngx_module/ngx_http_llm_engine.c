@@ -926,6 +926,15 @@ ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
 }
 
 
+void
+ngx_http_llm_slot_kick(ngx_http_llm_slot_t *s)
+{
+    if (s->slot != NULL && s->peer->conn != NULL) {
+        ngx_http_llm_kick(s->peer);
+    }
+}
+
+
 ngx_int_t
 ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s)
 {

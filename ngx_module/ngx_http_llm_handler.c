@@ -13,17 +13,6 @@
 #define NGX_HTTP_LLM_PING_TIMEOUT  1000     /* ms; BRIEF 9.12 */
 
 
-typedef struct {
-    ngx_http_request_t         *request;
-    ngx_http_llm_peer_t        *peer;
-    ngx_http_llm_slot_t         slot;
-    ngx_http_llm_waiter_t       waiter;
-    ngx_event_t                 deadline;
-    ngx_int_t                 (*ready)(ngx_http_request_t *r);
-    ngx_uint_t                  finished;
-} ngx_http_llm_ctx_t;
-
-
 static ngx_int_t ngx_http_llm_models(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_health_ping(ngx_http_request_t *r);
 
@@ -31,7 +20,7 @@ static ngx_int_t ngx_http_llm_health_ping(ngx_http_request_t *r);
 /* ---------------------------------------------------------------------- */
 /* responses                                                              */
 
-static ngx_int_t
+ngx_int_t
 ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json)
 {
@@ -146,7 +135,38 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
 }
 
 
-static ngx_int_t
+ngx_int_t
+ngx_http_llm_send_api_error(ngx_http_request_t *r, llm_api_error *err)
+{
+    cJSON       *root, *e;
+    ngx_uint_t   level;
+
+    level = (err->status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
+    ngx_log_error(level, r->connection->log, 0, "llm: %d %s%s%s",
+                  err->status, err->message, err->param[0] ? " param=" : "",
+                  err->param);
+
+    root = cJSON_CreateObject();
+    e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", err->message);
+    cJSON_AddStringToObject(e, "type", err->status >= 500 ? "server_error"
+                                       : "invalid_request_error");
+    if (err->param[0]) {
+        cJSON_AddStringToObject(e, "param", err->param);
+    } else {
+        cJSON_AddNullToObject(e, "param");
+    }
+    if (err->code[0]) {
+        cJSON_AddStringToObject(e, "code", err->code);
+    } else {
+        cJSON_AddNullToObject(e, "code");
+    }
+
+    return ngx_http_llm_send_json(r, err->status, root);
+}
+
+
+ngx_int_t
 ngx_http_llm_unavailable(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 {
     return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
@@ -170,10 +190,12 @@ ngx_http_llm_ctx_cleanup(void *data)
     if (ctx->deadline.timer_set) {
         ngx_del_timer(&ctx->deadline);
     }
+
+    ngx_http_llm_ctx_free_generation(ctx);
 }
 
 
-static ngx_http_llm_ctx_t *
+ngx_http_llm_ctx_t *
 ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 {
     ngx_http_llm_ctx_t        *ctx;
@@ -205,7 +227,7 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 
 
 /* the request leaves our hands: respond once, release what it held */
-static void
+void
 ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc)
 {
     if (ctx->finished) {
@@ -231,6 +253,12 @@ ngx_http_llm_ready_handler(void *data, ngx_int_t ready)
     rc = ready ? ctx->ready(ctx->request)
                : ngx_http_llm_unavailable(ctx->request, ctx->peer);
 
+    if (rc == NGX_DONE) {
+        /* it went on to the engine: drop only the wait's reference */
+        ngx_http_finalize_request(ctx->request, NGX_DONE);
+        return;
+    }
+
     ngx_http_llm_ctx_finish(ctx, rc);
 }
 
@@ -250,7 +278,7 @@ ngx_http_llm_ready_timeout(ngx_event_t *ev)
  * BRIEF 9.3: at start API requests wait (bounded) for the engine instead of
  * failing, so nothing races "503 not ready" after a start or a restart.
  */
-static ngx_int_t
+ngx_int_t
 ngx_http_llm_when_ready(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
     ngx_int_t (*ready)(ngx_http_request_t *r))
 {
@@ -270,9 +298,12 @@ ngx_http_llm_when_ready(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
         return ngx_http_llm_unavailable(r, peer);
     }
 
-    ctx = ngx_http_llm_ctx_create(r, peer);
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
     if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        ctx = ngx_http_llm_ctx_create(r, peer);
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
     }
 
     ctx->ready = ready;
@@ -331,6 +362,24 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         }
 
         return ngx_http_llm_when_ready(r, peer, ngx_http_llm_models);
+    }
+
+    if (ngx_http_llm_uri_ends(r, "/chat/completions")
+        || ngx_http_llm_uri_ends(r, "/completions"))
+    {
+        if (r->method != NGX_HTTP_POST) {
+            rc = ngx_http_discard_request_body(r);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "invalid_request_error",
+                                           "method_not_allowed",
+                                           "use POST for %V", &r->uri);
+        }
+
+        return ngx_http_llm_generate(r, ngx_http_llm_uri_ends(r,
+                                                 "/chat/completions"));
     }
 
     rc = ngx_http_discard_request_body(r);

@@ -24,6 +24,8 @@ static char *ngx_http_llm_engine_done(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf);
 static char *ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
 
@@ -50,6 +52,41 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       (void *) NGX_HTTP_LLM_ROLE_HEALTH },
+
+    { ngx_string("llm_max_tokens"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_tokens),
+      NULL },
+
+    { ngx_string("llm_deadline"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, deadline),
+      NULL },
+
+    { ngx_string("llm_max_body_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_body_size),
+      NULL },
+
+    { ngx_string("llm_max_buffered"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_buffered),
+      NULL },
+
+    { ngx_string("llm_sampling"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_sampling,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
 
       ngx_null_command
 };
@@ -122,7 +159,14 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
      *
      *     llcf->engine = NULL;
      *     llcf->role = NGX_HTTP_LLM_ROLE_NONE;
+     *     llcf->sampling = { 0 };
+     *     llcf->sampling_set = 0;
      */
+
+    llcf->max_tokens = NGX_CONF_UNSET_UINT;
+    llcf->deadline = NGX_CONF_UNSET_MSEC;
+    llcf->max_body_size = NGX_CONF_UNSET_SIZE;
+    llcf->max_buffered = NGX_CONF_UNSET_SIZE;
 
     return llcf;
 }
@@ -134,9 +178,39 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_llm_loc_conf_t *prev = parent;
     ngx_http_llm_loc_conf_t *conf = child;
 
+    ngx_http_core_loc_conf_t  *clcf;
+
     /* the role and its handler belong to the location that names them */
     if (conf->engine == NULL) {
         conf->engine = prev->engine;
+    }
+
+    ngx_conf_merge_uint_value(conf->max_tokens, prev->max_tokens, 0);
+    ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 0);
+    ngx_conf_merge_size_value(conf->max_body_size, prev->max_body_size,
+                              4 * 1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_buffered, prev->max_buffered,
+                              64 * 1024);
+
+    if (conf->sampling_set == 0) {
+        conf->sampling = prev->sampling;
+        conf->sampling_set = prev->sampling_set;
+    }
+
+    /*
+     * core's client_max_body_size would answer 413 in HTML before we see
+     * the request: our own limit answers in OpenAI's JSON instead.
+     */
+    if (conf->role == NGX_HTTP_LLM_ROLE_API) {
+        clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+        clcf->client_max_body_size = 0;
+        /* typical bodies in memory; rare big ones in a temp file */
+        if ((size_t) clcf->client_body_buffer_size
+            < ngx_min(conf->max_body_size, 1024 * 1024))
+        {
+            clcf->client_body_buffer_size = ngx_min(conf->max_body_size,
+                                                    1024 * 1024);
+        }
     }
 
     return NGX_CONF_OK;
@@ -674,6 +748,85 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ecf->hash = h;
 
     return NGX_CONF_OK;
+}
+
+
+/* llm_sampling temperature=0.7 top_p=0.9 ...: defaults for requests */
+
+static char *
+ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_loc_conf_t *llcf = conf;
+
+    float       v;
+    u_char     *eq, *end;
+    unsigned    bit;
+    ngx_str_t  *value, key, val;
+    ngx_uint_t  i;
+
+    if (llcf->sampling_set) {
+        return "is duplicate";
+    }
+
+    llm_sampling_params_default(&llcf->sampling);
+    value = cf->args->elts;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+        eq = ngx_strlchr(value[i].data, value[i].data + value[i].len, '=');
+        if (eq == NULL) {
+            goto invalid;
+        }
+
+        key.data = value[i].data;
+        key.len = eq - value[i].data;
+        val.data = eq + 1;
+        val.len = value[i].data + value[i].len - val.data;
+
+        v = strtof((char *) val.data, (char **) &end);
+        if (val.len == 0 || end != val.data + val.len) {
+            goto invalid;
+        }
+
+#define LLM_KEY(s)  (key.len == sizeof(s) - 1                                \
+                     && ngx_strncmp(key.data, s, sizeof(s) - 1) == 0)
+
+        if (LLM_KEY("temperature") && v >= 0 && v <= 2) {
+            llcf->sampling.temperature = v;
+            bit = LLM_API_GIVEN_TEMPERATURE;
+        } else if (LLM_KEY("top_p") && v > 0 && v <= 1) {
+            llcf->sampling.top_p = v;
+            bit = LLM_API_GIVEN_TOP_P;
+        } else if (LLM_KEY("top_k") && v >= -1 && v == (int) v) {
+            llcf->sampling.top_k = (int) v;
+            bit = LLM_API_GIVEN_TOP_K;
+        } else if (LLM_KEY("min_p") && v >= 0 && v <= 1) {
+            llcf->sampling.min_p = v;
+            bit = LLM_API_GIVEN_MIN_P;
+        } else if (LLM_KEY("presence_penalty") && v >= -2 && v <= 2) {
+            llcf->sampling.presence_penalty = v;
+            bit = LLM_API_GIVEN_PRESENCE_PENALTY;
+        } else if (LLM_KEY("frequency_penalty") && v >= -2 && v <= 2) {
+            llcf->sampling.frequency_penalty = v;
+            bit = LLM_API_GIVEN_FREQUENCY_PENALTY;
+        } else if (LLM_KEY("repetition_penalty") && v > 0 && v <= 2) {
+            llcf->sampling.repetition_penalty = v;
+            bit = LLM_API_GIVEN_REPETITION_PENALTY;
+        } else {
+            goto invalid;
+        }
+
+#undef LLM_KEY
+
+        llcf->sampling_set |= bit;
+    }
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid llm_sampling parameter \"%V\"", &value[i]);
+    return NGX_CONF_ERROR;
 }
 
 

@@ -16,6 +16,10 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "jinja.h"
+#include "api_request.h"
+#include "stop.h"
+
+#include <cjson/cJSON.h>
 
 
 typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
@@ -74,6 +78,14 @@ typedef struct {
 typedef struct {
     ngx_http_llm_engine_conf_t *engine;
     ngx_uint_t                  role;       /* NGX_HTTP_LLM_ROLE_* */
+    ngx_uint_t                  max_tokens; /* clamp; 0: none */
+    ngx_msec_t                  deadline;   /* 0: none */
+    size_t                      max_body_size;
+    size_t                      max_buffered; /* output held for a slow
+                                                 client before the engine
+                                                 is told to wait */
+    llm_sampling_params         sampling;   /* location defaults */
+    unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -104,6 +116,48 @@ typedef struct {
 } ngx_http_llm_waiter_t;
 
 
+/* one request's state, also what the $llm_* variables read */
+typedef struct {
+    ngx_http_request_t         *request;
+    ngx_http_llm_peer_t        *peer;
+    ngx_http_llm_engine_conf_t *ecf;
+    ngx_http_llm_slot_t         slot;
+    ngx_http_llm_waiter_t       waiter;
+    ngx_event_t                 deadline;
+    ngx_int_t                 (*ready)(ngx_http_request_t *r);
+
+    /* generation */
+    llm_api_request             req;
+    int32_t                    *prompt;
+    uint32_t                    n_prompt;
+    uint32_t                    max_tokens;
+    llm_detok                   detok;
+    llm_stop                    stop;
+    uint32_t                    consumed;   /* stream entries read */
+    uint32_t                    n_completion;
+    uint32_t                    n_cached;
+    ngx_uint_t                  finish;     /* enum llm_finish */
+    ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
+    time_t                      created;
+    ngx_buf_t                  *text;       /* non-streaming: the reply */
+    cJSON                      *logprobs;   /* non-streaming: entries */
+    ngx_chain_t                *free;
+    ngx_chain_t                *busy;
+    uint64_t                    t_submit_ns;
+    uint64_t                    t_scheduled_ns;
+    uint64_t                    t_first_ns;
+    uint64_t                    t_done_ns;
+
+    unsigned                    chat:1;
+    unsigned                    stream:1;
+    unsigned                    header_sent:1;
+    unsigned                    stopped:1;  /* stop string matched */
+    unsigned                    finished:1;
+    unsigned                    req_parsed:1;
+    unsigned                    stop_inited:1;
+} ngx_http_llm_ctx_t;
+
+
 extern ngx_module_t  ngx_http_llm_module;
 
 
@@ -121,6 +175,7 @@ void ngx_http_llm_peer_unwait(ngx_http_llm_waiter_t *w);
 ngx_int_t ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer,
     ngx_http_llm_slot_t *s, uint32_t kind);
 ngx_int_t ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s);
+void ngx_http_llm_slot_kick(ngx_http_llm_slot_t *s);
 void ngx_http_llm_slot_release(ngx_http_llm_slot_t *s);
 uint64_t ngx_http_llm_now_ns(void);
 
@@ -129,5 +184,20 @@ ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *code, const char *fmt, ...);
+ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    cJSON *json);
+ngx_int_t ngx_http_llm_send_api_error(ngx_http_request_t *r,
+    llm_api_error *err);
+ngx_int_t ngx_http_llm_unavailable(ngx_http_request_t *r,
+    ngx_http_llm_peer_t *peer);
+ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
+    ngx_http_llm_peer_t *peer);
+void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
+ngx_int_t ngx_http_llm_when_ready(ngx_http_request_t *r,
+    ngx_http_llm_peer_t *peer, ngx_int_t (*ready)(ngx_http_request_t *r));
+
+/* ngx_http_llm_generate.c */
+ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
+void ngx_http_llm_ctx_free_generation(ngx_http_llm_ctx_t *ctx);
 
 #endif
