@@ -15,6 +15,7 @@
 #include "simd.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) inline
 
 
 TGT static inline float
@@ -147,59 +148,134 @@ groups_u8s8(__m256i u, __m256i s)
 }
 
 
-/* the same for two signed operands: |w| * (x with w's sign) is w * x */
-TGT static inline __m256
-groups_s8s8(__m256i w, __m256i x)
+/* a weight block prepared once for several activation rows: u = |w| (or
+ * the unsigned nibbles of Q4_1), sw = w for the sign of x */
+typedef struct {
+    __m256i  u, sw;
+    __m256   dw;
+    float    mw;
+} wblock;
+
+
+TGT static INLINE void
+prepare(uint32_t kind, const uint8_t *blk, wblock *wb)
 {
-    return groups_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    switch (kind) {
+    case 0: /* Q4_0 */
+        wb->sw = _mm256_sub_epi8(unpack_nibbles(blk + 2), _mm256_set1_epi8(8));
+        wb->u = _mm256_sign_epi8(wb->sw, wb->sw);
+        break;
+    case 1: /* Q4_1 */
+        wb->u = unpack_nibbles(blk + 4);
+        wb->sw = wb->u;
+        wb->mw = half(blk + 2);
+        break;
+    default: /* Q8_0 */
+        wb->sw = _mm256_loadu_si256((const __m256i *) (blk + 2));
+        wb->u = _mm256_sign_epi8(wb->sw, wb->sw);
+        break;
+    }
+    wb->dw = _mm256_set1_ps(half(blk));
 }
 
 
-TGT static inline __m256
-block_groups(uint32_t kind, const uint8_t *blk, const llm_block_q8a *x)
+/* block b of activation row x into its parity's accumulators */
+TGT static INLINE void
+accumulate(uint32_t kind, const wblock *wb, const llm_block_q8a *x,
+    __m256 *acc, float *msum)
 {
     __m256i xv = _mm256_loadu_si256((const __m256i *) x->qs);
 
-    switch (kind) {
-    case 0: /* Q4_0 */
-        return groups_s8s8(_mm256_sub_epi8(unpack_nibbles(blk + 2),
-                                           _mm256_set1_epi8(8)), xv);
-    case 1: /* Q4_1 */
-        return groups_u8s8(unpack_nibbles(blk + 4), xv);
-    default: /* Q8_0 */
-        return groups_s8s8(_mm256_loadu_si256((const __m256i *) (blk + 2)),
-                           xv);
+    if (kind != 1) {
+        xv = _mm256_sign_epi8(xv, wb->sw);
+    }
+    __m256 g = groups_u8s8(wb->u, xv);
+    __m256 dd = _mm256_mul_ps(wb->dw, _mm256_broadcast_ss(&x->d));
+    *acc = _mm256_fmadd_ps(dd, g, *acc);
+    if (kind == 1) {
+        *msum = fmaf(wb->mw, x->s, *msum);
     }
 }
 
 
-TGT static inline float
-dot_q32(uint32_t kind, int bytes, int n, const uint8_t *w,
-    const llm_block_q8a *x)
+/* one weight row against XR (1..4) activation rows: each weight block is
+ * unpacked once for all of them */
+TGT static INLINE void
+row_x(const uint32_t kind, const int bytes, const int XR, int nb,
+    const uint8_t *w, const uint8_t *act, size_t act_stride, float *out,
+    size_t ld_out)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    float m0 = 0.0f, m1 = 0.0f;
-    int nb = n / LLM_QK, b = 0;
+    __m256 a0[4], a1[4];
+    float m0[4], m1[4];
+    wblock wb;
 
-    for ( ; b + 2 <= nb; b += 2, w += 2 * bytes) {
-        __m256 g0 = block_groups(kind, w, &x[b]);
-        __m256 g1 = block_groups(kind, w + bytes, &x[b + 1]);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(half(w) * x[b].d), g0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_set1_ps(half(w + bytes) * x[b + 1].d),
-                             g1, a1);
-        if (kind == 1) {
-            m0 = fmaf(half(w + 2), x[b].s, m0);
-            m1 = fmaf(half(w + bytes + 2), x[b + 1].s, m1);
+#pragma GCC unroll 4
+    for (int x = 0; x < XR; x++) {
+        a0[x] = a1[x] = _mm256_setzero_ps();
+        m0[x] = m1[x] = 0.0f;
+    }
+    for (int b = 0; b < nb; b++) {
+        prepare(kind, w + b * bytes, &wb);
+#pragma GCC unroll 4
+        for (int x = 0; x < XR; x++) {
+            const llm_block_q8a *xb =
+                (const llm_block_q8a *) (act + x * act_stride) + b;
+            if (b & 1) {
+                accumulate(kind, &wb, xb, &a1[x], &m1[x]);
+            } else {
+                accumulate(kind, &wb, xb, &a0[x], &m0[x]);
+            }
         }
     }
-    if (b < nb) {
-        __m256 g0 = block_groups(kind, w, &x[b]);
-        a0 = _mm256_fmadd_ps(_mm256_set1_ps(half(w) * x[b].d), g0, a0);
-        if (kind == 1) {
-            m0 = fmaf(half(w + 2), x[b].s, m0);
+#pragma GCC unroll 4
+    for (int x = 0; x < XR; x++) {
+        out[x * ld_out] = hsum8_ps(_mm256_add_ps(a0[x], a1[x]))
+                          + (m0[x] + m1[x]);
+    }
+}
+
+
+/* groups of four activation rows outside, the tile's weight rows inside
+ * (the tile stays in L1 while the groups pass) */
+TGT static INLINE void
+tile_q32(const uint32_t kind, const int bytes, const llm_tile *t)
+{
+    int nb = t->n / LLM_QK;
+
+    for (int i = 0; i < t->n_x; i += 4) {
+        const uint8_t *a = t->act + i * t->act_stride;
+        for (int r = 0; r < t->n_w; r++) {
+            const uint8_t *w = t->w + r * t->w_stride;
+            float *o = t->out + i * t->ld_out + r;
+            switch (t->n_x - i) {
+            case 1: row_x(kind, bytes, 1, nb, w, a, t->act_stride, o, t->ld_out); break;
+            case 2: row_x(kind, bytes, 2, nb, w, a, t->act_stride, o, t->ld_out); break;
+            case 3: row_x(kind, bytes, 3, nb, w, a, t->act_stride, o, t->ld_out); break;
+            default: row_x(kind, bytes, 4, nb, w, a, t->act_stride, o, t->ld_out); break;
+            }
         }
     }
-    return hsum8_ps(_mm256_add_ps(a0, a1)) + (m0 + m1);
+}
+
+
+TGT static void
+tile_q4_0(const llm_tile *t)
+{
+    tile_q32(0, sizeof(llm_block_q4_0), t);
+}
+
+
+TGT static void
+tile_q4_1(const llm_tile *t)
+{
+    tile_q32(1, sizeof(llm_block_q4_1), t);
+}
+
+
+TGT static void
+tile_q8_0(const llm_tile *t)
+{
+    tile_q32(2, sizeof(llm_block_q8_0), t);
 }
 
 
@@ -315,9 +391,6 @@ name(const llm_tile *t)                                                       \
 TILE(tile_f32, dot_f32(t->n, w, (const float *) x))
 TILE(tile_f16, dot_f16(t->n, w, (const float *) x))
 TILE(tile_bf16, dot_bf16(t->n, w, (const float *) x))
-TILE(tile_q4_0, dot_q32(0, sizeof(llm_block_q4_0), t->n, w, (const void *) x))
-TILE(tile_q4_1, dot_q32(1, sizeof(llm_block_q4_1), t->n, w, (const void *) x))
-TILE(tile_q8_0, dot_q32(2, sizeof(llm_block_q8_0), t->n, w, (const void *) x))
 TILE(tile_q4_K, dot_q4_K(t->n, w, x))
 TILE(tile_q6_K, dot_q6_K(t->n, w, x))
 
