@@ -428,6 +428,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 {
     int                          i, lfd;
     pid_t                        pid;
+    ngx_http_llm_counters_t     *cnt;
     u_char                      *p;
     char                        *argv[32];
     u_char                       buf[2048];
@@ -517,6 +518,11 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 
     /* the middle process exits at once; nginx's SIGCHLD may reap it first */
     (void) waitpid(pid, NULL, 0);
+
+    cnt = ngx_http_llm_counters(ecf);
+    if (cnt) {
+        (void) ngx_atomic_fetch_add(&cnt->engine_starts, 1);
+    }
 
     ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
                   "llm: started engine \"%V\" for model \"%V\"",

@@ -12,6 +12,8 @@
 #endif
 
 
+static ngx_int_t ngx_http_llm_preconfiguration(ngx_conf_t *cf);
+static ngx_int_t ngx_http_llm_postconfiguration(ngx_conf_t *cf);
 static void *ngx_http_llm_create_main_conf(ngx_conf_t *cf);
 static void *ngx_http_llm_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent,
@@ -25,6 +27,8 @@ static char *ngx_http_llm_engine_done(ngx_conf_t *cf,
 static char *ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
@@ -52,6 +56,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       (void *) NGX_HTTP_LLM_ROLE_HEALTH },
+
+    { ngx_string("llm_metrics"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_metrics,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
 
     { ngx_string("llm_max_tokens"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -93,8 +104,8 @@ static ngx_command_t  ngx_http_llm_commands[] = {
 
 
 static ngx_http_module_t  ngx_http_llm_module_ctx = {
-    NULL,                                  /* preconfiguration */
-    NULL,                                  /* postconfiguration */
+    ngx_http_llm_preconfiguration,         /* preconfiguration */
+    ngx_http_llm_postconfiguration,        /* postconfiguration */
 
     ngx_http_llm_create_main_conf,         /* create main configuration */
     NULL,                                  /* init main configuration */
@@ -121,6 +132,32 @@ ngx_module_t  ngx_http_llm_module = {
     NULL,                                  /* exit master */
     NGX_MODULE_V1_PADDING
 };
+
+
+static ngx_int_t
+ngx_http_llm_preconfiguration(ngx_conf_t *cf)
+{
+    return ngx_http_llm_add_variables(cf);
+}
+
+
+static ngx_int_t
+ngx_http_llm_postconfiguration(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_llm_log_handler;
+
+    return NGX_OK;
+}
 
 
 static void *
@@ -718,7 +755,9 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
         return NGX_CONF_ERROR;
     }
 
-    if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK) {
+    if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK
+        || ngx_http_llm_counters_zone(cf, ecf) != NGX_OK)
+    {
         return NGX_CONF_ERROR;
     }
 
@@ -883,6 +922,28 @@ ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     clcf->handler = llcf->role == NGX_HTTP_LLM_ROLE_HEALTH
                     ? ngx_http_llm_health_handler
                     : ngx_http_llm_api_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+/* llm_metrics; */
+
+static char *
+ngx_http_llm_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_loc_conf_t *llcf = conf;
+
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (llcf->role != NGX_HTTP_LLM_ROLE_NONE) {
+        return "is duplicate";
+    }
+
+    llcf->role = NGX_HTTP_LLM_ROLE_METRICS;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_llm_metrics_handler;
 
     return NGX_CONF_OK;
 }

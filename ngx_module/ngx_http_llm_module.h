@@ -23,6 +23,15 @@
 
 
 typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
+
+
+#define NGX_HTTP_LLM_N_STATUS  12
+
+/* per engine, in a shared zone: survives engine restarts and reloads */
+typedef struct {
+    ngx_atomic_t                engine_starts;
+    ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
+} ngx_http_llm_counters_t;
 typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
 
 
@@ -52,6 +61,7 @@ typedef struct {
 
     uint64_t                    hash;               /* identity of this
                                                        engine's config */
+    ngx_shm_zone_t             *zone;               /* counters */
 
     /*
      * Loaded by the master at configuration time, shared read-only by the
@@ -92,6 +102,7 @@ typedef struct {
 #define NGX_HTTP_LLM_ROLE_NONE     0
 #define NGX_HTTP_LLM_ROLE_API      1
 #define NGX_HTTP_LLM_ROLE_HEALTH   2
+#define NGX_HTTP_LLM_ROLE_METRICS  3
 
 
 /*
@@ -195,6 +206,15 @@ ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
 void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
 ngx_int_t ngx_http_llm_when_ready(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer, ngx_int_t (*ready)(ngx_http_request_t *r));
+
+/* ngx_http_llm_metrics.c */
+ngx_int_t ngx_http_llm_counters_zone(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf);
+ngx_http_llm_counters_t *ngx_http_llm_counters(
+    ngx_http_llm_engine_conf_t *ecf);
+ngx_int_t ngx_http_llm_log_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_metrics_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
 /* ngx_http_llm_generate.c */
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
