@@ -648,6 +648,90 @@ test_bad_batches(void)
 }
 
 
+/* ---------------------------------------------------------------------------
+ * the CLI end to end (tokenizer, template, sampler, forward), stdout
+ * captured in a temporary file
+ */
+
+int llm_cli_generate(int argc, char **argv);
+
+
+static int
+run_cli(char **argv, int argc, char *out, size_t cap)
+{
+    char    path[] = "/tmp/test_cli_XXXXXX";
+    int     fd = mkstemp(path), saved, saved_err, rc;
+    FILE   *f;
+    size_t  n;
+
+    fflush(stdout);
+    fflush(stderr);
+    saved = dup(1);
+    saved_err = dup(2);
+    dup2(fd, 1);
+    dup2(fd, 2);        /* usage errors must not garble the TAP output */
+    rc = llm_cli_generate(argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(saved, 1);
+    dup2(saved_err, 2);
+    close(saved);
+    close(saved_err);
+    f = fopen(path, "rb");
+    n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) {
+        fclose(f);
+    }
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+
+static void
+test_cli(void)
+{
+    char   path[1200], out[8192], chat[] = "/tmp/test_chat_XXXXXX";
+    int    fd;
+
+    stories_path(path, sizeof(path), "f32");
+    char  *a1[] = { "generate", "--model", path, "--prompt",
+                    "Once upon a time", "--max-tokens", "30", NULL };
+    is_int(run_cli(a1, 7, out, sizeof(out)), 0, "cli: stories260K runs");
+    ok(strncmp(out, "Once upon a time, there was a little girl named Lily. "
+               "She loved to play outside in the park.", 89) == 0,
+       "cli: stories260K f32 greedy text: %.100s", out);
+
+    char  *a2[] = { "generate", "--model", path, "--prompt",
+                    "Once upon a time", "--max-tokens", "8", "--greedy-ids",
+                    NULL };
+    run_cli(a2, 8, out, sizeof(out));
+    is_str(out, "432 383 286 261 376 298 315 421\n",
+           "cli: --greedy-ids prints the ids on one line");
+
+    fd = mkstemp(chat);
+    if (fd < 0 || write(fd, "{\"messages\":[{\"role\":\"user\",\"content\":"
+                        "\"Hi\"}]}", 46) != 46)
+    {
+        ok(0, "cli: write the chat file");
+        return;
+    }
+    close(fd);
+    char  *a3[] = { "generate", "--model", (char *) smollm2, "--chat", chat,
+                    "--max-tokens", "40", NULL };
+    is_int(run_cli(a3, 7, out, sizeof(out)), 0, "cli: SmolLM2 --chat runs");
+    ok(strlen(out) > 10 && strstr(out, "<|im_end|>") == NULL
+       && strstr(out, "<|im_start|>") == NULL,
+       "cli: SmolLM2 answers in text and stops at <|im_end|>: %s", out);
+    unlink(chat);
+
+    char  *a4[] = { "generate", "--model", path, NULL };
+    ok(run_cli(a4, 3, out, sizeof(out)) == 2, "cli: no prompt is a usage "
+       "error");
+}
+
+
 int
 main(void)
 {
@@ -668,6 +752,7 @@ main(void)
     test_greedy();
     test_bad_batches();
     test_reference_logits();
+    test_cli();
     stories_path(path, sizeof(path), "q4_1");
     test_batch_invariance(path, "stories260K q4_1");
     stories_path(path, sizeof(path), "f16");
