@@ -57,13 +57,14 @@ TOP_K = 20
 # Float weights (F32/F16/BF16) meet float activations in our engine, so
 # only summation order differs: 0.01. Quantized weights meet int8
 # activations (kernels/matmul.h): about twice the error this tool's
-# simulation of that shows (act_quant below), well under the error of a
-# wrong RoPE order or GQA mapping.
+# simulation of that shows (act_quant below, over the prompt and every
+# greedy step), well under the error of a wrong RoPE order or GQA mapping.
 FLOAT_TOLERANCE = 0.01
 QUANT_TOLERANCE = {
-    "stories260K": 0.4,     # simulated activation-quant error <= 0.13
-    "tiny": 0.5,            # <= 0.23
-    "smollm2": 1.5,         # <= 0.55 (30 layers); engine measured 0.82
+    "stories260K": 0.4,     # engine measured <= 0.20, simulation <= 0.20
+    "tiny": 0.5,            # engine <= 0.27, simulation <= 0.22
+    "smollm2": 3.0,         # engine <= 1.14, simulation <= 1.55 (step 20
+                            # of "plain", where logits reach 22)
 }
 
 
