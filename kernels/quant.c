@@ -286,9 +286,22 @@ abs_max(const float *x, int n)
     float amax = 0.0f;
 
     for (int j = 0; j < n; j++) {
-        amax = fmaxf(amax, fabsf(x[j]));
+        float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
     }
     return amax;
+}
+
+
+/* roundf (half away from zero) for |v| < 2^23 without the libm call
+ * (baseline x86-64 has no rounding instruction): v - trunc(v) is exact */
+static inline int
+round_int(float v)
+{
+    int r = (int) v;
+    float frac = v - (float) r;
+
+    return r + (frac >= 0.5f) - (frac <= -0.5f);
 }
 
 
@@ -396,7 +409,7 @@ llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < LLM_QK; j++) {
-            int q = (int) roundf(x[j] * id);
+            int q = round_int(x[j] * id);
             y[i].qs[j] = (int8_t) q;
             sum += q;
         }
@@ -413,7 +426,7 @@ llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n)
         float d = abs_max(x, LLM_QK_K) / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int j = 0; j < LLM_QK_K; j++) {
-            y[i].qs[j] = (int8_t) roundf(x[j] * id);
+            y[i].qs[j] = (int8_t) round_int(x[j] * id);
         }
         for (int g = 0; g < LLM_QK_K / 16; g++) {
             int sum = 0;
