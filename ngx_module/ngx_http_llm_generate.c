@@ -422,10 +422,6 @@ ngx_http_llm_ctx_free_generation(ngx_http_llm_ctx_t *ctx)
         ctx->stop_inited = 0;
     }
 
-    if (ctx->logprobs) {
-        cJSON_Delete(ctx->logprobs);
-        ctx->logprobs = NULL;
-    }
 }
 
 
@@ -548,15 +544,83 @@ ngx_http_llm_submit(ngx_http_request_t *r)
 /* ---------------------------------------------------------------------- */
 /* output                                                                 */
 
-/* JSON string body (no quotes), as OpenAI's servers escape it */
+/* length of the valid UTF-8 sequence at p, 0 if invalid */
+static size_t
+ngx_http_llm_utf8_len(const u_char *p, size_t n)
+{
+    size_t    len, i;
+    uint32_t  c;
+
+    if (p[0] < 0x80) {
+        return 1;
+    }
+
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+        c = p[0] & 0x1f;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        c = p[0] & 0x0f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        c = p[0] & 0x07;
+    } else {
+        return 0;
+    }
+
+    if (n < len) {
+        return 0;
+    }
+
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+        c = (c << 6) | (p[i] & 0x3f);
+    }
+
+    /* overlong, surrogate, or past U+10FFFF */
+    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff))
+        || (c >= 0xd800 && c <= 0xdfff))
+    {
+        return 0;
+    }
+
+    return len;
+}
+
+
+/*
+ * A JSON string body (no quotes). Token pieces of byte-level vocabularies
+ * can be parts of a character: invalid bytes become U+FFFD, so the JSON is
+ * always valid UTF-8. Needs 6 bytes of room per input byte.
+ */
 static u_char *
 ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
 {
     u_char          c;
+    size_t          n;
     static u_char   hex[] = "0123456789abcdef";
 
-    while (len--) {
-        c = *src++;
+    while (len) {
+        c = *src;
+
+        if (c >= 0x80) {
+            n = ngx_http_llm_utf8_len(src, len);
+            if (n == 0) {
+                dst = ngx_cpymem(dst, "\\ufffd", 6);
+                src++;
+                len--;
+                continue;
+            }
+            dst = ngx_cpymem(dst, src, n);
+            src += n;
+            len -= n;
+            continue;
+        }
+
+        src++;
+        len--;
 
         switch (c) {
         case '"':
@@ -663,32 +727,124 @@ ngx_http_llm_chunk_head_len(ngx_http_llm_ctx_t *ctx)
 }
 
 
-static u_char *
-ngx_http_llm_logprobs_json(ngx_http_llm_ctx_t *ctx, u_char *p,
-    const llm_out_token *o, const u_char *text, size_t len)
+/* a token's text for logprobs: its decoded bytes */
+static const u_char *
+ngx_http_llm_piece(ngx_http_llm_ctx_t *ctx, int32_t id, size_t *len)
 {
-    uint32_t      i;
-    size_t        tl;
-    const char   *t;
+    const char  *t;
 
-    /* chat: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
-    p = ngx_sprintf(p, "{\"content\":[{\"token\":\"");
-    p = ngx_http_llm_json_escape(p, text, len);
+    t = llm_token_piece(ctx->ecf->tokenizer, id, len);
+    if (t == NULL) {
+        *len = 0;
+        return (u_char *) "";
+    }
+
+    return (u_char *) t;
+}
+
+
+static size_t
+ngx_http_llm_lp_size(const llm_out_token *o)
+{
+    return 6 * 64 + 96 + o->n_top * (6 * 64 + 64);
+}
+
+
+/* chat: {"token":..,"logprob":..,"top_logprobs":[{"token":..,"logprob":..}]} */
+static u_char *
+ngx_http_llm_lp_chat(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const llm_out_token *o)
+{
+    size_t          len;
+    uint32_t        i;
+    const u_char   *t;
+
+    t = ngx_http_llm_piece(ctx, o->token, &len);
+    p = ngx_cpymem(p, "{\"token\":\"", 10);
+    p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
     p = ngx_sprintf(p, "\",\"logprob\":%.6f,\"top_logprobs\":[",
                     (double) o->logprob);
 
     for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
-        t = llm_token_piece(ctx->ecf->tokenizer, o->top_ids[i], &tl);
-        if (t == NULL) {
-            t = "";
-            tl = 0;
-        }
+        t = ngx_http_llm_piece(ctx, o->top_ids[i], &len);
         p = ngx_sprintf(p, "%s{\"token\":\"", i ? "," : "");
-        p = ngx_http_llm_json_escape(p, (u_char *) t, ngx_min(tl, 64));
+        p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
         p = ngx_sprintf(p, "\",\"logprob\":%.6f}", (double) o->top_lp[i]);
     }
 
-    return ngx_sprintf(p, "]}]}");
+    return ngx_sprintf(p, "]}");
+}
+
+
+/* completions' legacy form, one of its four arrays at a time */
+static u_char *
+ngx_http_llm_lp_legacy(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const llm_out_token *o, ngx_uint_t part, size_t offset)
+{
+    size_t          len;
+    uint32_t        i;
+    const u_char   *t;
+
+    switch (part) {
+    case 0:
+        t = ngx_http_llm_piece(ctx, o->token, &len);
+        *p++ = '"';
+        p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
+        *p++ = '"';
+        return p;
+    case 1:
+        return ngx_sprintf(p, "%.6f", (double) o->logprob);
+    case 2:
+        *p++ = '{';
+        for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+            t = ngx_http_llm_piece(ctx, o->top_ids[i], &len);
+            p = ngx_sprintf(p, "%s\"", i ? "," : "");
+            p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
+            p = ngx_sprintf(p, "\":%.6f", (double) o->top_lp[i]);
+        }
+        *p++ = '}';
+        return p;
+    default:
+        return ngx_sprintf(p, "%uz", offset);
+    }
+}
+
+
+/* the "logprobs" value for n tokens of this request */
+static u_char *
+ngx_http_llm_lp_json(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const ngx_http_llm_lp_t *e, ngx_uint_t n)
+{
+    ngx_uint_t   i, part;
+    static const char  *names[] = {
+        "tokens", "token_logprobs", "top_logprobs", "text_offset"
+    };
+
+    if (ctx->chat) {
+        p = ngx_sprintf(p, "{\"content\":[");
+        for (i = 0; i < n; i++) {
+            if (i) {
+                *p++ = ',';
+            }
+            p = ngx_http_llm_lp_chat(ctx, p, &e[i].o);
+        }
+        return ngx_sprintf(p, "]}");
+    }
+
+    *p++ = '{';
+    for (part = 0; part < 4; part++) {
+        p = ngx_sprintf(p, "%s\"%s\":[", part ? "," : "", names[part]);
+        for (i = 0; i < n; i++) {
+            if (i) {
+                *p++ = ',';
+            }
+            p = ngx_http_llm_lp_legacy(ctx, p, &e[i].o, part, e[i].offset);
+        }
+        *p++ = ']';
+    }
+    *p++ = '}';
+
+    return p;
 }
 
 
@@ -721,25 +877,13 @@ ngx_http_llm_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         }
         b->last = ngx_cpymem(b->last, text, len);
 
-        if (o && ctx->req.sampling.logprobs) {
-            cJSON *e = cJSON_CreateObject();
-            char   *s = ngx_pnalloc(ctx->request->pool, len + 1);
-
-            if (e == NULL || s == NULL) {
-                return NGX_ERROR;
-            }
-            ngx_memcpy(s, text, len);
-            s[len] = '\0';
-            cJSON_AddStringToObject(e, "token", s);
-            cJSON_AddNumberToObject(e, "logprob", o->logprob);
-            cJSON_AddItemToArray(ctx->logprobs, e);
-        }
+        ctx->text_offset += len;
         return NGX_OK;
     }
 
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
-        size += 6 * len + 64 + o->n_top * (6 * 64 + 48);
+        size += 2 * ngx_http_llm_lp_size(o);
     }
 
     b = ngx_http_llm_get_buf(ctx, size);
@@ -761,10 +905,15 @@ ngx_http_llm_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     }
 
     if (o && ctx->req.sampling.logprobs) {
-        p = ngx_http_llm_logprobs_json(ctx, p, o, text, len);
+        ngx_http_llm_lp_t  e;
+
+        e.o = *o;
+        e.offset = ctx->text_offset;
+        p = ngx_http_llm_lp_json(ctx, p, &e, 1);
     } else {
         p = ngx_sprintf(p, "null");
     }
+    ctx->text_offset += len;
 
     b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
     b->flush = 1;
@@ -807,26 +956,24 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     size_t               size, tlen;
     u_char              *p;
-    char                *lp;
     ngx_buf_t           *b;
+    ngx_uint_t           i;
     ngx_chain_t         *cl;
+    ngx_http_llm_lp_t   *e;
     ngx_http_request_t  *r = ctx->request;
 
     tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
-    lp = NULL;
-    if (!ctx->stream && ctx->logprobs) {
-        lp = cJSON_PrintUnformatted(ctx->logprobs);
-        if (lp == NULL) {
-            return NGX_ERROR;
+
+    size = 2 * ngx_http_llm_chunk_head_len(ctx) + 6 * tlen + 512;
+    if (!ctx->stream && ctx->lps) {
+        e = ctx->lps->elts;
+        for (i = 0; i < ctx->lps->nelts; i++) {
+            size += 2 * ngx_http_llm_lp_size(&e[i].o);
         }
     }
 
-    size = 2 * ngx_http_llm_chunk_head_len(ctx) + 6 * tlen + 512
-           + (lp ? ngx_strlen(lp) + 32 : 0);
-
     b = ngx_http_llm_get_buf(ctx, size);
     if (b == NULL) {
-        free(lp);
         return NGX_ERROR;
     }
 
@@ -864,10 +1011,10 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
             p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
         }
         p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
-        if (lp) {
-            p = ngx_sprintf(p, ctx->chat ? "\"logprobs\":{\"content\":%s},"
-                                         : "\"logprobs\":{\"tokens\":%s},",
-                            lp);
+        if (ctx->lps) {
+            p = ngx_sprintf(p, "\"logprobs\":");
+            p = ngx_http_llm_lp_json(ctx, p, ctx->lps->elts, ctx->lps->nelts);
+            *p++ = ',';
         } else {
             p = ngx_sprintf(p, "\"logprobs\":null,");
         }
@@ -881,8 +1028,6 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         ngx_str_set(&r->headers_out.content_type, "application/json");
         r->headers_out.content_type_len = r->headers_out.content_type.len;
     }
-
-    free(lp);
 
     b->last = p;
     b->last_buf = (r == r->main) ? 1 : 0;
@@ -1001,6 +1146,7 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
     ngx_chain_t              *out, **last;
     llm_stop_out              so;
     llm_out_token            *o;
+    ngx_http_llm_lp_t        *lp;
     ngx_http_request_t       *r = ctx->request;
     ngx_http_llm_loc_conf_t  *llcf;
 
@@ -1032,9 +1178,9 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
         return;     /* the write handler comes back when the client reads */
     }
 
-    if (!ctx->stream && ctx->req.sampling.logprobs && ctx->logprobs == NULL) {
-        ctx->logprobs = cJSON_CreateArray();
-        if (ctx->logprobs == NULL) {
+    if (!ctx->stream && ctx->req.sampling.logprobs && ctx->lps == NULL) {
+        ctx->lps = ngx_array_create(r->pool, 16, sizeof(ngx_http_llm_lp_t));
+        if (ctx->lps == NULL) {
             ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
             return;
         }
@@ -1103,8 +1249,18 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
             ctx->finish = LLM_FINISH_STOP;
         }
 
+        if (ctx->lps) {
+            lp = ngx_array_push(ctx->lps);
+            if (lp == NULL) {
+                rc = NGX_ERROR;
+                break;
+            }
+            lp->o = *o;
+            lp->offset = ctx->text_offset;
+        }
+
         /* OpenAI streams one chunk per token, the first with the role */
-        if (so.len || role || (ctx->stream && o->n_top)) {
+        if (so.len || role || (ctx->stream && ctx->req.sampling.logprobs)) {
             rc = ngx_http_llm_emit(ctx, &last, (u_char *) so.text, so.len,
                                    o, role);
         }

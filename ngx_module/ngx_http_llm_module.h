@@ -127,6 +127,13 @@ typedef struct {
 } ngx_http_llm_waiter_t;
 
 
+/* one generated token kept for the reply's logprobs */
+typedef struct {
+    llm_out_token               o;
+    size_t                      offset;     /* of its text in the reply */
+} ngx_http_llm_lp_t;
+
+
 /* one request's state, also what the $llm_* variables read */
 typedef struct {
     ngx_http_request_t         *request;
@@ -151,7 +158,8 @@ typedef struct {
     ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
     time_t                      created;
     ngx_buf_t                  *text;       /* non-streaming: the reply */
-    cJSON                      *logprobs;   /* non-streaming: entries */
+    ngx_array_t                *lps;        /* non-streaming: logprobs */
+    size_t                      text_offset;
     ngx_chain_t                *free;
     ngx_chain_t                *busy;
     uint64_t                    t_submit_ns;
