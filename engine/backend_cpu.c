@@ -33,6 +33,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -384,6 +385,82 @@ matmul(llm_backend *be, float *out, const float *x, int n,
 }
 
 
+/*
+ * Decode-sized batches: the matmuls that share an input (q, k, v; gate,
+ * up) run as one pool job whose threads take 64-row chunks of any of them,
+ * each chunk a single-threaded llm_matmul_ld into its slice of the output.
+ * One wake-up instead of three (two), which matters most when a worker may
+ * be descheduled. Every output row is computed exactly as by llm_matmul
+ * (row results do not depend on tiling or threads), so results are
+ * unchanged; test_model's prefill == decode test checks it.
+ */
+#define FUSED_MAX_TOKENS  8
+#define FUSED_CHUNK_ROWS  64
+
+typedef struct {
+    const float        *x;
+    int                 n;
+    int                 n_w;
+    const llm_tensor   *w[3];
+    float              *out[3];
+    int                 first_chunk[4];   /* prefix sums of chunks per w */
+    atomic_int          next;
+} fused_job;
+
+
+static void
+fused_task(void *arg, int ith, int nth)
+{
+    fused_job   *j = arg;
+    llm_tensor   v;
+    int          k, p, lo;
+
+    (void) ith;
+    (void) nth;
+    while ((k = atomic_fetch_add(&j->next, 1)) < j->first_chunk[j->n_w]) {
+        for (p = 0; k >= j->first_chunk[p + 1]; p++) {
+            /* find the weight this chunk belongs to */
+        }
+        lo = (k - j->first_chunk[p]) * FUSED_CHUNK_ROWS;
+        v = llm_tensor_rows(j->w[p], lo,
+                            j->w[p]->rows - lo < FUSED_CHUNK_ROWS
+                            ? j->w[p]->rows - lo : FUSED_CHUNK_ROWS);
+        llm_matmul_ld(NULL, j->out[p] + lo, j->w[p]->rows, j->x,
+                      j->w[p]->cols, j->n, &v);
+    }
+}
+
+
+/* out[p] = x @ w[p]^T for n_w weights with the same input */
+static void
+matmul_multi(llm_backend *be, const float *x, int n, int n_w,
+    const llm_tensor **w, float **out)
+{
+    cpu_ctx    *c = be->ctx;
+    fused_job   j;
+    int         p;
+
+    if (be->opt.exact || n > FUSED_MAX_TOKENS || c->n_threads == 1) {
+        for (p = 0; p < n_w; p++) {
+            matmul(be, out[p], x, n, w[p]);
+        }
+        return;
+    }
+    memset(&j, 0, sizeof(j));
+    j.x = x;
+    j.n = n;
+    j.n_w = n_w;
+    for (p = 0; p < n_w; p++) {
+        j.w[p] = w[p];
+        j.out[p] = out[p];
+        j.first_chunk[p + 1] = j.first_chunk[p]
+            + (w[p]->rows + FUSED_CHUNK_ROWS - 1) / FUSED_CHUNK_ROWS;
+    }
+    atomic_init(&j.next, 0);
+    llm_threadpool_run(c->tp, fused_task, &j);
+}
+
+
 static int
 check_batch(llm_backend *be, const llm_batch *b)
 {
@@ -460,12 +537,14 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     int                n = b->n_tokens;
     layer_job          lj = { be, b, layer };
     swiglu_job         sj = { c->hb, c->hb2, (size_t) n * c->hidden };
+    const llm_tensor  *qkv_w[3] = { &l->wq, &l->wk, &l->wv };
+    float             *qkv_out[3] = { c->q, c->k, c->v };
+    const llm_tensor  *ffn_w[2] = { &l->w_gate, &l->w_up };
+    float             *ffn_out[2] = { c->hb, c->hb2 };
 
     rmsnorm_rows(c, c->xb, c->x, l->attn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
-    matmul(be, c->q, c->xb, n, &l->wq);
-    matmul(be, c->k, c->xb, n, &l->wk);
-    matmul(be, c->v, c->xb, n, &l->wv);
+    matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
     run_job(c, qkv_finish_task, &lj, (size_t) n * (c->q_dim + c->kv_dim));
     run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
     matmul(be, c->xb2, c->att, n, &l->wo);
@@ -473,8 +552,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
-    matmul(be, c->hb, c->xb, n, &l->w_gate);
-    matmul(be, c->hb2, c->xb, n, &l->w_up);
+    matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
     run_job(c, swiglu_task, &sj, sj.n);
     matmul(be, c->xb2, c->hb, n, &l->w_down);
     add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
