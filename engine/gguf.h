@@ -95,7 +95,10 @@ typedef struct {
     char             err[512];     /* "<path>: <fault>" after a failure */
 } gguf_file;
 
-/* 0 on success; -1 with g->err set. g is always safe to gguf_close(). */
+/* 0 on success; -1 with g->err set. g is always safe to gguf_close().
+ * gguf_open_fd maps fd and leaves it open (the caller owns it; the mapping
+ * outlives it); gguf_open closes its own descriptor once mapped (g->fd is
+ * then -1). gguf_parse reads a caller's buffer, which must outlive g. */
 int gguf_open(gguf_file *g, const char *path);
 int gguf_open_fd(gguf_file *g, int fd, const char *path_for_messages);
 int gguf_parse(gguf_file *g, const uint8_t *buf, size_t len,
