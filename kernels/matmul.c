@@ -84,29 +84,26 @@ static float
 dot_q32(uint32_t type, int n, const uint8_t *w, const llm_block_q8a *x)
 {
     int bytes = llm_quant_block_bytes(type);
-    float a[16] = { 0 }, msum[2] = { 0 }, s[8];
+    float acc[8] = { 0 }, msum[8] = { 0 };
     uint16_t dh, mh;
 
     for (int b = 0; b < n / LLM_QK; b++, w += bytes) {
-        int par = b & 1;
-        memcpy(&dh, w, 2);
-        float dd = llm_fp16_to_fp32(dh) * x[b].d;
-        for (int k = 0; k < 8; k++) {
-            int g = 0;
-            for (int j = 4 * k; j < 4 * k + 4; j++) {
-                g += weight_q(type, w, j) * x[b].qs[j];
-            }
-            a[par * 8 + k] = fmaf(dd, (float) g, a[par * 8 + k]);
+        int isum = 0;
+        for (int j = 0; j < LLM_QK; j++) {
+            isum += weight_q(type, w, j) * x[b].qs[j];
         }
+        memcpy(&dh, w, 2);
+        acc[b % 8] = fmaf(llm_fp16_to_fp32(dh) * x[b].d, (float) isum,
+                          acc[b % 8]);
         if (type == GGML_TYPE_Q4_1) {
             memcpy(&mh, w + 2, 2);
-            msum[par] = fmaf(llm_fp16_to_fp32(mh), x[b].s, msum[par]);
+            msum[b % 8] = fmaf(llm_fp16_to_fp32(mh), x[b].s, msum[b % 8]);
         }
     }
-    for (int k = 0; k < 8; k++) {
-        s[k] = a[k] + a[k + 8];
+    if (type == GGML_TYPE_Q4_1) {
+        return llm_hsum8(acc) + llm_hsum8(msum);
     }
-    return llm_hsum8(s) + (msum[0] + msum[1]);
+    return llm_hsum8(acc);
 }
 
 
@@ -208,7 +205,7 @@ SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
 
 const llm_kernel_set llm_kernels_scalar = {
     tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K, NULL, NULL,
+    tile_q4_K, tile_q6_K, 0, NULL, NULL,
 };
 
 
@@ -316,13 +313,17 @@ pick_kernel(const llm_kernel_set *set, uint32_t type)
 /* the best set of the current instruction set or below with a kernel
  * for type */
 static const llm_kernel_set *
-kernels_for(uint32_t type)
+kernels_for(uint32_t type, int n_x)
 {
     static const llm_kernel_set *sets[] = {
         &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
     };
+    int q32 = llm_quant_block(type) == LLM_QK;
+
     for (int isa = llm_kernels_isa(); isa > 0; isa--) {
-        if (pick_kernel(sets[isa], type)) {
+        if (pick_kernel(sets[isa], type)
+            && (!q32 || n_x >= sets[isa]->q32_min_n_x))
+        {
             return sets[isa];
         }
     }
@@ -453,7 +454,8 @@ quantize_rows(matmul_job *job, int i0, int i1)
             llm_quantize_row_q8k(x, (llm_block_q8k *) dst, cols);
         } else if (tmp) {
             llm_quantize_row_q8a(x, tmp, cols);
-            job->set->q32_pack(job->w->type, tmp, cols / LLM_QK, dst);
+            job->set->q32_pack(job->w->type, tmp, cols / LLM_QK, job->n_x,
+                               i, (uint8_t *) job->act);
         } else {
             llm_quantize_row_q8a(x, (llm_block_q8a *) dst, cols);
         }
@@ -538,6 +540,7 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
 {
     matmul_job job;
     char err[256];
+    size_t act_bytes = 0;
     int nth = llm_threadpool_size(tp);
 
     if (llm_tensor_check(w, err, sizeof(err)) != 0) {
@@ -549,7 +552,7 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     }
     memset(&job, 0, sizeof(job));
     job.w = w;
-    job.set = kernels_for(w->type);
+    job.set = kernels_for(w->type, n_x);
     job.kernel = pick_kernel(job.set, w->type);
     job.n_x = n_x;
     job.out = out;
@@ -564,9 +567,11 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
         break;
     case LLM_QK:
         job.act_type = GGML_TYPE_Q8_0;
-        job.act_stride = job.set->q32_pack
-                         ? job.set->q32_act_bytes(w->cols / LLM_QK)
-                         : (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
+        job.act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
+        if (job.set->q32_pack) {
+            act_bytes = job.set->q32_layout(w->cols / LLM_QK, n_x,
+                                            &job.act_stride);
+        }
         break;
     default:
         job.act_type = GGML_TYPE_Q8_K;
@@ -574,7 +579,13 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
         break;
     }
     if (job.act_type) {
-        job.act = scratch_get(job.act_stride * n_x);
+        if (act_bytes == 0) {
+            act_bytes = job.act_stride * n_x;
+        }
+        job.act = scratch_get(act_bytes);
+        if (job.set->q32_pack && job.act_type == GGML_TYPE_Q8_0) {
+            memset((void *) job.act, 0, act_bytes);   /* padding rows */
+        }
         if (nth > 1 && (size_t) n_x * w->cols >= 65536) {
             llm_threadpool_run(tp, quantize_task, &job);
         } else {

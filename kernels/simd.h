@@ -7,11 +7,10 @@
  *  - float weights (F32/F16/BF16), float x: element j accumulates into
  *    lane j % 32 with fmaf; lanes reduce as
  *    s[k] = (a[k] + a[k+8]) + (a[k+16] + a[k+24]), then llm_hsum8(s).
- *  - 32-element blocks (Q4_0, Q4_1, Q8_0) x q8a: block b, group k of four
- *    consecutive elements gives an exact integer g; lane (b % 2) * 8 + k
- *    accumulates fmaf(d_w * d_x, (float) g, lane); Q4_1's minimum term
- *    m_w * s_x accumulates with fmaf in msum[b % 2]; result
- *    llm_hsum8(a[k] + a[k+8]) + (msum[0] + msum[1]).
+ *  - 32-element blocks (Q4_0, Q4_1, Q8_0) x q8a: block b gives the exact
+ *    integer isum = sum of its 32 products; acc[b % 8] = fmaf(d_w * d_x,
+ *    (float) isum, acc[b % 8]); Q4_1 also msum[b % 8] = fmaf(m_w, s_x,
+ *    msum[b % 8]); result llm_hsum8(acc) (+ llm_hsum8(msum) for Q4_1).
  *  - K-quants x q8k: each super-block gives exact integers (scaled sums,
  *    and for Q4_K the min sum); one float accumulator takes them with
  *    fmaf, super-block after super-block.
@@ -38,14 +37,17 @@ typedef struct {
 typedef void (*llm_tile_fn)(const llm_tile *t);
 
 /* kernels by ggml type; NULL where a set has none (the next lower set's
- * kernel is used). A set may want the q8a activations of the 32-element
- * types rearranged (q32_pack, same values): then its q4_0/q4_1/q8_0
- * kernels read act rows of q32_act_bytes(blocks) bytes made by q32_pack. */
+ * kernel is used). A set may lay out the q8a activations of the
+ * 32-element types its own way (same values): q32_layout gives the bytes
+ * for n_x rows and the act_stride its kernels expect, q32_pack places row
+ * i of n_x there. Its q4_0/q4_1/q8_0 kernels are used only from q32_min_n_x
+ * activation rows on (below that, the next lower set's). */
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
-    size_t        (*q32_act_bytes)(int n_blocks);
+    int             q32_min_n_x;
+    size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
-                              uint8_t *dst);
+                              int n_x, int i, uint8_t *act);
 } llm_kernel_set;
 
 extern const llm_kernel_set llm_kernels_scalar;

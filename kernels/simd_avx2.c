@@ -139,98 +139,147 @@ unpack_nibbles(const uint8_t *qs)
 }
 
 
-/* int32 lane k = sum of products 4k..4k+3 (u8 x s8), as float */
-TGT static inline __m256
-groups_u8s8(__m256i u, __m256i s)
+/*
+ * Activations of the 32-element types, one row: the blocks' 32-byte qs
+ * back to back, then d of every block, then s, each padded with zeros to a
+ * multiple of 8 blocks so eight blocks' scales are one load.
+ */
+static size_t
+q32_layout(int nb, int n_x, size_t *act_stride)
 {
-    __m256i p16 = _mm256_maddubs_epi16(u, s);
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+    size_t nb8 = (size_t) (nb + 7) / 8 * 8;
+
+    *act_stride = (size_t) nb * 32 + nb8 * 8;
+    return *act_stride * n_x;
 }
 
 
-/* a weight block prepared once for several activation rows: u = |w| (or
- * the unsigned nibbles of Q4_1), sw = w for the sign of x */
+static void
+q32_pack(uint32_t type, const void *src, int nb, int n_x, int i,
+    uint8_t *act)
+{
+    const llm_block_q8a *x = src;
+    size_t stride;
+    uint8_t *row;
+    float *d, *s;
+
+    (void) type;
+    (void) n_x;
+    q32_layout(nb, 1, &stride);
+    row = act + stride * i;
+    d = (float *) (row + (size_t) nb * 32);
+    s = d + (nb + 7) / 8 * 8;
+    for (int b = 0; b < nb; b++) {
+        memcpy(row + 32 * b, x[b].qs, 32);
+        d[b] = x[b].d;
+        s[b] = x[b].s;
+    }
+}
+
+
+/* lane j = sum of all eight int32 lanes of v[j] */
+TGT static INLINE __m256i
+block_totals(const __m256i v[8])
+{
+    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i q03 = _mm256_hadd_epi32(h01, h23);
+    __m256i q47 = _mm256_hadd_epi32(h45, h67);
+
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q03, q47, 0x20),
+                            _mm256_permute2x128_si256(q03, q47, 0x31));
+}
+
+
+/* eight (or, at the row's end, fewer) weight blocks made ready for any
+ * number of activation rows: u = |w| (Q4_1: the nibbles), sw = w */
 typedef struct {
-    __m256i  u, sw;
-    __m256   dw;
-    float    mw;
-} wblock;
+    __m256i  u[8], sw[8];
+    __m256   dw, mw;
+    int      n;
+} wchunk;
 
 
 TGT static INLINE void
-prepare(uint32_t kind, const uint8_t *blk, wblock *wb)
+prepare(uint32_t kind, int bytes, const uint8_t *w, int n, wchunk *c)
 {
-    switch (kind) {
-    case 0: /* Q4_0 */
-        wb->sw = _mm256_sub_epi8(unpack_nibbles(blk + 2), _mm256_set1_epi8(8));
-        wb->u = _mm256_sign_epi8(wb->sw, wb->sw);
-        break;
-    case 1: /* Q4_1 */
-        wb->u = unpack_nibbles(blk + 4);
-        wb->sw = wb->u;
-        wb->mw = half(blk + 2);
-        break;
-    default: /* Q8_0 */
-        wb->sw = _mm256_loadu_si256((const __m256i *) (blk + 2));
-        wb->u = _mm256_sign_epi8(wb->sw, wb->sw);
-        break;
+    float dw[8] = { 0 }, mw[8] = { 0 };
+
+    c->n = n;
+    for (int j = 0; j < n; j++) {
+        const uint8_t *blk = w + j * bytes;
+        switch (kind) {
+        case 0: /* Q4_0 */
+            c->sw[j] = _mm256_sub_epi8(unpack_nibbles(blk + 2),
+                                       _mm256_set1_epi8(8));
+            c->u[j] = _mm256_sign_epi8(c->sw[j], c->sw[j]);
+            break;
+        case 1: /* Q4_1 */
+            c->u[j] = unpack_nibbles(blk + 4);
+            mw[j] = half(blk + 2);
+            break;
+        default: /* Q8_0 */
+            c->sw[j] = _mm256_loadu_si256((const __m256i *) (blk + 2));
+            c->u[j] = _mm256_sign_epi8(c->sw[j], c->sw[j]);
+            break;
+        }
+        dw[j] = half(blk);
     }
-    wb->dw = _mm256_set1_ps(half(blk));
+    c->dw = _mm256_loadu_ps(dw);
+    c->mw = _mm256_loadu_ps(mw);
 }
 
 
-/* block b of activation row x into its parity's accumulators */
-TGT static INLINE void
-accumulate(uint32_t kind, const wblock *wb, const llm_block_q8a *x,
-    __m256 *acc, float *msum)
-{
-    __m256i xv = _mm256_loadu_si256((const __m256i *) x->qs);
-
-    if (kind != 1) {
-        xv = _mm256_sign_epi8(xv, wb->sw);
-    }
-    __m256 g = groups_u8s8(wb->u, xv);
-    __m256 dd = _mm256_mul_ps(wb->dw, _mm256_broadcast_ss(&x->d));
-    *acc = _mm256_fmadd_ps(dd, g, *acc);
-    if (kind == 1) {
-        *msum = fmaf(wb->mw, x->s, *msum);
-    }
-}
-
-
-/* one weight row against XR (1..4) activation rows: each weight block is
- * unpacked once for all of them */
+/* one weight row against XR (1..4) activation rows, eight blocks at a
+ * time: lane j of acc is the canonical acc[b % 8] */
 TGT static INLINE void
 row_x(const uint32_t kind, const int bytes, const int XR, int nb,
     const uint8_t *w, const uint8_t *act, size_t act_stride, float *out,
     size_t ld_out)
 {
-    __m256 a0[4], a1[4];
-    float m0[4], m1[4];
-    wblock wb;
+    size_t nb8 = (size_t) (nb + 7) / 8 * 8;
+    __m256 acc[4], macc[4];
+    wchunk c;
 
 #pragma GCC unroll 4
     for (int x = 0; x < XR; x++) {
-        a0[x] = a1[x] = _mm256_setzero_ps();
-        m0[x] = m1[x] = 0.0f;
+        acc[x] = macc[x] = _mm256_setzero_ps();
     }
-    for (int b = 0; b < nb; b++) {
-        prepare(kind, w + b * bytes, &wb);
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+        prepare(kind, bytes, w + b0 * bytes, nb - b0 < 8 ? nb - b0 : 8, &c);
 #pragma GCC unroll 4
         for (int x = 0; x < XR; x++) {
-            const llm_block_q8a *xb =
-                (const llm_block_q8a *) (act + x * act_stride) + b;
-            if (b & 1) {
-                accumulate(kind, &wb, xb, &a1[x], &m1[x]);
-            } else {
-                accumulate(kind, &wb, xb, &a0[x], &m0[x]);
+            const uint8_t *row = act + x * act_stride;
+            const float *d = (const float *) (row + (size_t) nb * 32);
+            __m256i v[8];
+            for (int j = 0; j < 8; j++) {
+                if (j >= c.n) {
+                    v[j] = _mm256_setzero_si256();
+                    continue;
+                }
+                __m256i xv = _mm256_loadu_si256(
+                    (const __m256i *) (row + 32 * (b0 + j)));
+                if (kind != 1) {
+                    xv = _mm256_sign_epi8(xv, c.sw[j]);
+                }
+                v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(c.u[j], xv),
+                                         _mm256_set1_epi16(1));
+            }
+            __m256 g = _mm256_cvtepi32_ps(block_totals(v));
+            __m256 dd = _mm256_mul_ps(c.dw, _mm256_loadu_ps(d + b0));
+            acc[x] = _mm256_fmadd_ps(dd, g, acc[x]);
+            if (kind == 1) {
+                macc[x] = _mm256_fmadd_ps(c.mw, _mm256_loadu_ps(d + nb8 + b0),
+                                          macc[x]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int x = 0; x < XR; x++) {
-        out[x * ld_out] = hsum8_ps(_mm256_add_ps(a0[x], a1[x]))
-                          + (m0[x] + m1[x]);
+        out[x * ld_out] = kind == 1 ? hsum8_ps(acc[x]) + hsum8_ps(macc[x])
+                                    : hsum8_ps(acc[x]);
     }
 }
 
@@ -396,7 +445,7 @@ TILE(tile_q6_K, dot_q6_K(t->n, w, x))
 
 const llm_kernel_set llm_kernels_avx2 = {
     tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K, NULL, NULL,
+    tile_q4_K, tile_q6_K, 1, q32_layout, q32_pack,
 };
 
 #else

@@ -1,57 +1,142 @@
 /*
- * AVX-512 VNNI kernels for the 32-element block types (Q4_0, Q4_1, Q8_0),
- * the types of the default model; the others use the AVX2 kernels.
+ * AVX-512 VNNI kernels for the 32-element block types (Q4_0, Q4_1, Q8_0).
+ * Both keep every integer a block's exact sum without horizontal
+ * reductions by choosing what the 16 lanes of a register are:
  *
- * Two blocks fill one 512-bit register with their groups of four bytes
- * interleaved: int32 lane 2k + h is group k of block 2p + h. One vpdpbusd
- * then gives both blocks' exact group sums, and lane 2k + h accumulates
- * exactly what the canonical order (simd.h) calls lane h * 8 + k; only the
- * place in the register differs, and the final reduction reads it back in
- * canonical order. The interleaving lets the per-block scales be loaded as
- * one broadcast pair (vbroadcastf32x2) instead of a 64-byte vector.
+ * Small batches (n_x < 8, decode): lanes are 16 consecutive blocks of one
+ * row. Sixteen weight blocks are transposed in registers so that vector v
+ * holds group v (bytes 4v..4v+3) of each block; the activations are packed
+ * in the same lane order once per call; eight vpdpbusd then leave each
+ * block's exact sum in its lane.
  *
- * A weight row's two blocks are unpacked once and used for up to four
- * activation rows; a tile's weight rows are visited for each group of four
- * activation rows while they sit in L1. That is what makes a batch cheap.
+ * Large batches (n_x >= 8: prefill, big decode batches): lanes are
+ * activation rows. Sixteen activation rows are interleaved by
+ * groups of four bytes, so for one weight block, eight vpdpbusd with one
+ * broadcast weight group each leave in lane l the exact integer sum of
+ * the block's 32 products with row l: no horizontal reductions, and the
+ * block's float work (scale product, convert, fma) is one instruction
+ * each for all sixteen rows. Block b goes to accumulator register b % 8,
+ * so lane l follows the canonical order of simd.h exactly.
  *
- * vpdpbusd multiplies unsigned by signed bytes: Q4_1 nibbles are unsigned;
- * Q4_0 (q - 8) and Q8_0 are signed, so they use |w| and x negated where w
- * is negative, which gives the same products.
+ * vpdpbusd multiplies unsigned (weights) by signed (activations) bytes:
+ * Q4_1 nibbles are unsigned; Q4_0 uses q = w + 8 and Q8_0 w + 128, and
+ * the accumulator starts from -8 (-128) times the row's block sum of x,
+ * kept with the packed activations, so the integer is still sum (w * x).
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "quant.h"
 #include "simd.h"
 
-/* activation row layout: n_pairs groups of 64 interleaved bytes, then
- * n_pairs (d, d) pairs, then n_pairs (s, s) pairs (zeros past the end) */
-static size_t
-q32_act_bytes(int n_blocks)
-{
-    size_t np = (size_t) (n_blocks + 1) / 2;
+#define LANES  16
 
-    return (np * 64 + np * 16 + 63) / 64 * 64;
+/* per group of 16 activation rows, per block (large batches); and per
+ * row, per chunk of 16 blocks (small batches: qs and bias in lane order,
+ * d and s in block order) */
+typedef struct {
+    int8_t    qs[8][LANES][4];   /* [group k][lane][byte] */
+    int32_t   bias[LANES];       /* -8 or -128 times the block sum (Q4_0, Q8_0) */
+    float     d[LANES];
+    float     s[LANES];
+} act_block;
+
+_Static_assert(sizeof(act_block) == 704, "act_block is 11 cache lines");
+
+#define SMALL_N_X  8             /* below: lanes are blocks */
+
+
+/* which block of a 16-block chunk lane j holds after the weight transpose
+ * (see transpose_q4 and transpose_q8 below) */
+static int
+lane_block(uint32_t type, int j)
+{
+    if (type == GGML_TYPE_Q8_0) {
+        return (j & 8) + 2 * (j & 3) + ((j >> 2) & 1);
+    }
+    return 4 * (j % 4) + j / 4;
+}
+
+
+static int
+bias_factor(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_0 ? 8 : (type == GGML_TYPE_Q8_0 ? 128 : 0);
+}
+
+
+static int
+block_sum(const llm_block_q8a *b)
+{
+    int sum = 0;
+
+    for (int j = 0; j < LLM_QK; j++) {
+        sum += b->qs[j];
+    }
+    return sum;
+}
+
+
+static size_t
+q32_layout(int nb, int n_x, size_t *act_stride)
+{
+    if (n_x < SMALL_N_X) {
+        *act_stride = (size_t) (nb + LANES - 1) / LANES * sizeof(act_block);
+        return *act_stride * n_x;
+    }
+    *act_stride = (size_t) nb * sizeof(act_block);       /* per 16 rows */
+    return *act_stride * ((n_x + LANES - 1) / LANES);
 }
 
 
 static void
-q32_pack(uint32_t type, const void *src, int n_blocks, uint8_t *dst)
+pack_small(uint32_t type, const llm_block_q8a *x, int nb, int i,
+    uint8_t *act)
+{
+    size_t stride;
+    act_block *a;
+
+    q32_layout(nb, 1, &stride);
+    a = (act_block *) (act + stride * i);
+    for (int c = 0; c * LANES < nb; c++) {
+        for (int j = 0; j < LANES; j++) {
+            int b = c * LANES + lane_block(type, j);
+            if (b < nb) {
+                for (int g = 0; g < 8; g++) {
+                    memcpy(a[c].qs[g][j], x[b].qs + 4 * g, 4);
+                }
+                a[c].bias[j] = -bias_factor(type) * block_sum(&x[b]);
+            }
+            if (c * LANES + j < nb) {
+                a[c].d[j] = x[c * LANES + j].d;
+                a[c].s[j] = x[c * LANES + j].s;
+            }
+        }
+    }
+}
+
+
+static void
+q32_pack(uint32_t type, const void *src, int nb, int n_x, int i,
+    uint8_t *act)
 {
     const llm_block_q8a *x = src;
-    int np = (n_blocks + 1) / 2;
-    float *d = (float *) (dst + (size_t) np * 64), *s = d + 2 * np;
+    act_block *a = (act_block *) act + (size_t) (i / LANES) * nb;
+    int l = i % LANES;
 
-    (void) type;
-    memset(dst, 0, q32_act_bytes(n_blocks));
-    for (int b = 0; b < n_blocks; b++) {
-        int p = b / 2, h = b % 2;
-        for (int k = 0; k < 8; k++) {
-            memcpy(dst + 64 * p + 4 * (2 * k + h), x[b].qs + 4 * k, 4);
+    if (n_x < SMALL_N_X) {
+        pack_small(type, x, nb, i, act);
+        return;
+    }
+    for (int b = 0; b < nb; b++) {
+        for (int g = 0; g < 8; g++) {
+            memcpy(a[b].qs[g][l], x[b].qs + 4 * g, 4);
         }
-        d[2 * p + h] = x[b].d;
-        s[2 * p + h] = x[b].s;
+        a[b].bias[l] = -bias_factor(type) * block_sum(&x[b]);
+        a[b].d[l] = x[b].d;
+        a[b].s[l] = x[b].s;
     }
 }
 
@@ -87,136 +172,319 @@ hsum8_ps(__m256 v)
 }
 
 
-/* weights of blocks w0 and w1 (w1 NULL: none, lanes of odd h are then
- * garbage the caller masks off) as interleaved unsigned bytes u and the
- * mask of bytes whose weight is negative */
-TGT static INLINE __m512i
-load_weights(const int kind, const uint8_t *w0, const uint8_t *w1,
-    __mmask64 *neg)
+/* the block's 32 weights as unsigned bytes, element order */
+TGT static INLINE void
+unsigned_weights(const int kind, const uint8_t *blk, uint32_t out[8])
 {
-    __m512i q;
+    __m256i q;
 
     if (kind == Q8_0) {
-        __m512i v = _mm512_castsi256_si512(
-            _mm256_loadu_si256((const __m256i *) (w0 + 2)));
-        if (w1) {
-            v = _mm512_inserti64x4(v, _mm256_loadu_si256(
-                    (const __m256i *) (w1 + 2)), 1);
-        }
-        /* lane 2k + h <- dword k of block h (dwords 8h..8h+7) */
-        q = _mm512_permutexvar_epi32(_mm512_set_epi32(
-                15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0), v);
+        q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) (blk + 2)),
+                             _mm256_set1_epi8((char) 0x80));
     } else {
-        int off = kind == Q4_1 ? 4 : 2;
-        __m256i v = _mm256_zextsi128_si256(
-            _mm_loadu_si128((const __m128i *) (w0 + off)));
-        if (w1) {
-            v = _mm256_inserti128_si256(v,
-                    _mm_loadu_si128((const __m128i *) (w1 + off)), 1);
-        }
-        /* group k < 4: low nibbles of qs dword k; k >= 4: high nibbles of
-         * dword k - 4; block h's dwords are 4h..4h+3 */
-        q = _mm512_permutexvar_epi32(_mm512_set_epi32(
-                7, 3, 6, 2, 5, 1, 4, 0, 7, 3, 6, 2, 5, 1, 4, 0),
-                _mm512_castsi256_si512(v));
-        q = _mm512_srlv_epi32(q, _mm512_set_epi32(
-                4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0));
-        q = _mm512_and_si512(q, _mm512_set1_epi8(0x0f));
-        if (kind == Q4_0) {
-            q = _mm512_sub_epi8(q, _mm512_set1_epi8(8));
-        }
+        __m128i v = _mm_loadu_si128(
+            (const __m128i *) (blk + (kind == Q4_1 ? 4 : 2)));
+        __m128i m4 = _mm_set1_epi8(0x0f);
+        q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4),
+                             _mm_and_si128(v, m4));
     }
-    *neg = 0;
-    if (kind != Q4_1) {
-        *neg = _mm512_movepi8_mask(q);
-        q = _mm512_abs_epi8(q);
-    }
-    return q;
+    _mm256_storeu_si256((__m256i *) out, q);
 }
 
 
-/* one weight row against XR (1..4) activation rows */
+/* block b of one weight row into accumulator register j = b % 8 */
 TGT static INLINE void
-row_x(const int kind, const int bytes, const int XR, int nb,
-    const uint8_t *w, const uint8_t *act, size_t act_stride, float *out,
+block(const int kind, const uint8_t *blk, const act_block *a, __m512 *acc,
+    __m512 *macc)
+{
+    uint32_t wd[8];
+    __m512i g;
+
+    unsigned_weights(kind, blk, wd);
+    g = kind == Q4_1 ? _mm512_setzero_si512() : _mm512_loadu_si512(a->bias);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        g = _mm512_dpbusd_epi32(g, _mm512_set1_epi32((int) wd[k]),
+                                _mm512_loadu_si512(a->qs[k]));
+    }
+    __m512 dd = _mm512_mul_ps(_mm512_set1_ps(half(blk)),
+                              _mm512_loadu_ps(a->d));
+    *acc = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(g), *acc);
+    if (kind == Q4_1) {
+        *macc = _mm512_fmadd_ps(_mm512_set1_ps(half(blk + 2)),
+                                _mm512_loadu_ps(a->s), *macc);
+    }
+}
+
+
+/* canonical hsum8 over the eight registers, lane by lane */
+TGT static INLINE __m512
+hsum8_regs(const __m512 v[8])
+{
+    __m512 t0 = _mm512_add_ps(v[0], v[4]), t1 = _mm512_add_ps(v[1], v[5]);
+    __m512 t2 = _mm512_add_ps(v[2], v[6]), t3 = _mm512_add_ps(v[3], v[7]);
+
+    return _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+}
+
+
+/* one weight row against one group of 16 activation rows (n valid) */
+TGT static INLINE void
+row_group(const int kind, const int bytes, int nb, const uint8_t *w,
+    const act_block *a, int n, float *out, size_t ld_out)
+{
+    __m512 acc[8], macc[8], r;
+    float res[LANES];
+
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        acc[j] = macc[j] = _mm512_setzero_ps();
+    }
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            if (b0 + j < nb) {
+                block(kind, w + (b0 + j) * bytes, &a[b0 + j], &acc[j],
+                      &macc[j]);
+            }
+        }
+    }
+    r = hsum8_regs(acc);
+    if (kind == Q4_1) {
+        r = _mm512_add_ps(r, hsum8_regs(macc));
+    }
+    _mm512_storeu_ps(res, r);
+    for (int l = 0; l < n; l++) {
+        out[l * ld_out] = res[l];
+    }
+}
+
+
+/* 4x4 transposes of dwords inside each 128-bit lane of a, b, c, d:
+ * out[q] lane L slot m = (a, b, c, d)[m] lane L dword q */
+TGT static INLINE void
+transpose4(__m512i a, __m512i b, __m512i c, __m512i d, __m512i out[4])
+{
+    __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+    __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
+
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+
+TGT static INLINE __m128i
+load16_or_zero(const uint8_t *p, int present)
+{
+    return present ? _mm_loadu_si128((const __m128i *) p) : _mm_setzero_si128();
+}
+
+
+/* 16 Q4_0/Q4_1 blocks (n present) as 8 vectors of unsigned groups: z[m]
+ * holds blocks 4m..4m+3 (one per 128-bit lane); after the transpose lane
+ * 4L + m is block 4m + L (lane_block) */
+TGT static INLINE void
+transpose_q4(const uint8_t *w, int bytes, int off, int n, __m512i g[8])
+{
+    __m512i z[4], o[4];
+    __m512i m4 = _mm512_set1_epi8(0x0f);
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 4; m++) {
+        const uint8_t *b = w + 4 * m * bytes + off;
+        __m512i v = _mm512_castsi128_si512(load16_or_zero(b, 4 * m < n));
+        v = _mm512_inserti32x4(v, load16_or_zero(b + bytes, 4 * m + 1 < n), 1);
+        v = _mm512_inserti32x4(v, load16_or_zero(b + 2 * bytes, 4 * m + 2 < n), 2);
+        z[m] = _mm512_inserti32x4(v, load16_or_zero(b + 3 * bytes, 4 * m + 3 < n), 3);
+    }
+    transpose4(z[0], z[1], z[2], z[3], o);
+#pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+        g[q] = _mm512_and_si512(o[q], m4);
+        g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(o[q], 4), m4);
+    }
+}
+
+
+TGT static INLINE __m256i
+load32_or_zero(const uint8_t *p, int present)
+{
+    return present ? _mm256_loadu_si256((const __m256i *) p)
+                   : _mm256_setzero_si256();
+}
+
+
+/* 16 Q8_0 blocks as 8 vectors of groups, + 128 (unsigned): z[m] holds
+ * blocks 2m, 2m+1; two 4x4 transposes, then each group gathers its lanes
+ * from both halves; lane order as lane_block */
+TGT static INLINE void
+transpose_q8(const uint8_t *w, int bytes, int n, __m512i g[8])
+{
+    __m512i z[8], o[4], p[4];
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        const uint8_t *b = w + 2 * m * bytes + 2;
+        z[m] = _mm512_inserti64x4(_mm512_castsi256_si512(
+                   load32_or_zero(b, 2 * m < n)),
+                   load32_or_zero(b + bytes, 2 * m + 1 < n), 1);
+    }
+    transpose4(z[0], z[1], z[2], z[3], o);
+    transpose4(z[4], z[5], z[6], z[7], p);
+    /* group 4h + q: lanes L = h and h + 2 of o[q], then of p[q] */
+#pragma GCC unroll 8
+    for (int h = 0; h < 2; h++) {
+        __m512i idx = _mm512_set_epi32(
+            16 + 4 * (h + 2) + 3, 16 + 4 * (h + 2) + 2, 16 + 4 * (h + 2) + 1, 16 + 4 * (h + 2),
+            16 + 4 * h + 3, 16 + 4 * h + 2, 16 + 4 * h + 1, 16 + 4 * h,
+            4 * (h + 2) + 3, 4 * (h + 2) + 2, 4 * (h + 2) + 1, 4 * (h + 2),
+            4 * h + 3, 4 * h + 2, 4 * h + 1, 4 * h);
+    #pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+            g[4 * h + q] = _mm512_xor_si512(
+                _mm512_permutex2var_epi32(o[q], idx, p[q]),
+                _mm512_set1_epi8((char) 0x80));
+        }
+    }
+}
+
+
+TGT static INLINE uint32_t
+dword_or_zero(const uint8_t *p, int present)
+{
+    uint32_t v = 0;
+
+    if (present) {
+        memcpy(&v, p, 4);
+    }
+    return v;
+}
+
+
+/* the first four bytes of blocks 0..15 (zero from block n on) */
+TGT static INLINE __m512i
+first_dwords(const uint8_t *w, int bytes, int n)
+{
+    __m128i q[4];
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 4; m++) {
+        const uint8_t *b = w + 4 * m * bytes;
+        __m128i v = _mm_cvtsi32_si128((int) dword_or_zero(b, 4 * m < n));
+        v = _mm_insert_epi32(v, (int) dword_or_zero(b + bytes, 4 * m + 1 < n), 1);
+        v = _mm_insert_epi32(v, (int) dword_or_zero(b + 2 * bytes, 4 * m + 2 < n), 2);
+        q[m] = _mm_insert_epi32(v, (int) dword_or_zero(b + 3 * bytes, 4 * m + 3 < n), 3);
+    }
+    return _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(
+               _mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2), q[3], 3);
+}
+
+
+/* lane j -> block order: idx[i] = the lane holding block i */
+TGT static INLINE __m512i
+to_block_order(const int kind)
+{
+    if (kind == Q8_0) {
+        /* block i: half i & 8, odd i & 1, pair (i >> 1) & 3 */
+        return _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8,
+                                7, 3, 6, 2, 5, 1, 4, 0);
+    }
+    return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2,
+                            13, 9, 5, 1, 12, 8, 4, 0);
+}
+
+
+/* one weight row against n_x < 8 activation rows, 16 blocks at a time */
+TGT static INLINE void
+row_small(const int kind, const int bytes, int nb, const uint8_t *w,
+    const uint8_t *act, size_t act_stride, int n_x, float *out,
     size_t ld_out)
 {
-    int np = (nb + 1) / 2, p;
-    __m512 acc[4];
-    __m128 macc[4];
+    __m256 acc[SMALL_N_X], macc[SMALL_N_X];
+    __m512i perm = to_block_order(kind);
 
-#pragma GCC unroll 4
-    for (int x = 0; x < XR; x++) {
-        acc[x] = _mm512_setzero_ps();
-        macc[x] = _mm_setzero_ps();
+    for (int x = 0; x < n_x; x++) {
+        acc[x] = macc[x] = _mm256_setzero_ps();
     }
-    for (p = 0; p < np; p++) {
-        const uint8_t *w0 = w + 2 * p * bytes;
-        const uint8_t *w1 = 2 * p + 1 < nb ? w0 + bytes : NULL;
-        __mmask64 neg;
-        __m512i q = load_weights(kind, w0, w1, &neg);
-        __m128 dw2 = _mm_set_ps(0.0f, 0.0f, w1 ? half(w1) : 0.0f, half(w0));
-        __m512 dw = _mm512_broadcast_f32x2(dw2);
-        __m128 mw2 = _mm_setzero_ps();
-        if (kind == Q4_1) {
-            /* no odd block: + 0 * 0 leaves msum[1] as it is */
-            mw2 = _mm_set_ps(0.0f, 0.0f, w1 ? half(w1 + 2) : 0.0f,
-                             half(w0 + 2));
+    for (int c = 0; c * LANES < nb; c++) {
+        const uint8_t *wc = w + (size_t) c * LANES * bytes;
+        int n = nb - c * LANES < LANES ? nb - c * LANES : LANES;
+        __m512i g[8];
+
+        if (kind == Q8_0) {
+            transpose_q8(wc, bytes, n, g);
+        } else {
+            transpose_q4(wc, bytes, kind == Q4_1 ? 4 : 2, n, g);
         }
-        /* the last pair of an odd count has an even block only */
-        __mmask16 lanes = w1 ? 0xffff : 0x5555;
-#pragma GCC unroll 4
-        for (int x = 0; x < XR; x++) {
-            const uint8_t *a = act + x * act_stride;
-            const float *d2 = (const float *) (a + (size_t) np * 64) + 2 * p;
-            __m512i xv = _mm512_loadu_si512(a + 64 * p);
-            if (kind != Q4_1) {
-                xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-            }
-            __m512i g = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xv);
-            __m512 dx = _mm512_broadcast_f32x2(
-                _mm_castpd_ps(_mm_load_sd((const double *) d2)));
-            acc[x] = _mm512_mask3_fmadd_ps(_mm512_mul_ps(dw, dx),
-                                           _mm512_cvtepi32_ps(g), acc[x],
-                                           lanes);
+        /* the first dword of each block: d (low half), Q4_1's m (high);
+         * built in registers (a gather is slow on some cores, and a
+         * vector load of scalar stores stalls store forwarding) */
+        __m512i dm = first_dwords(wc, bytes, n);
+        __m512 dwv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+        __m512 mwv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+                         _mm512_srli_epi32(dm, 16)));
+
+        for (int x = 0; x < n_x; x++) {
+            const act_block *a = (const act_block *) (act + x * act_stride) + c;
+            /* four short chains instead of one long one; integer sums,
+             * so the grouping cannot change the result */
+            __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
+                                      : _mm512_loadu_si512(a->bias);
+            __m512i i1 = _mm512_setzero_si512(), i2 = i1, i3 = i1;
+            i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_loadu_si512(a->qs[0]));
+            i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_loadu_si512(a->qs[1]));
+            i2 = _mm512_dpbusd_epi32(i2, g[2], _mm512_loadu_si512(a->qs[2]));
+            i3 = _mm512_dpbusd_epi32(i3, g[3], _mm512_loadu_si512(a->qs[3]));
+            i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_loadu_si512(a->qs[4]));
+            i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_loadu_si512(a->qs[5]));
+            i2 = _mm512_dpbusd_epi32(i2, g[6], _mm512_loadu_si512(a->qs[6]));
+            i3 = _mm512_dpbusd_epi32(i3, g[7], _mm512_loadu_si512(a->qs[7]));
+            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(i0, i1),
+                                            _mm512_add_epi32(i2, i3));
+            __m512 gf = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(perm, isum));
+            __m512 dd = _mm512_mul_ps(dwv, _mm512_loadu_ps(a->d));
+            /* blocks 16c + m, then 16c + 8 + m, into acc[m] */
+            acc[x] = _mm256_fmadd_ps(_mm512_castps512_ps256(dd),
+                                     _mm512_castps512_ps256(gf), acc[x]);
+            acc[x] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(dd, 1),
+                                     _mm512_extractf32x8_ps(gf, 1), acc[x]);
             if (kind == Q4_1) {
-                macc[x] = _mm_fmadd_ps(mw2, _mm_castpd_ps(_mm_load_sd(
-                              (const double *) (d2 + 2 * np))), macc[x]);
+                __m512 sv = _mm512_loadu_ps(a->s);
+                macc[x] = _mm256_fmadd_ps(_mm512_castps512_ps256(mwv),
+                                          _mm512_castps512_ps256(sv), macc[x]);
+                macc[x] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(mwv, 1),
+                                          _mm512_extractf32x8_ps(sv, 1), macc[x]);
             }
         }
     }
-#pragma GCC unroll 4
-    for (int x = 0; x < XR; x++) {
-        /* canonical s[k] = lane(0, k) + lane(1, k) = acc[2k] + acc[2k+1] */
-        __m512 t = _mm512_add_ps(acc[x], _mm512_permute_ps(acc[x], 0xb1));
-        t = _mm512_permutexvar_ps(_mm512_set_epi32(
-                0, 0, 0, 0, 0, 0, 0, 0, 14, 12, 10, 8, 6, 4, 2, 0), t);
-        float m0 = _mm_cvtss_f32(macc[x]);
-        float m1 = _mm_cvtss_f32(_mm_shuffle_ps(macc[x], macc[x], 1));
-        out[x * ld_out] = hsum8_ps(_mm512_castps512_ps256(t)) + (m0 + m1);
+    for (int x = 0; x < n_x; x++) {
+        out[x * ld_out] = kind == Q4_1 ? hsum8_ps(acc[x]) + hsum8_ps(macc[x])
+                                       : hsum8_ps(acc[x]);
     }
 }
 
 
-/* groups of four activation rows outside, the tile's weight rows inside:
- * the tile (ROWS_PER_TILE rows, a few KB) comes from memory once and stays
- * in L1 together with the four activation rows */
 TGT static INLINE void
 tile_q32(const int kind, const int bytes, const llm_tile *t)
 {
     int nb = t->n / LLM_QK;
 
-    for (int i = 0; i < t->n_x; i += 4) {
-        const uint8_t *a = t->act + i * t->act_stride;
+    if (t->n_x < SMALL_N_X) {
         for (int r = 0; r < t->n_w; r++) {
-            const uint8_t *w = t->w + r * t->w_stride;
-            float *o = t->out + i * t->ld_out + r;
-            switch (t->n_x - i) {
-            case 1: row_x(kind, bytes, 1, nb, w, a, t->act_stride, o, t->ld_out); break;
-            case 2: row_x(kind, bytes, 2, nb, w, a, t->act_stride, o, t->ld_out); break;
-            case 3: row_x(kind, bytes, 3, nb, w, a, t->act_stride, o, t->ld_out); break;
-            default: row_x(kind, bytes, 4, nb, w, a, t->act_stride, o, t->ld_out); break;
-            }
+            row_small(kind, bytes, nb, t->w + r * t->w_stride, t->act,
+                      t->act_stride, t->n_x, t->out + r, t->ld_out);
+        }
+        return;
+    }
+    for (int i = 0; i < t->n_x; i += LANES) {
+        const act_block *a = (const act_block *) (t->act
+                             + (size_t) (i / LANES) * t->act_stride);
+        int n = t->n_x - i < LANES ? t->n_x - i : LANES;
+        for (int r = 0; r < t->n_w; r++) {
+            row_group(kind, bytes, nb, t->w + r * t->w_stride, a, n,
+                      t->out + i * t->ld_out + r, t->ld_out);
         }
     }
 }
@@ -245,13 +513,13 @@ tile_q8_0(const llm_tile *t)
 
 const llm_kernel_set llm_kernels_avx512 = {
     .q4_0 = tile_q4_0, .q4_1 = tile_q4_1, .q8_0 = tile_q8_0,
-    .q32_act_bytes = q32_act_bytes, .q32_pack = q32_pack,
+    .q32_min_n_x = 1, .q32_layout = q32_layout, .q32_pack = q32_pack,
 };
 
 #else
 
 const llm_kernel_set llm_kernels_avx512 = {
-    .q32_act_bytes = q32_act_bytes, .q32_pack = q32_pack,
+    .q32_min_n_x = 1 << 30, .q32_layout = q32_layout, .q32_pack = q32_pack,
 };
 
 #endif
