@@ -375,11 +375,15 @@ test_matmul_accuracy(const test_matrix *m, int n_x, llm_threadpool *tp)
 }
 
 
-/* bit-exactness: other instruction sets, batch sizes, thread counts */
+/* bit-exactness: other instruction sets, batch sizes, thread counts. 24
+ * rows cover every kernel shape: the AVX-512 32-element kernels switch
+ * from lanes-as-blocks (n_x < 8) to lanes-as-rows (16 rows per group, the
+ * last group partial) */
 static void
 test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
 {
-    enum { NX = 16 };
+    enum { NX = 24 };
+    static const int batches[] = { 7, 13, 16 };
     size_t on = (size_t) NX * m->rows;
     float *x = malloc(sizeof(float) * NX * m->cols);
     float *base = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
@@ -393,30 +397,41 @@ test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
     llm_matmul(NULL, base, x, NX, &m->t);
 
     for (int isa = LLM_ISA_AVX2; isa <= LLM_ISA_AVX512; isa++) {
+        int diff = 0;
         if (llm_kernels_set_isa(isa) != 0) {
             ok(1, "# skip %s %s: not on this CPU", tn, llm_kernels_isa_name(isa));
             continue;
         }
         llm_matmul(pools[1], got, x, NX, &m->t);
-        ok(memcmp(got, base, on * 4) == 0, "%s %dx%d: %s == scalar, bit "
-           "for bit", tn, m->rows, m->cols, llm_kernels_isa_name(isa));
+        diff += memcmp(got, base, on * 4) != 0;
+        for (int i = 0; i < 3; i++) {
+            llm_matmul(pools[0], got + i * m->rows, x + i * m->cols, 1, &m->t);
+            diff += memcmp(got + i * m->rows, base + i * m->rows,
+                           sizeof(float) * m->rows) != 0;
+        }
+        ok(diff == 0, "%s %dx%d: %s == scalar, bit for bit (n_x 24 and 1)",
+           tn, m->rows, m->cols, llm_kernels_isa_name(isa));
     }
     llm_kernels_set_isa(isa0);
 
-    /* one row at a time, then batches of 7 at every offset, on 1..3 threads */
+    /* one row at a time, then batches at several offsets on 1..3 threads */
     int diff = 0;
     for (int i = 0; i < NX; i++) {
         llm_matmul(pools[0], got + i * m->rows, x + i * m->cols, 1, &m->t);
     }
     diff += memcmp(got, base, on * 4) != 0;
-    ok(diff == 0, "%s: n_x 1 == n_x 16, bit for bit", tn);
-    for (int off = 0; off + 7 <= NX; off += 3) {
-        memcpy(got, base, on * 4);
-        llm_matmul(pools[2], got + off * m->rows, x + off * m->cols, 7, &m->t);
-        diff += memcmp(got, base, on * 4) != 0;
+    ok(diff == 0, "%s: n_x 1 == n_x 24, bit for bit", tn);
+    for (size_t b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+        int n = batches[b];
+        for (int off = 0; off + n <= NX; off += 4) {
+            memcpy(got, base, on * 4);
+            llm_matmul(pools[off % 3], got + off * m->rows, x + off * m->cols,
+                       n, &m->t);
+            diff += memcmp(got, base, on * 4) != 0;
+        }
     }
-    ok(diff == 0, "%s: n_x 7 at offsets 0, 3, 6, 9, 3 threads == "
-       "n_x 16, 1 thread", tn);
+    ok(diff == 0, "%s: n_x 7, 13, 16 at offsets 0, 4, 8..., 1-3 threads == "
+       "n_x 24, bit for bit", tn);
     free(x);
     free(base);
     free(got);
