@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "quant.h"
 #include "simd.h"
 
@@ -127,29 +128,36 @@ FLOAT_DOT(dot_bf16, load8_bf16, 2, bf16_at(w, j))
 
 /* --- 32-element blocks --------------------------------------------------- */
 
-/* 16 bytes of nibbles as 32 bytes 0..15: element j at byte j */
-TGT static inline __m256i
-unpack_nibbles(const uint8_t *qs)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *) qs);
-    __m128i m4 = _mm_set1_epi8(0x0f);
+/*
+ * 32-element types. Lanes are 8 consecutive blocks: 8 weight blocks are
+ * transposed in registers so that vector v holds group v (bytes 4v..4v+3)
+ * of each block, the activations are packed once per call in the same
+ * lane order, and maddubs/madd over the 8 groups leave each block's exact
+ * sum in its lane. Then one cvt/mul/fma per 8 blocks, lane i of the
+ * accumulator being the canonical acc[b % 8].
+ */
+typedef struct {
+    int8_t    qs[8][8][4];       /* [group][lane][byte] */
+    int32_t   bias[8];           /* Q4_0: -8 times the block sum, lane order */
+    float     d[8];              /* block order */
+    float     s[8];
+} act8;
 
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4),
-                            _mm_and_si128(v, m4));
+_Static_assert(sizeof(act8) == 352, "act8 is 352 bytes");
+
+
+/* which block of an 8-block chunk lane j holds after the transpose */
+static int
+lane_block(uint32_t type, int j)
+{
+    return type == GGML_TYPE_Q8_0 ? j : 2 * (j % 4) + j / 4;
 }
 
 
-/*
- * Activations of the 32-element types, one row: the blocks' 32-byte qs
- * back to back, then d of every block, then s, each padded with zeros to a
- * multiple of 8 blocks so eight blocks' scales are one load.
- */
 static size_t
 q32_layout(int nb, int n_x, size_t *act_stride)
 {
-    size_t nb8 = (size_t) (nb + 7) / 8 * 8;
-
-    *act_stride = (size_t) nb * 32 + nb8 * 8;
+    *act_stride = (size_t) (nb + 7) / 8 * sizeof(act8);
     return *act_stride * n_x;
 }
 
@@ -160,149 +168,210 @@ q32_pack(uint32_t type, const void *src, int nb, int n_x, int i,
 {
     const llm_block_q8a *x = src;
     size_t stride;
-    uint8_t *row;
-    float *d, *s;
+    act8 *a;
 
-    (void) type;
     (void) n_x;
     q32_layout(nb, 1, &stride);
-    row = act + stride * i;
-    d = (float *) (row + (size_t) nb * 32);
-    s = d + (nb + 7) / 8 * 8;
-    for (int b = 0; b < nb; b++) {
-        memcpy(row + 32 * b, x[b].qs, 32);
-        d[b] = x[b].d;
-        s[b] = x[b].s;
-    }
-}
-
-
-/* lane j = sum of all eight int32 lanes of v[j] */
-TGT static INLINE __m256i
-block_totals(const __m256i v[8])
-{
-    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
-    __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
-    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
-    __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
-    __m256i q03 = _mm256_hadd_epi32(h01, h23);
-    __m256i q47 = _mm256_hadd_epi32(h45, h67);
-
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q03, q47, 0x20),
-                            _mm256_permute2x128_si256(q03, q47, 0x31));
-}
-
-
-/* eight (or, at the row's end, fewer) weight blocks made ready for any
- * number of activation rows: u = |w| (Q4_1: the nibbles), sw = w */
-typedef struct {
-    __m256i  u[8], sw[8];
-    __m256   dw, mw;
-    int      n;
-} wchunk;
-
-
-TGT static INLINE void
-prepare(uint32_t kind, int bytes, const uint8_t *w, int n, wchunk *c)
-{
-    float dw[8] = { 0 }, mw[8] = { 0 };
-
-    c->n = n;
-    for (int j = 0; j < n; j++) {
-        const uint8_t *blk = w + j * bytes;
-        switch (kind) {
-        case 0: /* Q4_0 */
-            c->sw[j] = _mm256_sub_epi8(unpack_nibbles(blk + 2),
-                                       _mm256_set1_epi8(8));
-            c->u[j] = _mm256_sign_epi8(c->sw[j], c->sw[j]);
-            break;
-        case 1: /* Q4_1 */
-            c->u[j] = unpack_nibbles(blk + 4);
-            mw[j] = half(blk + 2);
-            break;
-        default: /* Q8_0 */
-            c->sw[j] = _mm256_loadu_si256((const __m256i *) (blk + 2));
-            c->u[j] = _mm256_sign_epi8(c->sw[j], c->sw[j]);
-            break;
+    a = (act8 *) (act + stride * i);
+    for (int c = 0; c * 8 < nb; c++) {
+        for (int j = 0; j < 8; j++) {
+            int b = c * 8 + lane_block(type, j), sum = 0;
+            if (b < nb) {
+                for (int g = 0; g < 8; g++) {
+                    memcpy(a[c].qs[g][j], x[b].qs + 4 * g, 4);
+                }
+                for (int e = 0; e < LLM_QK; e++) {
+                    sum += x[b].qs[e];
+                }
+                a[c].bias[j] = type == GGML_TYPE_Q4_0 ? -8 * sum : 0;
+            }
+            if (c * 8 + j < nb) {
+                a[c].d[j] = x[c * 8 + j].d;
+                a[c].s[j] = x[c * 8 + j].s;
+            }
         }
-        dw[j] = half(blk);
     }
-    c->dw = _mm256_loadu_ps(dw);
-    c->mw = _mm256_loadu_ps(mw);
 }
 
 
-/* one weight row against XR (1..4) activation rows, eight blocks at a
- * time: lane j of acc is the canonical acc[b % 8] */
+/* 4x4 dword transposes inside each 128-bit lane:
+ * out[q] lane L slot m = (a, b, c, d)[m] lane L dword q */
 TGT static INLINE void
-row_x(const uint32_t kind, const int bytes, const int XR, int nb,
-    const uint8_t *w, const uint8_t *act, size_t act_stride, float *out,
+transpose4(__m256i a, __m256i b, __m256i c, __m256i d, __m256i out[4])
+{
+    __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+    __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+
+TGT static INLINE __m128i
+load16_or_zero(const uint8_t *p, int present)
+{
+    return present ? _mm_loadu_si128((const __m128i *) p) : _mm_setzero_si128();
+}
+
+
+/* 8 nibble blocks (n present): z[m] = blocks 2m, 2m+1; lane 4L + m is
+ * block 2m + L */
+TGT static INLINE void
+transpose_q4(const uint8_t *w, int bytes, int off, int n, __m256i g[8])
+{
+    __m256i z[4], o[4], m4 = _mm256_set1_epi8(0x0f);
+
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        const uint8_t *b = w + 2 * m * bytes + off;
+        z[m] = _mm256_set_m128i(load16_or_zero(b + bytes, 2 * m + 1 < n),
+                                load16_or_zero(b, 2 * m < n));
+    }
+    transpose4(z[0], z[1], z[2], z[3], o);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        g[q] = _mm256_and_si256(o[q], m4);
+        g[q + 4] = _mm256_and_si256(_mm256_srli_epi16(o[q], 4), m4);
+    }
+}
+
+
+TGT static INLINE __m256i
+load32_or_zero(const uint8_t *p, int present)
+{
+    return present ? _mm256_loadu_si256((const __m256i *) p)
+                   : _mm256_setzero_si256();
+}
+
+
+/* 8 Q8_0 blocks: z[m] = block m; lane j is block j */
+TGT static INLINE void
+transpose_q8(const uint8_t *w, int bytes, int n, __m256i g[8])
+{
+    __m256i z[8], o[4], p[4];
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        z[m] = load32_or_zero(w + m * bytes + 2, m < n);
+    }
+    transpose4(z[0], z[1], z[2], z[3], o);
+    transpose4(z[4], z[5], z[6], z[7], p);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        g[q] = _mm256_permute2x128_si256(o[q], p[q], 0x20);
+        g[q + 4] = _mm256_permute2x128_si256(o[q], p[q], 0x31);
+    }
+}
+
+
+/* d (and Q4_1's m) of 8 blocks, zeros from block n on */
+TGT static INLINE void
+scales8(const uint8_t *w, int bytes, int n, int with_m, __m256 *d, __m256 *m)
+{
+    __m128i dh = _mm_setzero_si128(), mh = _mm_setzero_si128();
+    uint16_t h[8] = { 0 }, hm[8] = { 0 };
+
+    for (int j = 0; j < n; j++) {
+        memcpy(&h[j], w + j * bytes, 2);
+        if (with_m) {
+            memcpy(&hm[j], w + j * bytes + 2, 2);
+        }
+    }
+    dh = _mm_set_epi16((short) h[7], (short) h[6], (short) h[5], (short) h[4],
+                       (short) h[3], (short) h[2], (short) h[1], (short) h[0]);
+    mh = _mm_set_epi16((short) hm[7], (short) hm[6], (short) hm[5], (short) hm[4],
+                       (short) hm[3], (short) hm[2], (short) hm[1], (short) hm[0]);
+    *d = _mm256_cvtph_ps(dh);
+    *m = _mm256_cvtph_ps(mh);
+}
+
+
+/* one weight row against n_x activation rows, 8 blocks at a time */
+TGT static INLINE void
+row_blocks(const uint32_t kind, const int bytes, int nb, const uint8_t *w,
+    const uint8_t *act, size_t act_stride, int n_x, float *out,
     size_t ld_out)
 {
-    size_t nb8 = (size_t) (nb + 7) / 8 * 8;
-    __m256 acc[4], macc[4];
-    wchunk c;
+    /* lane j holds block lane_block(j); idx[i] = the lane of block i */
+    const __m256i perm = kind == 2 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+                                   : _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i ones = _mm256_set1_epi16(1);
 
-#pragma GCC unroll 4
-    for (int x = 0; x < XR; x++) {
-        acc[x] = macc[x] = _mm256_setzero_ps();
-    }
-    for (int b0 = 0; b0 < nb; b0 += 8) {
-        prepare(kind, bytes, w + b0 * bytes, nb - b0 < 8 ? nb - b0 : 8, &c);
-#pragma GCC unroll 4
-        for (int x = 0; x < XR; x++) {
-            const uint8_t *row = act + x * act_stride;
-            const float *d = (const float *) (row + (size_t) nb * 32);
-            __m256i v[8];
-            for (int j = 0; j < 8; j++) {
-                if (j >= c.n) {
-                    v[j] = _mm256_setzero_si256();
-                    continue;
-                }
-                __m256i xv = _mm256_loadu_si256(
-                    (const __m256i *) (row + 32 * (b0 + j)));
-                if (kind != 1) {
-                    xv = _mm256_sign_epi8(xv, c.sw[j]);
-                }
-                v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(c.u[j], xv),
-                                         _mm256_set1_epi16(1));
+    for (int i0 = 0; i0 < n_x; i0 += 4) {
+        int nx = n_x - i0 < 4 ? n_x - i0 : 4;
+        __m256 acc[4], macc[4];
+
+        for (int x = 0; x < nx; x++) {
+            acc[x] = macc[x] = _mm256_setzero_ps();
+        }
+        for (int c = 0; c * 8 < nb; c++) {
+            const uint8_t *wc = w + (size_t) c * 8 * bytes;
+            int n = nb - c * 8 < 8 ? nb - c * 8 : 8;
+            __m256i g[8];
+            __m256 dw, mw;
+
+            if (kind == 2) {
+                transpose_q8(wc, bytes, n, g);
+            } else {
+                transpose_q4(wc, bytes, kind == 1 ? 4 : 2, n, g);
             }
-            __m256 g = _mm256_cvtepi32_ps(block_totals(v));
-            __m256 dd = _mm256_mul_ps(c.dw, _mm256_loadu_ps(d + b0));
-            acc[x] = _mm256_fmadd_ps(dd, g, acc[x]);
-            if (kind == 1) {
-                macc[x] = _mm256_fmadd_ps(c.mw, _mm256_loadu_ps(d + nb8 + b0),
-                                          macc[x]);
+            scales8(wc, bytes, n, kind == 1, &dw, &mw);
+            for (int x = 0; x < nx; x++) {
+                const act8 *a = (const act8 *) (act + (i0 + x) * act_stride) + c;
+                __m256i isum;
+                if (kind == 2) {
+                    /* signed x signed: |w| times x with w's sign; int16
+                     * pairs can reach 32512, so widen every group */
+                    isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                    for (int v = 0; v < 8; v++) {
+                        __m256i xv = _mm256_loadu_si256((const __m256i *) a->qs[v]);
+                        __m256i p = _mm256_maddubs_epi16(
+                            _mm256_sign_epi8(g[v], g[v]),
+                            _mm256_sign_epi8(xv, g[v]));
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
+                    }
+                } else {
+                    /* nibbles: int16 sums of 8 groups stay below 30480 */
+                    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                    for (int v = 0; v < 8; v++) {
+                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(g[v],
+                                _mm256_loadu_si256((const __m256i *) a->qs[v])));
+                    }
+                    isum = _mm256_madd_epi16(p, ones);
+                    if (kind == 0) {
+                        isum = _mm256_add_epi32(isum, _mm256_loadu_si256(
+                                   (const __m256i *) a->bias));
+                    }
+                }
+                __m256 gf = _mm256_cvtepi32_ps(
+                    _mm256_permutevar8x32_epi32(isum, perm));
+                __m256 dd = _mm256_mul_ps(dw, _mm256_loadu_ps(a->d));
+                acc[x] = _mm256_fmadd_ps(dd, gf, acc[x]);
+                if (kind == 1) {
+                    macc[x] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(a->s), macc[x]);
+                }
             }
         }
-    }
-#pragma GCC unroll 4
-    for (int x = 0; x < XR; x++) {
-        out[x * ld_out] = kind == 1 ? hsum8_ps(acc[x]) + hsum8_ps(macc[x])
-                                    : hsum8_ps(acc[x]);
+        for (int x = 0; x < nx; x++) {
+            out[(i0 + x) * ld_out] = kind == 1
+                ? hsum8_ps(acc[x]) + hsum8_ps(macc[x]) : hsum8_ps(acc[x]);
+        }
     }
 }
 
 
-/* groups of four activation rows outside, the tile's weight rows inside
- * (the tile stays in L1 while the groups pass) */
 TGT static INLINE void
 tile_q32(const uint32_t kind, const int bytes, const llm_tile *t)
 {
     int nb = t->n / LLM_QK;
 
-    for (int i = 0; i < t->n_x; i += 4) {
-        const uint8_t *a = t->act + i * t->act_stride;
-        for (int r = 0; r < t->n_w; r++) {
-            const uint8_t *w = t->w + r * t->w_stride;
-            float *o = t->out + i * t->ld_out + r;
-            switch (t->n_x - i) {
-            case 1: row_x(kind, bytes, 1, nb, w, a, t->act_stride, o, t->ld_out); break;
-            case 2: row_x(kind, bytes, 2, nb, w, a, t->act_stride, o, t->ld_out); break;
-            case 3: row_x(kind, bytes, 3, nb, w, a, t->act_stride, o, t->ld_out); break;
-            default: row_x(kind, bytes, 4, nb, w, a, t->act_stride, o, t->ld_out); break;
-            }
-        }
+    for (int r = 0; r < t->n_w; r++) {
+        row_blocks(kind, bytes, nb, t->w + r * t->w_stride, t->act,
+                   t->act_stride, t->n_x, t->out + r, t->ld_out);
     }
 }
 
