@@ -378,6 +378,24 @@ llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
 
 
 void
+llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
+{
+    int32_t  id;
+    int      k;
+
+    for (k = 0; k < t->n; k++) {
+        id = t->ids[k];
+        if (bm->registered[id]) {
+            map_remove(bm, id);
+            bm->registered[id] = 0;
+        }
+    }
+    t->n_hashed = 0;
+    t->last_hash = 0;
+}
+
+
+void
 llm_blocks_release(llm_block_manager *bm, llm_block_table *t)
 {
     while (t->n > 0) {

@@ -27,8 +27,12 @@
  * the least recently released cached block. Both kinds count as available:
  * llm_blocks_n_available() is what admission and preemption reason about.
  *
- * A sequence never writes into a registered block: registration happens
- * only after all its slots are computed and positions only grow. A lookup
+ * A sequence never writes into a registered block, except in the one
+ * forward that computes it: the scheduler registers the blocks a batch will
+ * fill before running it, so a second sequence scheduled in the same step
+ * can share a prefix the first is computing (the backend writes every K/V
+ * of a layer before any attention of that layer reads the cache, backend.h).
+ * If that forward fails, llm_blocks_forget() drops them again. A lookup
  * never hands out the block holding the last token of the query, so the
  * caller always computes at least one token (it needs that token's logits)
  * and no copy-on-write is needed.
@@ -36,7 +40,8 @@
  * defines: llm_block_table, llm_block_manager, llm_blocks_init,
  *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
  *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
- *          llm_blocks_commit, llm_blocks_release, llm_blocks_n_available,
+ *          llm_blocks_commit, llm_blocks_forget, llm_blocks_release,
+ *          llm_blocks_n_available,
  *          llm_blocks_n_used, llm_blocks_n_cached
  */
 #ifndef NGX_LLM_BLOCK_MANAGER_H
@@ -113,10 +118,15 @@ int llm_blocks_needed(const llm_block_manager *bm, const llm_block_table *t,
 int llm_blocks_ensure(llm_block_manager *bm, llm_block_table *t,
     int n_tokens);
 
-/* tokens[0..n_computed) now have their KV in the table's blocks: register
- * the blocks that became full in the prefix cache */
+/* tokens[0..n_computed) have their KV in the table's blocks, or will have
+ * it once the current batch has run: register the blocks that became full
+ * in the prefix cache */
 void llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
     const int32_t *tokens, int n_computed);
+
+/* take the table's blocks out of the prefix cache (their content is not
+ * to be trusted: the forward that was to compute them failed) */
+void llm_blocks_forget(llm_block_manager *bm, llm_block_table *t);
 
 /* drop every block of the table (last ones first, so they are evicted
  * first); the table is empty afterwards and can be reused */

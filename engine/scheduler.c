@@ -314,9 +314,15 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
                  s->bm.n_blocks);
         return LLM_ERR_TOO_LONG;
     }
-    if (s->n_waiting >= s->opt.max_queued) {
-        snprintf(err, err_len, "the waiting queue holds %d requests "
-                 "(max_queued_requests)", s->n_waiting);
+    /* requests that free batch places will take at the next step are not
+       queued: max_queued counts only those that will have to wait */
+    if (s->n_waiting - (s->opt.max_num_seqs - s->n_running)
+        >= s->opt.max_queued)
+    {
+        snprintf(err, err_len, "the waiting queue holds %d requests beyond "
+                 "the free batch places (max_queued_requests %d)",
+                 s->n_waiting - (s->opt.max_num_seqs - s->n_running),
+                 s->opt.max_queued);
         return LLM_ERR_QUEUE_FULL;
     }
     return LLM_ERR_NONE;
@@ -394,6 +400,9 @@ batch_add(llm_sched *s, llm_seq *q, int n)
         s->logit_seq[s->n_logits] = q;
         s->n_logits++;
     }
+    /* register the blocks this chunk fills now, so a sequence admitted
+       later in this step shares them instead of computing them again */
+    llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed + n);
     q->in_batch = 1;
     if (q->t_scheduled_ns == 0) {
         q->t_scheduled_ns = now_ns();
@@ -610,7 +619,6 @@ postprocess(llm_sched *s)
         q = s->bseq[e];
         q->in_batch = 0;
         q->n_computed += s->chunk[e];
-        llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed);
     }
     for (e = 0; e < s->n_logits; e++) {
         q = s->logit_seq[e];
@@ -666,6 +674,7 @@ fail_batch(llm_sched *s)
     snprintf(msg, sizeof(msg), "%s", s->be->err);
     for (e = 0; e < s->n_seqs; e++) {
         s->bseq[e]->in_batch = 0;
+        llm_blocks_forget(&s->bm, &s->bseq[e]->blocks);
     }
     for (e = 0; e < s->n_seqs; e++) {
         seq_finish(s, s->bseq[e], LLM_FINISH_ERROR, msg, -1);

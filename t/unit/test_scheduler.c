@@ -250,6 +250,39 @@ same_tokens(const rec *a, const rec *b, int n, int *first_bad)
 }
 
 
+/* overwrite every KV block with K/V of an unrelated prompt, so a test that
+ * reads a block before it is computed cannot pass on a stale copy of the
+ * right content left by an earlier test */
+static void
+scrub_kv(llm_backend *be, int n_vocab)
+{
+    static job   j;
+    static rec   r;
+    llm_sched   *s = make_sched(be, 0, 0, 0, 1);
+    int          b;
+
+    make_job(&j, n_vocab, 0, 20, 1, 99);
+    submit(s, &j, &r);
+    drain(s, 100);
+    llm_sched_free(s);
+    for (b = 1; b < be->opt.kv_n_blocks; b++) {
+        be->iface.copy_block(be, b, 0);
+    }
+}
+
+
+static int
+sum_prompts(const job *jobs, int n)
+{
+    int  i, t = 0;
+
+    for (i = 0; i < n; i++) {
+        t += jobs[i].n_prompt;
+    }
+    return t;
+}
+
+
 static int
 idle_and_clean(llm_sched *s)
 {
@@ -275,7 +308,7 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
     static rec   alone[NJ], got[NJ];
     llm_sched_stats  st;
     llm_sched   *s;
-    int          i, bad = -1, pl, mt;
+    int          i, bad = -1, pl, mt, same;
 
     for (i = 0; i < NJ; i++) {
         pl = (3 + i * 7) * scale / 4 + 1;      /* 1..36 tokens at scale 4 */
@@ -290,8 +323,9 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
         submit(s, &jobs[i], &got[i]);
     }
     ok(drain(s, 10000) > 0, "%s: together run drains", name);
-    ok(same_tokens(alone, got, NJ, &bad),
-       "%s: %d requests together == alone (first bad %d)", name, NJ, bad);
+    same = same_tokens(alone, got, NJ, &bad);
+    ok(same, "%s: %d requests together == alone (first bad %d)", name, NJ,
+       bad);
     ok(idle_and_clean(s), "%s: together: idle, no block used", name);
     llm_sched_free(s);
 
@@ -307,7 +341,8 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
         cur_step++;
     }
     drain(s, 10000);
-    ok(same_tokens(alone, got, NJ, &bad),
+    same = same_tokens(alone, got, NJ, &bad);
+    ok(same,
        "%s: staggered == alone (first bad %d)", name, bad);
     llm_sched_free(s);
 
@@ -317,6 +352,7 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
     }
     make_job(&jobs[NJ - 1], n_vocab, 32, 32, 6, 7);  /* all prefix, 32 */
     run_alone(be, jobs, alone, NJ);
+    scrub_kv(be, n_vocab);
     s = make_sched(be, 0, 1, 64, 64);
     submit(s, &jobs[0], &got[0]);
     drain(s, 10000);
@@ -325,7 +361,8 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
     }
     drain(s, 10000);
     llm_sched_stats_get(s, &st);
-    ok(same_tokens(alone, got, NJ, &bad),
+    same = same_tokens(alone, got, NJ, &bad);
+    ok(same,
        "%s: prefix-cache hits == misses (first bad %d)", name, bad);
     is_int(got[0].res.n_cached, 0, "%s: first request: no hit", name);
     is_int(got[1].res.n_cached, 32, "%s: second: 32 cached tokens", name);
@@ -336,6 +373,28 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
        (unsigned long long) st.prefix_hit_tokens);
     ok(idle_and_clean(s) && st.kv_blocks_cached >= 2,
        "%s: idle, nothing used, prefix still cached", name);
+    llm_sched_free(s);
+
+    /* (b) all at once: the prefix computed by the first in a step is
+       shared by the others admitted in the same step */
+    scrub_kv(be, n_vocab);
+    s = make_sched(be, 0, 1, 64, 64);
+    for (i = 0; i < NJ; i++) {
+        submit(s, &jobs[i], &got[i]);
+    }
+    llm_sched_step(s);
+    llm_sched_stats_get(s, &st);
+    ok(st.prefix_hit_tokens >= 3 * 32, "%s: same-step prefix sharing: %llu "
+       "hit tokens in the first step", name,
+       (unsigned long long) st.prefix_hit_tokens);
+    ok((int) (st.computed_tokens + st.prefix_hit_tokens)
+       <= sum_prompts(jobs, NJ), "%s: ... and not computed (%llu + %llu "
+       "<= %d)", name, (unsigned long long) st.computed_tokens,
+       (unsigned long long) st.prefix_hit_tokens, sum_prompts(jobs, NJ));
+    drain(s, 10000);
+    same = same_tokens(alone, got, NJ, &bad);
+    ok(same,
+       "%s: same-step sharing == alone (first bad %d)", name, bad);
     llm_sched_free(s);
 
     /* (c) a pool of 6 blocks of 16 for 6 requests of up to ~70 tokens */
@@ -358,7 +417,8 @@ test_batching(const char *name, llm_backend *be, int n_vocab, int scale)
     llm_sched_stats_get(s, &st);
     ok(st.preemptions > 0, "%s: tiny pool preempted (%llu)", name,
        (unsigned long long) st.preemptions);
-    ok(same_tokens(alone, got, NJ, &bad),
+    same = same_tokens(alone, got, NJ, &bad);
+    ok(same,
        "%s: preempted (greedy and seeded) == alone (first bad %d)", name,
        bad);
     ok(idle_and_clean(s), "%s: tiny pool: idle, no block used", name);
@@ -384,6 +444,7 @@ test_admission(llm_backend *be, int n_vocab)
 
     /* pool of 4 blocks of 16 = 64 tokens; max_model_len 100; queue of 2 */
     llm_sched_options_default(&o);
+    o.max_num_seqs = 2;
     o.n_blocks = 4;
     o.max_model_len = 100;
     o.max_queued = 2;
@@ -420,22 +481,29 @@ test_admission(llm_backend *be, int n_vocab)
     is_int(llm_sched_add(s, &req, &q, err, sizeof(err)),
            LLM_ERR_BAD_REQUEST, "token outside the vocabulary refused");
 
+    /* max_num_seqs 2, max_queued 2: two requests get batch places at the
+       next step, two more may wait, the fifth is refused */
     make_job(&j, n_vocab, 0, 5, 3, 0);
-    is_int(submit(s, &j, &r[0]), LLM_ERR_NONE, "queue 1 of 2");
-    is_int(submit(s, &j, &r[1]), LLM_ERR_NONE, "queue 2 of 2");
+    for (i = 0; i < 4; i++) {
+        is_int(submit(s, &j, &r[i]), LLM_ERR_NONE, "request %d admitted",
+               i);
+    }
     memset(&req, 0, sizeof(req));
     req.prompt = j.prompt;
     req.n_prompt = j.n_prompt;
     req.sampling = j.sp;
     req.max_tokens = 3;
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
-    is_int(rc, LLM_ERR_QUEUE_FULL, "third waiting request: queue full");
+    is_int(rc, LLM_ERR_QUEUE_FULL, "fifth: 2 placed + 2 waiting: queue full");
     ok(strstr(err, "max_queued") != NULL, "reason: %s", err);
     llm_sched_step(s);
-    is_int(submit(s, &j, &r[2]), LLM_ERR_NONE,
-           "after a step the queue has room again");
+    rc = llm_sched_add(s, &req, &q, err, sizeof(err));
+    is_int(rc, LLM_ERR_QUEUE_FULL, "after a step: 2 running, 2 waiting: "
+           "still full");
     drain(s, 1000);
-    for (i = 0; i < 3; i++) {
+    is_int(submit(s, &j, &r[4]), LLM_ERR_NONE, "after they finish: room");
+    drain(s, 1000);
+    for (i = 0; i < 5; i++) {
         ok(r[i].n_finish == 1 && r[i].res.finish == LLM_FINISH_LENGTH
            && r[i].n_out == 3, "request %d: 3 tokens, LENGTH", i);
     }
