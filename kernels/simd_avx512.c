@@ -34,8 +34,7 @@
 #define LANES  16
 
 /* per group of 16 activation rows, per block (large batches); and per
- * row, per chunk of 16 blocks (small batches: qs and bias in lane order,
- * d and s in block order) */
+ * row, per chunk of 16 blocks (small batches; lane j is block j) */
 typedef struct {
     int8_t    qs[8][LANES][4];   /* [group k][lane][byte] */
     int32_t   bias[LANES];       /* -8 or -128 times the block sum (Q4_0, Q8_0) */
@@ -46,18 +45,6 @@ typedef struct {
 _Static_assert(sizeof(act_block) == 704, "act_block is 11 cache lines");
 
 #define SMALL_N_X  8             /* below: lanes are blocks */
-
-
-/* which block of a 16-block chunk lane j holds after the weight transpose
- * (see transpose_q4 and transpose_q8 below) */
-static int
-lane_block(uint32_t type, int j)
-{
-    if (type == GGML_TYPE_Q8_0) {
-        return (j & 8) + 2 * (j & 3) + ((j >> 2) & 1);
-    }
-    return 4 * (j % 4) + j / 4;
-}
 
 
 static int
@@ -102,16 +89,14 @@ pack_small(uint32_t type, const llm_block_q8a *x, int nb, int i,
     a = (act_block *) (act + stride * i);
     for (int c = 0; c * LANES < nb; c++) {
         for (int j = 0; j < LANES; j++) {
-            int b = c * LANES + lane_block(type, j);
+            int b = c * LANES + j;
             if (b < nb) {
                 for (int g = 0; g < 8; g++) {
                     memcpy(a[c].qs[g][j], x[b].qs + 4 * g, 4);
                 }
                 a[c].bias[j] = -bias_factor(type) * block_sum(&x[b]);
-            }
-            if (c * LANES + j < nb) {
-                a[c].d[j] = x[c * LANES + j].d;
-                a[c].s[j] = x[c * LANES + j].s;
+                a[c].d[j] = x[b].d;
+                a[c].s[j] = x[b].s;
             }
         }
     }
@@ -282,9 +267,17 @@ load16_or_zero(const uint8_t *p, int present)
 }
 
 
-/* 16 Q4_0/Q4_1 blocks (n present) as 8 vectors of unsigned groups: z[m]
- * holds blocks 4m..4m+3 (one per 128-bit lane); after the transpose lane
- * 4L + m is block 4m + L (lane_block) */
+TGT static INLINE __m256i
+load32_or_zero(const uint8_t *p, int present)
+{
+    return present ? _mm256_loadu_si256((const __m256i *) p)
+                   : _mm256_setzero_si256();
+}
+
+
+/* 16 Q4_0/Q4_1 blocks (n present) as 8 vectors of unsigned groups, lane j
+ * = block j: z[m] holds blocks m, 4+m, 8+m, 12+m (one per 128-bit lane),
+ * so after the in-lane transpose lane 4L + m is block 4L + m */
 TGT static INLINE void
 transpose_q4(const uint8_t *w, int bytes, int off, int n, __m512i g[8])
 {
@@ -293,11 +286,11 @@ transpose_q4(const uint8_t *w, int bytes, int off, int n, __m512i g[8])
 
 #pragma GCC unroll 8
     for (int m = 0; m < 4; m++) {
-        const uint8_t *b = w + 4 * m * bytes + off;
-        __m512i v = _mm512_castsi128_si512(load16_or_zero(b, 4 * m < n));
-        v = _mm512_inserti32x4(v, load16_or_zero(b + bytes, 4 * m + 1 < n), 1);
-        v = _mm512_inserti32x4(v, load16_or_zero(b + 2 * bytes, 4 * m + 2 < n), 2);
-        z[m] = _mm512_inserti32x4(v, load16_or_zero(b + 3 * bytes, 4 * m + 3 < n), 3);
+        const uint8_t *b = w + m * bytes + off;
+        __m512i v = _mm512_castsi128_si512(load16_or_zero(b, m < n));
+        v = _mm512_inserti32x4(v, load16_or_zero(b + 4 * bytes, 4 + m < n), 1);
+        v = _mm512_inserti32x4(v, load16_or_zero(b + 8 * bytes, 8 + m < n), 2);
+        z[m] = _mm512_inserti32x4(v, load16_or_zero(b + 12 * bytes, 12 + m < n), 3);
     }
     transpose4(z[0], z[1], z[2], z[3], o);
 #pragma GCC unroll 8
@@ -308,45 +301,89 @@ transpose_q4(const uint8_t *w, int bytes, int off, int n, __m512i g[8])
 }
 
 
-TGT static INLINE __m256i
-load32_or_zero(const uint8_t *p, int present)
-{
-    return present ? _mm256_loadu_si256((const __m256i *) p)
-                   : _mm256_setzero_si256();
-}
-
-
-/* 16 Q8_0 blocks as 8 vectors of groups, + 128 (unsigned): z[m] holds
- * blocks 2m, 2m+1; two 4x4 transposes, then each group gathers its lanes
- * from both halves; lane order as lane_block */
+/* 16 Q8_0 blocks as 8 vectors of groups + 128 (unsigned), lane j = block
+ * j: z[m] = blocks m and 8+m; two in-lane transposes give, per dword q,
+ * blocks 0-3 and 8-11 (from z[0..3]) and 4-7 and 12-15 (from z[4..7]) */
 TGT static INLINE void
 transpose_q8(const uint8_t *w, int bytes, int n, __m512i g[8])
 {
     __m512i z[8], o[4], p[4];
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19,
+                                         8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23,
+                                         12, 13, 14, 15, 28, 29, 30, 31);
 
 #pragma GCC unroll 8
     for (int m = 0; m < 8; m++) {
-        const uint8_t *b = w + 2 * m * bytes + 2;
+        const uint8_t *b = w + m * bytes + 2;
         z[m] = _mm512_inserti64x4(_mm512_castsi256_si512(
-                   load32_or_zero(b, 2 * m < n)),
-                   load32_or_zero(b + bytes, 2 * m + 1 < n), 1);
+                   load32_or_zero(b, m < n)),
+                   load32_or_zero(b + 8 * bytes, 8 + m < n), 1);
     }
     transpose4(z[0], z[1], z[2], z[3], o);
     transpose4(z[4], z[5], z[6], z[7], p);
-    /* group 4h + q: lanes L = h and h + 2 of o[q], then of p[q] */
 #pragma GCC unroll 8
-    for (int h = 0; h < 2; h++) {
-        __m512i idx = _mm512_set_epi32(
-            16 + 4 * (h + 2) + 3, 16 + 4 * (h + 2) + 2, 16 + 4 * (h + 2) + 1, 16 + 4 * (h + 2),
-            16 + 4 * h + 3, 16 + 4 * h + 2, 16 + 4 * h + 1, 16 + 4 * h,
-            4 * (h + 2) + 3, 4 * (h + 2) + 2, 4 * (h + 2) + 1, 4 * (h + 2),
-            4 * h + 3, 4 * h + 2, 4 * h + 1, 4 * h);
-    #pragma GCC unroll 8
     for (int q = 0; q < 4; q++) {
-            g[4 * h + q] = _mm512_xor_si512(
-                _mm512_permutex2var_epi32(o[q], idx, p[q]),
-                _mm512_set1_epi8((char) 0x80));
-        }
+        g[q] = _mm512_xor_si512(_mm512_permutex2var_epi32(o[q], lo, p[q]),
+                                _mm512_set1_epi8((char) 0x80));
+        g[q + 4] = _mm512_xor_si512(_mm512_permutex2var_epi32(o[q], hi, p[q]),
+                                    _mm512_set1_epi8((char) 0x80));
+    }
+}
+
+
+TGT static INLINE void
+transpose4_256(__m256i a, __m256i b, __m256i c, __m256i d, __m256i out[4])
+{
+    __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+    __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+
+/* the same for a last chunk of at most 8 blocks, in 256-bit registers
+ * (lanes 0-7 of the 16-lane layout): z[m] = blocks m, 4+m */
+TGT static INLINE void
+transpose_q4_8(const uint8_t *w, int bytes, int off, int n, __m256i g[8])
+{
+    __m256i z[4], o[4], m4 = _mm256_set1_epi8(0x0f);
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 4; m++) {
+        const uint8_t *b = w + m * bytes + off;
+        z[m] = _mm256_set_m128i(load16_or_zero(b + 4 * bytes, 4 + m < n),
+                                load16_or_zero(b, m < n));
+    }
+    transpose4_256(z[0], z[1], z[2], z[3], o);
+#pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+        g[q] = _mm256_and_si256(o[q], m4);
+        g[q + 4] = _mm256_and_si256(_mm256_srli_epi16(o[q], 4), m4);
+    }
+}
+
+
+/* z[m] = block m; lanes 0-3 of dword q from z[0..3], 4-7 from z[4..7] */
+TGT static INLINE void
+transpose_q8_8(const uint8_t *w, int bytes, int n, __m256i g[8])
+{
+    __m256i z[8], o[4], p[4];
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        z[m] = _mm256_xor_si256(load32_or_zero(w + m * bytes + 2, m < n),
+                                _mm256_set1_epi8((char) 0x80));
+    }
+    transpose4_256(z[0], z[1], z[2], z[3], o);
+    transpose4_256(z[4], z[5], z[6], z[7], p);
+#pragma GCC unroll 8
+    for (int q = 0; q < 4; q++) {
+        g[q] = _mm256_permute2x128_si256(o[q], p[q], 0x20);
+        g[q + 4] = _mm256_permute2x128_si256(o[q], p[q], 0x31);
     }
 }
 
@@ -363,7 +400,10 @@ dword_or_zero(const uint8_t *p, int present)
 }
 
 
-/* the first four bytes of blocks 0..15 (zero from block n on) */
+/* the first four bytes of blocks 0..15 (zero from block n on): d in the
+ * low half, Q4_1's m in the high half; built in registers (a gather is
+ * slow on some cores, and a vector load of scalar stores stalls store
+ * forwarding) */
 TGT static INLINE __m512i
 first_dwords(const uint8_t *w, int bytes, int n)
 {
@@ -382,28 +422,57 @@ first_dwords(const uint8_t *w, int bytes, int n)
 }
 
 
-/* lane j -> block order: idx[i] = the lane holding block i */
+/* exact block sums of 16 blocks (lane j = block j) for one activation
+ * row: four short dpbusd chains (integers: grouping cannot matter) */
 TGT static INLINE __m512i
-to_block_order(const int kind)
+block_sums16(const int kind, const __m512i g[8], const act_block *a)
 {
-    if (kind == Q8_0) {
-        /* block i: half i & 8, odd i & 1, pair (i >> 1) & 3 */
-        return _mm512_set_epi32(15, 11, 14, 10, 13, 9, 12, 8,
-                                7, 3, 6, 2, 5, 1, 4, 0);
-    }
-    return _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2,
-                            13, 9, 5, 1, 12, 8, 4, 0);
+    __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
+                              : _mm512_loadu_si512(a->bias);
+    __m512i i1 = _mm512_setzero_si512(), i2 = i1, i3 = i1;
+
+    i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_loadu_si512(a->qs[0]));
+    i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_loadu_si512(a->qs[1]));
+    i2 = _mm512_dpbusd_epi32(i2, g[2], _mm512_loadu_si512(a->qs[2]));
+    i3 = _mm512_dpbusd_epi32(i3, g[3], _mm512_loadu_si512(a->qs[3]));
+    i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_loadu_si512(a->qs[4]));
+    i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_loadu_si512(a->qs[5]));
+    i2 = _mm512_dpbusd_epi32(i2, g[6], _mm512_loadu_si512(a->qs[6]));
+    i3 = _mm512_dpbusd_epi32(i3, g[7], _mm512_loadu_si512(a->qs[7]));
+    return _mm512_add_epi32(_mm512_add_epi32(i0, i1), _mm512_add_epi32(i2, i3));
 }
 
 
-/* one weight row against n_x < 8 activation rows, 16 blocks at a time */
+/* the same for lanes 0-7 (a last chunk of at most 8 blocks) */
+TGT static INLINE __m256i
+block_sums8(const int kind, const __m256i g[8], const act_block *a)
+{
+    __m256i i0 = kind == Q4_1 ? _mm256_setzero_si256()
+                              : _mm256_loadu_si256((const __m256i *) a->bias);
+    __m256i i1 = _mm256_setzero_si256(), i2 = i1, i3 = i1;
+
+#define QS8(v) _mm256_loadu_si256((const __m256i *) a->qs[v])
+    i0 = _mm256_dpbusd_epi32(i0, g[0], QS8(0));
+    i1 = _mm256_dpbusd_epi32(i1, g[1], QS8(1));
+    i2 = _mm256_dpbusd_epi32(i2, g[2], QS8(2));
+    i3 = _mm256_dpbusd_epi32(i3, g[3], QS8(3));
+    i0 = _mm256_dpbusd_epi32(i0, g[4], QS8(4));
+    i1 = _mm256_dpbusd_epi32(i1, g[5], QS8(5));
+    i2 = _mm256_dpbusd_epi32(i2, g[6], QS8(6));
+    i3 = _mm256_dpbusd_epi32(i3, g[7], QS8(7));
+#undef QS8
+    return _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+}
+
+
+/* one weight row against n_x < 8 activation rows, 16 blocks at a time;
+ * blocks 16c + m and then 16c + 8 + m go into acc[m] */
 TGT static INLINE void
 row_small(const int kind, const int bytes, int nb, const uint8_t *w,
     const uint8_t *act, size_t act_stride, int n_x, float *out,
     size_t ld_out)
 {
     __m256 acc[SMALL_N_X], macc[SMALL_N_X];
-    __m512i perm = to_block_order(kind);
 
     for (int x = 0; x < n_x; x++) {
         acc[x] = macc[x] = _mm256_setzero_ps();
@@ -411,41 +480,42 @@ row_small(const int kind, const int bytes, int nb, const uint8_t *w,
     for (int c = 0; c * LANES < nb; c++) {
         const uint8_t *wc = w + (size_t) c * LANES * bytes;
         int n = nb - c * LANES < LANES ? nb - c * LANES : LANES;
-        __m512i g[8];
-
-        if (kind == Q8_0) {
-            transpose_q8(wc, bytes, n, g);
-        } else {
-            transpose_q4(wc, bytes, kind == Q4_1 ? 4 : 2, n, g);
-        }
-        /* the first dword of each block: d (low half), Q4_1's m (high);
-         * built in registers (a gather is slow on some cores, and a
-         * vector load of scalar stores stalls store forwarding) */
         __m512i dm = first_dwords(wc, bytes, n);
         __m512 dwv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
         __m512 mwv = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
                          _mm512_srli_epi32(dm, 16)));
 
+        if (n <= 8) {                /* half the work for a short tail */
+            __m256i g[8];
+            __m256 dw8 = _mm512_castps512_ps256(dwv);
+            __m256 mw8 = _mm512_castps512_ps256(mwv);
+            if (kind == Q8_0) {
+                transpose_q8_8(wc, bytes, n, g);
+            } else {
+                transpose_q4_8(wc, bytes, kind == Q4_1 ? 4 : 2, n, g);
+            }
+            for (int x = 0; x < n_x; x++) {
+                const act_block *a = (const act_block *) (act + x * act_stride) + c;
+                __m256 gf = _mm256_cvtepi32_ps(block_sums8(kind, g, a));
+                __m256 dd = _mm256_mul_ps(dw8, _mm256_loadu_ps(a->d));
+                acc[x] = _mm256_fmadd_ps(dd, gf, acc[x]);
+                if (kind == Q4_1) {
+                    macc[x] = _mm256_fmadd_ps(mw8, _mm256_loadu_ps(a->s), macc[x]);
+                }
+            }
+            continue;
+        }
+
+        __m512i g[8];
+        if (kind == Q8_0) {
+            transpose_q8(wc, bytes, n, g);
+        } else {
+            transpose_q4(wc, bytes, kind == Q4_1 ? 4 : 2, n, g);
+        }
         for (int x = 0; x < n_x; x++) {
             const act_block *a = (const act_block *) (act + x * act_stride) + c;
-            /* four short chains instead of one long one; integer sums,
-             * so the grouping cannot change the result */
-            __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
-                                      : _mm512_loadu_si512(a->bias);
-            __m512i i1 = _mm512_setzero_si512(), i2 = i1, i3 = i1;
-            i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_loadu_si512(a->qs[0]));
-            i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_loadu_si512(a->qs[1]));
-            i2 = _mm512_dpbusd_epi32(i2, g[2], _mm512_loadu_si512(a->qs[2]));
-            i3 = _mm512_dpbusd_epi32(i3, g[3], _mm512_loadu_si512(a->qs[3]));
-            i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_loadu_si512(a->qs[4]));
-            i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_loadu_si512(a->qs[5]));
-            i2 = _mm512_dpbusd_epi32(i2, g[6], _mm512_loadu_si512(a->qs[6]));
-            i3 = _mm512_dpbusd_epi32(i3, g[7], _mm512_loadu_si512(a->qs[7]));
-            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(i0, i1),
-                                            _mm512_add_epi32(i2, i3));
-            __m512 gf = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(perm, isum));
+            __m512 gf = _mm512_cvtepi32_ps(block_sums16(kind, g, a));
             __m512 dd = _mm512_mul_ps(dwv, _mm512_loadu_ps(a->d));
-            /* blocks 16c + m, then 16c + 8 + m, into acc[m] */
             acc[x] = _mm256_fmadd_ps(_mm512_castps512_ps256(dd),
                                      _mm512_castps512_ps256(gf), acc[x]);
             acc[x] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(dd, 1),
