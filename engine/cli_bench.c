@@ -5,6 +5,7 @@
  *
  *   ngx_llm_engine bench --model PATH [--streams 1,4,16,64] [--tokens 64]
  *       [--threads 2] [--no-prefix-cache] [--max-batched-tokens 512]
+ *       [--repeat 1]
  *
  * Workload: 16 different one-sentence user messages rendered with the
  * model's own chat template (~40 tokens each on SmolLM2), N of them
@@ -61,6 +62,7 @@ typedef struct {
     int          threads;
     int          prefix_caching;
     int          max_batched;
+    int          repeat;       /* runs per stream count; the fastest kept */
 } bench_opts;
 
 /* one request's record */
@@ -130,7 +132,7 @@ usage(void)
         "usage: ngx_llm_engine bench --model PATH [--streams 1,4,16,64] "
         "[--tokens 64]\n"
         "       [--threads 2] [--no-prefix-cache] "
-        "[--max-batched-tokens 512]\n");
+        "[--max-batched-tokens 512] [--repeat 1]\n");
 }
 
 
@@ -180,6 +182,7 @@ parse_opts(bench_opts *o, int argc, char **argv)
     o->threads = 2;
     o->prefix_caching = 1;
     o->max_batched = 512;
+    o->repeat = 1;
     for (i = 1; i < argc; i++) {
         const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -208,6 +211,11 @@ parse_opts(bench_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--threads") == 0) {
             if (parse_int(v, 1, 1024, &o->threads) != 0) {
                 fprintf(stderr, "bench: --threads \"%s\": 1..1024\n", v);
+                return -1;
+            }
+        } else if (strcmp(a, "--repeat") == 0) {
+            if (parse_int(v, 1, 100, &o->repeat) != 0) {
+                fprintf(stderr, "bench: --repeat \"%s\": 1..100\n", v);
                 return -1;
             }
         } else if (strcmp(a, "--max-batched-tokens") == 0) {
@@ -494,6 +502,27 @@ run_streams(llm_backend *be, const bench_opts *o, int n,
 }
 
 
+/* the fastest of o->repeat runs: other load on the machine only ever
+   slows a run down */
+static int
+run_best(llm_backend *be, const bench_opts *o, int n,
+    int32_t prompts[][BENCH_MAX_PROMPT], const int *n_ids, bench_result *r)
+{
+    bench_result  one;
+    int           k;
+
+    for (k = 0; k < o->repeat; k++) {
+        if (run_streams(be, o, n, prompts, n_ids, &one) != 0) {
+            return -1;
+        }
+        if (k == 0 || one.tok_s > r->tok_s) {
+            *r = one;
+        }
+    }
+    return 0;
+}
+
+
 static void
 print_result(const bench_result *r)
 {
@@ -579,10 +608,11 @@ llm_cli_bench(int argc, char **argv)
     }
     printf("# bench: %s, %d threads, prompts %d..%d tokens (%d messages), "
            "%d generated each (EOS ignored), prefix cache %s, "
-           "max_batched_tokens %d, %d KV blocks of %d, load average %.2f\n",
+           "max_batched_tokens %d, %d KV blocks of %d, best of %d, "
+           "load average %.2f\n",
            o.model, o.threads, min_p, max_p, BENCH_N_MESSAGES, o.tokens,
            o.prefix_caching ? "on" : "off", o.max_batched, bo.kv_n_blocks,
-           bo.kv_block_size, load_average());
+           bo.kv_block_size, o.repeat, load_average());
 
     /* warm-up: page the weights in, start the threads */
     if (run_streams(be, &o, 1, prompts, n_ids, &warm) != 0) {
@@ -598,8 +628,7 @@ llm_cli_bench(int argc, char **argv)
            "", "", "", "used", "", "ms", "ms", "ms", "ms", "ms", "ms", "/step",
            "tok", "", "");
     for (i = 0; i < o.n_streams; i++) {
-        if (run_streams(be, &o, o.streams[i], prompts, n_ids, &res[i]) != 0)
-        {
+        if (run_best(be, &o, o.streams[i], prompts, n_ids, &res[i]) != 0) {
             break;
         }
         print_result(&res[i]);
