@@ -444,8 +444,9 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
 }
 
 
-/* running sequences, decodes (one token left) first when decodes_only */
-static int
+/* running sequences: the decodes (one token left) when decodes_only, else
+ * the partly prefilled ones */
+static void
 schedule_running(llm_sched *s, int decodes_only, int *budget)
 {
     llm_seq  *q;
@@ -474,7 +475,6 @@ schedule_running(llm_sched *s, int decodes_only, int *budget)
         *budget -= n;
         i++;
     }
-    return 0;
 }
 
 
@@ -491,7 +491,7 @@ static void
 schedule_waiting(llm_sched *s, int *budget)
 {
     llm_seq  *q, *next;
-    int       hit, n;
+    int       hit, n, held;
 
     for (q = s->wait_head; q != NULL && *budget > 0
          && s->n_running < s->opt.max_num_seqs; q = next)
@@ -504,13 +504,14 @@ schedule_waiting(llm_sched *s, int *budget)
         if (n > *budget) {
             n = *budget;
         }
-        if ((q->n_computed + n == q->n_tokens && !may_emit(s, q))
+        held = q->n_computed + n == q->n_tokens && !may_emit(s, q);
+        if (held
             || llm_blocks_needed(&s->bm, &q->blocks, q->n_computed + n)
                + admit_watermark(s) > llm_blocks_n_available(&s->bm))
         {
             llm_blocks_release(&s->bm, &q->blocks);
             q->n_computed = 0;
-            if (!may_emit(s, q)) {
+            if (held) {
                 continue;   /* held back by its consumer, not by memory */
             }
             break;          /* FCFS: no overtaking for memory */
