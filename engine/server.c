@@ -1276,10 +1276,12 @@ llm_loop(llm_server *s)
         }
 
         busy = 0;
-        if (sched != NULL && llm_sched_has_work(sched)) {
-            /* 0: everything runnable is held back by full streams */
-            busy = llm_sched_step(sched) != 0;
-            llm_publish_stats(s, sched);
+        if (sched != NULL) {
+            if (llm_sched_has_work(sched)) {
+                /* 0: everything runnable is held back by full streams */
+                busy = llm_sched_step(sched) != 0;
+            }
+            llm_publish_stats(s, sched);     /* cancels change them too */
         }
 
         /* requests wait in the workers for READY (or FAILED): tell them */

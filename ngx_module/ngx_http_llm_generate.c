@@ -22,6 +22,7 @@ static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
 static void ngx_http_llm_on_slot(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_write_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_wait_writable(ngx_http_request_t *r);
 static void ngx_http_llm_deadline_handler(ngx_event_t *ev);
 
 
@@ -527,11 +528,13 @@ ngx_http_llm_submit(ngx_http_request_t *r)
         return ngx_http_llm_unavailable(r, ctx->peer);
     }
 
-    if (llcf->deadline) {
-        /* not cancelable: a reload must let the stream finish */
-        ctx->deadline.handler = ngx_http_llm_deadline_handler;
-        ngx_add_timer(&ctx->deadline, llcf->deadline);
-    }
+    /*
+     * Always a timer, and not cancelable: an old worker exits on reload
+     * once only cancelable timers are left, and would cut the stream.
+     */
+    ctx->deadline.handler = ngx_http_llm_deadline_handler;
+    ngx_add_timer(&ctx->deadline, llcf->deadline ? llcf->deadline
+                                                 : 7 * 86400000);
 
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_llm_write_handler;
@@ -1365,6 +1368,11 @@ send:
         return;
     }
 
+    if (rc == NGX_AGAIN && ngx_http_llm_wait_writable(r) != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return;
+    }
+
     if (ctx->slot.slot == NULL && ctx->slot.handler == ngx_http_llm_on_slot
         && (ctx->finish != LLM_FINISH_NONE || ctx->stopped))
     {
@@ -1374,14 +1382,34 @@ send:
 }
 
 
+/*
+ * Output waits in nginx for the client: watch for writability (epoll adds
+ * the write event only on demand) under send_timeout, as ngx_http_writer.
+ */
+static ngx_int_t
+ngx_http_llm_wait_writable(ngx_http_request_t *r)
+{
+    ngx_event_t               *wev = r->connection->write;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (!wev->delayed && !wev->timer_set) {
+        ngx_add_timer(wev, clcf->send_timeout);
+    }
+
+    return ngx_handle_write_event(wev, clcf->send_lowat);
+}
+
+
 /* the client read some: send what waits, then read more of the stream */
 static void
 ngx_http_llm_write_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                  rc;
-    ngx_event_t               *wev;
-    ngx_http_llm_ctx_t        *ctx;
-    ngx_http_core_loc_conf_t  *clcf;
+    ngx_int_t            rc;
+    ngx_chain_t         *out;
+    ngx_event_t         *wev;
+    ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
     wev = r->connection->write;
@@ -1394,22 +1422,19 @@ ngx_http_llm_write_handler(ngx_http_request_t *r)
         return;
     }
 
+    out = NULL;
     rc = ngx_http_output_filter(r, NULL);
-    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, NULL,
+    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &out,
                             (ngx_buf_tag_t) &ngx_http_llm_module);
+
 
     if (rc == NGX_ERROR) {
         ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
         return;
     }
 
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
-
     if (r->connection->buffered) {
-        if (!wev->delayed) {
-            ngx_add_timer(wev, clcf->send_timeout);
-        }
-        if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
+        if (ngx_http_llm_wait_writable(r) != NGX_OK) {
             ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
         }
         return;

@@ -223,7 +223,9 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     }
 
     ngx_conf_merge_uint_value(conf->max_tokens, prev->max_tokens, 0);
-    ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 0);
+    /* every generation holds a non-cancelable timer: a graceful reload
+     * waits for it instead of cutting the stream */
+    ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);
     ngx_conf_merge_size_value(conf->max_body_size, prev->max_body_size,
                               4 * 1024 * 1024);
     ngx_conf_merge_size_value(conf->max_buffered, prev->max_buffered,
