@@ -1,0 +1,817 @@
+/*
+ * CUDA kernels of the llama forward pass (see kernels_cuda.h for the
+ * contract of each). Each kernel is the CPU backend's step written for
+ * threads; the references they are checked against are in
+ * t/unit/test_cuda.c.
+ *
+ * defines: the launchers of kernels_cuda.h
+ */
+#include "kernels_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+
+typedef __nv_bfloat16 bf16;
+
+/* enum ggml_type values (engine/gguf.h; not included: C header) */
+enum {
+    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8,
+    T_Q4_K = 12, T_Q6_K = 14, T_BF16 = 30
+};
+
+
+extern "C" int
+llm_cuda_check_at(int code, const char *what, const char *file, int line,
+    char *err, size_t err_len)
+{
+    if (code == 0) {
+        return 0;
+    }
+    if (err != NULL) {
+        snprintf(err, err_len, "%s:%d: %s: %s (%s)", file, line, what,
+                 cudaGetErrorString((cudaError_t) code),
+                 cudaGetErrorName((cudaError_t) code));
+    } else {
+        fprintf(stderr, "%s:%d: %s: %s (%s)\n", file, line, what,
+                cudaGetErrorString((cudaError_t) code),
+                cudaGetErrorName((cudaError_t) code));
+    }
+    return -1;
+}
+
+
+/* the launch's own error (bad configuration); execution errors surface at
+ * the next synchronizing call */
+static int
+launched(void)
+{
+    return (int) cudaGetLastError();
+}
+
+
+static unsigned
+blocks_for(size_t n, unsigned threads)
+{
+    size_t b = (n + threads - 1) / threads;
+
+    return (unsigned) (b < 65535u * 16u ? (b > 0 ? b : 1) : 65535u * 16u);
+}
+
+
+__device__ __forceinline__ float
+warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
+
+__device__ __forceinline__ float
+warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    }
+    return v;
+}
+
+
+/* sum over the CTA (blockDim.x a multiple of 32, at most 1024) */
+__device__ float
+block_sum(float v)
+{
+    __shared__ float part[32];
+    int              lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    int              nw = blockDim.x / 32;
+
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) {
+        part[w] = v;
+    }
+    __syncthreads();
+    v = lane < nw ? part[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * embedding gather
+ */
+
+__global__ void
+embed_kernel(float *x, const bf16 *table, const int32_t *tokens, int dim)
+{
+    const bf16  *row = table + (size_t) tokens[blockIdx.x] * dim;
+    float       *out = x + (size_t) blockIdx.x * dim;
+
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+        out[c] = __bfloat162float(row[c]);
+    }
+}
+
+
+extern "C" int
+llm_cuda_embed(llm_cuda_stream st, float *x, const llm_bf16 *table,
+    const int32_t *tokens, int n, int dim)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    embed_kernel<<<n, 256, 0, st>>>(x, (const bf16 *) table, tokens, dim);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * RMSNorm fused with the residual add
+ */
+
+__global__ void
+add_rmsnorm_kernel(bf16 *out, float *x, const float *delta, const float *w,
+    const int32_t *rows, int dim, float eps)
+{
+    int     r = rows != NULL ? rows[blockIdx.x] : (int) blockIdx.x;
+    float  *xr = x + (size_t) r * dim;
+    bf16   *o = out + (size_t) blockIdx.x * dim;
+    float   ss = 0.0f, v, inv;
+
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+        v = xr[c];
+        if (delta != NULL) {
+            v += delta[(size_t) r * dim + c];
+            xr[c] = v;
+        }
+        ss += v * v;
+    }
+    ss = block_sum(ss);
+    inv = 1.0f / sqrtf(ss / (float) dim + eps);
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+        o[c] = __float2bfloat16_rn(w[c] * (xr[c] * inv));
+    }
+}
+
+
+extern "C" int
+llm_cuda_add_rmsnorm(llm_cuda_stream st, llm_bf16 *out, float *x,
+    const float *delta, const float *w, const int32_t *rows, int n, int dim,
+    float eps)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    add_rmsnorm_kernel<<<n, dim >= 2048 ? 1024 : 256, 0, st>>>(
+        (bf16 *) out, x, delta, w, rows, dim, eps);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * bias, QK-norm, RoPE on the fused QKV rows
+ */
+
+__global__ void
+rope_kernel(float *qkv, int ld, const float *bias, const float *q_norm,
+    const float *k_norm, const int32_t *pos, const float *inv_freq,
+    int n_heads, int n_kv_heads, int hd, int rope_dim, int neox, float eps)
+{
+    float  *row = qkv + (size_t) blockIdx.x * ld;
+    int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int     nw = blockDim.x / 32, half = rope_dim / 2;
+    int     total = n_heads + n_kv_heads;
+    float   p = (float) pos[blockIdx.x];
+
+    if (bias != NULL) {
+        for (int e = threadIdx.x; e < (n_heads + 2 * n_kv_heads) * hd;
+             e += blockDim.x)
+        {
+            row[e] += bias[e];
+        }
+        __syncthreads();
+    }
+    for (int h = warp; h < total; h += nw) {
+        float        *x = row + (size_t) h * hd;
+        const float  *nw_ = h < n_heads ? q_norm : k_norm;
+
+        if (nw_ != NULL) {
+            float ss = 0.0f, inv;
+
+            for (int e = lane; e < hd; e += 32) {
+                ss += x[e] * x[e];
+            }
+            inv = 1.0f / sqrtf(warp_sum(ss) / (float) hd + eps);
+            for (int e = lane; e < hd; e += 32) {
+                x[e] = nw_[e] * (x[e] * inv);
+            }
+            __syncwarp();
+        }
+        for (int j = lane; j < half; j += 32) {
+            int    a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+            float  sn, cs, x0 = x[a], x1 = x[b];
+
+            sincosf(p * inv_freq[j], &sn, &cs);
+            x[a] = x0 * cs - x1 * sn;
+            x[b] = x0 * sn + x1 * cs;
+        }
+    }
+}
+
+
+extern "C" int
+llm_cuda_rope(llm_cuda_stream st, float *qkv, int ld, const float *bias,
+    const float *q_norm, const float *k_norm, const int32_t *pos,
+    const float *inv_freq, int n, int n_heads, int n_kv_heads, int head_dim,
+    int rope_dim, int neox, float eps)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    rope_kernel<<<n, 128, 0, st>>>(qkv, ld, bias, q_norm, k_norm, pos,
+                                   inv_freq, n_heads, n_kv_heads, head_dim,
+                                   rope_dim, neox, eps);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * K/V into paged blocks
+ */
+
+__device__ __forceinline__ size_t
+kv_offset(int32_t block, int layer, int n_layers, int bs, int kv_dim,
+    int slot)
+{
+    return ((size_t) block * n_layers + layer) * 2 * bs * kv_dim
+           + (size_t) slot * kv_dim;
+}
+
+
+__global__ void
+kv_write_kernel(bf16 *pool, const float *qkv, int ld, int q_dim,
+    const int32_t *seq, const int32_t *pos, const int32_t *tables,
+    int table_stride, int layer, int n_layers, int bs, int kv_dim)
+{
+    int           i = blockIdx.x, p = pos[i];
+    int32_t       blk = tables[(size_t) seq[i] * table_stride + p / bs];
+    bf16         *k = pool + kv_offset(blk, layer, n_layers, bs, kv_dim,
+                                       p % bs);
+    bf16         *v = k + (size_t) bs * kv_dim;
+    const float  *src = qkv + (size_t) i * ld + q_dim;
+
+    for (int e = threadIdx.x; e < kv_dim; e += blockDim.x) {
+        k[e] = __float2bfloat16_rn(src[e]);
+        v[e] = __float2bfloat16_rn(src[kv_dim + e]);
+    }
+}
+
+
+extern "C" int
+llm_cuda_kv_write(llm_cuda_stream st, llm_bf16 *pool, const float *qkv,
+    int ld, int q_dim, const int32_t *seq, const int32_t *pos,
+    const int32_t *tables, int table_stride, int n, int layer, int n_layers,
+    int block_size, int kv_dim)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    kv_write_kernel<<<n, 128, 0, st>>>((bf16 *) pool, qkv, ld, q_dim, seq,
+                                       pos, tables, table_stride, layer,
+                                       n_layers, block_size, kv_dim);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * paged attention (flash style)
+ *
+ * Version 1: one CTA of 4 warps per (tile, kv head). The CTA's query rows
+ * (n_q tokens x group heads, at most 16) sit in shared memory; K and V
+ * stream through shared memory 32 positions at a time (bf16 -> float), K
+ * rows padded by one float so lane j reading K[j][e] hits distinct banks.
+ * Warp w owns rows w, w+4, w+8, w+12: lane j scores position t0+j, the
+ * warp keeps the running max m, the sum l and its share of the output
+ * (elements lane + 32k) in registers: the online softmax of FlashAttention.
+ */
+#define ATTN_WARPS   4
+#define ATTN_CHUNK   32
+#define ATTN_RPW     (LLM_CUDA_ATTN_MAX_ROWS / ATTN_WARPS)
+
+template <int EPT>
+__global__ void __launch_bounds__(ATTN_WARPS * 32)
+attention_kernel(bf16 *out, const float *qkv, int ld, const bf16 *pool,
+    const llm_cuda_attn_tile *tiles, const int32_t *pos,
+    const int32_t *tables, int table_stride, int layer, int n_layers,
+    int bs, int n_heads, int n_kv_heads, int hd)
+{
+    __shared__ float  q_s[LLM_CUDA_ATTN_MAX_ROWS][LLM_CUDA_MAX_HEAD_DIM];
+    __shared__ float  k_s[ATTN_CHUNK][LLM_CUDA_MAX_HEAD_DIM + 1];
+    __shared__ float  v_s[ATTN_CHUNK][LLM_CUDA_MAX_HEAD_DIM];
+
+    llm_cuda_attn_tile  tile = tiles[blockIdx.x];
+    int                 kvh = blockIdx.y, group = n_heads / n_kv_heads;
+    int                 kv_dim = n_kv_heads * hd, rows = tile.n_q * group;
+    int                 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int32_t      *table = tables + (size_t) tile.seq * table_stride;
+    float               scale = 1.0f / sqrtf((float) hd);
+    float               m[ATTN_RPW], l[ATTN_RPW], acc[ATTN_RPW][EPT];
+    int                 rpos[ATTN_RPW], max_pos = 0;
+
+    if (tile.n_q <= 0) {
+        return;                       /* padding of a graph bucket */
+    }
+    for (int idx = threadIdx.x; idx < rows * hd; idx += blockDim.x) {
+        int r = idx / hd, e = idx % hd;
+        int t = tile.token + r / group, h = kvh * group + r % group;
+
+        q_s[r][e] = qkv[(size_t) t * ld + (size_t) h * hd + e];
+    }
+    for (int j = 0; j < tile.n_q; j++) {
+        max_pos = max(max_pos, pos[tile.token + j]);
+    }
+#pragma unroll
+    for (int j = 0; j < ATTN_RPW; j++) {
+        int r = warp + ATTN_WARPS * j;
+
+        m[j] = -INFINITY;
+        l[j] = 0.0f;
+        rpos[j] = r < rows ? pos[tile.token + r / group] : -1;
+#pragma unroll
+        for (int k = 0; k < EPT; k++) {
+            acc[j][k] = 0.0f;
+        }
+    }
+
+    for (int t0 = 0; t0 <= max_pos; t0 += ATTN_CHUNK) {
+        int n_valid = min(ATTN_CHUNK, max_pos + 1 - t0);
+
+        __syncthreads();              /* q_s written / last chunk used */
+        for (int idx = threadIdx.x; idx < ATTN_CHUNK * hd;
+             idx += blockDim.x)
+        {
+            int    jj = idx / hd, e = idx % hd, t = t0 + jj;
+            float  kf = 0.0f, vf = 0.0f;
+
+            if (jj < n_valid) {
+                const bf16 *k = pool + kv_offset(table[t / bs], layer,
+                                                 n_layers, bs, kv_dim,
+                                                 t % bs)
+                                + (size_t) kvh * hd + e;
+
+                kf = __bfloat162float(k[0]);
+                vf = __bfloat162float(k[(size_t) bs * kv_dim]);
+            }
+            k_s[jj][e] = kf;
+            v_s[jj][e] = vf;
+        }
+        __syncthreads();
+
+#pragma unroll
+        for (int j = 0; j < ATTN_RPW; j++) {
+            int    r = warp + ATTN_WARPS * j, t = t0 + lane;
+            float  s = -INFINITY, cm, m_new, corr, p;
+
+            if (r >= rows || t0 > rpos[j]) {
+                continue;             /* warp-uniform */
+            }
+            if (t <= rpos[j]) {
+                float d = 0.0f;
+
+                for (int e = 0; e < hd; e++) {
+                    d += q_s[r][e] * k_s[lane][e];
+                }
+                s = d * scale;
+            }
+            cm = warp_max(s);
+            m_new = fmaxf(m[j], cm);
+            corr = expf(m[j] - m_new);
+            p = t <= rpos[j] ? expf(s - m_new) : 0.0f;
+            l[j] = l[j] * corr + warp_sum(p);
+#pragma unroll
+            for (int k = 0; k < EPT; k++) {
+                acc[j][k] *= corr;
+            }
+            for (int jj = 0; jj < n_valid; jj++) {
+                float pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+                for (int k = 0; k < EPT; k++) {
+                    int e = lane + 32 * k;
+
+                    if (e < hd) {
+                        acc[j][k] += pj * v_s[jj][e];
+                    }
+                }
+            }
+            m[j] = m_new;
+        }
+    }
+
+#pragma unroll
+    for (int j = 0; j < ATTN_RPW; j++) {
+        int r = warp + ATTN_WARPS * j;
+
+        if (r < rows) {
+            int   t = tile.token + r / group, h = kvh * group + r % group;
+            bf16 *o = out + (size_t) t * n_heads * hd + (size_t) h * hd;
+
+#pragma unroll
+            for (int k = 0; k < EPT; k++) {
+                int e = lane + 32 * k;
+
+                if (e < hd) {
+                    o[e] = __float2bfloat16_rn(acc[j][k] / l[j]);
+                }
+            }
+        }
+    }
+}
+
+
+extern "C" int
+llm_cuda_attention(llm_cuda_stream st, llm_bf16 *out, const float *qkv,
+    int ld, const llm_bf16 *pool, const llm_cuda_attn_tile *tiles,
+    int n_tiles, const int32_t *pos, const int32_t *tables, int table_stride,
+    int layer, int n_layers, int block_size, int n_heads, int n_kv_heads,
+    int head_dim)
+{
+    dim3  grid(n_tiles, n_kv_heads);
+    int   ept = (head_dim + 31) / 32;
+
+    if (n_tiles <= 0) {
+        return 0;
+    }
+    if (head_dim > LLM_CUDA_MAX_HEAD_DIM || n_kv_heads <= 0
+        || n_heads % n_kv_heads != 0
+        || n_heads / n_kv_heads > LLM_CUDA_ATTN_MAX_ROWS)
+    {
+        return (int) cudaErrorInvalidValue;
+    }
+#define ATTN_ARGS (bf16 *) out, qkv, ld, (const bf16 *) pool, tiles, pos, \
+    tables, table_stride, layer, n_layers, block_size, n_heads, n_kv_heads, \
+    head_dim
+    switch (ept) {
+    case 1: attention_kernel<1><<<grid, ATTN_WARPS * 32, 0, st>>>(ATTN_ARGS);
+            break;
+    case 2: attention_kernel<2><<<grid, ATTN_WARPS * 32, 0, st>>>(ATTN_ARGS);
+            break;
+    default:
+            attention_kernel<4><<<grid, ATTN_WARPS * 32, 0, st>>>(ATTN_ARGS);
+            break;
+    }
+#undef ATTN_ARGS
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * SiLU * mul
+ */
+
+__global__ void
+silu_mul_kernel(bf16 *out, const float *gu, int n, int hidden)
+{
+    size_t total = (size_t) n * hidden;
+
+    for (size_t idx = blockIdx.x * (size_t) blockDim.x + threadIdx.x;
+         idx < total; idx += (size_t) gridDim.x * blockDim.x)
+    {
+        size_t  i = idx / hidden, j = idx % hidden;
+        float   g = gu[i * 2 * hidden + j], u = gu[i * 2 * hidden + hidden + j];
+
+        out[idx] = __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+
+extern "C" int
+llm_cuda_silu_mul(llm_cuda_stream st, llm_bf16 *out, const float *gu, int n,
+    int hidden)
+{
+    size_t total = (size_t) n * hidden;
+
+    if (total == 0) {
+        return 0;
+    }
+    silu_mul_kernel<<<blocks_for(total, 256), 256, 0, st>>>((bf16 *) out,
+                                                            gu, n, hidden);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * GGUF types to bf16, one thread per element (load time only)
+ */
+
+__device__ __forceinline__ float
+half_at(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half((unsigned short) (p[0] | p[1] << 8)));
+}
+
+
+/* as llm_q4k_scale_min (kernels/quant.c) */
+__device__ __forceinline__ void
+q4k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+
+__device__ float
+dequant_one(const uint8_t *row, uint32_t type, int64_t c)
+{
+    const uint8_t  *b;
+    int             e, q;
+
+    switch (type) {
+    case T_F32:
+        return ((const float *) row)[c];
+    case T_F16:
+        return half_at(row + 2 * c);
+    case T_BF16:
+        return __uint_as_float((unsigned) (row[2 * c] | row[2 * c + 1] << 8)
+                               << 16);
+    case T_Q4_0:
+        b = row + (c / 32) * 18;
+        e = (int) (c % 32);
+        q = e < 16 ? (b[2 + e] & 0xf) : (b[2 + e - 16] >> 4);
+        return half_at(b) * (float) (q - 8);
+    case T_Q4_1:
+        b = row + (c / 32) * 20;
+        e = (int) (c % 32);
+        q = e < 16 ? (b[4 + e] & 0xf) : (b[4 + e - 16] >> 4);
+        return half_at(b) * (float) q + half_at(b + 2);
+    case T_Q8_0:
+        b = row + (c / 32) * 34;
+        return half_at(b) * (float) (int8_t) b[2 + c % 32];
+    case T_Q4_K: {
+        int   k, w, sub, sc, m;
+
+        b = row + (c / 256) * 144;
+        e = (int) (c % 256);
+        k = e / 64;
+        w = e % 64;
+        sub = 2 * k + (w >= 32);
+        q4k_scale_min(b + 4, sub, &sc, &m);
+        q = b[16 + 32 * k + w % 32];
+        q = w < 32 ? (q & 0xf) : (q >> 4);
+        return half_at(b) * (float) sc * (float) q
+               - half_at(b + 2) * (float) m;
+    }
+    case T_Q6_K: {
+        int             half, g, l, lo;
+        const uint8_t  *ql, *qh;
+
+        b = row + (c / 256) * 210;
+        e = (int) (c % 256);
+        half = e / 128;
+        g = (e % 128) / 32;
+        l = e % 32;
+        ql = b + 64 * half;
+        qh = b + 128 + 32 * half;
+        lo = ql[l + 32 * (g & 1)];
+        lo = g >= 2 ? lo >> 4 : lo & 0xf;
+        q = (lo | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+        return half_at(b + 208) * (float) (int8_t) b[192 + e / 16]
+               * (float) q;
+    }
+    }
+    return 0.0f;
+}
+
+
+__global__ void
+dequant_kernel(bf16 *out, const uint8_t *src, uint32_t type, int64_t rows,
+    int64_t cols, size_t row_stride)
+{
+    int64_t total = rows * cols;
+
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
+         idx < total; idx += (int64_t) gridDim.x * blockDim.x)
+    {
+        int64_t r = idx / cols, c = idx % cols;
+
+        out[idx] = __float2bfloat16_rn(dequant_one(src + r * row_stride,
+                                                   type, c));
+    }
+}
+
+
+extern "C" int
+llm_cuda_dequant_bf16(llm_cuda_stream st, llm_bf16 *out, const void *src,
+    uint32_t type, int64_t rows, int64_t cols, size_t row_stride)
+{
+    int64_t blk;
+
+    switch (type) {
+    case T_F32: case T_F16: case T_BF16: blk = 1; break;
+    case T_Q4_0: case T_Q4_1: case T_Q8_0: blk = 32; break;
+    case T_Q4_K: case T_Q6_K: blk = 256; break;
+    default: return -1;
+    }
+    if (cols % blk != 0) {
+        return -1;
+    }
+    if (rows * cols == 0) {
+        return 0;
+    }
+    dequant_kernel<<<blocks_for((size_t) (rows * cols), 256), 256, 0, st>>>(
+        (bf16 *) out, (const uint8_t *) src, type, rows, cols, row_stride);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * argmax
+ */
+
+__global__ void
+argmax_kernel(int32_t *out, const float *logits, int vocab)
+{
+    __shared__ float  best_v[1024];
+    __shared__ int    best_i[1024];
+    const float      *x = logits + (size_t) blockIdx.x * vocab;
+    float             bv = -INFINITY;
+    int               bi = vocab, t = threadIdx.x;
+
+    for (int j = t; j < vocab; j += blockDim.x) {
+        if (x[j] > bv || (x[j] == bv && j < bi)) {
+            bv = x[j];
+            bi = j;
+        }
+    }
+    best_v[t] = bv;
+    best_i[t] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            float ov = best_v[t + s];
+            int   oi = best_i[t + s];
+
+            if (ov > best_v[t] || (ov == best_v[t] && oi < best_i[t])) {
+                best_v[t] = ov;
+                best_i[t] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        out[blockIdx.x] = best_i[0] < vocab ? best_i[0] : 0;
+    }
+}
+
+
+extern "C" int
+llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits, int n,
+    int vocab)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    argmax_kernel<<<n, 1024, 0, st>>>(out, logits, vocab);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * fills and conversions
+ */
+
+__device__ __forceinline__ uint64_t
+splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+
+__global__ void
+fill_uniform_kernel(bf16 *p, size_t n, uint64_t seed, float scale)
+{
+    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+         i += (size_t) gridDim.x * blockDim.x)
+    {
+        uint64_t  h = splitmix64(seed * 0x100000001b3ull + i);
+        float     u = (float) (h >> 40) * (1.0f / 16777216.0f);
+
+        p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * scale);
+    }
+}
+
+
+extern "C" int
+llm_cuda_fill_uniform(llm_cuda_stream st, llm_bf16 *p, size_t n,
+    uint64_t seed, float scale)
+{
+    if (n == 0) {
+        return 0;
+    }
+    fill_uniform_kernel<<<blocks_for(n, 256), 256, 0, st>>>((bf16 *) p, n,
+                                                            seed, scale);
+    return launched();
+}
+
+
+__global__ void
+fill_const_kernel(float *p, size_t n, float v)
+{
+    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+         i += (size_t) gridDim.x * blockDim.x)
+    {
+        p[i] = v;
+    }
+}
+
+
+extern "C" int
+llm_cuda_fill_const(llm_cuda_stream st, float *p, size_t n, float v)
+{
+    if (n == 0) {
+        return 0;
+    }
+    fill_const_kernel<<<blocks_for(n, 256), 256, 0, st>>>(p, n, v);
+    return launched();
+}
+
+
+__global__ void
+f32_to_bf16_kernel(bf16 *out, const float *in, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+         i += (size_t) gridDim.x * blockDim.x)
+    {
+        out[i] = __float2bfloat16_rn(in[i]);
+    }
+}
+
+
+extern "C" int
+llm_cuda_f32_to_bf16(llm_cuda_stream st, llm_bf16 *out, const float *in,
+    size_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    f32_to_bf16_kernel<<<blocks_for(n, 256), 256, 0, st>>>((bf16 *) out, in,
+                                                           n);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * memory wrappers for C callers
+ */
+
+extern "C" int
+llm_cuda_device_count(int *n)
+{
+    *n = 0;
+    return (int) cudaGetDeviceCount(n);
+}
+
+
+extern "C" int
+llm_cuda_malloc(void **p, size_t bytes)
+{
+    return (int) cudaMalloc(p, bytes);
+}
+
+
+extern "C" int
+llm_cuda_free(void *p)
+{
+    return (int) cudaFree(p);
+}
+
+
+extern "C" int
+llm_cuda_upload(void *dst, const void *host_src, size_t bytes)
+{
+    return (int) cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+
+extern "C" int
+llm_cuda_download(void *host_dst, const void *src, size_t bytes)
+{
+    return (int) cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+
+extern "C" int
+llm_cuda_sync(void)
+{
+    return (int) cudaDeviceSynchronize();
+}

@@ -1,0 +1,161 @@
+/*
+ * CUDA kernels of the llama forward pass, callable from C.
+ *
+ * Design note (after llm.c). Every kernel here has a readable CPU
+ * reference it is tested against (t/unit/test_cuda.c): the references are
+ * the CPU backend's own steps (engine/backend_cpu.c) and kernels/quant.c's
+ * dequantizers. Pointers are DEVICE pointers unless named host_*; shapes
+ * are row-major. Activations that feed a GEMM are bf16 (the cuBLASLt
+ * operands), everything a GEMM writes and the residual stream are fp32,
+ * the KV cache is bf16.
+ *
+ * Paged KV layout on the GPU: the CPU's (engine/kv.h), in bf16:
+ *
+ *   pool: (n_blocks, n_layers, 2 [K, V], block_size, kv_dim) bf16
+ *
+ * so a block id names all layers' K and V of block_size positions, and the
+ * scheduler's block tables mean the same on both backends. Block tables
+ * are passed flattened: tables[s * table_stride + j] is sequence s's j-th
+ * block.
+ *
+ * Every launcher returns 0 or a cudaError_t code (the caller reports it
+ * with file and line; see llm_cuda_check below); launchers never
+ * synchronize.
+ *
+ * defines: llm_cuda_stream, llm_cuda_attn_tile, llm_cuda_check_at,
+ *          llm_cuda_embed, llm_cuda_add_rmsnorm, llm_cuda_rope,
+ *          llm_cuda_kv_write, llm_cuda_attention, llm_cuda_silu_mul,
+ *          llm_cuda_dequant_bf16, llm_cuda_argmax, llm_cuda_fill_uniform,
+ *          llm_cuda_fill_const, llm_cuda_f32_to_bf16, llm_cuda_malloc,
+ *          llm_cuda_free, llm_cuda_upload, llm_cuda_download,
+ *          llm_cuda_device_count, llm_cuda_sync
+ */
+#ifndef NGX_LLM_KERNELS_CUDA_H
+#define NGX_LLM_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t without the CUDA headers (it is this pointer type) */
+typedef struct CUstream_st *llm_cuda_stream;
+
+/* bf16 bits as seen from C */
+typedef uint16_t llm_bf16;
+
+/* a tile of attention queries: n_q consecutive batch tokens from `token`
+ * on, all of sequence `seq`, each attending to positions 0..pos */
+typedef struct {
+    int32_t  seq;
+    int32_t  token;
+    int32_t  n_q;
+    int32_t  pad_;
+} llm_cuda_attn_tile;
+
+/* largest head_dim / GQA group the attention kernel takes */
+#define LLM_CUDA_MAX_HEAD_DIM     128
+#define LLM_CUDA_ATTN_MAX_ROWS    16   /* n_q * group per tile */
+
+/* 0, or -1 after printing "<file>:<line>: <what>: <cuda error>" into err
+ * (err may be NULL: then to stderr) */
+int llm_cuda_check_at(int code, const char *what, const char *file,
+    int line, char *err, size_t err_len);
+#define llm_cuda_check(code, what, err, len) \
+    llm_cuda_check_at((code), (what), __FILE__, __LINE__, (err), (len))
+
+/* x[i] = float(table[tokens[i]]), x (n, dim), table (vocab, dim) */
+int llm_cuda_embed(llm_cuda_stream st, float *x, const llm_bf16 *table,
+    const int32_t *tokens, int n, int dim);
+
+/*
+ * RMSNorm fused with the residual add. For output row i, source row
+ * r = rows ? rows[i] : i:
+ *     if delta: x[r] += delta[r]         (the residual add, in place)
+ *     out[i] = bf16(w * (x[r] * 1/sqrt(mean(x[r]^2) + eps)))
+ * x, delta (.., dim) fp32; w (dim) fp32; out (n, dim) bf16.
+ */
+int llm_cuda_add_rmsnorm(llm_cuda_stream st, llm_bf16 *out, float *x,
+    const float *delta, const float *w, const int32_t *rows, int n, int dim,
+    float eps);
+
+/*
+ * In place on the fused QKV rows (qkv (n, ld), q at column 0, k at
+ * n_heads*hd, v at (n_heads + n_kv_heads)*hd): optional bias (qwen2,
+ * bias laid out like a qkv row), optional per-head RMSNorm of q and k
+ * (qwen3), then RoPE of q and k at pos[i]: the first rope_dim elements of
+ * each head rotate as pairs (2j, 2j+1) (GGUF llama, "Meta") or (j,
+ * j + rope_dim/2) (neox), by the angle pos * inv_freq[j].
+ */
+int llm_cuda_rope(llm_cuda_stream st, float *qkv, int ld, const float *bias,
+    const float *q_norm, const float *k_norm, const int32_t *pos,
+    const float *inv_freq, int n, int n_heads, int n_kv_heads, int head_dim,
+    int rope_dim, int neox, float eps);
+
+/* K and V of token i (in the fused qkv rows) into its slot of layer
+ * `layer`: block tables[seq[i] * table_stride + pos[i] / block_size],
+ * slot pos[i] % block_size */
+int llm_cuda_kv_write(llm_cuda_stream st, llm_bf16 *pool, const float *qkv,
+    int ld, int q_dim, const int32_t *seq, const int32_t *pos,
+    const int32_t *tables, int table_stride, int n, int layer, int n_layers,
+    int block_size, int kv_dim);
+
+/*
+ * Causal paged attention, flash style (online softmax over chunks of 32
+ * positions read through the block table; no score matrix). One CTA per
+ * (tile, kv head) computes all n_q * group query heads that share the KV
+ * head, so each K/V chunk is read once per tile: decode tiles have n_q 1,
+ * prefill tiles up to LLM_CUDA_ATTN_MAX_ROWS / group tokens.
+ * q: rows of the fused qkv (n, ld) after RoPE; out (n, n_heads*hd) bf16.
+ * head_dim <= LLM_CUDA_MAX_HEAD_DIM.
+ */
+int llm_cuda_attention(llm_cuda_stream st, llm_bf16 *out, const float *qkv,
+    int ld, const llm_bf16 *pool, const llm_cuda_attn_tile *tiles,
+    int n_tiles, const int32_t *pos, const int32_t *tables, int table_stride,
+    int layer, int n_layers, int block_size, int n_heads, int n_kv_heads,
+    int head_dim);
+
+/* out[i][j] = bf16(silu(gu[i][j]) * gu[i][hidden + j]); gu (n, 2*hidden)
+ * fp32 (the fused gate|up GEMM), out (n, hidden) */
+int llm_cuda_silu_mul(llm_cuda_stream st, llm_bf16 *out, const float *gu,
+    int n, int hidden);
+
+/*
+ * A GGUF tensor (rows x cols of `type`, rows row_stride bytes apart, as
+ * uploaded raw to src) to bf16 out (rows, cols), round to nearest even.
+ * Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (the enum ggml_type
+ * values); -1 for others.
+ */
+int llm_cuda_dequant_bf16(llm_cuda_stream st, llm_bf16 *out,
+    const void *src, uint32_t type, int64_t rows, int64_t cols,
+    size_t row_stride);
+
+/* out[i] = index of the largest logits[i][*] (first on ties; NaN never
+ * wins), logits (n, vocab) */
+int llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits,
+    int n, int vocab);
+
+/* synthetic weights: p[i] = bf16(uniform in [-scale, scale)) from a hash
+ * of (seed, i); deterministic for a seed */
+int llm_cuda_fill_uniform(llm_cuda_stream st, llm_bf16 *p, size_t n,
+    uint64_t seed, float scale);
+int llm_cuda_fill_const(llm_cuda_stream st, float *p, size_t n, float v);
+int llm_cuda_f32_to_bf16(llm_cuda_stream st, llm_bf16 *out, const float *in,
+    size_t n);
+
+/* thin wrappers so C code (tests, the CLI) needs no CUDA headers; each
+ * returns 0 or the cudaError_t code */
+int llm_cuda_device_count(int *n);
+int llm_cuda_malloc(void **p, size_t bytes);
+int llm_cuda_free(void *p);
+int llm_cuda_upload(void *dst, const void *host_src, size_t bytes);
+int llm_cuda_download(void *host_dst, const void *src, size_t bytes);
+int llm_cuda_sync(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
