@@ -291,9 +291,12 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
     float           *out = c->att + (size_t) i * c->q_dim + h * hd;
     float            scale = 1.0f / sqrtf((float) hd), max, sum;
     size_t           off = (size_t) kvh * hd;
+    int              sw = be->model->cfg.sliding_window;
+    int              t0 = sw > 0 && p >= sw ? p - sw + 1 : 0;
 
+    /* sliding window (mistral): only the last sw positions, t0..p */
     max = -INFINITY;
-    for (t = 0; t <= p; t++) {
+    for (t = t0; t <= p; t++) {
         const float *k = llm_kv_k(&c->kv, table[t / bs], layer)
                          + (size_t) (t % bs) * c->kv_dim + off;
 
@@ -301,12 +304,12 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
         max = scores[t] > max ? scores[t] : max;
     }
     sum = 0.0f;
-    for (t = 0; t <= p; t++) {
+    for (t = t0; t <= p; t++) {
         scores[t] = expf(scores[t] - max);
         sum += scores[t];
     }
     memset(out, 0, hd * sizeof(float));
-    for (t = 0; t <= p; t++) {
+    for (t = t0; t <= p; t++) {
         const float *v = llm_kv_v(&c->kv, table[t / bs], layer)
                          + (size_t) (t % bs) * c->kv_dim + off;
 
@@ -659,7 +662,7 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
     const llm_config  *cfg = &m->cfg;
     llm_backend       *be;
     cpu_ctx           *c;
-    int                n, i;
+    int                n;
 
     if (o->n_threads < 1 || o->n_threads > 1024 || o->max_batch_tokens < 1) {
         snprintf(err, err_len, "cpu backend: invalid options (%d threads, "
@@ -724,11 +727,9 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
         cpu_free(be);
         return NULL;
     }
-    /* as transformers computes them: float32 pow, then pos * inv_freq */
-    for (i = 0; i < cfg->rope_dim / 2; i++) {
-        c->inv_freq[i] = 1.0f / powf(cfg->rope_theta,
-                                     (float) (2 * i) / (float) cfg->rope_dim);
-    }
+    /* as transformers computes them (float32 pow, llama3 scaling), then
+     * pos * inv_freq */
+    llm_model_rope_inv_freq(m, c->inv_freq);
     return be;
 }
 

@@ -1,16 +1,27 @@
 /*
- * Model loading: llama-family config from GGUF metadata, and weight views
- * checked against it (see model.h for the layout and the TP split).
+ * Model loading: llama-family config from GGUF metadata or a Hugging Face
+ * config.json, and weight views checked against it (see model.h for the
+ * layout, the TP split and how HF tensors become GGUF-named views).
  *
  * defines: llm_model_load, llm_model_load_fd, llm_model_free,
- *          llm_model_weight_bytes
+ *          llm_model_weight_bytes, llm_model_rope_inv_freq,
+ *          llm_model_tokenizer, llm_model_chat_template,
+ *          llm_hf_chat_template
  */
 #include "model.h"
+#include "quant.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #define LLM_MAX_DIM     (1 << 20)
 #define LLM_MAX_LAYERS  1024
@@ -23,7 +34,7 @@ model_fail(llm_model *m, const char *fmt, ...)
     int      n;
 
     n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->gguf.path ? m->gguf.path : "(model)");
+                 m->path ? m->path : "(model)");
     if (n < 0 || (size_t) n >= sizeof(m->err)) {
         return -1;
     }
@@ -178,7 +189,7 @@ read_config(llm_model *m)
         return model_fail(m, "rope.dimension_count %d must be even and at "
                           "most the head size %d", c->rope_dim, c->head_dim);
     }
-    return 0;
+    return get_int(m, "attention.sliding_window", &c->sliding_window, 0, 0);
 }
 
 
@@ -186,10 +197,28 @@ read_config(llm_model *m)
  * tensors
  */
 
+/* a tensor by GGUF name in either format; NULL if absent */
+static const gguf_tensor *
+lookup_tensor(const llm_model *m, const char *name)
+{
+    int  i;
+
+    if (!m->hf) {
+        return gguf_find_tensor(&m->gguf, name);
+    }
+    for (i = 0; i < m->n_hf_tensors; i++) {
+        if (strcmp(m->hf_tensors[i].name, name) == 0) {
+            return &m->hf_tensors[i];
+        }
+    }
+    return NULL;
+}
+
+
 static const gguf_tensor *
 find_tensor(llm_model *m, const char *name)
 {
-    const gguf_tensor  *t = gguf_find_tensor(&m->gguf, name);
+    const gguf_tensor  *t = lookup_tensor(m, name);
 
     if (t == NULL) {
         model_fail(m, "tensor '%s' is missing", name);
@@ -379,7 +408,7 @@ load_weights(llm_model *m)
     {
         return -1;
     }
-    c->tied_output = gguf_find_tensor(&m->gguf, "output.weight") == NULL;
+    c->tied_output = lookup_tensor(m, "output.weight") == NULL;
     if (c->tied_output) {
         m->output = m->tok_embd;
     } else if (get_matrix(m, "output.weight", c->vocab_size, c->dim,
@@ -404,6 +433,13 @@ load_weights(llm_model *m)
             return -1;
         }
     }
+    /* llama3 rope scaling in GGUF: per-frequency divisors */
+    if (!m->hf && lookup_tensor(m, "rope_freqs.weight") != NULL
+        && get_vector(m, "rope_freqs.weight", c->rope_dim / 2,
+                      &c->rope_freqs) != 0)
+    {
+        return -1;
+    }
     return 0;
 }
 
@@ -422,11 +458,19 @@ model_finish_load(llm_model *m, int rc)
 }
 
 
+static int hf_load(llm_model *m, int dirfd);
+
+
 static int
-model_init(llm_model *m, int tp_rank, int tp_size)
+model_init(llm_model *m, const char *path, int tp_rank, int tp_size)
 {
     memset(m, 0, sizeof(*m));
     m->gguf.fd = -1;
+    m->path = strdup(path ? path : "(model)");
+    if (m->path == NULL) {
+        snprintf(m->err, sizeof(m->err), "%s: out of memory", path);
+        return -1;
+    }
     if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size) {
         snprintf(m->err, sizeof(m->err), "tensor parallel rank %d of %d is "
                  "invalid", tp_rank, tp_size);
@@ -441,8 +485,21 @@ model_init(llm_model *m, int tp_rank, int tp_size)
 int
 llm_model_load(llm_model *m, const char *path, int tp_rank, int tp_size)
 {
-    if (model_init(m, tp_rank, tp_size) != 0) {
+    struct stat  st;
+    int          fd, rc;
+
+    if (model_init(m, path, tp_rank, tp_size) != 0) {
         return -1;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            return model_fail(m, "cannot open directory: %s",
+                              strerror(errno));
+        }
+        rc = hf_load(m, fd);
+        close(fd);
+        return rc;
     }
     return model_finish_load(m, gguf_open(&m->gguf, path));
 }
@@ -452,8 +509,13 @@ int
 llm_model_load_fd(llm_model *m, int fd, const char *path_for_messages,
     int tp_rank, int tp_size)
 {
-    if (model_init(m, tp_rank, tp_size) != 0) {
+    struct stat  st;
+
+    if (model_init(m, path_for_messages, tp_rank, tp_size) != 0) {
         return -1;
+    }
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        return hf_load(m, fd);
     }
     return model_finish_load(m, gguf_open_fd(&m->gguf, fd,
                                              path_for_messages));
@@ -463,9 +525,773 @@ llm_model_load_fd(llm_model *m, int fd, const char *path_for_messages,
 void
 llm_model_free(llm_model *m)
 {
+    int  i;
+
     free(m->layers);
     m->layers = NULL;
     gguf_close(&m->gguf);
+    for (i = 0; i < m->n_hf_tensors; i++) {
+        free(m->hf_tensors[i].name);
+    }
+    free(m->hf_tensors);
+    m->hf_tensors = NULL;
+    m->n_hf_tensors = 0;
+    for (i = 0; i < m->n_st; i++) {
+        st_close(&m->st[i]);
+    }
+    free(m->st);
+    m->st = NULL;
+    m->n_st = 0;
+    for (i = 0; i < m->n_owned; i++) {
+        free(m->owned[i]);
+    }
+    free(m->owned);
+    m->owned = NULL;
+    m->n_owned = 0;
+    free(m->path);
+    m->path = NULL;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * Hugging Face directories
+ */
+
+#define HF_MAX_JSON    (64u << 20)
+#define HF_MAX_SHARDS  1024
+
+
+/* n floats owned by the model (freed with it) */
+static float *
+own_floats(llm_model *m, size_t n)
+{
+    float  **list, *p;
+
+    list = realloc(m->owned, (m->n_owned + 1) * sizeof(float *));
+    if (list == NULL) {
+        return NULL;
+    }
+    m->owned = list;
+    p = malloc((n ? n : 1) * sizeof(float));
+    if (p != NULL) {
+        m->owned[m->n_owned++] = p;
+    }
+    return p;
+}
+
+
+/*
+ * The whole of dir/name, NUL-terminated. NULL with err set; a missing
+ * file that is not required leaves err empty.
+ */
+static char *
+read_at(int dirfd, const char *dir, const char *name, int required,
+    size_t *len, char *err, size_t errlen)
+{
+    struct stat   st;
+    char         *buf = NULL;
+    ssize_t       got;
+    size_t        off = 0;
+    int           fd;
+
+    err[0] = '\0';
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (required || errno != ENOENT) {
+            snprintf(err, errlen, "%s/%s: cannot open: %s", dir, name,
+                     strerror(errno));
+        }
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)
+        || (uint64_t) st.st_size > HF_MAX_JSON)
+    {
+        snprintf(err, errlen, "%s/%s: not a regular file of at most %u "
+                 "bytes", dir, name, HF_MAX_JSON);
+        close(fd);
+        return NULL;
+    }
+    buf = malloc((size_t) st.st_size + 1);
+    while (buf != NULL && off < (size_t) st.st_size) {
+        got = read(fd, buf + off, (size_t) st.st_size - off);
+        if (got <= 0) {
+            snprintf(err, errlen, "%s/%s: read failed", dir, name);
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        off += (size_t) got;
+    }
+    if (buf == NULL && err[0] == '\0') {
+        snprintf(err, errlen, "%s/%s: out of memory", dir, name);
+    }
+    close(fd);
+    if (buf != NULL) {
+        buf[off] = '\0';
+        *len = off;
+    }
+    return buf;
+}
+
+
+static cJSON *
+json_at(llm_model *m, int dirfd, const char *name, int required)
+{
+    char    err[512];
+    char   *text;
+    size_t  len;
+    cJSON  *j;
+
+    text = read_at(dirfd, m->path, name, required, &len, err, sizeof(err));
+    if (text == NULL) {
+        if (err[0] != '\0') {
+            snprintf(m->err, sizeof(m->err), "%s", err);
+        }
+        return NULL;
+    }
+    j = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        model_fail(m, "%s is not a JSON object", name);
+        return NULL;
+    }
+    return j;
+}
+
+
+/* config.json integer in 1..LLM_MAX_DIM; absent or null: dflt */
+static int
+cfg_int(llm_model *m, const cJSON *root, const char *key, int required,
+    int dflt, int *out)
+{
+    const cJSON  *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    double        d;
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        if (required) {
+            return model_fail(m, "config.json: \"%s\" is missing", key);
+        }
+        *out = dflt;
+        return 0;
+    }
+    d = cJSON_GetNumberValue(v);
+    if (!cJSON_IsNumber(v) || !(d >= 1 && d <= LLM_MAX_DIM) || d != (int) d) {
+        return model_fail(m, "config.json: \"%s\" is not an integer in "
+                          "1..%d", key, LLM_MAX_DIM);
+    }
+    *out = (int) d;
+    return 0;
+}
+
+
+static int
+cfg_float(llm_model *m, const cJSON *root, const char *key, int required,
+    float dflt, float *out)
+{
+    const cJSON  *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        if (required) {
+            return model_fail(m, "config.json: \"%s\" is missing", key);
+        }
+        *out = dflt;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) {
+        return model_fail(m, "config.json: \"%s\" is not a positive number",
+                          key);
+    }
+    *out = (float) v->valuedouble;
+    return 0;
+}
+
+
+static int
+cfg_true(const cJSON *root, const char *key)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, key));
+}
+
+
+/*
+ * Rope: rope_theta and rope_scaling (transformers 4) or rope_parameters
+ * (transformers 5, theta inside). Only "default" and "llama3" scaling are
+ * implemented; anything else is refused rather than run wrong.
+ */
+static int
+hf_rope(llm_model *m, const cJSON *root)
+{
+    llm_config    *c = &m->cfg;
+    const cJSON   *sc, *type;
+    const char    *name;
+
+    sc = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (!cJSON_IsObject(sc)) {
+        sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    }
+    if (cfg_float(m, root, "rope_theta", 0, 10000.0f, &c->rope_theta) != 0
+        || (cJSON_IsObject(sc)
+            && cJSON_GetObjectItemCaseSensitive(sc, "rope_theta") != NULL
+            && cfg_float(m, sc, "rope_theta", 1, 0, &c->rope_theta) != 0))
+    {
+        return -1;
+    }
+    if (sc == NULL || cJSON_IsNull(sc)) {
+        return 0;
+    }
+    if (!cJSON_IsObject(sc)) {
+        return model_fail(m, "config.json: \"rope_scaling\" is not an "
+                          "object");
+    }
+    type = cJSON_GetObjectItemCaseSensitive(sc, "rope_type");
+    if (type == NULL) {
+        type = cJSON_GetObjectItemCaseSensitive(sc, "type");
+    }
+    name = cJSON_IsString(type) ? type->valuestring : "default";
+    if (strcmp(name, "default") == 0) {
+        return 0;
+    }
+    if (strcmp(name, "llama3") != 0) {
+        return model_fail(m, "config.json: rope scaling type \"%.32s\" is "
+                          "not supported (default, llama3 are)", name);
+    }
+    c->rope_llama3 = 1;
+    if (cfg_float(m, sc, "factor", 1, 0, &c->rope_factor) != 0
+        || cfg_float(m, sc, "low_freq_factor", 1, 0,
+                     &c->rope_low_freq_factor) != 0
+        || cfg_float(m, sc, "high_freq_factor", 1, 0,
+                     &c->rope_high_freq_factor) != 0
+        || cfg_float(m, sc, "original_max_position_embeddings", 1, 0,
+                     &c->rope_orig_ctx) != 0)
+    {
+        return -1;
+    }
+    if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+        return model_fail(m, "config.json: llama3 rope scaling needs "
+                          "high_freq_factor > low_freq_factor");
+    }
+    return 0;
+}
+
+
+static int
+hf_arch(llm_model *m, const cJSON *root)
+{
+    llm_config   *c = &m->cfg;
+    const cJSON  *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const cJSON  *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+
+    if (!cJSON_IsString(type)) {
+        return model_fail(m, "config.json: \"model_type\" is missing");
+    }
+    snprintf(c->arch, sizeof(c->arch), "%s", type->valuestring);
+    if (strcmp(c->arch, "qwen2") == 0) {
+        c->qkv_bias = 1;
+    } else if (strcmp(c->arch, "qwen3") == 0) {
+        c->qk_norm = 1;
+    } else if (strcmp(c->arch, "llama") != 0
+               && strcmp(c->arch, "mistral") != 0)
+    {
+        return model_fail(m, "config.json: model_type \"%s\" is not "
+                          "supported (llama, mistral, qwen2, qwen3 are)",
+                          c->arch);
+    }
+    c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
+    if (act != NULL && !(cJSON_IsString(act)
+                         && strcmp(act->valuestring, "silu") == 0))
+    {
+        return model_fail(m, "config.json: hidden_act must be \"silu\"");
+    }
+    if (cfg_true(root, "attention_bias") || cfg_true(root, "mlp_bias")) {
+        return model_fail(m, "config.json: attention_bias / mlp_bias (bias "
+                          "on every projection) is not supported");
+    }
+    return 0;
+}
+
+
+static int
+hf_config(llm_model *m, const cJSON *root)
+{
+    llm_config    *c = &m->cfg;
+    const cJSON   *sw;
+
+    if (hf_arch(m, root) != 0
+        || cfg_int(m, root, "hidden_size", 1, 0, &c->dim) != 0
+        || cfg_int(m, root, "num_hidden_layers", 1, 0, &c->n_layers) != 0
+        || cfg_int(m, root, "intermediate_size", 1, 0, &c->hidden_dim) != 0
+        || cfg_int(m, root, "num_attention_heads", 1, 0, &c->n_heads) != 0
+        || cfg_int(m, root, "num_key_value_heads", 0, c->n_heads,
+                   &c->n_kv_heads) != 0
+        || cfg_int(m, root, "max_position_embeddings", 1, 0,
+                   &c->max_seq_len) != 0
+        || cfg_float(m, root, "rms_norm_eps", 1, 0, &c->norm_eps) != 0
+        || hf_rope(m, root) != 0)
+    {
+        return -1;
+    }
+    if (c->n_layers > LLM_MAX_LAYERS || c->n_heads % c->n_kv_heads != 0) {
+        return model_fail(m, "config.json: %d layers (at most %d), %d heads "
+                          "(must be a multiple of %d kv heads)", c->n_layers,
+                          LLM_MAX_LAYERS, c->n_heads, c->n_kv_heads);
+    }
+    if (cfg_int(m, root, "head_dim", 0, c->dim / c->n_heads, &c->head_dim)
+        != 0)
+    {
+        return -1;
+    }
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "head_dim"))
+        && c->dim % c->n_heads != 0)
+    {
+        return model_fail(m, "config.json: hidden_size %d is not a multiple "
+                          "of num_attention_heads %d", c->dim, c->n_heads);
+    }
+    c->rope_dim = c->head_dim;
+    if (c->head_dim % 2 != 0) {
+        return model_fail(m, "config.json: head size %d is odd",
+                          c->head_dim);
+    }
+    /* qwen2/3 carry sliding_window with use_sliding_window false; mistral
+     * has only sliding_window (null when off) */
+    if (cfg_true(root, "use_sliding_window")) {
+        return model_fail(m, "config.json: use_sliding_window (per-layer "
+                          "windows) is not supported");
+    }
+    sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window") == NULL
+        && sw != NULL && !cJSON_IsNull(sw)
+        && cfg_int(m, root, "sliding_window", 1, 0, &c->sliding_window) != 0)
+    {
+        return -1;
+    }
+    c->tied_output = cfg_true(root, "tie_word_embeddings");
+    return 0;
+}
+
+
+/* HF tensor names of one layer, after "model.layers.N." */
+static const struct {
+    const char  *hf;
+    const char  *gguf;
+    int          quirk;      /* 1: qkv_bias only, 2: qk_norm only */
+} hf_layer_names[] = {
+    { "input_layernorm.weight",          "attn_norm.weight",   0 },
+    { "self_attn.q_proj.weight",         "attn_q.weight",      0 },
+    { "self_attn.k_proj.weight",         "attn_k.weight",      0 },
+    { "self_attn.v_proj.weight",         "attn_v.weight",      0 },
+    { "self_attn.o_proj.weight",         "attn_output.weight", 0 },
+    { "self_attn.q_proj.bias",           "attn_q.bias",        1 },
+    { "self_attn.k_proj.bias",           "attn_k.bias",        1 },
+    { "self_attn.v_proj.bias",           "attn_v.bias",        1 },
+    { "self_attn.q_norm.weight",         "attn_q_norm.weight", 2 },
+    { "self_attn.k_norm.weight",         "attn_k_norm.weight", 2 },
+    { "post_attention_layernorm.weight", "ffn_norm.weight",    0 },
+    { "mlp.gate_proj.weight",            "ffn_gate.weight",    0 },
+    { "mlp.up_proj.weight",              "ffn_up.weight",      0 },
+    { "mlp.down_proj.weight",            "ffn_down.weight",    0 },
+};
+
+
+/*
+ * A HF tensor name -> its GGUF name in out. 0 mapped, 1 to be skipped
+ * (rotary caches, a tied lm_head), -1 not part of this architecture.
+ */
+static int
+hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
+{
+    const llm_config  *c = &m->cfg;
+    const char        *rest;
+    char              *end;
+    long               layer;
+    size_t             i;
+
+    if (strcmp(hf, "model.embed_tokens.weight") == 0) {
+        snprintf(out, len, "token_embd.weight");
+        return 0;
+    }
+    if (strcmp(hf, "model.norm.weight") == 0) {
+        snprintf(out, len, "output_norm.weight");
+        return 0;
+    }
+    if (strcmp(hf, "lm_head.weight") == 0) {
+        snprintf(out, len, "output.weight");
+        return c->tied_output ? 1 : 0;
+    }
+    if (strncmp(hf, "model.layers.", 13) != 0) {
+        return -1;
+    }
+    layer = strtol(hf + 13, &end, 10);
+    if (end == hf + 13 || *end != '.' || layer < 0 || layer >= c->n_layers) {
+        return -1;
+    }
+    rest = end + 1;
+    if (strcmp(rest, "self_attn.rotary_emb.inv_freq") == 0) {
+        return 1;
+    }
+    for (i = 0; i < sizeof(hf_layer_names) / sizeof(hf_layer_names[0]);
+         i++)
+    {
+        if (strcmp(rest, hf_layer_names[i].hf) != 0) {
+            continue;
+        }
+        if ((hf_layer_names[i].quirk == 1 && !c->qkv_bias)
+            || (hf_layer_names[i].quirk == 2 && !c->qk_norm))
+        {
+            return -1;
+        }
+        snprintf(out, len, "blk.%ld.%s", layer, hf_layer_names[i].gguf);
+        return 0;
+    }
+    return -1;
+}
+
+
+/* one safetensors tensor into the GGUF-named table */
+static int
+hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
+{
+    gguf_tensor  *g;
+    char          name[128];
+    float        *wide;
+    uint32_t      k;
+    int           rc;
+
+    rc = hf_gguf_name(m, t->name, name, sizeof(name));
+    if (rc == 1) {
+        return 0;
+    }
+    if (rc < 0) {
+        return model_fail(m, "%s: tensor '%s' is not part of a %s model",
+                          f->path, t->name, m->cfg.arch);
+    }
+    if (lookup_tensor(m, name) != NULL) {
+        return model_fail(m, "%s: tensor '%s' is stored twice", f->path,
+                          t->name);
+    }
+    if (t->n_dims < 1 || t->n_dims > 2) {
+        return model_fail(m, "%s: tensor '%s' has %u dimensions (1 or 2 "
+                          "expected)", f->path, t->name, t->n_dims);
+    }
+    g = &m->hf_tensors[m->n_hf_tensors];
+    memset(g, 0, sizeof(*g));
+    g->name = strdup(name);
+    if (g->name == NULL) {
+        return model_fail(m, "out of memory");
+    }
+    m->n_hf_tensors++;
+    g->n_dims = t->n_dims;
+    for (k = 0; k < GGUF_MAX_DIMS; k++) {
+        g->ne[k] = k < t->n_dims ? t->shape[t->n_dims - 1 - k] : 1;
+    }
+    g->type = t->type;
+    g->data = t->data;
+    g->nbytes = t->nbytes;
+    if (t->n_dims == 1 && t->type != GGML_TYPE_F32) {
+        /* norms and biases are read as floats by the forward */
+        wide = own_floats(m, t->shape[0]);
+        if (wide == NULL) {
+            return model_fail(m, "out of memory for '%s'", t->name);
+        }
+        llm_dequant_row(t->type, t->data, wide, (int64_t) t->shape[0]);
+        g->data = wide;
+        g->type = GGML_TYPE_F32;
+        g->nbytes = t->shape[0] * sizeof(float);
+    }
+    return 0;
+}
+
+
+/* file names of the shards in the index's weight_map, each once */
+static int
+hf_shard_names(llm_model *m, const cJSON *map, const char **names, int max)
+{
+    const cJSON  *e;
+    const char   *s;
+    int           n = 0, i;
+
+    cJSON_ArrayForEach(e, map) {
+        s = cJSON_GetStringValue(e);
+        if (s == NULL || s[0] == '\0' || s[0] == '.' || strchr(s, '/')) {
+            return model_fail(m, "model.safetensors.index.json: tensor '%s' "
+                              "maps to a bad file name", e->string);
+        }
+        for (i = 0; i < n && strcmp(names[i], s) != 0; i++) {
+            /* seen? */
+        }
+        if (i == n) {
+            if (n == max) {
+                return model_fail(m, "model.safetensors.index.json: more "
+                                  "than %d files", max);
+            }
+            names[n++] = s;
+        }
+    }
+    if (n == 0) {
+        return model_fail(m, "model.safetensors.index.json: weight_map is "
+                          "empty");
+    }
+    return n;
+}
+
+
+static int
+hf_open_shard(llm_model *m, int dirfd, const char *name)
+{
+    char      path[1024];
+    st_file  *f = &m->st[m->n_st];
+
+    snprintf(path, sizeof(path), "%s/%s", m->path, name);
+    m->n_st++;
+    if (st_open_at(f, dirfd, name, path) != 0) {
+        snprintf(m->err, sizeof(m->err), "%s", f->err);
+        return -1;
+    }
+    return 0;
+}
+
+
+/* model.safetensors, or every shard of model.safetensors.index.json */
+static int
+hf_open_weights(llm_model *m, int dirfd)
+{
+    cJSON         *index;
+    const cJSON   *map, *e;
+    const char   **names;
+    int            n, i, rc = -1;
+
+    m->err[0] = '\0';
+    index = json_at(m, dirfd, "model.safetensors.index.json", 0);
+    if (index == NULL) {
+        if (m->err[0] != '\0') {
+            return -1;
+        }
+        m->st = calloc(1, sizeof(st_file));
+        if (m->st == NULL) {
+            return model_fail(m, "out of memory");
+        }
+        return hf_open_shard(m, dirfd, "model.safetensors");
+    }
+    map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    names = calloc(HF_MAX_SHARDS, sizeof(char *));
+    m->st = calloc(HF_MAX_SHARDS, sizeof(st_file));
+    if (names == NULL || m->st == NULL) {
+        model_fail(m, "out of memory");
+        goto done;
+    }
+    if (!cJSON_IsObject(map)) {
+        model_fail(m, "model.safetensors.index.json: no weight_map object");
+        goto done;
+    }
+    n = hf_shard_names(m, map, names, HF_MAX_SHARDS);
+    if (n < 0) {
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        if (hf_open_shard(m, dirfd, names[i]) != 0) {
+            goto done;
+        }
+    }
+    /* every tensor the index names is where it says */
+    cJSON_ArrayForEach(e, map) {
+        for (i = 0; strcmp(names[i], e->valuestring) != 0; i++) {
+            /* its shard */
+        }
+        if (st_find(&m->st[i], e->string) == NULL) {
+            model_fail(m, "model.safetensors.index.json: tensor '%s' is not "
+                       "in %s", e->string, e->valuestring);
+            goto done;
+        }
+    }
+    rc = n > 0 ? 0 : -1;
+
+done:
+    free(names);
+    cJSON_Delete(index);
+    return rc;
+}
+
+
+static int
+hf_load(llm_model *m, int dirfd)
+{
+    llm_config  *c = &m->cfg;
+    cJSON       *config;
+    uint64_t     total = 0, j;
+    int          i, vocab, rc;
+
+    m->hf = 1;
+    config = json_at(m, dirfd, "config.json", 1);
+    if (config == NULL) {
+        return -1;
+    }
+    rc = hf_config(m, config);
+    if (rc == 0) {
+        rc = cfg_int(m, config, "vocab_size", 1, 0, &vocab);
+    }
+    cJSON_Delete(config);
+    if (rc != 0 || hf_open_weights(m, dirfd) != 0) {
+        return -1;
+    }
+    for (i = 0; i < m->n_st; i++) {
+        total += m->st[i].n_tensors;
+    }
+    m->hf_tensors = calloc(total ? total : 1, sizeof(gguf_tensor));
+    if (m->hf_tensors == NULL) {
+        return model_fail(m, "out of memory for %llu tensors",
+                          (unsigned long long) total);
+    }
+    for (i = 0; i < m->n_st; i++) {
+        for (j = 0; j < m->st[i].n_tensors; j++) {
+            if (hf_add_tensor(m, &m->st[i], &m->st[i].tensors[j]) != 0) {
+                return -1;
+            }
+        }
+    }
+    if (!c->tied_output && lookup_tensor(m, "output.weight") == NULL) {
+        return model_fail(m, "tie_word_embeddings is false but "
+                          "lm_head.weight is missing");
+    }
+    if (load_weights(m) != 0) {
+        return -1;
+    }
+    if (vocab != c->vocab_size) {
+        return model_fail(m, "config.json: vocab_size %d but "
+                          "embed_tokens has %d rows", vocab, c->vocab_size);
+    }
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * rope frequencies, tokenizer and chat template of either format
+ */
+
+void
+llm_model_rope_inv_freq(const llm_model *m, float *inv_freq)
+{
+    const llm_config  *c = &m->cfg;
+    float              wavelen, smooth, scaled, lo_wl, hi_wl;
+    int                i;
+
+    /* lo_wl/hi_wl: wavelengths above lo_wl are slowed by factor, below
+     * hi_wl kept, and interpolated in between (transformers'
+     * _compute_llama3_parameters, in float32 like torch) */
+    lo_wl = c->rope_orig_ctx / c->rope_low_freq_factor;
+    hi_wl = c->rope_orig_ctx / c->rope_high_freq_factor;
+    for (i = 0; i < c->rope_dim / 2; i++) {
+        inv_freq[i] = 1.0f / powf(c->rope_theta,
+                                  (float) (2 * i) / (float) c->rope_dim);
+        if (c->rope_freqs != NULL) {
+            inv_freq[i] /= c->rope_freqs[i];
+        } else if (c->rope_llama3) {
+            wavelen = (float) (2.0 * M_PI) / inv_freq[i];
+            scaled = wavelen > lo_wl ? inv_freq[i] / c->rope_factor
+                                     : inv_freq[i];
+            if (!(wavelen < hi_wl) && !(wavelen > lo_wl)) {
+                smooth = (c->rope_orig_ctx / wavelen
+                          - c->rope_low_freq_factor)
+                         / (c->rope_high_freq_factor
+                            - c->rope_low_freq_factor);
+                scaled = (1.0f - smooth) * scaled / c->rope_factor
+                         + smooth * scaled;
+            }
+            inv_freq[i] = scaled;
+        }
+    }
+}
+
+
+llm_tokenizer *
+llm_model_tokenizer(const llm_model *m, char *err, size_t errlen)
+{
+    if (m->hf) {
+        return llm_tokenizer_load_hf(m->path, err, errlen);
+    }
+    return llm_tokenizer_load_gguf(&m->gguf, err, errlen);
+}
+
+
+char *
+llm_hf_chat_template(int dirfd, const char *dir, char *err, size_t errlen)
+{
+    char          *text, *out = NULL;
+    size_t         len;
+    cJSON         *root;
+    const cJSON   *t, *e;
+
+    /* transformers >= 4.43 may save it beside the config */
+    text = read_at(dirfd, dir, "chat_template.jinja", 0, &len, err, errlen);
+    if (text != NULL || err[0] != '\0') {
+        return text;
+    }
+    text = read_at(dirfd, dir, "tokenizer_config.json", 0, &len, err,
+                   errlen);
+    if (text == NULL) {
+        return NULL;
+    }
+    root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "%s/tokenizer_config.json: not a JSON object",
+                 dir);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    if (cJSON_IsArray(t)) {
+        /* [{"name": "default", "template": ...}, {"name": "tool_use"...}] */
+        cJSON_ArrayForEach(e, t) {
+            const char *name = cJSON_GetStringValue(
+                cJSON_GetObjectItemCaseSensitive(e, "name"));
+            if (name != NULL && strcmp(name, "default") == 0) {
+                t = cJSON_GetObjectItemCaseSensitive(e, "template");
+                break;
+            }
+        }
+    }
+    if (cJSON_IsString(t)) {
+        out = strdup(t->valuestring);
+        if (out == NULL) {
+            snprintf(err, errlen, "%s: out of memory", dir);
+        }
+    } else if (t != NULL && !cJSON_IsNull(t)) {
+        snprintf(err, errlen, "%s/tokenizer_config.json: chat_template is "
+                 "neither a string nor a list with a \"default\" entry", dir);
+    }
+    cJSON_Delete(root);
+    return out;
+}
+
+
+char *
+llm_model_chat_template(const llm_model *m, char *err, size_t errlen)
+{
+    const char  *src;
+    uint64_t     len;
+    char        *out;
+    int          fd;
+
+    err[0] = '\0';
+    if (m->hf) {
+        fd = open(m->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(err, errlen, "%s: cannot open directory: %s", m->path,
+                     strerror(errno));
+            return NULL;
+        }
+        out = llm_hf_chat_template(fd, m->path, err, errlen);
+        close(fd);
+        return out;
+    }
+    if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &src, &len) != 0) {
+        return NULL;
+    }
+    out = strndup(src, len);
+    if (out == NULL) {
+        snprintf(err, errlen, "%s: out of memory", m->path);
+    }
+    return out;
 }
 
 
