@@ -1,0 +1,1212 @@
+/*
+ * CUDA backend (see backend_cuda.h for the design note, backend.h for the
+ * batch contract).
+ *
+ * One step, for n tokens at once (shapes per rank; tp 1 for now):
+ *
+ *   upload the batch (ids, positions, tiles, block tables): one copy
+ *   x = embed(tokens)                                   (n, dim) fp32
+ *   per layer:
+ *     xb  = rmsnorm(x += y) * attn_norm                 (n, dim) bf16
+ *     qkv = xb @ Wqkv^T                                 (n, q+2kv) fp32
+ *     bias, qk-norm, rope on qkv; K, V -> paged pool    bf16
+ *     att = paged causal attention(q, pool)             (n, q_dim) bf16
+ *     y   = att @ Wo^T                                  (n, dim) fp32
+ *     xb  = rmsnorm(x += y) * ffn_norm
+ *     gu  = xb @ Wgu^T                                  (n, 2*hidden) fp32
+ *     hb  = silu(gate) * up                             (n, hidden) bf16
+ *     y   = hb @ Wdown^T                                (n, dim) fp32
+ *   x += y; logits = rmsnorm(x[wanted]) * out_norm @ output^T, in chunks
+ *   of LOGIT_ROWS rows copied to the host
+ *
+ * Every CUDA and cuBLASLt call is checked; a failure leaves
+ * "file:line: call: error" in be->err.
+ *
+ * defines: llm_backend_cuda_create, llm_backend_cuda_create_synthetic,
+ *          llm_backend_cuda_forward_greedy, llm_backend_cuda_weight_bytes,
+ *          llm_backend_cuda_set_graphs
+ */
+extern "C" {
+#include "backend.h"
+#include "backend_cuda.h"
+#include "gguf.h"
+#include "kernels_cuda.h"
+
+/* from kernels/quant.h (a C11 header C++ cannot include) */
+int llm_quant_block(uint32_t type);
+int llm_quant_block_bytes(uint32_t type);
+}
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOGIT_ROWS      256          /* logits computed per GEMM chunk */
+#define GEMM_PLANS      64           /* cached cuBLASLt plans */
+#define WORKSPACE_BYTES (32u << 20)
+
+static const int graph_buckets[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256 };
+#define N_BUCKETS  (int) (sizeof(graph_buckets) / sizeof(graph_buckets[0]))
+
+typedef struct {
+    llm_bf16  *wqkv;      /* (q_dim + 2*kv_dim, dim) wq|wk|wv */
+    llm_bf16  *wo;        /* (dim, q_dim) */
+    llm_bf16  *wgu;       /* (2*hidden, dim) gate|up */
+    llm_bf16  *wdown;     /* (dim, hidden) */
+    float     *attn_norm; /* (dim) */
+    float     *ffn_norm;  /* (dim) */
+    float     *bqkv;      /* (q_dim + 2*kv_dim) qwen2, else NULL */
+    float     *q_norm;    /* (head_dim) qwen3, else NULL */
+    float     *k_norm;    /* (head_dim) qwen3, else NULL */
+} cu_layer;
+
+typedef struct {
+    int                      m, n, k;
+    cublasLtMatmulDesc_t     desc;
+    cublasLtMatrixLayout_t   a, b, c;
+    cublasLtMatmulAlgo_t     algo;
+} gemm_plan;
+
+/* device addresses of one batch's metadata for a layout of L rows */
+typedef struct {
+    int32_t             *tok;     /* (L) */
+    int32_t             *pos;     /* (L) */
+    int32_t             *seq;     /* (L) compact sequence index */
+    int32_t             *lidx;    /* (L) logit rows */
+    llm_cuda_attn_tile  *tiles;   /* (L) */
+    int32_t             *tables;  /* (L + 1, table_stride) */
+    size_t               ints;    /* int32s of the whole layout */
+} meta_view;
+
+typedef struct {
+    llm_model          synth;        /* the model of a synthetic backend */
+    cudaStream_t       st;
+    cublasLtHandle_t   lt;
+    void              *workspace;
+    int                dim, q_dim, kv_dim, qkv_dim, hidden, vocab;
+    int                n_layers, n_heads, n_kv_heads, head_dim;
+    int                max_tokens, table_stride, n_blocks, bs;
+    int                graphs_on;
+    uint64_t           weight_bytes;     /* read per decode token */
+    /* weights */
+    llm_bf16          *tok_embd;   /* (vocab, dim) */
+    llm_bf16          *output;     /* (vocab, dim), tok_embd when tied */
+    float             *out_norm;   /* (dim) */
+    float             *inv_freq;   /* (rope_dim / 2) */
+    cu_layer          *layers;     /* host array (n_layers) */
+    /* KV pool: n_blocks + 1 blocks, the last a scratch block for the
+     * padding rows of graph buckets */
+    llm_bf16          *pool;       /* (n_blocks + 1, layers, 2, bs, kv_dim) */
+    /* activations, for max_tokens rows */
+    float             *x;          /* (n, dim) residual stream */
+    float             *y;          /* (n, dim) output of wo / down */
+    llm_bf16          *xb;         /* (n, dim) normed */
+    float             *qkv;        /* (n, qkv_dim) */
+    llm_bf16          *att;        /* (n, q_dim) */
+    float             *gu;         /* (n, 2*hidden) */
+    llm_bf16          *hb;         /* (n, hidden) */
+    llm_bf16          *xl;         /* (LOGIT_ROWS, dim) normed logit rows */
+    float             *logits;     /* (LOGIT_ROWS, vocab) */
+    int32_t           *ids;        /* (LOGIT_ROWS) argmax */
+    /* batch metadata: pinned host staging and its device copy */
+    int32_t           *meta_host;
+    int32_t           *meta_dev;
+    int32_t           *seq_map;    /* (n_seqs seen) batch seq -> compact */
+    int                seq_map_len;
+    gemm_plan          plans[GEMM_PLANS];
+    int                n_plans, next_plan;
+    cudaGraphExec_t    graph[N_BUCKETS];
+} cu_ctx;
+
+
+static int
+be_fail(llm_backend *be, const char *fmt, ...)
+{
+    va_list  ap;
+
+    va_start(ap, fmt);
+    vsnprintf(be->err, sizeof(be->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+
+#define CK(call) do {                                                        \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess) {                                             \
+            return llm_cuda_check_at((int) e_, #call, __FILE__, __LINE__,   \
+                                     be->err, sizeof(be->err));              \
+        }                                                                    \
+    } while (0)
+
+/* our launchers: 0, a cudaError_t, or -1 for invalid arguments */
+#define CKK(call) do {                                                       \
+        int k_ = (call);                                                     \
+        if (k_ == -1) {                                                      \
+            return be_fail(be, "%s:%d: %s: invalid arguments", __FILE__,     \
+                           __LINE__, #call);                                 \
+        }                                                                    \
+        if (k_ != 0) {                                                       \
+            return llm_cuda_check_at(k_, #call, __FILE__, __LINE__,         \
+                                     be->err, sizeof(be->err));              \
+        }                                                                    \
+    } while (0)
+
+#define CKLT(call) do {                                                      \
+        cublasStatus_t s_ = (call);                                          \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                   \
+            return be_fail(be, "%s:%d: %s: %s", __FILE__, __LINE__, #call,   \
+                           cublasLtGetStatusString(s_));                     \
+        }                                                                    \
+    } while (0)
+
+
+/* ---------------------------------------------------------------------------
+ * GEMM: D(n, m) fp32 = X(n, k) bf16 @ W(m, k)^T bf16, fp32 accumulation.
+ * Column-major, as cuBLASLt sees it: D (m x n) = op(W_cm)^T (m x k) times
+ * X_cm (k x n), W_cm being W's rows as columns (k x m, ld k).
+ */
+
+static int
+plan_make(llm_backend *be, gemm_plan *p, int m, int n, int k)
+{
+    cu_ctx                          *c = (cu_ctx *) be->ctx;
+    cublasOperation_t                ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulPreference_t       pref;
+    cublasLtMatmulHeuristicResult_t  h;
+    size_t                           ws = WORKSPACE_BYTES;
+    int                              found = 0;
+
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    CKLT(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CKLT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                        &ta, sizeof(ta)));
+    CKLT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                        &tb, sizeof(tb)));
+    CKLT(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k, m, k));
+    CKLT(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k, n, k));
+    CKLT(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, m, n, m));
+    CKLT(cublasLtMatmulPreferenceCreate(&pref));
+    CKLT(cublasLtMatmulPreferenceSetAttribute(pref,
+             CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    CKLT(cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c,
+                                        p->c, pref, 1, &h, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) {
+        return be_fail(be, "cuBLASLt has no bf16 GEMM for m %d n %d k %d", m,
+                       n, k);
+    }
+    p->algo = h.algo;
+    return 0;
+}
+
+
+static void
+plan_free(gemm_plan *p)
+{
+    if (p->desc != NULL) {
+        cublasLtMatmulDescDestroy(p->desc);
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->b);
+        cublasLtMatrixLayoutDestroy(p->c);
+    }
+    memset(p, 0, sizeof(*p));
+}
+
+
+static int
+gemm(llm_backend *be, float *d, const llm_bf16 *x, int n, const llm_bf16 *w,
+    int m, int k)
+{
+    cu_ctx     *c = (cu_ctx *) be->ctx;
+    gemm_plan  *p = NULL;
+    float       one = 1.0f, zero = 0.0f;
+    int         i;
+
+    for (i = 0; i < c->n_plans; i++) {
+        if (c->plans[i].m == m && c->plans[i].n == n && c->plans[i].k == k) {
+            p = &c->plans[i];
+            break;
+        }
+    }
+    if (p == NULL) {
+        if (c->n_plans < GEMM_PLANS) {
+            p = &c->plans[c->n_plans++];
+        } else {
+            p = &c->plans[c->next_plan];           /* round-robin reuse */
+            c->next_plan = (c->next_plan + 1) % GEMM_PLANS;
+            plan_free(p);
+        }
+        if (plan_make(be, p, m, n, k) != 0) {
+            plan_free(p);
+            return -1;
+        }
+    }
+    CKLT(cublasLtMatmul(c->lt, p->desc, &one, w, p->a, x, p->b, &zero, d,
+                        p->c, d, p->c, &p->algo, c->workspace,
+                        WORKSPACE_BYTES, c->st));
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * batch metadata
+ */
+
+static meta_view
+meta_at(const cu_ctx *c, int32_t *base, int L)
+{
+    meta_view  v;
+
+    v.tok = base;
+    v.pos = base + L;
+    v.seq = base + 2 * L;
+    v.lidx = base + 3 * L;
+    v.tiles = (llm_cuda_attn_tile *) (base + 4 * L);
+    v.tables = base + 8 * L;
+    v.ints = 8 * (size_t) L + (size_t) (L + 1) * c->table_stride;
+    return v;
+}
+
+
+static int
+check_batch(llm_backend *be, const llm_batch *b)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    int      i, s, p, blk;
+
+    if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens) {
+        return be_fail(be, "batch of %d tokens (1..%d allowed)", b->n_tokens,
+                       c->max_tokens);
+    }
+    if (b->n_logits < 0 || b->n_logits > b->n_tokens
+        || (b->n_logits > 0 && b->logit_idx == NULL))
+    {
+        return be_fail(be, "batch asks for %d logit rows of %d tokens",
+                       b->n_logits, b->n_tokens);
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        s = b->seq[i];
+        p = b->pos[i];
+        if (b->token[i] < 0 || b->token[i] >= c->vocab) {
+            return be_fail(be, "token %d: id %d outside the vocabulary of "
+                           "%d", i, b->token[i], c->vocab);
+        }
+        if (s < 0 || s >= b->n_seqs) {
+            return be_fail(be, "token %d: sequence %d of %d", i, s,
+                           b->n_seqs);
+        }
+        if (p < 0 || p >= be->model->cfg.max_seq_len) {
+            return be_fail(be, "token %d: position %d outside the context "
+                           "of %d", i, p, be->model->cfg.max_seq_len);
+        }
+        if (p / c->bs >= b->n_blocks[s]) {
+            return be_fail(be, "token %d: position %d needs block %d but "
+                           "sequence %d has %d", i, p, p / c->bs, s,
+                           b->n_blocks[s]);
+        }
+        blk = b->block_table[s][p / c->bs];
+        if (blk < 0 || blk >= c->n_blocks) {
+            return be_fail(be, "token %d: KV block id %d outside the pool "
+                           "of %d", i, blk, c->n_blocks);
+        }
+    }
+    for (i = 0; i < b->n_logits; i++) {
+        if (b->logit_idx[i] < 0 || b->logit_idx[i] >= b->n_tokens) {
+            return be_fail(be, "logit row %d: token index %d of %d", i,
+                           b->logit_idx[i], b->n_tokens);
+        }
+    }
+    return 0;
+}
+
+
+/*
+ * Stage the batch for a layout of L >= n_tokens rows (L > n_tokens: the
+ * padding rows of a graph bucket, which write to the scratch block and
+ * attend to nothing). Sequences are renumbered 0.. in order of first use,
+ * so only the tables of sequences in the batch travel. Returns the number
+ * of attention tiles.
+ */
+static int
+stage_batch(cu_ctx *c, const llm_batch *b, int L, meta_view *hv)
+{
+    int   group = c->n_heads / c->n_kv_heads;
+    int   qmax = LLM_CUDA_ATTN_MAX_ROWS / group;
+    int   i, j, s, cs, n_cs = 0, n_tiles = 0, nb;
+
+    *hv = meta_at(c, c->meta_host, L);
+    for (s = 0; s < b->n_seqs && s < c->seq_map_len; s++) {
+        c->seq_map[s] = -1;
+    }
+    for (i = 0; i < L; i++) {
+        if (i >= b->n_tokens) {              /* padding row */
+            hv->tok[i] = 0;
+            hv->pos[i] = 0;
+            hv->seq[i] = L;
+            hv->lidx[i] = i;
+            hv->tiles[i].n_q = 0;
+            continue;
+        }
+        s = b->seq[i];
+        cs = c->seq_map[s];
+        if (cs < 0) {
+            cs = c->seq_map[s] = n_cs++;
+            nb = b->n_blocks[s] < c->table_stride ? b->n_blocks[s]
+                                                  : c->table_stride;
+            memcpy(hv->tables + (size_t) cs * c->table_stride,
+                   b->block_table[s], nb * sizeof(int32_t));
+        }
+        hv->tok[i] = b->token[i];
+        hv->pos[i] = b->pos[i];
+        hv->seq[i] = cs;
+        hv->lidx[i] = i < b->n_logits ? b->logit_idx[i] : i;
+        if (n_tiles > 0 && hv->tiles[n_tiles - 1].seq == cs
+            && hv->tiles[n_tiles - 1].token + hv->tiles[n_tiles - 1].n_q == i
+            && hv->tiles[n_tiles - 1].n_q < qmax)
+        {
+            hv->tiles[n_tiles - 1].n_q++;
+        } else {
+            hv->tiles[n_tiles].seq = cs;
+            hv->tiles[n_tiles].token = i;
+            hv->tiles[n_tiles].n_q = 1;
+            hv->tiles[n_tiles].pad_ = 0;
+            n_tiles++;
+        }
+    }
+    for (j = n_tiles; j < L; j++) {
+        hv->tiles[j].seq = 0;
+        hv->tiles[j].token = 0;
+        hv->tiles[j].n_q = 0;
+        hv->tiles[j].pad_ = 0;
+    }
+    /* the scratch sequence: every block is the scratch block */
+    for (j = 0; j < c->table_stride; j++) {
+        hv->tables[(size_t) L * c->table_stride + j] = c->n_blocks;
+    }
+    return n_tiles;
+}
+
+
+static int
+upload_batch(llm_backend *be, int L, int n_seqs_used)
+{
+    cu_ctx     *c = (cu_ctx *) be->ctx;
+    meta_view   hv = meta_at(c, c->meta_host, L);
+    size_t      head = 8 * (size_t) L;
+
+    /* the head, the used tables, and the scratch table (last row) */
+    CK(cudaMemcpyAsync(c->meta_dev, c->meta_host,
+                       (head + (size_t) n_seqs_used * c->table_stride)
+                       * sizeof(int32_t), cudaMemcpyHostToDevice, c->st));
+    CK(cudaMemcpyAsync(c->meta_dev + head + (size_t) L * c->table_stride,
+                       hv.tables + (size_t) L * c->table_stride,
+                       c->table_stride * sizeof(int32_t),
+                       cudaMemcpyHostToDevice, c->st));
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * the forward pass on the device, for a staged layout of L rows
+ */
+
+static int
+run_layers(llm_backend *be, int L, int n_tiles)
+{
+    cu_ctx            *c = (cu_ctx *) be->ctx;
+    const llm_config  *cfg = &be->model->cfg;
+    meta_view          dv = meta_at(c, c->meta_dev, L);
+    int                layer;
+
+    CKK(llm_cuda_embed(c->st, c->x, c->tok_embd, dv.tok, L, c->dim));
+    for (layer = 0; layer < c->n_layers; layer++) {
+        const cu_layer *w = &c->layers[layer];
+
+        CKK(llm_cuda_add_rmsnorm(c->st, c->xb, c->x, layer > 0 ? c->y : NULL,
+                                 w->attn_norm, NULL, L, c->dim,
+                                 cfg->norm_eps));
+        if (gemm(be, c->qkv, c->xb, L, w->wqkv, c->qkv_dim, c->dim) != 0) {
+            return -1;
+        }
+        CKK(llm_cuda_rope(c->st, c->qkv, c->qkv_dim, w->bqkv, w->q_norm,
+                          w->k_norm, dv.pos, c->inv_freq, L, c->n_heads,
+                          c->n_kv_heads, c->head_dim, cfg->rope_dim,
+                          cfg->rope_neox, cfg->norm_eps));
+        CKK(llm_cuda_kv_write(c->st, c->pool, c->qkv, c->qkv_dim, c->q_dim,
+                              dv.seq, dv.pos, dv.tables, c->table_stride, L,
+                              layer, c->n_layers, c->bs, c->kv_dim));
+        CKK(llm_cuda_attention(c->st, c->att, c->qkv, c->qkv_dim, c->pool,
+                               dv.tiles, n_tiles, dv.pos, dv.tables,
+                               c->table_stride, layer, c->n_layers, c->bs,
+                               c->n_heads, c->n_kv_heads, c->head_dim));
+        if (gemm(be, c->y, c->att, L, w->wo, c->dim, c->q_dim) != 0) {
+            return -1;
+        }
+        CKK(llm_cuda_add_rmsnorm(c->st, c->xb, c->x, c->y, w->ffn_norm,
+                                 NULL, L, c->dim, cfg->norm_eps));
+        if (gemm(be, c->gu, c->xb, L, w->wgu, 2 * c->hidden, c->dim) != 0) {
+            return -1;
+        }
+        CKK(llm_cuda_silu_mul(c->st, c->hb, c->gu, L, c->hidden));
+        if (gemm(be, c->y, c->hb, L, w->wdown, c->dim, c->hidden) != 0) {
+            return -1;
+        }
+    }
+    /* the last residual add (the normed rows are not used) */
+    CKK(llm_cuda_add_rmsnorm(c->st, c->xb, c->x, c->y, c->out_norm, NULL, L,
+                             c->dim, cfg->norm_eps));
+    return 0;
+}
+
+
+/* logits (and, with ids, their argmax) of rows lidx[off .. off+n-1] */
+static int
+run_logits(llm_backend *be, const int32_t *lidx_dev, int n, int argmax)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+
+    CKK(llm_cuda_add_rmsnorm(c->st, c->xl, c->x, NULL, c->out_norm, lidx_dev,
+                             n, c->dim, be->model->cfg.norm_eps));
+    if (gemm(be, c->logits, c->xl, n, c->output, c->vocab, c->dim) != 0) {
+        return -1;
+    }
+    if (argmax) {
+        CKK(llm_cuda_argmax(c->st, c->ids, c->logits, n, c->vocab));
+    }
+    return 0;
+}
+
+
+static int
+bucket_of(int n)
+{
+    int i;
+
+    for (i = 0; i < N_BUCKETS; i++) {
+        if (graph_buckets[i] >= n) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+
+/* a decode batch: one token per sequence, every token's logits, in
+ * order: the shape the graphs were captured for */
+static int
+is_decode(const llm_batch *b)
+{
+    int i, j;
+
+    if (b->n_logits != b->n_tokens || b->n_tokens > LOGIT_ROWS) {
+        return 0;
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        if (b->logit_idx[i] != i) {
+            return 0;
+        }
+        for (j = 0; j < i; j++) {
+            if (b->seq[j] == b->seq[i]) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+
+static int
+graph_get(llm_backend *be, int k, cudaGraphExec_t *out)
+{
+    cu_ctx           *c = (cu_ctx *) be->ctx;
+    int               L = graph_buckets[k], rc;
+    meta_view         dv = meta_at(c, c->meta_dev, L);
+    cudaGraph_t       g = NULL;
+
+    if (c->graph[k] != NULL) {
+        *out = c->graph[k];
+        return 0;
+    }
+    CK(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));
+    rc = run_layers(be, L, L);
+    if (rc == 0) {
+        rc = run_logits(be, dv.lidx, L, 1);
+    }
+    if (rc != 0) {
+        cudaStreamEndCapture(c->st, &g);
+        if (g != NULL) {
+            cudaGraphDestroy(g);
+        }
+        return -1;
+    }
+    CK(cudaStreamEndCapture(c->st, &g));
+    rc = (int) cudaGraphInstantiate(&c->graph[k], g, 0);
+    cudaGraphDestroy(g);
+    CK((cudaError_t) rc);
+    *out = c->graph[k];
+    return 0;
+}
+
+
+/* ids != NULL: argmax ids to the host instead of logits */
+static int
+cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
+{
+    cu_ctx           *c = (cu_ctx *) be->ctx;
+    meta_view         hv, dv;
+    cudaGraphExec_t   g = NULL;
+    int               k = -1, L, n_tiles, off, n, i, n_cs = 0;
+
+    if (check_batch(be, b) != 0) {
+        return -1;
+    }
+    if (ids == NULL && b->n_logits > 0 && b->logits == NULL) {
+        return be_fail(be, "batch asks for %d logit rows and gives no "
+                       "buffer", b->n_logits);
+    }
+    if (b->n_seqs > c->seq_map_len) {
+        free(c->seq_map);
+        c->seq_map = (int32_t *) malloc(b->n_seqs * sizeof(int32_t));
+        if (c->seq_map == NULL) {
+            c->seq_map_len = 0;
+            return be_fail(be, "out of memory for %d sequences", b->n_seqs);
+        }
+        c->seq_map_len = b->n_seqs;
+    }
+    if (c->graphs_on && is_decode(b)) {
+        k = bucket_of(b->n_tokens);
+    }
+    L = k >= 0 ? graph_buckets[k] : b->n_tokens;
+    if (L > c->max_tokens) {
+        k = -1;
+        L = b->n_tokens;
+    }
+    n_tiles = stage_batch(c, b, L, &hv);
+    for (i = 0; i < b->n_seqs; i++) {
+        n_cs += c->seq_map[i] >= 0;
+    }
+    if (upload_batch(be, L, n_cs) != 0) {
+        return -1;
+    }
+    dv = meta_at(c, c->meta_dev, L);
+
+    if (k >= 0) {
+        if (graph_get(be, k, &g) != 0) {
+            return -1;
+        }
+        CK(cudaGraphLaunch(g, c->st));
+        if (ids != NULL) {
+            CK(cudaMemcpyAsync(ids, c->ids, b->n_logits * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, c->st));
+        } else {
+            CK(cudaMemcpyAsync(b->logits, c->logits,
+                               (size_t) b->n_logits * c->vocab
+                               * sizeof(float), cudaMemcpyDeviceToHost,
+                               c->st));
+        }
+        CK(cudaStreamSynchronize(c->st));
+        return 0;
+    }
+
+    if (run_layers(be, L, n_tiles) != 0) {
+        return -1;
+    }
+    for (off = 0; off < b->n_logits; off += LOGIT_ROWS) {
+        n = b->n_logits - off < LOGIT_ROWS ? b->n_logits - off : LOGIT_ROWS;
+        if (run_logits(be, dv.lidx + off, n, ids != NULL) != 0) {
+            return -1;
+        }
+        if (ids != NULL) {
+            CK(cudaMemcpyAsync(ids + off, c->ids, n * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost, c->st));
+        } else {
+            CK(cudaMemcpyAsync(b->logits + (size_t) off * c->vocab,
+                               c->logits, (size_t) n * c->vocab
+                               * sizeof(float), cudaMemcpyDeviceToHost,
+                               c->st));
+        }
+        /* the next chunk reuses the buffers: wait for this copy */
+        CK(cudaStreamSynchronize(c->st));
+    }
+    CK(cudaStreamSynchronize(c->st));
+    return 0;
+}
+
+
+static int
+cuda_forward(llm_backend *be, const llm_batch *b)
+{
+    return cuda_run(be, b, NULL);
+}
+
+
+extern "C" int
+llm_backend_cuda_forward_greedy(llm_backend *be, const llm_batch *b,
+    int32_t *ids)
+{
+    if (strcmp(be->iface.name, "cuda") != 0) {
+        return be_fail(be, "forward_greedy needs the cuda backend, not %s",
+                       be->iface.name);
+    }
+    return cuda_run(be, b, ids);
+}
+
+
+static int
+cuda_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    size_t   bytes = (size_t) c->n_layers * 2 * c->bs * c->kv_dim
+                     * sizeof(llm_bf16);
+
+    if (dst < 0 || src < 0 || dst >= c->n_blocks || src >= c->n_blocks) {
+        return be_fail(be, "copy of KV block %d to %d: ids outside the pool "
+                       "of %d", src, dst, c->n_blocks);
+    }
+    CK(cudaMemcpyAsync((char *) c->pool + (size_t) dst * bytes,
+                       (char *) c->pool + (size_t) src * bytes, bytes,
+                       cudaMemcpyDeviceToDevice, c->st));
+    CK(cudaStreamSynchronize(c->st));
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * create / free
+ */
+
+static void
+cuda_free(llm_backend *be)
+{
+    cu_ctx  *c;
+    int      i;
+
+    if (be == NULL) {
+        return;
+    }
+    c = (cu_ctx *) be->ctx;
+    if (c != NULL) {
+        if (c->st != NULL) {
+            cudaStreamSynchronize(c->st);
+        }
+        for (i = 0; i < N_BUCKETS; i++) {
+            if (c->graph[i] != NULL) {
+                cudaGraphExecDestroy(c->graph[i]);
+            }
+        }
+        for (i = 0; i < c->n_plans; i++) {
+            plan_free(&c->plans[i]);
+        }
+        if (c->layers != NULL) {
+            for (i = 0; i < c->n_layers; i++) {
+                cu_layer *w = &c->layers[i];
+
+                cudaFree(w->wqkv);
+                cudaFree(w->wo);
+                cudaFree(w->wgu);
+                cudaFree(w->wdown);
+                cudaFree(w->attn_norm);
+                cudaFree(w->ffn_norm);
+                cudaFree(w->bqkv);
+                cudaFree(w->q_norm);
+                cudaFree(w->k_norm);
+            }
+            free(c->layers);
+        }
+        if (c->output != c->tok_embd) {
+            cudaFree(c->output);
+        }
+        cudaFree(c->tok_embd);
+        cudaFree(c->out_norm);
+        cudaFree(c->inv_freq);
+        cudaFree(c->pool);
+        cudaFree(c->x);
+        cudaFree(c->y);
+        cudaFree(c->xb);
+        cudaFree(c->qkv);
+        cudaFree(c->att);
+        cudaFree(c->gu);
+        cudaFree(c->hb);
+        cudaFree(c->xl);
+        cudaFree(c->logits);
+        cudaFree(c->ids);
+        cudaFree(c->meta_dev);
+        cudaFree(c->workspace);
+        cudaFreeHost(c->meta_host);
+        free(c->seq_map);
+        if (c->lt != NULL) {
+            cublasLtDestroy(c->lt);
+        }
+        if (c->st != NULL) {
+            cudaStreamDestroy(c->st);
+        }
+        free(c);
+    }
+    free(be);
+}
+
+
+/* device allocation counted into *total */
+#define DALLOC(ptr, bytes, total) do {                                       \
+        size_t b_ = (bytes);                                                 \
+        CK(cudaMalloc((void **) &(ptr), b_));                                \
+        *(total) += b_;                                                      \
+    } while (0)
+
+
+/* the dims every step uses, and the first checks */
+static int
+ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+
+    if (tp != 1) {
+        return be_fail(be, "cuda backend: tensor parallel size %d is not "
+                       "written yet (single GPU only)", tp);
+    }
+    if (cfg->head_dim > LLM_CUDA_MAX_HEAD_DIM || cfg->n_kv_heads <= 0
+        || cfg->n_heads % cfg->n_kv_heads != 0
+        || cfg->n_heads / cfg->n_kv_heads > LLM_CUDA_ATTN_MAX_ROWS
+        || cfg->rope_dim > cfg->head_dim || cfg->rope_dim % 2 != 0)
+    {
+        return be_fail(be, "cuda backend: head_dim %d, %d heads, %d KV "
+                       "heads, rope_dim %d not supported (head_dim <= %d, "
+                       "group <= %d)", cfg->head_dim, cfg->n_heads,
+                       cfg->n_kv_heads, cfg->rope_dim,
+                       LLM_CUDA_MAX_HEAD_DIM, LLM_CUDA_ATTN_MAX_ROWS);
+    }
+    c->dim = cfg->dim;
+    c->n_layers = cfg->n_layers;
+    c->n_heads = cfg->n_heads;
+    c->n_kv_heads = cfg->n_kv_heads;
+    c->head_dim = cfg->head_dim;
+    c->q_dim = cfg->n_heads * cfg->head_dim;
+    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->qkv_dim = c->q_dim + 2 * c->kv_dim;
+    c->hidden = cfg->hidden_dim;
+    c->vocab = cfg->vocab_size;
+    c->bs = be->opt.kv_block_size;
+    c->max_tokens = be->opt.max_batch_tokens;
+    c->table_stride = (cfg->max_seq_len + c->bs - 1) / c->bs;
+    c->graphs_on = 1;
+    if (c->bs < 1 || c->max_tokens < 1) {
+        return be_fail(be, "cuda backend: invalid options (block size %d, "
+                       "max_batch_tokens %d)", c->bs, c->max_tokens);
+    }
+    return 0;
+}
+
+
+static int
+ctx_runtime(llm_backend *be)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    int      n = 0;
+
+    CK(cudaGetDeviceCount(&n));
+    if (n < 1) {
+        return be_fail(be, "cuda backend: no CUDA device");
+    }
+    CK(cudaSetDevice(0));
+    CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
+    CKLT(cublasLtCreate(&c->lt));
+    CK(cudaMalloc(&c->workspace, WORKSPACE_BYTES));
+    return 0;
+}
+
+
+/* weight matrices, norms: allocation only (filled by the callers) */
+static int
+alloc_weights(llm_backend *be, const llm_config *cfg, int tied, int bias,
+    int qk_norm, size_t *total)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    size_t   e = sizeof(llm_bf16), f = sizeof(float);
+    int      i;
+
+    c->layers = (cu_layer *) calloc(c->n_layers, sizeof(cu_layer));
+    if (c->layers == NULL) {
+        return be_fail(be, "cuda backend: out of memory");
+    }
+    DALLOC(c->tok_embd, (size_t) c->vocab * c->dim * e, total);
+    if (tied) {
+        c->output = c->tok_embd;
+    } else {
+        DALLOC(c->output, (size_t) c->vocab * c->dim * e, total);
+    }
+    DALLOC(c->out_norm, c->dim * f, total);
+    DALLOC(c->inv_freq, (cfg->rope_dim / 2 + 1) * f, total);
+    for (i = 0; i < c->n_layers; i++) {
+        cu_layer *w = &c->layers[i];
+
+        DALLOC(w->wqkv, (size_t) c->qkv_dim * c->dim * e, total);
+        DALLOC(w->wo, (size_t) c->dim * c->q_dim * e, total);
+        DALLOC(w->wgu, (size_t) 2 * c->hidden * c->dim * e, total);
+        DALLOC(w->wdown, (size_t) c->dim * c->hidden * e, total);
+        DALLOC(w->attn_norm, c->dim * f, total);
+        DALLOC(w->ffn_norm, c->dim * f, total);
+        if (bias) {
+            DALLOC(w->bqkv, c->qkv_dim * f, total);
+        }
+        if (qk_norm) {
+            DALLOC(w->q_norm, c->head_dim * f, total);
+            DALLOC(w->k_norm, c->head_dim * f, total);
+        }
+    }
+    c->weight_bytes = (uint64_t) c->n_layers
+                      * ((uint64_t) c->qkv_dim * c->dim
+                         + (uint64_t) c->dim * c->q_dim
+                         + 3ull * c->hidden * c->dim) * e
+                      + (uint64_t) c->vocab * c->dim * e     /* lm_head */
+                      + (uint64_t) c->dim * e;               /* one row */
+    return 0;
+}
+
+
+/* activations, metadata, then the KV pool from what is left; prints the
+ * plan */
+static int
+alloc_runtime(llm_backend *be, size_t weights)
+{
+    cu_ctx          *c = (cu_ctx *) be->ctx;
+    const char      *env = getenv("LLM_KV_CACHE_RATIO");
+    double           ratio = env != NULL ? atof(env) : 0.90;
+    size_t           act = 0, n = c->max_tokens, e = sizeof(llm_bf16);
+    size_t           f = sizeof(float), free_b = 0, total_b = 0, blk_b;
+    size_t           meta_ints;
+    cudaDeviceProp   prop;
+    int              dev = 0, asked = be->opt.kv_n_blocks > 0;
+
+    DALLOC(c->x, n * c->dim * f, &act);
+    DALLOC(c->y, n * c->dim * f, &act);
+    DALLOC(c->xb, n * c->dim * e, &act);
+    DALLOC(c->qkv, n * c->qkv_dim * f, &act);
+    DALLOC(c->att, n * c->q_dim * e, &act);
+    DALLOC(c->gu, n * 2 * c->hidden * f, &act);
+    DALLOC(c->hb, n * c->hidden * e, &act);
+    DALLOC(c->xl, (size_t) LOGIT_ROWS * c->dim * e, &act);
+    DALLOC(c->logits, (size_t) LOGIT_ROWS * c->vocab * f, &act);
+    DALLOC(c->ids, LOGIT_ROWS * sizeof(int32_t), &act);
+    /* the largest layout: max_tokens rows or the largest graph bucket */
+    if (n < (size_t) graph_buckets[N_BUCKETS - 1]) {
+        n = graph_buckets[N_BUCKETS - 1];
+    }
+    meta_ints = 8 * n + (n + 1) * c->table_stride;
+    DALLOC(c->meta_dev, meta_ints * sizeof(int32_t), &act);
+    CK(cudaMallocHost((void **) &c->meta_host, meta_ints * sizeof(int32_t)));
+    act += WORKSPACE_BYTES;
+
+    blk_b = (size_t) c->n_layers * 2 * c->bs * c->kv_dim * e;
+    CK(cudaMemGetInfo(&free_b, &total_b));
+    if (be->opt.kv_n_blocks <= 0) {
+        if (ratio <= 0.0 || ratio > 0.99) {
+            return be_fail(be, "cuda backend: LLM_KV_CACHE_RATIO %s outside "
+                           "(0, 0.99]", env);
+        }
+        be->opt.kv_n_blocks = (int) ((double) free_b * ratio / blk_b) - 1;
+    }
+    c->n_blocks = be->opt.kv_n_blocks;
+    if (c->n_blocks < 1 || (size_t) (c->n_blocks + 1) * blk_b > free_b) {
+        return be_fail(be, "cuda backend: %d KV blocks of %zu bytes do not "
+                       "fit in %zu free bytes", c->n_blocks, blk_b, free_b);
+    }
+    CK(cudaMalloc((void **) &c->pool, (size_t) (c->n_blocks + 1) * blk_b));
+
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    fprintf(stderr,
+        "cuda backend: %s (sm_%d%d, %d SMs, %.1f GiB)\n"
+        "cuda backend: weights %.3f GiB bf16; activations %.3f GiB for %d "
+        "tokens\n"
+        "cuda backend: KV %zu bytes/token bf16; %d blocks of %d = %lld "
+        "tokens (%.1f sequences of %d), %.3f GiB of %.3f GiB free%s\n",
+        prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+        total_b / 1073741824.0, weights / 1073741824.0, act / 1073741824.0,
+        c->max_tokens, blk_b / c->bs, c->n_blocks, c->bs,
+        (long long) c->n_blocks * c->bs,
+        (double) c->n_blocks * c->bs / be->model->cfg.max_seq_len,
+        be->model->cfg.max_seq_len,
+        (double) (c->n_blocks + 1) * blk_b / 1073741824.0,
+        free_b / 1073741824.0,
+        asked ? " (blocks as asked)" : "");
+    return 0;
+}
+
+
+static int
+set_inv_freq(llm_backend *be, const llm_config *cfg)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    float    h[LLM_CUDA_MAX_HEAD_DIM / 2 + 1];
+    int      i;
+
+    /* as the CPU backend: float32 pow, then pos * inv_freq */
+    for (i = 0; i < cfg->rope_dim / 2; i++) {
+        h[i] = 1.0f / powf(cfg->rope_theta,
+                           (float) (2 * i) / (float) cfg->rope_dim);
+    }
+    h[i] = 0.0f;
+    CK(cudaMemcpy(c->inv_freq, h, (cfg->rope_dim / 2 + 1) * sizeof(float),
+                  cudaMemcpyHostToDevice));
+    return 0;
+}
+
+
+static llm_backend *
+backend_new(const llm_model *m, const llm_backend_options *o, char *err,
+    size_t err_len)
+{
+    llm_backend  *be = (llm_backend *) calloc(1, sizeof(*be));
+    cu_ctx       *c = (cu_ctx *) calloc(1, sizeof(*c));
+
+    if (be == NULL || c == NULL) {
+        free(be);
+        free(c);
+        snprintf(err, err_len, "cuda backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cuda";
+    be->iface.forward = cuda_forward;
+    be->iface.copy_block = cuda_copy_block;
+    be->iface.free = cuda_free;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = c;
+    return be;
+}
+
+
+static llm_backend *
+backend_fail(llm_backend *be, char *err, size_t err_len)
+{
+    snprintf(err, err_len, "%s", be->err);
+    cuda_free(be);
+    return NULL;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * weights from a GGUF model: raw rows up, dequantized on the device
+ */
+
+static int
+upload_floats(llm_backend *be, float *dst, const float *src, size_t n)
+{
+    CK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+
+/* tensor t into dst (t->rows, t->cols) bf16 through the staging buffer */
+static int
+upload_tensor(llm_backend *be, llm_bf16 *dst, const llm_tensor *t,
+    void **stage, size_t *stage_bytes)
+{
+    int     blk = llm_quant_block(t->type);
+    size_t  row_b, bytes;
+
+    if (blk == 0 || t->cols % blk != 0) {
+        return be_fail(be, "cuda backend: tensor type %u (%s) with %d "
+                       "columns is not supported", t->type,
+                       ggml_type_name(t->type), t->cols);
+    }
+    row_b = (size_t) t->cols / blk * llm_quant_block_bytes(t->type);
+    bytes = (size_t) (t->rows - 1) * t->row_stride + row_b;
+    if (bytes > *stage_bytes) {
+        cudaFree(*stage);
+        *stage = NULL;
+        *stage_bytes = 0;
+        CK(cudaMalloc(stage, bytes));
+        *stage_bytes = bytes;
+    }
+    CK(cudaMemcpy(*stage, t->data, bytes, cudaMemcpyHostToDevice));
+    CKK(llm_cuda_dequant_bf16(NULL, dst, *stage, t->type, t->rows, t->cols,
+                              t->row_stride));
+    CK(cudaDeviceSynchronize());      /* the stage is reused next */
+    return 0;
+}
+
+
+static int
+load_weights(llm_backend *be, const llm_model *m)
+{
+    cu_ctx    *c = (cu_ctx *) be->ctx;
+    void      *stage = NULL;
+    size_t     stage_b = 0;
+    int        i, rc = -1;
+
+    if (upload_tensor(be, c->tok_embd, &m->tok_embd, &stage, &stage_b) != 0
+        || (c->output != c->tok_embd
+            && upload_tensor(be, c->output, &m->output, &stage,
+                             &stage_b) != 0)
+        || upload_floats(be, c->out_norm, m->out_norm, c->dim) != 0)
+    {
+        goto done;
+    }
+    for (i = 0; i < c->n_layers; i++) {
+        const llm_layer  *l = &m->layers[i];
+        cu_layer         *w = &c->layers[i];
+        size_t            kv_off = (size_t) c->q_dim * c->dim;
+        size_t            hid_off = (size_t) c->hidden * c->dim;
+
+        if (upload_tensor(be, w->wqkv, &l->wq, &stage, &stage_b) != 0
+            || upload_tensor(be, w->wqkv + kv_off, &l->wk, &stage,
+                             &stage_b) != 0
+            || upload_tensor(be, w->wqkv + kv_off
+                             + (size_t) c->kv_dim * c->dim, &l->wv, &stage,
+                             &stage_b) != 0
+            || upload_tensor(be, w->wo, &l->wo, &stage, &stage_b) != 0
+            || upload_tensor(be, w->wgu, &l->w_gate, &stage, &stage_b) != 0
+            || upload_tensor(be, w->wgu + hid_off, &l->w_up, &stage,
+                             &stage_b) != 0
+            || upload_tensor(be, w->wdown, &l->w_down, &stage, &stage_b) != 0
+            || upload_floats(be, w->attn_norm, l->attn_norm, c->dim) != 0
+            || upload_floats(be, w->ffn_norm, l->ffn_norm, c->dim) != 0)
+        {
+            goto done;
+        }
+        if (w->bqkv != NULL
+            && (upload_floats(be, w->bqkv, l->bq, c->q_dim) != 0
+                || upload_floats(be, w->bqkv + c->q_dim, l->bk,
+                                 c->kv_dim) != 0
+                || upload_floats(be, w->bqkv + c->q_dim + c->kv_dim, l->bv,
+                                 c->kv_dim) != 0))
+        {
+            goto done;
+        }
+        if (w->q_norm != NULL
+            && (upload_floats(be, w->q_norm, l->q_norm, c->head_dim) != 0
+                || upload_floats(be, w->k_norm, l->k_norm,
+                                 c->head_dim) != 0))
+        {
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    cudaFree(stage);
+    return rc;
+}
+
+
+extern "C" llm_backend *
+llm_backend_cuda_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    const llm_config  *cfg = &m->cfg;
+    llm_backend       *be = backend_new(m, o, err, err_len);
+    size_t             weights = 0;
+    int                tied;
+
+    if (be == NULL) {
+        return NULL;
+    }
+    tied = m->output.data == m->tok_embd.data;
+    if (ctx_dims(be, cfg, m->tp_size) != 0 || ctx_runtime(be) != 0
+        || alloc_weights(be, cfg, tied, m->layers[0].bq != NULL,
+                         m->layers[0].q_norm != NULL, &weights) != 0
+        || load_weights(be, m) != 0 || set_inv_freq(be, cfg) != 0
+        || alloc_runtime(be, weights) != 0)
+    {
+        return backend_fail(be, err, err_len);
+    }
+    return be;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * synthetic models for benchmarks
+ */
+
+static int
+fill(llm_backend *be, llm_bf16 *p, size_t n, uint64_t seed, int fan_in)
+{
+    CKK(llm_cuda_fill_uniform(NULL, p, n, seed, 1.0f / sqrtf((float) fan_in)));
+    return 0;
+}
+
+
+static int
+fill_synthetic(llm_backend *be, uint64_t seed)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    int      i;
+
+    if (fill(be, c->tok_embd, (size_t) c->vocab * c->dim, seed, 1) != 0
+        || (c->output != c->tok_embd
+            && fill(be, c->output, (size_t) c->vocab * c->dim, seed + 1,
+                    c->dim) != 0))
+    {
+        return -1;
+    }
+    CKK(llm_cuda_fill_const(NULL, c->out_norm, c->dim, 1.0f));
+    for (i = 0; i < c->n_layers; i++) {
+        cu_layer  *w = &c->layers[i];
+        uint64_t   s = seed + 16 * (uint64_t) (i + 1);
+
+        if (fill(be, w->wqkv, (size_t) c->qkv_dim * c->dim, s, c->dim) != 0
+            || fill(be, w->wo, (size_t) c->dim * c->q_dim, s + 1,
+                    c->q_dim) != 0
+            || fill(be, w->wgu, (size_t) 2 * c->hidden * c->dim, s + 2,
+                    c->dim) != 0
+            || fill(be, w->wdown, (size_t) c->dim * c->hidden, s + 3,
+                    c->hidden) != 0)
+        {
+            return -1;
+        }
+        CKK(llm_cuda_fill_const(NULL, w->attn_norm, c->dim, 1.0f));
+        CKK(llm_cuda_fill_const(NULL, w->ffn_norm, c->dim, 1.0f));
+    }
+    CK(cudaDeviceSynchronize());
+    return 0;
+}
+
+
+extern "C" llm_backend *
+llm_backend_cuda_create_synthetic(const llm_config *cfg,
+    const llm_backend_options *o, uint64_t seed, char *err, size_t err_len)
+{
+    llm_backend  *be;
+    cu_ctx       *c;
+    size_t        weights = 0;
+
+    be = backend_new(NULL, o, err, err_len);
+    if (be == NULL) {
+        return NULL;
+    }
+    c = (cu_ctx *) be->ctx;
+    c->synth.cfg = *cfg;
+    c->synth.tp_size = 1;
+    be->model = &c->synth;
+    if (ctx_dims(be, cfg, 1) != 0 || ctx_runtime(be) != 0
+        || alloc_weights(be, cfg, cfg->tied_output, 0, 0, &weights) != 0
+        || fill_synthetic(be, seed) != 0 || set_inv_freq(be, cfg) != 0
+        || alloc_runtime(be, weights) != 0)
+    {
+        return backend_fail(be, err, err_len);
+    }
+    return be;
+}
+
+
+extern "C" uint64_t
+llm_backend_cuda_weight_bytes(const llm_backend *be)
+{
+    return ((const cu_ctx *) be->ctx)->weight_bytes;
+}
+
+
+extern "C" void
+llm_backend_cuda_set_graphs(llm_backend *be, int on)
+{
+    ((cu_ctx *) be->ctx)->graphs_on = on;
+}
