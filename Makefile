@@ -119,20 +119,32 @@ test: deps all
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECS   ?= 30
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-               -Iengine -Ikernels
+FUZZ_SAN    := -fsanitize=address,undefined
+FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
+# the library once, instrumented for coverage; each harness links it
+FUZZ_OBJS   := $(filter-out %/server.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
+.SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(ENGINE_LIB_SRCS)
+$(BUILD)/fuzz/obj/%.o: %.c $(wildcard engine/*.h kernels/*.h)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(filter-out engine/server.c,$(ENGINE_LIB_SRCS)) \
-	    $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
 fuzz-smoke: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do \
 	    n=$${f##*/fuzz_}; mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	    echo "fuzz $$n: $(FUZZ_SECS) s"; \
-	    $$f -max_total_time=$(FUZZ_SECS) -print_final_stats=0 \
-	        $(BUILD)/fuzz/corpus-$$n fuzz/corpus/$$n 2>&1 | tail -n 3; \
+	    if ! $$f -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
+	        -artifact_prefix=$(BUILD)/fuzz/$$n- \
+	        $(BUILD)/fuzz/corpus-$$n fuzz/corpus/$$n \
+	        > $(BUILD)/fuzz/$$n.log 2>&1; then \
+	        tail -n 40 $(BUILD)/fuzz/$$n.log; \
+	        echo "fuzz $$n FAILED: see $(BUILD)/fuzz/$$n.log"; exit 1; \
+	    fi; \
+	    grep -E "stat::number_of_executed_units" $(BUILD)/fuzz/$$n.log; \
 	done
 
 fuzz:
