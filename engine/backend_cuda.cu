@@ -784,6 +784,11 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
                        cfg->n_kv_heads, cfg->rope_dim,
                        LLM_CUDA_MAX_HEAD_DIM, LLM_CUDA_ATTN_MAX_ROWS);
     }
+    if (cfg->sliding_window > 0 && cfg->sliding_window < cfg->max_seq_len) {
+        return be_fail(be, "cuda backend: sliding-window attention (%d of "
+                       "%d positions) is not written yet",
+                       cfg->sliding_window, cfg->max_seq_len);
+    }
     c->dim = cfg->dim;
     c->n_layers = cfg->n_layers;
     c->n_heads = cfg->n_heads;
@@ -942,19 +947,23 @@ alloc_runtime(llm_backend *be, size_t weights)
 }
 
 
+/* the rotary frequencies: the model's (llama3 scaling included) when it
+ * comes from a file, else as transformers computes them (float pow) */
 static int
-set_inv_freq(llm_backend *be, const llm_config *cfg)
+set_inv_freq(llm_backend *be, const llm_config *cfg, const llm_model *m)
 {
     cu_ctx  *c = (cu_ctx *) be->ctx;
     float    h[LLM_CUDA_MAX_HEAD_DIM / 2 + 1];
     int      i;
 
-    /* as the CPU backend: float32 pow, then pos * inv_freq */
     for (i = 0; i < cfg->rope_dim / 2; i++) {
         h[i] = 1.0f / powf(cfg->rope_theta,
                            (float) (2 * i) / (float) cfg->rope_dim);
     }
     h[i] = 0.0f;
+    if (m != NULL) {
+        llm_model_rope_inv_freq(m, h);
+    }
     CK(cudaMemcpy(c->inv_freq, h, (cfg->rope_dim / 2 + 1) * sizeof(float),
                   cudaMemcpyHostToDevice));
     return 0;
@@ -1114,7 +1123,7 @@ llm_backend_cuda_create(const llm_model *m, const llm_backend_options *o,
     if (ctx_dims(be, cfg, m->tp_size) != 0 || ctx_runtime(be) != 0
         || alloc_weights(be, cfg, tied, m->layers[0].bq != NULL,
                          m->layers[0].q_norm != NULL, &weights) != 0
-        || load_weights(be, m) != 0 || set_inv_freq(be, cfg) != 0
+        || load_weights(be, m) != 0 || set_inv_freq(be, cfg, m) != 0
         || alloc_runtime(be, weights) != 0)
     {
         return backend_fail(be, err, err_len);
@@ -1189,7 +1198,8 @@ llm_backend_cuda_create_synthetic(const llm_config *cfg,
     be->model = &c->synth;
     if (ctx_dims(be, cfg, 1) != 0 || ctx_runtime(be) != 0
         || alloc_weights(be, cfg, cfg->tied_output, 0, 0, &weights) != 0
-        || fill_synthetic(be, seed) != 0 || set_inv_freq(be, cfg) != 0
+        || fill_synthetic(be, seed) != 0
+        || set_inv_freq(be, cfg, NULL) != 0
         || alloc_runtime(be, weights) != 0)
     {
         return backend_fail(be, err, err_len);
