@@ -66,7 +66,7 @@ $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(BUILD)/ngx_llm_engine
 	SHARED=$(SHARED) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
 	    prove -e '' $(UNIT_BINS)
 

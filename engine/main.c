@@ -3,11 +3,13 @@
  *
  *   ngx_llm_engine serve ...      the engine process nginx starts (server.c)
  *   ngx_llm_engine generate ...   offline generation for users and tests
+ *   ngx_llm_engine bench ...      the batching benchmark without nginx
  */
 #include <stdio.h>
 #include <string.h>
 
 int llm_cli_generate(int argc, char **argv);
+int llm_cli_bench(int argc, char **argv);
 int llm_server_main(int argc, char **argv);
 
 
@@ -17,6 +19,8 @@ usage(void)
     fprintf(stderr,
         "usage: ngx_llm_engine generate --model PATH (--prompt TEXT | "
         "--chat FILE.json) [options]\n"
+        "       ngx_llm_engine bench --model PATH [--streams 1,4,16,64] "
+        "[options]\n"
         "       ngx_llm_engine serve [options]   (started by nginx)\n");
 }
 
@@ -26,6 +30,10 @@ main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "generate") == 0) {
         return llm_cli_generate(argc - 1, argv + 1);
+    }
+
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
+        return llm_cli_bench(argc - 1, argv + 1);
     }
 
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) {
