@@ -1,0 +1,225 @@
+#!/usr/bin/perl
+# The example configurations work: conf.example/nginx.conf (what `make run`
+# serves) and conf.example/production.conf pass `nginx -t` with the built
+# module; then production.conf runs, on local ports, and does what its
+# comments say: TLS, API keys, per-key rate limits, JSON errors, streaming
+# through the upstream, the $llm_* access log, /metrics kept private.
+#
+# Only paths, ports and sizes are substituted, each one checked to be
+# present, so an edit of the example that breaks it fails here.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use NgxLlm::Harness;
+use File::Path qw(make_path remove_tree);
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+$ENV{TEST_NGINX_LOAD_MODULES} or plan skip_all => 'no module';
+$ENV{TEST_NGINX_MODEL} or plan skip_all => 'no model';
+$ENV{TEST_NGINX_ENGINE} or plan skip_all => 'no engine binary';
+system('openssl version >/dev/null 2>&1') == 0
+    or plan skip_all => 'no openssl command for a test certificate';
+system('curl --version >/dev/null 2>&1') == 0
+    or plan skip_all => 'no curl';
+
+my $nginx = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+my $build = $ENV{TEST_NGINX_BUILD} || 'build';
+my $examples = "$FindBin::Bin/../conf.example";
+my $top = "$build/t/conf-example";
+remove_tree($top);
+
+sub slurp { open my $f, '<', $_[0] or die "$_[0]: $!"; local $/; <$f> }
+sub spew { open my $f, '>', $_[0] or die "$_[0]: $!"; print $f $_[1]; close $f }
+
+# nginx -t as a list of lines; ok when it says "test is successful"
+sub nginx_t {
+    my ($prefix, $conf, $name) = @_;
+    my $out = `$nginx -t -p $prefix/ -c $conf 2>&1`;
+    ok($? == 0 && $out =~ /test is successful/, $name) or diag $out;
+}
+
+# --- conf.example/nginx.conf, as `make run` lays it out -----------------------
+
+{
+    my $prefix = "$top/run/p";
+    make_path("$prefix/logs", "$prefix/models", "$top/run/modules");
+    symlink($ENV{TEST_NGINX_LOAD_MODULES},
+            "$top/run/modules/ngx_http_llm_module.so") or die $!;
+    symlink($ENV{TEST_NGINX_MODEL}, "$prefix/models/default.gguf") or die $!;
+    nginx_t($prefix, "$examples/nginx.conf",
+            'conf.example/nginx.conf passes nginx -t');
+}
+
+# --- conf.example/production.conf -------------------------------------------
+
+my $prefix = "$top/prod";
+make_path("$prefix/logs", "$prefix/tls");
+system("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+       . "-nodes -days 2 -subj /CN=llm.example.com "
+       . "-keyout $prefix/tls/llm.example.com.key "
+       . "-out $prefix/tls/llm.example.com.crt 2>/dev/null") == 0
+    or die 'cannot make a test certificate';
+
+my $prod = slurp("$examples/production.conf");
+
+# the placeholders an operator replaces: each must be there
+sub subst {
+    my ($text, $from, $to, $name) = @_;
+    my $n = $text =~ s/\Q$from\E/$to/g;
+    ok($n, "production.conf has $name") or diag "missing: $from";
+    return $text;
+}
+
+my $paths = $prod;
+$paths = subst($paths, '/usr/lib/nginx/modules/ngx_http_llm_module.so',
+               $ENV{TEST_NGINX_LOAD_MODULES}, 'the module path');
+$paths = subst($paths, '/var/lib/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf',
+               $ENV{TEST_NGINX_MODEL}, 'the model path');
+$paths = subst($paths, '/usr/local/lib/ngx_llm/ngx_llm_engine',
+               $ENV{TEST_NGINX_ENGINE}, 'the engine binary path');
+$paths = subst($paths, '/var/log/ngx_llm/', "$prefix/logs/", 'log paths');
+$paths = subst($paths, '/run/ngx_llm.pid', "$prefix/logs/nginx.pid",
+               'the pid path');
+$paths = subst($paths, '/etc/ngx_llm/tls/', "$prefix/tls/",
+               'the TLS certificate paths');
+unlike($paths, qr{(?<![\w.])/(?:etc|var|run|usr)/}, 'no other absolute path');
+
+spew("$prefix/nginx-t.conf", $paths);
+nginx_t($prefix, "$prefix/nginx-t.conf",
+        'production.conf passes nginx -t (only paths replaced)');
+
+# --- production.conf, running on local ports --------------------------------
+
+my $base = 20000 + $$ % 1000 * 3;
+my ($tls, $http, $node) = ($base, $base + 1, $base + 2);
+
+my $live = $paths;
+$live = subst($live, 'listen  443 ssl', "listen  127.0.0.1:$tls ssl",
+              'the TLS listener');
+$live = subst($live, 'listen  80;', "listen  127.0.0.1:$http;",
+              'the plain HTTP listener');
+$live = subst($live, 'listen  8081;', "listen  127.0.0.1:$node;",
+              'the node listener');
+# both nodes are this one: the upstream still has two servers
+$live = subst($live, '10.0.0.11:8081', "127.0.0.1:$node", 'node one');
+$live = subst($live, '10.0.0.12:8081', "127.0.0.1:$node", 'node two');
+# a CI machine: its cores, a small KV pool
+$live = subst($live, 'threads             16;', 'threads 2;', 'threads');
+$live = subst($live, 'kv_cache_memory     4096m;', 'kv_cache_memory 512m;',
+              'the KV size');
+spew("$prefix/nginx.conf", $live);
+
+is(system($nginx, '-p', "$prefix/", '-c', "$prefix/nginx.conf"), 0,
+   'production.conf starts');
+my $master = do { my $p = slurp("$prefix/logs/nginx.pid"); chomp $p; $p };
+
+my $key_a = 'Bearer sk-REPLACE-ME-team-a-0000000000';
+my $key_b = 'Bearer sk-REPLACE-ME-team-b-0000000000';
+
+# curl: (status, headers, body); HTTP/2 over TLS where the URL says https
+sub request {
+    my ($url, %o) = @_;
+    my @cmd = ('curl', '-sk', '--max-time', '60', '-D', '-', '-o', '-');
+    push @cmd, '-H', "Authorization: $o{key}" if $o{key};
+    push @cmd, '-H', 'Content-Type: application/json', '--data-binary',
+               $o{body} if defined $o{body};
+    open my $c, '-|', @cmd, $url or die "curl: $!";
+    my $out = do { local $/; <$c> } // '';
+    close $c;
+    my ($head, $body) = split /\r\n\r\n/, $out, 2;
+    my ($status) = ($head // '') =~ m{^HTTP/[\d.]+ (\d+)};
+    return ($status // 0, $head // '', $body // '');
+}
+
+my $gw = "https://127.0.0.1:$tls";
+my $deadline = time + 60;
+my ($st, $head, $body);
+while (time < $deadline) {
+    ($st) = request("http://127.0.0.1:$node/healthz");
+    last if $st == 200;
+    sleep 0.1;
+}
+is($st, 200, 'the node is healthy (/healthz from 127.0.0.1)');
+
+($st, $head, $body) = request("$gw/v1/models", key => $key_a);
+is($st, 200, 'TLS gateway: /v1/models with a key');
+like($head, qr{^HTTP/2 200}, 'over HTTP/2');
+like($body, qr/"id":"smollm2"/, 'lists the model');
+
+($st, $head, $body) = request("$gw/v1/models");
+is($st, 401, 'no key: 401');
+like($head, qr/\r\nwww-authenticate: Bearer realm="llm"/i, 'with WWW-Authenticate');
+is($body, '{"error":{"message":"invalid or missing API key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}' . "\n",
+   'as OpenAI JSON');
+($st) = request("$gw/v1/models", key => 'Bearer sk-wrong');
+is($st, 401, 'a wrong key: 401');
+
+my $chat = '{"model":"smollm2","messages":[{"role":"user","content":"Hi"}],'
+         . '"max_tokens":2,"temperature":0%s}';
+($st, $head, $body) = request("$gw/v1/chat/completions", key => $key_a,
+                              body => sprintf($chat, ''));
+is($st, 200, 'a chat completion through the gateway and the upstream');
+like($body, qr/"content":"Hello!".*"prompt_tokens":31,"completion_tokens":2/,
+     'the greedy reply and its usage');
+
+($st, $head, $body) = request("$gw/v1/chat/completions", key => $key_a,
+                              body => sprintf($chat, ',"stream":true'));
+is($st, 200, 'a stream through the gateway');
+like($head, qr{\r\ncontent-type: text/event-stream}i, 'as server-sent events');
+my @chunks = $body =~ /^data: \{/mg;
+is(scalar @chunks, 3, 'two token chunks and the final one');
+like($body, qr/data: \[DONE\]\n\n$/, 'ending with [DONE]');
+
+($st, $head, $body) = request("$gw/v1/completions", key => $key_a,
+                              body => '{"model":"smollm2","prompt":"x","temperature":3}');
+is($st, 400, "the node's own errors pass through");
+like($body, qr/"code":"decimal_above_max_value"/, 'unchanged');
+
+($st, $head, $body) = request("$gw/metrics", key => $key_a);
+is($st, 404, '/metrics is not on the gateway');
+($st, $head, $body) = request("$gw/healthz", key => $key_a);
+is($st, 404, 'nor /healthz');
+($st, $head, $body) = request("http://127.0.0.1:$node/metrics");
+is($st, 200, '/metrics on the node, from an allowed address');
+like($body, qr/^vllm:request_success_total\{model_name="smollm2",finished_reason="length"\} 2$/m,
+     'counts the two requests');
+
+($st, $head) = request("http://127.0.0.1:$http/v1/models");
+is($st, 301, 'plain HTTP redirects');
+like($head, qr{\r\nlocation: https://127\.0\.0\.1/v1/models}i, 'to https');
+
+# per-key limit: rate 5r/s, burst 20: 40 quick requests cannot all pass,
+# and the other key is not affected
+my %seen;
+my $limited = '';
+for (1 .. 40) {
+    my ($s, $h, $b) = request("$gw/v1/models", key => $key_b);
+    $seen{$s}++;
+    $limited = "$h\r\n\r\n$b" if $s == 429;
+}
+ok($seen{429} && $seen{200} && $seen{200} <= 30,
+   "team-b limited: " . join(', ', map { "$seen{$_} x $_" } sort keys %seen));
+like($limited, qr/\r\nretry-after: 1\r\n/i, '429 with Retry-After');
+like($limited, qr/"type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"/,
+     'as OpenAI JSON');
+($st) = request("$gw/v1/models", key => $key_a);
+is($st, 200, 'team-a is not limited by team-b');
+
+# the logs: the node's carries the $llm_* values, the gateway's the route
+sleep 0.2;
+my $llm_log = slurp("$prefix/logs/llm.log");
+like($llm_log, qr{^127\.0\.0\.1 client=team-a id=[0-9a-f]{32} \[[^]]+\] "POST /v1/chat/completions HTTP/1\.1" 200 \d+ rt=[\d.]+ model=smollm2 prompt=31 completion=2 cached=\d+ ttft=[\d.]+ tpot=[\d.]+ queue=[\d.]+ finish=length llm_id=chatcmpl-[0-9a-f]+$}m,
+     'the node logs tokens and timings per request, with the client name');
+unlike($llm_log, qr/sk-REPLACE/, 'never the key');
+my $gw_log = slurp("$prefix/logs/access.log");
+like($gw_log, qr{client=team-a id=[0-9a-f]{32} \[[^]]+\] "POST /v1/chat/completions HTTP/2\.0" 200 \d+ rt=[\d.]+ upstream=127\.0\.0\.1:$node upstream_status=200 }m,
+     'the gateway logs the client, the node and its status');
+like($gw_log, qr{client=team-b [^\n]*" 429 }, 'and the rate-limited requests');
+
+is(system($nginx, '-p', "$prefix/", '-c', "$prefix/nginx.conf", '-s', 'quit'), 0, 'quit');
+ok(wait_gone(15, $master), 'nginx gone');
+
+done_testing();
