@@ -550,7 +550,8 @@ dequant_one(const uint8_t *row, uint32_t type, int64_t c)
         b = row + (c / 32) * 20;
         e = (int) (c % 32);
         q = e < 16 ? (b[4 + e] & 0xf) : (b[4 + e - 16] >> 4);
-        return half_at(b) * (float) q + half_at(b + 2);
+        /* _rn: no fused multiply-add, so bits equal the CPU's */
+        return __fadd_rn(__fmul_rn(half_at(b), (float) q), half_at(b + 2));
     case T_Q8_0:
         b = row + (c / 32) * 34;
         return half_at(b) * (float) (int8_t) b[2 + c % 32];
@@ -565,8 +566,9 @@ dequant_one(const uint8_t *row, uint32_t type, int64_t c)
         q4k_scale_min(b + 4, sub, &sc, &m);
         q = b[16 + 32 * k + w % 32];
         q = w < 32 ? (q & 0xf) : (q >> 4);
-        return half_at(b) * (float) sc * (float) q
-               - half_at(b + 2) * (float) m;
+        return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), (float) sc),
+                                   (float) q),
+                         __fmul_rn(half_at(b + 2), (float) m));
     }
     case T_Q6_K: {
         int             half, g, l, lo;
