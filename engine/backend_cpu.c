@@ -30,6 +30,10 @@
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
+#include "tp.h"
+#if NGX_LLM_CUDA
+#include "backend_cuda.h"
+#endif
 
 #include <math.h>
 #include <stdarg.h>
@@ -50,7 +54,6 @@ typedef struct {
     /* scratch, for max_batch_tokens rows */
     float           *x;          /* (n, dim) residual stream */
     float           *xb;         /* (n, dim) normed input of a block */
-    float           *xb2;        /* (n, dim) output of wo / down */
     float           *q;          /* (n, q_dim) */
     float           *k;          /* (n, kv_dim) */
     float           *v;          /* (n, kv_dim) */
@@ -59,6 +62,22 @@ typedef struct {
     float           *hb2;        /* (n, hidden) up */
     float           *scores;     /* (n_threads, max_seq_len) */
     float           *inv_freq;   /* (rope_dim/2) rope frequencies */
+    /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
+       down) is n_slices column slices whose partials go to slot[set][s]
+       and are added in slice order at any tp; this rank computes slices
+       slice_lo .. slice_lo + my_slices - 1. wo uses set 0 and down set
+       1, so one barrier per reduction suffices: a rank writes a set
+       again only after a barrier every rank reaches after reading it. */
+    llm_tp_group    *group;      /* NULL at tp 1 */
+    int              rank;
+    int              n_slices;
+    int              slice_lo;
+    int              my_slices;
+    float           *slot[2][LLM_TP_MAX_SLICES];  /* (n, dim) each */
+    float           *slot_mem;   /* tp 1: the slots, owned (both sets
+                                    alias it); tp > 1: NULL, shared */
+    float           *xs;         /* exact mode: (n, widest slice) the
+                                    contiguous input of one slice */
 } cpu_ctx;
 
 
@@ -358,17 +377,6 @@ swiglu_task(void *arg, int ith, int nth)
 }
 
 
-static void
-add_rows(float *x, const float *y, size_t n)
-{
-    size_t  i;
-
-    for (i = 0; i < n; i++) {
-        x[i] += y[i];
-    }
-}
-
-
 /* ---------------------------------------------------------------------------
  * forward
  */
@@ -390,23 +398,27 @@ matmul(llm_backend *be, float *out, const float *x, int n,
 
 /*
  * Decode-sized batches: the matmuls that share an input (q, k, v; gate,
- * up) run as one pool job whose threads take 64-row chunks of any of them,
- * each chunk a single-threaded llm_matmul_ld into its slice of the output.
- * One wake-up instead of three (two), which matters most when a worker may
- * be descheduled. Every output row is computed exactly as by llm_matmul
+ * up), or the slices of a row-split matmul, run as one pool job whose
+ * threads take 64-row chunks of any of them, each chunk a single-threaded
+ * llm_matmul_ld into its slice of the output. One wake-up instead of
+ * three (two; n_slices), which matters most when a worker may be
+ * descheduled. Every output row is computed exactly as by llm_matmul
  * (row results do not depend on tiling or threads), so results are
  * unchanged; test_model's prefill == decode test checks it.
  */
 #define FUSED_MAX_TOKENS  8
 #define FUSED_CHUNK_ROWS  64
+#define FUSED_MAX_W       LLM_TP_MAX_SLICES
 
 typedef struct {
-    const float        *x;
     int                 n;
     int                 n_w;
-    const llm_tensor   *w[3];
-    float              *out[3];
-    int                 first_chunk[4];   /* prefix sums of chunks per w */
+    llm_tensor          w[FUSED_MAX_W];
+    const float        *x[FUSED_MAX_W];   /* (n, ld_x[p]) input of w[p] */
+    size_t              ld_x[FUSED_MAX_W];
+    float              *out[FUSED_MAX_W]; /* (n, w[p].rows) */
+    int                 first_chunk[FUSED_MAX_W + 1];  /* prefix sums of
+                                                          chunks per w */
     atomic_int          next;
 } fused_job;
 
@@ -425,12 +437,37 @@ fused_task(void *arg, int ith, int nth)
             /* find the weight this chunk belongs to */
         }
         lo = (k - j->first_chunk[p]) * FUSED_CHUNK_ROWS;
-        v = llm_tensor_rows(j->w[p], lo,
-                            j->w[p]->rows - lo < FUSED_CHUNK_ROWS
-                            ? j->w[p]->rows - lo : FUSED_CHUNK_ROWS);
-        llm_matmul_ld(NULL, j->out[p] + lo, j->w[p]->rows, j->x,
-                      j->w[p]->cols, j->n, &v);
+        v = llm_tensor_rows(&j->w[p], lo,
+                            j->w[p].rows - lo < FUSED_CHUNK_ROWS
+                            ? j->w[p].rows - lo : FUSED_CHUNK_ROWS);
+        llm_matmul_ld(NULL, j->out[p] + lo, j->w[p].rows, j->x[p],
+                      j->ld_x[p], j->n, &v);
     }
+}
+
+
+/* adds out = x @ w^T (x: n rows of ld_x floats) to a fused job */
+static void
+fused_add(fused_job *j, const llm_tensor *w, const float *x, size_t ld_x,
+    float *out)
+{
+    int  p = j->n_w++;
+
+    j->w[p] = *w;
+    j->x[p] = x;
+    j->ld_x[p] = ld_x;
+    j->out[p] = out;
+    j->first_chunk[p + 1] = j->first_chunk[p]
+        + (w->rows + FUSED_CHUNK_ROWS - 1) / FUSED_CHUNK_ROWS;
+}
+
+
+static int
+use_fused(llm_backend *be, int n)
+{
+    cpu_ctx  *c = be->ctx;
+
+    return !be->opt.exact && n <= FUSED_MAX_TOKENS && c->n_threads > 1;
 }
 
 
@@ -443,24 +480,98 @@ matmul_multi(llm_backend *be, const float *x, int n, int n_w,
     fused_job   j;
     int         p;
 
-    if (be->opt.exact || n > FUSED_MAX_TOKENS || c->n_threads == 1) {
+    if (!use_fused(be, n)) {
         for (p = 0; p < n_w; p++) {
             matmul(be, out[p], x, n, w[p]);
         }
         return;
     }
     memset(&j, 0, sizeof(j));
-    j.x = x;
     j.n = n;
-    j.n_w = n_w;
     for (p = 0; p < n_w; p++) {
-        j.w[p] = w[p];
-        j.out[p] = out[p];
-        j.first_chunk[p + 1] = j.first_chunk[p]
-            + (w[p]->rows + FUSED_CHUNK_ROWS - 1) / FUSED_CHUNK_ROWS;
+        fused_add(&j, w[p], x, w[p]->cols, out[p]);
     }
     atomic_init(&j.next, 0);
     llm_threadpool_run(c->tp, fused_task, &j);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * row-split matmuls: the tensor-parallel reduction points
+ */
+
+/* slot[s] = in[:, slice s] @ w[:, slice s]^T for this rank's slices; w is
+ * this rank's view (its my_slices slices side by side), in (n, w->cols) */
+static void
+matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
+    const llm_tensor *w)
+{
+    cpu_ctx     *c = be->ctx;
+    int          width = w->cols / c->my_slices, s, i;
+    llm_tensor   v;
+    fused_job    j;
+
+    memset(&j, 0, sizeof(j));
+    j.n = n;
+    for (s = 0; s < c->my_slices; s++) {
+        v = llm_tensor_cols(w, s * width, width);
+        if (use_fused(be, n)) {
+            fused_add(&j, &v, in + s * width, w->cols, slot[s]);
+        } else if (be->opt.exact) {
+            /* llm_matmul_ref reads contiguous rows */
+            for (i = 0; i < n; i++) {
+                memcpy(c->xs + (size_t) i * width,
+                       in + (size_t) i * w->cols + s * width,
+                       width * sizeof(float));
+            }
+            llm_matmul_ref(slot[s], c->xs, n, &v);
+        } else {
+            llm_matmul_ld(c->tp, slot[s], w->rows, in + s * width, w->cols,
+                          n, &v);
+        }
+    }
+    if (j.n_w > 0) {
+        atomic_init(&j.next, 0);
+        llm_threadpool_run(c->tp, fused_task, &j);
+    }
+}
+
+
+typedef struct {
+    float               *x;
+    const float *const  *slot;
+    int                  n_slices;
+    size_t               n;
+} slice_sum_job;
+
+
+static void
+slice_sum_task(void *arg, int ith, int nth)
+{
+    slice_sum_job  *j = arg;
+
+    llm_tp_sum_slices(j->x, j->slot, j->n_slices, j->n * ith / nth,
+                      j->n * (ith + 1) / nth);
+}
+
+
+/*
+ * x += in @ w^T for a row-split weight (wo, down): this rank's slices into
+ * their slots, the exchange (a barrier: the slots are shared), then every
+ * rank adds all n_slices partials in slice order (tp.h). At tp 1 this is
+ * the same arithmetic without the barrier, so TP=N == TP=1 bit for bit.
+ */
+static void
+matmul_rowsplit_add(llm_backend *be, float *x, const float *in, int n,
+    const llm_tensor *w, int set)
+{
+    cpu_ctx        *c = be->ctx;
+    slice_sum_job   sj = { x, (const float *const *) c->slot[set],
+                           c->n_slices, (size_t) n * w->rows };
+
+    matmul_slices(be, c->slot[set] + c->slice_lo, in, n, w);
+    llm_tp_barrier(c->group);
+    run_job(c, slice_sum_task, &sj, sj.n * c->n_slices);
 }
 
 
@@ -550,29 +661,51 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
     run_job(c, qkv_finish_task, &lj, (size_t) n * (c->q_dim + c->kv_dim));
     run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
-    matmul(be, c->xb2, c->att, n, &l->wo);
-    add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
+    matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
     matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
     run_job(c, swiglu_task, &sj, sj.n);
-    matmul(be, c->xb2, c->hb, n, &l->w_down);
-    add_rows(c->x, c->xb2, (size_t) n * cfg->dim);
+    matmul_rowsplit_add(be, c->x, c->hb, n, &l->w_down, 1);
 }
 
 
-static int
-cpu_forward(llm_backend *be, const llm_batch *b)
+/* logits(n_logits, vocab) = xb @ output^T; with tp ranks each computes a
+ * range of vocabulary rows (rows are independent dot products, so the
+ * split changes no bit); exact mode leaves them all to rank 0 */
+static void
+logits_rows(llm_backend *be, const llm_batch *b)
+{
+    cpu_ctx          *c = be->ctx;
+    const llm_model  *m = be->model;
+    int               vocab = m->cfg.vocab_size, lo, hi;
+    int               n_ranks = llm_tp_group_size(c->group);
+    llm_tensor        v;
+
+    if (be->opt.exact) {
+        if (c->rank == 0) {
+            matmul(be, b->logits, c->xb, b->n_logits, &m->output);
+        }
+        return;
+    }
+    lo = (int) ((long long) vocab * c->rank / n_ranks);
+    hi = (int) ((long long) vocab * (c->rank + 1) / n_ranks);
+    v = llm_tensor_rows(&m->output, lo, hi - lo);
+    llm_matmul_ld(c->tp, b->logits + lo, vocab, c->xb, m->cfg.dim,
+                  b->n_logits, &v);
+}
+
+
+/* one rank's whole step on a checked batch (the whole step at tp 1) */
+static void
+cpu_forward_rank(llm_backend *be, const llm_batch *b)
 {
     cpu_ctx           *c = be->ctx;
     const llm_model   *m = be->model;
     const llm_config  *cfg = &m->cfg;
     int                i, layer;
 
-    if (check_batch(be, b) != 0) {
-        return -1;
-    }
     for (i = 0; i < b->n_tokens; i++) {
         llm_dequant_row(m->tok_embd.type,
                         (const uint8_t *) m->tok_embd.data
@@ -585,8 +718,18 @@ cpu_forward(llm_backend *be, const llm_batch *b)
     if (b->n_logits > 0) {
         rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
                      cfg->norm_eps, b->logit_idx);
-        matmul(be, b->logits, c->xb, b->n_logits, &m->output);
+        logits_rows(be, b);
     }
+}
+
+
+static int
+cpu_forward(llm_backend *be, const llm_batch *b)
+{
+    if (check_batch(be, b) != 0) {
+        return -1;
+    }
+    cpu_forward_rank(be, b);
     return 0;
 }
 
@@ -621,7 +764,8 @@ cpu_free(llm_backend *be)
         llm_kv_free(&c->kv);
         free(c->x);
         free(c->xb);
-        free(c->xb2);
+        free(c->slot_mem);
+        free(c->xs);
         free(c->q);
         free(c->k);
         free(c->v);
@@ -655,26 +799,46 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
 }
 
 
-llm_backend *
-llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
-    char *err, size_t err_len)
+/* the slots of row-split partials: at tp 1 owned, one set that both
+ * reductions reuse; at tp > 1 two sets in the group's shared memory
+ * (2, n_slices, max_batch_tokens, dim) */
+static int
+cpu_slots_init(cpu_ctx *c, const llm_model *m, int n, float *shared)
+{
+    size_t  per = (size_t) n * m->cfg.dim;
+    int     set, s;
+
+    c->n_slices = llm_tp_slices(m);
+    c->my_slices = c->n_slices / m->tp_size;
+    c->slice_lo = m->tp_rank * c->my_slices;
+    if (shared == NULL) {
+        c->slot_mem = alloc_rows(c->n_slices * n, m->cfg.dim);
+        if (c->slot_mem == NULL) {
+            return -1;
+        }
+    }
+    for (set = 0; set < 2; set++) {
+        for (s = 0; s < c->n_slices; s++) {
+            c->slot[set][s] = shared != NULL
+                ? shared + ((size_t) set * c->n_slices + s) * per
+                : c->slot_mem + (size_t) s * per;
+        }
+    }
+    return 0;
+}
+
+
+/* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
+ * NULL), or rank m->tp_rank of a group sharing its slots */
+static llm_backend *
+cpu_rank_create(const llm_model *m, const llm_backend_options *o,
+    llm_tp_group *group, float *shared, char *err, size_t err_len)
 {
     const llm_config  *cfg = &m->cfg;
     llm_backend       *be;
     cpu_ctx           *c;
     int                n;
 
-    if (o->n_threads < 1 || o->n_threads > 1024 || o->max_batch_tokens < 1) {
-        snprintf(err, err_len, "cpu backend: invalid options (%d threads, "
-                 "max_batch_tokens %d)", o->n_threads, o->max_batch_tokens);
-        return NULL;
-    }
-    if (m->tp_size != 1) {
-        snprintf(err, err_len, "cpu backend: tensor parallel size %d is not "
-                 "supported yet (the weights are sharded, the all-reduce is "
-                 "not written)", m->tp_size);
-        return NULL;
-    }
     be = calloc(1, sizeof(*be));
     c = calloc(1, sizeof(*c));
     if (be == NULL || c == NULL) {
@@ -707,7 +871,6 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
     n = o->max_batch_tokens;
     c->x = alloc_rows(n, cfg->dim);
     c->xb = alloc_rows(n, cfg->dim);
-    c->xb2 = alloc_rows(n, cfg->dim);
     c->q = alloc_rows(n, c->q_dim);
     c->k = alloc_rows(n, c->kv_dim);
     c->v = alloc_rows(n, c->kv_dim);
@@ -717,10 +880,16 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
     c->scores = alloc_rows(o->n_threads, cfg->max_seq_len);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
-    if (c->x == NULL || c->xb == NULL || c->xb2 == NULL || c->q == NULL
+    c->group = group;
+    c->rank = m->tp_rank;
+    if (o->exact) {
+        c->xs = alloc_rows(n, c->q_dim > c->hidden ? c->q_dim : c->hidden);
+    }
+    if (c->x == NULL || c->xb == NULL || c->q == NULL
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
         || c->hb2 == NULL || c->scores == NULL || c->inv_freq == NULL
-        || c->tp == NULL)
+        || c->tp == NULL || (o->exact && c->xs == NULL)
+        || cpu_slots_init(c, m, n, shared) != 0)
     {
         snprintf(err, err_len, "cpu backend: out of memory (or no threads) "
                  "for a batch of %d tokens", n);
@@ -734,6 +903,200 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
 }
 
 
+/* ---------------------------------------------------------------------------
+ * tensor parallelism: one backend that runs every rank (docs/tp.md)
+ */
+
+typedef struct {
+    llm_tp_group     *group;
+    int               n_ranks;
+    llm_model        *models;     /* (n_ranks) ranks 1.. loaded here; rank
+                                     0 is the caller's model */
+    int               n_loaded;   /* models[1 .. n_loaded-1] to free */
+    llm_backend     **ranks;      /* (n_ranks) each rank's CPU state */
+    float            *slot_mem;   /* (2, n_slices, max_batch_tokens, dim)
+                                     row-split partials, shared */
+    const llm_batch  *batch;      /* the step being run */
+} cpu_tp;
+
+
+static void
+tp_rank_task(void *arg, int rank, int n_ranks)
+{
+    cpu_tp  *t = arg;
+
+    (void) n_ranks;
+    cpu_forward_rank(t->ranks[rank], t->batch);
+}
+
+
+static int
+tp_forward(llm_backend *be, const llm_batch *b)
+{
+    cpu_tp  *t = be->ctx;
+
+    /* every rank would judge the batch alike; check once, before any rank
+     * can wait at a barrier */
+    if (check_batch(t->ranks[0], b) != 0) {
+        return be_fail(be, "%s", t->ranks[0]->err);
+    }
+    t->batch = b;
+    llm_tp_group_run(t->group, tp_rank_task, t);
+    return 0;
+}
+
+
+static int
+tp_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    for (r = 0; r < t->n_ranks; r++) {
+        if (cpu_copy_block(t->ranks[r], dst, src) != 0) {
+            return be_fail(be, "%s", t->ranks[r]->err);
+        }
+    }
+    return 0;
+}
+
+
+static void
+tp_free(llm_backend *be)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    if (t != NULL) {
+        llm_tp_group_free(t->group);
+        for (r = 0; t->ranks != NULL && r < t->n_ranks; r++) {
+            if (t->ranks[r] != NULL) {
+                cpu_free(t->ranks[r]);
+            }
+        }
+        for (r = 1; r < t->n_loaded; r++) {
+            llm_model_free(&t->models[r]);
+        }
+        free(t->models);
+        free(t->ranks);
+        free(t->slot_mem);
+        free(t);
+    }
+    free(be);
+}
+
+
+/* rank r's model: the caller's for rank 0, else loaded from its file */
+static const llm_model *
+tp_rank_model(cpu_tp *t, const llm_model *m, int r, char *err,
+    size_t err_len)
+{
+    if (r == 0) {
+        return m;
+    }
+    t->n_loaded = r + 1;
+    if (llm_tp_load_rank(&t->models[r], m, r) != 0) {
+        snprintf(err, err_len, "cpu backend: tensor parallel rank %d: %s", r,
+                 t->models[r].err);
+        return NULL;
+    }
+    return &t->models[r];
+}
+
+
+/*
+ * m is rank 0 of m->tp_size (llm_model_load(m, path, 0, N)); the other
+ * ranks' views are loaded here from the same file. o->n_threads is the
+ * total: each rank thread gets n_threads / N (at least 1) for its matmuls.
+ */
+static llm_backend *
+cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
+    size_t err_len)
+{
+    llm_backend          *be;
+    cpu_tp               *t;
+    const llm_model      *rm;
+    llm_backend_options   ro = *o;
+    char                  msg[400];
+    int                   r, n = m->tp_size;
+
+    if (m->tp_rank != 0) {
+        snprintf(err, err_len, "cpu backend: a tensor parallel backend is "
+                 "made from rank 0's model (got rank %d of %d)", m->tp_rank,
+                 n);
+        return NULL;
+    }
+    if (llm_tp_check(m, n, msg, sizeof(msg)) != 0) {
+        snprintf(err, err_len, "cpu backend: %s", msg);
+        return NULL;
+    }
+    be = calloc(1, sizeof(*be));
+    t = calloc(1, sizeof(*t));
+    if (be == NULL || t == NULL) {
+        free(be);
+        free(t);
+        snprintf(err, err_len, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cpu";
+    be->iface.forward = tp_forward;
+    be->iface.copy_block = tp_copy_block;
+    be->iface.free = tp_free;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = t;
+
+    t->n_ranks = n;
+    t->models = calloc(n, sizeof(llm_model));
+    t->ranks = calloc(n, sizeof(llm_backend *));
+    t->slot_mem = alloc_rows(2 * llm_tp_slices(m) * o->max_batch_tokens,
+                             m->cfg.dim);
+    if (t->models == NULL || t->ranks == NULL || t->slot_mem == NULL) {
+        snprintf(err, err_len, "cpu backend: out of memory for %d tensor "
+                 "parallel ranks", n);
+        tp_free(be);
+        return NULL;
+    }
+    t->group = llm_tp_group_create(n, msg, sizeof(msg));
+    if (t->group == NULL) {
+        snprintf(err, err_len, "cpu backend: %s", msg);
+        tp_free(be);
+        return NULL;
+    }
+    ro.n_threads = o->n_threads / n > 1 ? o->n_threads / n : 1;
+    for (r = 0; r < n; r++) {
+        rm = tp_rank_model(t, m, r, err, err_len);
+        if (rm == NULL) {
+            tp_free(be);
+            return NULL;
+        }
+        t->ranks[r] = cpu_rank_create(rm, &ro, t->group, t->slot_mem, err,
+                                      err_len);
+        if (t->ranks[r] == NULL) {
+            tp_free(be);
+            return NULL;
+        }
+    }
+    return be;
+}
+
+
+llm_backend *
+llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    if (o->n_threads < 1 || o->n_threads > 1024 || o->max_batch_tokens < 1) {
+        snprintf(err, err_len, "cpu backend: invalid options (%d threads, "
+                 "max_batch_tokens %d)", o->n_threads, o->max_batch_tokens);
+        return NULL;
+    }
+    if (m->tp_size > 1) {
+        return cpu_tp_create(m, o, err, err_len);
+    }
+    return cpu_rank_create(m, o, NULL, NULL, err, err_len);
+}
+
+
 llm_backend *
 llm_backend_create(const char *name, const llm_model *m,
     const llm_backend_options *o, char *err, size_t err_len)
@@ -741,7 +1104,15 @@ llm_backend_create(const char *name, const llm_model *m,
     if (strcmp(name, "cpu") == 0) {
         return llm_backend_cpu_create(m, o, err, err_len);
     }
+#if NGX_LLM_CUDA
+    if (strcmp(name, "cuda") == 0) {
+        return llm_backend_cuda_create(m, o, err, err_len);
+    }
+    snprintf(err, err_len, "backend \"%s\" is not built (available: cpu, "
+             "cuda)", name);
+#else
     snprintf(err, err_len, "backend \"%s\" is not built (available: cpu)",
              name);
+#endif
     return NULL;
 }
