@@ -753,6 +753,467 @@ def load_tokenizer_only(path):
 
 
 # ---------------------------------------------------------------------------
+# Hugging Face directories (BRIEF 9.14): tiny random models of each
+# architecture, saved by transformers (safetensors) with a real tokenizer
+# cut down to a small vocabulary, and their GGUF conversion written here
+# from the same weights. The reference is transformers on the directory.
+# ---------------------------------------------------------------------------
+
+# Each tokenizer keeps its first `keep` ids (all 256 byte tokens among
+# them), the merges among those, and the special tokens the chat template
+# uses, renumbered after them: same pre-tokenizer, normalizer, decoder and
+# post-processor as the published file, a vocabulary small enough to commit.
+HF_TEMPLATES = "data/templates"
+HF_MODELS = [
+    {   # Llama 2 / TinyLlama style: SentencePiece BPE with byte fallback
+        "name": "hf-llama", "arch": "llama", "seed": 11,
+        "tokenizer": "mistral-spm", "keep": 600, "specials": [],
+        "template": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        "dtype": "float32", "tied": False,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "eps": 1e-5, "theta": 10000.0,
+    },
+    {   # Llama 3.1+: byte-level BPE, rope_scaling "llama3"; the original
+        # context is tiny so the scaling changes the short test prompts
+        "name": "hf-llama3", "arch": "llama", "seed": 12,
+        "tokenizer": "llama3-bpe", "keep": 600,
+        "specials": ["<|begin_of_text|>", "<|end_of_text|>",
+                     "<|start_header_id|>", "<|end_header_id|>",
+                     "<|eot_id|>"],
+        "dtype": "bfloat16", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "eps": 1e-5, "theta": 10000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 32},
+    },
+    {   # Mistral: SentencePiece BPE, sliding-window attention
+        "name": "hf-mistral", "arch": "mistral", "seed": 13,
+        "tokenizer": "mistral-spm", "keep": 600, "specials": [],
+        "template": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        "dtype": "float16", "tied": False,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 1,
+        "eps": 1e-5, "theta": 1000000.0, "sliding_window": 12,
+    },
+    {   # Qwen2.5: q/k/v biases, NFC normalizer
+        "name": "hf-qwen2", "arch": "qwen2", "seed": 14,
+        "tokenizer": "qwen3-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "template": "Qwen-Qwen2.5-7B-Instruct.jinja",
+        "dtype": "bfloat16", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "eps": 1e-6, "theta": 1000000.0,
+    },
+    {   # Qwen3: per-head q/k RMSNorm, head_dim != hidden / heads
+        "name": "hf-qwen3", "arch": "qwen3", "seed": 15,
+        "tokenizer": "qwen3-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                     "<think>", "</think>"],
+        "dtype": "bfloat16", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+    },
+]
+
+HF_CASES = [
+    {"name": "plain",
+     "text": "The quick brown fox jumps over the lazy dog, and then it "
+             "runs back into the forest to find its friends."},
+    # accents, CJK and an emoji: byte-level BPE spells them in bytes, the
+    # SentencePiece vocabularies need byte fallback for every one of them
+    {"name": "bytes", "text": "Caf\u00e9 na\u00efve \u2014 \u65e5\u672c "
+                              "\U0001F642 12345"},
+    {"name": "chat",
+     "messages": [{"role": "user", "content": "Hi! What is 2+2?"}]},
+]
+
+
+def truncate_tokenizer(tj, tc, keep, specials):
+    """(tokenizer.json, tokenizer_config.json) cut to `keep` ids plus the
+    named special tokens; returns both and the new vocabulary size."""
+    model = tj["model"]
+    vocab = {t: i for t, i in model["vocab"].items() if i < keep}
+    if model.get("byte_fallback"):
+        # SentencePiece vocabularies hold every character of every piece;
+        # a cut one must too, or HF (no merge with an unknown character)
+        # and SentencePiece (merge any pair whose text is a piece) differ
+        chars = sorted({c for t in vocab for c in t if c not in vocab},
+                       key=lambda c: model["vocab"].get(c, 1 << 30))
+        missing = [c for c in chars if c not in model["vocab"]]
+        if missing:
+            sys.exit("oracle: characters %r are no pieces" % missing)
+        for c in chars:
+            vocab[c] = len(vocab)
+    byte_ok = sum(1 for t in vocab if len(t) == 1) >= 188 \
+        or sum(1 for t in vocab if t.startswith("<0x")) == 256
+    if not byte_ok:
+        sys.exit("oracle: the first %d ids do not hold every byte" % keep)
+    merges = []
+    for m in model["merges"]:
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        if a in vocab and b in vocab and (a + b) in vocab:
+            merges.append(m)
+    model["vocab"], model["merges"] = vocab, merges
+    remap, added, nid = {}, [], len(vocab)
+    for at in tj["added_tokens"]:
+        if at["id"] < keep:
+            remap[at["id"]] = at["id"]
+            added.append(at)
+        elif at["content"] in specials:
+            remap[at["id"]] = nid
+            added.append(dict(at, id=nid))
+            nid += 1
+    tj["added_tokens"] = added
+
+    def fix_ids(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "ids" and isinstance(v, list):
+                    node[k] = [remap[i] for i in v]
+                else:
+                    fix_ids(v)
+        elif isinstance(node, list):
+            for v in node:
+                fix_ids(v)
+    fix_ids(tj.get("post_processor"))
+    dec = tc.get("added_tokens_decoder", {})
+    tc["added_tokens_decoder"] = {str(remap[int(k)]): v
+                                  for k, v in dec.items()
+                                  if int(k) in remap}
+    if "additional_special_tokens" in tc:
+        kept = {a["content"] for a in added}
+        tc["additional_special_tokens"] = [
+            s for s in tc["additional_special_tokens"] if s in kept]
+    return tj, tc, nid
+
+
+def hf_config(spec, vocab):
+    from transformers import AutoConfig
+
+    kw = dict(vocab_size=vocab, hidden_size=spec["dim"],
+              intermediate_size=spec["hidden"],
+              num_hidden_layers=spec["layers"],
+              num_attention_heads=spec["heads"],
+              num_key_value_heads=spec["kv_heads"],
+              max_position_embeddings=256, rms_norm_eps=spec["eps"],
+              rope_theta=spec["theta"], tie_word_embeddings=spec["tied"],
+              bos_token_id=None, eos_token_id=None)
+    if "head_dim" in spec:
+        kw["head_dim"] = spec["head_dim"]
+    if "rope_scaling" in spec:
+        kw["rope_scaling"] = dict(spec["rope_scaling"])
+    if spec["arch"] == "mistral":
+        kw["sliding_window"] = spec.get("sliding_window")
+    return AutoConfig.for_model(spec["arch"], **kw)
+
+
+def hf_init_weights(model, spec):
+    """Seeded weights with a useful spread: logits of std ~5, biases and
+    q/k-norm gains large enough that dropping them shows."""
+    import torch
+
+    g = torch.Generator().manual_seed(spec["seed"])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if name.endswith("q_norm.weight") or name.endswith(
+                    "k_norm.weight"):
+                v = 1.0 + 0.5 * r
+            elif "norm" in name:
+                v = 1.0 + 0.1 * r
+            elif name.endswith(".bias"):
+                v = 0.5 * r
+            elif "embed_tokens" in name:
+                v = r
+            elif "lm_head" in name:
+                v = 4.0 * r / np.sqrt(p.shape[1])
+            elif "q_proj" in name or "k_proj" in name:
+                v = 1.5 * r / np.sqrt(p.shape[1])
+            else:
+                v = r / np.sqrt(p.shape[1])
+            p.copy_(v)
+
+
+def hf_permute(w, n_head):
+    """HF rotate-half rows -> Meta's adjacent pairs, as llama.cpp's
+    convert_hf_to_gguf.py does for llama-architecture GGUFs."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def llama3_rope_factors(spec, head_dim):
+    """rope_freqs.weight as llama.cpp's converter writes it."""
+    import math
+
+    rs = spec["rope_scaling"]
+    base, dim = spec["theta"], head_dim
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    lo_wl = rs["original_max_position_embeddings"] / rs["low_freq_factor"]
+    hi_wl = rs["original_max_position_embeddings"] / rs["high_freq_factor"]
+    out = []
+    for f in freqs:
+        wl = 2 * math.pi / f
+        if wl < hi_wl:
+            out.append(1.0)
+        elif wl > lo_wl:
+            out.append(rs["factor"])
+        else:
+            smooth = ((rs["original_max_position_embeddings"] / wl
+                       - rs["low_freq_factor"])
+                      / (rs["high_freq_factor"] - rs["low_freq_factor"]))
+            out.append(1.0 / ((1 - smooth) / rs["factor"] + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+HF_GGUF_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def gguf_tokenizer(writer, tj, tc, spec, vocab):
+    """The cut-down tokenizer.json as llama.cpp's metadata."""
+    model = tj["model"]
+    tokens = [""] * vocab
+    types = [1] * vocab
+    for t, i in model["vocab"].items():
+        tokens[i] = t
+    special = {a["content"] for a in tj["added_tokens"] if a["special"]}
+    for a in tj["added_tokens"]:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = 3 if a["special"] else 4
+    spm = model.get("byte_fallback", False)
+    for i, t in enumerate(tokens):
+        if spm and len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types[i] = 6
+        if t == model.get("unk_token"):
+            types[i] = 2
+    ids = {t: i for i, t in enumerate(tokens)}
+    if spm:
+        # SentencePiece merges the pair whose piece scores highest; HF the
+        # pair whose merge comes first: score = -(rank of the first merge
+        # that makes the piece) gives the same order
+        scores = [-1e9] * vocab
+        for rank, m in enumerate(model["merges"]):
+            a, b = m.split(" ", 1) if isinstance(m, str) else m
+            if scores[ids[a + b]] == -1e9:
+                scores[ids[a + b]] = -float(rank)
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(tokens)
+        writer.add_token_scores(scores)
+        writer.add_token_types(types)
+        writer.add_add_space_prefix(True)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("llama-bpe" if spec["tokenizer"]
+                                 == "llama3-bpe" else "qwen2")
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges([m if isinstance(m, str) else " ".join(m)
+                                 for m in model["merges"]])
+    bos, eos = tc.get("bos_token"), tc.get("eos_token")
+    if isinstance(bos, dict):
+        bos = bos["content"]
+    if isinstance(eos, dict):
+        eos = eos["content"]
+    if bos in ids:
+        writer.add_bos_token_id(ids[bos])
+    if eos in ids:
+        writer.add_eos_token_id(ids[eos])
+    if model.get("unk_token") in ids:
+        writer.add_unk_token_id(ids[model["unk_token"]])
+    post = json.dumps(tj.get("post_processor"))
+    writer.add_add_bos_token(bos is not None and bos in special
+                             and ('"%s"' % bos) in post)
+    if tc.get("chat_template"):
+        writer.add_chat_template(tc["chat_template"])
+    del special
+
+
+def write_hf_gguf(spec, folder, tj, tc, vocab, path):
+    import torch
+    from safetensors.torch import load_file
+
+    st = load_file(os.path.join(folder, "model.safetensors"))
+    arch = "llama" if spec["arch"] in ("llama", "mistral") else spec["arch"]
+    head_dim = spec.get("head_dim", spec["dim"] // spec["heads"])
+    writer = gguf.GGUFWriter(path, arch)
+    writer.add_name(spec["name"])
+    writer.add_context_length(256)
+    writer.add_embedding_length(spec["dim"])
+    writer.add_feed_forward_length(spec["hidden"])
+    writer.add_block_count(spec["layers"])
+    writer.add_head_count(spec["heads"])
+    writer.add_head_count_kv(spec["kv_heads"])
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(spec["theta"])
+    writer.add_layer_norm_rms_eps(spec["eps"])
+    writer.add_vocab_size(vocab)
+    if spec.get("sliding_window"):
+        writer.add_sliding_window(spec["sliding_window"])
+    gguf_tokenizer(writer, tj, tc, spec, vocab)
+
+    def add(name, t):
+        if t.ndim == 1:
+            writer.add_tensor(name, t.float().numpy())
+        elif t.dtype == torch.bfloat16:
+            writer.add_tensor(name, t.view(torch.int16).numpy()
+                              .view(np.uint16), raw_dtype=QT.BF16)
+        elif t.dtype == torch.float16:
+            writer.add_tensor(name, t.numpy())
+        else:
+            writer.add_tensor(name, t.float().numpy())
+
+    for name in sorted(st):
+        t = st[name]
+        if name == "model.embed_tokens.weight":
+            add("token_embd.weight", t)
+        elif name == "model.norm.weight":
+            add("output_norm.weight", t)
+        elif name == "lm_head.weight":
+            add("output.weight", t)
+        else:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            out = "blk.%s.%s" % (layer, HF_GGUF_NAMES[rest])
+            if arch == "llama" and rest == "self_attn.q_proj.weight":
+                t = hf_permute(t, spec["heads"])
+            elif arch == "llama" and rest == "self_attn.k_proj.weight":
+                t = hf_permute(t, spec["kv_heads"])
+            add(out, t.contiguous())
+    if "rope_scaling" in spec:
+        writer.add_tensor("rope_freqs.weight",
+                          llama3_rope_factors(spec, head_dim))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def write_hf_model(spec, shared, folder, gguf_path):
+    import shutil
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    src = os.path.join(shared, "data/tokenizers", spec["tokenizer"])
+    with open(os.path.join(src, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    with open(os.path.join(src, "tokenizer_config.json"),
+              encoding="utf-8") as f:
+        tc = json.load(f)
+    tj, tc, vocab = truncate_tokenizer(tj, tc, spec["keep"],
+                                       spec["specials"])
+    if "template" in spec:
+        with open(os.path.join(shared, HF_TEMPLATES, spec["template"]),
+                  encoding="utf-8") as f:
+            tc["chat_template"] = f.read()
+    tc.pop("model_max_length", None)
+
+    torch.manual_seed(spec["seed"])
+    model = AutoModelForCausalLM.from_config(hf_config(spec, vocab),
+                                             dtype=torch.float32)
+    hf_init_weights(model, spec)
+    if os.path.isdir(folder):
+        shutil.rmtree(folder)
+    model.to(getattr(torch, spec["dtype"])).save_pretrained(
+        folder, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(folder, extra)):
+            os.remove(os.path.join(folder, extra))
+    with open(os.path.join(folder, "tokenizer.json"), "w",
+              encoding="utf-8") as f:
+        json.dump(tj, f, ensure_ascii=False, separators=(",", ":"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w",
+              encoding="utf-8") as f:
+        json.dump(tc, f, ensure_ascii=False, indent=1)
+    write_hf_gguf(spec, folder, tj, tc, vocab, gguf_path)
+
+
+def dir_bytes(folder):
+    return sum(os.path.getsize(os.path.join(folder, n))
+               for n in sorted(os.listdir(folder)))
+
+
+def make_hf_goldens(spec, repo, shared, golden_dir):
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rel_dir = "t/data/models/%s" % spec["name"]
+    rel_gguf = rel_dir + ".gguf"
+    folder, gpath = os.path.join(repo, rel_dir), os.path.join(repo, rel_gguf)
+    write_hf_model(spec, shared, folder, gpath)
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    weight_type = {"float32": "F32", "float16": "F16",
+                   "bfloat16": "BF16"}[spec["dtype"]]
+    tolerance = tolerance_for(spec["name"], weight_type)
+    cases, report = [], []
+    for case in HF_CASES:
+        text, ids = encode_case(tok, case)
+        first, greedy, margins, top1 = reference_run(model, ids)
+        entry = {
+            "name": case["name"],
+            "prompt": text,
+            "chat": "messages" in case,
+            "prompt_ids": ids,
+            "top_logits": [[i, r6(v)] for i, v in top_k(first, TOP_K)],
+            "logit_std": r6(float(first.std())),
+            "greedy_ids": greedy,
+            "greedy_top1_logits": [r6(v) for v in top1],
+            "greedy_margins": [r6(v) for v in margins],
+            "first_small_margin_step": first_small_margin(margins,
+                                                          tolerance),
+            "greedy_text": tok.decode(greedy),
+        }
+        if "messages" in case:
+            entry["messages"] = case["messages"]
+        cases.append(entry)
+        report.append({"case": case["name"], "tokens": len(ids),
+                       "crosscheck": 0.0,
+                       "small_margin_step": entry["first_small_margin_step"]})
+    for fmt, rel, path in (("hf", rel_dir, folder),
+                           ("gguf", rel_gguf, gpath)):
+        golden = {
+            "model": {"base": "REPO", "path": rel,
+                      "bytes": dir_bytes(path) if fmt == "hf"
+                      else os.path.getsize(path)},
+            "format": fmt,
+            "arch": spec["arch"],
+            "weight_type": weight_type,
+            "tensor_types": [weight_type, "F32"],
+            "reference": "transformers %s, torch %s, fp32 (eager attention) "
+                         "on the HF directory; the GGUF is written by "
+                         "tools/oracle.py from the same safetensors"
+                         % (transformers.__version__,
+                            torch.__version__.split("+")[0]),
+            "tolerance": tolerance,
+            "greedy_steps": GREEDY_STEPS,
+            "cases": cases,
+        }
+        name = spec["name"] + (".json" if fmt == "hf" else "-gguf.json")
+        with open(os.path.join(golden_dir, name), "w") as f:
+            f.write(dump_golden(golden))
+    print_report(spec["name"], weight_type, tolerance, report)
+
+
+# ---------------------------------------------------------------------------
 # main
 # ---------------------------------------------------------------------------
 
@@ -767,7 +1228,9 @@ def main():
                               "SmolLM2-135M-Instruct.Q4_1.gguf")))
     ap.add_argument("--repo", default=".")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="subset: smollm2 stories tiny tokenizer")
+                    help="subset: smollm2 stories tiny tokenizer hf")
+    ap.add_argument("--hf", nargs="*", default=None,
+                    help="with --only hf: these HF models (hf-llama ...)")
     ap.add_argument("--no-probes", action="store_true",
                     help="skip the broken-engine variants (faster)")
     args = ap.parse_args()
@@ -777,7 +1240,8 @@ def main():
     torch.manual_seed(0)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    parts = set(args.only or ["tokenizer", "tiny", "stories", "smollm2"])
+    parts = set(args.only or ["tokenizer", "tiny", "stories", "smollm2",
+                              "hf"])
     golden_dir = os.path.join(args.repo, "t/data/golden")
     models_dir = os.path.join(args.repo, "t/data/models")
     os.makedirs(golden_dir, exist_ok=True)
@@ -806,6 +1270,12 @@ def main():
                         "SHARED", rel, STORIES_CASES,
                         os.path.join(golden_dir, "stories260K-%s.json" % t),
                         probes)
+
+    if "hf" in parts:
+        only = set(args.hf or [spec["name"] for spec in HF_MODELS])
+        for spec in HF_MODELS:
+            if spec["name"] in only:
+                make_hf_goldens(spec, args.repo, args.shared, golden_dir)
 
     if "smollm2" in parts:
         make_golden("smollm2-q4_1", args.model, "MODEL",

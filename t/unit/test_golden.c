@@ -145,6 +145,38 @@ list_goldens(char **names, int max)
 }
 
 
+/* a file's size, or the sum of a directory's files (a HF model) */
+static double
+model_bytes(const char *path)
+{
+    struct stat     st;
+    struct dirent  *e;
+    DIR            *d;
+    char            p[2048];
+    double          sum = 0;
+
+    if (stat(path, &st) != 0) {
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return (double) st.st_size;
+    }
+    d = opendir(path);
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+        if (e->d_name[0] != '.' && stat(p, &st) == 0
+            && S_ISREG(st.st_mode))
+        {
+            sum += (double) st.st_size;
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return sum;
+}
+
+
 /* golden "model": {"base": SHARED|MODEL|REPO, "path": ...} -> file path */
 static void
 model_path(const cJSON *model, char *out, size_t len)
@@ -460,7 +492,7 @@ check_golden(const char *name, summary *s)
     s->tol = tol;
 
     model_path(cJSON_GetObjectItem(g, "model"), mpath, sizeof(mpath));
-    if (!ok(stat(mpath, &st) == 0 && (double) st.st_size
+    if (!ok(stat(mpath, &st) == 0 && model_bytes(mpath)
             == cJSON_GetNumberValue(cJSON_GetObjectItem(
                    cJSON_GetObjectItem(g, "model"), "bytes")),
             "%s: model %s is the file the golden was made from", name,
@@ -471,7 +503,13 @@ check_golden(const char *name, summary *s)
     }
 
     tok = NULL;
-    if (gguf_open(&gf, mpath) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+        /* HF directory: tokenizer.json and tokenizer_config.json */
+        tok = llm_tokenizer_load_hf(mpath, err, sizeof(err));
+        if (tok == NULL) {
+            printf("# %s\n", err);
+        }
+    } else if (gguf_open(&gf, mpath) == 0) {
         tok = llm_tokenizer_load_gguf(&gf, err, sizeof(err));
         if (tok == NULL) {
             printf("# %s\n", err);
@@ -479,11 +517,19 @@ check_golden(const char *name, summary *s)
     } else {
         printf("# %s\n", gf.err);
     }
-    gguf_close(&gf);
+    if (!S_ISDIR(st.st_mode)) {
+        gguf_close(&gf);
+    }
     ok(tok != NULL, "%s: tokenizer loads", name);
 
     have_engine = engine_open(&e, mpath) == 0;
     ok(have_engine, "%s: model loads on the CPU backend", name);
+    if (have_engine && cJSON_GetObjectItem(g, "format") != NULL) {
+        ok(e.model.hf == (strcmp(cJSON_GetStringValue(
+               cJSON_GetObjectItem(g, "format")), "hf") == 0),
+           "%s: loaded as a %s", name,
+           e.model.hf ? "HF directory" : "GGUF file");
+    }
 
     cases = cJSON_GetObjectItem(g, "cases");
     cJSON_ArrayForEach(c, cases) {
