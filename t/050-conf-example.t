@@ -53,6 +53,27 @@ sub nginx_t {
             'conf.example/nginx.conf passes nginx -t');
 }
 
+# --- the example in docs/directives.md -----------------------------------------
+
+{
+    my ($doc) = slurp("$FindBin::Bin/../docs/directives.md")
+                =~ /^## Example Configuration\n\n```nginx\n(.*?)^```/ms;
+    ok($doc, 'docs/directives.md has an example configuration');
+    my $prefix = "$top/doc";
+    make_path("$prefix/logs");
+    $doc //= '';
+    $doc =~ s{^load_module modules/ngx_http_llm_module\.so;}
+             {load_module $ENV{TEST_NGINX_LOAD_MODULES};}m
+        or fail('the example loads the module');
+    $doc =~ s{/var/lib/ngx_llm/SmolLM2-135M-Instruct\.Q4_1\.gguf}
+             {$ENV{TEST_NGINX_MODEL}}
+        or fail('the example names the model');
+    $doc =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1};
+    spew("$prefix/nginx.conf", "$doc\nevents {}\n");
+    nginx_t($prefix, "$prefix/nginx.conf",
+            'the example of docs/directives.md passes nginx -t');
+}
+
 # --- conf.example/production.conf -------------------------------------------
 
 my $prefix = "$top/prod";
