@@ -113,19 +113,23 @@ ok($eof, 'and closes');
 cmp_ok($took, '<', 1, sprintf('at once (%.3f s)', $took));
 ok(wait_healthy(60, $engine), 'a new engine serves');
 
-# --- reload mid-stream: the stream completes ------------------------------------
+# --- reload under a streaming load: every stream completes --------------------
 
-$s = open_stream('POST', '/v1/completions', sprintf($long, 64));
-($reads) = read_some($s, 60, qr/(?:data: \{.*){2}/s);
-is(nginx_cmd('-s', 'reload'), 0, 'reload while streaming');
-($rest) = read_all($s, 120);
-my $whole = join('', map { $_->[1] } @$reads) . $rest;
-my @tok = $whole =~ /^data: \{"id[^\n]*"text":/mg;
-is(scalar @tok, 65, 'all 64 tokens and the final chunk arrived');
-my ($pid_after) = engines($master);
-ok(defined $pid_after && $pid_after == wait_healthy(10), 'the same engine serves after the reload');
-like($whole, qr/"finish_reason":"length"\}\]\}\n\ndata: \[DONE\]/, 'finished normally');
-unlike($whole, qr/"error"/, 'no error');
+my @streams = map { open_stream('POST', '/v1/completions', sprintf($long, 48)) } 1 .. 4;
+my @got = map { my ($r) = read_some($_, 60, qr/(?:data: \{.*){2}/s);
+                join '', map { $_->[1] } @$r } @streams;
+my ($engine_before) = engines($master);
+is(nginx_cmd('-s', 'reload'), 0, 'reload while 4 streams run');
+for my $i (0 .. 3) {
+    my ($rest) = read_all($streams[$i], 120);
+    my $whole = $got[$i] . $rest;
+    my @tok = $whole =~ /^data: \{"id[^\n]*"text":/mg;
+    is(scalar @tok, 49, "stream $i: all 48 tokens and the final chunk arrived");
+    like($whole, qr/"finish_reason":"length"\}\]\}\n\ndata: \[DONE\]\n\n$/,
+         "stream $i: finished normally, no error");
+}
+my ($engine_after) = engines($master);
+is($engine_after, $engine_before, 'the same engine serves after the reload');
 
 is(nginx_cmd('-s', 'quit'), 0, 'quit');
 ok(wait_gone(10, $master), 'nginx gone');
