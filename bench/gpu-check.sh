@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The CUDA check in one command, for a machine with one GPU (H200 target),
+# within 10 minutes. Writes its report under $OUT (6 files):
+#
+#   env.txt        nvidia-smi, nvcc, driver
+#   build.log      the build on that machine (or why the prepared one ran)
+#   test_cuda.tap  kernels vs CPU references, goldens end to end on GPU,
+#                  batched (graph) == unbatched  (t/unit/test_cuda.c)
+#   sanitizer.log  compute-sanitizer memcheck over the kernel tests
+#   bench.txt      synthetic 8B and 1B bf16: HBM copy bandwidth, batch-1
+#                  roofline, TTFT / TPOT / tokens/s at batch 1, 8, 64, 256
+#   summary.txt    one line per stage: PASS / FAIL / SKIP
+#
+# Two steps, because the GPU machine may lack the engine's build
+# dependencies (pcre2, cjson, utf8proc headers) and cannot download:
+#
+#   here:   bench/gpu-check.sh --prepare
+#           builds build/t/test_cuda and build/gpu_bench and copies them,
+#           their non-CUDA shared libraries and the stories260K models into
+#           .gpucheck/ (git-ignored, ~10 MB)
+#   there:  run tool, carry [".gpucheck"], command:
+#           bash bench/gpu-check.sh            (OUT is set by the tool)
+#
+# There it first tries a fresh build (make); if that fails it runs the
+# prepared binaries. --dry-run checks the script's own logic with no GPU.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PREP=$ROOT/.gpucheck
+OUT=${OUT:-/tmp/gpu-check}
+JOBS=$(nproc 2>/dev/null || echo 4)
+export PATH="$PATH:/usr/local/cuda/bin"
+NVCC=${NVCC:-nvcc}
+
+engine_objs() {
+    local f
+    for f in build/obj/engine/*.o build/obj/kernels/*.o; do
+        [ "$f" = build/obj/engine/main.o ] || [ ! -e "$f" ] || echo "$f"
+    done
+}
+
+# CUDA's libraries on that machine: the toolkit's, else the pip wheels'
+cuda_lib_path() {
+    local d p=""
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib \
+             $(find /usr/local /opt /usr/lib -xdev \( -name 'libcublasLt.so.13' \
+                   -o -name 'libcudart.so.13' -o -name 'libnccl.so.2' \) \
+                   -printf '%h\n' 2>/dev/null | sort -u); do
+        [ -d "$d" ] && p="$p:$d"
+    done
+    echo "${p#:}"
+}
+
+build_all() {
+    make -j"$JOBS" engine build/t/test_cuda || return 1
+    # shellcheck disable=SC2046
+    "$NVCC" -O2 -std=c++17 -Iengine -Ikernels \
+        -gencode arch=compute_90,code=sm_90 \
+        -o build/gpu_bench bench/gpu_bench.cu $(engine_objs) \
+        -lpcre2-8 -lcjson -lutf8proc -lm -lpthread -lcublasLt
+}
+
+prepare() {
+    local shared=${SHARED:-$ROOT/../shared}
+    set -e
+    build_all
+    rm -rf "$PREP"
+    mkdir -p "$PREP/bin" "$PREP/lib" "$PREP/shared/data/models"
+    cp build/t/test_cuda build/gpu_bench "$PREP/bin/"
+    # the engine's own dependencies and the CUDA runtime (small); cuBLASLt
+    # comes from that machine's toolkit (same major version, 13)
+    for lib in libpcre2-8 libcjson libutf8proc libcudart; do
+        ldd build/t/test_cuda | awk -v l="$lib" '$1 ~ "^"l {print $3}' \
+            | xargs -r -I{} cp -L {} "$PREP/lib/"
+    done
+    cp -r "$shared/data/models/stories260K-gguf" "$PREP/shared/data/models/"
+    grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null \
+        || echo '/.gpucheck/' >> .git/info/exclude
+    du -sh "$PREP"
+    echo "prepared: run the device tool with carry [\".gpucheck\"] and"
+    echo "          command: bash bench/gpu-check.sh"
+}
+
+stage() {          # name status detail
+    printf '%-12s %-5s %s\n' "$1" "$2" "$3" | tee -a "$OUT/summary.txt"
+}
+
+main() {
+    local dry=$1 bin tap rc fails
+    mkdir -p "$OUT"
+    : > "$OUT/summary.txt"
+    {
+        date -u
+        nvidia-smi 2>&1 || echo "no nvidia-smi"
+        "$NVCC" --version 2>&1 || echo "no nvcc"
+        uname -a
+    } > "$OUT/env.txt"
+
+    # 1. build there, else the prepared binaries
+    bin=build
+    if [ "$dry" = 1 ]; then
+        echo "dry run: no build" > "$OUT/build.log"
+        bin=$PREP/bin
+    elif timeout 300 bash -c "$(declare -f engine_objs build_all); \
+            JOBS=$JOBS NVCC=$NVCC build_all" > "$OUT/build.log" 2>&1; then
+        stage build PASS "make engine build/t/test_cuda; gpu_bench"
+        mkdir -p build/bin && cp build/t/test_cuda build/gpu_bench build/bin/
+        bin=build/bin
+    elif [ -x "$PREP/bin/test_cuda" ]; then
+        stage build FAIL "no build here (see build.log): prepared binaries"
+        bin=$PREP/bin
+    else
+        stage build FAIL "no build and nothing prepared (--prepare here)"
+        return 1
+    fi
+    LD_LIBRARY_PATH="$PREP/lib:$(timeout 30 bash -c "$(declare -f cuda_lib_path); cuda_lib_path"):${LD_LIBRARY_PATH:-}"
+    export LD_LIBRARY_PATH
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> "$OUT/env.txt"
+    ldd "$bin/test_cuda" "$bin/gpu_bench" >> "$OUT/env.txt" 2>&1
+    if [ -d "$PREP/shared" ]; then
+        export SHARED=${SHARED:-$PREP/shared}
+    fi
+    export SHARED=${SHARED:-$ROOT/../shared}
+    if [ "$dry" = 1 ]; then
+        stage tests SKIP "dry run: $bin/test_cuda, SHARED=$SHARED"
+        stage bench SKIP "dry run: $bin/gpu_bench"
+        [ -x "$bin/gpu_bench" ] && "$bin/gpu_bench" --dry-run > "$OUT/bench.txt" 2>&1
+        return 0
+    fi
+
+    # 2. kernels vs CPU, goldens on the GPU
+    tap=$OUT/test_cuda.tap
+    timeout 240 "$bin/test_cuda" > "$tap" 2>&1
+    rc=$?
+    fails=$(grep -c '^not ok' "$tap")
+    stage tests "$([ $rc = 0 ] && [ "$fails" = 0 ] && echo PASS || echo FAIL)" \
+        "rc $rc, $(grep -c '^ok' "$tap") ok, $fails not ok; $(grep -c '^# measured' "$tap") goldens measured"
+
+    # 3. memory checker over the kernel tests (optional tool)
+    if command -v compute-sanitizer > /dev/null; then
+        CUDA_KERNELS_ONLY=1 timeout 90 compute-sanitizer --tool memcheck \
+            "$bin/test_cuda" > "$OUT/sanitizer.log" 2>&1
+        rc=$?
+        stage sanitizer "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+            "$(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)"
+    else
+        echo "compute-sanitizer not found" > "$OUT/sanitizer.log"
+        stage sanitizer SKIP "not installed"
+    fi
+
+    # 4. synthetic 8B and 1B
+    timeout 300 "$bin/gpu_bench" --model all --prompt 128 --gen 64 \
+        --batches 1,8,64,256 > "$OUT/bench.txt" 2>&1
+    rc=$?
+    stage bench "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+        "$(grep -E 'roofline$|<- batch-1' "$OUT/bench.txt" | tr -s ' ' | tr '\n' ';')"
+}
+
+case "${1:-}" in
+--prepare) prepare ;;
+--dry-run) main 1 ;;
+"")        main 0 ;;
+*)         echo "usage: bench/gpu-check.sh [--prepare | --dry-run]" >&2
+           exit 2 ;;
+esac
