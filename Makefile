@@ -106,7 +106,11 @@ T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
 # CPAN's Test::Nginx when installed, else our work-alike in t/lib
 T_NGINX_INC = $(shell perl -MTest::Nginx::Socket -e1 2>/dev/null || echo -I t/lib)
 
-t-nginx: all
+$(BUILD)/t/ring_poke: t/tools/ring_poke.c engine/ngx_llm_ring.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
+t-nginx: all $(BUILD)/t/ring_poke
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) $(or $(T),t/*.t)
 
 test: deps all

@@ -1203,10 +1203,23 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
     /* the engine wrote head: it can only be 0..CAP ahead of us */
     if (head - ctx->consumed > LLM_RING_OUT_CAP) {
         ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                      "llm: corrupt stream in ring slot %uD", ctx->slot.index);
+                      "llm: corrupt stream in ring slot %uD (%uD written, "
+                      "%uD read): request failed", ctx->slot.index, head,
+                      ctx->consumed);
+        ngx_http_llm_slot_release(&ctx->slot);
         ctx->finish = LLM_FINISH_ERROR;
-        head = ctx->consumed;
-        state = LLM_SLOT_DONE;
+
+        if (!ctx->header_sent) {
+            ngx_http_llm_ctx_finish(ctx,
+                ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                        "server_error", "engine_error",
+                                        "corrupt stream from the engine"));
+            return;
+        }
+
+        rc = ngx_http_llm_stream_error(ctx, &last, 500, "engine_error",
+                                       "corrupt stream from the engine");
+        goto send;
     }
 
     rc = NGX_OK;

@@ -131,6 +131,29 @@ for my $i (0 .. 3) {
 my ($engine_after) = engines($master);
 is($engine_after, $engine_before, 'the same engine serves after the reload');
 
+# --- a corrupted ring fails the request, never a process ------------------------
+
+my @workers_before = sort grep { $_ != $master } map { /^(\d+)/ ? $1 : () }
+                     `ps -o pid= --ppid $master`;
+$s = open_stream('POST', '/v1/completions', sprintf($long, 1500));
+($reads) = read_some($s, 60, qr/(?:data: \{.*){2}/s);
+my ($engine_now) = engines($master);
+my $poked = `$ENV{TEST_NGINX_BUILD}/t/ring_poke $engine_now head`;
+like($poked, qr/^[1-9]/, 'a peer scribbled over the running slot\'s stream index');
+($rest, $eof) = read_all($s, 10);
+like($rest, qr/data: \{"error":\{"message":"corrupt stream from the engine","type":"server_error","param":null,"code":"engine_error"\}\}\n\ndata: \[DONE\]\n\n/,
+     'the request ends with an error event');
+my @workers_after = sort grep { $_ != $master } map { /^(\d+)/ ? $1 : () }
+                    `ps -o pid= --ppid $master`;
+is_deeply(\@workers_after, \@workers_before, 'no worker died');
+is((engines($master))[0], $engine_now, 'the engine is the same process');
+my ($st5, $b5) = http_post('/v1/completions',
+    '{"model":"smollm2","prompt":"Hello","max_tokens":2,"ignore_eos":true}', 60);
+is($st5, 200, 'the next request is served');
+open my $elog, '<', NgxLlm::Harness::prefix() . '/logs/error.log' or die $!;
+ok(scalar(grep { /\[alert\].*llm: corrupt stream in ring slot \d+/ } <$elog>),
+   'one alert line says what happened');
+
 is(nginx_cmd('-s', 'quit'), 0, 'quit');
 ok(wait_gone(10, $master), 'nginx gone');
 

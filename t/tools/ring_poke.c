@@ -1,0 +1,80 @@
+/*
+ * Test tool: corrupt a live engine's ring as a misbehaving peer would, to
+ * check that nginx fails the request and not the process.
+ *
+ *   ring_poke ENGINE_PID head     every RUNNING slot's out_head += 100000
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "ngx_llm_ring.h"
+
+
+int
+main(int argc, char **argv)
+{
+    int               fd, n;
+    char              dir[64], path[320], target[256];
+    DIR              *d;
+    uint32_t          i;
+    struct stat       st;
+    struct dirent    *e;
+    llm_slot         *sl;
+    llm_ring_header  *h;
+
+    if (argc != 3 || strcmp(argv[2], "head") != 0) {
+        fprintf(stderr, "usage: %s ENGINE_PID head\n", argv[0]);
+        return 2;
+    }
+
+    snprintf(dir, sizeof(dir), "/proc/%s/fd", argv[1]);
+    d = opendir(dir);
+    if (d == NULL) {
+        perror(dir);
+        return 1;
+    }
+
+    fd = -1;
+    while ((e = readdir(d)) != NULL) {
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        n = readlink(path, target, sizeof(target) - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            if (strncmp(target, "/memfd:ngx_llm_ring", 19) == 0) {
+                fd = open(path, O_RDWR);
+                break;
+            }
+        }
+    }
+    closedir(d);
+
+    if (fd == -1 || fstat(fd, &st) == -1) {
+        fprintf(stderr, "no ring memfd in %s\n", dir);
+        return 1;
+    }
+
+    h = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED || llm_ring_check(h, st.st_size) != 0) {
+        fprintf(stderr, "not a ring\n");
+        return 1;
+    }
+
+    n = 0;
+    for (i = 0; i < h->n_slots; i++) {
+        sl = llm_ring_slot(h, i);
+        if (atomic_load(&sl->state) == LLM_SLOT_RUNNING) {
+            atomic_fetch_add(&sl->out_head, 100000);
+            n++;
+        }
+    }
+
+    printf("%d\n", n);
+    return n ? 0 : 1;
+}
