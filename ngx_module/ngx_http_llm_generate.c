@@ -664,9 +664,31 @@ ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
 static ngx_buf_t *
 ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
 {
-    ngx_buf_t  *b;
+    u_char       *start, *end;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl, **ll;
 
-    b = ngx_create_temp_buf(ctx->request->pool, size);
+    /* a long stream reuses the buffers the client has taken */
+    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
+        cl = *ll;
+        b = cl->buf;
+        if ((size_t) (b->end - b->start) >= size) {
+            *ll = cl->next;
+            ngx_free_chain(ctx->request->pool, cl);
+            start = b->start;
+            end = b->end;
+            ngx_memzero(b, sizeof(ngx_buf_t));     /* flags too */
+            b->start = start;
+            b->end = end;
+            b->pos = start;
+            b->last = start;
+            b->temporary = 1;
+            b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+            return b;
+        }
+    }
+
+    b = ngx_create_temp_buf(ctx->request->pool, ngx_max(size, 1024));
     if (b == NULL) {
         return NULL;
     }
@@ -1193,11 +1215,14 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
     head = atomic_load_explicit(&sl->out_head, memory_order_acquire);
     vocab = (uint32_t) llm_tokenizer_n_vocab(ctx->ecf->tokenizer);
     buf_size = llm_detok_max_out(ctx->ecf->tokenizer);
-    buf = ngx_palloc(r->pool, buf_size);
-    if (buf == NULL) {
-        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
+    if (ctx->detok_buf == NULL) {
+        ctx->detok_buf = ngx_palloc(r->pool, buf_size);
+        if (ctx->detok_buf == NULL) {
+            ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return;
+        }
     }
+    buf = ctx->detok_buf;
     full = (head - ctx->consumed) >= LLM_RING_OUT_CAP;
 
     /* the engine wrote head: it can only be 0..CAP ahead of us */

@@ -150,6 +150,7 @@ typedef struct {
     uint32_t                    n_prompt;
     uint32_t                    max_tokens;
     llm_detok                   detok;
+    char                       *detok_buf;
     llm_stop                    stop;
     uint32_t                    consumed;   /* stream entries read */
     uint32_t                    n_completion;
