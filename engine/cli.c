@@ -208,22 +208,22 @@ add_token_string(cJSON *obj, const char *name, const llm_tokenizer *tok,
 static char *
 render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
 {
-    const char  *src;
-    uint64_t     src_len;
-    char        *json, *out = NULL, err[512];
+    char        *src, *json, *out = NULL, err[512];
     size_t       len, out_len;
     cJSON       *root, *ctx, *messages, *special;
     jinja_tmpl  *t;
 
-    if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &src, &src_len)
-        != 0)
-    {
-        fprintf(stderr, "generate: %s has no tokenizer.chat_template; use "
-                "--prompt\n", m->gguf.path);
+    /* GGUF metadata, or chat_template.jinja / tokenizer_config.json */
+    err[0] = '\0';
+    src = llm_model_chat_template(m, err, sizeof(err));
+    if (src == NULL) {
+        fprintf(stderr, "generate: %s: %s; use --prompt\n", m->path,
+                err[0] ? err : "the model has no chat template");
         return NULL;
     }
     json = read_whole_file(path, &len);
     if (json == NULL) {
+        free(src);
         return NULL;
     }
     root = cJSON_ParseWithLength(json, len);
@@ -234,6 +234,7 @@ render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
         fprintf(stderr, "generate: %s: expected {\"messages\": [...]} or a "
                 "JSON array of messages\n", path);
         cJSON_Delete(root);
+        free(src);
         return NULL;
     }
     special = cJSON_CreateObject();
@@ -245,13 +246,14 @@ render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
     if (ctx == NULL) {
         fprintf(stderr, "generate: %s: messages must be JSON objects\n",
                 path);
+        free(src);
         return NULL;
     }
 
-    t = jinja_parse(src, src_len, err, sizeof(err));
+    t = jinja_parse(src, strlen(src), err, sizeof(err));
+    free(src);
     if (t == NULL) {
-        fprintf(stderr, "generate: %s: chat template: %s\n", m->gguf.path,
-                err);
+        fprintf(stderr, "generate: %s: chat template: %s\n", m->path, err);
     } else if (jinja_render(t, ctx, &out, &out_len, err, sizeof(err)) != 0) {
         fprintf(stderr, "generate: chat template: %s\n", err);
         out = NULL;
@@ -450,7 +452,7 @@ llm_cli_generate(int argc, char **argv)
         llm_model_free(&m);
         return 1;
     }
-    tok = llm_tokenizer_load_gguf(&m.gguf, err, sizeof(err));
+    tok = llm_model_tokenizer(&m, err, sizeof(err));
     if (tok == NULL) {
         fprintf(stderr, "generate: %s: %s\n", a.model, err);
         goto done;

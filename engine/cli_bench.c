@@ -292,7 +292,7 @@ render_message(const llm_model *m, const llm_tokenizer *tok,
     if (ctx == NULL || jinja_render(t, ctx, &out, &out_len, err,
                                     sizeof(err)) != 0)
     {
-        fprintf(stderr, "bench: %s: chat template: %s\n", m->gguf.path,
+        fprintf(stderr, "bench: %s: chat template: %s\n", m->path,
                 ctx == NULL ? "out of memory" : err);
         out = NULL;
     }
@@ -309,24 +309,22 @@ make_prompts(const llm_model *m, int32_t ids[][BENCH_MAX_PROMPT], int *n_ids)
 {
     llm_tokenizer        *tok;
     jinja_tmpl           *t = NULL;
-    const char           *src;
-    uint64_t              src_len;
-    char                 *text, err[512];
+    char                 *src, *text, err[512];
     int                   i, n, rc = 0;
 
-    tok = llm_tokenizer_load_gguf(&m->gguf, err, sizeof(err));
+    tok = llm_model_tokenizer(m, err, sizeof(err));
     if (tok == NULL) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
-    if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &src, &src_len)
-        == 0)
-    {
-        t = jinja_parse(src, src_len, err, sizeof(err));
+    src = llm_model_chat_template(m, err, sizeof(err));
+    if (src != NULL) {
+        t = jinja_parse(src, strlen(src), err, sizeof(err));
         if (t == NULL) {
             fprintf(stderr, "bench: chat template: %s (using ChatML)\n",
                     err);
         }
+        free(src);
     }
     for (i = 0; i < BENCH_N_MESSAGES && rc == 0; i++) {
         text = render_message(m, tok, t, bench_messages[i]);

@@ -8,6 +8,7 @@
  *          llm_model_tokenizer, llm_model_chat_template,
  *          llm_hf_chat_template
  */
+#include "hf_config.h"
 #include "model.h"
 #include "quant.h"
 
@@ -557,7 +558,6 @@ llm_model_free(llm_model *m)
  * Hugging Face directories
  */
 
-#define HF_MAX_JSON    (64u << 20)
 #define HF_MAX_SHARDS  1024
 
 
@@ -580,60 +580,6 @@ own_floats(llm_model *m, size_t n)
 }
 
 
-/*
- * The whole of dir/name, NUL-terminated. NULL with err set; a missing
- * file that is not required leaves err empty.
- */
-static char *
-read_at(int dirfd, const char *dir, const char *name, int required,
-    size_t *len, char *err, size_t errlen)
-{
-    struct stat   st;
-    char         *buf = NULL;
-    ssize_t       got;
-    size_t        off = 0;
-    int           fd;
-
-    err[0] = '\0';
-    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (required || errno != ENOENT) {
-            snprintf(err, errlen, "%s/%s: cannot open: %s", dir, name,
-                     strerror(errno));
-        }
-        return NULL;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)
-        || (uint64_t) st.st_size > HF_MAX_JSON)
-    {
-        snprintf(err, errlen, "%s/%s: not a regular file of at most %u "
-                 "bytes", dir, name, HF_MAX_JSON);
-        close(fd);
-        return NULL;
-    }
-    buf = malloc((size_t) st.st_size + 1);
-    while (buf != NULL && off < (size_t) st.st_size) {
-        got = read(fd, buf + off, (size_t) st.st_size - off);
-        if (got <= 0) {
-            snprintf(err, errlen, "%s/%s: read failed", dir, name);
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        off += (size_t) got;
-    }
-    if (buf == NULL && err[0] == '\0') {
-        snprintf(err, errlen, "%s/%s: out of memory", dir, name);
-    }
-    close(fd);
-    if (buf != NULL) {
-        buf[off] = '\0';
-        *len = off;
-    }
-    return buf;
-}
-
-
 static cJSON *
 json_at(llm_model *m, int dirfd, const char *name, int required)
 {
@@ -642,7 +588,8 @@ json_at(llm_model *m, int dirfd, const char *name, int required)
     size_t  len;
     cJSON  *j;
 
-    text = read_at(dirfd, m->path, name, required, &len, err, sizeof(err));
+    text = llm_hf_read_at(dirfd, m->path, name, required, &len, err,
+                          sizeof(err));
     if (text == NULL) {
         if (err[0] != '\0') {
             snprintf(m->err, sizeof(m->err), "%s", err);
@@ -1209,58 +1156,6 @@ llm_model_tokenizer(const llm_model *m, char *err, size_t errlen)
         return llm_tokenizer_load_hf(m->path, err, errlen);
     }
     return llm_tokenizer_load_gguf(&m->gguf, err, errlen);
-}
-
-
-char *
-llm_hf_chat_template(int dirfd, const char *dir, char *err, size_t errlen)
-{
-    char          *text, *out = NULL;
-    size_t         len;
-    cJSON         *root;
-    const cJSON   *t, *e;
-
-    /* transformers >= 4.43 may save it beside the config */
-    text = read_at(dirfd, dir, "chat_template.jinja", 0, &len, err, errlen);
-    if (text != NULL || err[0] != '\0') {
-        return text;
-    }
-    text = read_at(dirfd, dir, "tokenizer_config.json", 0, &len, err,
-                   errlen);
-    if (text == NULL) {
-        return NULL;
-    }
-    root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "%s/tokenizer_config.json: not a JSON object",
-                 dir);
-        cJSON_Delete(root);
-        return NULL;
-    }
-    t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
-    if (cJSON_IsArray(t)) {
-        /* [{"name": "default", "template": ...}, {"name": "tool_use"...}] */
-        cJSON_ArrayForEach(e, t) {
-            const char *name = cJSON_GetStringValue(
-                cJSON_GetObjectItemCaseSensitive(e, "name"));
-            if (name != NULL && strcmp(name, "default") == 0) {
-                t = cJSON_GetObjectItemCaseSensitive(e, "template");
-                break;
-            }
-        }
-    }
-    if (cJSON_IsString(t)) {
-        out = strdup(t->valuestring);
-        if (out == NULL) {
-            snprintf(err, errlen, "%s: out of memory", dir);
-        }
-    } else if (t != NULL && !cJSON_IsNull(t)) {
-        snprintf(err, errlen, "%s/tokenizer_config.json: chat_template is "
-                 "neither a string nor a list with a \"default\" entry", dir);
-    }
-    cJSON_Delete(root);
-    return out;
 }
 
 

@@ -317,12 +317,23 @@ llm_copy_str(char *dst, size_t size, const gguf_file *g, const char *key)
 static void
 llm_fill_facts(llm_model_facts *f, const llm_model *m)
 {
-    uint32_t           t, best;
-    uint64_t           i, ne, bytes_by_type[GGML_TYPE_COUNT] = { 0 };
-    const gguf_file   *g = &m->gguf;
+    uint32_t            t, best;
+    uint64_t            i, n, ne, bytes_by_type[GGML_TYPE_COUNT] = { 0 };
+    const char         *base;
+    const gguf_tensor  *tensors;
 
     snprintf(f->arch, sizeof(f->arch), "%s", m->cfg.arch);
-    llm_copy_str(f->name, sizeof(f->name), g, "general.name");
+    if (m->hf) {
+        /* a Hugging Face directory: its name, its safetensors */
+        base = strrchr(m->path, '/');
+        snprintf(f->name, sizeof(f->name), "%s", base ? base + 1 : m->path);
+        tensors = m->hf_tensors;
+        n = (uint64_t) m->n_hf_tensors;
+    } else {
+        llm_copy_str(f->name, sizeof(f->name), &m->gguf, "general.name");
+        tensors = m->gguf.tensors;
+        n = m->gguf.n_tensors;
+    }
     f->context_length = m->cfg.max_seq_len;
     f->n_layers = m->cfg.n_layers;
     f->dim = m->cfg.dim;
@@ -330,8 +341,8 @@ llm_fill_facts(llm_model_facts *f, const llm_model *m)
     f->n_kv_heads = m->cfg.n_kv_heads;
     f->vocab_size = m->cfg.vocab_size;
 
-    for (i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *tn = &g->tensors[i];
+    for (i = 0; i < n; i++) {
+        const gguf_tensor *tn = &tensors[i];
 
         ne = 1;
         for (t = 0; t < tn->n_dims; t++) {

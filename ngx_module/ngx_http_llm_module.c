@@ -6,6 +6,9 @@
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
+#include "hf_config.h"
+
+#include <dirent.h>
 
 #ifndef NGX_LLM_ENGINE_BIN
 #define NGX_LLM_ENGINE_BIN  "/usr/local/lib/ngx_llm/ngx_llm_engine"
@@ -462,12 +465,19 @@ ngx_http_llm_close_fd(void *data)
 /* open a file the engine needs, as the master, for the life of the cycle */
 static ngx_int_t
 ngx_http_llm_open_conf_file(ngx_conf_t *cf, ngx_str_t *path, ngx_fd_t *fd,
-    int flags, struct stat *st, const char *what)
+    int flags, struct stat *st, const char *what, ngx_uint_t allow_dir)
 {
     ngx_pool_cleanup_t  *cln;
 
     if (ngx_get_full_name(cf->pool, &cf->cycle->prefix, path) != NGX_OK) {
         return NGX_ERROR;
+    }
+
+    /* a Hugging Face model is a directory: the engine opens its files */
+    if (allow_dir && stat((char *) path->data, st) == 0
+        && S_ISDIR(st->st_mode))
+    {
+        flags = O_PATH | O_DIRECTORY;
     }
 
     *fd = open((char *) path->data, flags | O_CLOEXEC);
@@ -490,9 +500,10 @@ ngx_http_llm_open_conf_file(ngx_conf_t *cf, ngx_str_t *path, ngx_fd_t *fd,
         return NGX_ERROR;
     }
 
-    if (!S_ISREG(st->st_mode)) {
+    if (!S_ISREG(st->st_mode) && !(allow_dir && S_ISDIR(st->st_mode))) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "%s \"%V\" is not a regular file", what, path);
+                           "%s \"%V\" is not a regular file%s", what, path,
+                           allow_dir ? " or a directory" : "");
         return NGX_ERROR;
     }
 
@@ -626,6 +637,80 @@ done:
 }
 
 
+static char *
+ngx_http_llm_tokenizer_texts(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    if (ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
+                                    llm_tokenizer_bos(ecf->tokenizer),
+                                    &ecf->bos_text)
+        != NGX_OK
+        || ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
+                                       llm_tokenizer_eos(ecf->tokenizer),
+                                       &ecf->eos_text)
+           != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* the same from a Hugging Face directory's tokenizer and config files */
+static char *
+ngx_http_llm_load_hf_tokenizer(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf)
+{
+    int                  ctx;
+    char                *rv, *tmpl, err[512];
+    ngx_pool_cleanup_t  *cln;
+
+    cln = ngx_pool_cleanup_add(cf->pool, 0);
+    if (cln == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    cln->handler = ngx_http_llm_free_tokenizer;
+    cln->data = ecf;
+
+    ecf->tokenizer = llm_tokenizer_load_hf((char *) ecf->model.data, err,
+                                           sizeof(err));
+    if (ecf->tokenizer == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "model \"%V\": %s",
+                           &ecf->model, err);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_http_llm_tokenizer_texts(cf, ecf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
+    }
+
+    ctx = llm_hf_context_length(ecf->model_fd, (char *) ecf->model.data);
+    ecf->context_length = (ctx > 0 && (ngx_uint_t) ctx < ecf->max_model_len)
+                          ? (ngx_uint_t) ctx : ecf->max_model_len;
+
+    if (ecf->chat_template_file.len) {
+        return ngx_http_llm_template_file(cf, ecf);
+    }
+
+    err[0] = '\0';
+    tmpl = llm_hf_chat_template(ecf->model_fd, (char *) ecf->model.data, err,
+                                sizeof(err));
+    if (tmpl == NULL) {
+        if (err[0]) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "model \"%V\": %s",
+                               &ecf->model, err);
+            return NGX_CONF_ERROR;
+        }
+        return NGX_CONF_OK;     /* no template: /v1/completions only */
+    }
+
+    rv = ngx_http_llm_parse_template(cf, ecf, tmpl, ngx_strlen(tmpl),
+                                     (char *) ecf->model.data);
+    free(tmpl);
+    return rv;
+}
+
+
 /*
  * The worker's half of the model: tokenizer and chat template from the
  * GGUF metadata. A model nginx cannot read does not stop nginx: its
@@ -641,6 +726,10 @@ ngx_http_llm_load_tokenizer(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     gguf_file            g;
     const char          *arch, *tmpl;
     ngx_pool_cleanup_t  *cln;
+
+    if (ecf->model_is_dir) {
+        return ngx_http_llm_load_hf_tokenizer(cf, ecf);
+    }
 
     ngx_memzero(&g, sizeof(gguf_file));
 
@@ -675,15 +764,7 @@ ngx_http_llm_load_tokenizer(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
         goto done;
     }
 
-    if (ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
-                                    llm_tokenizer_bos(ecf->tokenizer),
-                                    &ecf->bos_text)
-        != NGX_OK
-        || ngx_http_llm_dup_token_text(cf, ecf->tokenizer,
-                                       llm_tokenizer_eos(ecf->tokenizer),
-                                       &ecf->eos_text)
-           != NGX_OK)
-    {
+    if (ngx_http_llm_tokenizer_texts(cf, ecf) != NGX_CONF_OK) {
         rv = NGX_CONF_ERROR;
         goto done;
     }
@@ -713,6 +794,54 @@ done:
 
     gguf_close(&g);
     return rv;
+}
+
+
+static ngx_int_t
+ngx_http_llm_cmp_names(const void *a, const void *b)
+{
+    return ngx_strcmp(a, b);
+}
+
+
+/* a model directory's identity: each file's name, size and mtime */
+static uint64_t
+ngx_http_llm_hash_dir(ngx_str_t *path, uint64_t h)
+{
+    DIR            *d;
+    size_t          n, i;
+    struct stat     st;
+    struct dirent  *e;
+    u_char          names[64][256];
+
+    d = opendir((char *) path->data);
+    if (d == NULL) {
+        return h;
+    }
+
+    /* readdir's order is arbitrary: fold the files in name order */
+    n = 0;
+    while ((e = readdir(d)) != NULL && n < 64) {
+        if (e->d_name[0] == '.' || ngx_strlen(e->d_name) >= sizeof(names[0]))
+        {
+            continue;
+        }
+        ngx_cpystrn(names[n++], (u_char *) e->d_name, sizeof(names[0]));
+    }
+
+    ngx_sort(names, n, sizeof(names[0]), ngx_http_llm_cmp_names);
+
+    for (i = 0; i < n; i++) {
+        if (fstatat(dirfd(d), (char *) names[i], &st, 0) != 0) {
+            continue;
+        }
+        h = ngx_http_llm_hash(h, names[i], ngx_strlen(names[i]) + 1);
+        h = ngx_http_llm_hash(h, &st.st_size, sizeof(st.st_size));
+        h = ngx_http_llm_hash(h, &st.st_mtim, sizeof(st.st_mtim));
+    }
+
+    closedir(d);
+    return h;
 }
 
 
@@ -748,14 +877,16 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_msec_value(ecf->ready_timeout, 30000);
 
     if (ngx_http_llm_open_conf_file(cf, &ecf->model, &ecf->model_fd,
-                                    O_RDONLY, &mst, "model")
+                                    O_RDONLY, &mst, "model", 1)
         != NGX_OK
         || ngx_http_llm_open_conf_file(cf, &ecf->binary, &ecf->binary_fd,
-                                       O_PATH, &bst, "engine binary")
+                                       O_PATH, &bst, "engine binary", 0)
            != NGX_OK)
     {
         return NGX_CONF_ERROR;
     }
+
+    ecf->model_is_dir = S_ISDIR(mst.st_mode);
 
     if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK
         || ngx_http_llm_counters_zone(cf, ecf) != NGX_OK)
@@ -775,6 +906,9 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     h = ngx_http_llm_hash(h, &mst.st_ino, sizeof(mst.st_ino));
     h = ngx_http_llm_hash(h, &mst.st_size, sizeof(mst.st_size));
     h = ngx_http_llm_hash(h, &mst.st_mtim, sizeof(mst.st_mtim));
+    if (ecf->model_is_dir) {
+        h = ngx_http_llm_hash_dir(&ecf->model, h);
+    }
     h = ngx_http_llm_hash(h, ecf->binary.data, ecf->binary.len + 1);
     h = ngx_http_llm_hash(h, &bst.st_ino, sizeof(bst.st_ino));
     h = ngx_http_llm_hash(h, &bst.st_mtim, sizeof(bst.st_mtim));

@@ -75,6 +75,7 @@ typedef struct {
     ngx_str_t                   bos_text;
     ngx_str_t                   eos_text;
     ngx_uint_t                  context_length;     /* min(model, config) */
+    ngx_uint_t                  model_is_dir;       /* Hugging Face */
     char                       *load_error;
     ngx_http_llm_peer_t        *peer;               /* per process */
 } ngx_http_llm_engine_conf_t;
