@@ -93,8 +93,11 @@ ok(wait_healthy(60), 'engine ready');
 
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
 $ENV{OPENAI_SDK_VERSION} = $sdk_version;
-open my $py, '-|', $python, "$FindBin::Bin/openai_sdk.py"
+my $py_pid = open my $py, '-|', $python, "$FindBin::Bin/openai_sdk.py"
     or die "cannot run t/openai_sdk.py: $!";
+# a hung server must not hang the suite: the whole script gets 5 minutes
+local $SIG{ALRM} = sub { diag('openai_sdk.py timed out'); kill 'KILL', $py_pid };
+alarm 300;
 
 my ($plan, $ran, $in_todo) = (undef, 0, 0);
 while (my $line = <$py>) {
@@ -117,6 +120,7 @@ while (my $line = <$py>) {
     }
 }
 close $py;
+alarm 0;
 ok(defined $plan && $plan == $ran, "openai_sdk.py ran its plan ($ran tests)");
 
 is(nginx_cmd('-s', 'stop'), 0, 'stop');

@@ -49,7 +49,7 @@ def is_(got, want, name, todo=None):
 def client(path="/v1"):
     # no retries: each status must reach the caller exactly as sent
     return openai.OpenAI(base_url=BASE + path, api_key="sk-test",
-                         max_retries=0, timeout=120)
+                         max_retries=0, timeout=60)
 
 
 def section(name, fn):
