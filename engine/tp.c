@@ -121,16 +121,12 @@ llm_tp_load_rank(llm_model *dst, const llm_model *rank0, int rank)
     const gguf_file  *g = &rank0->gguf;
 
     if (g->fd >= 0) {
-        return llm_model_load_fd(dst, g->fd, g->path, rank, rank0->tp_size);
+        return llm_model_load_fd(dst, g->fd, rank0->path, rank,
+                                 rank0->tp_size);
     }
-    if (g->path == NULL) {
-        memset(dst, 0, sizeof(*dst));
-        dst->gguf.fd = -1;
-        snprintf(dst->err, sizeof(dst->err), "tensor parallel rank %d: the "
-                 "model was not loaded from a file or descriptor", rank);
-        return -1;
-    }
-    return llm_model_load(dst, g->path, rank, rank0->tp_size);
+    /* a GGUF opened by path, or a Hugging Face directory (whose
+     * descriptor the loader does not keep) */
+    return llm_model_load(dst, rank0->path, rank, rank0->tp_size);
 }
 
 

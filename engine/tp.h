@@ -59,9 +59,10 @@ int llm_tp_check(const llm_model *m, int tp_size, char *err, size_t err_len);
 void llm_tp_sum_slices(float *x, const float *const *slot, int n_slices,
     size_t lo, size_t hi);
 
-/* load rank `rank` of rank0->tp_size from the same GGUF as rank0 (its
- * descriptor when it was opened from one, else its path): another view
- * into the same page cache, no copy. 0, or -1 with dst->err set. */
+/* load rank `rank` of rank0->tp_size from the same model as rank0: the
+ * GGUF descriptor when it was opened from one, else rank0->path (a GGUF
+ * file or a Hugging Face directory). Another set of views into the same
+ * page cache, no copy. 0, or -1 with dst->err set (dst is safe to free). */
 int llm_tp_load_rank(llm_model *dst, const llm_model *rank0, int rank);
 
 

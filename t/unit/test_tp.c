@@ -124,6 +124,12 @@ test_plan(void)
     }
     llm_model_free(&r.m);
 
+    ok(rig_open(&r, "t/data/models/hf-mistral.gguf", 2, 1, 0) != 0
+       && strstr(r.err, "tensor parallel size 2 does not divide the heads "
+                 "(4, kv 1)") != NULL,
+       "mistral (1 KV head) at tp 2 refused: \"%s\"", r.err);
+    rig_close(&r);
+
     ok(rig_open(&r, smollm2, 2, 1, 0) != 0
        && strstr(r.err, "tensor parallel size 2 does not divide the heads "
                  "(9, kv 3)") != NULL,
@@ -311,7 +317,9 @@ run_schedule(const char *path, int tp, int n_threads, int exact,
         nl = 0;
         if (only < 0 || only == 0) {
             if (s == 0) {
-                for (i = 0; i < STORY_PROMPT; i++) PUSH(0, story_ids[i]);
+                for (i = 0; i < STORY_PROMPT; i++) {
+                    PUSH(0, story_ids[i] % t->vocab);
+                }
             } else {
                 PUSH(0, next[0]);
             }
@@ -541,5 +549,14 @@ main(void)
     check_story(1);
     check_story(4);
     check_tp("SmolLM2 Q4_1", smollm2, 3, 2, 3, 0, 6);
+
+    /* architecture quirks and the Hugging Face loader, tiny models made
+     * by tools/oracle.py (4 heads, 2 KV heads) */
+    check_tp("qwen2 GGUF (QKV bias)", "t/data/models/hf-qwen2.gguf", 2, 1, 2,
+             0, 8);
+    check_tp("qwen3 GGUF (QK-norm)", "t/data/models/hf-qwen3.gguf", 2, 1, 2,
+             0, 8);
+    check_tp("llama3 HF directory (rope scaling)", "t/data/models/hf-llama3",
+             2, 1, 2, 0, 8);
     return tap_done();
 }
