@@ -118,6 +118,29 @@ test: deps all
 	$(MAKE) t-nginx
 	$(MAKE) fuzz-smoke
 
+# --- benchmarks (BRIEF 7; not part of test) ----------------------------------
+
+BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
+              $(BUILD)/bench/ring_ping
+
+$(BUILD)/bench/serve_bench: bench/serve_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -lcjson
+
+$(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
+	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ngx_llm_ring.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
+# one run, about 8 minutes: prints the table, writes docs/perf.md and
+# docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
+bench: all $(BENCH_BINS)
+	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
+
 # --- fuzzing (BRIEF 9.10) ----------------------------------------------------
 
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# bench/run.sh: what `make bench` runs (BRIEF 7, 9.6, 9.11; issues 3, 4, 5).
+#
+# One run on this machine, in this order:
+#   1. bench/decode: DRAM read bandwidth (all threads, 1 GiB), single-stream
+#      prefill and decode tokens/s, decode / roofline;
+#   2. bench/ring_ping: worker <-> engine round trip over the ring;
+#   3. a private nginx (prefix build/bench/nginx, conf written below, the
+#      module and engine copied to build/bench/bin first so that a rebuild
+#      by someone else cannot pull the code from under the running nginx),
+#      then ROUNDS rounds, each running every variant once, interleaved:
+#        - BRIEF 9.6 streams: 1, 4, 16, 64 concurrent streaming chats,
+#          64 tokens each, ignore_eos, greedy (bench/serve_bench.c);
+#        - shared prefix: one long system prompt, 16 different questions,
+#          with prefix caching and without;
+#        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
+#          (the module, no engine) and GET /healthz (one ring round trip);
+#   4. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
+#
+# Every result line records the load average and the CPU cores the engine
+# actually got, because other jobs on a 2-core machine stretch wall time.
+#
+# Environment: BUILD, MODEL, ROUNDS (2), THREADS (2), PORT, NGINX,
+# PERF_MD, PERF_SVG.
+
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+MODEL=${MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf}
+ROUNDS=${ROUNDS:-2}
+THREADS=${THREADS:-2}
+PORT=${PORT:-$((20000 + $$ % 20000))}
+NGINX=${NGINX:-/usr/sbin/nginx}
+PERF_MD=${PERF_MD:-$ROOT/docs/perf.md}
+PERF_SVG=${PERF_SVG:-$ROOT/docs/perf.svg}
+
+B=$BUILD/bench
+P=$B/nginx
+RES=$B/results.txt
+SB=$B/serve_bench
+TICK=$(getconf CLK_TCK)
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+for f in "$MODEL" "$BUILD/modules/ngx_http_llm_module.so" \
+         "$BUILD/ngx_llm_engine" "$SB" "$B/decode" "$B/ring_ping"; do
+    [ -e "$f" ] || die "\"$f\" is missing (run make bench, MODEL=...)"
+done
+command -v "$NGINX" >/dev/null || die "no nginx at \"$NGINX\""
+
+# copy, then rename: a running process keeps the inode it mapped
+mkdir -p "$B/bin"
+for f in "$BUILD/modules/ngx_http_llm_module.so" "$BUILD/ngx_llm_engine"; do
+    cp "$f" "$B/bin/.tmp" && mv -f "$B/bin/.tmp" "$B/bin/${f##*/}" \
+        || die "cannot copy $f"
+done
+
+: > "$RES"
+loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
+record() {  # record LINE: the RESULT line plus facts about the moment
+    echo "$1 $2" >> "$RES"
+}
+echo "bench: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+echo "bench: load average $(loadavg) at start; results in $RES"
+
+
+# --- 1. bandwidth, single-stream decode and prefill -----------------------
+
+echo
+echo "== 1. DRAM read bandwidth and single-stream decode/prefill"
+out=$("$B/decode" --model "$MODEL" --threads "$THREADS") || die "bench/decode failed"
+echo "$out"
+bw=$(awk '/^read bandwidth/ {print $3}' <<<"$out")
+wb=$(awk '/^weights\/token/ {print $2}' <<<"$out")
+roof=$(awk '/^roofline/ {print $2}' <<<"$out")
+pre=$(awk '/^prefill/ {print $2}' <<<"$out")
+dec=$(awk '/^decode / {print $2}' <<<"$out")
+decmean=$(sed -n 's/^decode .*mean \([0-9.]*\).*/\1/p' <<<"$out")
+frac=$(awk '/^decode\/roofline/ {sub("%", "", $2); print $2}' <<<"$out")
+record "RESULT mode=decode threads=$THREADS bw_gbs=$bw weight_mb=$wb roof_tok_s=$roof prefill_tok_s=$pre decode_tok_s=$dec decode_mean_tok_s=$decmean roof_pct=$frac" \
+       "load=$(loadavg)"
+
+
+# --- 2. ring round trip ----------------------------------------------------
+
+echo
+echo "== 2. ring round trip"
+out=$("$B/ring_ping" "$B/bin/ngx_llm_engine" "$MODEL" 20000 2>/dev/null) \
+    || die "bench/ring_ping failed"
+echo "$out"
+p50=$(sed -n 's/.*p50 \([0-9.]*\) us.*/\1/p' <<<"$out")
+p99=$(sed -n 's/.*p99 \([0-9.]*\) us.*/\1/p' <<<"$out")
+record "RESULT mode=ring trips=20000 p50_us=$p50 p99_us=$p99" "load=$(loadavg)"
+
+
+# --- 3. through nginx --------------------------------------------------------
+
+SYSTEM=$B/system_prompt.txt
+cat > "$SYSTEM" <<'EOF'
+You are the help desk assistant of Northwind Outdoor Supply, a shop that sells camping, hiking and climbing gear. Answer in at most three short sentences, in plain English, without lists. Be friendly and precise. Our opening hours are Monday to Friday from nine to six and Saturday from ten to four; we are closed on Sundays and public holidays. Orders over fifty euros ship free within the country; smaller orders cost four euros ninety to ship. Returns are accepted within thirty days if the item is unused and in its original packaging; the customer pays return shipping unless the item is faulty. Tents, sleeping bags and stoves carry a two-year warranty; climbing ropes and harnesses must be inspected by our staff before any warranty claim. We rent tents and backpacks by the week. We never give medical advice and never recommend routes in avalanche terrain. If you do not know the answer, say so and suggest calling the shop.
+EOF
+
+mkdir -p "$P/logs" "$P/conf"
+# prefix caching off needs a switch in the module and the engine; without
+# it, the "off" variant defeats the cache with a unique first block
+engine_params() {
+    cat <<EOF
+        model              $MODEL;
+        binary             $B/bin/ngx_llm_engine;
+        threads            $THREADS;
+        max_num_seqs       64;
+EOF
+}
+write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
+    {
+        echo "load_module $B/bin/ngx_http_llm_module.so;"
+        echo "worker_processes 1;"
+        echo "error_log logs/error.log notice;"
+        echo "pid logs/nginx.pid;"
+        echo "events { worker_connections 4096; }"
+        echo "http {"
+        echo "    access_log off;"
+        echo "    keepalive_requests 1000000;"
+        echo "    llm_engine main {"
+        echo "        served_model_name  smollm2;"
+        engine_params
+        echo "    }"
+        if [ "$2" = 1 ]; then
+            echo "    llm_engine nocache {"
+            echo "        served_model_name  smollm2;"
+            echo "        prefix_caching     off;"
+            engine_params
+            echo "    }"
+            echo "    server {"
+            echo "        listen 127.0.0.1:$((PORT + 1));"
+            echo "        location /v1/ { llm_api nocache; }"
+            echo "        location = /healthz { llm_health nocache; }"
+            echo "    }"
+        fi
+        echo "    server {"
+        echo "        listen 127.0.0.1:$PORT;"
+        echo "        location /v1/ { llm_api main; }"
+        echo "        location = /healthz { llm_health main; }"
+        echo "        location = /plain { return 200 \"ok\\n\"; }"
+        echo "    }"
+        echo "}"
+    } > "$1"
+}
+
+NOCACHE=0
+write_conf "$P/conf/probe.conf" 1
+if "$NGINX" -t -q -p "$P/" -c conf/probe.conf 2>/dev/null; then
+    NOCACHE=1
+fi
+write_conf "$P/conf/nginx.conf" "$NOCACHE"
+
+stop_nginx() {
+    [ -s "$P/logs/nginx.pid" ] || return 0
+    "$NGINX" -p "$P/" -c conf/nginx.conf -s stop 2>/dev/null
+    for _ in $(seq 50); do
+        [ -e "$P/logs/nginx.pid" ] || break
+        sleep 0.1
+    done
+}
+trap stop_nginx EXIT
+stop_nginx
+"$NGINX" -p "$P/" -c conf/nginx.conf || die "nginx did not start (see $P/logs/error.log)"
+
+engine_pid() {  # engine_pid PORT: from the health answer
+    curl -s -m 2 "http://127.0.0.1:$1/healthz" \
+        | sed -n 's/.*"engine_pid":\([0-9]*\).*/\1/p'
+}
+wait_ready() {
+    for _ in $(seq 240); do
+        [ -n "$(engine_pid "$1")" ] && return 0
+        sleep 0.5
+    done
+    die "engine behind port $1 not ready after 120 s (see $P/logs/error.log)"
+}
+wait_ready "$PORT"
+[ "$NOCACHE" = 1 ] && wait_ready $((PORT + 1))
+
+cpu_ticks() {  # cpu_ticks PID: user + system ticks of the whole process
+    awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# run_variant ROUND NAME PORT serve_bench-args...
+run_variant() {
+    local round=$1 name=$2 port=$3 pid t0 t1 out line wall cores la
+    shift 3
+    pid=$(engine_pid "$port")
+    la=$(loadavg)
+    t0=$(cpu_ticks "$pid")
+    out=$("$SB" "$@" --port "$port" 2>&1)
+    t1=$(cpu_ticks "$pid")
+    line=$(grep '^RESULT' <<<"$out")
+    if [ -z "$line" ]; then
+        echo "bench: $name failed: $out" >&2
+        return
+    fi
+    wall=$(sed -n 's/.* \(wall_s\|seconds\)=\([0-9.]*\).*/\2/p' <<<"$line")
+    cores=$(awk -v d=$((t1 - t0)) -v t="$TICK" -v w="$wall" \
+                'BEGIN { printf "%.2f", (w > 0 ? d / t / w : 0) }')
+    printf '  %-12s %s  [load %s, engine %s cores]\n' "$name" \
+        "$(grep -v '^RESULT' <<<"$out" | tail -n 1)" "$la" "$cores"
+    record "$line" "round=$round variant=$name load=$la engine_cores=$cores"
+}
+
+echo
+echo "== 3. through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
+if [ "$NOCACHE" = 1 ]; then
+    echo "   prefix caching off: a second engine with prefix_caching off"
+    OFF_PORT=$((PORT + 1)); OFF_ARGS=()
+else
+    echo "   prefix caching off: no prefix_caching switch in this build;" \
+         "a unique first block per request defeats the cache instead"
+    OFF_PORT=$PORT
+fi
+for r in $(seq "$ROUNDS"); do
+    echo " round $r"
+    for n in 1 4 16 64; do
+        run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" --tokens 64
+    done
+    run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \
+        --system-file "$SYSTEM"
+    [ "$NOCACHE" = 1 ] || OFF_ARGS=(--bust "r$r")
+    run_variant "$r" prefix-off "$OFF_PORT" stream --streams 16 --tokens 32 \
+        --system-file "$SYSTEM" "${OFF_ARGS[@]}"
+    for path in /plain /v1/models /healthz; do
+        run_variant "$r" "http$path" "$PORT" http --path "$path" \
+            --conns 8 --seconds 3
+    done
+done
+stop_nginx
+trap - EXIT
+
+
+# --- 4. report ---------------------------------------------------------------
+
+echo
+echo "== 4. summary (best round of $ROUNDS per variant)"
+python3 "$ROOT/bench/plot.py" --results "$RES" --md "$PERF_MD" \
+    --svg "$PERF_SVG" --nocache-switch "$NOCACHE" \
+    --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
