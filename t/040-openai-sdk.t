@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # The official `openai` Python SDK against a private nginx (issue 4, item 8):
 # chat and completions, streaming and not, stream_options.include_usage,
-# logprobs, and the SDK's exception types for 400/404/429/503. The checks
+# logprobs, the async client, and the SDK's exception types for
+# 400/404/429/503/504 and for an error event inside a stream. The checks
 # live in t/openai_sdk.py, which prints TAP; each of its lines becomes one
 # test here.
 #
@@ -79,6 +80,7 @@ my $port = nginx_setup('openai-sdk', <<"EOF");
     server {
         listen 127.0.0.1:\$PORT sndbuf=4k;
         location /v1/ { llm_api main; }
+        location /short/v1/ { llm_api main; llm_deadline 1s; }
         location /tiny/v1/ { llm_api tiny; llm_max_buffered 1k; }
         location /bad/v1/ { llm_api bad; }
         location = /healthz { llm_health main; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The official `openai` Python SDK against ngx_llm: proof that real clients
 work. Run by t/040-openai-sdk.t against a private nginx that serves three
-engines (see there): /v1/ SmolLM2, /tiny/v1/ stories260K with one batch place
-and no queue (for 429), /bad/v1/ an unusable model (for 503).
+engines (see there): /v1/ SmolLM2 (and /short/v1/, the same with
+llm_deadline 1s), /tiny/v1/ stories260K with one batch place and no queue
+(for 429), /bad/v1/ an unusable model (for 503).
 
 Prints TAP. Greedy expectations are the ones t/020-api.t checks on the wire
 (tokens the model picks with a wide margin), so a difference here is the
@@ -314,6 +315,57 @@ def errors():
         is_(e.response.headers.get("retry-after"), "1", "503: Retry-After")
 
 
+def deadline():
+    """llm_deadline 1s in /short/v1/: a 504 before the stream, an error
+    event (the SDK's APIError) once it has begun."""
+    long_run = dict(model="smollm2", prompt="Once upon a time",
+                    max_tokens=1500, temperature=0,
+                    extra_body={"ignore_eos": True})
+    expect_error("504 deadline", openai.InternalServerError,
+                 lambda: client("/short/v1").completions.create(**long_run),
+                 504, "deadline_exceeded", None, "server_error")
+
+    texts = []
+    try:
+        for c in client("/short/v1").completions.create(stream=True,
+                                                          **long_run):
+            texts.append(c.choices[0].text)
+        ok(False, "deadline in a stream: raises APIError", "nothing raised")
+    except openai.APIStatusError as e:
+        ok(False, "deadline in a stream: raises APIError",
+           f"raised {type(e).__name__} before the stream: {e}")
+    except openai.APIError as e:
+        ok(True, "deadline in a stream: raises APIError")
+        is_(e.code, "deadline_exceeded", "deadline in a stream: code")
+        is_(e.type, "server_error", "deadline in a stream: type")
+        ok(len(texts) > 2, f"deadline in a stream: after {len(texts)} "
+           "chunks")
+
+
+def concurrent():
+    """Four streams at once through the async client: each one gets the
+    reply it would get alone (batched == unbatched, greedy)."""
+    import asyncio
+
+    async def one(c):
+        stream = await c.chat.completions.create(
+            model="smollm2", messages=HI, max_tokens=2, temperature=0,
+            stream=True)
+        return "".join([ch.choices[0].delta.content or ""
+                        async for ch in stream if ch.choices])
+
+    async def four():
+        c = openai.AsyncOpenAI(base_url=BASE + "/v1", api_key="sk-test",
+                               max_retries=0, timeout=60)
+        try:
+            return await asyncio.gather(*[one(c) for _ in range(4)])
+        finally:
+            await c.close()
+
+    is_(asyncio.run(four()), ["Hello!"] * 4,
+        "AsyncOpenAI: four concurrent streams, each the greedy reply")
+
+
 def hold_the_place():
     """A streaming client that reads nothing, with a tiny receive window:
     its sequence keeps the tiny engine's only batch place."""
@@ -379,6 +431,7 @@ def main():
                      ("completion", completion),
                      ("completion stream", completion_stream),
                      ("logprobs", logprobs), ("errors", errors),
+                     ("deadline", deadline), ("concurrent", concurrent),
                      ("429", rate_limit)]:
         section(name, fn)
     print(f"1..{n_tests}")
