@@ -80,7 +80,7 @@ my $port = nginx_setup('openai-sdk', <<"EOF");
     server {
         listen 127.0.0.1:\$PORT sndbuf=4k;
         location /v1/ { llm_api main; }
-        location /short/v1/ { llm_api main; llm_deadline 1s; }
+        location /short/v1/ { llm_api main; llm_deadline 2s; }
         location /tiny/v1/ { llm_api tiny; llm_max_buffered 1k; }
         location /bad/v1/ { llm_api bad; }
         location = /healthz { llm_health main; }

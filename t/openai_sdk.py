@@ -2,7 +2,7 @@
 """The official `openai` Python SDK against ngx_llm: proof that real clients
 work. Run by t/040-openai-sdk.t against a private nginx that serves three
 engines (see there): /v1/ SmolLM2 (and /short/v1/, the same with
-llm_deadline 1s), /tiny/v1/ stories260K with one batch place and no queue
+llm_deadline 2s), /tiny/v1/ stories260K with one batch place and no queue
 (for 429), /bad/v1/ an unusable model (for 503).
 
 Prints TAP. Greedy expectations are the ones t/020-api.t checks on the wire
@@ -316,7 +316,7 @@ def errors():
 
 
 def deadline():
-    """llm_deadline 1s in /short/v1/: a 504 before the stream, an error
+    """llm_deadline 2s in /short/v1/: a 504 before the stream, an error
     event (the SDK's APIError) once it has begun."""
     long_run = dict(model="smollm2", prompt="Once upon a time",
                     max_tokens=1500, temperature=0,
