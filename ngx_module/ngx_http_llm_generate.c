@@ -325,11 +325,14 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
 
     if (ecf->tokenizer == NULL) {
+        /* the file's fault is for the operator's log and /healthz */
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "llm: model \"%V\" unusable: %s", &ecf->model,
+                      ecf->load_error ? ecf->load_error : "no tokenizer");
         return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
                                        "server_error", "engine_unavailable",
-                                       "model unusable: %s",
-                                       ecf->load_error ? ecf->load_error
-                                                       : "no tokenizer");
+                                       "the model is unusable, see the "
+                                       "server's error log");
     }
 
     ngx_http_llm_apply_defaults(llcf, &ctx->req);
@@ -481,6 +484,7 @@ static ngx_int_t
 ngx_http_llm_submit(ngx_http_request_t *r)
 {
     ngx_int_t                 rc;
+    ngx_table_elt_t          *h;
     ngx_http_llm_ctx_t       *ctx;
     ngx_http_llm_loc_conf_t  *llcf;
 
@@ -523,6 +527,15 @@ ngx_http_llm_submit(ngx_http_request_t *r)
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
                   - ctx->id.data;
+
+    /* the id clients log (the SDKs read it as the request id) */
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Request-Id");
+    h->value = ctx->id;
 
     if (ngx_http_llm_slot_submit(&ctx->slot) != NGX_OK) {
         return ngx_http_llm_unavailable(r, ctx->peer);
@@ -768,33 +781,62 @@ ngx_http_llm_piece(ngx_http_llm_ctx_t *ctx, int32_t id, size_t *len)
 }
 
 
+/* room for one token's logprobs: its pieces escaped, and as byte lists */
 static size_t
-ngx_http_llm_lp_size(const llm_out_token *o)
+ngx_http_llm_lp_size(ngx_http_llm_ctx_t *ctx, const llm_out_token *o)
 {
-    return 6 * 64 + 96 + o->n_top * (6 * 64 + 64);
+    size_t    len, size;
+    uint32_t  i;
+
+    (void) ngx_http_llm_piece(ctx, o->token, &len);
+    size = 10 * len + 128;
+
+    for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+        (void) ngx_http_llm_piece(ctx, o->top_ids[i], &len);
+        size += 10 * len + 96;
+    }
+
+    return size;
 }
 
 
-/* chat: {"token":..,"logprob":..,"top_logprobs":[{"token":..,"logprob":..}]} */
+/* "token":"...","logprob":x,"bytes":[...]: bytes rebuild split characters */
+static u_char *
+ngx_http_llm_lp_token(ngx_http_llm_ctx_t *ctx, u_char *p, int32_t id,
+    float logprob)
+{
+    size_t          len, i;
+    const u_char   *t;
+
+    t = ngx_http_llm_piece(ctx, id, &len);
+    p = ngx_cpymem(p, "\"token\":\"", 9);
+    p = ngx_http_llm_json_escape(p, t, len);
+    p = ngx_sprintf(p, "\",\"logprob\":%.6f,\"bytes\":[", (double) logprob);
+
+    for (i = 0; i < len; i++) {
+        p = ngx_sprintf(p, i ? ",%ud" : "%ud", (unsigned) t[i]);
+    }
+
+    *p++ = ']';
+    return p;
+}
+
+
+/* chat: {"token","logprob","bytes","top_logprobs":[{"token",...}]} */
 static u_char *
 ngx_http_llm_lp_chat(ngx_http_llm_ctx_t *ctx, u_char *p,
     const llm_out_token *o)
 {
-    size_t          len;
-    uint32_t        i;
-    const u_char   *t;
+    uint32_t  i;
 
-    t = ngx_http_llm_piece(ctx, o->token, &len);
-    p = ngx_cpymem(p, "{\"token\":\"", 10);
-    p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
-    p = ngx_sprintf(p, "\",\"logprob\":%.6f,\"top_logprobs\":[",
-                    (double) o->logprob);
+    *p++ = '{';
+    p = ngx_http_llm_lp_token(ctx, p, o->token, o->logprob);
+    p = ngx_sprintf(p, ",\"top_logprobs\":[");
 
     for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
-        t = ngx_http_llm_piece(ctx, o->top_ids[i], &len);
-        p = ngx_sprintf(p, "%s{\"token\":\"", i ? "," : "");
-        p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
-        p = ngx_sprintf(p, "\",\"logprob\":%.6f}", (double) o->top_lp[i]);
+        p = ngx_sprintf(p, i ? ",{" : "{");
+        p = ngx_http_llm_lp_token(ctx, p, o->top_ids[i], o->top_lp[i]);
+        *p++ = '}';
     }
 
     return ngx_sprintf(p, "]}");
@@ -814,7 +856,7 @@ ngx_http_llm_lp_legacy(ngx_http_llm_ctx_t *ctx, u_char *p,
     case 0:
         t = ngx_http_llm_piece(ctx, o->token, &len);
         *p++ = '"';
-        p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
+        p = ngx_http_llm_json_escape(p, t, len);
         *p++ = '"';
         return p;
     case 1:
@@ -824,7 +866,7 @@ ngx_http_llm_lp_legacy(ngx_http_llm_ctx_t *ctx, u_char *p,
         for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
             t = ngx_http_llm_piece(ctx, o->top_ids[i], &len);
             p = ngx_sprintf(p, "%s\"", i ? "," : "");
-            p = ngx_http_llm_json_escape(p, t, ngx_min(len, 64));
+            p = ngx_http_llm_json_escape(p, t, len);
             p = ngx_sprintf(p, "\":%.6f", (double) o->top_lp[i]);
         }
         *p++ = '}';
@@ -908,7 +950,7 @@ ngx_http_llm_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
-        size += 2 * ngx_http_llm_lp_size(o);
+        size += ngx_http_llm_lp_size(ctx, o);
     }
 
     b = ngx_http_llm_get_buf(ctx, size);
@@ -993,7 +1035,7 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     if (!ctx->stream && ctx->lps) {
         e = ctx->lps->elts;
         for (i = 0; i < ctx->lps->nelts; i++) {
-            size += 2 * ngx_http_llm_lp_size(&e[i].o);
+            size += ngx_http_llm_lp_size(ctx, &e[i].o);
         }
     }
 

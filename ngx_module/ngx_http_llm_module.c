@@ -354,7 +354,7 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
     ngx_http_llm_engine_conf_t *ecf = (ngx_http_llm_engine_conf_t *) conf;
 
     char       *rv;
-    ssize_t     size;
+    off_t       size;
     ngx_str_t  *value, *name, *v;
 
     value = cf->args->elts;
@@ -417,7 +417,7 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
                                      LLM_RING_MAX_SLOTS / 2);
 
     } else if (LLM_IS("kv_cache_memory")) {
-        size = ngx_parse_size(v);
+        size = ngx_parse_offset(v);     /* g too: KV pools are large */
         if (size == NGX_ERROR || size < 1024 * 1024) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid kv_cache_memory \"%V\"", v);

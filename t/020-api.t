@@ -55,6 +55,8 @@ POST /v1/chat/completions
 --- error_code: 200
 --- response_headers
 Content-Type: application/json
+--- response_headers_like
+X-Request-Id: chatcmpl-[0-9a-f]+
 --- response_body_like: ^\{"id":"chatcmpl-[0-9a-f]+","object":"chat.completion","created":\d+,"model":"smollm2","choices":\[\{"index":0,"message":\{"role":"assistant","content":"Hello!"\},"logprobs":null,"finish_reason":"length"\}\],"usage":\{"prompt_tokens":31,"completion_tokens":2,"total_tokens":33,"prompt_tokens_details":\{"cached_tokens":\d+\}\}\}$
 --- no_error_log
 [error]
@@ -88,7 +90,7 @@ POST /v1/completions
 POST /v1/chat/completions
 {"model":"smollm2","messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"temperature":0,"logprobs":true,"top_logprobs":2}
 --- error_code: 200
---- response_body_like: "logprobs":\{"content":\[\{"token":"Hello","logprob":-[0-9.]+,"top_logprobs":\[\{"token":"Hello","logprob":-[0-9.]+\},\{"token":"[^"]+","logprob":-[0-9.]+\}\]\}\]\}
+--- response_body_like: "logprobs":\{"content":\[\{"token":"Hello","logprob":-[0-9.]+,"bytes":\[72,101,108,108,111\],"top_logprobs":\[\{"token":"Hello","logprob":-[0-9.]+,"bytes":\[72,101,108,108,111\]\},\{"token":"[^"]+","logprob":-[0-9.]+,"bytes":\[[0-9,]+\]\}\]\}\]\}
 --- no_error_log
 [error]
 
@@ -204,7 +206,9 @@ POST /v1/completions
 --- error_code: 503
 --- response_headers
 Retry-After: 1
---- response_body_like: "message":"model unusable: .*truncated.gguf: [^"]+","type":"server_error"
+--- response_body_like: "message":"the model is unusable, see the server's error log","type":"server_error"
+--- error_log eval
+qr/\[error\] .*llm: model ".*truncated\.gguf" unusable: .*truncated\.gguf: /
 
 
 

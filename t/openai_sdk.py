@@ -220,8 +220,7 @@ def logprobs():
     is_(lp.token, "Hello", "chat logprobs: the token")
     ok(lp.logprob <= 0 and math.isfinite(lp.logprob),
        f"chat logprobs: logprob {lp.logprob}")
-    is_(lp.bytes, list(b"Hello"), "chat logprobs: bytes",
-        todo="the server sends no 'bytes' (OpenAI and vLLM do)")
+    is_(lp.bytes, list(b"Hello"), "chat logprobs: bytes")
     is_(len(lp.top_logprobs), 2, "chat logprobs: top_logprobs=2")
     is_(lp.top_logprobs[0].token, "Hello", "chat logprobs: best is chosen")
     ok(abs(lp.top_logprobs[0].logprob - lp.logprob) < 1e-6,

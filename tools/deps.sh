@@ -17,7 +17,7 @@ PACKAGES=(
     nginx nginx-dev
     libpcre2-dev libcjson-dev libutf8proc-dev
     perl libtest-base-perl libtest-longstring-perl
-    curl procps
+    curl procps openssl
     clang libclang-rt-dev
     python3 python3-pip python3-venv ca-certificates
 )
