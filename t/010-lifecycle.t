@@ -49,10 +49,11 @@ my $port;
 # --- nginx -t starts nothing ------------------------------------------------
 
 $port = write_conf(64);
-my @before = engines(undef);
+my %before = map { $_ => 1 } engines(undef);
 is(nginx_cmd('-t', '-q'), 0, 'nginx -t accepts the config');
 sleep 0.5;
-is_deeply([engines(undef)], \@before, 'nginx -t started no engine');
+# engines of earlier tests may still be exiting: only a new one counts
+is_deeply([grep { !$before{$_} } engines(undef)], [], 'nginx -t started no engine');
 
 # --- start ---------------------------------------------------------------------
 
