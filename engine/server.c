@@ -133,6 +133,7 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
     o->max_batched_tokens = 2048;
     o->max_queued = 256;
     o->kv_cache_bytes = 1ULL << 30;
+    o->prefix_caching = 1;
     o->tensor_parallel = 1;
     o->backend = "cpu";
     o->name = "default";
@@ -188,6 +189,8 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
             o->max_queued = (int) v;
         } else if (strcmp(k, "--kv-cache-memory") == 0) {
             o->kv_cache_bytes = v;
+        } else if (strcmp(k, "--prefix-caching") == 0) {
+            o->prefix_caching = v != 0;
         } else if (strcmp(k, "--tensor-parallel") == 0) {
             o->tensor_parallel = (int) v;
         } else {
@@ -517,6 +520,7 @@ llm_loader_thread(void *arg)
     so.max_batched_tokens = s->opt.max_batched_tokens;
     so.max_model_len = max_model_len;
     so.max_queued = s->opt.max_queued;
+    so.prefix_caching = s->opt.prefix_caching;
     so.on_token = llm_on_token;
     so.on_finish = llm_on_finish;
     so.can_emit = llm_can_emit;

@@ -24,6 +24,7 @@ typedef struct {
     int          max_queued;
     int          tensor_parallel;
     uint64_t     kv_cache_bytes;
+    int          prefix_caching;    /* 1 (default): share full prompt blocks */
 } llm_server_opts;
 
 int llm_server_parse_opts(llm_server_opts *o, int argc, char **argv);

@@ -430,7 +430,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     pid_t                        pid;
     ngx_http_llm_counters_t     *cnt;
     u_char                      *p;
-    char                        *argv[32];
+    char                        *argv[40];
     u_char                       buf[2048];
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
 
@@ -489,6 +489,8 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     LLM_ARG("%ui", ecf->max_queued_requests);
     LLM_ARG("--kv-cache-memory");
     LLM_ARG("%uz", ecf->kv_cache_memory);
+    LLM_ARG("--prefix-caching");
+    LLM_ARG("%i", ecf->prefix_caching);
     argv[i] = NULL;
 
 #undef LLM_ARG

@@ -298,6 +298,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->max_model_len = NGX_CONF_UNSET_UINT;
     ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
     ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
+    ecf->prefix_caching = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET_SIZE;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
     ecf->model_fd = NGX_INVALID_FILE;
@@ -415,6 +416,18 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
     } else if (LLM_IS("max_queued_requests")) {
         rv = ngx_http_llm_param_uint(cf, v, &ecf->max_queued_requests, 0,
                                      LLM_RING_MAX_SLOTS / 2);
+
+    } else if (LLM_IS("prefix_caching")) {
+        if (v->len == 2 && ngx_strncmp(v->data, "on", 2) == 0) {
+            ecf->prefix_caching = 1;
+        } else if (v->len == 3 && ngx_strncmp(v->data, "off", 3) == 0) {
+            ecf->prefix_caching = 0;
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid prefix_caching \"%V\", "
+                               "it must be \"on\" or \"off\"", v);
+            return NGX_CONF_ERROR;
+        }
 
     } else if (LLM_IS("kv_cache_memory")) {
         size = ngx_parse_offset(v);     /* g too: KV pools are large */
@@ -873,6 +886,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_model_len, 8192);
     ngx_conf_init_uint_value(ecf->max_batched_tokens, 2048);
     ngx_conf_init_uint_value(ecf->max_queued_requests, 256);
+    ngx_conf_init_value(ecf->prefix_caching, 1);
     ngx_conf_init_size_value(ecf->kv_cache_memory, 1024 * 1024 * 1024);
     ngx_conf_init_msec_value(ecf->ready_timeout, 30000);
 
@@ -920,6 +934,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     h = ngx_http_llm_hash(h, &ecf->max_batched_tokens, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->max_queued_requests, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->kv_cache_memory, sizeof(size_t));
+    h = ngx_http_llm_hash(h, &ecf->prefix_caching, sizeof(ngx_flag_t));
     ecf->hash = h;
 
     return NGX_CONF_OK;

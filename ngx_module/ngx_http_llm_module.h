@@ -48,6 +48,7 @@ typedef struct {
     ngx_uint_t                  max_model_len;
     ngx_uint_t                  max_batched_tokens;
     ngx_uint_t                  max_queued_requests;
+    ngx_flag_t                  prefix_caching;
     size_t                      kv_cache_memory;
     ngx_msec_t                  ready_timeout;
 
