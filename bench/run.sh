@@ -10,7 +10,8 @@
 #      by someone else cannot pull the code from under the running nginx),
 #      then ROUNDS rounds, each running every variant once, interleaved:
 #        - BRIEF 9.6 streams: 1, 4, 16, 64 concurrent streaming chats,
-#          64 tokens each, ignore_eos, greedy (bench/serve_bench.c);
+#          64 tokens each, ignore_eos, greedy (bench/serve_bench.c); and
+#          16 again on an engine with max_batched_tokens 256 (TTFT);
 #        - shared prefix: one long system prompt, 16 different questions,
 #          with prefix caching and without;
 #        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
@@ -130,6 +131,7 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
             echo "    llm_engine nocache {"
             echo "        served_model_name  smollm2;"
             echo "        prefix_caching     off;"
+            echo "        kv_cache_memory    512m;"
             engine_params
             echo "    }"
             echo "    server {"
@@ -138,6 +140,18 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
             echo "        location = /healthz { llm_health nocache; }"
             echo "    }"
         fi
+        # the TTFT evidence: the same 16 streams under a smaller step budget
+        echo "    llm_engine budget256 {"
+        echo "        served_model_name  smollm2;"
+        echo "        max_batched_tokens 256;"
+        echo "        kv_cache_memory    512m;"
+        engine_params
+        echo "    }"
+        echo "    server {"
+        echo "        listen 127.0.0.1:$((PORT + 2));"
+        echo "        location /v1/ { llm_api budget256; }"
+        echo "        location = /healthz { llm_health budget256; }"
+        echo "    }"
         echo "    server {"
         echo "        listen 127.0.0.1:$PORT;"
         echo "        location /v1/ { llm_api main; }"
@@ -179,6 +193,7 @@ wait_ready() {
     die "engine behind port $1 not ready after 120 s (see $P/logs/error.log)"
 }
 wait_ready "$PORT"
+wait_ready $((PORT + 2))
 [ "$NOCACHE" = 1 ] && wait_ready $((PORT + 1))
 
 cpu_ticks() {  # cpu_ticks PID: user + system ticks of the whole process
@@ -222,6 +237,8 @@ for r in $(seq "$ROUNDS"); do
     for n in 1 4 16 64; do
         run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" --tokens 64
     done
+    run_variant "$r" streams-16-mbt256 $((PORT + 2)) stream --streams 16 \
+        --tokens 64
     run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \
         --system-file "$SYSTEM"
     [ "$NOCACHE" = 1 ] || OFF_ARGS=(--bust "r$r")
