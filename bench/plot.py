@@ -153,6 +153,30 @@ def tables(rows, nocache_switch, commit):
                small.get("engine_cores", float("nan")), small["load"]))
     add("")
 
+    e1, e16 = best(rows, "engine-1", "tok_s"), best(rows, "engine-16", "tok_s")
+    dec = next((r for r in rows if r.get("mode") == "decode"), None)
+    if e1 and e16 and one and sixteen:
+        add("Against the engine alone (`ngx_llm_engine bench`, the same "
+            "workload and step budget, no nginx, no ring; its single stream "
+            "is one request, so compare TPOT there):")
+        add("")
+        add("| | batch-1 forward (bench/decode) | engine alone | through "
+            "nginx | nginx / engine |")
+        add("|---|---:|---:|---:|---:|")
+        if dec and dec["decode_tok_s"] > 0:
+            fwd = "%.1f ms" % (1e3 / dec["decode_tok_s"])
+        else:
+            fwd = "—"
+        add("| TPOT p50, 1 stream | %s | %.1f ms | %.1f ms | %.2fx |"
+            % (fwd, e1["tpot_p50_ms"], one["tpot_p50_ms"],
+               one["tpot_p50_ms"] / e1["tpot_p50_ms"]))
+        add("| tokens/s, 16 streams | | %.1f | %.1f | %.2fx |"
+            % (e16["tok_s"], sixteen["tok_s"], sixteen["tok_s"] / e16["tok_s"]))
+        add("| TTFT p50, 16 streams | | %.0f ms | %.0f ms | %.2fx |"
+            % (e16["ttft_p50_ms"], sixteen["ttft_p50_ms"],
+               sixteen["ttft_p50_ms"] / max(e16["ttft_p50_ms"], 1e-9)))
+        add("")
+
     add("### 3. Shared prefix, with and without prefix caching")
     add("")
     add("One ~200-token system prompt, 16 different questions sent at once, "

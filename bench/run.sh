@@ -222,6 +222,26 @@ run_variant() {
     record "$line" "round=$round variant=$name load=$la engine_cores=$cores"
 }
 
+# the same workload inside the engine (engine/cli_bench.c: no nginx, no
+# ring, same step budget as the nginx engine): what the serving path costs
+run_engine_bench() {
+    local out la
+    la=$(loadavg)
+    out=$("$B/bin/ngx_llm_engine" bench --model "$MODEL" --streams 1,16 \
+              --tokens 64 --threads "$THREADS" --max-batched-tokens 2048 2>&1)
+    awk -v r="$1" -v la="$la" '
+        $1 ~ /^[0-9]+$/ && NF >= 14 {
+            printf "RESULT mode=engine streams=%d tokens=%d wall_s=%s " \
+                   "tok_s=%s ttft_p50_ms=%s tpot_p50_ms=%s round=%s " \
+                   "variant=engine-%d load=%s engine_cores=%s\n",
+                   $1, $2, $3, $5, $6, $9, r, $1, la, $4
+        }' <<<"$out" >> "$RES"
+    awk '$1 ~ /^[0-9]+$/ && NF >= 14 {
+            printf "  engine-%-5s %s streams in the engine alone: %.1f " \
+                   "tokens/s; TTFT p50 %s ms; TPOT p50 %s ms  [%s cores]\n",
+                   $1, $1, $5, $6, $9, $4 }' <<<"$out"
+}
+
 echo
 echo "== 3. through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
 if [ "$NOCACHE" = 1 ]; then
@@ -239,6 +259,7 @@ for r in $(seq "$ROUNDS"); do
     done
     run_variant "$r" streams-16-mbt256 $((PORT + 2)) stream --streams 16 \
         --tokens 64
+    run_engine_bench "$r"
     run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \
         --system-file "$SYSTEM"
     [ "$NOCACHE" = 1 ] || OFF_ARGS=(--bust "r$r")
