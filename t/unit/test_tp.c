@@ -10,11 +10,14 @@
  *     stories260K Q4_1 at 2 (2 threads per rank: the fused decode path),
  *     SmolLM2 Q4_1 at 3, and in exact mode;
  *   - under TP a sequence run alone equals the same sequence batched;
+ *   - the scheduler over a TP backend (prefix cache, preemption, greedy
+ *     and seeded sampling) streams the same tokens as over TP=1;
  *   - stories260K F32 at TP=1 and TP=4 still tells the known story.
  */
 #include "tap.h"
 #include "backend.h"
 #include "model.h"
+#include "scheduler.h"
 #include "tp.h"
 
 #include <stdatomic.h>
@@ -519,6 +522,200 @@ check_story(int tp)
 }
 
 
+/* copy_block under tp copies the block on every rank: a decode through
+ * copied blocks equals the same decode through the originals */
+static void
+check_copy_block(const char *path, int tp)
+{
+    static const int32_t  orig[2] = { 0, 1 }, copy[2] = { 5, 6 };
+    const int32_t        *tab[1];
+    int32_t               tok[20], pos[20], seq[20], nb = 2, last = 0;
+    float                *a, *b;
+    rig                   r;
+    llm_batch             batch;
+    int                   i, good = 0, refused = 0;
+
+    if (rig_open(&r, path, tp, tp, 0) != 0) {
+        ok(0, "copy_block: backend at tp %d: %s", tp, r.err);
+        rig_close(&r);
+        return;
+    }
+    a = malloc(r.m.cfg.vocab_size * sizeof(float));
+    b = malloc(r.m.cfg.vocab_size * sizeof(float));
+    for (i = 0; i < 20; i++) {
+        tok[i] = 1 + (i * 29) % (r.m.cfg.vocab_size - 1);
+        pos[i] = i;
+        seq[i] = 0;
+    }
+    tab[0] = orig;
+    batch = (llm_batch) { 19, tok, pos, seq, 1, tab, &nb, 1, &last, a };
+    last = 18;
+    if (llm_backend_forward(r.be, &batch) == 0
+        && r.be->iface.copy_block(r.be, 5, 0) == 0
+        && r.be->iface.copy_block(r.be, 6, 1) == 0)
+    {
+        /* position 19 through the originals, then through the copies */
+        batch = (llm_batch) { 1, tok + 19, pos + 19, seq, 1, tab, &nb, 1,
+                              &last, a };
+        last = 0;
+        good = llm_backend_forward(r.be, &batch) == 0;
+        tab[0] = copy;
+        batch.logits = b;
+        good &= llm_backend_forward(r.be, &batch) == 0
+                && memcmp(a, b, r.m.cfg.vocab_size * sizeof(float)) == 0;
+    }
+    refused = r.be->iface.copy_block(r.be, 16, 0) != 0
+              && strstr(r.be->err, "outside the pool of 16") != NULL;
+    ok(good, "tp %d: decode through copied KV blocks == through the "
+       "originals (every rank's heads copied)", tp);
+    ok(refused, "tp %d: copy to block 16 refused: \"%s\"", tp, r.be->err);
+    free(a);
+    free(b);
+    rig_close(&r);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * the scheduler over a TP backend
+ */
+
+#define SCHED_JOBS  8
+#define SCHED_OUT   24
+
+typedef struct {
+    int32_t  out[SCHED_OUT];
+    int      n_out;
+    int      finished;
+} sched_rec;
+
+
+static void
+sched_on_token(void *user, int32_t token, const llm_sample_out *lp)
+{
+    sched_rec  *r = user;
+
+    (void) lp;
+    if (r->n_out < SCHED_OUT) {
+        r->out[r->n_out] = token;
+    }
+    r->n_out++;
+}
+
+
+static void
+sched_on_finish(void *user, const llm_seq_result *res)
+{
+    (void) res;
+    ((sched_rec *) user)->finished = 1;
+}
+
+
+/* 8 requests sharing a 20-token prefix (prefix cache hits) in a pool of
+ * 12 blocks of 16 (too small for all: preemption), half greedy, half
+ * seeded sampling; 0 and the streams in rec, or -1 */
+static int
+run_sched(const char *path, int tp, int threads, sched_rec *rec,
+    llm_sched_stats *st)
+{
+    llm_model            m;
+    llm_backend_options  bo;
+    llm_sched_options    so;
+    llm_request          req;
+    llm_backend         *be = NULL;
+    llm_sched           *s = NULL;
+    llm_seq             *seq;
+    int32_t              prompt[40];
+    char                 err[768];
+    int                  j, i, steps = 0, rc = -1;
+
+    memset(rec, 0, SCHED_JOBS * sizeof(*rec));
+    if (llm_model_load(&m, path, 0, tp) != 0) {
+        printf("# %s\n", m.err);
+        goto done;
+    }
+    llm_backend_options_default(&bo, &m);
+    bo.n_threads = threads;
+    bo.kv_n_blocks = 12;
+    bo.max_batch_tokens = 32;
+    be = llm_backend_create("cpu", &m, &bo, err, sizeof(err));
+    llm_sched_options_default(&so);
+    so.on_token = sched_on_token;
+    so.on_finish = sched_on_finish;
+    s = be != NULL ? llm_sched_create(be, &so, err, sizeof(err)) : NULL;
+    if (s == NULL) {
+        printf("# %s\n", err);
+        goto done;
+    }
+    for (j = 0; j < SCHED_JOBS; j++) {
+        for (i = 0; i < 40; i++) {
+            prompt[i] = i < 20 ? 3 + (i * 37) % (m.cfg.vocab_size - 3)
+                               : 3 + (i * 11 + j * 101) % (m.cfg.vocab_size
+                                                           - 3);
+        }
+        memset(&req, 0, sizeof(req));
+        req.prompt = prompt;
+        req.n_prompt = 24 + 2 * j;
+        llm_sampling_params_default(&req.sampling);
+        if (j % 2) {
+            req.sampling.temperature = 0.8f;
+            req.sampling.seed = 1000 + j;
+            req.sampling.has_seed = 1;
+        } else {
+            req.sampling.temperature = 0.0f;
+        }
+        req.max_tokens = SCHED_OUT;
+        req.ignore_eos = 1;
+        req.user = &rec[j];
+        if (llm_sched_add(s, &req, &seq, err, sizeof(err)) != LLM_ERR_NONE) {
+            printf("# add: %s\n", err);
+            goto done;
+        }
+    }
+    while (llm_sched_has_work(s) && steps++ < 1000) {
+        if (llm_sched_step(s) < 0) {
+            printf("# step: %s\n", be->err);
+            goto done;
+        }
+    }
+    llm_sched_stats_get(s, st);
+    rc = 0;
+done:
+    llm_sched_free(s);
+    llm_backend_free(be);
+    llm_model_free(&m);
+    return rc;
+}
+
+
+static void
+check_sched(const char *name, const char *path, int tp, int threads_n)
+{
+    sched_rec        one[SCHED_JOBS], many[SCHED_JOBS];
+    llm_sched_stats  st1, stn;
+    int              j, same = 1, all = 1;
+
+    if (!ok(run_sched(path, 1, 1, one, &st1) == 0
+            && run_sched(path, tp, threads_n, many, &stn) == 0,
+            "%s: scheduler runs 8 requests at tp 1 and tp %d", name, tp))
+    {
+        return;
+    }
+    for (j = 0; j < SCHED_JOBS; j++) {
+        all &= one[j].finished && one[j].n_out == SCHED_OUT;
+        same &= many[j].finished && many[j].n_out == one[j].n_out
+                && memcmp(many[j].out, one[j].out, sizeof(one[j].out)) == 0;
+    }
+    ok(all && same, "%s: tp %d streams == tp 1 (8 x %d tokens; greedy and "
+       "seeded)", name, tp, SCHED_OUT);
+    ok(stn.preemptions > 0 && stn.prefix_hit_tokens > 0
+       && stn.preemptions == st1.preemptions
+       && stn.prefix_hit_tokens == st1.prefix_hit_tokens,
+       "%s: with preemptions (%llu) and prefix hits (%llu tokens), as at "
+       "tp 1", name, (unsigned long long) stn.preemptions,
+       (unsigned long long) stn.prefix_hit_tokens);
+}
+
+
 int
 main(void)
 {
@@ -546,6 +743,10 @@ main(void)
     stories_path(path, sizeof(path), "q4_1");
     check_tp("stories260K q4_1", path, 2, 2, 4, 0, MAX_STEPS);
     check_unbatched("stories260K q4_1", path, 2, 4, MAX_STEPS);
+    check_sched("stories260K q4_1", path, 2, 2);
+    stories_path(path, sizeof(path), "f32");
+    check_sched("stories260K f32", path, 4, 4);
+    check_copy_block(path, 4);
     check_story(1);
     check_story(4);
     check_tp("SmolLM2 Q4_1", smollm2, 3, 2, 3, 0, 6);
