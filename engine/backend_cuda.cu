@@ -31,6 +31,7 @@ extern "C" {
 #include "backend_cuda.h"
 #include "gguf.h"
 #include "kernels_cuda.h"
+#include "sampler.h"
 
 /* from kernels/quant.h (a C11 header C++ cannot include) */
 int llm_quant_block(uint32_t type);
@@ -48,6 +49,9 @@ int llm_quant_block_bytes(uint32_t type);
 #include <string.h>
 
 #define LOGIT_ROWS      256          /* logits computed per GEMM chunk */
+#define SAMPLE_ROWS     32           /* rows per sampling launch: bounds
+                                        the candidate scratch (12 bytes x
+                                        vocab per row) */
 #define GEMM_PLANS      64           /* cached cuBLASLt plans */
 #define WORKSPACE_BYTES (32u << 20)
 
@@ -113,7 +117,18 @@ typedef struct {
     llm_bf16          *hb;         /* (n, hidden) */
     llm_bf16          *xl;         /* (LOGIT_ROWS, dim) normed logit rows */
     float             *logits;     /* (LOGIT_ROWS, vocab) */
-    int32_t           *ids;        /* (LOGIT_ROWS) argmax */
+    int32_t           *ids;        /* (LOGIT_ROWS) argmax or sampled */
+    /* device sampling (llm_backend_cuda_forward_sample) */
+    void              *samp_scratch;   /* llm_cuda_sample_scratch_bytes
+                                          (SAMPLE_ROWS, vocab) */
+    llm_cuda_sample_params *samp_p;    /* (SAMPLE_ROWS) device */
+    uint64_t          *samp_rng;       /* (SAMPLE_ROWS, 4) device */
+    llm_cuda_token_edit *samp_edits;   /* (samp_edits_cap) device */
+    llm_cuda_sample_params *samp_p_host;   /* pinned, same shapes */
+    uint64_t          *samp_rng_host;
+    llm_cuda_token_edit *samp_edits_host;
+    int32_t           *samp_ids_host;  /* (SAMPLE_ROWS) */
+    size_t             samp_edits_cap;
     /* batch metadata: pinned host staging and its device copy */
     int32_t           *meta_host;
     int32_t           *meta_dev;
@@ -557,9 +572,228 @@ graph_get(llm_backend *be, int k, cudaGraphExec_t *out)
 }
 
 
-/* ids != NULL: argmax ids to the host instead of logits */
+/* ---------------------------------------------------------------------------
+ * sampling on the device with the engine's samplers
+ */
+
+extern "C" int
+llm_cuda_sampler_edits_needed(const llm_sampler *s)
+{
+    return s->n_bias + (int) s->counts_used;
+}
+
+
 static int
-cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
+bias_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *) a, y = ((const llm_logit_bias *) b)->token;
+
+    return (x > y) - (x < y);
+}
+
+
+extern "C" int
+llm_cuda_sampler_export(const llm_sampler *s, llm_cuda_sample_params *p,
+    llm_cuda_token_edit *e, int max_edits)
+{
+    const llm_sampling_params  *q = &s->params;
+    const llm_logit_bias       *hit;
+    int                         n = 0;
+    uint32_t                    i;
+
+    memset(p, 0, sizeof(*p));
+    p->temperature = q->temperature;
+    /* what truncate() computes once per call, with the same libm */
+    p->inv_t = q->temperature >= LLM_SAMPLER_GREEDY_EPS
+               ? 1.0f / q->temperature : 0.0f;
+    p->lo = q->min_p > 0.0f ? logf(q->min_p) : -INFINITY;
+    p->top_p = q->top_p;
+    p->min_p = q->min_p;
+    p->top_k = q->top_k;
+    p->presence_penalty = q->presence_penalty;
+    p->frequency_penalty = q->frequency_penalty;
+    p->repetition_penalty = q->repetition_penalty;
+    if (llm_cuda_sampler_edits_needed(s) > max_edits) {
+        return -1;
+    }
+    /* the bias list first, in its (token) order, so a seen token finds
+     * its bias entry by binary search */
+    for (n = 0; n < s->n_bias; n++) {
+        memset(&e[n], 0, sizeof(e[n]));
+        e[n].token = s->bias[n].token;
+        e[n].has_bias = 1;
+        e[n].bias = s->bias[n].bias;
+    }
+    for (i = 0; i < s->counts_cap; i++) {
+        const llm_token_count  *c = &s->counts[i];
+        llm_cuda_token_edit    *t;
+
+        if (c->token < 0) {
+            continue;
+        }
+        hit = (const llm_logit_bias *) bsearch(&c->token, s->bias, s->n_bias,
+                                               sizeof(*s->bias), bias_cmp);
+        if (hit != NULL) {
+            t = &e[hit - s->bias];
+        } else {
+            t = &e[n++];
+            memset(t, 0, sizeof(*t));
+            t->token = c->token;
+        }
+        t->seen = 1;
+        t->n_output = c->n_output;
+    }
+    p->n_edits = n;
+    return n;
+}
+
+
+static int
+sample_reserve(llm_backend *be, size_t n_edits)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    size_t   cap = c->samp_edits_cap;
+
+    if (n_edits <= cap && c->samp_edits != NULL) {
+        return 0;
+    }
+    cap = cap * 2 > n_edits ? cap * 2 : n_edits + 1024;
+    cudaFree(c->samp_edits);
+    cudaFreeHost(c->samp_edits_host);
+    c->samp_edits = NULL;
+    c->samp_edits_host = NULL;
+    c->samp_edits_cap = 0;
+    CK(cudaMalloc((void **) &c->samp_edits, cap * sizeof(llm_cuda_token_edit)));
+    CK(cudaMallocHost((void **) &c->samp_edits_host,
+                      cap * sizeof(llm_cuda_token_edit)));
+    c->samp_edits_cap = cap;
+    return 0;
+}
+
+
+static int
+check_samplers(llm_backend *be, llm_sampler *const *sm, int n)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    int      i;
+
+    for (i = 0; i < n; i++) {
+        if (sm[i] == NULL || sm[i]->n_vocab != c->vocab) {
+            return be_fail(be, "logit row %d: a sampler for a vocabulary of "
+                           "%d is needed", i, c->vocab);
+        }
+        if (sm[i]->params.logprobs) {
+            return be_fail(be, "logit row %d wants logprobs: those are "
+                           "computed on the CPU (llm_backend_forward, then "
+                           "llm_sample)", i);
+        }
+    }
+    return 0;
+}
+
+
+/* rows 0..n-1 of c->logits drawn with sm[0..n-1] on the device; each
+ * sampler's RNG and counts then stand as llm_sample would leave them */
+static int
+sample_rows(llm_backend *be, llm_sampler *const *sm, int n, int32_t *ids)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    int      off, k, i, got;
+    size_t   n_e, e;
+
+    for (off = 0; off < n; off += SAMPLE_ROWS) {
+        k = n - off < SAMPLE_ROWS ? n - off : SAMPLE_ROWS;
+        n_e = 0;
+        for (i = 0; i < k; i++) {
+            n_e += llm_cuda_sampler_edits_needed(sm[off + i]);
+        }
+        if (sample_reserve(be, n_e) != 0) {
+            return -1;
+        }
+        e = 0;
+        for (i = 0; i < k; i++) {
+            got = llm_cuda_sampler_export(sm[off + i], &c->samp_p_host[i],
+                                          c->samp_edits_host + e,
+                                          (int) (c->samp_edits_cap - e));
+            if (got < 0) {
+                return be_fail(be, "logit row %d: sampler edits do not fit",
+                               off + i);
+            }
+            c->samp_p_host[i].edit_off = (int64_t) e;
+            e += got;
+            memcpy(c->samp_rng_host + 4 * i, sm[off + i]->rng,
+                   4 * sizeof(uint64_t));
+        }
+        CK(cudaMemcpyAsync(c->samp_p, c->samp_p_host,
+                           k * sizeof(llm_cuda_sample_params),
+                           cudaMemcpyHostToDevice, c->st));
+        CK(cudaMemcpyAsync(c->samp_rng, c->samp_rng_host,
+                           4 * k * sizeof(uint64_t), cudaMemcpyHostToDevice,
+                           c->st));
+        if (e > 0) {
+            CK(cudaMemcpyAsync(c->samp_edits, c->samp_edits_host,
+                               e * sizeof(llm_cuda_token_edit),
+                               cudaMemcpyHostToDevice, c->st));
+        }
+        CKK(llm_cuda_sample(c->st, c->ids, c->logits + (size_t) off * c->vocab,
+                            k, c->vocab, c->samp_p, c->samp_edits,
+                            c->samp_rng, c->samp_scratch));
+        CK(cudaMemcpyAsync(c->samp_ids_host, c->ids, k * sizeof(int32_t),
+                           cudaMemcpyDeviceToHost, c->st));
+        CK(cudaMemcpyAsync(c->samp_rng_host, c->samp_rng,
+                           4 * k * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                           c->st));
+        CK(cudaStreamSynchronize(c->st));
+        for (i = 0; i < k; i++) {
+            llm_sampler *s = sm[off + i];
+
+            if (c->samp_ids_host[i] < 0) {
+                return be_fail(be, "logit row %d: no finite logit to sample "
+                               "from", off + i);
+            }
+            memcpy(s->rng, c->samp_rng_host + 4 * i, 4 * sizeof(uint64_t));
+            if (llm_sampler_accept(s, c->samp_ids_host[i]) != 0) {
+                return be_fail(be, "logit row %d: %s", off + i, s->err);
+            }
+            ids[off + i] = c->samp_ids_host[i];
+        }
+    }
+    return 0;
+}
+
+
+/* what a step returns to the host */
+typedef enum { OUT_LOGITS, OUT_GREEDY, OUT_SAMPLE } out_kind;
+
+
+/* logit rows [off, off + n) computed into c->logits: to the host as the
+ * caller asked */
+static int
+deliver(llm_backend *be, const llm_batch *b, int off, int n, out_kind kind,
+    int32_t *ids, llm_sampler *const *sm)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+
+    if (kind == OUT_SAMPLE) {
+        return sample_rows(be, sm + off, n, ids + off);
+    }
+    if (kind == OUT_GREEDY) {
+        CK(cudaMemcpyAsync(ids + off, c->ids, n * sizeof(int32_t),
+                           cudaMemcpyDeviceToHost, c->st));
+    } else {
+        CK(cudaMemcpyAsync(b->logits + (size_t) off * c->vocab, c->logits,
+                           (size_t) n * c->vocab * sizeof(float),
+                           cudaMemcpyDeviceToHost, c->st));
+    }
+    /* the next chunk reuses the buffers: wait for this copy */
+    CK(cudaStreamSynchronize(c->st));
+    return 0;
+}
+
+
+static int
+cuda_run(llm_backend *be, const llm_batch *b, out_kind kind, int32_t *ids,
+    llm_sampler *const *sm)
 {
     cu_ctx           *c = (cu_ctx *) be->ctx;
     meta_view         hv, dv;
@@ -569,9 +803,12 @@ cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
     if (check_batch(be, b) != 0) {
         return -1;
     }
-    if (ids == NULL && b->n_logits > 0 && b->logits == NULL) {
+    if (kind == OUT_LOGITS && b->n_logits > 0 && b->logits == NULL) {
         return be_fail(be, "batch asks for %d logit rows and gives no "
                        "buffer", b->n_logits);
+    }
+    if (kind == OUT_SAMPLE && check_samplers(be, sm, b->n_logits) != 0) {
+        return -1;
     }
     if (b->n_seqs > c->seq_map_len) {
         free(c->seq_map);
@@ -604,17 +841,7 @@ cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
             return -1;
         }
         CK(cudaGraphLaunch(g, c->st));
-        if (ids != NULL) {
-            CK(cudaMemcpyAsync(ids, c->ids, b->n_logits * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost, c->st));
-        } else {
-            CK(cudaMemcpyAsync(b->logits, c->logits,
-                               (size_t) b->n_logits * c->vocab
-                               * sizeof(float), cudaMemcpyDeviceToHost,
-                               c->st));
-        }
-        CK(cudaStreamSynchronize(c->st));
-        return 0;
+        return deliver(be, b, 0, b->n_logits, kind, ids, sm);
     }
 
     if (run_layers(be, L, n_tiles) != 0) {
@@ -622,20 +849,11 @@ cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
     }
     for (off = 0; off < b->n_logits; off += LOGIT_ROWS) {
         n = b->n_logits - off < LOGIT_ROWS ? b->n_logits - off : LOGIT_ROWS;
-        if (run_logits(be, dv.lidx + off, n, ids != NULL) != 0) {
+        if (run_logits(be, dv.lidx + off, n, kind == OUT_GREEDY) != 0
+            || deliver(be, b, off, n, kind, ids, sm) != 0)
+        {
             return -1;
         }
-        if (ids != NULL) {
-            CK(cudaMemcpyAsync(ids + off, c->ids, n * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost, c->st));
-        } else {
-            CK(cudaMemcpyAsync(b->logits + (size_t) off * c->vocab,
-                               c->logits, (size_t) n * c->vocab
-                               * sizeof(float), cudaMemcpyDeviceToHost,
-                               c->st));
-        }
-        /* the next chunk reuses the buffers: wait for this copy */
-        CK(cudaStreamSynchronize(c->st));
     }
     CK(cudaStreamSynchronize(c->st));
     return 0;
@@ -645,7 +863,7 @@ cuda_run(llm_backend *be, const llm_batch *b, int32_t *ids)
 static int
 cuda_forward(llm_backend *be, const llm_batch *b)
 {
-    return cuda_run(be, b, NULL);
+    return cuda_run(be, b, OUT_LOGITS, NULL, NULL);
 }
 
 
@@ -657,7 +875,19 @@ llm_backend_cuda_forward_greedy(llm_backend *be, const llm_batch *b,
         return be_fail(be, "forward_greedy needs the cuda backend, not %s",
                        be->iface.name);
     }
-    return cuda_run(be, b, ids);
+    return cuda_run(be, b, OUT_GREEDY, ids, NULL);
+}
+
+
+extern "C" int
+llm_backend_cuda_forward_sample(llm_backend *be, const llm_batch *b,
+    llm_sampler *const *samplers, int32_t *ids)
+{
+    if (strcmp(be->iface.name, "cuda") != 0) {
+        return be_fail(be, "forward_sample needs the cuda backend, not %s",
+                       be->iface.name);
+    }
+    return cuda_run(be, b, OUT_SAMPLE, ids, samplers);
 }
 
 
@@ -739,6 +969,14 @@ cuda_free(llm_backend *be)
         cudaFree(c->xl);
         cudaFree(c->logits);
         cudaFree(c->ids);
+        cudaFree(c->samp_scratch);
+        cudaFree(c->samp_p);
+        cudaFree(c->samp_rng);
+        cudaFree(c->samp_edits);
+        cudaFreeHost(c->samp_p_host);
+        cudaFreeHost(c->samp_rng_host);
+        cudaFreeHost(c->samp_edits_host);
+        cudaFreeHost(c->samp_ids_host);
         cudaFree(c->meta_dev);
         cudaFree(c->workspace);
         cudaFreeHost(c->meta_host);
@@ -901,6 +1139,16 @@ alloc_runtime(llm_backend *be, size_t weights)
     DALLOC(c->xl, (size_t) LOGIT_ROWS * c->dim * e, &act);
     DALLOC(c->logits, (size_t) LOGIT_ROWS * c->vocab * f, &act);
     DALLOC(c->ids, LOGIT_ROWS * sizeof(int32_t), &act);
+    DALLOC(c->samp_scratch, llm_cuda_sample_scratch_bytes(SAMPLE_ROWS,
+                                                          c->vocab), &act);
+    DALLOC(c->samp_p, SAMPLE_ROWS * sizeof(llm_cuda_sample_params), &act);
+    DALLOC(c->samp_rng, SAMPLE_ROWS * 4 * sizeof(uint64_t), &act);
+    CK(cudaMallocHost((void **) &c->samp_p_host,
+                      SAMPLE_ROWS * sizeof(llm_cuda_sample_params)));
+    CK(cudaMallocHost((void **) &c->samp_rng_host,
+                      SAMPLE_ROWS * 4 * sizeof(uint64_t)));
+    CK(cudaMallocHost((void **) &c->samp_ids_host,
+                      SAMPLE_ROWS * sizeof(int32_t)));
     /* the largest layout: max_tokens rows or the largest graph bucket */
     if (n < (size_t) graph_buckets[N_BUCKETS - 1]) {
         n = graph_buckets[N_BUCKETS - 1];

@@ -15,8 +15,9 @@
  * the CPU backend; docs/cuda.md states the tolerances the tests use.
  *
  * defines: llm_backend_cuda_create, llm_backend_cuda_create_synthetic,
- *          llm_backend_cuda_forward_greedy, llm_backend_cuda_weight_bytes,
- *          llm_backend_cuda_set_graphs
+ *          llm_backend_cuda_forward_greedy, llm_backend_cuda_forward_sample,
+ *          llm_cuda_sampler_export, llm_cuda_sampler_edits_needed,
+ *          llm_backend_cuda_weight_bytes, llm_backend_cuda_set_graphs
  */
 #ifndef NGX_LLM_BACKEND_CUDA_H
 #define NGX_LLM_BACKEND_CUDA_H
@@ -25,6 +26,8 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "kernels_cuda.h"
+#include "sampler.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,6 +54,26 @@ llm_backend *llm_backend_cuda_create_synthetic(const llm_config *cfg,
  * ids (n_logits), b->logits is not written (may be NULL) */
 int llm_backend_cuda_forward_greedy(llm_backend *be, const llm_batch *b,
     int32_t *ids);
+
+/*
+ * forward, then each requested logit row i drawn on the device with
+ * samplers[i] (engine/sampler.c's rules and RNG; kernels_cuda.h): ids
+ * (n_logits) get the tokens, and every sampler's RNG and counts advance
+ * exactly as llm_sample would advance them, so a sequence may switch
+ * between CPU and GPU sampling between steps. Samplers that want
+ * logprobs are refused (sample those on the CPU from forward's logits).
+ * b->logits is not written. 0, or -1 with be->err set.
+ */
+int llm_backend_cuda_forward_sample(llm_backend *be, const llm_batch *b,
+    llm_sampler *const *samplers, int32_t *ids);
+
+/* a CPU sampler's state as one device row: p (edit_off left 0 for the
+ * caller to set) and its bias and penalty edits, one per token, into
+ * edits; returns the number written, or -1 when more than max_edits
+ * (llm_cuda_sampler_edits_needed) are needed */
+int llm_cuda_sampler_export(const llm_sampler *s, llm_cuda_sample_params *p,
+    llm_cuda_token_edit *edits, int max_edits);
+int llm_cuda_sampler_edits_needed(const llm_sampler *s);
 
 /* bytes of weights one decode step reads (every matrix once, one
  * embedding row): the roofline's numerator */

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -681,6 +682,622 @@ llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits, int n,
         return 0;
     }
     argmax_kernel<<<n, 1024, 0, st>>>(out, logits, vocab);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
+ * sampling (engine/sampler.c on the device; see kernels_cuda.h)
+ *
+ * Every float operation that sampler.c does in plain C (x86-64 SSE, no
+ * FMA contraction) is written with a _rn intrinsic here, because nvcc
+ * would otherwise fuse a * b + c into one rounding and change bits.
+ */
+#define S_BLOCK       256        /* sampler.c BLOCK */
+#define S_GROUP       16         /* sampler.c GROUP */
+#define S_SMALL       16         /* sampler.c SMALL_RANGE */
+#define S_WINDOW      8.0f       /* sampler.c WINDOW_START */
+#define S_THREADS     256
+
+typedef struct {
+    float    x;
+    float    e;
+    int32_t  token;
+} s_cand;
+
+/* one row's view of its scratch and of what the parallel passes found */
+typedef struct {
+    const float  *l;         /* (n) edited logits */
+    int           n;
+    float         max, inv_t, lo;
+    const float  *bmass;     /* (n_blocks) mass of each block of 256 */
+    const float  *btop;      /* (n_blocks) largest x of the block */
+    const float  *gmax;      /* (n / 16 + 1) largest x of each group */
+    s_cand       *cand;      /* (n) candidates */
+    uint64_t     *rng;       /* (4) xoshiro256** state */
+} s_row;
+
+
+__host__ __device__ static size_t
+s_align(size_t b)
+{
+    return (b + 255) & ~(size_t) 255;
+}
+
+
+/* per-row scratch: block masses, block tops, group maxima, candidates */
+static size_t
+s_row_bytes(int vocab)
+{
+    size_t nb = (size_t) vocab / S_BLOCK + 1, ng = (size_t) vocab / S_GROUP + 1;
+
+    return s_align(nb * sizeof(float)) * 2 + s_align(ng * sizeof(float))
+           + s_align((size_t) vocab * sizeof(s_cand));
+}
+
+
+extern "C" size_t
+llm_cuda_sample_scratch_bytes(int n, int vocab)
+{
+    return n > 0 && vocab > 0 ? (size_t) n * s_row_bytes(vocab) : 0;
+}
+
+
+/* sampler.c's exp_v for one lane: Cephes expf, x <= 0; 0 below -87 and
+ * for NaN */
+__device__ float
+s_exp(float x)
+{
+    float  n, r, r2, p;
+
+    if (!(x >= -87.0f)) {
+        return 0.0f;
+    }
+    n = __fsub_rn(__fadd_rn(__fmul_rn(x, 1.44269504088896341f),
+                            12582912.0f), 12582912.0f);
+    r = __fsub_rn(x, __fmul_rn(n, 0.693359375f));
+    r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
+    r2 = __fmul_rn(r, r);
+    p = 1.9875691500e-4f;
+    p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
+    p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
+    p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
+    p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
+    p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
+    p = __fadd_rn(__fadd_rn(__fmul_rn(p, r2), r), 1.0f);
+    return __fmul_rn(p, __int_as_float(((int) n + 127) << 23));
+}
+
+
+/* x of token t: (l - max) / T as sampler.c computes it; -inf past the
+ * row (its padding) */
+__device__ __forceinline__ float
+s_x(const s_row *r, int t)
+{
+    return t < r->n ? __fmul_rn(__fsub_rn(r->l[t], r->max), r->inv_t)
+                    : -INFINITY;
+}
+
+
+/* exp_block's e for one token: 0 below lo */
+__device__ __forceinline__ float
+s_e(float x, float lo)
+{
+    return x >= lo ? s_exp(x) : 0.0f;
+}
+
+
+/* glibc's expf is within 0.502 ulp: correctly rounded but for rare
+ * near-halfway cases; this is correctly rounded but for rarer ones */
+__device__ __forceinline__ float
+s_expf(float x)
+{
+    return (float) exp((double) x);
+}
+
+
+/* --- sampler.c's RNG ---------------------------------------------------- */
+
+__device__ __forceinline__ uint64_t
+s_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+
+__device__ double
+s_uniform(uint64_t *st)
+{
+    uint64_t result = s_rotl(st[1] * 5, 7) * 9, t = st[1] << 17;
+
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = s_rotl(st[3], 45);
+    return (double) (result >> 11) * 0x1.0p-53;
+}
+
+
+/* --- sampler.c's selection, one thread ------------------------------------ */
+
+__device__ __forceinline__ int
+s_before(const s_cand *a, const s_cand *b)
+{
+    return a->x > b->x || (a->x == b->x && a->token < b->token);
+}
+
+
+__device__ __forceinline__ void
+s_swap(s_cand *c, size_t i, size_t j)
+{
+    s_cand t = c[i];
+
+    c[i] = c[j];
+    c[j] = t;
+}
+
+
+__device__ void
+s_sort_range(s_cand *c, size_t lo, size_t hi)
+{
+    for (size_t i = lo + 1; i < hi; i++) {
+        for (size_t j = i; j > lo && s_before(&c[j], &c[j - 1]); j--) {
+            s_swap(c, j, j - 1);
+        }
+    }
+}
+
+
+__device__ size_t
+s_partition(s_cand *c, size_t lo, size_t hi)
+{
+    size_t mid = lo + (hi - lo) / 2, last = hi - 1, store = lo;
+
+    if (s_before(&c[mid], &c[lo])) {
+        s_swap(c, mid, lo);
+    }
+    if (s_before(&c[last], &c[lo])) {
+        s_swap(c, last, lo);
+    }
+    if (s_before(&c[mid], &c[last])) {
+        s_swap(c, mid, last);
+    }
+    for (size_t i = lo; i < last; i++) {
+        if (s_before(&c[i], &c[last])) {
+            s_swap(c, i, store++);
+        }
+    }
+    s_swap(c, store, last);
+    return store;
+}
+
+
+__device__ size_t
+s_select_top_k(s_cand *c, size_t m, size_t k, float *kth_out)
+{
+    size_t lo = 0, hi = m, p, kept;
+    float  kth;
+
+    if (k >= m) {
+        return m;
+    }
+    while (hi - lo > S_SMALL) {
+        p = s_partition(c, lo, hi);
+        if (p == k - 1 || p == k) {
+            lo = hi = p;
+            break;
+        }
+        if (p < k) {
+            lo = p + 1;
+        } else {
+            hi = p;
+        }
+    }
+    s_sort_range(c, lo, hi);
+    kth = c[0].x;
+    for (size_t i = 0; i < k; i++) {
+        kth = c[i].x < kth ? c[i].x : kth;
+    }
+    kept = k;
+    for (size_t i = k; i < m; i++) {
+        if (c[i].x == kth) {
+            s_swap(c, i, kept++);
+        }
+    }
+    *kth_out = kth;
+    return kept;
+}
+
+
+__device__ size_t
+s_select_by_mass(s_cand *c, size_t m, double need)
+{
+    size_t lo = 0, hi = m, p;
+    double acc = 0.0, left;
+
+    while (hi - lo > S_SMALL) {
+        p = s_partition(c, lo, hi);
+        left = 0.0;
+        for (size_t i = lo; i < p; i++) {
+            left = __dadd_rn(left, (double) c[i].e);
+        }
+        if (p == 0 || __dadd_rn(acc, left) < need) {
+            acc = __dadd_rn(acc, __dadd_rn(left, (double) c[p].e));
+            lo = p + 1;
+        } else {
+            hi = p;
+        }
+    }
+    s_sort_range(c, lo, hi);
+    for (p = lo; p < hi; p++) {
+        if (p > 0 && acc >= need) {
+            break;
+        }
+        acc = __dadd_rn(acc, (double) c[p].e);
+    }
+    return p;
+}
+
+
+/* sampler.c's scan: candidates x >= cut with e > 0, in token order, and
+ * the mass of the row */
+__device__ size_t
+s_scan(const s_row *r, float cut, double *z_all)
+{
+    size_t  count = 0;
+    double  z = 0.0;
+
+    for (int b = 0; b < r->n; b += S_BLOCK) {
+        z = __dadd_rn(z, (double) r->bmass[b / S_BLOCK]);
+        if (!(r->btop[b / S_BLOCK] >= cut)) {
+            continue;
+        }
+        for (int j = 0; j < S_BLOCK; j++) {
+            float x = s_x(r, b + j), e = s_e(x, r->lo);
+
+            if (x >= cut && e > 0.0f) {
+                r->cand[count].x = x;
+                r->cand[count].e = e;
+                r->cand[count].token = b + j;
+                count++;
+            }
+        }
+    }
+    *z_all = z;
+    return count;
+}
+
+
+__device__ size_t
+s_gather_top_k(const s_row *r, size_t top_k)
+{
+    float   cut = r->lo > -FLT_MAX ? r->lo : -FLT_MAX;
+    size_t  count = 0, limit = 2 * top_k + 1024;
+
+    for (int b = 0; b < r->n; b += S_BLOCK) {
+        if (!(r->btop[b / S_BLOCK] >= cut)) {
+            continue;
+        }
+        for (int j = 0; j < S_BLOCK; j++) {
+            float x;
+
+            if (!(r->gmax[(b + j) / S_GROUP] >= cut)) {
+                j += S_GROUP - 1;
+                continue;
+            }
+            x = s_x(r, b + j);
+            if (!(x >= cut)) {
+                continue;
+            }
+            if (count == limit) {
+                count = s_select_top_k(r->cand, count, top_k, &cut);
+                if (count == limit) {
+                    limit *= 2;
+                }
+                if (!(x >= cut)) {
+                    continue;
+                }
+            }
+            r->cand[count].x = x;
+            r->cand[count].token = b + j;
+            count++;
+        }
+    }
+    count = s_select_top_k(r->cand, count, top_k, &cut);
+    for (size_t i = 0; i < count; i++) {
+        r->cand[i].e = s_expf(r->cand[i].x);
+    }
+    return count;
+}
+
+
+__device__ size_t
+s_gather_above(const s_row *r)
+{
+    size_t count = 0;
+
+    for (int b = 0; b < r->n; b += S_BLOCK) {
+        if (!(r->btop[b / S_BLOCK] >= r->lo)) {
+            continue;
+        }
+        for (int j = 0; j < S_BLOCK; j++) {
+            float x;
+
+            if (!(r->gmax[(b + j) / S_GROUP] >= r->lo)) {
+                j += S_GROUP - 1;
+                continue;
+            }
+            x = s_x(r, b + j);
+            if (x >= r->lo) {
+                r->cand[count].x = x;
+                r->cand[count].e = s_expf(x);
+                r->cand[count].token = b + j;
+                count++;
+            }
+        }
+    }
+    return count;
+}
+
+
+__device__ size_t
+s_gather_top_p(const s_row *r, float top_p, double *z_all)
+{
+    float   window = S_WINDOW;
+    double  z_cand;
+    size_t  count;
+
+    for ( ;; ) {
+        count = s_scan(r, -window, z_all);
+        if (window > 88.0f) {
+            return count;
+        }
+        z_cand = 0.0;
+        for (size_t i = 0; i < count; i++) {
+            z_cand = __dadd_rn(z_cand, (double) r->cand[i].e);
+        }
+        if (z_cand >= __dmul_rn((double) top_p, *z_all)) {
+            return count;
+        }
+        window = __fmul_rn(window, 2.0f);
+    }
+}
+
+
+/* truncation and the draw: the token, consuming one uniform */
+__device__ int32_t
+s_draw(const s_row *r, const llm_cuda_sample_params *p)
+{
+    double  z = 0.0, z_all = 0.0, target, acc = 0.0;
+    size_t  kept, count;
+    int     b, last = -1;
+
+    if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f) {
+        if (p->top_k > 0) {
+            count = s_gather_top_k(r, (size_t) p->top_k);
+        } else if (p->min_p > 0.0f) {
+            count = s_gather_above(r);
+        } else {
+            count = s_gather_top_p(r, p->top_p, &z_all);
+        }
+        if (p->top_k > 0 || p->min_p > 0.0f) {
+            for (size_t i = 0; i < count; i++) {
+                z_all = __dadd_rn(z_all, (double) r->cand[i].e);
+            }
+        }
+        kept = count;
+        if (p->top_p < 1.0f) {
+            kept = s_select_by_mass(r->cand, kept,
+                                    __dmul_rn((double) p->top_p, z_all));
+        }
+        for (size_t i = 0; i < kept; i++) {
+            z = __dadd_rn(z, (double) r->cand[i].e);
+        }
+        target = __dmul_rn(s_uniform(r->rng), z);
+        for (size_t i = 0; i < kept; i++) {
+            acc = __dadd_rn(acc, (double) r->cand[i].e);
+            if (target < acc) {
+                return r->cand[i].token;
+            }
+        }
+        return r->cand[kept - 1].token;
+    }
+
+    /* no truncation: the block by its mass, then the token inside */
+    for (b = 0; b < r->n; b += S_BLOCK) {
+        z = __dadd_rn(z, (double) r->bmass[b / S_BLOCK]);
+    }
+    target = __dmul_rn(s_uniform(r->rng), z);
+    for (b = 0; b < r->n; b += S_BLOCK) {
+        if ((double) r->bmass[b / S_BLOCK] > 0.0) {
+            last = b;
+        }
+        if (target < __dadd_rn(acc, (double) r->bmass[b / S_BLOCK])) {
+            break;
+        }
+        acc = __dadd_rn(acc, (double) r->bmass[b / S_BLOCK]);
+    }
+    b = b < r->n ? b : last;
+    last = -1;
+    for (int j = 0; j < S_BLOCK; j++) {
+        float e = s_e(s_x(r, b + j), r->lo);
+
+        if (e > 0.0f) {
+            acc = __dadd_rn(acc, (double) e);
+            last = b + j;
+            if (target < acc) {
+                return b + j;
+            }
+        }
+    }
+    return last;
+}
+
+
+/* --- the parallel passes -------------------------------------------------- */
+
+/* sampler.c's penalized(), then the bias before it */
+__device__ float
+s_edit(float l, const llm_cuda_token_edit *e, const llm_cuda_sample_params *p,
+    int penalties)
+{
+    if (e->has_bias) {
+        l = __fadd_rn(l, e->bias);
+    }
+    if (penalties && e->seen) {
+        if (p->repetition_penalty != 1.0f) {
+            l = l > 0.0f ? __fdiv_rn(l, p->repetition_penalty)
+                         : __fmul_rn(l, p->repetition_penalty);
+        }
+        if (e->n_output > 0) {
+            l = __fsub_rn(l, __fmul_rn((float) e->n_output,
+                                       p->frequency_penalty));
+            l = __fsub_rn(l, p->presence_penalty);
+        }
+    }
+    return l;
+}
+
+
+/* exp_block for block b: its mass in sampler.c's lane order (4 lanes,
+ * each a running sum of every 4th token, then lanes 0..3 added to 0) */
+__device__ void
+s_block_pass(const s_row *r, int b, float *mass, float *top)
+{
+    float  lane[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, t = -INFINITY, s = 0.0f;
+
+    for (int j = 0; j < S_BLOCK; j++) {
+        float x = s_x(r, b * S_BLOCK + j);
+
+        lane[j % 4] = __fadd_rn(lane[j % 4], s_e(x, r->lo));
+        t = fmaxf(t, x);
+    }
+    for (int k = 0; k < 4; k++) {
+        s = __fadd_rn(s, lane[k]);
+    }
+    *mass = s;
+    *top = t;
+}
+
+
+__device__ float
+s_block_max(float v, float *red)
+{
+    __syncthreads();
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    return red[0];
+}
+
+
+__global__ void __launch_bounds__(S_THREADS)
+sample_kernel(int32_t *out, float *logits, int vocab,
+    const llm_cuda_sample_params *params, const llm_cuda_token_edit *edits,
+    uint64_t *rng, char *scratch, size_t row_bytes)
+{
+    __shared__ float  red[S_THREADS];
+    __shared__ int    first;
+    const llm_cuda_sample_params  *p = &params[blockIdx.x];
+    float             *l = logits + (size_t) blockIdx.x * vocab;
+    char              *sc = scratch + (size_t) blockIdx.x * row_bytes;
+    size_t             nb = (size_t) vocab / S_BLOCK + 1;
+    int                tid = threadIdx.x, penalties, greedy, t;
+    float              m = -INFINITY;
+    s_row              r;
+
+    penalties = p->repetition_penalty != 1.0f || p->presence_penalty != 0.0f
+                || p->frequency_penalty != 0.0f;
+    for (int i = tid; i < p->n_edits; i += blockDim.x) {
+        const llm_cuda_token_edit *e = &edits[p->edit_off + i];
+
+        l[e->token] = s_edit(l[e->token], e, p, penalties);
+    }
+    __syncthreads();
+
+    for (t = tid; t < vocab; t += blockDim.x) {
+        m = fmaxf(m, l[t]);                 /* NaN is skipped */
+    }
+    m = s_block_max(m, red);
+    greedy = p->temperature < LLM_CUDA_GREEDY_EPS;
+
+    if (greedy) {
+        /* sampler.c's argmax: the first index holding the maximum */
+        if (tid == 0) {
+            first = vocab;
+        }
+        __syncthreads();
+        for (t = tid; t < vocab; t += blockDim.x) {
+            if (l[t] == m) {
+                atomicMin(&first, t);
+                break;
+            }
+        }
+        __syncthreads();
+        if (tid == 0) {
+            out[blockIdx.x] = m > -INFINITY && first < vocab ? first : -1;
+        }
+        return;
+    }
+    if (!isfinite(m)) {
+        if (tid == 0) {
+            out[blockIdx.x] = -1;           /* rng not consumed */
+        }
+        return;
+    }
+
+    r.l = l;
+    r.n = vocab;
+    r.max = m;
+    r.inv_t = p->inv_t;
+    r.lo = p->lo;
+    r.bmass = (const float *) sc;
+    r.btop = (const float *) (sc + s_align(nb * sizeof(float)));
+    r.gmax = (const float *) (sc + 2 * s_align(nb * sizeof(float)));
+    r.cand = (s_cand *) (sc + 2 * s_align(nb * sizeof(float))
+                         + s_align(((size_t) vocab / S_GROUP + 1)
+                                   * sizeof(float)));
+    r.rng = rng + 4 * (size_t) blockIdx.x;
+
+    for (int b = tid; b * S_BLOCK < vocab; b += blockDim.x) {
+        s_block_pass(&r, b, (float *) &r.bmass[b], (float *) &r.btop[b]);
+    }
+    for (int g = tid; g * S_GROUP < vocab; g += blockDim.x) {
+        float gm = -INFINITY;
+
+        for (int j = 0; j < S_GROUP; j++) {
+            gm = fmaxf(gm, s_x(&r, g * S_GROUP + j));
+        }
+        ((float *) r.gmax)[g] = gm;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        out[blockIdx.x] = s_draw(&r, p);
+    }
+}
+
+
+extern "C" int
+llm_cuda_sample(llm_cuda_stream st, int32_t *out, float *logits, int n,
+    int vocab, const llm_cuda_sample_params *params,
+    const llm_cuda_token_edit *edits, uint64_t *rng, void *scratch)
+{
+    if (n <= 0) {
+        return 0;
+    }
+    if (vocab <= 0 || scratch == NULL) {
+        return -1;
+    }
+    sample_kernel<<<n, S_THREADS, 0, st>>>(out, logits, vocab, params, edits,
+                                           rng, (char *) scratch,
+                                           s_row_bytes(vocab));
     return launched();
 }
 

@@ -25,7 +25,9 @@
  * defines: llm_cuda_stream, llm_cuda_attn_tile, llm_cuda_check_at,
  *          llm_cuda_embed, llm_cuda_add_rmsnorm, llm_cuda_rope,
  *          llm_cuda_kv_write, llm_cuda_attention, llm_cuda_silu_mul,
- *          llm_cuda_dequant_bf16, llm_cuda_argmax, llm_cuda_fill_uniform,
+ *          llm_cuda_dequant_bf16, llm_cuda_argmax, llm_cuda_sample_params,
+ *          llm_cuda_token_edit, llm_cuda_sample_scratch_bytes,
+ *          llm_cuda_sample, llm_cuda_fill_uniform,
  *          llm_cuda_fill_const, llm_cuda_f32_to_bf16, llm_cuda_malloc,
  *          llm_cuda_free, llm_cuda_upload, llm_cuda_download,
  *          llm_cuda_device_count, llm_cuda_sync
@@ -136,6 +138,72 @@ int llm_cuda_dequant_bf16(llm_cuda_stream st, llm_bf16 *out,
  * wins), logits (n, vocab) */
 int llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits,
     int n, int vocab);
+
+/*
+ * Sampling on the device, one row of logits per sequence, with the
+ * semantics of engine/sampler.c (docs/sampling.md: bias, repetition /
+ * frequency / presence penalties, greedy, temperature, min_p, top_k,
+ * top_p, then an inverse-CDF draw with the sequence's xoshiro256** state,
+ * one 53-bit uniform per sampled row, none for greedy or failed rows).
+ *
+ * Design note. A CTA per row does the parallel passes (the edits, the row
+ * maximum, greedy's argmax, the probability mass and top x of every block
+ * of 256 tokens, the top x of every group of 16), then ONE thread of the
+ * CTA runs sampler.c's selection as written: the same gathers in token
+ * order with the same candidate-buffer limit, the same quickselect
+ * partitions, the same double sums in the same order, the same draw. The
+ * exp of the block passes is sampler.c's Cephes polynomial evaluated with
+ * the same float operations (no FMA), so masses are bit-identical; the
+ * candidates of top_k and min_p take (float) exp((double) x), which
+ * equals glibc's expf whenever glibc rounds correctly (its bound is 0.502
+ * ulp). A row therefore gives the CPU's token for the same logits and RNG
+ * state, except when the draw's target falls within a rounding of a
+ * boundary between two tokens (docs/cuda.md).
+ *
+ * Logprobs are not computed here (the engine samples rows that want them
+ * on the CPU).
+ */
+#define LLM_CUDA_GREEDY_EPS  1e-5f    /* LLM_SAMPLER_GREEDY_EPS */
+
+typedef struct {
+    float    temperature;        /* < LLM_CUDA_GREEDY_EPS: argmax */
+    float    inv_t;              /* 1.0f / temperature, as the CPU rounds */
+    float    lo;                 /* logf(min_p), -INFINITY when min_p 0 */
+    float    top_p;              /* (0, 1]; 1: off */
+    float    min_p;              /* [0, 1]; 0: off */
+    int32_t  top_k;              /* <= 0: off */
+    float    presence_penalty;
+    float    frequency_penalty;
+    float    repetition_penalty; /* 1: off */
+    int32_t  n_edits;            /* this row's entries of edits[] */
+    int64_t  edit_off;           /* the first of them */
+} llm_cuda_sample_params;
+
+/* one token whose logit a row edits: logit_bias, then (when any penalty
+ * is on and the token was seen) the penalties; one entry per token */
+typedef struct {
+    int32_t   token;
+    int32_t   has_bias;
+    float     bias;
+    uint32_t  seen;              /* in the prompt or the output */
+    uint32_t  n_output;          /* times generated */
+    int32_t   pad_;
+} llm_cuda_token_edit;
+
+/* device scratch llm_cuda_sample needs for n rows of vocab */
+size_t llm_cuda_sample_scratch_bytes(int n, int vocab);
+
+/*
+ * out[i] = the token sampled from row i of logits (n, vocab), or -1 when
+ * the row has no finite logit (sampler.c fails the same way). params (n)
+ * and edits are device arrays; rng (n, 4) is each row's xoshiro256**
+ * state, advanced in place by one draw per sampled (non-greedy) row.
+ * logits are edited in place (bias, penalties). scratch: at least
+ * llm_cuda_sample_scratch_bytes(n, vocab) bytes.
+ */
+int llm_cuda_sample(llm_cuda_stream st, int32_t *out, float *logits, int n,
+    int vocab, const llm_cuda_sample_params *params,
+    const llm_cuda_token_edit *edits, uint64_t *rng, void *scratch);
 
 /* synthetic weights: p[i] = bf16(uniform in [-scale, scale)) from a hash
  * of (seed, i); deterministic for a seed */
