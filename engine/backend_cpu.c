@@ -1064,6 +1064,8 @@ cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
         return NULL;
     }
     ro.n_threads = o->n_threads / n > 1 ? o->n_threads / n : 1;
+    (void) llm_kernels_isa();   /* chosen once here, not raced for by the
+                                   ranks' first matmuls */
     for (r = 0; r < n; r++) {
         rm = tp_rank_model(t, m, r, err, err_len);
         if (rm == NULL) {
