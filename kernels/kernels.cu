@@ -745,7 +745,7 @@ llm_cuda_sample_scratch_bytes(int n, int vocab)
 
 /* sampler.c's exp_v for one lane: Cephes expf, x <= 0; 0 below -87 and
  * for NaN */
-__device__ float
+static __device__ float
 s_exp(float x)
 {
     float  n, r, r2, p;
@@ -771,7 +771,7 @@ s_exp(float x)
 
 /* x of token t: (l - max) / T as sampler.c computes it; -inf past the
  * row (its padding) */
-__device__ __forceinline__ float
+static __device__ __forceinline__ float
 s_x(const s_row *r, int t)
 {
     return t < r->n ? __fmul_rn(__fsub_rn(r->l[t], r->max), r->inv_t)
@@ -780,7 +780,7 @@ s_x(const s_row *r, int t)
 
 
 /* exp_block's e for one token: 0 below lo */
-__device__ __forceinline__ float
+static __device__ __forceinline__ float
 s_e(float x, float lo)
 {
     return x >= lo ? s_exp(x) : 0.0f;
@@ -789,7 +789,7 @@ s_e(float x, float lo)
 
 /* glibc's expf is within 0.502 ulp: correctly rounded but for rare
  * near-halfway cases; this is correctly rounded but for rarer ones */
-__device__ __forceinline__ float
+static __device__ __forceinline__ float
 s_expf(float x)
 {
     return (float) exp((double) x);
@@ -798,14 +798,14 @@ s_expf(float x)
 
 /* --- sampler.c's RNG ---------------------------------------------------- */
 
-__device__ __forceinline__ uint64_t
+static __device__ __forceinline__ uint64_t
 s_rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));
 }
 
 
-__device__ double
+static __device__ double
 s_uniform(uint64_t *st)
 {
     uint64_t result = s_rotl(st[1] * 5, 7) * 9, t = st[1] << 17;
@@ -822,14 +822,14 @@ s_uniform(uint64_t *st)
 
 /* --- sampler.c's selection, one thread ------------------------------------ */
 
-__device__ __forceinline__ int
+static __device__ __forceinline__ int
 s_before(const s_cand *a, const s_cand *b)
 {
     return a->x > b->x || (a->x == b->x && a->token < b->token);
 }
 
 
-__device__ __forceinline__ void
+static __device__ __forceinline__ void
 s_swap(s_cand *c, size_t i, size_t j)
 {
     s_cand t = c[i];
@@ -839,7 +839,7 @@ s_swap(s_cand *c, size_t i, size_t j)
 }
 
 
-__device__ void
+static __device__ void
 s_sort_range(s_cand *c, size_t lo, size_t hi)
 {
     for (size_t i = lo + 1; i < hi; i++) {
@@ -850,7 +850,7 @@ s_sort_range(s_cand *c, size_t lo, size_t hi)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_partition(s_cand *c, size_t lo, size_t hi)
 {
     size_t mid = lo + (hi - lo) / 2, last = hi - 1, store = lo;
@@ -874,7 +874,7 @@ s_partition(s_cand *c, size_t lo, size_t hi)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_select_top_k(s_cand *c, size_t m, size_t k, float *kth_out)
 {
     size_t lo = 0, hi = m, p, kept;
@@ -911,7 +911,7 @@ s_select_top_k(s_cand *c, size_t m, size_t k, float *kth_out)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_select_by_mass(s_cand *c, size_t m, double need)
 {
     size_t lo = 0, hi = m, p;
@@ -943,7 +943,7 @@ s_select_by_mass(s_cand *c, size_t m, double need)
 
 /* sampler.c's scan: candidates x >= cut with e > 0, in token order, and
  * the mass of the row */
-__device__ size_t
+static __device__ size_t
 s_scan(const s_row *r, float cut, double *z_all)
 {
     size_t  count = 0;
@@ -970,7 +970,7 @@ s_scan(const s_row *r, float cut, double *z_all)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_gather_top_k(const s_row *r, size_t top_k)
 {
     float   cut = r->lo > -FLT_MAX ? r->lo : -FLT_MAX;
@@ -1013,7 +1013,7 @@ s_gather_top_k(const s_row *r, size_t top_k)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_gather_above(const s_row *r)
 {
     size_t count = 0;
@@ -1042,7 +1042,7 @@ s_gather_above(const s_row *r)
 }
 
 
-__device__ size_t
+static __device__ size_t
 s_gather_top_p(const s_row *r, float top_p, double *z_all)
 {
     float   window = S_WINDOW;
@@ -1067,7 +1067,7 @@ s_gather_top_p(const s_row *r, float top_p, double *z_all)
 
 
 /* truncation and the draw: the token, consuming one uniform */
-__device__ int32_t
+static __device__ int32_t
 s_draw(const s_row *r, const llm_cuda_sample_params *p)
 {
     double  z = 0.0, z_all = 0.0, target, acc = 0.0;
@@ -1139,7 +1139,7 @@ s_draw(const s_row *r, const llm_cuda_sample_params *p)
 /* --- the parallel passes -------------------------------------------------- */
 
 /* sampler.c's penalized(), then the bias before it */
-__device__ float
+static __device__ float
 s_edit(float l, const llm_cuda_token_edit *e, const llm_cuda_sample_params *p,
     int penalties)
 {
@@ -1163,7 +1163,7 @@ s_edit(float l, const llm_cuda_token_edit *e, const llm_cuda_sample_params *p,
 
 /* exp_block for block b: its mass in sampler.c's lane order (4 lanes,
  * each a running sum of every 4th token, then lanes 0..3 added to 0) */
-__device__ void
+static __device__ void
 s_block_pass(const s_row *r, int b, float *mass, float *top)
 {
     float  lane[4] = { 0.0f, 0.0f, 0.0f, 0.0f }, t = -INFINITY, s = 0.0f;
@@ -1182,7 +1182,7 @@ s_block_pass(const s_row *r, int b, float *mass, float *top)
 }
 
 
-__device__ float
+static __device__ float
 s_block_max(float v, float *red)
 {
     __syncthreads();

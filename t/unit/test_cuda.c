@@ -56,6 +56,7 @@ main(void)
 #include "kernels_cuda.h"
 #include "model.h"
 #include "quant.h"
+#include "sampler.h"
 
 #define TOL_BF16_MIN  0.5
 
@@ -630,6 +631,252 @@ test_argmax(void)
 }
 
 
+/* ---- sampling: llm_cuda_sample against llm_sample ------------------------ */
+
+typedef struct {
+    const char  *name;
+    float        temperature, top_p, min_p;
+    int          top_k;
+    float        presence, frequency, repetition;
+    int          n_bias;                 /* biases from the table below */
+} samp_case;
+
+static const llm_logit_bias samp_biases[] = {
+    { 5, 5.0f }, { 17, -100.0f }, { 900, 2.5f }, { 3, 100.0f }
+};
+
+
+/* a row like a model's: a Gaussian body, a few strong tokens, ties */
+static void
+samp_row(float *l, int vocab, int row, int flat)
+{
+    int i;
+
+    for (i = 0; i < vocab; i++) {
+        l[i] = (frand() + frand() + frand()) * (flat ? 0.5f : 2.0f);
+    }
+    if (!flat) {
+        for (i = 0; i < 12; i++) {
+            l[(row * 7919 + i * 104729) % vocab] = 9.0f + (float) (i % 4);
+        }
+        l[(row * 31 + 1) % vocab] = 12.0f;       /* tied with the 12s */
+    }
+    l[vocab - 1] = 10.5f;                        /* the padded last block */
+}
+
+
+static int
+samp_init(llm_sampler *s, const samp_case *c, int vocab, uint64_t seed)
+{
+    llm_sampling_params  p;
+    char                 err[200];
+    int32_t              prompt[6] = { 1, 2, 3, 900, 900, 4000 % vocab };
+
+    llm_sampling_params_default(&p);
+    p.temperature = c->temperature;
+    p.top_p = c->top_p;
+    p.min_p = c->min_p;
+    p.top_k = c->top_k;
+    p.presence_penalty = c->presence;
+    p.frequency_penalty = c->frequency;
+    p.repetition_penalty = c->repetition;
+    p.logit_bias = samp_biases;
+    p.n_logit_bias = c->n_bias;
+    p.seed = seed;
+    p.has_seed = 1;
+    if (llm_sampler_init(s, &p, vocab, err, sizeof(err)) != 0) {
+        printf("# sampler: %s\n", err);
+        return -1;
+    }
+    return llm_sampler_add_prompt(s, prompt, 6);
+}
+
+
+/*
+ * Every case is one row of a batch; STEPS steps, each on fresh rows (some
+ * flat), sampled by llm_sample on the CPU and llm_cuda_sample on the
+ * device from samplers in the same state. Tokens and RNG states must be
+ * equal at every step.
+ */
+static void
+test_sample(int vocab)
+{
+    static const samp_case cases[] = {
+        { "greedy", 0.0f, 1.0f, 0.0f, 0, 0, 0, 1, 0 },
+        { "T=1", 1.0f, 1.0f, 0.0f, 0, 0, 0, 1, 0 },
+        { "T=0.7 top_p=0.9", 0.7f, 0.9f, 0.0f, 0, 0, 0, 1, 0 },
+        { "T=0.8 top_k=40", 0.8f, 1.0f, 0.0f, 40, 0, 0, 1, 0 },
+        { "T=1 min_p=0.05", 1.0f, 1.0f, 0.05f, 0, 0, 0, 1, 0 },
+        { "top_k=1", 1.0f, 1.0f, 0.0f, 1, 0, 0, 1, 0 },
+        { "top_p=0.01", 1.0f, 0.01f, 0.0f, 0, 0, 0, 1, 0 },
+        { "T=1.5 top_k=500 top_p=0.95 min_p=0.01", 1.5f, 0.95f, 0.01f, 500,
+          0, 0, 1, 0 },
+        { "T=2 top_p=0.99 (flat: wide window)", 2.0f, 0.99f, 0.0f, 0, 0, 0,
+          1, 0 },
+        { "penalties + bias, T=0.9", 0.9f, 1.0f, 0.0f, 0, 0.5f, 0.3f, 1.3f,
+          4 },
+        { "penalties + bias, greedy", 0.0f, 1.0f, 0.0f, 0, 1.0f, 0.5f, 1.2f,
+          4 },
+        { "penalties, top_k=5 top_p=0.8", 1.0f, 0.8f, 0.0f, 5, -0.5f, 0.2f,
+          0.8f, 2 },
+        { "T=1e-4 (not greedy)", 1e-4f, 1.0f, 0.0f, 0, 0, 0, 1, 0 },
+    };
+    enum { NC = sizeof(cases) / sizeof(cases[0]), STEPS = 24 };
+    llm_sampler              cpu[NC], gpu[NC];
+    llm_cuda_sample_params   prm[NC];
+    llm_cuda_token_edit     *edits;
+    uint64_t                 rng[NC * 4];
+    int32_t                  ids[NC];
+    float                   *rows = malloc((size_t) NC * vocab * 4);
+    float                   *cpu_row = malloc((size_t) vocab * 4);
+    void                    *d_l, *d_p, *d_e, *d_rng, *d_ids, *d_scr;
+    size_t                   scr = llm_cuda_sample_scratch_bytes(NC, vocab);
+    int                      i, step, n_e, got, max_e = 4096;
+    int                      bad_tok[NC] = { 0 }, bad_rng[NC] = { 0 };
+    int                      draws = 0;
+
+    edits = malloc(max_e * sizeof(*edits));
+    for (i = 0; i < NC; i++) {
+        if (samp_init(&cpu[i], &cases[i], vocab, 1000 + i) != 0
+            || samp_init(&gpu[i], &cases[i], vocab, 1000 + i) != 0)
+        {
+            ok(0, "sampler set-up for %s", cases[i].name);
+            return;
+        }
+    }
+    d_l = dev_from(rows, (size_t) NC * vocab * 4);
+    d_p = dev_from(prm, sizeof(prm));
+    d_e = dev_from(edits, max_e * sizeof(*edits));
+    d_rng = dev_from(rng, sizeof(rng));
+    d_ids = dev_from(ids, sizeof(ids));
+    if (llm_cuda_malloc(&d_scr, scr) != 0) {
+        printf("Bail out! %zu bytes of sampling scratch\n", scr);
+        exit(1);
+    }
+    for (step = 0; step < STEPS; step++) {
+        n_e = 0;
+        for (i = 0; i < NC; i++) {
+            samp_row(rows + (size_t) i * vocab, vocab, step * NC + i,
+                     (step + i) % 5 == 4);
+            got = llm_cuda_sampler_export(&gpu[i], &prm[i], edits + n_e,
+                                          max_e - n_e);
+            if (got < 0) {
+                printf("Bail out! sampler edits over %d\n", max_e);
+                exit(1);
+            }
+            prm[i].edit_off = n_e;
+            n_e += got;
+            memcpy(rng + 4 * i, gpu[i].rng, 32);
+        }
+        if (llm_cuda_upload(d_l, rows, (size_t) NC * vocab * 4) != 0
+            || llm_cuda_upload(d_p, prm, sizeof(prm)) != 0
+            || llm_cuda_upload(d_e, edits, n_e * sizeof(*edits)) != 0
+            || llm_cuda_upload(d_rng, rng, sizeof(rng)) != 0)
+        {
+            printf("Bail out! upload\n");
+            exit(1);
+        }
+        if (llm_cuda_sample(NULL, d_ids, d_l, NC, vocab, d_p, d_e, d_rng,
+                            d_scr) != 0)
+        {
+            ok(0, "sample %d: launch", vocab);
+            break;
+        }
+        to_host(ids, d_ids, sizeof(ids));
+        to_host(rng, d_rng, sizeof(rng));
+        for (i = 0; i < NC; i++) {
+            int want;
+
+            memcpy(cpu_row, rows + (size_t) i * vocab, (size_t) vocab * 4);
+            want = llm_sample(&cpu[i], cpu_row, vocab, NULL);
+            if (ids[i] != want) {
+                if (bad_tok[i]++ == 0) {
+                    printf("#   %s, step %d: device %d, cpu %d\n",
+                           cases[i].name, step, ids[i], want);
+                }
+            }
+            bad_rng[i] += memcmp(rng + 4 * i, cpu[i].rng, 32) != 0;
+            memcpy(gpu[i].rng, rng + 4 * i, 32);
+            if (want >= 0) {
+                llm_sampler_accept(&gpu[i], want);   /* keep in step */
+            }
+            draws += cases[i].temperature >= 1e-5f;
+        }
+    }
+    for (i = 0; i < NC; i++) {
+        is_int(bad_tok[i], 0, "sample vocab %d, %s: %d steps, device token "
+               "== llm_sample", vocab, cases[i].name, STEPS);
+        is_int(bad_rng[i], 0, "sample vocab %d, %s: RNG state == the CPU "
+               "sampler's after every step", vocab, cases[i].name);
+        llm_sampler_free(&cpu[i]);
+        llm_sampler_free(&gpu[i]);
+    }
+    printf("# sample vocab %d: %d seeded draws compared\n", vocab, draws);
+    llm_cuda_free(d_l); llm_cuda_free(d_p); llm_cuda_free(d_e);
+    llm_cuda_free(d_rng); llm_cuda_free(d_ids); llm_cuda_free(d_scr);
+    free(rows); free(cpu_row); free(edits);
+}
+
+
+/* rows with no finite logit fail (-1) and consume no draw; a NaN never
+ * wins; a banned token is never drawn */
+static void
+test_sample_edges(void)
+{
+    enum { V = 1000 };
+    samp_case              c = { "edge", 1.0f, 1.0f, 0.0f, 0, 0, 0, 1, 0 };
+    llm_sampler            s[3];
+    llm_cuda_sample_params prm[3];
+    llm_cuda_token_edit    e[8];
+    uint64_t               rng[12], before[12];
+    int32_t                ids[3];
+    float                 *l = malloc(3 * V * 4);
+    void                  *d_l, *d_p, *d_e, *d_rng, *d_ids, *d_scr;
+    int                    i, n_e = 0;
+
+    for (i = 0; i < 3 * V; i++) {
+        l[i] = -INFINITY;
+    }
+    l[V + 10] = NAN;                      /* row 1: NaN and one finite */
+    l[V + 11] = 1.0f;
+    for (i = 0; i < V; i++) {             /* row 2: flat, but 17 banned */
+        l[2 * V + i] = i == 17 ? 50.0f : 0.0f;
+    }
+    c.n_bias = 2;                         /* { 5, +5 }, { 17, -100 } */
+    for (i = 0; i < 3; i++) {
+        samp_init(&s[i], &c, V, 7 + i);
+        n_e += llm_cuda_sampler_export(&s[i], &prm[i], e + n_e, 8 - n_e);
+        prm[i].edit_off = n_e - prm[i].n_edits;
+        memcpy(rng + 4 * i, s[i].rng, 32);
+    }
+    memcpy(before, rng, sizeof(rng));
+    d_l = dev_from(l, 3 * V * 4);
+    d_p = dev_from(prm, sizeof(prm));
+    d_e = dev_from(e, sizeof(e));
+    d_rng = dev_from(rng, sizeof(rng));
+    d_ids = dev_from(ids, sizeof(ids));
+    llm_cuda_malloc(&d_scr, llm_cuda_sample_scratch_bytes(3, V));
+    is_int(llm_cuda_sample(NULL, d_ids, d_l, 3, V, d_p, d_e, d_rng, d_scr),
+           0, "sample edges: launch");
+    to_host(ids, d_ids, sizeof(ids));
+    to_host(rng, d_rng, sizeof(rng));
+    /* row 0: only -inf, but token 5's bias makes it -inf + 5 = -inf */
+    is_int(ids[0], -1, "sample: a row of -inf fails");
+    ok(memcmp(rng, before, 32) == 0, "sample: a failed row draws nothing");
+    is_int(ids[1], 11, "sample: NaN never drawn, the one finite token is");
+    ok(ids[2] != 17 && ids[2] >= 0, "sample: a token banned by bias -100 "
+       "is not drawn (got %d)", ids[2]);
+    ok(memcmp(rng + 8, before + 8, 32) != 0, "sample: a draw advances the "
+       "row's RNG");
+    for (i = 0; i < 3; i++) {
+        llm_sampler_free(&s[i]);
+    }
+    llm_cuda_free(d_l); llm_cuda_free(d_p); llm_cuda_free(d_e);
+    llm_cuda_free(d_rng); llm_cuda_free(d_ids); llm_cuda_free(d_scr);
+    free(l);
+}
+
+
 /* ---- 2. end to end ----------------------------------------------------------- */
 
 static char *
@@ -1030,6 +1277,9 @@ main(void)
     test_rope(0, 1);
     test_silu_mul();
     test_argmax();
+    test_sample(49152);                 /* SmolLM2's vocabulary */
+    test_sample(1000 + 7);              /* a padded last block */
+    test_sample_edges();
     for (i = 0; i < (int) (sizeof(cases) / sizeof(cases[0])); i++) {
         test_attention(&cases[i]);
     }
