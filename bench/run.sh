@@ -2,13 +2,13 @@
 # bench/run.sh: what `make bench` runs (BRIEF 7, 9.6, 9.11; issues 3, 4, 5).
 #
 # One run on this machine, in this order:
-#   1. bench/decode: DRAM read bandwidth (all threads, 1 GiB), single-stream
-#      prefill and decode tokens/s, decode / roofline;
-#   2. bench/ring_ping: worker <-> engine round trip over the ring;
-#   3. a private nginx (prefix build/bench/nginx, conf written below, the
+#   1. bench/ring_ping: worker <-> engine round trip over the ring;
+#   2. a private nginx (prefix build/bench/nginx, conf written below, the
 #      module and engine copied to build/bench/bin first so that a rebuild
 #      by someone else cannot pull the code from under the running nginx),
 #      then ROUNDS rounds, each running every variant once, interleaved:
+#        - bench/decode: DRAM read bandwidth (all threads, 1 GiB),
+#          single-stream prefill and decode tokens/s, decode / roofline;
 #        - BRIEF 9.6 streams: 1, 4, 16, 64 concurrent streaming chats,
 #          64 tokens each, ignore_eos, greedy (bench/serve_bench.c); and
 #          16 again on an engine with max_batched_tokens 256 (TTFT);
@@ -16,12 +16,12 @@
 #          with prefix caching and without;
 #        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
 #          (the module, no engine) and GET /healthz (one ring round trip);
-#   4. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
+#   3. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
 #
 # Every result line records the load average and the CPU cores the engine
 # actually got, because other jobs on a 2-core machine stretch wall time.
 #
-# Environment: BUILD, MODEL, ROUNDS (2), THREADS (2), PORT, NGINX,
+# Environment: BUILD, MODEL, ROUNDS (3), THREADS (2), PORT, NGINX,
 # PERF_MD, PERF_SVG.
 
 set -uo pipefail
@@ -29,7 +29,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 MODEL=${MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-2}
 PORT=${PORT:-$((20000 + $$ % 20000))}
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -67,26 +67,33 @@ echo "bench: load average $(loadavg) at start; results in $RES"
 
 
 # --- 1. bandwidth, single-stream decode and prefill -----------------------
+# run once per round (in the loop below): the best round is the machine's
 
-echo
-echo "== 1. DRAM read bandwidth and single-stream decode/prefill"
-out=$("$B/decode" --model "$MODEL" --threads "$THREADS") || die "bench/decode failed"
-echo "$out"
-bw=$(awk '/^read bandwidth/ {print $3}' <<<"$out")
-wb=$(awk '/^weights\/token/ {print $2}' <<<"$out")
-roof=$(awk '/^roofline/ {print $2}' <<<"$out")
-pre=$(awk '/^prefill/ {print $2}' <<<"$out")
-dec=$(awk '/^decode / {print $2}' <<<"$out")
-decmean=$(sed -n 's/^decode .*mean \([0-9.]*\).*/\1/p' <<<"$out")
-frac=$(awk '/^decode\/roofline/ {sub("%", "", $2); print $2}' <<<"$out")
-record "RESULT mode=decode threads=$THREADS bw_gbs=$bw weight_mb=$wb roof_tok_s=$roof prefill_tok_s=$pre decode_tok_s=$dec decode_mean_tok_s=$decmean roof_pct=$frac" \
-       "load=$(loadavg)"
+run_decode() {  # run_decode ROUND
+    local out bw wb roof pre dec decmean frac la
+    la=$(loadavg)
+    out=$("$B/decode" --model "$MODEL" --threads "$THREADS") \
+        || { echo "bench: bench/decode failed" >&2; return; }
+    bw=$(awk '/^read bandwidth/ {print $3}' <<<"$out")
+    wb=$(awk '/^weights\/token/ {print $2}' <<<"$out")
+    roof=$(awk '/^roofline/ {print $2}' <<<"$out")
+    pre=$(awk '/^prefill/ {print $2}' <<<"$out")
+    dec=$(awk '/^decode / {print $2}' <<<"$out")
+    decmean=$(sed -n 's/^decode .*mean \([0-9.]*\).*/\1/p' <<<"$out")
+    frac=$(awk '/^decode\/roofline/ {sub("%", "", $2); print $2}' <<<"$out")
+    printf '  %-12s read %s GB/s, roofline %s tok/s, prefill %s tok/s, ' \
+        decode "$bw" "$roof" "$pre"
+    printf 'decode %s tok/s (mean %s): %s%% of roofline  [load %s]\n' \
+        "$dec" "$decmean" "$frac" "$la"
+    record "RESULT mode=decode threads=$THREADS bw_gbs=$bw weight_mb=$wb roof_tok_s=$roof prefill_tok_s=$pre decode_tok_s=$dec decode_mean_tok_s=$decmean roof_pct=$frac" \
+           "round=$1 variant=decode load=$la"
+}
 
 
 # --- 2. ring round trip ----------------------------------------------------
 
 echo
-echo "== 2. ring round trip"
+echo "== 1. ring round trip"
 out=$("$B/ring_ping" "$B/bin/ngx_llm_engine" "$MODEL" 20000 2>/dev/null) \
     || die "bench/ring_ping failed"
 echo "$out"
@@ -243,7 +250,7 @@ run_engine_bench() {
 }
 
 echo
-echo "== 3. through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
+echo "== 2. bench/decode and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
 if [ "$NOCACHE" = 1 ]; then
     echo "   prefix caching off: a second engine with prefix_caching off"
     OFF_PORT=$((PORT + 1)); OFF_ARGS=()
@@ -254,6 +261,7 @@ else
 fi
 for r in $(seq "$ROUNDS"); do
     echo " round $r"
+    run_decode "$r"
     for n in 1 4 16 64; do
         run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" --tokens 64
     done
@@ -277,7 +285,7 @@ trap - EXIT
 # --- 4. report ---------------------------------------------------------------
 
 echo
-echo "== 4. summary (best round of $ROUNDS per variant)"
+echo "== 3. summary (best round of $ROUNDS per variant)"
 python3 "$ROOT/bench/plot.py" --results "$RES" --md "$PERF_MD" \
     --svg "$PERF_SVG" --nocache-switch "$NOCACHE" \
     --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
