@@ -37,7 +37,10 @@
 
 #include "model.h"
 
-#define LLM_TP_MAX_SLICES  16
+/* the most slices a row-split matmul is cut into, hence the largest TP
+ * that can reproduce TP=1 (8 GPUs per node); every slice costs TP=1 a
+ * little (docs/tp.md), so a 32-KV-head model is not cut into 32 */
+#define LLM_TP_MAX_SLICES  8
 
 /*
  * The number of column slices S every row-split matmul (wo, down) is summed
