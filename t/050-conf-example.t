@@ -129,7 +129,7 @@ $live = subst($live, '10.0.0.11:8081', "127.0.0.1:$node", 'node one');
 $live = subst($live, '10.0.0.12:8081', "127.0.0.1:$node", 'node two');
 # a CI machine: its cores, a small KV pool
 $live = subst($live, 'threads             16;', 'threads 2;', 'threads');
-$live = subst($live, 'kv_cache_memory     4096m;', 'kv_cache_memory 512m;',
+$live = subst($live, 'kv_cache_memory     4g;', 'kv_cache_memory 512m;',
               'the KV size');
 spew("$prefix/nginx.conf", $live);
 
