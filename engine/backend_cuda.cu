@@ -32,6 +32,7 @@ extern "C" {
 #include "gguf.h"
 #include "kernels_cuda.h"
 #include "sampler.h"
+#include "tp.h"
 
 /* from kernels/quant.h (a C11 header C++ cannot include) */
 int llm_quant_block(uint32_t type);
@@ -39,6 +40,7 @@ int llm_quant_block_bytes(uint32_t type);
 }
 
 #include <cublasLt.h>
+#include <nccl.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -90,6 +92,17 @@ typedef struct {
 
 typedef struct {
     llm_model          synth;        /* the model of a synthetic backend */
+    /* tensor parallelism (docs/cuda.md): this rank of n_ranks, on device
+     * `device`; y is summed over the ranks after wo and after down */
+    int                device, rank, n_ranks;
+    ncclComm_t         comm;         /* NULL: one rank, or ranks sharing a
+                                        device (host-ordered sum below) */
+    llm_tp_group      *group;        /* shared device: the rank threads */
+    float            **peer_y;       /* shared device: (n_ranks) every
+                                        rank's y, a device array */
+    float             *ysum;         /* shared device: (n, dim) the sum */
+    int                kv_divisor;   /* ranks sharing this device's pool
+                                        budget */
     cudaStream_t       st;
     cublasLtHandle_t   lt;
     void              *workspace;
@@ -178,6 +191,15 @@ be_fail(llm_backend *be, const char *fmt, ...)
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                   \
             return be_fail(be, "%s:%d: %s: %s", __FILE__, __LINE__, #call,   \
                            cublasLtGetStatusString(s_));                     \
+        }                                                                    \
+    } while (0)
+
+
+#define CKN(call) do {                                                       \
+        ncclResult_t n_ = (call);                                            \
+        if (n_ != ncclSuccess) {                                             \
+            return be_fail(be, "%s:%d: %s: %s", __FILE__, __LINE__, #call,   \
+                           ncclGetErrorString(n_));                          \
         }                                                                    \
     } while (0)
 
@@ -434,6 +456,38 @@ upload_batch(llm_backend *be, int L, int n_seqs_used)
  * the forward pass on the device, for a staged layout of L rows
  */
 
+/*
+ * The all-reduce after wo and after down: y (n, dim) := sum over ranks.
+ * With a communicator, ncclAllReduce in fp32 (NCCL's order: TP=N matches
+ * TP=1 within a tolerance, docs/cuda.md). Ranks sharing one device (a
+ * test mode) add every rank's y in rank order, between host barriers.
+ */
+static int
+allreduce(llm_backend *be, int n)
+{
+    cu_ctx  *c = (cu_ctx *) be->ctx;
+    size_t   count = (size_t) n * c->dim;
+
+    if (c->n_ranks == 1) {
+        return 0;
+    }
+    if (c->comm != NULL) {
+        CKN(ncclAllReduce(c->y, c->y, count, ncclFloat, ncclSum, c->comm,
+                          c->st));
+        return 0;
+    }
+    CK(cudaStreamSynchronize(c->st));
+    llm_tp_barrier(c->group);                /* every y written */
+    CKK(llm_cuda_sum_parts(c->st, c->ysum, (const float *const *) c->peer_y,
+                           c->n_ranks, count));
+    CK(cudaStreamSynchronize(c->st));
+    llm_tp_barrier(c->group);                /* every y read */
+    CK(cudaMemcpyAsync(c->y, c->ysum, count * sizeof(float),
+                       cudaMemcpyDeviceToDevice, c->st));
+    return 0;
+}
+
+
 static int
 run_layers(llm_backend *be, int L, int n_tiles)
 {
@@ -463,7 +517,9 @@ run_layers(llm_backend *be, int L, int n_tiles)
                                dv.tiles, n_tiles, dv.pos, dv.tables,
                                c->table_stride, layer, c->n_layers, c->bs,
                                c->n_heads, c->n_kv_heads, c->head_dim));
-        if (gemm(be, c->y, c->att, L, w->wo, c->dim, c->q_dim) != 0) {
+        if (gemm(be, c->y, c->att, L, w->wo, c->dim, c->q_dim) != 0
+            || allreduce(be, L) != 0)
+        {
             return -1;
         }
         CKK(llm_cuda_add_rmsnorm(c->st, c->xb, c->x, c->y, w->ffn_norm,
@@ -472,7 +528,9 @@ run_layers(llm_backend *be, int L, int n_tiles)
             return -1;
         }
         CKK(llm_cuda_silu_mul(c->st, c->hb, c->gu, L, c->hidden));
-        if (gemm(be, c->y, c->hb, L, w->wdown, c->dim, c->hidden) != 0) {
+        if (gemm(be, c->y, c->hb, L, w->wdown, c->dim, c->hidden) != 0
+            || allreduce(be, L) != 0)
+        {
             return -1;
         }
     }
@@ -553,7 +611,7 @@ graph_get(llm_backend *be, int k, cudaGraphExec_t *out)
     }
     CK(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));
     rc = run_layers(be, L, L);
-    if (rc == 0) {
+    if (rc == 0 && c->rank == 0) {
         rc = run_logits(be, dv.lidx, L, 1);
     }
     if (rc != 0) {
@@ -765,6 +823,11 @@ sample_rows(llm_backend *be, llm_sampler *const *sm, int n, int32_t *ids)
 /* what a step returns to the host */
 typedef enum { OUT_LOGITS, OUT_GREEDY, OUT_SAMPLE } out_kind;
 
+/* tensor parallel backends (below) */
+static int is_tp(const llm_backend *be);
+static int tp_run(llm_backend *be, const llm_batch *b, out_kind kind,
+    int32_t *ids, llm_sampler *const *sm);
+
 
 /* logit rows [off, off + n) computed into c->logits: to the host as the
  * caller asked */
@@ -841,11 +904,19 @@ cuda_run(llm_backend *be, const llm_batch *b, out_kind kind, int32_t *ids,
             return -1;
         }
         CK(cudaGraphLaunch(g, c->st));
+        if (c->rank > 0) {
+            CK(cudaStreamSynchronize(c->st));
+            return 0;
+        }
         return deliver(be, b, 0, b->n_logits, kind, ids, sm);
     }
 
     if (run_layers(be, L, n_tiles) != 0) {
         return -1;
+    }
+    if (c->rank > 0) {                      /* logits are rank 0's */
+        CK(cudaStreamSynchronize(c->st));
+        return 0;
     }
     for (off = 0; off < b->n_logits; off += LOGIT_ROWS) {
         n = b->n_logits - off < LOGIT_ROWS ? b->n_logits - off : LOGIT_ROWS;
@@ -875,6 +946,9 @@ llm_backend_cuda_forward_greedy(llm_backend *be, const llm_batch *b,
         return be_fail(be, "forward_greedy needs the cuda backend, not %s",
                        be->iface.name);
     }
+    if (is_tp(be)) {
+        return tp_run(be, b, OUT_GREEDY, ids, NULL);
+    }
     return cuda_run(be, b, OUT_GREEDY, ids, NULL);
 }
 
@@ -886,6 +960,9 @@ llm_backend_cuda_forward_sample(llm_backend *be, const llm_batch *b,
     if (strcmp(be->iface.name, "cuda") != 0) {
         return be_fail(be, "forward_sample needs the cuda backend, not %s",
                        be->iface.name);
+    }
+    if (is_tp(be)) {
+        return tp_run(be, b, OUT_SAMPLE, ids, samplers);
     }
     return cuda_run(be, b, OUT_SAMPLE, ids, samplers);
 }
@@ -925,6 +1002,7 @@ cuda_free(llm_backend *be)
     }
     c = (cu_ctx *) be->ctx;
     if (c != NULL) {
+        cudaSetDevice(c->device);
         if (c->st != NULL) {
             cudaStreamSynchronize(c->st);
         }
@@ -969,6 +1047,11 @@ cuda_free(llm_backend *be)
         cudaFree(c->xl);
         cudaFree(c->logits);
         cudaFree(c->ids);
+        cudaFree(c->peer_y);
+        cudaFree(c->ysum);
+        if (c->comm != NULL) {
+            ncclCommDestroy(c->comm);
+        }
         cudaFree(c->samp_scratch);
         cudaFree(c->samp_p);
         cudaFree(c->samp_rng);
@@ -1007,9 +1090,12 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
 {
     cu_ctx  *c = (cu_ctx *) be->ctx;
 
-    if (tp != 1) {
-        return be_fail(be, "cuda backend: tensor parallel size %d is not "
-                       "written yet (single GPU only)", tp);
+    if (tp < 1 || cfg->n_heads % tp != 0 || cfg->n_kv_heads % tp != 0
+        || cfg->hidden_dim % tp != 0)
+    {
+        return be_fail(be, "cuda backend: tensor parallel size %d does not "
+                       "divide the heads (%d, kv %d) and hidden size %d", tp,
+                       cfg->n_heads, cfg->n_kv_heads, cfg->hidden_dim);
     }
     if (cfg->head_dim > LLM_CUDA_MAX_HEAD_DIM || cfg->n_kv_heads <= 0
         || cfg->n_heads % cfg->n_kv_heads != 0
@@ -1029,13 +1115,14 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
     }
     c->dim = cfg->dim;
     c->n_layers = cfg->n_layers;
-    c->n_heads = cfg->n_heads;
-    c->n_kv_heads = cfg->n_kv_heads;
+    /* this rank's share (all of it at tp 1): its heads, its features */
+    c->n_heads = cfg->n_heads / tp;
+    c->n_kv_heads = cfg->n_kv_heads / tp;
     c->head_dim = cfg->head_dim;
-    c->q_dim = cfg->n_heads * cfg->head_dim;
-    c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    c->q_dim = c->n_heads * cfg->head_dim;
+    c->kv_dim = c->n_kv_heads * cfg->head_dim;
     c->qkv_dim = c->q_dim + 2 * c->kv_dim;
-    c->hidden = cfg->hidden_dim;
+    c->hidden = cfg->hidden_dim / tp;
     c->vocab = cfg->vocab_size;
     c->bs = be->opt.kv_block_size;
     c->max_tokens = be->opt.max_batch_tokens;
@@ -1056,10 +1143,11 @@ ctx_runtime(llm_backend *be)
     int      n = 0;
 
     CK(cudaGetDeviceCount(&n));
-    if (n < 1) {
-        return be_fail(be, "cuda backend: no CUDA device");
+    if (n <= c->device) {
+        return be_fail(be, "cuda backend: no CUDA device %d (%d present)",
+                       c->device, n);
     }
-    CK(cudaSetDevice(0));
+    CK(cudaSetDevice(c->device));
     CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     CKLT(cublasLtCreate(&c->lt));
     CK(cudaMalloc(&c->workspace, WORKSPACE_BYTES));
@@ -1083,6 +1171,8 @@ alloc_weights(llm_backend *be, const llm_config *cfg, int tied, int bias,
     DALLOC(c->tok_embd, (size_t) c->vocab * c->dim * e, total);
     if (tied) {
         c->output = c->tok_embd;
+    } else if (c->rank > 0) {
+        c->output = NULL;          /* lm_head: replicated, used by rank 0 */
     } else {
         DALLOC(c->output, (size_t) c->vocab * c->dim * e, total);
     }
@@ -1109,7 +1199,8 @@ alloc_weights(llm_backend *be, const llm_config *cfg, int tied, int bias,
                       * ((uint64_t) c->qkv_dim * c->dim
                          + (uint64_t) c->dim * c->q_dim
                          + 3ull * c->hidden * c->dim) * e
-                      + (uint64_t) c->vocab * c->dim * e     /* lm_head */
+                      + (c->rank == 0 ? (uint64_t) c->vocab * c->dim * e
+                                      : 0)                   /* lm_head */
                       + (uint64_t) c->dim * e;               /* one row */
     return 0;
 }
@@ -1136,19 +1227,25 @@ alloc_runtime(llm_backend *be, size_t weights)
     DALLOC(c->att, n * c->q_dim * e, &act);
     DALLOC(c->gu, n * 2 * c->hidden * f, &act);
     DALLOC(c->hb, n * c->hidden * e, &act);
-    DALLOC(c->xl, (size_t) LOGIT_ROWS * c->dim * e, &act);
-    DALLOC(c->logits, (size_t) LOGIT_ROWS * c->vocab * f, &act);
-    DALLOC(c->ids, LOGIT_ROWS * sizeof(int32_t), &act);
-    DALLOC(c->samp_scratch, llm_cuda_sample_scratch_bytes(SAMPLE_ROWS,
-                                                          c->vocab), &act);
-    DALLOC(c->samp_p, SAMPLE_ROWS * sizeof(llm_cuda_sample_params), &act);
-    DALLOC(c->samp_rng, SAMPLE_ROWS * 4 * sizeof(uint64_t), &act);
-    CK(cudaMallocHost((void **) &c->samp_p_host,
-                      SAMPLE_ROWS * sizeof(llm_cuda_sample_params)));
-    CK(cudaMallocHost((void **) &c->samp_rng_host,
-                      SAMPLE_ROWS * 4 * sizeof(uint64_t)));
-    CK(cudaMallocHost((void **) &c->samp_ids_host,
-                      SAMPLE_ROWS * sizeof(int32_t)));
+    if (c->n_ranks > 1 && c->comm == NULL) {
+        DALLOC(c->ysum, n * c->dim * f, &act);
+    }
+    if (c->rank == 0) {                      /* logits and sampling */
+        DALLOC(c->xl, (size_t) LOGIT_ROWS * c->dim * e, &act);
+        DALLOC(c->logits, (size_t) LOGIT_ROWS * c->vocab * f, &act);
+        DALLOC(c->ids, LOGIT_ROWS * sizeof(int32_t), &act);
+        DALLOC(c->samp_scratch,
+               llm_cuda_sample_scratch_bytes(SAMPLE_ROWS, c->vocab), &act);
+        DALLOC(c->samp_p, SAMPLE_ROWS * sizeof(llm_cuda_sample_params),
+               &act);
+        DALLOC(c->samp_rng, SAMPLE_ROWS * 4 * sizeof(uint64_t), &act);
+        CK(cudaMallocHost((void **) &c->samp_p_host,
+                          SAMPLE_ROWS * sizeof(llm_cuda_sample_params)));
+        CK(cudaMallocHost((void **) &c->samp_rng_host,
+                          SAMPLE_ROWS * 4 * sizeof(uint64_t)));
+        CK(cudaMallocHost((void **) &c->samp_ids_host,
+                          SAMPLE_ROWS * sizeof(int32_t)));
+    }
     /* the largest layout: max_tokens rows or the largest graph bucket */
     if (n < (size_t) graph_buckets[N_BUCKETS - 1]) {
         n = graph_buckets[N_BUCKETS - 1];
@@ -1165,7 +1262,11 @@ alloc_runtime(llm_backend *be, size_t weights)
             return be_fail(be, "cuda backend: LLM_KV_CACHE_RATIO %s outside "
                            "(0, 0.99]", env);
         }
-        be->opt.kv_n_blocks = (int) ((double) free_b * ratio / blk_b) - 1;
+        /* ranks sharing a device share its budget */
+        be->opt.kv_n_blocks = (int) ((double) free_b * ratio
+                                     / (c->kv_divisor > 1 ? c->kv_divisor
+                                                          : 1)
+                                     / blk_b) - 1;
     }
     c->n_blocks = be->opt.kv_n_blocks;
     if (c->n_blocks < 1 || (size_t) (c->n_blocks + 1) * blk_b > free_b) {
@@ -1176,6 +1277,13 @@ alloc_runtime(llm_backend *be, size_t weights)
 
     CK(cudaGetDevice(&dev));
     CK(cudaGetDeviceProperties(&prop, dev));
+    if (c->n_ranks > 1) {
+        fprintf(stderr, "cuda backend: tensor parallel rank %d of %d on "
+                "device %d (%d heads, %d KV heads, %d hidden; %s)\n",
+                c->rank, c->n_ranks, c->device, c->n_heads, c->n_kv_heads,
+                c->hidden, c->comm != NULL ? "NCCL all-reduce"
+                                           : "ranks share the device");
+    }
     fprintf(stderr,
         "cuda backend: %s (sm_%d%d, %d SMs, %.1f GiB)\n"
         "cuda backend: weights %.3f GiB bf16; activations %.3f GiB for %d "
@@ -1238,6 +1346,7 @@ backend_new(const llm_model *m, const llm_backend_options *o, char *err,
     be->model = m;
     be->opt = *o;
     be->ctx = c;
+    c->n_ranks = 1;
     return be;
 }
 
@@ -1302,7 +1411,7 @@ load_weights(llm_backend *be, const llm_model *m)
     int        i, rc = -1;
 
     if (upload_tensor(be, c->tok_embd, &m->tok_embd, &stage, &stage_b) != 0
-        || (c->output != c->tok_embd
+        || (c->output != NULL && c->output != c->tok_embd
             && upload_tensor(be, c->output, &m->output, &stage,
                              &stage_b) != 0)
         || upload_floats(be, c->out_norm, m->out_norm, c->dim) != 0)
@@ -1355,18 +1464,31 @@ done:
 }
 
 
-extern "C" llm_backend *
-llm_backend_cuda_create(const llm_model *m, const llm_backend_options *o,
-    char *err, size_t err_len)
+/* one rank's backend: the whole model on device 0 at tp 1 */
+static llm_backend *
+rank_create(const llm_model *m, const llm_backend_options *o, int device,
+    ncclComm_t comm, llm_tp_group *group, int kv_divisor, char *err,
+    size_t err_len)
 {
     const llm_config  *cfg = &m->cfg;
     llm_backend       *be = backend_new(m, o, err, err_len);
+    cu_ctx            *c;
     size_t             weights = 0;
     int                tied;
 
     if (be == NULL) {
+        if (comm != NULL) {
+            ncclCommDestroy(comm);
+        }
         return NULL;
     }
+    c = (cu_ctx *) be->ctx;
+    c->device = device;
+    c->rank = m->tp_rank;
+    c->n_ranks = m->tp_size;
+    c->comm = comm;                  /* owned from here on */
+    c->group = group;
+    c->kv_divisor = kv_divisor;
     tied = m->output.data == m->tok_embd.data;
     if (ctx_dims(be, cfg, m->tp_size) != 0 || ctx_runtime(be) != 0
         || alloc_weights(be, cfg, tied, m->layers[0].bq != NULL,
@@ -1376,7 +1498,303 @@ llm_backend_cuda_create(const llm_model *m, const llm_backend_options *o,
     {
         return backend_fail(be, err, err_len);
     }
+    if (c->n_ranks > 1 && comm == NULL) {
+        c->graphs_on = 0;            /* host barriers cannot be captured */
+    }
     return be;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * tensor parallelism: one backend driving every rank (docs/cuda.md)
+ *
+ * Rank r runs on device r in its own thread of an llm_tp_group (engine/
+ * tp.h), with its Megatron shard (the loader's rank views: column-split
+ * wq|wk|wv and gate|up, row-split wo and down), its KV heads in its own
+ * pool of the same block count (so block ids and tables are the
+ * scheduler's, unchanged), and an NCCL communicator from ncclCommInitAll.
+ * y is all-reduced after wo and after down; the lm_head is replicated and
+ * only rank 0 computes logits, argmax and samples.
+ */
+
+typedef struct {
+    int                   n_ranks;
+    int                   shared;      /* every rank on device 0 */
+    llm_tp_group         *group;
+    llm_model            *models;      /* (n_ranks) 1.. loaded here */
+    int                   n_loaded;
+    llm_backend         **ranks;       /* (n_ranks) */
+    ncclComm_t           *comms;       /* (n_ranks) not yet handed over */
+    int                  *rc;          /* (n_ranks) the step's results */
+    /* the step being run */
+    const llm_batch      *batch;
+    out_kind              kind;
+    int32_t              *ids;
+    llm_sampler *const   *sm;
+} cu_tp;
+
+
+static int tp_forward(llm_backend *be, const llm_batch *b);
+
+
+static int
+is_tp(const llm_backend *be)
+{
+    return be->iface.forward == tp_forward;
+}
+
+
+static void
+tp_task(void *arg, int rank, int n_ranks)
+{
+    cu_tp        *t = (cu_tp *) arg;
+    llm_backend  *r = t->ranks[rank];
+    cudaError_t   e = cudaSetDevice(((cu_ctx *) r->ctx)->device);
+
+    (void) n_ranks;
+    if (e != cudaSuccess) {
+        t->rc[rank] = llm_cuda_check_at((int) e, "cudaSetDevice", __FILE__,
+                                        __LINE__, r->err, sizeof(r->err));
+        return;
+    }
+    t->rc[rank] = cuda_run(r, t->batch, t->kind, t->ids, t->sm);
+}
+
+
+static int
+tp_run(llm_backend *be, const llm_batch *b, out_kind kind, int32_t *ids,
+    llm_sampler *const *sm)
+{
+    cu_tp        *t = (cu_tp *) be->ctx;
+    llm_backend  *r0 = t->ranks[0];
+    int           r;
+
+    /* judge the step once, before any rank can wait for the others in a
+     * collective */
+    if (check_batch(r0, b) != 0
+        || (kind == OUT_SAMPLE && check_samplers(r0, sm, b->n_logits) != 0))
+    {
+        return be_fail(be, "%s", r0->err);
+    }
+    if (kind == OUT_LOGITS && b->n_logits > 0 && b->logits == NULL) {
+        return be_fail(be, "batch asks for %d logit rows and gives no "
+                       "buffer", b->n_logits);
+    }
+    t->batch = b;
+    t->kind = kind;
+    t->ids = ids;
+    t->sm = sm;
+    llm_tp_group_run(t->group, tp_task, t);
+    for (r = 0; r < t->n_ranks; r++) {
+        if (t->rc[r] != 0) {
+            return be_fail(be, "rank %d: %s", r, t->ranks[r]->err);
+        }
+    }
+    return 0;
+}
+
+
+static int
+tp_forward(llm_backend *be, const llm_batch *b)
+{
+    return tp_run(be, b, OUT_LOGITS, NULL, NULL);
+}
+
+
+static int
+tp_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cu_tp  *t = (cu_tp *) be->ctx;
+    int     r;
+
+    for (r = 0; r < t->n_ranks; r++) {
+        CK(cudaSetDevice(((cu_ctx *) t->ranks[r]->ctx)->device));
+        if (cuda_copy_block(t->ranks[r], dst, src) != 0) {
+            return be_fail(be, "rank %d: %s", r, t->ranks[r]->err);
+        }
+    }
+    return 0;
+}
+
+
+static void
+tp_free(llm_backend *be)
+{
+    cu_tp  *t = (cu_tp *) be->ctx;
+    int     r;
+
+    if (t != NULL) {
+        llm_tp_group_free(t->group);
+        for (r = 0; t->ranks != NULL && r < t->n_ranks; r++) {
+            if (t->ranks[r] != NULL) {
+                cuda_free(t->ranks[r]);
+            }
+        }
+        for (r = 0; t->comms != NULL && r < t->n_ranks; r++) {
+            if (t->comms[r] != NULL) {
+                ncclCommDestroy(t->comms[r]);
+            }
+        }
+        for (r = 1; r < t->n_loaded; r++) {
+            llm_model_free(&t->models[r]);
+        }
+        free(t->models);
+        free(t->ranks);
+        free(t->comms);
+        free(t->rc);
+        free(t);
+    }
+    free(be);
+}
+
+
+static llm_backend *
+tp_fail(llm_backend *be, char *err, size_t err_len)
+{
+    snprintf(err, err_len, "%s", be->err);
+    tp_free(be);
+    return NULL;
+}
+
+
+/* shared device: every rank's y, for the ordered sum */
+static int
+tp_link_peers(llm_backend *be)
+{
+    cu_tp   *t = (cu_tp *) be->ctx;
+    float   *ys[LLM_TP_MAX_SLICES];
+    int      r;
+
+    for (r = 0; r < t->n_ranks; r++) {
+        ys[r] = ((cu_ctx *) t->ranks[r]->ctx)->y;
+    }
+    for (r = 0; r < t->n_ranks; r++) {
+        cu_ctx *c = (cu_ctx *) t->ranks[r]->ctx;
+
+        CK(cudaMalloc((void **) &c->peer_y, t->n_ranks * sizeof(float *)));
+        CK(cudaMemcpy(c->peer_y, ys, t->n_ranks * sizeof(float *),
+                      cudaMemcpyHostToDevice));
+    }
+    return 0;
+}
+
+
+static llm_backend *
+tp_create(const llm_model *m, const llm_backend_options *o, char *err,
+    size_t err_len)
+{
+    llm_backend          *be;
+    cu_tp                *t;
+    llm_backend_options   ro = *o;
+    const char           *share = getenv("LLM_CUDA_TP_SHARE_DEVICE");
+    char                  msg[400];
+    int                   n = m->tp_size, n_dev = 0, r, devs[LLM_TP_MAX_SLICES];
+    const llm_model      *rm;
+    ncclResult_t          nr;
+
+    if (m->tp_rank != 0) {
+        snprintf(err, err_len, "cuda backend: a tensor parallel backend is "
+                 "made from rank 0's model (got rank %d of %d)", m->tp_rank,
+                 n);
+        return NULL;
+    }
+    if (n > LLM_TP_MAX_SLICES) {
+        snprintf(err, err_len, "cuda backend: tensor parallel size %d (at "
+                 "most %d)", n, LLM_TP_MAX_SLICES);
+        return NULL;
+    }
+    if (cudaGetDeviceCount(&n_dev) != cudaSuccess) {
+        n_dev = 0;
+    }
+    if (n_dev < 1 || (n_dev < n && (share == NULL || *share != '1'))) {
+        snprintf(err, err_len, "cuda backend: tensor parallel size %d needs "
+                 "%d GPUs, %d present (LLM_CUDA_TP_SHARE_DEVICE=1 runs every "
+                 "rank on GPU 0: a test mode)", n, n, n_dev);
+        return NULL;
+    }
+    be = backend_new(m, o, err, err_len);
+    t = (cu_tp *) calloc(1, sizeof(*t));
+    if (be == NULL || t == NULL) {
+        if (be != NULL) {
+            cuda_free(be);
+        }
+        free(t);
+        snprintf(err, err_len, "cuda backend: out of memory");
+        return NULL;
+    }
+    free(be->ctx);                   /* a cu_tp instead of a cu_ctx */
+    be->iface.forward = tp_forward;
+    be->iface.copy_block = tp_copy_block;
+    be->iface.free = tp_free;
+    be->ctx = t;
+    t->n_ranks = n;
+    t->shared = n_dev < n;
+    t->models = (llm_model *) calloc(n, sizeof(llm_model));
+    t->ranks = (llm_backend **) calloc(n, sizeof(llm_backend *));
+    t->comms = (ncclComm_t *) calloc(n, sizeof(ncclComm_t));
+    t->rc = (int *) calloc(n, sizeof(int));
+    if (t->models == NULL || t->ranks == NULL || t->comms == NULL
+        || t->rc == NULL)
+    {
+        be_fail(be, "cuda backend: out of memory for %d ranks", n);
+        return tp_fail(be, err, err_len);
+    }
+    t->group = llm_tp_group_create(n, msg, sizeof(msg));
+    if (t->group == NULL) {
+        be_fail(be, "cuda backend: %s", msg);
+        return tp_fail(be, err, err_len);
+    }
+    if (!t->shared) {
+        for (r = 0; r < n; r++) {
+            devs[r] = r;
+        }
+        nr = ncclCommInitAll(t->comms, n, devs);
+        if (nr != ncclSuccess) {
+            memset(t->comms, 0, n * sizeof(ncclComm_t));
+            be_fail(be, "%s:%d: ncclCommInitAll(%d GPUs): %s", __FILE__,
+                    __LINE__, n, ncclGetErrorString(nr));
+            return tp_fail(be, err, err_len);
+        }
+    }
+    for (r = 0; r < n; r++) {
+        if (r == 0) {
+            rm = m;
+        } else {
+            t->n_loaded = r + 1;
+            if (llm_tp_load_rank(&t->models[r], m, r) != 0) {
+                be_fail(be, "cuda backend: tensor parallel rank %d: %s", r,
+                        t->models[r].err);
+                return tp_fail(be, err, err_len);
+            }
+            rm = &t->models[r];
+        }
+        t->ranks[r] = rank_create(rm, &ro, t->shared ? 0 : r, t->comms[r],
+                                  t->group, t->shared ? n : 1, msg,
+                                  sizeof(msg));
+        t->comms[r] = NULL;          /* the rank owns it now */
+        if (t->ranks[r] == NULL) {
+            be_fail(be, "cuda backend: rank %d: %s", r, msg);
+            return tp_fail(be, err, err_len);
+        }
+        /* every pool has rank 0's block count */
+        ro.kv_n_blocks = t->ranks[0]->opt.kv_n_blocks;
+    }
+    if (t->shared && tp_link_peers(be) != 0) {
+        return tp_fail(be, err, err_len);
+    }
+    be->opt = t->ranks[0]->opt;
+    return be;
+}
+
+
+extern "C" llm_backend *
+llm_backend_cuda_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    if (m->tp_size > 1) {
+        return tp_create(m, o, err, err_len);
+    }
+    return rank_create(m, o, 0, NULL, NULL, 1, err, err_len);
 }
 
 
@@ -1399,7 +1817,7 @@ fill_synthetic(llm_backend *be, uint64_t seed)
     int      i;
 
     if (fill(be, c->tok_embd, (size_t) c->vocab * c->dim, seed, 1) != 0
-        || (c->output != c->tok_embd
+        || (c->output != NULL && c->output != c->tok_embd
             && fill(be, c->output, (size_t) c->vocab * c->dim, seed + 1,
                     c->dim) != 0))
     {
@@ -1459,6 +1877,9 @@ llm_backend_cuda_create_synthetic(const llm_config *cfg,
 extern "C" uint64_t
 llm_backend_cuda_weight_bytes(const llm_backend *be)
 {
+    if (is_tp(be)) {                 /* rank 0 reads the most (lm_head) */
+        be = ((const cu_tp *) be->ctx)->ranks[0];
+    }
     return ((const cu_ctx *) be->ctx)->weight_bytes;
 }
 
@@ -1466,5 +1887,18 @@ llm_backend_cuda_weight_bytes(const llm_backend *be)
 extern "C" void
 llm_backend_cuda_set_graphs(llm_backend *be, int on)
 {
-    ((cu_ctx *) be->ctx)->graphs_on = on;
+    cu_tp  *t;
+    int     r;
+
+    if (!is_tp(be)) {
+        ((cu_ctx *) be->ctx)->graphs_on = on;
+        return;
+    }
+    t = (cu_tp *) be->ctx;
+    for (r = 0; r < t->n_ranks; r++) {
+        cu_ctx *c = (cu_ctx *) t->ranks[r]->ctx;
+
+        /* ranks sharing a device meet at host barriers: never captured */
+        c->graphs_on = on && c->comm != NULL;
+    }
 }

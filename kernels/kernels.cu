@@ -1303,6 +1303,43 @@ llm_cuda_sample(llm_cuda_stream st, int32_t *out, float *logits, int n,
 
 
 /* ---------------------------------------------------------------------------
+ * the ordered sum of tensor-parallel partials
+ */
+
+__global__ void
+sum_parts_kernel(float *out, const float *const *parts, int n_parts,
+    size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n;
+         i += (size_t) gridDim.x * blockDim.x)
+    {
+        float acc = parts[0][i];
+
+        for (int p = 1; p < n_parts; p++) {
+            acc = __fadd_rn(acc, parts[p][i]);
+        }
+        out[i] = acc;
+    }
+}
+
+
+extern "C" int
+llm_cuda_sum_parts(llm_cuda_stream st, float *out, const float *const *parts,
+    int n_parts, size_t n)
+{
+    if (n == 0) {
+        return 0;
+    }
+    if (n_parts < 1) {
+        return -1;
+    }
+    sum_parts_kernel<<<blocks_for(n, 256), 256, 0, st>>>(out, parts, n_parts,
+                                                         n);
+    return launched();
+}
+
+
+/* ---------------------------------------------------------------------------
  * fills and conversions
  */
 

@@ -27,7 +27,7 @@
  *          llm_cuda_kv_write, llm_cuda_attention, llm_cuda_silu_mul,
  *          llm_cuda_dequant_bf16, llm_cuda_argmax, llm_cuda_sample_params,
  *          llm_cuda_token_edit, llm_cuda_sample_scratch_bytes,
- *          llm_cuda_sample, llm_cuda_fill_uniform,
+ *          llm_cuda_sample, llm_cuda_sum_parts, llm_cuda_fill_uniform,
  *          llm_cuda_fill_const, llm_cuda_f32_to_bf16, llm_cuda_malloc,
  *          llm_cuda_free, llm_cuda_upload, llm_cuda_download,
  *          llm_cuda_device_count, llm_cuda_sync
@@ -204,6 +204,13 @@ size_t llm_cuda_sample_scratch_bytes(int n, int vocab);
 int llm_cuda_sample(llm_cuda_stream st, int32_t *out, float *logits, int n,
     int vocab, const llm_cuda_sample_params *params,
     const llm_cuda_token_edit *edits, uint64_t *rng, void *scratch);
+
+/* out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ... for i < n:
+ * llm_tp_sum_slices' fixed order (engine/tp.h), for tensor parallel
+ * ranks that share one device; parts is a device array of n_parts device
+ * pointers */
+int llm_cuda_sum_parts(llm_cuda_stream st, float *out,
+    const float *const *parts, int n_parts, size_t n);
 
 /* synthetic weights: p[i] = bf16(uniform in [-scale, scale)) from a hash
  * of (seed, i); deterministic for a seed */
