@@ -1074,6 +1074,55 @@ check_case(llm_backend *be, const cJSON *cs, const char *label, double tol,
 }
 
 
+/* the batch b (logits already in b->logits from llm_backend_forward)
+ * sampled on the device: tokens and RNG states == llm_sample's on the
+ * host rows */
+static void
+check_forward_sample(llm_backend *be, const llm_batch *b, const char *label)
+{
+    enum { NS = 8 };
+    static const float   temps[NS] = { 0.9f, 1.0f, 0.7f, 0.0f, 1.3f };
+    llm_sampling_params  p;
+    llm_sampler          cpu[NS], gpu[NS];
+    llm_sampler         *gp[NS];
+    int32_t              ids[NS], prompt[3] = { 1, 2, 3 };
+    int                  vocab = be->model->cfg.vocab_size, i, bad = 0;
+    float               *row = malloc((size_t) vocab * 4);
+    char                 err[200];
+
+    for (i = 0; i < b->n_logits && i < NS; i++) {
+        llm_sampling_params_default(&p);
+        p.temperature = temps[i];
+        p.top_k = i == 2 ? 20 : 0;
+        p.top_p = i == 1 ? 0.9f : 1.0f;
+        p.frequency_penalty = i == 4 ? 0.4f : 0.0f;
+        p.seed = 77 + i;
+        p.has_seed = 1;
+        llm_sampler_init(&cpu[i], &p, vocab, err, sizeof(err));
+        llm_sampler_init(&gpu[i], &p, vocab, err, sizeof(err));
+        llm_sampler_add_prompt(&cpu[i], prompt, 3);
+        llm_sampler_add_prompt(&gpu[i], prompt, 3);
+        gp[i] = &gpu[i];
+    }
+    if (!ok(llm_backend_cuda_forward_sample(be, b, gp, ids) == 0,
+            "%s: the batch sampled on the device", label)) {
+        printf("#   %s\n", be->err);
+    }
+    for (i = 0; i < b->n_logits && i < NS; i++) {
+        memcpy(row, b->logits + (size_t) i * vocab, (size_t) vocab * 4);
+        bad += llm_sample(&cpu[i], row, vocab, NULL) != ids[i];
+        bad += memcmp(cpu[i].rng, gpu[i].rng, 32) != 0;
+        bad += llm_sampler_count(&cpu[i], ids[i])
+               != llm_sampler_count(&gpu[i], ids[i]);
+        llm_sampler_free(&cpu[i]);
+        llm_sampler_free(&gpu[i]);
+    }
+    is_int(bad, 0, "%s: device-sampled tokens, RNG and counts == "
+           "llm_sample on the batch's logits", label);
+    free(row);
+}
+
+
 /* decode batch of 5 sequences (a graph bucket of 8) == each alone */
 static void
 check_batched(llm_backend *be, const char *label, int n_blocks_total)
@@ -1134,6 +1183,7 @@ check_batched(llm_backend *be, const char *label, int n_blocks_total)
        label, NS);
     ok(llm_backend_cuda_forward_greedy(be, &b, ids) == 0,
        "%s: the same batch greedy on the device", label);
+    check_forward_sample(be, &b, label);
     /* each alone, plain launches (rewrites the same KV slots) */
     llm_backend_cuda_set_graphs(be, 0);
     for (k = 0; k < NS; k++) {
@@ -1158,6 +1208,162 @@ check_batched(llm_backend *be, const char *label, int n_blocks_total)
     ok(same_ids, "%s: device argmax == host argmax of the batch's logits",
        label);
     free(tabs); free(lb); free(l1);
+}
+
+
+/* prompt then `steps` decode steps fed with `feed_ids` (NULL: its own
+ * argmax, written to feed_ids_out); logits of every step into out
+ * (steps + 1, vocab). 0 or -1 */
+static int
+run_sequence(llm_backend *be, int steps, const int32_t *feed_ids,
+    int32_t *own_ids, float *out)
+{
+    int32_t    prompt[12];
+    int        vocab = be->model->cfg.vocab_size, i;
+    seq_state  s;
+
+    memset(&s, 0, sizeof(s));
+    s.be = be;
+    s.n_blocks = be->opt.kv_n_blocks < 4096 ? be->opt.kv_n_blocks : 4096;
+    for (i = 0; i < s.n_blocks; i++) {
+        s.table[i] = s.n_blocks - 1 - i;
+    }
+    for (i = 0; i < 12; i++) {
+        prompt[i] = (37 * i + 5) % vocab;
+    }
+    if (feed(&s, prompt, 12, out) != 0) {
+        return -1;
+    }
+    for (i = 0; i < steps; i++) {
+        int32_t next = argmax_f(out + (size_t) i * vocab, vocab);
+
+        own_ids[i] = next;
+        if (feed_ids != NULL) {
+            next = feed_ids[i];
+        }
+        if (feed(&s, &next, 1, out + (size_t) (i + 1) * vocab) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+
+/*
+ * TP=N against TP=1 on the cuda backend, stories260K F32 (8 heads, 4 KV
+ * heads: N = 2 and 4). N GPUs: NCCL all-reduce; fewer: the ranks share
+ * GPU 0 (LLM_CUDA_TP_SHARE_DEVICE=1), which still runs every rank's shard
+ * and the reduction, so one lent GPU checks the sharding.
+ */
+static void
+test_tp(int n_dev)
+{
+    enum { STEPS = 12 };
+    const char           *sh = getenv("SHARED");
+    char                  path[1024], err[512];
+    static const int      tps[] = { 2, 4 };
+    llm_model             m1, mn;
+    llm_backend_options   o;
+    llm_backend          *b1, *bn;
+    int32_t               ids1[STEPS], idsn[STEPS], gid[1];
+    float                *l1, *ln;
+    int                   vocab, t, i, same;
+    double                maxd, d;
+    FILE                 *f;
+
+    snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
+             "stories260K-f32.gguf", sh ? sh : "/work/shared");
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        ok(1, "tp: # SKIP %s not here", path);
+        return;
+    }
+    fclose(f);
+    memset(&m1, 0, sizeof(m1));
+    if (llm_model_load(&m1, path, 0, 1) != 0) {
+        ok(0, "tp: load %s: %s", path, m1.err);
+        llm_model_free(&m1);
+        return;
+    }
+    vocab = m1.cfg.vocab_size;
+    l1 = malloc((size_t) (STEPS + 1) * vocab * 4);
+    ln = malloc((size_t) (STEPS + 1) * vocab * 4);
+    llm_backend_options_default(&o, &m1);
+    b1 = llm_backend_create("cuda", &m1, &o, err, sizeof(err));
+    if (!ok(b1 != NULL, "tp: cuda backend at TP=1") ||
+        !ok(run_sequence(b1, STEPS, NULL, ids1, l1) == 0,
+            "tp: TP=1 prompt and %d greedy steps", STEPS))
+    {
+        printf("#   %s\n", b1 ? b1->err : err);
+        llm_backend_free(b1);
+        llm_model_free(&m1);
+        free(l1); free(ln);
+        return;
+    }
+    for (t = 0; t < (int) (sizeof(tps) / sizeof(tps[0])); t++) {
+        int n = tps[t], share = n_dev < n;
+
+        if (share) {
+            setenv("LLM_CUDA_TP_SHARE_DEVICE", "1", 1);
+        }
+        memset(&mn, 0, sizeof(mn));
+        if (llm_model_load(&mn, path, 0, n) != 0) {
+            ok(0, "tp %d: load rank 0: %s", n, mn.err);
+            llm_model_free(&mn);
+            unsetenv("LLM_CUDA_TP_SHARE_DEVICE");
+            continue;
+        }
+        llm_backend_options_default(&o, &mn);
+        bn = llm_backend_create("cuda", &mn, &o, err, sizeof(err));
+        unsetenv("LLM_CUDA_TP_SHARE_DEVICE");
+        if (!ok(bn != NULL, "tp %d: one cuda backend runs %d ranks (%s)", n,
+                n, share ? "sharing GPU 0" : "NCCL")) {
+            printf("#   %s\n", err);
+            llm_model_free(&mn);
+            continue;
+        }
+        /* fed TP=1's tokens, so every step sees the same inputs */
+        if (!ok(run_sequence(bn, STEPS, ids1, idsn, ln) == 0,
+                "tp %d: prompt and %d decode steps", n, STEPS)) {
+            printf("#   %s\n", bn->err);
+        }
+        maxd = 0.0;
+        for (i = 0; i < (STEPS + 1) * vocab; i++) {
+            d = fabs((double) l1[i] - ln[i]);
+            maxd = d > maxd ? d : maxd;
+        }
+        same = memcmp(ids1, idsn, sizeof(ids1)) == 0;
+        ok(maxd < 1e-2, "tp %d: logits of every step within 1e-2 of TP=1 "
+           "(max %.2g)", n, maxd);
+        ok(same, "tp %d: greedy ids of %d steps == TP=1's", n, STEPS);
+        printf("# measured tp %d (%s): max |dlogit| vs TP=1 %.3g\n", n,
+               share ? "shared GPU" : "NCCL", maxd);
+        /* the device argmax is rank 0's, over the replicated lm_head */
+        {
+            int32_t z = 0, tok = ids1[0], pos = 12;
+            int32_t nb = bn->opt.kv_n_blocks, tab[4096];
+            const int32_t *tabs[1] = { tab };
+            llm_batch b;
+
+            for (i = 0; i < nb && i < 4096; i++) {
+                tab[i] = nb - 1 - i;
+            }
+            memset(&b, 0, sizeof(b));
+            b.n_tokens = 1; b.token = &tok; b.pos = &pos; b.seq = &z;
+            b.n_seqs = 1; b.block_table = tabs; b.n_blocks = &nb;
+            b.n_logits = 1; b.logit_idx = &z;
+            is_int(llm_backend_cuda_forward_greedy(bn, &b, gid), 0,
+                   "tp %d: forward_greedy", n);
+            is_int(gid[0], argmax_f(ln + (size_t) vocab, vocab),
+                   "tp %d: device argmax == host argmax of the same step",
+                   n);
+        }
+        llm_backend_free(bn);
+        llm_model_free(&mn);
+    }
+    llm_backend_free(b1);
+    llm_model_free(&m1);
+    free(l1); free(ln);
 }
 
 
@@ -1285,6 +1491,7 @@ main(void)
     }
     if (getenv("CUDA_KERNELS_ONLY") == NULL) {
         test_goldens();
+        test_tp(n_dev);
     }
     return tap_done();
 }
