@@ -4,7 +4,11 @@
  *   generate --model PATH (--prompt TEXT | --chat FILE.json)
  *            [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
  *            [--seed S] [--threads N] [--greedy-ids] [--no-bos] [--no-echo]
+ *            [--backend cpu|cuda] [--tensor-parallel N]
  *
+ * --backend picks the backend (cuda where built); --tensor-parallel N
+ * loads rank 0 of N and lets the backend run all N ranks (CPU rank
+ * threads, or N GPUs), as `tensor_parallel N` does in llm_engine.
  * --prompt continues TEXT and, like llama2.c, prints TEXT first (--no-echo
  * prints the completion only); --chat renders {"messages": [...]} (or a
  * bare array) with the model's own chat template and prints the reply.
@@ -45,6 +49,8 @@ typedef struct {
     int          greedy_ids;
     int          no_bos;
     int          no_echo;
+    const char  *backend;       /* "cpu" (default) or "cuda" */
+    int          tp;            /* tensor parallel ranks */
 } cli_args;
 
 
@@ -56,7 +62,8 @@ cli_usage(void)
         "--chat FILE.json)\n"
         "         [--max-tokens N] [--temperature T] [--top-k K] "
         "[--top-p P] [--seed S]\n"
-        "         [--threads N] [--greedy-ids] [--no-bos] [--no-echo]\n");
+        "         [--threads N] [--greedy-ids] [--no-bos] [--no-echo]\n"
+        "         [--backend cpu|cuda] [--tensor-parallel N]\n");
 }
 
 
@@ -89,6 +96,8 @@ parse_args(int argc, char **argv, cli_args *a)
     a->top_p = 1.0f;
     a->seed = -1;
     a->threads = 2;
+    a->backend = "cpu";
+    a->tp = 1;
 
     for (i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -136,6 +145,16 @@ parse_args(int argc, char **argv, cli_args *a)
         } else if (strcmp(o, "--threads") == 0) {
             if (parse_num(o, val, 1, 1024, &v)) return -1;
             a->threads = (int) v;
+        } else if (strcmp(o, "--backend") == 0) {
+            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) {
+                fprintf(stderr, "generate: --backend \"%s\": expected cpu "
+                        "or cuda\n", val);
+                return -1;
+            }
+            a->backend = val;
+        } else if (strcmp(o, "--tensor-parallel") == 0) {
+            if (parse_num(o, val, 1, 64, &v)) return -1;
+            a->tp = (int) v;
         } else {
             fprintf(stderr, "generate: unknown option %s\n", o);
             return -1;
@@ -363,7 +382,7 @@ generate(const cli_args *a, const llm_model *m, const llm_tokenizer *tok,
     s.table = malloc(sizeof(int32_t) * s.n_blocks);
     s.logits = malloc(sizeof(float) * m->cfg.vocab_size);
     piece = malloc(llm_detok_max_out(tok) + 8);
-    s.be = llm_backend_create("cpu", m, &o, err, sizeof(err));
+    s.be = llm_backend_create(a->backend, m, &o, err, sizeof(err));
     if (s.be == NULL || s.table == NULL || s.logits == NULL || piece == NULL)
     {
         fprintf(stderr, "generate: %s\n", s.be ? "out of memory" : err);
@@ -447,7 +466,7 @@ llm_cli_generate(int argc, char **argv)
         cli_usage();
         return 2;
     }
-    if (llm_model_load(&m, a.model, 0, 1) != 0) {
+    if (llm_model_load(&m, a.model, 0, a.tp) != 0) {
         fprintf(stderr, "generate: %s\n", m.err);
         llm_model_free(&m);
         return 1;
