@@ -417,6 +417,7 @@ typedef struct {
     const float        *x[FUSED_MAX_W];   /* (n, ld_x[p]) input of w[p] */
     size_t              ld_x[FUSED_MAX_W];
     float              *out[FUSED_MAX_W]; /* (n, w[p].rows) */
+    int                 chunk_rows[FUSED_MAX_W];
     int                 first_chunk[FUSED_MAX_W + 1];  /* prefix sums of
                                                           chunks per w */
     atomic_int          next;
@@ -428,7 +429,7 @@ fused_task(void *arg, int ith, int nth)
 {
     fused_job   *j = arg;
     llm_tensor   v;
-    int          k, p, lo;
+    int          k, p, lo, rows;
 
     (void) ith;
     (void) nth;
@@ -436,20 +437,22 @@ fused_task(void *arg, int ith, int nth)
         for (p = 0; k >= j->first_chunk[p + 1]; p++) {
             /* find the weight this chunk belongs to */
         }
-        lo = (k - j->first_chunk[p]) * FUSED_CHUNK_ROWS;
+        rows = j->chunk_rows[p];
+        lo = (k - j->first_chunk[p]) * rows;
         v = llm_tensor_rows(&j->w[p], lo,
-                            j->w[p].rows - lo < FUSED_CHUNK_ROWS
-                            ? j->w[p].rows - lo : FUSED_CHUNK_ROWS);
+                            j->w[p].rows - lo < rows ? j->w[p].rows - lo
+                                                     : rows);
         llm_matmul_ld(NULL, j->out[p] + lo, j->w[p].rows, j->x[p],
                       j->ld_x[p], j->n, &v);
     }
 }
 
 
-/* adds out = x @ w^T (x: n rows of ld_x floats) to a fused job */
+/* adds out = x @ w^T (x: n rows of ld_x floats) to a fused job, in work
+ * items of chunk_rows rows */
 static void
 fused_add(fused_job *j, const llm_tensor *w, const float *x, size_t ld_x,
-    float *out)
+    float *out, int chunk_rows)
 {
     int  p = j->n_w++;
 
@@ -457,8 +460,9 @@ fused_add(fused_job *j, const llm_tensor *w, const float *x, size_t ld_x,
     j->x[p] = x;
     j->ld_x[p] = ld_x;
     j->out[p] = out;
+    j->chunk_rows[p] = chunk_rows;
     j->first_chunk[p + 1] = j->first_chunk[p]
-        + (w->rows + FUSED_CHUNK_ROWS - 1) / FUSED_CHUNK_ROWS;
+        + (w->rows + chunk_rows - 1) / chunk_rows;
 }
 
 
@@ -489,7 +493,7 @@ matmul_multi(llm_backend *be, const float *x, int n, int n_w,
     memset(&j, 0, sizeof(j));
     j.n = n;
     for (p = 0; p < n_w; p++) {
-        fused_add(&j, w[p], x, w[p]->cols, out[p]);
+        fused_add(&j, w[p], x, w[p]->cols, out[p], FUSED_CHUNK_ROWS);
     }
     atomic_init(&j.next, 0);
     llm_threadpool_run(c->tp, fused_task, &j);
@@ -507,16 +511,22 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
     const llm_tensor *w)
 {
     cpu_ctx     *c = be->ctx;
-    int          width = w->cols / c->my_slices, s, i;
+    int          width = w->cols / c->my_slices, s, i, per_slice, chunk;
     llm_tensor   v;
     fused_job    j;
 
+    /* each llm_matmul_ld call has a fixed cost (activations quantized
+     * and packed again, ~1 us): about four work items per thread over
+     * all slices, not 64-row chunks of each */
+    per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
+    chunk = (w->rows + per_slice - 1) / per_slice;
+    chunk = (chunk + 7) / 8 * 8;
     memset(&j, 0, sizeof(j));
     j.n = n;
     for (s = 0; s < c->my_slices; s++) {
         v = llm_tensor_cols(w, s * width, width);
         if (use_fused(be, n)) {
-            fused_add(&j, &v, in + s * width, w->cols, slot[s]);
+            fused_add(&j, &v, in + s * width, w->cols, slot[s], chunk);
         } else if (be->opt.exact) {
             /* llm_matmul_ref reads contiguous rows */
             for (i = 0; i < n; i++) {
