@@ -24,9 +24,11 @@ LDLIBS     := -lpcre2-8 -lcjson -lutf8proc -lm -lpthread
 # everything but the engine's main() is a library shared by the engine,
 # the unit tests and (a subset) the nginx module
 ENGINE_LIB_SRCS := $(filter-out engine/main.c,$(wildcard engine/*.c kernels/*.c))
-ENGINE_LIB_OBJS := $(ENGINE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# objects differ with and without CUDA (NGX_LLM_CUDA): one tree each
+OBJ             := $(BUILD)/obj$(if $(filter 1,$(CUDA)),-cuda)
+ENGINE_LIB_OBJS := $(ENGINE_LIB_SRCS:%.c=$(OBJ)/%.o)
 CU_SRCS         := $(wildcard engine/*.cu kernels/*.cu)
-CU_OBJS         := $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+CU_OBJS         := $(CU_SRCS:%.cu=$(OBJ)/%.cu.o)
 UNIT_SRCS       := $(wildcard t/unit/test_*.c)
 UNIT_BINS       := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
 
@@ -51,15 +53,15 @@ all: engine module
 
 engine: $(BUILD)/ngx_llm_engine
 
-$(BUILD)/obj/%.o: %.c $(wildcard engine/*.h kernels/*.h)
+$(OBJ)/%.o: %.c $(wildcard engine/*.h kernels/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(wildcard engine/*.h kernels/*.h)
+$(OBJ)/%.cu.o: %.cu $(wildcard engine/*.h kernels/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ngx_llm_engine: $(BUILD)/obj/engine/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+$(BUILD)/ngx_llm_engine: $(OBJ)/engine/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
