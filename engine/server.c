@@ -479,11 +479,13 @@ llm_loader_thread(void *arg)
     llm_sched_options    so;
     llm_backend_options  bo;
 
+    /* rank 0 of tensor_parallel; the backend loads the other ranks' views */
     if (s->opt.model_fd >= 0) {
         rc = llm_model_load_fd(&s->model, s->opt.model_fd, s->opt.model_path,
-                               0, 1);
+                               0, s->opt.tensor_parallel);
     } else {
-        rc = llm_model_load(&s->model, s->opt.model_path, 0, 1);
+        rc = llm_model_load(&s->model, s->opt.model_path, 0,
+                            s->opt.tensor_parallel);
     }
 
     if (rc != 0) {

@@ -138,3 +138,36 @@ unknown llm_engine parameter "max_num_seqz"
  '"code":"method_not_allowed"']
 --- no_error_log
 [error]
+
+
+
+=== TEST 9: tensor_parallel 2 on CPU ranks serves the same greedy tokens
+--- http_config
+    llm_engine tp {
+        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        tensor_parallel 2;
+        threads 1;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+    llm_engine one {
+        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        threads 1;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+--- config
+    location /tp/v1/ { llm_api tp; }
+    location /one/v1/ { llm_api one; }
+--- request eval
+["POST /tp/v1/completions\n{\"model\":\"tp\",\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}",
+ "POST /one/v1/completions\n{\"model\":\"one\",\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}"]
+--- timeout: 60
+--- error_code eval
+[200, 200]
+--- response_body_like eval
+['"text":", there was a little girl named Lily. She loved to play outsid",', '"text":", there was a little girl named Lily. She loved to play outsid",']
+--- error_log eval
+qr/ngx_llm engine "tp": .*memory plan/
+--- no_error_log
+[error]
