@@ -44,6 +44,12 @@ typedef struct {
     int        exact;              /* 1: float activations and double sums
                                       (llm_matmul_ref, one thread, slow):
                                       for tests against the fp32 reference */
+    int        tp_slices;          /* TP=1 only: cut the row-split (wo,
+                                      down) sums into this many slices added
+                                      in order (docs/tp.md). 0: one slice,
+                                      the fastest; llm_tp_slices(m) makes
+                                      TP=1 equal TP=N bit for bit (~12%
+                                      slower). Ranks always use the plan. */
 } llm_backend_options;
 
 typedef struct {

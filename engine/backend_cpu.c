@@ -806,19 +806,34 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
                      / o->kv_block_size;
     o->max_batch_tokens = 512;
     o->exact = 0;
+    o->tp_slices = 0;
 }
 
 
 /* the slots of row-split partials: at tp 1 owned, one set that both
  * reductions reuse; at tp > 1 two sets in the group's shared memory
  * (2, n_slices, max_batch_tokens, dim) */
+/* ranks use the model's plan; TP=1 one slice (one matmul, fastest) unless
+ * asked to reproduce the plan */
 static int
-cpu_slots_init(cpu_ctx *c, const llm_model *m, int n, float *shared)
+cpu_n_slices(const llm_model *m, const llm_backend_options *o)
+{
+    if (m->tp_size > 1) {
+        return llm_tp_slices(m);
+    }
+
+    return o->tp_slices > 0 ? o->tp_slices : 1;
+}
+
+
+static int
+cpu_slots_init(cpu_ctx *c, const llm_model *m, const llm_backend_options *o,
+    int n, float *shared)
 {
     size_t  per = (size_t) n * m->cfg.dim;
     int     set, s;
 
-    c->n_slices = llm_tp_slices(m);
+    c->n_slices = cpu_n_slices(m, o);
     c->my_slices = c->n_slices / m->tp_size;
     c->slice_lo = m->tp_rank * c->my_slices;
     if (shared == NULL) {
@@ -899,7 +914,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
         || c->hb2 == NULL || c->scores == NULL || c->inv_freq == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
-        || cpu_slots_init(c, m, n, shared) != 0)
+        || cpu_slots_init(c, m, o, n, shared) != 0)
     {
         snprintf(err, err_len, "cpu backend: out of memory (or no threads) "
                  "for a batch of %d tokens", n);
@@ -1059,7 +1074,7 @@ cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
     t->n_ranks = n;
     t->models = calloc(n, sizeof(llm_model));
     t->ranks = calloc(n, sizeof(llm_backend *));
-    t->slot_mem = alloc_rows(2 * llm_tp_slices(m) * o->max_batch_tokens,
+    t->slot_mem = alloc_rows(2 * cpu_n_slices(m, o) * o->max_batch_tokens,
                              m->cfg.dim);
     if (t->models == NULL || t->ranks == NULL || t->slot_mem == NULL) {
         snprintf(err, err_len, "cpu backend: out of memory for %d tensor "

@@ -391,6 +391,7 @@ llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
     *max_model_len = s->opt.max_model_len < cfg->max_seq_len
                      ? s->opt.max_model_len : cfg->max_seq_len;
 
+    llm_backend_options_default(bo, &s->model);
     bo->n_threads = s->opt.threads;
     bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
     bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);

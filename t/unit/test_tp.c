@@ -74,6 +74,7 @@ rig_open(rig *r, const char *path, int tp, int n_threads, int exact)
     o.kv_block_size = 16;
     o.max_batch_tokens = 32;
     o.exact = exact;
+    o.tp_slices = llm_tp_slices(&r->m);     /* TP=1 in TP=N's order */
     r->be = llm_backend_create("cpu", &r->m, &o, r->err, sizeof(r->err));
     return r->be != NULL ? 0 : -1;
 }
@@ -637,6 +638,7 @@ run_sched(const char *path, int tp, int threads, sched_rec *rec,
     bo.n_threads = threads;
     bo.kv_n_blocks = 12;
     bo.max_batch_tokens = 32;
+    bo.tp_slices = llm_tp_slices(&m);
     be = llm_backend_create("cpu", &m, &bo, err, sizeof(err));
     llm_sched_options_default(&so);
     so.on_token = sched_on_token;
