@@ -710,6 +710,27 @@ ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
 }
 
 
+/* b at the end of the output being built */
+static ngx_int_t
+ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_buf_t *b)
+{
+    ngx_chain_t  *cl;
+
+    cl = ngx_alloc_chain_link(ctx->request->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+    **last = cl;
+    *last = &cl->next;
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_send_stream_header(ngx_http_llm_ctx_t *ctx)
 {
@@ -923,7 +944,6 @@ ngx_http_llm_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     size_t        size;
     u_char       *p;
     ngx_buf_t    *b;
-    ngx_chain_t  *cl;
 
     if (!ctx->stream) {
         b = ctx->text;
@@ -985,14 +1005,9 @@ ngx_http_llm_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
     b->flush = 1;
 
-    cl = ngx_alloc_chain_link(ctx->request->pool);
-    if (cl == NULL) {
+    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
         return NGX_ERROR;
     }
-    cl->buf = b;
-    cl->next = NULL;
-    **last = cl;
-    *last = &cl->next;
 
     return NGX_OK;
 }
@@ -1025,7 +1040,6 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     u_char              *p;
     ngx_buf_t           *b;
     ngx_uint_t           i;
-    ngx_chain_t         *cl;
     ngx_http_llm_lp_t   *e;
     ngx_http_request_t  *r = ctx->request;
 
@@ -1101,14 +1115,9 @@ ngx_http_llm_send_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     b->last_in_chain = 1;
     b->flush = 1;
 
-    cl = ngx_alloc_chain_link(r->pool);
-    if (cl == NULL) {
+    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
         return NGX_ERROR;
     }
-    cl->buf = b;
-    cl->next = NULL;
-    **last = cl;
-    *last = &cl->next;
 
     return NGX_OK;
 }
@@ -1121,7 +1130,6 @@ ngx_http_llm_stream_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 {
     u_char       *p;
     ngx_buf_t    *b;
-    ngx_chain_t  *cl;
 
     ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
                   "llm: stream ended by an error: %s", msg);
@@ -1139,14 +1147,9 @@ ngx_http_llm_stream_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     b->flush = 1;
     (void) status;
 
-    cl = ngx_alloc_chain_link(ctx->request->pool);
-    if (cl == NULL) {
+    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
         return NGX_ERROR;
     }
-    cl->buf = b;
-    cl->next = NULL;
-    **last = cl;
-    *last = &cl->next;
 
     return NGX_OK;
 }
