@@ -134,7 +134,7 @@ $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_O
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ngx_llm_ring.h
+$(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ngx_llm_ring.h engine/ring_client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 

@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "ngx_llm_ring.h"
+#include "ring_client.h"
 
 
 static double
@@ -42,67 +42,6 @@ cmp_double(const void *a, const void *b)
     double x = *(const double *) a, y = *(const double *) b;
 
     return x < y ? -1 : x > y;
-}
-
-
-static int
-connect_engine(const char *name)
-{
-    int                 fd, i;
-    socklen_t           alen;
-    struct sockaddr_un  sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path + 1, name, strlen(name));
-    alen = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name);
-
-    for (i = 0; i < 200; i++) {
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (connect(fd, (struct sockaddr *) &sa, alen) == 0) {
-            return fd;
-        }
-        close(fd);
-        usleep(10000);
-    }
-    return -1;
-}
-
-
-static llm_ring_header *
-receive_ring(int fd, uint32_t *client_id)
-{
-    int              rfd = -1;
-    char             cbuf[CMSG_SPACE(sizeof(int))];
-    llm_msg          m;
-    void            *p;
-    struct iovec     iov = { &m, sizeof(m) };
-    struct msghdr    mh;
-    struct cmsghdr  *cm;
-
-    memset(&mh, 0, sizeof(mh));
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof(cbuf);
-
-    if (recvmsg(fd, &mh, 0) != sizeof(m) || m.type != LLM_MSG_HELLO) {
-        return NULL;
-    }
-    cm = CMSG_FIRSTHDR(&mh);
-    if (cm == NULL || cm->cmsg_type != SCM_RIGHTS) {
-        return NULL;
-    }
-    memcpy(&rfd, CMSG_DATA(cm), sizeof(int));
-
-    p = mmap(NULL, m.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
-    close(rfd);
-    if (p == MAP_FAILED || llm_ring_check(p, m.ring_size) != 0) {
-        return NULL;
-    }
-
-    *client_id = m.client_id;
-    return p;
 }
 
 
@@ -135,8 +74,8 @@ main(int argc, char **argv)
         _exit(127);
     }
 
-    fd = connect_engine(name);
-    if (fd == -1 || (ring = receive_ring(fd, &client_id)) == NULL) {
+    fd = llm_ring_connect(name, 200);
+    if (fd == -1 || (ring = llm_ring_hello(fd, &client_id)) == NULL) {
         fprintf(stderr, "cannot connect to the engine\n");
         return 1;
     }

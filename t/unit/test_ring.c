@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 
 #include "tap.h"
-#include "ngx_llm_ring.h"
+#include "ring_client.h"
 
 static char         sockname[64];
 static uint32_t     req_seq;
@@ -32,65 +32,6 @@ now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-
-static int
-connect_engine(void)
-{
-    int                 fd, i;
-    socklen_t           alen;
-    struct sockaddr_un  sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path + 1, sockname, strlen(sockname));
-    alen = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sockname);
-
-    for (i = 0; i < 500; i++) {
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (connect(fd, (struct sockaddr *) &sa, alen) == 0) {
-            return fd;
-        }
-        close(fd);
-        usleep(10000);
-    }
-    return -1;
-}
-
-
-static llm_ring_header *
-hello(int fd, uint32_t *client_id)
-{
-    int              rfd;
-    char             cbuf[CMSG_SPACE(sizeof(int))];
-    void            *p;
-    llm_msg          m;
-    struct iovec     iov = { &m, sizeof(m) };
-    struct msghdr    mh;
-    struct cmsghdr  *cm;
-
-    memset(&mh, 0, sizeof(mh));
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof(cbuf);
-
-    if (recvmsg(fd, &mh, 0) != sizeof(m) || m.type != LLM_MSG_HELLO
-        || (cm = CMSG_FIRSTHDR(&mh)) == NULL)
-    {
-        return NULL;
-    }
-    memcpy(&rfd, CMSG_DATA(cm), sizeof(int));
-
-    p = mmap(NULL, m.ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
-    close(rfd);
-    if (p == MAP_FAILED || llm_ring_check(p, m.ring_size) != 0) {
-        return NULL;
-    }
-
-    *client_id = m.client_id;
-    return p;
 }
 
 
@@ -202,9 +143,9 @@ main(void)
         _exit(127);
     }
 
-    fd = connect_engine();
+    fd = llm_ring_connect(sockname, 500);
     ok(fd != -1, "connected to the engine");
-    h = fd != -1 ? hello(fd, &id) : NULL;
+    h = fd != -1 ? llm_ring_hello(fd, &id) : NULL;
     ok(h != NULL, "HELLO carries a valid, sealed ring");
     if (h == NULL) {
         kill(pid, SIGKILL);
@@ -310,8 +251,8 @@ main(void)
     release(sl);
 
     /* a client that dies: its slots are freed */
-    fd2 = connect_engine();
-    h2 = hello(fd2, &id2);
+    fd2 = llm_ring_connect(sockname, 500);
+    h2 = llm_ring_hello(fd2, &id2);
     ok(h2 != NULL && id2 != id, "a second client gets its own id");
     sl = claim(h2, id2, LLM_KIND_GENERATE);
     sl->prompt[0] = 1;
