@@ -2,21 +2,23 @@
 # bench/run.sh: what `make bench` runs (BRIEF 7, 9.6, 9.11; issues 3, 4, 5).
 #
 # One run on this machine, in this order:
-#   1. bench/ring_ping: worker <-> engine round trip over the ring;
-#   2. a private nginx (prefix build/bench/nginx, conf written below, the
+#   1. a private nginx (prefix build/bench/nginx, conf written below, the
 #      module and engine copied to build/bench/bin first so that a rebuild
 #      by someone else cannot pull the code from under the running nginx),
 #      then ROUNDS rounds, each running every variant once, interleaved:
 #        - bench/decode: DRAM read bandwidth (all threads, 1 GiB),
 #          single-stream prefill and decode tokens/s, decode / roofline;
+#        - bench/ring_ping: worker <-> engine round trip over the ring;
 #        - BRIEF 9.6 streams: 1, 4, 16, 64 concurrent streaming chats,
-#          64 tokens each, ignore_eos, greedy (bench/serve_bench.c); and
+#          64 tokens each, ignore_eos, greedy (bench/serve_bench.c), each
+#          run's messages tagged so that no run finds an earlier one's
+#          blocks in the prefix cache; and
 #          16 again on an engine with max_batched_tokens 256 (TTFT);
 #        - shared prefix: one long system prompt, 16 different questions,
 #          with prefix caching and without;
 #        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
 #          (the module, no engine) and GET /healthz (one ring round trip);
-#   3. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
+#   2. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
 #
 # Every result line records the load average and the CPU cores the engine
 # actually got, because other jobs on a 2-core machine stretch wall time.
@@ -90,16 +92,20 @@ run_decode() {  # run_decode ROUND
 }
 
 
-# --- 2. ring round trip ----------------------------------------------------
+# --- 2. ring round trip (once per round) -------------------------------------
 
-echo
-echo "== 1. ring round trip"
-out=$("$B/ring_ping" "$B/bin/ngx_llm_engine" "$MODEL" 20000 2>/dev/null) \
-    || die "bench/ring_ping failed"
-echo "$out"
-p50=$(sed -n 's/.*p50 \([0-9.]*\) us.*/\1/p' <<<"$out")
-p99=$(sed -n 's/.*p99 \([0-9.]*\) us.*/\1/p' <<<"$out")
-record "RESULT mode=ring trips=20000 p50_us=$p50 p99_us=$p99" "load=$(loadavg)"
+run_ring() {  # run_ring ROUND
+    local out p50 p99 la
+    la=$(loadavg)
+    out=$("$B/ring_ping" "$B/bin/ngx_llm_engine" "$MODEL" 20000 2>/dev/null) \
+        || { echo "bench: bench/ring_ping failed" >&2; return; }
+    p50=$(sed -n 's/.*p50 \([0-9.]*\) us.*/\1/p' <<<"$out")
+    p99=$(sed -n 's/.*p99 \([0-9.]*\) us.*/\1/p' <<<"$out")
+    printf '  %-12s 20000 PING round trips: p50 %s us, p99 %s us  [load %s]\n' \
+        ring "$p50" "$p99" "$la"
+    record "RESULT mode=ring trips=20000 p50_us=$p50 p99_us=$p99" \
+           "round=$1 variant=ring load=$la"
+}
 
 
 # --- 3. through nginx --------------------------------------------------------
@@ -250,7 +256,7 @@ run_engine_bench() {
 }
 
 echo
-echo "== 2. bench/decode and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
+echo "== 1. bench/decode, bench/ring_ping and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
 if [ "$NOCACHE" = 1 ]; then
     echo "   prefix caching off: a second engine with prefix_caching off"
     OFF_PORT=$((PORT + 1)); OFF_ARGS=()
@@ -262,11 +268,13 @@ fi
 for r in $(seq "$ROUNDS"); do
     echo " round $r"
     run_decode "$r"
+    run_ring "$r"
     for n in 1 4 16 64; do
-        run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" --tokens 64
+        run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" \
+            --tokens 64 --tag "r$r-$n"
     done
     run_variant "$r" streams-16-mbt256 $((PORT + 2)) stream --streams 16 \
-        --tokens 64
+        --tokens 64 --tag "r$r-16b"
     run_engine_bench "$r"
     run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \
         --system-file "$SYSTEM"
@@ -285,7 +293,7 @@ trap - EXIT
 # --- 4. report ---------------------------------------------------------------
 
 echo
-echo "== 3. summary (best round of $ROUNDS per variant)"
+echo "== 2. summary (best round of $ROUNDS per variant)"
 python3 "$ROOT/bench/plot.py" --results "$RES" --md "$PERF_MD" \
     --svg "$PERF_SVG" --nocache-switch "$NOCACHE" \
     --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"

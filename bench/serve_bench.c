@@ -5,7 +5,8 @@
  *
  *   build/bench/serve_bench stream --port P --streams N [--requests R]
  *       [--tokens 64] [--model smollm2] [--path /v1/chat/completions]
- *       [--system-file F] [--bust TAG] [--timeout 600] [--host 127.0.0.1]
+ *       [--system-file F] [--bust TAG] [--tag TAG] [--timeout 600]
+ *       [--host 127.0.0.1]
  *   build/bench/serve_bench http --port P --path /x [--conns 8]
  *       [--seconds 3] [--host 127.0.0.1]
  *
@@ -17,7 +18,11 @@
  * file's text is the system message of every request (the shared-prefix
  * workload); --bust TAG puts "[TAG-i] " in front of it, which makes every
  * prompt's first block unique and so defeats prefix caching while keeping
- * the work the same (for servers without a switch for it).
+ * the work the same (for servers without a switch for it). --tag TAG
+ * puts "[TAG] " before every user message: a run with a new tag finds
+ * none of its messages in the prefix cache from earlier runs (only the
+ * system block the chat template puts in front of all of them), as
+ * different users' messages would.
  *
  * Per request: TTFT = first SSE chunk with content - request start;
  * TPOT = (last content chunk - first) / (completion_tokens - 1); ITL = the
@@ -82,6 +87,7 @@ typedef struct {
     const char  *model;
     const char  *system;        /* system message text, or NULL */
     const char  *bust;          /* per-request tag before the system text */
+    const char  *tag;           /* before every user message: a fresh cache */
     int          streams;       /* stream: concurrent connections */
     int          requests;      /* stream: requests in all */
     int          tokens;
@@ -276,7 +282,19 @@ chat_body(const sb_opts *o, int i)
     }
     m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", sb_messages[i % SB_N_MESSAGES]);
+    if (o->tag != NULL) {
+        n = strlen(o->tag) + strlen(sb_messages[i % SB_N_MESSAGES]) + 8;
+        sys = malloc(n);
+        if (sys == NULL) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+        snprintf(sys, n, "[%s] %s", o->tag, sb_messages[i % SB_N_MESSAGES]);
+        cJSON_AddStringToObject(m, "content", sys);
+        free(sys);
+    } else {
+        cJSON_AddStringToObject(m, "content", sb_messages[i % SB_N_MESSAGES]);
+    }
     cJSON_AddItemToArray(msgs, m);
 
     json = cJSON_PrintUnformatted(root);
@@ -884,7 +902,8 @@ usage(void)
         "[--tokens 64]\n"
         "           [--model smollm2] [--path /v1/chat/completions] "
         "[--system-file F]\n"
-        "           [--bust TAG] [--timeout 600] [--host 127.0.0.1]\n"
+        "           [--bust TAG] [--tag TAG] [--timeout 600] "
+        "[--host 127.0.0.1]\n"
         "       serve_bench http --port P --path /x [--conns 8] "
         "[--seconds 3] [--host 127.0.0.1]\n");
 }
@@ -990,6 +1009,8 @@ parse_opts(sb_opts *o, int argc, char **argv)
             rc = o->system == NULL ? -1 : 0;
         } else if (strcmp(a, "--bust") == 0) {
             o->bust = v;
+        } else if (strcmp(a, "--tag") == 0) {
+            o->tag = v;
         } else {
             fprintf(stderr, "serve_bench: unknown option \"%s\"\n", a);
             usage();
