@@ -12,6 +12,7 @@ One command writes every golden file the C tests compare against:
   t/data/models/tiny-*.gguf       tiny random-weight llama models with rows
                                   of 256, so Q4_K and Q6_K can be tested
   t/data/tokenizers/smollm2.out   SmolLM2 ids for the 46 gpt2-bpe .inp strings
+  t/data/tokenizers/mistral-spm.out  Mistral tokenizer.json ids, same strings
 
 Run it from the repository root with the oracle venv (docs/oracle.md):
 
@@ -737,6 +738,24 @@ def write_smollm2_vectors(model_path, shared, out_path):
     print("%s: %d strings" % (out_path, len(strings)))
 
 
+def write_mistral_vectors(shared, out_path):
+    """Mistral's tokenizer.json has no staged vectors: the reference
+    `tokenizers` library encodes the same 46 strings (no special tokens)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(os.path.join(
+        shared, "data/tokenizers/mistral-spm/tokenizer.json"))
+    inp = os.path.join(shared, "data/tokenizers/gpt2-bpe/"
+                       "ggml-vocab-gpt-2.gguf.inp")
+    with open(inp, encoding="utf-8") as f:
+        strings = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+    with open(out_path, "w", encoding="utf-8") as f:
+        for s in strings:
+            ids = tok.encode(s, add_special_tokens=False).ids
+            f.write("".join(" %d" % i for i in ids) + "\n")
+    print("%s: %d strings" % (out_path, len(strings)))
+
+
 def load_tokenizer_only(path):
     from transformers import AutoTokenizer
     from tokenizers import pre_tokenizers
@@ -1252,6 +1271,8 @@ def main():
     if "tokenizer" in parts:
         write_smollm2_vectors(args.model, args.shared, os.path.join(
             args.repo, "t/data/tokenizers/smollm2.out"))
+        write_mistral_vectors(args.shared, os.path.join(
+            args.repo, "t/data/tokenizers/mistral-spm.out"))
 
     if "tiny" in parts:
         vocab = stories_vocab(args.shared)

@@ -316,6 +316,13 @@ test_mistral_json(void)
     }
     ok(decodes_to(t, inst, 4, LLM_DETOK_STRIP_SPACE, "<s> [INST]", 10),
        "mistral-spm: \"<s> [INST]\" as HF's decode");
+
+    /* the 46 staged strings, ids from the reference `tokenizers` library
+       (tools/oracle.py --only tokenizer) */
+    snprintf(dir, sizeof(dir), "%s/data/tokenizers/gpt2-bpe/"
+             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    vector_file(t, dir, "t/data/tokenizers/mistral-spm.out",
+                LLM_DETOK_STRIP_SPACE, "mistral-spm");
     llm_tokenizer_free(t);
 }
 
