@@ -87,14 +87,17 @@ def tables(rows, nocache_switch, commit):
     add("### 1. Single stream against the roofline (bench/decode.c)")
     add("")
     if ds:
-        # the machine's limits: the best bandwidth and the best decode of
-        # all rounds (load only lowers either)
-        bw = max(ds, key=lambda r: r["bw_gbs"])
+        # the best decode of all rounds (load only lowers it) against the
+        # median bandwidth: single passes above the usual figure by 2x
+        # have been seen here (a hypervisor merging the benchmark's
+        # identical pages?), and a max would pick them
+        bw = sorted(ds, key=lambda r: r["bw_gbs"])[(len(ds) - 1) // 2]
         d = max(ds, key=lambda r: r["decode_tok_s"])
         pre = max(ds, key=lambda r: r["prefill_tok_s"])
         roof = bw["bw_gbs"] * 1e3 / d["weight_mb"]
         frac = 100.0 * d["decode_tok_s"] / roof
-        add("| threads | read BW (1 GiB, all threads) | weights / token "
+        add("| threads | read BW (1 GiB, all threads; median round) "
+            "| weights / token "
             "| roofline | prefill (128-token batch) | decode (batch 1) "
             "| decode / roofline | load at the decode |")
         add("|---:|---:|---:|---:|---:|---:|---:|---|")
