@@ -133,7 +133,7 @@ def tables(rows, nocache_switch, commit):
     add("")
     add("| streams | tokens/s | TTFT p50 / p95 / p99 ms "
         "| TPOT p50 / p95 / p99 ms | ITL p50 / p95 / p99 ms "
-        "| tokens/s each round | engine cores | load |")
+        "| tokens/s each round | engine / nginx cores | load |")
     add("|---:|---:|---|---|---|---|---:|---|")
     for n in STREAMS:
         r = best(rows, "streams-%d" % n, "tok_s")
@@ -145,9 +145,10 @@ def tables(rows, nocache_switch, commit):
                                             .items()))
         fail = "" if r["ok"] == r["requests"] else \
             " (%d of %d failed)" % (r["requests"] - r["ok"], r["requests"])
-        add("| %d | **%.1f**%s | %s | %s | %s | %s | %.2f | %s |"
+        add("| %d | **%.1f**%s | %s | %s | %s | %s | %.2f / %.2f | %s |"
             % (n, r["tok_s"], fail, fmt3(r, "ttft"), fmt3(r, "tpot", 1),
-               fmt3(r, "itl", 1), each, r.get("engine_cores", float("nan")), r["load"]))
+               fmt3(r, "itl", 1), each, r.get("engine_cores", float("nan")),
+               r.get("nginx_cores", float("nan")), r["load"]))
     add("")
     one, sixteen = best(rows, "streams-1", "tok_s"), \
         best(rows, "streams-16", "tok_s")
@@ -243,21 +244,22 @@ def tables(rows, nocache_switch, commit):
         "adds one timed round trip over the ring to the engine.")
     add("")
     add("| path | requests/s | latency p50 / p95 / p99 us | vs /plain "
-        "(req/s) | added p50 latency | load |")
-    add("|---|---:|---|---:|---:|---|")
+        "(req/s) | added p50 latency | nginx cores | load |")
+    add("|---|---:|---|---:|---:|---:|---|")
     plain = best(rows, "http/plain", "rps")
     for path in ("/plain", "/v1/models", "/healthz"):
         r = best(rows, "http" + path, "rps")
         if r is None:
-            add("| %s | (failed) | | | | |" % path)
+            add("| %s | (failed) | | | | | |" % path)
             continue
         rel = added = ""
         if plain and path != "/plain":
             rel = "%.2fx" % (r["rps"] / plain["rps"])
             added = "%+.0f us" % (r["lat_p50_us"] - plain["lat_p50_us"])
-        add("| `%s` | %.0f | %.0f / %.0f / %.0f | %s | %s | %s |"
+        add("| `%s` | %.0f | %.0f / %.0f / %.0f | %s | %s | %.2f | %s |"
             % (path, r["rps"], r["lat_p50_us"], r["lat_p95_us"],
-               r["lat_p99_us"], rel, added, r["load"]))
+               r["lat_p99_us"], rel, added,
+               r.get("nginx_cores", float("nan")), r["load"]))
     rings = [r for r in rows if r.get("mode") == "ring"]
     if rings:
         ring = min(rings, key=lambda r: r["p50_us"])

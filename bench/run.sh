@@ -213,15 +213,27 @@ cpu_ticks() {  # cpu_ticks PID: user + system ticks of the whole process
     awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
+workers_ticks() {  # nginx's worker processes: the master's children
+    local master sum=0 w
+    master=$(cat "$P/logs/nginx.pid" 2>/dev/null) || { echo 0; return; }
+    for w in $(pgrep -P "$master"); do
+        sum=$((sum + $(cpu_ticks "$w")))
+    done
+    echo "$sum"
+}
+
 # run_variant ROUND NAME PORT serve_bench-args...
 run_variant() {
-    local round=$1 name=$2 port=$3 pid t0 t1 out line wall cores la
+    local round=$1 name=$2 port=$3 pid t0 t1 w0 w1 out line wall cores la
+    local wcores
     shift 3
     pid=$(engine_pid "$port")
     la=$(loadavg)
     t0=$(cpu_ticks "$pid")
+    w0=$(workers_ticks)
     out=$("$SB" "$@" --port "$port" 2>&1)
     t1=$(cpu_ticks "$pid")
+    w1=$(workers_ticks)
     line=$(grep '^RESULT' <<<"$out")
     if [ -z "$line" ]; then
         echo "bench: $name failed: $out" >&2
@@ -230,9 +242,11 @@ run_variant() {
     wall=$(sed -n 's/.* \(wall_s\|seconds\)=\([0-9.]*\).*/\2/p' <<<"$line")
     cores=$(awk -v d=$((t1 - t0)) -v t="$TICK" -v w="$wall" \
                 'BEGIN { printf "%.2f", (w > 0 ? d / t / w : 0) }')
-    printf '  %-12s %s  [load %s, engine %s cores]\n' "$name" \
-        "$(grep -v '^RESULT' <<<"$out" | tail -n 1)" "$la" "$cores"
-    record "$line" "round=$round variant=$name load=$la engine_cores=$cores"
+    wcores=$(awk -v d=$((w1 - w0)) -v t="$TICK" -v w="$wall" \
+                 'BEGIN { printf "%.2f", (w > 0 ? d / t / w : 0) }')
+    printf '  %-12s %s  [load %s, engine %s cores, nginx %s]\n' "$name" \
+        "$(grep -v '^RESULT' <<<"$out" | tail -n 1)" "$la" "$cores" "$wcores"
+    record "$line" "round=$round variant=$name load=$la engine_cores=$cores nginx_cores=$wcores"
 }
 
 # the same workload inside the engine (engine/cli_bench.c: no nginx, no
