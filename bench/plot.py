@@ -122,7 +122,8 @@ def tables(rows, nocache_switch, commit):
     add("### 2. BRIEF 9.6 through nginx (bench/serve_bench.c)")
     add("")
     add("Streaming chat completions, 16 different one-sentence user messages "
-        "in SmolLM2's chat template (~40 prompt tokens), 64 tokens each with "
+        "in SmolLM2's chat template (~40 prompt tokens, ~48 with the run's "
+        "tag below), 64 tokens each with "
         "ignore_eos, greedy, prefix caching on; each run tags its messages "
         "(`[r2-16] What is ...`) so that it finds none of them cached by an "
         "earlier run: only the chat template's system block is shared, as "
