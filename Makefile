@@ -138,7 +138,7 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ngx_llm_ring.h engine/ring_cl
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 
-# one run, 3 (quiet machine) to 7 minutes: prints the table, writes docs/perf.md and
+# one run, 3-7 minutes: prints the table, writes docs/perf.md and
 # docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
 bench: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
