@@ -79,7 +79,8 @@ module: $(BUILD)/modules/ngx_http_llm_module.so
 $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.[ch] engine/*.[ch]) config
 	$(MAKE) -C "$$(cat $(BUILD)/nginx/srcdir)" -f $(abspath $(BUILD))/nginx/Makefile modules
 	@mkdir -p $(dir $@)
-	cp $(BUILD)/nginx/ngx_http_llm_module.so $@
+	@# a new file, not overwritten in place: a running nginx maps the old one
+	cp $(BUILD)/nginx/ngx_http_llm_module.so $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/nginx/Makefile: config
 	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine \

@@ -126,8 +126,19 @@ worker_main(void *arg)
     membw_worker *w = arg;
     uint64_t sum = 0;
 
-    /* first touch: fault in the pages from the thread that reads them */
-    memset(w->base, 1, w->len);
+    /*
+     * First touch from the thread that reads them, and a different value
+     * in every word: identical pages could be merged by the hypervisor
+     * (KSM) and then read from cache, which overstates DRAM bandwidth.
+     */
+    {
+        uint64_t  *q = (uint64_t *) w->base;
+        size_t     i, n = w->len / sizeof(uint64_t);
+
+        for (i = 0; i < n; i++) {
+            q[i] = (uint64_t) i * 0x9e3779b97f4a7c15ULL;
+        }
+    }
 
     pthread_mutex_lock(&w->run->lock);
     while (!w->run->go && !w->run->abort) {
