@@ -67,6 +67,20 @@ typedef struct {
     float                  *logits;       /* out: (n_logits, vocab_size) */
 } llm_batch;
 
+/* what a backend accepts; llm_batch_check tests a batch against it */
+typedef struct {
+    int        max_tokens;        /* tokens per forward */
+    int        vocab;
+    int        max_seq_len;
+    int        block_size;        /* KV tokens per block */
+    int        n_blocks;          /* KV blocks in the pool */
+    int        need_logits;       /* logits buffer required for n_logits */
+} llm_batch_limits;
+
+/* 0, or -1 with one message in err naming the first bad index */
+int llm_batch_check(const llm_batch *b, const llm_batch_limits *l,
+    char *err, size_t err_len);
+
 typedef struct llm_backend llm_backend;
 
 struct llm_backend_iface {

@@ -588,53 +588,17 @@ matmul_rowsplit_add(llm_backend *be, float *x, const float *in, int n,
 static int
 check_batch(llm_backend *be, const llm_batch *b)
 {
-    const llm_config  *cfg = &be->model->cfg;
     cpu_ctx           *c = be->ctx;
-    int                i, s, p, blk;
+    llm_batch_limits   l;
 
-    if (b->n_tokens <= 0 || b->n_tokens > be->opt.max_batch_tokens) {
-        return be_fail(be, "batch of %d tokens (1..%d allowed)", b->n_tokens,
-                       be->opt.max_batch_tokens);
-    }
-    if (b->n_logits < 0 || b->n_logits > b->n_tokens
-        || (b->n_logits > 0 && (b->logit_idx == NULL || b->logits == NULL)))
-    {
-        return be_fail(be, "batch asks for %d logit rows of %d tokens",
-                       b->n_logits, b->n_tokens);
-    }
-    for (i = 0; i < b->n_tokens; i++) {
-        s = b->seq[i];
-        p = b->pos[i];
-        if (b->token[i] < 0 || b->token[i] >= cfg->vocab_size) {
-            return be_fail(be, "token %d: id %d outside the vocabulary of "
-                           "%d", i, b->token[i], cfg->vocab_size);
-        }
-        if (s < 0 || s >= b->n_seqs) {
-            return be_fail(be, "token %d: sequence %d of %d", i, s,
-                           b->n_seqs);
-        }
-        if (p < 0 || p >= cfg->max_seq_len) {
-            return be_fail(be, "token %d: position %d outside the context "
-                           "of %d", i, p, cfg->max_seq_len);
-        }
-        if (p / c->kv.block_size >= b->n_blocks[s]) {
-            return be_fail(be, "token %d: position %d needs block %d but "
-                           "sequence %d has %d", i, p, p / c->kv.block_size,
-                           s, b->n_blocks[s]);
-        }
-        blk = b->block_table[s][p / c->kv.block_size];
-        if (blk < 0 || blk >= c->kv.n_blocks) {
-            return be_fail(be, "token %d: KV block id %d outside the pool "
-                           "of %d", i, blk, c->kv.n_blocks);
-        }
-    }
-    for (i = 0; i < b->n_logits; i++) {
-        if (b->logit_idx[i] < 0 || b->logit_idx[i] >= b->n_tokens) {
-            return be_fail(be, "logit row %d: token index %d of %d", i,
-                           b->logit_idx[i], b->n_tokens);
-        }
-    }
-    return 0;
+    l.max_tokens = be->opt.max_batch_tokens;
+    l.vocab = be->model->cfg.vocab_size;
+    l.max_seq_len = be->model->cfg.max_seq_len;
+    l.block_size = c->kv.block_size;
+    l.n_blocks = c->kv.n_blocks;
+    l.need_logits = 1;
+
+    return llm_batch_check(b, &l, be->err, sizeof(be->err));
 }
 
 

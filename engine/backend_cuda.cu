@@ -317,52 +317,17 @@ meta_at(const cu_ctx *c, int32_t *base, int L)
 static int
 check_batch(llm_backend *be, const llm_batch *b)
 {
-    cu_ctx  *c = (cu_ctx *) be->ctx;
-    int      i, s, p, blk;
+    cu_ctx            *c = (cu_ctx *) be->ctx;
+    llm_batch_limits   l;
 
-    if (b->n_tokens <= 0 || b->n_tokens > c->max_tokens) {
-        return be_fail(be, "batch of %d tokens (1..%d allowed)", b->n_tokens,
-                       c->max_tokens);
-    }
-    if (b->n_logits < 0 || b->n_logits > b->n_tokens
-        || (b->n_logits > 0 && b->logit_idx == NULL))
-    {
-        return be_fail(be, "batch asks for %d logit rows of %d tokens",
-                       b->n_logits, b->n_tokens);
-    }
-    for (i = 0; i < b->n_tokens; i++) {
-        s = b->seq[i];
-        p = b->pos[i];
-        if (b->token[i] < 0 || b->token[i] >= c->vocab) {
-            return be_fail(be, "token %d: id %d outside the vocabulary of "
-                           "%d", i, b->token[i], c->vocab);
-        }
-        if (s < 0 || s >= b->n_seqs) {
-            return be_fail(be, "token %d: sequence %d of %d", i, s,
-                           b->n_seqs);
-        }
-        if (p < 0 || p >= be->model->cfg.max_seq_len) {
-            return be_fail(be, "token %d: position %d outside the context "
-                           "of %d", i, p, be->model->cfg.max_seq_len);
-        }
-        if (p / c->bs >= b->n_blocks[s]) {
-            return be_fail(be, "token %d: position %d needs block %d but "
-                           "sequence %d has %d", i, p, p / c->bs, s,
-                           b->n_blocks[s]);
-        }
-        blk = b->block_table[s][p / c->bs];
-        if (blk < 0 || blk >= c->n_blocks) {
-            return be_fail(be, "token %d: KV block id %d outside the pool "
-                           "of %d", i, blk, c->n_blocks);
-        }
-    }
-    for (i = 0; i < b->n_logits; i++) {
-        if (b->logit_idx[i] < 0 || b->logit_idx[i] >= b->n_tokens) {
-            return be_fail(be, "logit row %d: token index %d of %d", i,
-                           b->logit_idx[i], b->n_tokens);
-        }
-    }
-    return 0;
+    l.max_tokens = c->max_tokens;
+    l.vocab = c->vocab;
+    l.max_seq_len = be->model->cfg.max_seq_len;
+    l.block_size = c->bs;
+    l.n_blocks = c->n_blocks;
+    l.need_logits = 0;      /* forward_greedy/sample need no logits */
+
+    return llm_batch_check(b, &l, be->err, sizeof(be->err));
 }
 
 
