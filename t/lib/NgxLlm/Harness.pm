@@ -10,7 +10,7 @@ use warnings;
 use Exporter 'import';
 use File::Path qw(make_path remove_tree);
 use IO::Socket::INET;
-use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Socket qw(SOL_SOCKET SO_RCVBUF inet_aton pack_sockaddr_in);
 use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(nginx_setup nginx_cmd master_pid alive engines
@@ -83,9 +83,16 @@ sub engines {
 }
 
 sub abstract_sockets {
-    my ($master) = @_;
-    open my $f, '<', '/proc/net/unix' or return 0;
-    return scalar grep { m{\@ngx_llm/$master/} } <$f>;
+    my ($master, $wait) = @_;
+    my $deadline = time + ($wait // 0);
+    while (1) {
+        open my $f, '<', '/proc/net/unix' or return 0;
+        my $n = scalar grep { m{\@ngx_llm/$master/} } <$f>;
+        # the kernel drops a closed socket's entry a moment after its
+        # process is gone
+        return $n if $n == 0 || time >= $deadline;
+        sleep 0.05;
+    }
 }
 
 sub proc_uid {
@@ -98,10 +105,13 @@ sub proc_uid {
 # a connection with a request sent; rcvbuf shrinks the client's window
 sub open_stream {
     my ($method, $path, $body, %opt) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
-                                  Timeout => 5) or die "connect: $!";
+    # a small receive buffer must be set before connecting: the window is
+    # agreed in the handshake
+    my $s = IO::Socket::INET->new(Proto => 'tcp') or die "socket: $!";
     setsockopt($s, SOL_SOCKET, SO_RCVBUF, pack('i', $opt{rcvbuf}))
         if $opt{rcvbuf};
+    $s->connect(pack_sockaddr_in($port, inet_aton('127.0.0.1')))
+        or die "connect: $!";
     $body //= '';
     # HTTP/1.0: the body comes unchunked, as the client reads it
     print $s "$method $path HTTP/1.0\r\nHost: localhost\r\n"
