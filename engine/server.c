@@ -161,6 +161,10 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
             o->backend = argv[++i];
             continue;
         }
+        if (strcmp(k, "--error-log") == 0) {
+            o->error_log = argv[++i];
+            continue;
+        }
 
         if (llm_parse_u64(argv[i + 1], &v) != 0) {
             llm_log(LLM_LOG_EMERG, "option \"%s\": invalid number \"%s\"",
@@ -1238,6 +1242,39 @@ llm_on_signal(llm_server *s)
 /* ---------------------------------------------------------------------- */
 /* the loop                                                               */
 
+/*
+ * stderr is nginx's error log as it was when we started. `nginx -s reopen`
+ * (log rotation) gives nginx a new file under the same name: follow it
+ * once the name points to another file, as the workers do.
+ */
+static void
+llm_follow_log(llm_server *s)
+{
+    int          fd;
+    struct stat  cur, named;
+
+    if (s->opt.error_log == NULL
+        || stat(s->opt.error_log, &named) != 0
+        || fstat(STDERR_FILENO, &cur) != 0
+        || (named.st_dev == cur.st_dev && named.st_ino == cur.st_ino))
+    {
+        return;
+    }
+
+    fd = open(s->opt.error_log, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd == -1) {
+        return;     /* keep the old file; nothing better to report to */
+    }
+
+    if (dup2(fd, STDERR_FILENO) != -1) {
+        llm_log(LLM_LOG_NOTICE, "reopened the error log %s",
+                s->opt.error_log);
+    }
+    close(fd);
+}
+
+
+
 static void
 llm_dispatch(llm_server *s, struct epoll_event *ev)
 {
@@ -1270,7 +1307,7 @@ llm_loop(llm_server *s)
 {
     int                 i, n, busy;
     uint32_t            state, last_state;
-    uint64_t            now;
+    uint64_t            now, last_log_check_ns = 0;
     llm_sched          *sched;
     struct epoll_event  evs[32];
 
@@ -1315,6 +1352,11 @@ llm_loop(llm_server *s)
 
         now = llm_now_ns();
         atomic_store(&s->ring->heartbeat_ns, now);
+
+        if (now - last_log_check_ns > 1000000000ULL) {
+            last_log_check_ns = now;
+            llm_follow_log(s);
+        }
 
         /*
          * Workers keep a connection open for as long as they may need us;

@@ -13,6 +13,7 @@ typedef struct {
     const char  *socket_name;       /* abstract socket, without the NUL */
     const char  *model_path;        /* for messages when model_fd is set */
     const char  *backend;           /* cpu | cuda */
+    const char  *error_log;         /* nginx's error log file (stderr) */
     int          model_fd;          /* opened by nginx's master */
     int          listen_fd;         /* bound by the starting worker */
     pid_t        master_pid;

@@ -430,7 +430,8 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     pid_t                        pid;
     ngx_http_llm_counters_t     *cnt;
     u_char                      *p;
-    char                        *argv[40];
+    char                        *argv[42];
+    ngx_str_t                   *log_name;
     u_char                       buf[2048];
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
 
@@ -491,6 +492,15 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     LLM_ARG("%uz", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
+
+    /* the engine follows the log file when `nginx -s reopen` renames it */
+    log_name = &ngx_cycle->log->file->name;
+    if (log_name->len > 0 && log_name->data[0] == '/'
+        && log_name->len < 1024)
+    {
+        LLM_ARG("--error-log");
+        LLM_ARG("%V", log_name);
+    }
     argv[i] = NULL;
 
 #undef LLM_ARG

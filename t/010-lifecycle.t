@@ -100,6 +100,20 @@ ok(wait_gone(10, @old_workers), 'old workers exited');
 is(wait_healthy(10), $e2, 'same engine pid after reload');
 is_deeply([engines($master)], [$e2], 'still exactly one engine');
 
+# --- log rotation: the engine follows nginx to the new file ---------------------
+
+my $logdir = NgxLlm::Harness::prefix() . '/logs';
+rename "$logdir/error.log", "$logdir/error.log.1" or die $!;
+is(nginx_cmd('-s', 'reopen'), 0, 'reopen after rotating error.log');
+my $reopened = 0;
+my $log_deadline = time + 10;
+while (!$reopened && time < $log_deadline) {
+    sleep 0.2;
+    open my $lf, '<', "$logdir/error.log" or next;
+    $reopened = grep { /\[notice\] $e2#0: ngx_llm engine "main": reopened the error log/ } <$lf>;
+}
+ok($reopened, 'the engine writes to the new error.log');
+
 # --- reload, changed config: a new engine, the old one goes ---------------------------
 
 write_conf(32, 1);
