@@ -9,6 +9,7 @@
 #include <cpuid.h>
 #endif
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,6 +514,18 @@ matmul_task(void *ctx, int ith, int nth)
 static __thread uint8_t *scratch;
 static __thread size_t scratch_size;
 
+/* a thread that exits (pool, TP rank) frees its scratch: the key's
+ * destructor runs at thread exit, __thread storage alone would leak */
+static pthread_key_t   scratch_key;
+static pthread_once_t  scratch_once = PTHREAD_ONCE_INIT;
+
+
+static void
+scratch_key_create(void)
+{
+    (void) pthread_key_create(&scratch_key, free);
+}
+
 
 static uint8_t *
 scratch_get(size_t size)
@@ -529,6 +542,8 @@ scratch_get(size_t size)
         free(scratch);
         scratch = p;
         scratch_size = size;
+        (void) pthread_once(&scratch_once, scratch_key_create);
+        (void) pthread_setspecific(scratch_key, p);
     }
     return scratch;
 }
