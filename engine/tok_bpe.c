@@ -386,71 +386,18 @@ typedef struct {
 } bpe_sym;
 
 typedef struct {
-    int32_t     rank;
-    int32_t     left;          /* symbol index */
-    int32_t     left_id;       /* ids when queued, to spot stale pairs */
-    int32_t     right_id;
-} bpe_pair;
-
-typedef struct {
     bpe_sym     *sym;          /* (max word length) */
-    bpe_pair    *heap;         /* (3 * max word length) */
+    tok_pair    *heap;         /* (3 * max word length) */
     int          n_heap;
     char        *enc;          /* (2 * max word length), ignore_merges */
 } bpe_work;
 
 
-static int
-pair_before(const bpe_pair *a, const bpe_pair *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-
-static void
-heap_push(bpe_work *w, bpe_pair p)
-{
-    int i = w->n_heap++;
-
-    while (i > 0 && pair_before(&p, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = p;
-}
-
-
-static bpe_pair
-heap_pop(bpe_work *w)
-{
-    bpe_pair top = w->heap[0], last = w->heap[--w->n_heap];
-    int i = 0;
-
-    for ( ;; ) {
-        int c = 2 * i + 1;
-
-        if (c >= w->n_heap) {
-            break;
-        }
-        if (c + 1 < w->n_heap && pair_before(&w->heap[c + 1], &w->heap[c])) {
-            c++;
-        }
-        if (!pair_before(&w->heap[c], &last)) {
-            break;
-        }
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    w->heap[i] = last;
-    return top;
-}
-
-
 static void
 queue_pair(const llm_tokenizer *t, bpe_work *w, int32_t left)
 {
-    bpe_pair p;
-    int32_t right;
+    tok_pair p = { 0 };     /* whole: the heap copies it */
+    int32_t right, rank;
 
     if (left < 0 || (right = w->sym[left].next) < 0) {
         return;
@@ -458,8 +405,9 @@ queue_pair(const llm_tokenizer *t, bpe_work *w, int32_t left)
     p.left = left;
     p.left_id = w->sym[left].id;
     p.right_id = w->sym[right].id;
-    if (tok_merge_find(t, p.left_id, p.right_id, &p.rank) >= 0) {
-        heap_push(w, p);
+    if (tok_merge_find(t, p.left_id, p.right_id, &rank) >= 0) {
+        p.key = (float) rank;       /* exact: ranks are far below 2^24 */
+        tok_heap_push(w->heap, &w->n_heap, p);
     }
 }
 
@@ -515,7 +463,7 @@ merge_and_emit(const llm_tokenizer *t, bpe_work *w, int32_t n, tok_out *o)
     }
 
     while (w->n_heap > 0) {
-        bpe_pair p = heap_pop(w);
+        tok_pair p = tok_heap_pop(w->heap, &w->n_heap);
         bpe_sym *l = &w->sym[p.left];
         int32_t r = l->next, rank;
 
@@ -571,7 +519,7 @@ tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len,
         longest = a[i].len > longest ? a[i].len : longest;
     }
     w.sym = malloc(longest * sizeof(bpe_sym));
-    w.heap = malloc(3 * longest * sizeof(bpe_pair));
+    w.heap = malloc(3 * longest * sizeof(tok_pair));
     w.enc = malloc(2 * longest + 1);
     if (w.sym == NULL || w.heap == NULL || w.enc == NULL) {
         goto done;
@@ -610,7 +558,7 @@ tok_bpe_encode_chars(const llm_tokenizer *t, const char *text, size_t len,
     }
     /* a character is one symbol or one per byte: at most len symbols */
     w.sym = malloc(len * sizeof(bpe_sym));
-    w.heap = malloc(3 * len * sizeof(bpe_pair));
+    w.heap = malloc(3 * len * sizeof(tok_pair));
     if (w.sym == NULL || w.heap == NULL) {
         free(w.sym);
         free(w.heap);

@@ -138,4 +138,64 @@ void tok_spm_init(llm_tokenizer *t);
 size_t tok_spm_decode_text(const char *text, size_t len, int type,
     char *out);
 
+/*
+ * Merge queue of both BPE flavours: a candidate merge of two adjacent
+ * symbols, lowest key first (BPE: the merge's rank; SentencePiece: minus
+ * the merged piece's score), the leftmost on a tie. A binary heap.
+ */
+typedef struct {
+    float       key;
+    int32_t     left;          /* symbol index */
+    int32_t     right;         /* SPM: symbol index */
+    int32_t     left_id;       /* BPE: ids when queued, to spot stale pairs */
+    int32_t     right_id;
+    int32_t     id;            /* SPM: the merged piece */
+    uint32_t    len;           /* SPM: left + right length when queued */
+} tok_pair;
+
+
+static inline int
+tok_pair_before(const tok_pair *a, const tok_pair *b)
+{
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+
+static inline void
+tok_heap_push(tok_pair *heap, int *n, tok_pair p)
+{
+    int i = (*n)++;
+
+    while (i > 0 && tok_pair_before(&p, &heap[(i - 1) / 2])) {
+        heap[i] = heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    heap[i] = p;
+}
+
+
+static inline tok_pair
+tok_heap_pop(tok_pair *heap, int *n)
+{
+    tok_pair  top = heap[0], last = heap[--(*n)];
+    int       i = 0, c;
+
+    for ( ;; ) {
+        c = 2 * i + 1;
+        if (c >= *n) {
+            break;
+        }
+        if (c + 1 < *n && tok_pair_before(&heap[c + 1], &heap[c])) {
+            c++;
+        }
+        if (!tok_pair_before(&heap[c], &last)) {
+            break;
+        }
+        heap[i] = heap[c];
+        i = c;
+    }
+    heap[i] = last;
+    return top;
+}
+
 #endif

@@ -28,67 +28,12 @@ typedef struct {
 } spm_sym;
 
 typedef struct {
-    float       score;
-    int32_t     left;
-    int32_t     right;
-    int32_t     id;            /* the merged piece */
-    uint32_t    len;           /* left + right length when queued */
-} spm_pair;
-
-typedef struct {
     const llm_tokenizer *t;
     const char  *text;         /* escaped text */
     spm_sym     *sym;
-    spm_pair    *heap;
+    tok_pair    *heap;
     int          n_heap;
 } spm_work;
-
-
-static int
-pair_before(const spm_pair *a, const spm_pair *b)
-{
-    return a->score > b->score
-           || (a->score == b->score && a->left < b->left);
-}
-
-
-static void
-heap_push(spm_work *w, spm_pair p)
-{
-    int i = w->n_heap++;
-
-    while (i > 0 && pair_before(&p, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = p;
-}
-
-
-static spm_pair
-heap_pop(spm_work *w)
-{
-    spm_pair top = w->heap[0], last = w->heap[--w->n_heap];
-    int i = 0;
-
-    for ( ;; ) {
-        int c = 2 * i + 1;
-
-        if (c >= w->n_heap) {
-            break;
-        }
-        if (c + 1 < w->n_heap && pair_before(&w->heap[c + 1], &w->heap[c])) {
-            c++;
-        }
-        if (!pair_before(&w->heap[c], &last)) {
-            break;
-        }
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    w->heap[i] = last;
-    return top;
-}
 
 
 /* pieces the BPE may produce: not control, byte or unknown tokens */
@@ -103,7 +48,7 @@ spm_mergeable(const llm_tokenizer *t, int32_t id)
 static void
 queue_pair(spm_work *w, int32_t left, int32_t right)
 {
-    spm_pair p;
+    tok_pair p = { 0 };     /* whole: the heap copies it */
 
     if (left < 0 || right < 0) {
         return;
@@ -113,10 +58,10 @@ queue_pair(spm_work *w, int32_t left, int32_t right)
     if (!spm_mergeable(w->t, p.id)) {
         return;
     }
-    p.score = w->t->tokens[p.id].score;
+    p.key = -w->t->tokens[p.id].score;     /* the best score first */
     p.left = left;
     p.right = right;
-    heap_push(w, p);
+    tok_heap_push(w->heap, &w->n_heap, p);
 }
 
 
@@ -193,7 +138,7 @@ spm_word(spm_work *w, size_t start, size_t end, tok_out *o)
     }
 
     while (w->n_heap > 0) {
-        spm_pair p = heap_pop(w);
+        tok_pair p = tok_heap_pop(w->heap, &w->n_heap);
         spm_sym *l = &w->sym[p.left], *r = &w->sym[p.right];
 
         if (l->len == 0 || r->len == 0 || l->len + r->len != p.len) {
@@ -267,7 +212,7 @@ tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
         longest = e - i > longest ? e - i : longest;
     }
     w.sym = malloc((longest + 1) * sizeof(spm_sym));
-    w.heap = malloc(3 * (longest + 1) * sizeof(spm_pair));
+    w.heap = malloc(3 * (longest + 1) * sizeof(tok_pair));
     if (w.sym == NULL || w.heap == NULL) {
         goto done;
     }
