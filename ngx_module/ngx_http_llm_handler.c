@@ -95,22 +95,16 @@ ngx_http_llm_retry_after(ngx_http_request_t *r, ngx_uint_t seconds)
 
 
 /* OpenAI's error object, and one log line saying the same */
-ngx_int_t
-ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *fmt, ...)
+static ngx_int_t
+ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *param, const char *code, const char *msg)
 {
-    u_char      msg[512], *p;
-    cJSON      *root, *err;
-    va_list     args;
-    ngx_uint_t  level;
-
-    va_start(args, fmt);
-    p = ngx_vslprintf(msg, msg + sizeof(msg) - 1, fmt, args);
-    va_end(args);
-    *p = '\0';
+    cJSON       *root, *err;
+    ngx_uint_t   level;
 
     level = (status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
-    ngx_log_error(level, r->connection->log, 0, "llm: %ui %s", status, msg);
+    ngx_log_error(level, r->connection->log, 0, "llm: %ui %s%s%s", status,
+                  msg, param ? " param=" : "", param ? param : "");
 
     if (status == NGX_HTTP_SERVICE_UNAVAILABLE
         || status == NGX_HTTP_TOO_MANY_REQUESTS)
@@ -122,9 +116,15 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
 
     root = cJSON_CreateObject();
     err = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(err, "message", (char *) msg);
+    cJSON_AddStringToObject(err, "message", msg);
     cJSON_AddStringToObject(err, "type", type);
-    cJSON_AddNullToObject(err, "param");
+
+    if (param) {
+        cJSON_AddStringToObject(err, "param", param);
+    } else {
+        cJSON_AddNullToObject(err, "param");
+    }
+
     if (code) {
         cJSON_AddStringToObject(err, "code", code);
     } else {
@@ -136,33 +136,31 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
 
 
 ngx_int_t
+ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *fmt, ...)
+{
+    u_char   msg[512], *p;
+    va_list  args;
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(msg, msg + sizeof(msg) - 1, fmt, args);
+    va_end(args);
+    *p = '\0';
+
+    return ngx_http_llm_error_json(r, status, type, NULL, code, (char *) msg);
+}
+
+
+/* a request the parser refused: its status, field and code */
+ngx_int_t
 ngx_http_llm_send_api_error(ngx_http_request_t *r, llm_api_error *err)
 {
-    cJSON       *root, *e;
-    ngx_uint_t   level;
-
-    level = (err->status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
-    ngx_log_error(level, r->connection->log, 0, "llm: %d %s%s%s",
-                  err->status, err->message, err->param[0] ? " param=" : "",
-                  err->param);
-
-    root = cJSON_CreateObject();
-    e = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(e, "message", err->message);
-    cJSON_AddStringToObject(e, "type", err->status >= 500 ? "server_error"
-                                       : "invalid_request_error");
-    if (err->param[0]) {
-        cJSON_AddStringToObject(e, "param", err->param);
-    } else {
-        cJSON_AddNullToObject(e, "param");
-    }
-    if (err->code[0]) {
-        cJSON_AddStringToObject(e, "code", err->code);
-    } else {
-        cJSON_AddNullToObject(e, "code");
-    }
-
-    return ngx_http_llm_send_json(r, err->status, root);
+    return ngx_http_llm_error_json(r, err->status,
+                                   err->status >= 500 ? "server_error"
+                                   : "invalid_request_error",
+                                   err->param[0] ? err->param : NULL,
+                                   err->code[0] ? err->code : NULL,
+                                   err->message);
 }
 
 
