@@ -1207,13 +1207,13 @@ static void
 ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
 {
     char                     *buf;
-    size_t                    n, buf_size;
+    size_t                    n, buf_size, pending;
     uint32_t                  head, state, error, vocab;
     ngx_int_t                 rc;
-    ngx_uint_t                status, role, full;
+    ngx_uint_t                status, role, full, more;
     const char               *code;
     llm_slot                 *sl;
-    ngx_chain_t              *out, **last;
+    ngx_chain_t              *out, *cl, **last, **mark;
     llm_stop_out              so;
     llm_out_token            *o;
     ngx_http_llm_lp_t        *lp;
@@ -1226,8 +1226,11 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
+again:
+
     out = NULL;
     last = &out;
+    more = 0;
     sl = ctx->slot.slot;
 
     if (sl == NULL) {
@@ -1302,7 +1305,18 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
         }
     }
 
+    pending = ngx_http_llm_pending(ctx);
+
     while (ctx->consumed != head && !ctx->stopped && rc == NGX_OK) {
+
+        /* a stream takes no more than max_buffered from the ring: the rest
+           waits there, and the engine holds the sequence when it fills */
+        if (ctx->stream && pending > llcf->max_buffered) {
+            more = 1;
+            break;
+        }
+
+        mark = last;
         o = &sl->out[ctx->consumed % LLM_RING_OUT_CAP];
         role = (ctx->n_completion == 0);
         ctx->consumed++;
@@ -1349,6 +1363,10 @@ ngx_http_llm_consume(ngx_http_llm_ctx_t *ctx)
         if (so.len || role || (ctx->stream && ctx->req.sampling.logprobs)) {
             rc = ngx_http_llm_emit(ctx, &last, (u_char *) so.text, so.len,
                                    o, role);
+        }
+
+        for (cl = *mark; cl; cl = cl->next) {
+            pending += ngx_buf_size(cl->buf);
         }
     }
 
@@ -1454,6 +1472,10 @@ send:
     if (rc == NGX_AGAIN && ngx_http_llm_wait_writable(r) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
         return;
+    }
+
+    if (more && rc == NGX_OK && !r->connection->buffered) {
+        goto again;         /* all sent: take the rest of the ring */
     }
 
     if (ctx->slot.slot == NULL && ctx->slot.handler == ngx_http_llm_on_slot

@@ -133,8 +133,13 @@ is($engine_after, $engine_before, 'the same engine serves after the reload');
 
 # --- a corrupted ring fails the request, never a process ------------------------
 
-my @workers_before = sort grep { $_ != $master } map { /^(\d+)/ ? $1 : () }
-                     `ps -o pid= --ppid $master`;
+# the workers serving now (those the reload retired may still be exiting)
+sub live_workers {
+    return sort grep { $_ != $master }
+           map { /^\s*(\d+) (?!.*shutting down)/ ? $1 : () }
+           `ps -o pid=,args= --ppid $master`;
+}
+my @workers_before = live_workers();
 $s = open_stream('POST', '/v1/completions', sprintf($long, 1500));
 ($reads) = read_some($s, 60, qr/(?:data: \{.*){2}/s);
 my ($engine_now) = engines($master);
@@ -143,16 +148,17 @@ like($poked, qr/^[1-9]/, 'a peer scribbled over the running slot\'s stream index
 ($rest, $eof) = read_all($s, 10);
 like($rest, qr/data: \{"error":\{"message":"corrupt stream from the engine","type":"server_error","param":null,"code":"engine_error"\}\}\n\ndata: \[DONE\]\n\n/,
      'the request ends with an error event');
-my @workers_after = sort grep { $_ != $master } map { /^(\d+)/ ? $1 : () }
-                    `ps -o pid= --ppid $master`;
+my @workers_after = live_workers();
 is_deeply(\@workers_after, \@workers_before, 'no worker died');
 is((engines($master))[0], $engine_now, 'the engine is the same process');
 my ($st5, $b5) = http_post('/v1/completions',
     '{"model":"smollm2","prompt":"Hello","max_tokens":2,"ignore_eos":true}', 60);
 is($st5, 200, 'the next request is served');
 open my $elog, '<', NgxLlm::Harness::prefix() . '/logs/error.log' or die $!;
-ok(scalar(grep { /\[alert\].*llm: corrupt stream in ring slot \d+/ } <$elog>),
+my @elog = <$elog>;
+ok(scalar(grep { /\[alert\].*llm: corrupt stream in ring slot \d+/ } @elog),
    'one alert line says what happened');
+is(scalar(grep { /exited on signal/ } @elog), 0, 'no process crashed');
 
 is(nginx_cmd('-s', 'quit'), 0, 'quit');
 ok(wait_gone(10, $master), 'nginx gone');
@@ -179,12 +185,23 @@ ok(wait_healthy(60), 'ready');
 $s = open_stream('POST', '/v1/completions',
     '{"model":"tiny","stream":true,"prompt":"Once upon a time","max_tokens":500,'
     . '"ignore_eos":true}', rcvbuf => 2048);
-sleep 0.5;
+# the stream runs once a token arrived; unread, it stalls and keeps its
+# sequence: socket buffers (~90 events), 1k in nginx and one ring's worth
+# (256) of tokens are fewer than 500
+($reads) = read_some($s, 30, qr/data: \{/);
+ok(scalar @$reads, 'the first stream runs');
+sleep 0.3;
 my (undef, undef, $r429) = http_post('/v1/completions',
     '{"model":"tiny","prompt":"Once","max_tokens":2}', 10);
 like($r429, qr{^HTTP/1\.1 429 }, 'a second request gets 429');
 like($r429, qr{\r\nRetry-After: 1\r\n}, 'with Retry-After');
 like($r429, qr{"type":"rate_limit_error","param":null,"code":"queue_full"}, 'OpenAI error');
+# read in small steps: the worker takes 1k at a time from the ring
+($rest, $eof) = read_all($s, 60);
+my $whole = join('', map { $_->[1] } @$reads) . $rest;
+my @tok = $whole =~ /^data: \{"id[^\n]*"text":/mg;
+is(scalar @tok, 501, 'the stalled stream then delivers all 500 tokens and the final chunk');
+like($whole, qr/"finish_reason":"length"\}\]\}\n\ndata: \[DONE\]\n\n$/, 'and ends normally');
 close $s;
 is(nginx_cmd('-s', 'stop'), 0, 'stop');
 ok(wait_gone(10, $master), 'nginx gone');
