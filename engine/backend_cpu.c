@@ -78,6 +78,8 @@ typedef struct {
                                     alias it); tp > 1: NULL, shared */
     float           *xs;         /* exact mode: (n, widest slice) the
                                     contiguous input of one slice */
+    uint8_t         *act_buf;    /* fused jobs' prepared activations */
+    size_t           act_buf_size;
 } cpu_ctx;
 
 
@@ -417,6 +419,8 @@ typedef struct {
     const float        *x[FUSED_MAX_W];   /* (n, ld_x[p]) input of w[p] */
     size_t              ld_x[FUSED_MAX_W];
     float              *out[FUSED_MAX_W]; /* (n, w[p].rows) */
+    llm_act             act[FUSED_MAX_W];
+    int                 act_of[FUSED_MAX_W];  /* w[p] reads act[act_of[p]] */
     int                 chunk_rows[FUSED_MAX_W];
     int                 first_chunk[FUSED_MAX_W + 1];  /* prefix sums of
                                                           chunks per w */
@@ -442,9 +446,54 @@ fused_task(void *arg, int ith, int nth)
         v = llm_tensor_rows(&j->w[p], lo,
                             j->w[p].rows - lo < rows ? j->w[p].rows - lo
                                                      : rows);
-        llm_matmul_ld(NULL, j->out[p] + lo, j->w[p].rows, j->x[p],
-                      j->ld_x[p], j->n, &v);
+        llm_matmul_act(j->out[p] + lo, j->w[p].rows, &j->act[j->act_of[p]],
+                       &v);
     }
+}
+
+
+/* quantizes each distinct input once (q, k and v share one; a chunk
+ * quantizing its own copy cost a sixth of decode), then runs the job */
+static void
+fused_run(cpu_ctx *c, fused_job *j)
+{
+    int      p, q;
+    size_t   size = 0, off[FUSED_MAX_W];
+    void    *buf;
+
+    for (p = 0; p < j->n_w; p++) {
+        for (q = 0; q < p; q++) {
+            if (j->act_of[q] == q && j->x[q] == j->x[p]
+                && j->ld_x[q] == j->ld_x[p] && j->w[q].type == j->w[p].type
+                && j->w[q].cols == j->w[p].cols)
+            {
+                break;
+            }
+        }
+        j->act_of[p] = q;
+        if (q == p) {
+            off[p] = size;
+            size += (llm_act_size(&j->w[p], j->n) + 63) & ~(size_t) 63;
+        }
+    }
+    if (size > c->act_buf_size) {
+        if (posix_memalign(&buf, 64, size) != 0) {
+            fprintf(stderr, "cpu backend: out of memory for %zu bytes of "
+                    "activations\n", size);
+            abort();
+        }
+        free(c->act_buf);
+        c->act_buf = buf;
+        c->act_buf_size = size;
+    }
+    for (p = 0; p < j->n_w; p++) {
+        if (j->act_of[p] == p) {
+            llm_act_make(&j->act[p], c->act_buf + off[p], j->x[p],
+                         j->ld_x[p], j->n, &j->w[p]);
+        }
+    }
+    atomic_init(&j->next, 0);
+    llm_threadpool_run(c->tp, fused_task, j);
 }
 
 
@@ -495,8 +544,7 @@ matmul_multi(llm_backend *be, const float *x, int n, int n_w,
     for (p = 0; p < n_w; p++) {
         fused_add(&j, w[p], x, w[p]->cols, out[p], FUSED_CHUNK_ROWS);
     }
-    atomic_init(&j.next, 0);
-    llm_threadpool_run(c->tp, fused_task, &j);
+    fused_run(c, &j);
 }
 
 
@@ -515,9 +563,8 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
     llm_tensor   v;
     fused_job    j;
 
-    /* each llm_matmul_ld call has a fixed cost (activations quantized
-     * and packed again, ~1 us): about four work items per thread over
-     * all slices, not 64-row chunks of each */
+    /* about four work items per thread over all slices, not 64-row
+     * chunks of each: fewer, larger items keep the kernels' tiles busy */
     per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
     chunk = (w->rows + per_slice - 1) / per_slice;
     chunk = (chunk + 7) / 8 * 8;
@@ -541,8 +588,7 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
         }
     }
     if (j.n_w > 0) {
-        atomic_init(&j.next, 0);
-        llm_threadpool_run(c->tp, fused_task, &j);
+        fused_run(c, &j);
     }
 }
 
@@ -740,6 +786,7 @@ cpu_free(llm_backend *be)
         free(c->xb);
         free(c->slot_mem);
         free(c->xs);
+        free(c->act_buf);
         free(c->q);
         free(c->k);
         free(c->v);

@@ -549,54 +549,74 @@ scratch_get(size_t size)
 }
 
 
-void
-llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
-    size_t ld_x, int n_x, const llm_tensor *w)
+/* how w's kernels want n_x activation rows: act_type 0 (the floats
+ * themselves), Q8_0 (q8a blocks, maybe packed) or Q8_K; the bytes they
+ * take (0 for floats) and the stride between rows */
+static size_t
+act_plan(const llm_kernel_set *set, const llm_tensor *w, int n_x,
+    uint32_t *act_type, size_t *act_stride)
 {
-    matmul_job job;
+    size_t bytes = 0;
+
+    switch (llm_quant_block(w->type)) {
+    case 1:
+        *act_type = 0;
+        return 0;
+    case LLM_QK:
+        *act_type = GGML_TYPE_Q8_0;
+        *act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
+        if (set->q32_pack) {
+            bytes = set->q32_layout(w->cols / LLM_QK, n_x, act_stride);
+        }
+        break;
+    default:
+        *act_type = GGML_TYPE_Q8_K;
+        *act_stride = (size_t) (w->cols / LLM_QK_K) * sizeof(llm_block_q8k);
+        break;
+    }
+    return bytes ? bytes : *act_stride * n_x;
+}
+
+
+/* job for n_x rows of x against w, activations at act (NULL: floats) */
+static void
+job_init(matmul_job *job, const llm_tensor *w, float *out, size_t ld_out,
+    const float *x, size_t ld_x, int n_x)
+{
     char err[256];
-    size_t act_bytes = 0;
-    int nth = llm_threadpool_size(tp);
 
     if (llm_tensor_check(w, err, sizeof(err)) != 0) {
         fprintf(stderr, "llm_matmul: %s\n", err);
         abort();
     }
+    memset(job, 0, sizeof(*job));
+    job->w = w;
+    job->set = kernels_for(w->type, n_x);
+    job->kernel = pick_kernel(job->set, w->type);
+    job->n_x = n_x;
+    job->out = out;
+    job->ld_out = ld_out;
+    job->x = x;
+    job->ld_x = ld_x;
+    job->act = (const uint8_t *) x;
+    job->act_stride = ld_x * sizeof(float);
+}
+
+
+void
+llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
+    size_t ld_x, int n_x, const llm_tensor *w)
+{
+    matmul_job job;
+    size_t act_bytes;
+    int nth = llm_threadpool_size(tp);
+
     if (n_x <= 0 || w->rows == 0) {
         return;
     }
-    memset(&job, 0, sizeof(job));
-    job.w = w;
-    job.set = kernels_for(w->type, n_x);
-    job.kernel = pick_kernel(job.set, w->type);
-    job.n_x = n_x;
-    job.out = out;
-    job.ld_out = ld_out;
-    job.x = x;
-    job.ld_x = ld_x;
-
-    switch (llm_quant_block(w->type)) {
-    case 1:
-        job.act = (const uint8_t *) x;
-        job.act_stride = ld_x * sizeof(float);
-        break;
-    case LLM_QK:
-        job.act_type = GGML_TYPE_Q8_0;
-        job.act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
-        if (job.set->q32_pack) {
-            act_bytes = job.set->q32_layout(w->cols / LLM_QK, n_x,
-                                            &job.act_stride);
-        }
-        break;
-    default:
-        job.act_type = GGML_TYPE_Q8_K;
-        job.act_stride = (size_t) (w->cols / LLM_QK_K) * sizeof(llm_block_q8k);
-        break;
-    }
+    job_init(&job, w, out, ld_out, x, ld_x, n_x);
+    act_bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
     if (job.act_type) {
-        if (act_bytes == 0) {
-            act_bytes = job.act_stride * n_x;
-        }
         job.act = scratch_get(act_bytes);
         if (job.set->q32_pack && job.act_type == GGML_TYPE_Q8_0) {
             memset((void *) job.act, 0, act_bytes);   /* padding rows */
@@ -614,6 +634,66 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     job.chunk = (job.chunk + ROWS_PER_TILE - 1) / ROWS_PER_TILE * ROWS_PER_TILE;
     atomic_init(&job.next_row, 0);
     llm_threadpool_run(tp, matmul_task, &job);
+}
+
+
+/* --- prepared activations -------------------------------------------------- */
+
+size_t
+llm_act_size(const llm_tensor *w, int n_x)
+{
+    uint32_t type;
+    size_t stride;
+
+    return act_plan(kernels_for(w->type, n_x), w, n_x, &type, &stride);
+}
+
+
+void
+llm_act_make(llm_act *a, void *buf, const float *x, size_t ld_x, int n_x,
+    const llm_tensor *w)
+{
+    matmul_job job;
+    size_t bytes;
+
+    job_init(&job, w, NULL, 0, x, ld_x, n_x);
+    bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
+    if (job.act_type) {
+        job.act = buf;
+        if (job.set->q32_pack && job.act_type == GGML_TYPE_Q8_0) {
+            memset(buf, 0, bytes);
+        }
+        quantize_rows(&job, 0, n_x);
+    }
+    a->type = w->type;
+    a->cols = w->cols;
+    a->n_x = n_x;
+    a->data = job.act;
+    a->stride = job.act_stride;
+}
+
+
+void
+llm_matmul_act(float *out, size_t ld_out, const llm_act *a,
+    const llm_tensor *w)
+{
+    matmul_job job;
+
+    if (w->type != a->type || w->cols != a->cols) {
+        fprintf(stderr, "llm_matmul_act: activations made for %s x %d, "
+                "used with %s x %d\n", ggml_type_name(a->type), a->cols,
+                ggml_type_name(w->type), w->cols);
+        abort();
+    }
+    if (a->n_x <= 0 || w->rows == 0) {
+        return;
+    }
+    job_init(&job, w, out, ld_out, NULL, 0, a->n_x);
+    job.act = a->data;
+    job.act_stride = a->stride;
+    job.chunk = w->rows;
+    atomic_init(&job.next_row, 0);
+    matmul_task(&job, 0, 1);
 }
 
 

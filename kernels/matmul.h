@@ -66,6 +66,30 @@ void llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
 void llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out,
     const float *x, size_t ld_x, int n_x, const llm_tensor *w);
 
+/*
+ * Activations prepared once for several products with the same input: the
+ * q, k and v projections, or row ranges of one matrix run by different
+ * threads. llm_act_make quantizes (and packs) n_x rows of x as w's kernels
+ * want them into buf (llm_act_size(w, n_x) bytes, 64-byte aligned; for
+ * float weights x itself is used and must stay valid); llm_matmul_act is
+ * llm_matmul_ld on one thread from those activations, for any w (or row
+ * view of one) with the same type and cols. Results equal llm_matmul's
+ * bit for bit.
+ */
+typedef struct {
+    uint32_t        type;       /* the weights' type they were made for */
+    int             cols;
+    int             n_x;
+    const uint8_t  *data;
+    size_t          stride;
+} llm_act;
+
+size_t llm_act_size(const llm_tensor *w, int n_x);
+void llm_act_make(llm_act *a, void *buf, const float *x, size_t ld_x,
+    int n_x, const llm_tensor *w);
+void llm_matmul_act(float *out, size_t ld_out, const llm_act *a,
+    const llm_tensor *w);
+
 /* test reference: dequantize each weight row and accumulate in double,
  * with float activations (no activation quantization) */
 void llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w);

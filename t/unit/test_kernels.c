@@ -438,6 +438,66 @@ test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
 }
 
 
+/* prepared activations (llm_act_make once, llm_matmul_act per row range,
+ * as the CPU backend's fused decode jobs use them) equal llm_matmul bit
+ * for bit, on every instruction set, for the decode-sized n_x, with rows
+ * read through a leading dimension wider than cols */
+static void
+test_prepared(const test_matrix *m)
+{
+    enum { NX = 8, PAD = 64 };
+    size_t ld = (size_t) m->cols + PAD;
+    float *x = malloc(sizeof(float) * NX * ld), *xc;
+    float *want = malloc(sizeof(float) * NX * m->rows);
+    float *got = malloc(sizeof(float) * NX * m->rows);
+    void *buf = NULL;
+    int isa0 = llm_kernels_isa(), diff = 0, runs = 0;
+    const char *tn = ggml_type_name(m->type);
+    llm_act a;
+
+    xc = malloc(sizeof(float) * NX * m->cols);
+    for (size_t k = 0; k < NX * ld; k++) {
+        x[k] = rndf();
+    }
+    for (int i = 0; i < NX; i++) {
+        memcpy(xc + (size_t) i * m->cols, x + i * ld, sizeof(float) * m->cols);
+    }
+    for (int isa = LLM_ISA_SCALAR; isa <= LLM_ISA_AVX512; isa++) {
+        if (llm_kernels_set_isa(isa) != 0) {
+            continue;
+        }
+        for (int n = 1; n <= NX; n++) {
+            free(buf);
+            buf = NULL;
+            if (posix_memalign(&buf, 64, llm_act_size(&m->t, n) + 1) != 0) {
+                break;
+            }
+            llm_matmul(NULL, want, xc, n, &m->t);
+            memset(got, 0xff, sizeof(float) * n * m->rows);
+            llm_act_make(&a, buf, x, ld, n, &m->t);
+            /* three uneven row ranges, the last one first */
+            int cut[4] = { 0, 5, m->rows / 2 + 3, m->rows };
+            for (int r = 2; r >= 0; r--) {
+                llm_tensor v = llm_tensor_rows(&m->t, cut[r],
+                                               cut[r + 1] - cut[r]);
+                llm_matmul_act(got + cut[r], m->rows, &a, &v);
+            }
+            diff += memcmp(got, want, sizeof(float) * n * m->rows) != 0;
+            runs++;
+        }
+    }
+    llm_kernels_set_isa(isa0);
+    ok(runs > 0 && diff == 0, "%s %dx%d: prepared activations, row ranges == "
+       "llm_matmul bit for bit (n_x 1..8, %d runs)", tn, m->rows, m->cols,
+       runs);
+    free(buf);
+    free(x);
+    free(xc);
+    free(want);
+    free(got);
+}
+
+
 /* a block-aligned column range and a row range through row_stride equal
  * the same matrices built contiguous */
 static void
@@ -566,6 +626,8 @@ main(void)
         make_matrix(&big, types[t], 67, blk == LLM_QK_K ? 768 : 576);
         test_matmul_accuracy(&big, 5, pools[1]);
         test_matmul_invariants(&big, pools);
+        test_prepared(&m);
+        test_prepared(&big);
         test_views(types[t], pools[1]);
         free(m.data);
         free(big.data);
