@@ -298,47 +298,142 @@ axpy(float *out, float w, const float *v, int n)
 }
 
 
-/* one (token, head): causal attention over the sequence's cached 0..pos */
-static void
+/* 8 floats: on a machine without AVX two SSE halves; lane l of a sum
+ * is exactly dot's lane l, so both paths give the same bits */
+typedef float v8f __attribute__((vector_size(32)));
+
+
+/* a macro, not a function: a v8f return value would change the ABI */
+#define LOAD8(p)  ({ v8f v8_; memcpy(&v8_, (p), sizeof(v8_)); v8_; })
+
+
+/* dot's final reduction of 8 lane sums */
+static inline float
+lanes8_sum(const v8f *a)
+{
+    float  l[8];
+
+    memcpy(l, a, sizeof(l));
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+
+/* s[j] = q . k[j] for 4 positions at once: the same lanes and order as
+ * dot (head_dim a multiple of 8), four independent chains instead of
+ * one, which is what decode attention waits on */
+static inline void
+dot4(const float *q, const float *const k[4], int hd, float s[4])
+{
+    v8f  a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 }, qv;
+    int  i;
+
+    for (i = 0; i < hd; i += 8) {
+        qv = LOAD8(q + i);
+        a0 += qv * LOAD8(k[0] + i);
+        a1 += qv * LOAD8(k[1] + i);
+        a2 += qv * LOAD8(k[2] + i);
+        a3 += qv * LOAD8(k[3] + i);
+    }
+    s[0] = lanes8_sum(&a0);
+    s[1] = lanes8_sum(&a1);
+    s[2] = lanes8_sum(&a2);
+    s[3] = lanes8_sum(&a3);
+}
+
+
+/*
+ * One (token, head): causal attention over the sequence's cached 0..pos.
+ * The result depends on nothing but the token's own q and cache (batched
+ * == unbatched). With head_dim a multiple of 8 the loops run on 8-float
+ * vectors, keeping 32 output floats in registers across positions; each
+ * output element sees the same operations in the same order as the
+ * plain loops (dot, axpy), so both paths give the same bits.
+ */
+static inline __attribute__((always_inline)) void
 attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
     float *scores)
 {
     cpu_ctx         *c = be->ctx;
     int              hd = be->model->cfg.head_dim, bs = c->kv.block_size;
-    int              p = b->pos[i], t;
+    int              p = b->pos[i], t, j, c0;
     int              kvh = h / (c->n_heads / c->n_kv_heads);
     const int32_t   *table = b->block_table[b->seq[i]];
     const float     *q = c->q + (size_t) i * c->q_dim + h * hd;
     float           *out = c->att + (size_t) i * c->q_dim + h * hd;
-    float            scale = 1.0f / sqrtf((float) hd), max, sum;
+    float            scale = 1.0f / sqrtf((float) hd), max, sum, w, s4[4];
     size_t           off = (size_t) kvh * hd;
     int              sw = be->model->cfg.sliding_window;
     int              t0 = sw > 0 && p >= sw ? p - sw + 1 : 0;
+    int              vec = hd % 8 == 0;
+    const float     *k4[4];
+
+#define KV_ROW(kv_fn, t)                                                     \
+    (kv_fn(&c->kv, table[(t) / bs], layer) + (size_t) ((t) % bs) * c->kv_dim \
+     + off)
 
     /* sliding window (mistral): only the last sw positions, t0..p */
     max = -INFINITY;
-    for (t = t0; t <= p; t++) {
-        const float *k = llm_kv_k(&c->kv, table[t / bs], layer)
-                         + (size_t) (t % bs) * c->kv_dim + off;
-
-        scores[t] = dot(q, k, hd) * scale;
-        max = scores[t] > max ? scores[t] : max;
+    for (t = t0; t <= p; t += vec ? 4 : 1) {
+        if (!vec) {
+            scores[t] = dot(q, KV_ROW(llm_kv_k, t), hd) * scale;
+            max = scores[t] > max ? scores[t] : max;
+            continue;
+        }
+        for (j = 0; j < 4; j++) {
+            k4[j] = KV_ROW(llm_kv_k, t + j <= p ? t + j : t);
+        }
+        dot4(q, k4, hd, s4);
+        for (j = 0; j < 4 && t + j <= p; j++) {
+            scores[t + j] = s4[j] * scale;
+            max = scores[t + j] > max ? scores[t + j] : max;
+        }
     }
     sum = 0.0f;
     for (t = t0; t <= p; t++) {
         scores[t] = expf(scores[t] - max);
         sum += scores[t];
     }
-    memset(out, 0, hd * sizeof(float));
-    for (t = t0; t <= p; t++) {
-        const float *v = llm_kv_v(&c->kv, table[t / bs], layer)
-                         + (size_t) (t % bs) * c->kv_dim + off;
 
-        axpy(out, scores[t] / sum, v, hd);
+    if (!vec) {
+        memset(out, 0, hd * sizeof(float));
+        for (t = t0; t <= p; t++) {
+            axpy(out, scores[t] / sum, KV_ROW(llm_kv_v, t), hd);
+        }
+        return;
     }
+
+    for (c0 = 0; c0 + 32 <= hd; c0 += 32) {
+        v8f  o0 = { 0 }, o1 = { 0 }, o2 = { 0 }, o3 = { 0 };
+
+        for (t = t0; t <= p; t++) {
+            const float *v = KV_ROW(llm_kv_v, t) + c0;
+
+            w = scores[t] / sum;
+            o0 += w * LOAD8(v);
+            o1 += w * LOAD8(v + 8);
+            o2 += w * LOAD8(v + 16);
+            o3 += w * LOAD8(v + 24);
+        }
+        memcpy(out + c0, &o0, sizeof(o0));
+        memcpy(out + c0 + 8, &o1, sizeof(o1));
+        memcpy(out + c0 + 16, &o2, sizeof(o2));
+        memcpy(out + c0 + 24, &o3, sizeof(o3));
+    }
+    for (; c0 < hd; c0 += 8) {
+        v8f  o = { 0 };
+
+        for (t = t0; t <= p; t++) {
+            o += scores[t] / sum * LOAD8(KV_ROW(llm_kv_v, t) + c0);
+        }
+        memcpy(out + c0, &o, sizeof(o));
+    }
+#undef KV_ROW
 }
 
 
+/* the vector loops of attend compiled for AVX2 where the CPU has it (no
+ * FMA: a fused multiply-add would round differently from the SSE path) */
+__attribute__((target_clones("avx2", "default")))
 static void
 attention_task(void *arg, int ith, int nth)
 {
