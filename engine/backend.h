@@ -41,9 +41,12 @@ typedef struct {
     int        kv_block_size;      /* token slots per KV block */
     int        kv_n_blocks;        /* KV blocks in the pool */
     int        max_batch_tokens;   /* most tokens one forward may carry */
+    int        kv_dtype;           /* enum llm_kv_dtype (kv.h): f16
+                                      (default) or f32 */
     int        exact;              /* 1: float activations and double sums
-                                      (llm_matmul_ref, one thread, slow):
-                                      for tests against the fp32 reference */
+                                      (llm_matmul_ref, one thread, slow),
+                                      f32 KV: for tests against the fp32
+                                      reference */
     int        tp_slices;          /* TP=1 only: cut the row-split (wo,
                                       down) sums into this many slices added
                                       in order (docs/tp.md). 0: one slice,

@@ -78,6 +78,9 @@ typedef struct {
                                     alias it); tp > 1: NULL, shared */
     float           *xs;         /* exact mode: (n, widest slice) the
                                     contiguous input of one slice */
+    float           *kvbuf;      /* (n_threads, 5 * head_dim) f16 K/V
+                                    rows as floats, for attention */
+    void           (*f16_load)(float *dst, const uint16_t *src, int n);
     uint8_t         *act_buf;    /* fused jobs' prepared activations */
     size_t           act_buf_size;
 } cpu_ctx;
@@ -196,6 +199,56 @@ typedef struct {
 } layer_job;
 
 
+/* one token's K or V (kv_dim floats) into element `slot` of a cache row
+ * block, rounded to f16 (nearest even) or as is */
+static void
+kv_store(const llm_kv_cache *kv, void *base, size_t slot, const float *x)
+{
+    uint16_t  *h = (uint16_t *) base + slot;
+    int        e;
+
+    if (kv->dtype == LLM_KV_F32) {
+        memcpy((float *) base + slot, x, kv->kv_dim * sizeof(float));
+        return;
+    }
+    for (e = 0; e < kv->kv_dim; e++) {
+        h[e] = llm_fp32_to_fp16(x[e]);
+    }
+}
+
+
+static void
+f16_load_scalar(float *dst, const uint16_t *src, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        dst[i] = llm_fp16_to_fp32(src[i]);
+    }
+}
+
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* the same values (f16 -> f32 is exact), 8 at a time */
+__attribute__((target("avx,f16c")))
+static void
+f16_load_f16c(float *dst, const uint16_t *src, int n)
+{
+    int  i;
+
+    for (i = 0; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i,
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (src + i))));
+    }
+    for (; i < n; i++) {
+        dst[i] = llm_fp16_to_fp32(src[i]);
+    }
+}
+#endif
+
+
 /* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
 static void
 qkv_finish_task(void *arg, int ith, int nth)
@@ -236,10 +289,8 @@ qkv_finish_task(void *arg, int ith, int nth)
             rope_head(k + h * hd, p, c->inv_freq, cfg->rope_dim,
                       cfg->rope_neox);
         }
-        memcpy(llm_kv_k(&c->kv, blk, j->layer) + slot, k,
-               c->kv_dim * sizeof(float));
-        memcpy(llm_kv_v(&c->kv, blk, j->layer) + slot, v,
-               c->kv_dim * sizeof(float));
+        kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k);
+        kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v);
     }
 }
 
@@ -349,9 +400,22 @@ dot4(const float *q, const float *const k[4], int hd, float s[4])
  * output element sees the same operations in the same order as the
  * plain loops (dot, axpy), so both paths give the same bits.
  */
+/* n values from element i of a cache row block, as floats: in place (f32)
+ * or converted into buf (f16) */
+static inline const float *
+kv_floats(const cpu_ctx *c, const void *base, size_t i, int n, float *buf)
+{
+    if (c->kv.dtype == LLM_KV_F32) {
+        return (const float *) base + i;
+    }
+    c->f16_load(buf, (const uint16_t *) base + i, n);
+    return buf;
+}
+
+
 static inline __attribute__((always_inline)) void
 attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
-    float *scores)
+    float *scores, int ith)
 {
     cpu_ctx         *c = be->ctx;
     int              hd = be->model->cfg.head_dim, bs = c->kv.block_size;
@@ -367,20 +431,25 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
     int              vec = hd % 8 == 0;
     const float     *k4[4];
 
-#define KV_ROW(kv_fn, t)                                                     \
-    (kv_fn(&c->kv, table[(t) / bs], layer) + (size_t) ((t) % bs) * c->kv_dim \
-     + off)
+    float           *kbuf = c->kvbuf + (size_t) ith * 5 * hd;
+    float           *vbuf = kbuf + 4 * hd;
+
+    /* position t's K or V values o..o+n-1 of this head, as floats */
+#define KV_ROW(kv_fn, t, o, n, buf)                                          \
+    kv_floats(c, kv_fn(&c->kv, table[(t) / bs], layer),                      \
+              (size_t) ((t) % bs) * c->kv_dim + off + (o), n, buf)
 
     /* sliding window (mistral): only the last sw positions, t0..p */
     max = -INFINITY;
     for (t = t0; t <= p; t += vec ? 4 : 1) {
         if (!vec) {
-            scores[t] = dot(q, KV_ROW(llm_kv_k, t), hd) * scale;
+            scores[t] = dot(q, KV_ROW(llm_kv_k, t, 0, hd, kbuf), hd) * scale;
             max = scores[t] > max ? scores[t] : max;
             continue;
         }
         for (j = 0; j < 4; j++) {
-            k4[j] = KV_ROW(llm_kv_k, t + j <= p ? t + j : t);
+            k4[j] = KV_ROW(llm_kv_k, t + j <= p ? t + j : t, 0, hd,
+                           kbuf + j * hd);
         }
         dot4(q, k4, hd, s4);
         for (j = 0; j < 4 && t + j <= p; j++) {
@@ -397,7 +466,7 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
     if (!vec) {
         memset(out, 0, hd * sizeof(float));
         for (t = t0; t <= p; t++) {
-            axpy(out, scores[t] / sum, KV_ROW(llm_kv_v, t), hd);
+            axpy(out, scores[t] / sum, KV_ROW(llm_kv_v, t, 0, hd, vbuf), hd);
         }
         return;
     }
@@ -406,7 +475,7 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
         v8f  o0 = { 0 }, o1 = { 0 }, o2 = { 0 }, o3 = { 0 };
 
         for (t = t0; t <= p; t++) {
-            const float *v = KV_ROW(llm_kv_v, t) + c0;
+            const float *v = KV_ROW(llm_kv_v, t, c0, 32, vbuf);
 
             w = scores[t] / sum;
             o0 += w * LOAD8(v);
@@ -423,7 +492,7 @@ attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
         v8f  o = { 0 };
 
         for (t = t0; t <= p; t++) {
-            o += scores[t] / sum * LOAD8(KV_ROW(llm_kv_v, t) + c0);
+            o += scores[t] / sum * LOAD8(KV_ROW(llm_kv_v, t, c0, 8, vbuf));
         }
         memcpy(out + c0, &o, sizeof(o));
     }
@@ -448,7 +517,7 @@ attention_task(void *arg, int ith, int nth)
 
     for (w = lo; w < hi; w++) {
         attend(j->be, j->batch, j->layer, w / c->n_heads, w % c->n_heads,
-               scores);
+               scores, ith);
     }
 }
 
@@ -882,6 +951,7 @@ cpu_free(llm_backend *be)
         free(c->slot_mem);
         free(c->xs);
         free(c->act_buf);
+        free(c->kvbuf);
         free(c->q);
         free(c->k);
         free(c->v);
@@ -911,6 +981,7 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
     o->kv_n_blocks = (m->cfg.max_seq_len + o->kv_block_size - 1)
                      / o->kv_block_size;
     o->max_batch_tokens = 512;
+    o->kv_dtype = LLM_KV_F16;
     o->exact = 0;
     o->tp_slices = 0;
 }
@@ -992,8 +1063,16 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->q_dim = c->n_heads * cfg->head_dim;
     c->kv_dim = c->n_kv_heads * cfg->head_dim;
     c->hidden = cfg->hidden_dim / m->tp_size;
+    c->f16_load = f16_load_scalar;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+        c->f16_load = f16_load_f16c;
+    }
+#endif
+    /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
-                    o->kv_n_blocks, err, err_len) != 0)
+                    o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
+                    err_len) != 0)
     {
         cpu_free(be);
         return NULL;
@@ -1009,6 +1088,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->hb = alloc_rows(n, c->hidden);
     c->hb2 = alloc_rows(n, c->hidden);
     c->scores = alloc_rows(o->n_threads, cfg->max_seq_len);
+    c->kvbuf = alloc_rows(o->n_threads, 5 * (size_t) cfg->head_dim);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
     c->group = group;
@@ -1018,7 +1098,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     }
     if (c->x == NULL || c->xb == NULL || c->q == NULL
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
-        || c->hb2 == NULL || c->scores == NULL || c->inv_freq == NULL
+        || c->hb2 == NULL || c->scores == NULL || c->kvbuf == NULL
+        || c->inv_freq == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
         || cpu_slots_init(c, m, o, n, shared) != 0)
     {

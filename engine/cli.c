@@ -23,6 +23,7 @@
  * defines: llm_cli_generate
  */
 #include "backend.h"
+#include "kv.h"
 #include "jinja.h"
 #include "model.h"
 #include "sampler.h"
@@ -51,6 +52,7 @@ typedef struct {
     int          no_echo;
     const char  *backend;       /* "cpu" (default) or "cuda" */
     int          tp;            /* tensor parallel ranks */
+    int          kv_dtype;      /* enum llm_kv_dtype */
 } cli_args;
 
 
@@ -63,7 +65,8 @@ cli_usage(void)
         "         [--max-tokens N] [--temperature T] [--top-k K] "
         "[--top-p P] [--seed S]\n"
         "         [--threads N] [--greedy-ids] [--no-bos] [--no-echo]\n"
-        "         [--backend cpu|cuda] [--tensor-parallel N]\n");
+        "         [--backend cpu|cuda] [--tensor-parallel N] "
+        "[--kv-cache-dtype f16|f32]\n");
 }
 
 
@@ -155,6 +158,13 @@ parse_args(int argc, char **argv, cli_args *a)
         } else if (strcmp(o, "--tensor-parallel") == 0) {
             if (parse_num(o, val, 1, 64, &v)) return -1;
             a->tp = (int) v;
+        } else if (strcmp(o, "--kv-cache-dtype") == 0) {
+            a->kv_dtype = llm_kv_dtype_parse(val);
+            if (a->kv_dtype < 0) {
+                fprintf(stderr, "generate: --kv-cache-dtype \"%s\": "
+                        "expected f16 or f32\n", val);
+                return -1;
+            }
         } else {
             fprintf(stderr, "generate: unknown option %s\n", o);
             return -1;
@@ -374,6 +384,7 @@ generate(const cli_args *a, const llm_model *m, const llm_tokenizer *tok,
     }
     llm_backend_options_default(&o, m);
     o.n_threads = a->threads;
+    o.kv_dtype = a->kv_dtype;
     o.max_batch_tokens = CLI_PREFILL_CHUNK;
     o.kv_n_blocks = (n_ctx + o.kv_block_size - 1) / o.kv_block_size;
 

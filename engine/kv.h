@@ -7,10 +7,12 @@
  * sequence is a list of block ids (its block table): position p lives in
  * block table[p / block_size], slot p % block_size. Layout of the pool:
  *
- *   data: (n_blocks, n_layers, 2 [K, V], block_size, kv_dim) float32
+ *   data: (n_blocks, n_layers, 2 [K, V], block_size, kv_dim) f16 or f32
  *
- * kv_dim is this rank's n_kv_heads/tp * head_dim. Values are float32 so the
- * cache adds no rounding (the numerics rule: same result for any batching).
+ * kv_dim is this rank's n_kv_heads/tp * head_dim. Values are f16 by default
+ * (half the memory and half the bytes attention reads, as llama.cpp and
+ * vLLM keep them) or f32 (no rounding at all). A token's stored values
+ * depend only on that token, so batching never changes them.
  *
  * Which block belongs to which sequence is the scheduler's business; the
  * allocator here (a stack of free ids) is what the CLI and tests need and
@@ -18,7 +20,7 @@
  *
  * defines: llm_kv_cache, llm_kv_init, llm_kv_free, llm_kv_k, llm_kv_v,
  *          llm_kv_bytes_per_token, llm_kv_alloc, llm_kv_release,
- *          llm_kv_n_free, llm_kv_copy_block
+ *          llm_kv_n_free, llm_kv_copy_block, llm_kv_dtype_parse
  */
 #ifndef NGX_LLM_KV_H
 #define NGX_LLM_KV_H
@@ -26,37 +28,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum llm_kv_dtype {
+    LLM_KV_F16 = 0,            /* the default */
+    LLM_KV_F32 = 1,
+};
+
 typedef struct {
     int       n_layers;
-    int       kv_dim;          /* floats per token per layer, K or V */
+    int       kv_dim;          /* values per token per layer, K or V */
     int       block_size;      /* token slots per block */
     int       n_blocks;
-    size_t    block_floats;    /* n_layers * 2 * block_size * kv_dim */
-    float    *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim) */
+    int       dtype;           /* enum llm_kv_dtype */
+    size_t    elt_size;        /* 2 or 4 */
+    size_t    block_elts;      /* n_layers * 2 * block_size * kv_dim */
+    uint8_t  *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim) */
     int32_t  *free_ids;        /* (n_blocks) stack of free block ids */
     int       n_free;
 } llm_kv_cache;
 
 /* 0, or -1 with a message in err (sizes invalid or out of memory) */
 int llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
-    int n_blocks, char *err, size_t err_len);
+    int n_blocks, int dtype, char *err, size_t err_len);
 void llm_kv_free(llm_kv_cache *kv);
 
-/* K (or V) of `layer` in `block`: (block_size, kv_dim) */
-static inline float *
+/* K (or V) of `layer` in `block`: (block_size, kv_dim) values of dtype */
+static inline void *
 llm_kv_k(const llm_kv_cache *kv, int32_t block, int layer)
 {
-    return kv->data + (size_t) block * kv->block_floats
-           + (size_t) layer * 2 * kv->block_size * kv->kv_dim;
+    return kv->data + ((size_t) block * kv->block_elts
+                       + (size_t) layer * 2 * kv->block_size * kv->kv_dim)
+                      * kv->elt_size;
 }
 
-static inline float *
+static inline void *
 llm_kv_v(const llm_kv_cache *kv, int32_t block, int layer)
 {
-    return llm_kv_k(kv, block, layer) + (size_t) kv->block_size * kv->kv_dim;
+    return (uint8_t *) llm_kv_k(kv, block, layer)
+           + (size_t) kv->block_size * kv->kv_dim * kv->elt_size;
 }
 
-size_t llm_kv_bytes_per_token(int n_layers, int kv_dim);
+size_t llm_kv_bytes_per_token(int n_layers, int kv_dim, int dtype);
+
+/* "f16" / "f32" -> enum llm_kv_dtype, -1 if neither */
+int llm_kv_dtype_parse(const char *name);
+const char *llm_kv_dtype_name(int dtype);
 
 /* a free block id, or -1 when the pool is exhausted */
 int32_t llm_kv_alloc(llm_kv_cache *kv);

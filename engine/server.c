@@ -134,6 +134,7 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
     o->max_queued = 256;
     o->kv_cache_bytes = 1ULL << 30;
     o->prefix_caching = 1;
+    o->kv_dtype = LLM_KV_F16;
     o->tensor_parallel = 1;
     o->backend = "cpu";
     o->name = "default";
@@ -163,6 +164,15 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
         }
         if (strcmp(k, "--error-log") == 0) {
             o->error_log = argv[++i];
+            continue;
+        }
+        if (strcmp(k, "--kv-cache-dtype") == 0) {
+            o->kv_dtype = llm_kv_dtype_parse(argv[++i]);
+            if (o->kv_dtype < 0) {
+                llm_log(LLM_LOG_EMERG, "option \"%s\": \"%s\" is not f16 "
+                        "or f32", k, argv[i]);
+                return -1;
+            }
             continue;
         }
 
@@ -389,7 +399,7 @@ llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
     const llm_config *cfg = &s->model.cfg;
 
     kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim);
+    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim, s->opt.kv_dtype);
     per_block = per_token * LLM_KV_BLOCK_SIZE_DEFAULT;
 
     *max_model_len = s->opt.max_model_len < cfg->max_seq_len
@@ -400,12 +410,14 @@ llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
     bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
     bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);
     bo->max_batch_tokens = s->opt.max_batched_tokens;
+    bo->kv_dtype = s->opt.kv_dtype;
     tokens = bo->kv_n_blocks * LLM_KV_BLOCK_SIZE_DEFAULT;
 
     llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
-            "per token, %d blocks of %d tokens (%d tokens, %llu bytes), "
+            "per token (%s), %d blocks of %d tokens (%d tokens, %llu bytes), "
             "%d sequences of max_model_len %d fit",
             (unsigned long long) s->ring->model.weight_bytes, per_token,
+            llm_kv_dtype_name(s->opt.kv_dtype),
             bo->kv_n_blocks, LLM_KV_BLOCK_SIZE_DEFAULT, tokens,
             (unsigned long long) bo->kv_n_blocks * per_block,
             tokens / *max_model_len, *max_model_len);

@@ -26,6 +26,7 @@ typedef struct {
     int          tensor_parallel;
     uint64_t     kv_cache_bytes;
     int          prefix_caching;    /* 1 (default): share full prompt blocks */
+    int          kv_dtype;          /* enum llm_kv_dtype, f16 by default */
 } llm_server_opts;
 
 int llm_server_parse_opts(llm_server_opts *o, int argc, char **argv);

@@ -476,6 +476,8 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     LLM_ARG("%uL", ecf->hash);
     LLM_ARG("--backend");
     LLM_ARG("%V", &ecf->backend);
+    LLM_ARG("--kv-cache-dtype");
+    LLM_ARG("%V", &ecf->kv_cache_dtype);
     LLM_ARG("--threads");
     LLM_ARG("%ui", ecf->threads);
     LLM_ARG("--tensor-parallel");

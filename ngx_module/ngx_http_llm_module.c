@@ -396,6 +396,17 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
         }
         ecf->backend = *v;
 
+    } else if (LLM_IS("kv_cache_dtype")) {
+        if (!(v->len == 3 && (ngx_strncmp(v->data, "f16", 3) == 0
+                              || ngx_strncmp(v->data, "f32", 3) == 0)))
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid kv_cache_dtype \"%V\" (f16 or f32)",
+                               v);
+            return NGX_CONF_ERROR;
+        }
+        ecf->kv_cache_dtype = *v;
+
     } else if (LLM_IS("threads")) {
         rv = ngx_http_llm_param_uint(cf, v, &ecf->threads, 1, 1024);
 
@@ -876,6 +887,9 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     if (ecf->backend.len == 0) {
         ngx_str_set(&ecf->backend, "cpu");
     }
+    if (ecf->kv_cache_dtype.len == 0) {
+        ngx_str_set(&ecf->kv_cache_dtype, "f16");
+    }
     if (ecf->binary.len == 0) {
         ngx_str_set(&ecf->binary, NGX_LLM_ENGINE_BIN);
     }
@@ -927,6 +941,8 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     h = ngx_http_llm_hash(h, &bst.st_ino, sizeof(bst.st_ino));
     h = ngx_http_llm_hash(h, &bst.st_mtim, sizeof(bst.st_mtim));
     h = ngx_http_llm_hash(h, ecf->backend.data, ecf->backend.len + 1);
+    h = ngx_http_llm_hash(h, ecf->kv_cache_dtype.data,
+                          ecf->kv_cache_dtype.len + 1);
     h = ngx_http_llm_hash(h, &ecf->threads, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->tensor_parallel, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->max_num_seqs, sizeof(ngx_uint_t));

@@ -41,6 +41,7 @@ typedef struct {
     ngx_str_t                   model;              /* absolute path */
     ngx_str_t                   served_model_name;
     ngx_str_t                   backend;
+    ngx_str_t                   kv_cache_dtype;     /* f16 or f32 */
     ngx_str_t                   binary;             /* ngx_llm_engine */
     ngx_uint_t                  threads;
     ngx_uint_t                  tensor_parallel;

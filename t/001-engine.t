@@ -122,6 +122,49 @@ unknown llm_engine parameter "max_num_seqz"
 
 
 
+=== TEST 7b: kv_cache_dtype takes f16 or f32 only
+--- http_config
+    llm_engine main { model $TEST_NGINX_MODEL; kv_cache_dtype f8; }
+--- config
+    location /v1/ { llm_api main; }
+--- must_die
+--- error_log
+invalid kv_cache_dtype "f8" (f16 or f32)
+
+
+
+=== TEST 7c: an f32 KV cache takes twice the bytes per token and gives the same story
+--- http_config
+    llm_engine f32 {
+        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        kv_cache_dtype f32;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+    llm_engine f16 {
+        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+--- config
+    location /f32/v1/ { llm_api f32; }
+    location /f16/v1/ { llm_api f16; }
+--- request eval
+["POST /f32/v1/completions\n{\"model\":\"f32\",\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}",
+ "POST /f16/v1/completions\n{\"model\":\"f16\",\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0}"]
+--- timeout: 60
+--- error_code eval
+[200, 200]
+--- response_body_like eval
+['"text":", there was a little girl named Lily. She loved to play outsid",', '"text":", there was a little girl named Lily. She loved to play outsid",']
+--- error_log eval
+[qr/ngx_llm engine "f32": memory plan: .* KV 1280 bytes per token \(f32\)/,
+ qr/ngx_llm engine "f16": memory plan: .* KV 640 bytes per token \(f16\)/]
+--- no_error_log
+[error]
+
+
+
 === TEST 8: wrong method and unknown endpoint give OpenAI error JSON
 --- http_config
     llm_engine main { model $TEST_NGINX_MODEL; }
