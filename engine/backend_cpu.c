@@ -78,9 +78,9 @@ typedef struct {
                                     alias it); tp > 1: NULL, shared */
     float           *xs;         /* exact mode: (n, widest slice) the
                                     contiguous input of one slice */
-    float           *kvbuf;      /* (n_threads, 5 * head_dim) f16 K/V
+    float           *kvbuf;      /* (n_threads, 2 * head_dim) f16 K/V
                                     rows as floats, for attention */
-    void           (*f16_load)(float *dst, const uint16_t *src, int n);
+    int              f16c;       /* the CPU converts f16 in registers */
     uint8_t         *act_buf;    /* fused jobs' prepared activations */
     size_t           act_buf_size;
 } cpu_ctx;
@@ -217,8 +217,9 @@ kv_store(const llm_kv_cache *kv, void *base, size_t slot, const float *x)
 }
 
 
+/* n f16 values as floats */
 static void
-f16_load_scalar(float *dst, const uint16_t *src, int n)
+f16_row(float *dst, const uint16_t *src, int n)
 {
     int  i;
 
@@ -226,27 +227,6 @@ f16_load_scalar(float *dst, const uint16_t *src, int n)
         dst[i] = llm_fp16_to_fp32(src[i]);
     }
 }
-
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-
-/* the same values (f16 -> f32 is exact), 8 at a time */
-__attribute__((target("avx,f16c")))
-static void
-f16_load_f16c(float *dst, const uint16_t *src, int n)
-{
-    int  i;
-
-    for (i = 0; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(dst + i,
-            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (src + i))));
-    }
-    for (; i < n; i++) {
-        dst[i] = llm_fp16_to_fp32(src[i]);
-    }
-}
-#endif
 
 
 /* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
@@ -369,134 +349,248 @@ lanes8_sum(const v8f *a)
 }
 
 
-/* s[j] = q . k[j] for 4 positions at once: the same lanes and order as
- * dot (head_dim a multiple of 8), four independent chains instead of
- * one, which is what decode attention waits on */
-static inline void
-dot4(const float *q, const float *const k[4], int hd, float s[4])
+/* one (token, head) of attention: where its q, cache rows and output are */
+typedef struct {
+    const llm_kv_cache  *kv;
+    const int32_t       *table;     /* the sequence's block table */
+    int                  layer;
+    int                  hd;
+    int                  t0, p;     /* positions t0..p */
+    size_t               off;       /* the head's first value in a K/V row */
+    const float         *q;
+    float               *out;       /* (hd) */
+    float               *scores;    /* (p + 1) */
+    float                scale;
+} att_head;
+
+
+/* element index, in its block's K (or V) rows, of value o of position t */
+#define ATT_AT(a, t, o)                                                      \
+    ((size_t) ((t) % (a)->kv->block_size) * (a)->kv->kv_dim + (a)->off + (o))
+#define ATT_K(a, t)  llm_kv_k((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
+                              (a)->layer)
+#define ATT_V(a, t)  llm_kv_v((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
+                              (a)->layer)
+
+
+/* 8 cache values from element i of a row block, as floats (f16 -> f32 is
+ * exact, so every loader gives the same bits) */
+typedef void (*att_ld8_fn)(v8f *o, const void *base, size_t i);
+
+static inline __attribute__((always_inline)) void
+att_ld8_f32(v8f *o, const void *base, size_t i)
 {
-    v8f  a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 }, qv;
-    int  i;
-
-    for (i = 0; i < hd; i += 8) {
-        qv = LOAD8(q + i);
-        a0 += qv * LOAD8(k[0] + i);
-        a1 += qv * LOAD8(k[1] + i);
-        a2 += qv * LOAD8(k[2] + i);
-        a3 += qv * LOAD8(k[3] + i);
-    }
-    s[0] = lanes8_sum(&a0);
-    s[1] = lanes8_sum(&a1);
-    s[2] = lanes8_sum(&a2);
-    s[3] = lanes8_sum(&a3);
-}
-
-
-/*
- * One (token, head): causal attention over the sequence's cached 0..pos.
- * The result depends on nothing but the token's own q and cache (batched
- * == unbatched). With head_dim a multiple of 8 the loops run on 8-float
- * vectors, keeping 32 output floats in registers across positions; each
- * output element sees the same operations in the same order as the
- * plain loops (dot, axpy), so both paths give the same bits.
- */
-/* n values from element i of a cache row block, as floats: in place (f32)
- * or converted into buf (f16) */
-static inline const float *
-kv_floats(const cpu_ctx *c, const void *base, size_t i, int n, float *buf)
-{
-    if (c->kv.dtype == LLM_KV_F32) {
-        return (const float *) base + i;
-    }
-    c->f16_load(buf, (const uint16_t *) base + i, n);
-    return buf;
+    memcpy(o, (const float *) base + i, sizeof(*o));
 }
 
 
 static inline __attribute__((always_inline)) void
-attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
-    float *scores, int ith)
+att_ld8_f16(v8f *o, const void *base, size_t i)
 {
-    cpu_ctx         *c = be->ctx;
-    int              hd = be->model->cfg.head_dim, bs = c->kv.block_size;
-    int              p = b->pos[i], t, j, c0;
-    int              kvh = h / (c->n_heads / c->n_kv_heads);
-    const int32_t   *table = b->block_table[b->seq[i]];
-    const float     *q = c->q + (size_t) i * c->q_dim + h * hd;
-    float           *out = c->att + (size_t) i * c->q_dim + h * hd;
-    float            scale = 1.0f / sqrtf((float) hd), max, sum, w, s4[4];
-    size_t           off = (size_t) kvh * hd;
-    int              sw = be->model->cfg.sliding_window;
-    int              t0 = sw > 0 && p >= sw ? p - sw + 1 : 0;
-    int              vec = hd % 8 == 0;
-    const float     *k4[4];
+    const uint16_t  *h = (const uint16_t *) base + i;
+    float            f[8];
+    int              k;
 
-    float           *kbuf = c->kvbuf + (size_t) ith * 5 * hd;
-    float           *vbuf = kbuf + 4 * hd;
+    for (k = 0; k < 8; k++) {
+        f[k] = llm_fp16_to_fp32(h[k]);
+    }
+    memcpy(o, f, sizeof(f));
+}
 
-    /* position t's K or V values o..o+n-1 of this head, as floats */
-#define KV_ROW(kv_fn, t, o, n, buf)                                          \
-    kv_floats(c, kv_fn(&c->kv, table[(t) / bs], layer),                      \
-              (size_t) ((t) % bs) * c->kv_dim + off + (o), n, buf)
 
-    /* sliding window (mistral): only the last sw positions, t0..p */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+__attribute__((target("avx,f16c")))
+static inline __attribute__((always_inline)) void
+att_ld8_f16c(v8f *o, const void *base, size_t i)
+{
+    __m256  v;
+
+    v = _mm256_cvtph_ps(_mm_loadu_si128(
+            (const __m128i *) ((const uint16_t *) base + i)));
+    memcpy(o, &v, sizeof(*o));
+}
+#endif
+
+
+/*
+ * attention for one (token, head), head_dim a multiple of 8, on 8-float
+ * vectors: q . k for 4 positions at once (four independent chains, what
+ * decode waits on), then 32 outputs kept in registers across positions.
+ * Each score and output element sees the same operations in the same
+ * order as the plain loops (dot: lane e % 8, pairwise lane sum; axpy), so
+ * the result never depends on the path, the batch or the loader.
+ */
+static inline __attribute__((always_inline)) void
+attend_vec(const att_head *a, att_ld8_fn ld8)
+{
+    int          t, tt, j, i, c0, hd = a->hd, p = a->p;
+    float        max, sum, w, s, *scores = a->scores;
+    const void  *kb[4], *vb;
+    size_t       ki[4], vi;
+    v8f          a0, a1, a2, a3, qv, x, o0, o1, o2, o3;
+
     max = -INFINITY;
-    for (t = t0; t <= p; t += vec ? 4 : 1) {
-        if (!vec) {
-            scores[t] = dot(q, KV_ROW(llm_kv_k, t, 0, hd, kbuf), hd) * scale;
-            max = scores[t] > max ? scores[t] : max;
-            continue;
-        }
+    for (t = a->t0; t <= p; t += 4) {
         for (j = 0; j < 4; j++) {
-            k4[j] = KV_ROW(llm_kv_k, t + j <= p ? t + j : t, 0, hd,
-                           kbuf + j * hd);
+            tt = t + j <= p ? t + j : t;
+            kb[j] = ATT_K(a, tt);
+            ki[j] = ATT_AT(a, tt, 0);
         }
-        dot4(q, k4, hd, s4);
+        if (t + 8 <= p) {
+            /* the next rows come from another block every 16 positions:
+               ask for them before the hardware's prefetcher would */
+            for (j = 8; j < 12 && t + j <= p; j++) {
+                const char *r = (const char *) ATT_K(a, t + j)
+                                + ATT_AT(a, t + j, 0) * a->kv->elt_size;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + (size_t) hd * a->kv->elt_size - 1);
+            }
+        }
+        a0 = a1 = a2 = a3 = (v8f) { 0 };
+        for (i = 0; i < hd; i += 8) {
+            qv = LOAD8(a->q + i);
+            ld8(&x, kb[0], ki[0] + i);
+            a0 += qv * x;
+            ld8(&x, kb[1], ki[1] + i);
+            a1 += qv * x;
+            ld8(&x, kb[2], ki[2] + i);
+            a2 += qv * x;
+            ld8(&x, kb[3], ki[3] + i);
+            a3 += qv * x;
+        }
         for (j = 0; j < 4 && t + j <= p; j++) {
-            scores[t + j] = s4[j] * scale;
+            s = lanes8_sum(j == 0 ? &a0 : j == 1 ? &a1 : j == 2 ? &a2 : &a3);
+            scores[t + j] = s * a->scale;
             max = scores[t + j] > max ? scores[t + j] : max;
         }
     }
     sum = 0.0f;
-    for (t = t0; t <= p; t++) {
+    for (t = a->t0; t <= p; t++) {
         scores[t] = expf(scores[t] - max);
         sum += scores[t];
     }
 
-    if (!vec) {
-        memset(out, 0, hd * sizeof(float));
-        for (t = t0; t <= p; t++) {
-            axpy(out, scores[t] / sum, KV_ROW(llm_kv_v, t, 0, hd, vbuf), hd);
-        }
-        return;
-    }
-
     for (c0 = 0; c0 + 32 <= hd; c0 += 32) {
-        v8f  o0 = { 0 }, o1 = { 0 }, o2 = { 0 }, o3 = { 0 };
-
-        for (t = t0; t <= p; t++) {
-            const float *v = KV_ROW(llm_kv_v, t, c0, 32, vbuf);
-
+        o0 = o1 = o2 = o3 = (v8f) { 0 };
+        for (t = a->t0; t <= p; t++) {
+            if (t + 4 <= p) {
+                const char *r = (const char *) ATT_V(a, t + 4)
+                                + ATT_AT(a, t + 4, c0) * a->kv->elt_size;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + 32 * a->kv->elt_size - 1);
+            }
+            vb = ATT_V(a, t);
+            vi = ATT_AT(a, t, c0);
             w = scores[t] / sum;
-            o0 += w * LOAD8(v);
-            o1 += w * LOAD8(v + 8);
-            o2 += w * LOAD8(v + 16);
-            o3 += w * LOAD8(v + 24);
+            ld8(&x, vb, vi);
+            o0 += w * x;
+            ld8(&x, vb, vi + 8);
+            o1 += w * x;
+            ld8(&x, vb, vi + 16);
+            o2 += w * x;
+            ld8(&x, vb, vi + 24);
+            o3 += w * x;
         }
-        memcpy(out + c0, &o0, sizeof(o0));
-        memcpy(out + c0 + 8, &o1, sizeof(o1));
-        memcpy(out + c0 + 16, &o2, sizeof(o2));
-        memcpy(out + c0 + 24, &o3, sizeof(o3));
+        memcpy(a->out + c0, &o0, sizeof(o0));
+        memcpy(a->out + c0 + 8, &o1, sizeof(o1));
+        memcpy(a->out + c0 + 16, &o2, sizeof(o2));
+        memcpy(a->out + c0 + 24, &o3, sizeof(o3));
     }
     for (; c0 < hd; c0 += 8) {
-        v8f  o = { 0 };
-
-        for (t = t0; t <= p; t++) {
-            o += scores[t] / sum * LOAD8(KV_ROW(llm_kv_v, t, c0, 8, vbuf));
+        o0 = (v8f) { 0 };
+        for (t = a->t0; t <= p; t++) {
+            ld8(&x, ATT_V(a, t), ATT_AT(a, t, c0));
+            o0 += scores[t] / sum * x;
         }
-        memcpy(out + c0, &o, sizeof(o));
+        memcpy(a->out + c0, &o0, sizeof(o0));
     }
-#undef KV_ROW
+}
+
+
+#if defined(__x86_64__)
+/* the f16 cache on a CPU with F16C: conversion in registers */
+__attribute__((target("avx2,f16c")))
+static void
+attend_vec_f16c(const att_head *a)
+{
+    attend_vec(a, att_ld8_f16c);
+}
+#endif
+
+
+/* any head_dim: one row at a time into floats (f16 converted into buf,
+ * 2 * hd floats), the plain dot and axpy */
+static void
+attend_rows(const att_head *a, float *buf)
+{
+    int           t, e, hd = a->hd;
+    float         max, sum, *scores = a->scores;
+    const float  *row;
+
+#define ATT_ROW(base, t)                                                     \
+    (a->kv->dtype == LLM_KV_F32                                              \
+     ? (const float *) (base) + ATT_AT(a, t, 0)                              \
+     : (f16_row(buf, (const uint16_t *) (base) + ATT_AT(a, t, 0), hd), buf))
+
+    max = -INFINITY;
+    for (t = a->t0; t <= a->p; t++) {
+        row = ATT_ROW(ATT_K(a, t), t);
+        scores[t] = dot(a->q, row, hd) * a->scale;
+        max = scores[t] > max ? scores[t] : max;
+    }
+    sum = 0.0f;
+    for (t = a->t0; t <= a->p; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+    for (e = 0; e < hd; e++) {
+        a->out[e] = 0.0f;
+    }
+    for (t = a->t0; t <= a->p; t++) {
+        row = ATT_ROW(ATT_V(a, t), t);
+        axpy(a->out, scores[t] / sum, row, hd);
+    }
+#undef ATT_ROW
+}
+
+
+/* One (token, head): causal attention over the sequence's cached 0..pos,
+ * on the best path for the cache's dtype and the CPU */
+static inline __attribute__((always_inline)) void
+attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
+    float *scores, int ith)
+{
+    cpu_ctx     *c = be->ctx;
+    int          hd = be->model->cfg.head_dim;
+    int          sw = be->model->cfg.sliding_window;
+    att_head     a;
+
+    a.kv = &c->kv;
+    a.table = b->block_table[b->seq[i]];
+    a.layer = layer;
+    a.hd = hd;
+    a.p = b->pos[i];
+    /* sliding window (mistral): only the last sw positions, t0..p */
+    a.t0 = sw > 0 && a.p >= sw ? a.p - sw + 1 : 0;
+    a.off = (size_t) (h / (c->n_heads / c->n_kv_heads)) * hd;
+    a.q = c->q + (size_t) i * c->q_dim + h * hd;
+    a.out = c->att + (size_t) i * c->q_dim + h * hd;
+    a.scores = scores;
+    a.scale = 1.0f / sqrtf((float) hd);
+
+    if (hd % 8 != 0) {
+        attend_rows(&a, c->kvbuf + (size_t) ith * 2 * hd);
+    } else if (c->kv.dtype == LLM_KV_F32) {
+        attend_vec(&a, att_ld8_f32);
+#if defined(__x86_64__)
+    } else if (c->f16c) {
+        attend_vec_f16c(&a);
+#endif
+    } else {
+        attend_vec(&a, att_ld8_f16);
+    }
 }
 
 
@@ -1063,11 +1157,11 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->q_dim = c->n_heads * cfg->head_dim;
     c->kv_dim = c->n_kv_heads * cfg->head_dim;
     c->hidden = cfg->hidden_dim / m->tp_size;
-    c->f16_load = f16_load_scalar;
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
-        c->f16_load = f16_load_f16c;
-    }
+    /* LLM_ISA=scalar (or llm_kernels_set_isa) turns it off, for tests */
+    c->f16c = llm_kernels_isa() >= LLM_ISA_AVX2
+              && __builtin_cpu_supports("avx2")
+              && __builtin_cpu_supports("f16c");
 #endif
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
@@ -1088,7 +1182,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->hb = alloc_rows(n, c->hidden);
     c->hb2 = alloc_rows(n, c->hidden);
     c->scores = alloc_rows(o->n_threads, cfg->max_seq_len);
-    c->kvbuf = alloc_rows(o->n_threads, 5 * (size_t) cfg->head_dim);
+    c->kvbuf = alloc_rows(o->n_threads, 2 * (size_t) cfg->head_dim);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
     c->group = group;

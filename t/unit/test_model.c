@@ -417,7 +417,7 @@ test_kv_dtype(const char *path, const char *label, double bound,
     int32_t     feed[PROMPT + STEPS + 1];
     float      *l16, *l32;
     double      worst = 0, d;
-    int         i, v, same_top = 0;
+    int         i, v, isa, same_top = 0;
 
     if (llm_model_load(&m, path, 0, 1) != 0) {
         ok(0, "%s: loads (%s)", label, m.err);
@@ -429,6 +429,18 @@ test_kv_dtype(const char *path, const char *label, double bound,
     }
     l16 = malloc(sizeof(float) * v * (STEPS + 2));
     l32 = malloc(sizeof(float) * v * (STEPS + 2));
+    /* the f16 loader without F16C (and scalar matmul kernels) first */
+    isa = llm_kernels_isa();
+    llm_kernels_set_isa(LLM_ISA_SCALAR);
+    if (kv_run(&m, LLM_KV_F16, feed, PROMPT, STEPS, l32) == 0) {
+        llm_kernels_set_isa(isa);
+        if (kv_run(&m, LLM_KV_F16, feed, PROMPT, STEPS, l16) == 0) {
+            ok(memcmp(l16, l32, sizeof(float) * v * (STEPS + 1)) == 0,
+               "%s: f16 KV, scalar code == %s code, bit for bit", label,
+               llm_kernels_isa_name(isa));
+        }
+    }
+    llm_kernels_set_isa(isa);
     if (kv_run(&m, LLM_KV_F32, feed, PROMPT, STEPS, l32) != 0
         || kv_run(&m, LLM_KV_F16, feed, PROMPT, STEPS, l16) != 0)
     {
