@@ -399,10 +399,11 @@ llm_quantize_row(uint32_t type, const float *x, void *row, int64_t n)
 }
 
 
-/* activations: every matmul path uses these same scalar functions, so the
- * quantized activations never depend on the instruction set */
+/* activations: every matmul path uses these same functions, so the
+ * quantized activations never depend on the instruction set (the AVX2
+ * twin below does the same IEEE operations, lane by lane) */
 void
-llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
+llm_quantize_row_q8a_ref(const float *x, llm_block_q8a *y, int64_t n)
 {
     for (int64_t i = 0; i < n / LLM_QK; i++, x += LLM_QK) {
         float d = abs_max(x, LLM_QK) / 127.0f;
@@ -416,6 +417,79 @@ llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
         y[i].d = d;
         y[i].s = d * (float) sum;
     }
+}
+
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* llm_quantize_row_q8a_ref on 8 lanes: max(a, m) is a > m ? a : m as in
+ * abs_max, x * id and v - (float) trunc(v) are the same single roundings,
+ * the +-0.5 comparisons are round_int's; bit for bit equal (test_kernels) */
+__attribute__((target("avx2")))
+static void
+quantize_q8a_avx2(const float *x, llm_block_q8a *y, int64_t nb)
+{
+    const __m256   sign = _mm256_set1_ps(-0.0f);
+    const __m256   half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    const __m256i  perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+
+    for (int64_t i = 0; i < nb; i++, x += LLM_QK) {
+        __m256   v[4], m = _mm256_setzero_ps(), t, frac, vid;
+        __m256i  q[4], sum = _mm256_setzero_si256(), r, ge, le, p;
+        __m128   h;
+        __m128i  s4;
+        float    amax, d, id;
+
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);
+        }
+        h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        amax = _mm_cvtss_f32(h);
+
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        vid = _mm256_set1_ps(id);
+        for (int k = 0; k < 4; k++) {
+            t = _mm256_mul_ps(v[k], vid);
+            r = _mm256_cvttps_epi32(t);
+            frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(r));
+            ge = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
+            le = _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf, _CMP_LE_OQ));
+            q[k] = _mm256_add_epi32(_mm256_sub_epi32(r, ge), le);
+            sum = _mm256_add_epi32(sum, q[k]);
+        }
+        /* 32 int32 -> 32 int8 in order: the packs interleave 128-bit
+           lanes, the permutation undoes it */
+        p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                               _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *) y[i].qs,
+                            _mm256_permutevar8x32_epi32(p, perm));
+
+        s4 = _mm_add_epi32(_mm256_castsi256_si128(sum),
+                           _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        y[i].d = d;
+        y[i].s = d * (float) _mm_cvtsi128_si32(s4);
+    }
+}
+#endif
+
+
+void
+llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        quantize_q8a_avx2(x, y, n / LLM_QK);
+        return;
+    }
+#endif
+    llm_quantize_row_q8a_ref(x, y, n);
 }
 
 

@@ -114,6 +114,9 @@ int llm_quantize_row(uint32_t type, const float *x, void *row, int64_t n);
 /* activation quantizers: d = max|x| / 127, q = round(x / d);
  * n a multiple of 32 (q8a) or 256 (q8k) */
 void llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n);
+/* the scalar definition; llm_quantize_row_q8a (AVX2 where the CPU has it)
+ * gives the same bits */
+void llm_quantize_row_q8a_ref(const float *x, llm_block_q8a *y, int64_t n);
 void llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n);
 
 #endif

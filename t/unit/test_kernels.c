@@ -438,6 +438,40 @@ test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
 }
 
 
+/* activation quantization: llm_quantize_row_q8a (AVX2 where the CPU has
+ * it) == the scalar definition, bit for bit, on random rows and on the
+ * edges: exact halves (amax 127 makes x / d = x), zeros, signed zeros,
+ * tiny and huge values */
+static void
+test_quantize_q8a(void)
+{
+    enum { NB = 64 };
+    static float x[NB * LLM_QK];
+    static llm_block_q8a a[NB], b[NB];
+    int i, j;
+
+    for (i = 0; i < NB * LLM_QK; i++) {
+        x[i] = rndf() * (i % 7 == 0 ? 100.0f : 1.0f);
+    }
+    for (j = 0; j < LLM_QK; j++) {
+        x[j] = (j == 0) ? 127.0f : (float) (j - 16) + 0.5f;    /* halves */
+        x[LLM_QK + j] = 0.0f;
+        x[2 * LLM_QK + j] = (j & 1) ? -0.0f : 0.0f;
+        x[3 * LLM_QK + j] = 1e-30f * (float) (j - 10);
+        x[4 * LLM_QK + j] = 1e30f * (float) (j - 10);
+        x[5 * LLM_QK + j] = (j == 3) ? -127.0f : -(float) j * 0.5f;
+    }
+    llm_quantize_row_q8a(x, a, NB * LLM_QK);
+    llm_quantize_row_q8a_ref(x, b, NB * LLM_QK);
+    ok(memcmp(a, b, sizeof(a)) == 0, "q8a activations: dispatched (%s) == "
+       "scalar, bit for bit, %d blocks with halves, zeros, -0, tiny, huge",
+       __builtin_cpu_supports("avx2") ? "avx2" : "scalar", NB);
+    ok(b[0].qs[1] == -15 && b[0].qs[2] == -14 && b[0].qs[17] == 2
+       && b[0].qs[16] == 1, "q8a: halves round away from zero "
+       "(-14.5 -> -15, 1.5 -> 2, 0.5 -> 1)");
+}
+
+
 /* prepared activations (llm_act_make once, llm_matmul_act per row range,
  * as the CPU backend's fused decode jobs use them) equal llm_matmul bit
  * for bit, on every instruction set, for the decode-sized n_x, with rows
@@ -611,6 +645,7 @@ main(void)
     test_real_tensors(shared);
     test_checks();
     test_threadpool();
+    test_quantize_q8a();
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         int blk = llm_quant_block(types[t]);
