@@ -60,7 +60,10 @@ typedef struct {
     float           *att;        /* (n, q_dim) attention output */
     float           *hb;         /* (n, hidden) gate, then silu(gate)*up */
     float           *hb2;        /* (n, hidden) up */
-    float           *scores;     /* (n_threads, max_seq_len) */
+    float           *scores;     /* (n_threads, ATT_G * max_seq_len) */
+    int32_t         *att_first;  /* (max_batch_tokens) attention groups:
+                                    first token of each */
+    int              att_n_groups;
     float           *inv_freq;   /* (rope_dim/2) rope frequencies */
     /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
        down) is n_slices column slices whose partials go to slot[set][s]
@@ -526,6 +529,126 @@ attend_vec_f16c(const att_head *a)
 #endif
 
 
+/*
+ * Attention for a group of n (2..ATT_G) consecutive tokens of one sequence
+ * (prefill), one head: token g is at position p0 + g and sees t0..p0 + g.
+ * K and V rows are loaded once for all n queries instead of n times. Each
+ * query's scores, softmax and output see exactly attend_vec's operations
+ * in its order (positions ascending; a query's own last positions come
+ * after the shared ones), so grouping never changes a bit.
+ */
+#define ATT_G  4
+
+static inline __attribute__((always_inline)) void
+attend_group(const att_head *a, int n, att_ld8_fn ld8)
+{
+    int          t, j, i, g, c0, two, hd = a->hd, p0 = a[0].p;
+    int          plast = a[n - 1].p;
+    float        max[ATT_G], sum[ATT_G], w[ATT_G], s;
+    const void  *kb[2], *vb;
+    size_t       ki[2], vi;
+    v8f          acc[ATT_G][2], qv, x0, x1;
+
+    for (g = 0; g < n; g++) {
+        max[g] = -INFINITY;
+    }
+    for (t = a->t0; t <= plast; t += 2) {
+        for (j = 0; j < 2; j++) {
+            int tt = t + j <= plast ? t + j : t;
+            kb[j] = ATT_K(a, tt);
+            ki[j] = ATT_AT(a, tt, 0);
+        }
+#pragma GCC unroll 4
+        for (g = 0; g < ATT_G; g++) {
+            acc[g][0] = acc[g][1] = (v8f) { 0 };
+        }
+        for (i = 0; i < hd; i += 8) {
+            ld8(&x0, kb[0], ki[0] + i);
+            ld8(&x1, kb[1], ki[1] + i);
+#pragma GCC unroll 4
+            for (g = 0; g < ATT_G; g++) {
+                if (g < n) {
+                    qv = LOAD8(a[g].q + i);
+                    acc[g][0] += qv * x0;
+                    acc[g][1] += qv * x1;
+                }
+            }
+        }
+        for (g = 0; g < n; g++) {
+            for (j = 0; j < 2 && t + j <= a[g].p; j++) {
+                s = lanes8_sum(&acc[g][j]);
+                a[g].scores[t + j] = s * a->scale;
+                max[g] = a[g].scores[t + j] > max[g] ? a[g].scores[t + j]
+                                                     : max[g];
+            }
+        }
+    }
+    for (g = 0; g < n; g++) {
+        sum[g] = 0.0f;
+        for (t = a->t0; t <= a[g].p; t++) {
+            a[g].scores[t] = expf(a[g].scores[t] - max[g]);
+            sum[g] += a[g].scores[t];
+        }
+    }
+
+    for (c0 = 0; c0 < hd; c0 += two ? 16 : 8) {
+        two = c0 + 16 <= hd;        /* else the last 8 values */
+
+#pragma GCC unroll 4
+        for (g = 0; g < ATT_G; g++) {
+            acc[g][0] = acc[g][1] = (v8f) { 0 };
+        }
+        for (t = a->t0; t <= p0; t++) {
+            vb = ATT_V(a, t);
+            vi = ATT_AT(a, t, c0);
+            ld8(&x0, vb, vi);
+            if (two) {
+                ld8(&x1, vb, vi + 8);
+            }
+#pragma GCC unroll 4
+            for (g = 0; g < ATT_G; g++) {
+                if (g < n) {
+                    w[g] = a[g].scores[t] / sum[g];
+                    acc[g][0] += w[g] * x0;
+                    if (two) {
+                        acc[g][1] += w[g] * x1;
+                    }
+                }
+            }
+        }
+        for (g = 1; g < n; g++) {
+            for (t = p0 + 1; t <= a[g].p; t++) {
+                vb = ATT_V(a, t);
+                vi = ATT_AT(a, t, c0);
+                w[g] = a[g].scores[t] / sum[g];
+                ld8(&x0, vb, vi);
+                acc[g][0] += w[g] * x0;
+                if (two) {
+                    ld8(&x1, vb, vi + 8);
+                    acc[g][1] += w[g] * x1;
+                }
+            }
+        }
+        for (g = 0; g < n; g++) {
+            memcpy(a[g].out + c0, &acc[g][0], sizeof(v8f));
+            if (two) {
+                memcpy(a[g].out + c0 + 8, &acc[g][1], sizeof(v8f));
+            }
+        }
+    }
+}
+
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c")))
+static void
+attend_group_f16c(const att_head *a, int n)
+{
+    attend_group(a, n, att_ld8_f16c);
+}
+#endif
+
+
 /* any head_dim: one row at a time into floats (f16 converted into buf,
  * 2 * hd floats), the plain dot and axpy */
 static void
@@ -562,41 +685,93 @@ attend_rows(const att_head *a, float *buf)
 }
 
 
-/* One (token, head): causal attention over the sequence's cached 0..pos,
- * on the best path for the cache's dtype and the CPU */
+/* att_head of token i, head h */
 static inline __attribute__((always_inline)) void
-attend(llm_backend *be, const llm_batch *b, int layer, int i, int h,
-    float *scores, int ith)
+att_head_init(att_head *a, llm_backend *be, const llm_batch *b, int layer,
+    int i, int h, float *scores)
 {
     cpu_ctx     *c = be->ctx;
     int          hd = be->model->cfg.head_dim;
     int          sw = be->model->cfg.sliding_window;
-    att_head     a;
 
-    a.kv = &c->kv;
-    a.table = b->block_table[b->seq[i]];
-    a.layer = layer;
-    a.hd = hd;
-    a.p = b->pos[i];
+    a->kv = &c->kv;
+    a->table = b->block_table[b->seq[i]];
+    a->layer = layer;
+    a->hd = hd;
+    a->p = b->pos[i];
     /* sliding window (mistral): only the last sw positions, t0..p */
-    a.t0 = sw > 0 && a.p >= sw ? a.p - sw + 1 : 0;
-    a.off = (size_t) (h / (c->n_heads / c->n_kv_heads)) * hd;
-    a.q = c->q + (size_t) i * c->q_dim + h * hd;
-    a.out = c->att + (size_t) i * c->q_dim + h * hd;
-    a.scores = scores;
-    a.scale = 1.0f / sqrtf((float) hd);
+    a->t0 = sw > 0 && a->p >= sw ? a->p - sw + 1 : 0;
+    a->off = (size_t) (h / (c->n_heads / c->n_kv_heads)) * hd;
+    a->q = c->q + (size_t) i * c->q_dim + h * hd;
+    a->out = c->att + (size_t) i * c->q_dim + h * hd;
+    a->scores = scores;
+    a->scale = 1.0f / sqrtf((float) hd);
+}
+
+
+/* Tokens i..i+n-1 (one attention group), head h: causal attention over
+ * each one's cached 0..pos, on the best path for the cache's dtype, the
+ * CPU and the group */
+static inline __attribute__((always_inline)) void
+attend(llm_backend *be, const llm_batch *b, int layer, int i, int n, int h,
+    float *scores, int ith)
+{
+    cpu_ctx     *c = be->ctx;
+    int          hd = be->model->cfg.head_dim, g;
+    att_head     a[ATT_G];
+
+    for (g = 0; g < n; g++) {
+        att_head_init(&a[g], be, b, layer, i + g, h,
+                      scores + (size_t) g * be->model->cfg.max_seq_len);
+    }
 
     if (hd % 8 != 0) {
-        attend_rows(&a, c->kvbuf + (size_t) ith * 2 * hd);
+        for (g = 0; g < n; g++) {
+            attend_rows(&a[g], c->kvbuf + (size_t) ith * 2 * hd);
+        }
+    } else if (n > 1) {
+        if (c->kv.dtype == LLM_KV_F32) {
+            attend_group(a, n, att_ld8_f32);
+#if defined(__x86_64__)
+        } else if (c->f16c) {
+            attend_group_f16c(a, n);
+#endif
+        } else {
+            attend_group(a, n, att_ld8_f16);
+        }
     } else if (c->kv.dtype == LLM_KV_F32) {
-        attend_vec(&a, att_ld8_f32);
+        attend_vec(&a[0], att_ld8_f32);
 #if defined(__x86_64__)
     } else if (c->f16c) {
-        attend_vec_f16c(&a);
+        attend_vec_f16c(&a[0]);
 #endif
     } else {
-        attend_vec(&a, att_ld8_f16);
+        attend_vec(&a[0], att_ld8_f16);
     }
+}
+
+
+/* attention groups of the batch: runs of up to ATT_G consecutive tokens
+ * of one sequence at consecutive positions (prefill) share their K/V
+ * loads; a decode batch is all groups of one. Not with a sliding window
+ * (the members' windows start at different positions). */
+static void
+attention_groups(cpu_ctx *c, const llm_batch *b, int sliding_window)
+{
+    int  i, n = 0, len = 0;
+
+    for (i = 0; i < b->n_tokens; i++) {
+        if (len > 0 && len < ATT_G && sliding_window == 0
+            && b->seq[i] == b->seq[i - 1] && b->pos[i] == b->pos[i - 1] + 1)
+        {
+            len++;
+            continue;
+        }
+        c->att_first[n++] = i;
+        len = 1;
+    }
+    c->att_first[n] = b->n_tokens;
+    c->att_n_groups = n;
 }
 
 
@@ -608,15 +783,16 @@ attention_task(void *arg, int ith, int nth)
 {
     layer_job  *j = arg;
     cpu_ctx    *c = j->be->ctx;
-    float      *scores = c->scores
-                         + (size_t) ith * j->be->model->cfg.max_seq_len;
-    int         n = j->batch->n_tokens * c->n_heads;
-    int         lo = (int) ((long long) n * ith / nth);
-    int         hi = (int) ((long long) n * (ith + 1) / nth);
-    int         w;
+    float      *scores = c->scores + (size_t) ith * ATT_G
+                                     * j->be->model->cfg.max_seq_len;
+    int         n = c->att_n_groups * c->n_heads, w, g;
 
-    for (w = lo; w < hi; w++) {
-        attend(j->be, j->batch, j->layer, w / c->n_heads, w % c->n_heads,
+    /* strided, not in halves: later tokens of a prefill see more
+       positions, so halves would give the last thread most of the work */
+    for (w = ith; w < n; w += nth) {
+        g = w / c->n_heads;
+        attend(j->be, j->batch, j->layer, c->att_first[g],
+               c->att_first[g + 1] - c->att_first[g], w % c->n_heads,
                scores, ith);
     }
 }
@@ -945,6 +1121,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
     run_job(c, qkv_finish_task, &lj,
             (size_t) n * (c->q_dim + c->kv_dim) * CPU_COST_ROPE);
+    attention_groups(c, b, cfg->sliding_window);
     run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
     matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
 
@@ -1060,6 +1237,7 @@ cpu_free(llm_backend *be)
         free(c->hb);
         free(c->hb2);
         free(c->scores);
+        free(c->att_first);
         free(c->inv_freq);
         free(c);
     }
@@ -1188,7 +1366,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->att = alloc_rows(n, c->q_dim);
     c->hb = alloc_rows(n, c->hidden);
     c->hb2 = alloc_rows(n, c->hidden);
-    c->scores = alloc_rows(o->n_threads, cfg->max_seq_len);
+    c->scores = alloc_rows(o->n_threads, ATT_G * cfg->max_seq_len);
+    c->att_first = malloc(sizeof(int32_t) * (n + 1));
     c->kvbuf = alloc_rows(o->n_threads, 2 * (size_t) cfg->head_dim);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
@@ -1200,6 +1379,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     if (c->x == NULL || c->xb == NULL || c->q == NULL
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
         || c->hb2 == NULL || c->scores == NULL || c->kvbuf == NULL
+        || c->att_first == NULL
         || c->inv_freq == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
         || cpu_slots_init(c, m, o, n, shared) != 0)
