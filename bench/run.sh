@@ -13,7 +13,8 @@
 #          64 tokens each, ignore_eos, greedy (bench/serve_bench.c), each
 #          run's messages tagged so that no run finds an earlier one's
 #          blocks in the prefix cache; and
-#          16 again on an engine with max_batched_tokens 256 (TTFT);
+#          16 again on an engine with max_batched_tokens 2048 (the GPU
+#          default; the CPU's is 256);
 #        - shared prefix: one long system prompt, 16 different questions,
 #          with prefix caching and without;
 #        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
@@ -153,17 +154,17 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
             echo "        location = /healthz { llm_health nocache; }"
             echo "    }"
         fi
-        # the TTFT evidence: the same 16 streams under a smaller step budget
-        echo "    llm_engine budget256 {"
+        # the same 16 streams under the GPU's larger step budget
+        echo "    llm_engine budget2048 {"
         echo "        served_model_name  smollm2;"
-        echo "        max_batched_tokens 256;"
+        echo "        max_batched_tokens 2048;"
         echo "        kv_cache_memory    512m;"
         engine_params
         echo "    }"
         echo "    server {"
         echo "        listen 127.0.0.1:$((PORT + 2));"
-        echo "        location /v1/ { llm_api budget256; }"
-        echo "        location = /healthz { llm_health budget256; }"
+        echo "        location /v1/ { llm_api budget2048; }"
+        echo "        location = /healthz { llm_health budget2048; }"
         echo "    }"
         echo "    server {"
         echo "        listen 127.0.0.1:$PORT;"
@@ -255,7 +256,7 @@ run_engine_bench() {
     local out la
     la=$(loadavg)
     out=$("$B/bin/ngx_llm_engine" bench --model "$MODEL" --streams 1,16 \
-              --tokens 64 --threads "$THREADS" --max-batched-tokens 2048 2>&1)
+              --tokens 64 --threads "$THREADS" --max-batched-tokens 256 2>&1)
     awk -v r="$1" -v la="$la" '
         $1 ~ /^[0-9]+$/ && NF >= 14 {
             printf "RESULT mode=engine streams=%d tokens=%d wall_s=%s " \
@@ -287,7 +288,7 @@ for r in $(seq "$ROUNDS"); do
         run_variant "$r" "streams-$n" "$PORT" stream --streams "$n" \
             --tokens 64 --tag "r$r-$n"
     done
-    run_variant "$r" streams-16-mbt256 $((PORT + 2)) stream --streams 16 \
+    run_variant "$r" streams-16-mbt2048 $((PORT + 2)) stream --streams 16 \
         --tokens 64 --tag "r$r-16b"
     run_engine_bench "$r"
     run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \

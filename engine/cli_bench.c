@@ -181,7 +181,7 @@ parse_opts(bench_opts *o, int argc, char **argv)
     o->tokens = 64;
     o->threads = 2;
     o->prefix_caching = 1;
-    o->max_batched = 512;
+    o->max_batched = 256;          /* the CPU engine's default */
     o->repeat = 1;
     for (i = 1; i < argc; i++) {
         const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -130,7 +130,7 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
     o->threads = 2;
     o->max_num_seqs = 64;
     o->max_model_len = 8192;
-    o->max_batched_tokens = 2048;
+    o->max_batched_tokens = 0;        /* by backend, below */
     o->max_queued = 256;
     o->kv_cache_bytes = 1ULL << 30;
     o->prefix_caching = 1;
@@ -211,6 +211,10 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
             llm_log(LLM_LOG_EMERG, "unknown option \"%s\"", k);
             return -1;
         }
+    }
+
+    if (o->max_batched_tokens == 0) {
+        o->max_batched_tokens = strcmp(o->backend, "cuda") == 0 ? 2048 : 256;
     }
 
     if (o->socket_name == NULL || o->master_pid <= 0
@@ -557,8 +561,9 @@ llm_loader_thread(void *arg)
 
     atomic_store_explicit(&s->sched, sched, memory_order_release);
     atomic_store(&s->ring->state, LLM_ENGINE_READY);
-    llm_log(LLM_LOG_NOTICE, "ready: warm-up generation done, %d threads",
-            s->opt.threads);
+    llm_log(LLM_LOG_NOTICE, "ready: warm-up generation done, %d threads, "
+            "max_num_seqs %d, max_batched_tokens %d", s->opt.threads,
+            s->opt.max_num_seqs, s->opt.max_batched_tokens);
 
     return NULL;
 }

@@ -159,7 +159,8 @@ invalid kv_cache_dtype "f8" (f16 or f32)
 ['"text":", there was a little girl named Lily. She loved to play outsid",', '"text":", there was a little girl named Lily. She loved to play outsid",']
 --- error_log eval
 [qr/ngx_llm engine "f32": memory plan: .* KV 1280 bytes per token \(f32\)/,
- qr/ngx_llm engine "f16": memory plan: .* KV 640 bytes per token \(f16\)/]
+ qr/ngx_llm engine "f16": memory plan: .* KV 640 bytes per token \(f16\)/,
+ qr/ngx_llm engine "f16": ready: .* max_batched_tokens 256$/]
 --- no_error_log
 [error]
 
