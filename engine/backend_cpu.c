@@ -408,6 +408,7 @@ att_ld8_f16(v8f *o, const void *base, size_t i)
 
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 __attribute__((target("avx,f16c")))
@@ -519,6 +520,20 @@ attend_vec(const att_head *a, att_ld8_fn ld8)
 
 
 #if defined(__x86_64__)
+/* cpuid, not __builtin_cpu_supports: clang 14 (the fuzz build) has no
+ * "f16c" there */
+static int
+cpu_has_avx2_f16c(void)
+{
+    unsigned  a, b, c, d;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) {
+        return 0;
+    }
+    return __builtin_cpu_supports("avx2");
+}
+
+
 /* the f16 cache on a CPU with F16C: conversion in registers */
 __attribute__((target("avx2,f16c")))
 static void
@@ -1344,9 +1359,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->hidden = cfg->hidden_dim / m->tp_size;
 #if defined(__x86_64__)
     /* LLM_ISA=scalar (or llm_kernels_set_isa) turns it off, for tests */
-    c->f16c = llm_kernels_isa() >= LLM_ISA_AVX2
-              && __builtin_cpu_supports("avx2")
-              && __builtin_cpu_supports("f16c");
+    c->f16c = llm_kernels_isa() >= LLM_ISA_AVX2 && cpu_has_avx2_f16c();
 #endif
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
