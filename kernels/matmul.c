@@ -578,7 +578,8 @@ act_plan(const llm_kernel_set *set, const llm_tensor *w, int n_x,
 }
 
 
-/* job for n_x rows of x against w, activations at act (NULL: floats) */
+/* a job for n_x rows of x (ld_x floats apart) against w; its activations
+ * are x itself until act_plan says the kernels want them quantized */
 static void
 job_init(matmul_job *job, const llm_tensor *w, float *out, size_t ld_out,
     const float *x, size_t ld_x, int n_x)
