@@ -42,11 +42,11 @@ my $long = '{"model":"smollm2","stream":true,"prompt":"Once upon a time",'
 
 # --- tokens arrive one by one, spread over time ------------------------------
 
-my $s = open_stream('POST', '/v1/completions', sprintf($long, 24));
+my $s = open_stream('POST', '/v1/completions', sprintf($long, 48));
 my ($reads, $eof) = read_some($s, 60, qr/data: \[DONE\]/);
 my $body = join '', map { $_->[1] } @$reads;
 my @chunks = $body =~ /^data: \{/mg;
-is(scalar @chunks, 25, '24 token chunks and the final one');
+is(scalar @chunks, 49, '48 token chunks and the final one');
 like($body, qr/data: \[DONE\]\n\n$/, 'stream ends with [DONE]');
 my @with_data = grep { $_->[1] =~ /data: \{/ } @$reads;
 cmp_ok(scalar @with_data, '>=', 8, scalar(@with_data) . ' separate reads carried chunks');
