@@ -115,6 +115,20 @@ def tables(rows, nocache_switch, commit):
         add("")
         add("Floor (issue 3): 15%% of the roofline with the default threads: "
             "%s." % ("met" if frac >= 15 else "**missed**"))
+        lp = [r for r in rows if r.get("mode") == "long_prompt"]
+        if lp:
+            best_pre = max(lp, key=lambda r: r["prefill_tok_s"])
+            best_dec = max(lp, key=lambda r: r["decode_tok_s"])
+            add("")
+            add("A long prompt (one 1024-token batch, then 32 decode steps "
+                "at 1024+ positions of context): prefill %.1f tok/s (load "
+                "%s), decode %.1f tok/s (load %s), best rounds; each round: "
+                "%s." % (best_pre["prefill_tok_s"], best_pre["load"],
+                         best_dec["decode_tok_s"], best_dec["load"],
+                         ", ".join("%.1f / %.1f" % (r["prefill_tok_s"],
+                                                    r["decode_tok_s"])
+                                   for r in sorted(lp, key=lambda r:
+                                                   r.get("round", 0)))))
     else:
         add("(bench/decode gave no result)")
     add("")

@@ -90,6 +90,19 @@ run_decode() {  # run_decode ROUND
         "$dec" "$decmean" "$frac" "$la"
     record "RESULT mode=decode threads=$THREADS bw_gbs=$bw weight_mb=$wb roof_tok_s=$roof prefill_tok_s=$pre decode_tok_s=$dec decode_mean_tok_s=$decmean roof_pct=$frac" \
            "round=$1 variant=decode load=$la"
+
+    # a long prompt: attention dominates both its prefill and the decode
+    # after it (the grouped prefill attention, the f16 cache)
+    la=$(loadavg)
+    out=$("$B/decode" --model "$MODEL" --threads "$THREADS" --prompt 1024 \
+          --decode 32) \
+        || { echo "bench: bench/decode --prompt 1024 failed" >&2; return; }
+    pre=$(awk '/^prefill/ {print $2}' <<<"$out")
+    dec=$(awk '/^decode / {print $2}' <<<"$out")
+    printf '  %-12s prefill %s tok/s, then decode %s tok/s  [load %s]\n' \
+        long-prompt "$pre" "$dec" "$la"
+    record "RESULT mode=long_prompt prompt=1024 prefill_tok_s=$pre decode_tok_s=$dec" \
+           "round=$1 variant=long-prompt load=$la"
 }
 
 
