@@ -1019,7 +1019,8 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
     fused_job    j;
 
     /* about four work items per thread over all slices, not 64-row
-     * chunks of each: fewer, larger items keep the kernels' tiles busy */
+     * chunks of each (chosen when each item quantized its own input, a
+     * fixed cost per item; not re-measured since llm_act made that once) */
     per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
     chunk = (w->rows + per_slice - 1) / per_slice;
     chunk = (chunk + 7) / 8 * 8;

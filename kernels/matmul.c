@@ -604,6 +604,25 @@ job_init(matmul_job *job, const llm_tensor *w, float *out, size_t ld_out,
 }
 
 
+/* the job's activations quantized into buf (bytes from act_plan): padding
+ * rows of packed layouts zeroed, large batches on tp's threads */
+static void
+act_fill(matmul_job *job, void *buf, size_t bytes, llm_threadpool *tp)
+{
+    job->act = buf;
+    if (job->set->q32_pack && job->act_type == GGML_TYPE_Q8_0) {
+        memset(buf, 0, bytes);
+    }
+    if (llm_threadpool_size(tp) > 1
+        && (size_t) job->n_x * job->w->cols >= 65536)
+    {
+        llm_threadpool_run(tp, quantize_task, job);
+    } else {
+        quantize_rows(job, 0, job->n_x);
+    }
+}
+
+
 void
 llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     size_t ld_x, int n_x, const llm_tensor *w)
@@ -618,15 +637,7 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     job_init(&job, w, out, ld_out, x, ld_x, n_x);
     act_bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
     if (job.act_type) {
-        job.act = scratch_get(act_bytes);
-        if (job.set->q32_pack && job.act_type == GGML_TYPE_Q8_0) {
-            memset((void *) job.act, 0, act_bytes);   /* padding rows */
-        }
-        if (nth > 1 && (size_t) n_x * w->cols >= 65536) {
-            llm_threadpool_run(tp, quantize_task, &job);
-        } else {
-            quantize_rows(&job, 0, n_x);
-        }
+        act_fill(&job, scratch_get(act_bytes), act_bytes, tp);
     }
 
     /* about four work items per thread, in whole tiles, so a thread that
@@ -660,11 +671,7 @@ llm_act_make(llm_act *a, void *buf, const float *x, size_t ld_x, int n_x,
     job_init(&job, w, NULL, 0, x, ld_x, n_x);
     bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
     if (job.act_type) {
-        job.act = buf;
-        if (job.set->q32_pack && job.act_type == GGML_TYPE_Q8_0) {
-            memset(buf, 0, bytes);
-        }
-        quantize_rows(&job, 0, n_x);
+        act_fill(&job, buf, bytes, NULL);
     }
     a->type = w->type;
     a->cols = w->cols;
