@@ -7,11 +7,13 @@ use Test::Nginx::Socket;
 
 # Blocks say whether nginx must be kept (same pid as the block before) or
 # restarted; by default this file keeps nginx while the config is the same.
+# --- accum_error_log turns check_accum_error_log on for one block.
 my $last_pid;
 
 add_block_preprocessor(sub {
     my $block = shift;
     $Test::Nginx::Util::ForceRestartOnTest = defined $block->force_restart;
+    $Test::Nginx::Util::CheckAccumErrLog = defined $block->accum_error_log;
 });
 
 add_response_body_check(sub {
@@ -33,7 +35,7 @@ add_response_body_check(sub {
 $ENV{TEST_NGINX_SELFTEST_WORD} = 'expanded';
 
 no_shuffle();
-plan tests => 50;
+plan tests => 57;
 run_tests();
 
 __DATA__
@@ -95,8 +97,7 @@ qr{open\(\) "/nonexistent/files/missing\.txt" failed \(2: No such file}
 
 
 
-=== TEST 5: nginx kept: the previous block's error line is not seen
---- skip_eval: 3: !$Test::Nginx::Socket::NgxLlmWorkAlike
+=== TEST 5: nginx kept: a block reads the error log from its start, so the previous block's line is seen
 --- config
     location /files/ { root /nonexistent; }
     location = /ok { return 200 "ok\n"; }
@@ -104,9 +105,39 @@ qr{open\(\) "/nonexistent/files/missing\.txt" failed \(2: No such file}
 GET /ok
 --- response_body
 ok
---- no_error_log
-open()
-[error]
+--- error_log
+open() "/nonexistent/files/missing.txt" failed
+
+
+
+=== TEST 5b: each error log check reads on from the one before: one line per request, not two at the end
+--- force_restart
+--- config
+    location /files/ { root /nonexistent; }
+    location = /ok { return 200 "ok\n"; }
+--- request eval
+["GET /files/missing.txt", "GET /files/missing.txt"]
+--- error_code eval
+[404, 404]
+--- grep_error_log eval
+qr/open\(\) "[^"]+" failed/
+--- grep_error_log_out
+open() "/nonexistent/files/missing.txt" failed
+
+
+
+=== TEST 5c: check_accum_error_log: the check after the last request still sees the first request's line
+--- force_restart
+--- accum_error_log
+--- config
+    location /files/ { root /nonexistent; }
+    location = /ok { return 200 "ok\n"; }
+--- request eval
+["GET /files/missing.txt", "GET /ok"]
+--- error_code eval
+[404, 200]
+--- error_log
+open() "/nonexistent/files/missing.txt" failed
 
 
 
@@ -224,7 +255,7 @@ GET /pid
 
 
 === TEST 15: changed http_config alone also restarts nginx
---- skip_eval: 2: !$Test::Nginx::Socket::NgxLlmWorkAlike
+--- skip_eval: 3: !$Test::Nginx::Socket::NgxLlmWorkAlike
 --- http_config
     map $uri $unused_by_test { default 1; }
 --- config

@@ -11,6 +11,13 @@ if (!-f $bad) {
 }
 $ENV{TEST_NGINX_BAD_MODEL} = $bad;
 
+# the lines error_log looks for (model loaded, memory plan) are written once,
+# at startup; by default Test::Nginx's check after a block's last request
+# reads only the lines written since the request before, so blocks with
+# several requests check the block's whole log instead (nginx restarts for
+# every block, so that is the block's own log)
+check_accum_error_log();
+
 no_shuffle();
 run_tests();
 

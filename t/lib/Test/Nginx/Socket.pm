@@ -94,14 +94,16 @@ sub run_test ($) {
         return;
     }
 
-    my $restarted = Test::Nginx::Util::prepare_nginx($block, $config,
-                                                     $rand_ports);
-    Test::Nginx::Util::mark_error_log() unless $restarted;
+    Test::Nginx::Util::prepare_nginx($block, $config, $rand_ports);
 
     if (defined $block->init) {
         eval $block->init;
         bail_out("$name - init failed: $@") if $@;
     }
+
+    # Test::Nginx reads a block's error log from the start of the file,
+    # even when nginx was kept and the file holds earlier blocks' lines
+    $Test::Nginx::Util::ErrLogFilePos = 0;
 
     for my $i (0 .. $RepeatEach - 1) {
         Test::Nginx::Util::write_user_files($block, $rand_ports) if $i > 0;
@@ -643,7 +645,7 @@ sub refuse_lines ($$$$$) {
 sub check_error_log ($$;$) {
     my ($block, $repeat_idx, $quiet) = @_;
     my $name = $block->name;
-    my $lines = error_log_data();
+    my $lines = error_log_data() // [];
 
     if (defined(my $grep = $block->grep_error_log)) {
         $grep = $grep->[$repeat_idx] if ref $grep eq 'ARRAY';
@@ -779,6 +781,15 @@ TEST_NGINX_NO_NGINX_MANAGER, TEST_NGINX_SLEEP, TEST_NGINX_WORKER_USER,
 TEST_NGINX_ERROR_LOG, TEST_NGINX_VERBOSE, and C<$TEST_NGINX_*> expansion
 (including C<$TEST_NGINX_RAND_PORT_N>) in config sections and user_files.
 
+The error log is read as Test::Nginx reads it. error_log, no_error_log
+and grep_error_log are checked after each request of a block and once
+more at its end, and each check reads on from where the one before
+stopped: with several requests, the checks after the first request see
+the log from its start and the last check sees only the lines written
+after the last request. A block starts reading at the start of the file,
+so when nginx is kept the lines of earlier blocks are seen too. With
+check_accum_error_log every check reads the whole file.
+
 =head1 DIFFERENCES
 
 Not supported (a clear bail-out, never a silent pass): pipelined_requests,
@@ -786,8 +797,7 @@ requests split into packets inside C<--- request> (use raw_request),
 HTTP/2 and HTTP/3, stap, valgrind, check-leak and benchmark modes.
 With TEST_NGINX_FORCE_RESTART_ON_TEST=0, nginx is restarted when the whole
 generated nginx.conf changed (Test::Nginx compares only C<--- config>).
-When nginx is kept between blocks, error_log checks read only what the
-block itself logged (Test::Nginx reads the whole file). A daemonized nginx
+A daemonized nginx
 that exited is treated as gone even while it is an unreaped zombie. nginx is started
 with C<-e logs/error.log> so that must_die blocks can check the messages
 nginx prints before it reads its error_log directive.

@@ -89,7 +89,7 @@ our $PidFile    = "$LogDir/nginx.pid";
 
 # state of the nginx we manage
 our $RunningConf;        # text of the nginx.conf it was started with
-our $ErrLogFilePos = 0;  # error_log checks read from here
+our $ErrLogFilePos = 0;  # the next error_log check reads from here
 our $NginxVersion;       # canonical, e.g. 1.022001
 our $InSubprocess;
 our $ConfigVersion;      # HUP mode: the value /ver answers once reloaded
@@ -523,7 +523,6 @@ sub start_nginx ($$$) {
         if ($status == 0) {
             wait_for_pidfile($name) if $DaemonEnabled eq 'on';
             $RunningConf = $conf;
-            $ErrLogFilePos = 0;
             sleep $TestNginxSleep;
             return;
         }
@@ -548,9 +547,13 @@ sub reload_nginx ($$$) {
     my ($block, $conf, $rand_ports) = @_;
     my $name = $block->name;
     my $pid = get_pid_from_pidfile($name);
-    mark_error_log();    # the reload's own lines belong to this block
+    # as Test::Nginx does: remove the logs and have nginx reopen them
+    # (USR1) before the reload, so the reload's lines start a fresh log
+    unlink $ErrLogFile, $AccLogFile;
     write_user_files($block, $rand_ports);
     write_text($ConfFile, $conf);
+    kill 'USR1', $pid or bail_out("$name - cannot send USR1 to nginx $pid: $!\n");
+    sleep $TestNginxSleep;
     kill 'HUP', $pid or bail_out("$name - cannot send HUP to nginx $pid: $!\n");
     # old workers may still answer for a moment: wait for 20 answers in a
     # row from the new configuration, as Test::Nginx does
@@ -614,14 +617,18 @@ sub prepare_nginx ($$$) {
 
 # --- logs ---------------------------------------------------------------------
 
+# As Test::Nginx reads it: each read goes on where the one before stopped,
+# so the checks after a block's first request see the log from the start
+# and each later check only the lines written since; run_test rewinds to 0
+# before a block's requests (even when nginx was kept). check_accum_error_log
+# makes every read take the whole file.
 sub error_log_data () {
     # lines logged after the response was sent (log phase) need a moment
     sleep $TestNginxSleep * 3;
-    open my $in, '<', $ErrLogFile or return [];
+    open my $in, '<', $ErrLogFile or return undef;
     seek $in, $ErrLogFilePos, 0 if !$CheckAccumErrLog && $ErrLogFilePos > 0;
-    # every check of a block reads from the block's start: error_log and
-    # no_error_log must see the same lines
     my @lines = <$in>;
+    $ErrLogFilePos = tell $in unless $CheckAccumErrLog;
     close $in;
     return \@lines;
 }
@@ -632,12 +639,6 @@ sub access_log_data () {
     my @lines = <$in>;
     close $in;
     return \@lines;
-}
-
-# where the error log ends now: checks of a block that reuses a running
-# nginx start reading here
-sub mark_error_log () {
-    $ErrLogFilePos = -s $ErrLogFile || 0;
 }
 
 sub append_error_log_copy ($) {
