@@ -15,7 +15,8 @@ CUDA       ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 NGINX_SRC  ?=
 CACHE_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ngx_llm
 MODEL      ?= $(CACHE_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
-SHARED     ?= $(abspath ../shared)
+# test fixtures: fetched and made by `make deps` (tools/deps.sh)
+FIXTURES   ?= $(CACHE_DIR)/fixtures
 
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels
@@ -69,7 +70,7 @@ $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
 unit: $(UNIT_BINS) $(BUILD)/ngx_llm_engine
-	SHARED=$(SHARED) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
+	FIXTURES=$(FIXTURES) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
 	    prove -e '' $(UNIT_BINS)
 
 # --- the nginx module -------------------------------------------------------
@@ -102,7 +103,7 @@ run: deps all
 
 T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
 	TEST_NGINX_LOAD_MODULES=$(abspath $(BUILD)/modules/ngx_http_llm_module.so) \
-	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_SHARED=$(SHARED) \
+	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_FIXTURES=$(FIXTURES) \
 	TEST_NGINX_ENGINE=$(abspath $(BUILD)/ngx_llm_engine) \
 	TEST_NGINX_BUILD=$(abspath $(BUILD))
 

@@ -80,14 +80,16 @@ main(int argc, char **argv)
     uint64_t              wbytes;
     int                   i, rep;
 
-    if (path == NULL) {
-        path = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
-    }
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--model") == 0) path = argv[i + 1];
         else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--prompt") == 0) n_prompt = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--decode") == 0) n_decode = atoi(argv[i + 1]);
+    }
+    if (path == NULL) {
+        fprintf(stderr, "bench: no model: --model FILE or MODEL=FILE "
+                "(make bench passes the default model)\n");
+        return 2;
     }
     if (threads < 1 || n_prompt < 1 || n_decode < 1
         || n_prompt + n_decode > 512 * 16)

@@ -23,8 +23,9 @@
 #
 #   here:   bench/gpu-check.sh --prepare
 #           builds build/t/test_cuda and build/gpu_bench and copies them,
-#           their non-CUDA shared libraries and the stories260K models into
-#           .gpucheck/ (git-ignored, ~10 MB)
+#           their non-CUDA shared libraries and the tiny260K models of
+#           `make deps` (tools/fixtures.py) into .gpucheck/ (git-ignored,
+#           ~10 MB; the 98 MB default model stays here)
 #   there:  run tool, carry [".gpucheck"], command:
 #           bash bench/gpu-check.sh            (OUT is set by the tool)
 #
@@ -39,7 +40,7 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 export PATH="$PATH:/usr/local/cuda/bin"
 NVCC=${NVCC:-nvcc}
 BUDGET=${BUDGET:-570}
-STORIES=stories260K-gguf/stories260K-f32.gguf
+STORIES=models/tiny260K-f32.gguf
 
 # seconds for a stage: its cap, or what is left after `reserve` seconds
 # kept for the stages after it (0: no time)
@@ -77,11 +78,12 @@ build_all() {
 }
 
 prepare() {
-    local shared=${SHARED:-$ROOT/../shared}
+    local fixtures=${FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm/fixtures}
     set -e
+    make deps
     build_all
     rm -rf "$PREP"
-    mkdir -p "$PREP/bin" "$PREP/lib" "$PREP/shared/data/models"
+    mkdir -p "$PREP/bin" "$PREP/lib" "$PREP/fixtures/models"
     cp build/t/test_cuda build/gpu_bench build/ngx_llm_engine "$PREP/bin/"
     # the engine's own dependencies and the CUDA runtime (small); cuBLASLt
     # and NCCL (218 MB here) come from that machine: its toolkit or the
@@ -90,9 +92,7 @@ prepare() {
         ldd build/t/test_cuda | awk -v l="$lib" '$1 ~ "^"l {print $3}' \
             | xargs -r -I{} cp -L {} "$PREP/lib/"
     done
-    cp -r "$shared/data/models/stories260K-gguf" "$PREP/shared/data/models/"
-    grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null \
-        || echo '/.gpucheck/' >> .git/info/exclude
+    cp "$fixtures"/models/tiny260K-*.gguf "$PREP/fixtures/models/"
     du -sh "$PREP"
     echo "prepared: run the device tool with carry [\".gpucheck\"] and"
     echo "          command: bash bench/gpu-check.sh"
@@ -136,13 +136,13 @@ main() {
     export LD_LIBRARY_PATH
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> "$OUT/env.txt"
     ldd "$bin/test_cuda" "$bin/gpu_bench" >> "$OUT/env.txt" 2>&1
-    if [ -d "$PREP/shared" ]; then
-        export SHARED=${SHARED:-$PREP/shared}
+    if [ -d "$PREP/fixtures" ]; then
+        export FIXTURES=${FIXTURES:-$PREP/fixtures}
     fi
-    export SHARED=${SHARED:-$ROOT/../shared}
+    export FIXTURES=${FIXTURES:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm/fixtures}
     n_gpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
     if [ "$dry" = 1 ]; then
-        stage tests SKIP "dry run: $bin/test_cuda, SHARED=$SHARED"
+        stage tests SKIP "dry run: $bin/test_cuda, FIXTURES=$FIXTURES"
         stage sampling SKIP "dry run: sampling lines of test_cuda.tap"
         stage tp SKIP "dry run: $n_gpu GPUs seen; $([ "$n_gpu" -gt 1 ] \
             && echo "would compare generate --tensor-parallel with TP=1" \
@@ -169,15 +169,15 @@ main() {
     # 3. tensor parallel over NCCL: needs more than one GPU (test_cuda has
     #    run TP with the ranks sharing GPU 0 either way)
     if [ "$n_gpu" -gt 1 ] && [ -x "$bin/ngx_llm_engine" ] \
-        && [ -f "$SHARED/data/models/$STORIES" ]; then
+        && [ -f "$FIXTURES/$STORIES" ]; then
         n_tp=$([ "$n_gpu" -ge 4 ] && echo 4 || echo 2)
         t=$(slot 40 200)
         {
             timeout "$t" "$bin/ngx_llm_engine" generate --backend cuda \
-                --model "$SHARED/data/models/$STORIES" --prompt "Once upon" \
+                --model "$FIXTURES/$STORIES" --prompt "Once upon" \
                 --max-tokens 48 --greedy-ids > "$OUT/tp1.ids"
             timeout "$t" "$bin/ngx_llm_engine" generate --backend cuda \
-                --tensor-parallel "$n_tp" --model "$SHARED/data/models/$STORIES" \
+                --tensor-parallel "$n_tp" --model "$FIXTURES/$STORIES" \
                 --prompt "Once upon" --max-tokens 48 --greedy-ids > "$OUT/tpn.ids"
             echo "TP=1:  $(cat "$OUT/tp1.ids")"
             echo "TP=$n_tp: $(cat "$OUT/tpn.ids")"

@@ -14,8 +14,10 @@ use NgxLlm::Harness;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-$ENV{TEST_NGINX_LOAD_MODULES} or plan skip_all => 'no module';
-$ENV{TEST_NGINX_MODEL} or plan skip_all => 'no model';
+$ENV{TEST_NGINX_LOAD_MODULES}
+    or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_MODEL}
+    or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
 
 sub write_conf {
     my ($max_num_seqs, $keep) = @_;

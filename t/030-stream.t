@@ -13,10 +13,13 @@ use NgxLlm::Harness;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-$ENV{TEST_NGINX_LOAD_MODULES} or plan skip_all => 'no module';
-$ENV{TEST_NGINX_MODEL} or plan skip_all => 'no model';
-my $shared = $ENV{TEST_NGINX_SHARED} || '../shared';
-my $stories = "$shared/data/models/stories260K-gguf/stories260K-q8_0.gguf";
+$ENV{TEST_NGINX_LOAD_MODULES}
+    or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_MODEL}
+    or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_FIXTURES}
+    or BAIL_OUT('TEST_NGINX_FIXTURES not set: run the suites with make t-nginx');
+my $stories = "$ENV{TEST_NGINX_FIXTURES}/models/tiny260K-q8_0.gguf";
 
 nginx_setup('stream', <<'EOF');
     llm_engine main {

@@ -19,15 +19,18 @@ use Test::More;
 
 our $TODO;
 
-$ENV{TEST_NGINX_LOAD_MODULES} or plan skip_all => 'no module';
-$ENV{TEST_NGINX_MODEL} or plan skip_all => 'no model';
+$ENV{TEST_NGINX_LOAD_MODULES}
+    or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_MODEL}
+    or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
 
 my $build = $ENV{TEST_NGINX_BUILD} || 'build';
-my $shared = $ENV{TEST_NGINX_SHARED} || '../shared';
-my $stories = "$shared/data/models/stories260K-gguf/stories260K-q8_0.gguf";
+$ENV{TEST_NGINX_FIXTURES}
+    or BAIL_OUT('TEST_NGINX_FIXTURES not set: run the suites with make t-nginx');
+my $stories = "$ENV{TEST_NGINX_FIXTURES}/models/tiny260K-q8_0.gguf";
 my $sdk_version = $ENV{OPENAI_SDK_VERSION} || '3.57.0';
 
--f $stories or plan skip_all => "no $stories";
+-f $stories or BAIL_OUT("no $stories: make deps makes it");
 
 # --- the venv: made once, reused while it holds the pinned SDK ---------------
 

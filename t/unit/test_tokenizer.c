@@ -15,7 +15,7 @@
 #define SEP "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096
 
-static const char *shared_dir, *model_path;
+static const char *model_path;
 
 
 static char *
@@ -184,8 +184,7 @@ test_gpt2(void)
     char path[1024], out[1100];
     llm_tokenizer *t;
 
-    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
-             "ggml-vocab-gpt-2.gguf", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf");
     t = load(path);
     ok(t != NULL, "gpt2: loads");
     if (t == NULL) {
@@ -212,8 +211,7 @@ test_llama_spm(void)
                                        338 };
     static const int32_t with_special[] = { 1, 15043, 2, 1, 29871, 3186 };
 
-    snprintf(path, sizeof(path), "%s/data/tokenizers/llama2-spm/"
-             "ggml-vocab-llama-spm.gguf", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-llama-spm.gguf");
     t = load(path);
     ok(t != NULL, "llama-spm: loads");
     if (t == NULL) {
@@ -238,12 +236,13 @@ test_llama_spm(void)
 /* tokenizer.json directories with llama.cpp's vectors (made by HF) */
 static void
 test_hf_json(const char *name, const char *vocab_file, int32_t n_vocab,
-    int32_t bos, int add_bos)
+    int32_t bos, int add_bos, int detok_flags)
 {
     char dir[1024], inp[1200], out[1200], err[512];
     llm_tokenizer *t;
 
-    snprintf(dir, sizeof(dir), "%s/data/tokenizers/%s", shared_dir, name);
+    snprintf(inp, sizeof(inp), "tokenizers/%s", name);
+    tap_fixture(dir, sizeof(dir), inp);
     t = llm_tokenizer_load_hf(dir, err, sizeof(err));
     ok(t != NULL, "%s: tokenizer.json loads%s%s", name, t ? "" : ": ",
        t ? "" : err);
@@ -253,10 +252,12 @@ test_hf_json(const char *name, const char *vocab_file, int32_t n_vocab,
     is_int(llm_tokenizer_n_vocab(t), n_vocab, "%s: vocab", name);
     is_int(llm_tokenizer_bos(t), bos, "%s: bos", name);
     is_int(llm_tokenizer_add_bos(t), add_bos, "%s: add_bos", name);
-    snprintf(inp, sizeof(inp), "%s/%s.inp", dir, vocab_file);
-    snprintf(out, sizeof(out), "%s/%s.out", dir, vocab_file);
-    vector_file(t, inp, out, 0, name);
-    if (strcmp(name, "qwen3-bpe") == 0) {
+    snprintf(err, sizeof(err), "llama.cpp/%s.inp", vocab_file);
+    tap_fixture(inp, sizeof(inp), err);
+    snprintf(err, sizeof(err), "llama.cpp/%s.out", vocab_file);
+    tap_fixture(out, sizeof(out), err);
+    vector_file(t, inp, out, detok_flags, name);
+    if (strcmp(name, "qwen2-bpe") == 0) {
         /* Qwen's NFC normalizer: "e" + U+0301 encodes as "é" does */
         int32_t a[8], b[8];
         int na = llm_tokenize(t, "caf" "e\xCC\x81", 6, 0, 0, a, 8);
@@ -269,11 +270,13 @@ test_hf_json(const char *name, const char *vocab_file, int32_t n_vocab,
 }
 
 
-/* Mistral's tokenizer.json (byte fallback, merge ranks); no staged
-   vectors, so these ids were made with HF tokenizers 0.23.3
-   (Tokenizer.from_file(...).encode(text, add_special_tokens=True)) */
+/* Llama 2's vocabulary as HF's LlamaTokenizerFast stores it (byte
+   fallback, merges from the scores; tools/fixtures.py): specials, spaces
+   and decoding as HF tokenizers 0.23.3 does them
+   (Tokenizer.from_file(...).encode(text, add_special_tokens=True)); and
+   the same ids as the GGUF loader on the vocabulary's 46 vectors */
 static void
-test_mistral_json(void)
+test_spm_json(void)
 {
     static const struct {
         const char  *text;
@@ -282,47 +285,63 @@ test_mistral_json(void)
         const char  *decoded;  /* HF's decode of ids[1..] */
     } cases[] = {
         { "[INST] Hi [/INST]", 9,
-          { 1, 733, 16289, 28793, 15359, 733, 28748, 16289, 28793 },
+          { 1, 518, 25580, 29962, 6324, 518, 29914, 25580, 29962 },
           "[INST] Hi [/INST]" },
         { "<s>[INST] Hi</s> ok", 9,
-          { 1, 1, 733, 16289, 28793, 15359, 2, 28705, 3614 },
+          { 1, 1, 518, 25580, 29962, 6324, 2, 29871, 3431 },
           "<s> [INST] Hi</s>  ok" },
-        { "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80", 9,
-          { 1, 28345, 28705, 243, 162, 169, 156, 28705, 30208 },
+        { "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80", 10,
+          { 1, 274, 28059, 29871, 243, 162, 169, 156, 29871, 31849 },
           "caf\xC3\xA9 \xF0\x9F\xA6\x99 \xE1\x9E\x80" },
-        { "  two  spaces  ", 6, { 1, 259, 989, 28705, 10599, 259 },
+        { "  two  spaces  ", 6, { 1, 259, 1023, 29871, 8162, 259 },
           "  two  spaces  " },
     };
-    static const int32_t inst[] = { 1, 733, 16289, 28793 };
-    char dir[1024], err[512];
-    llm_tokenizer *t;
+    static const int32_t inst[] = { 1, 518, 25580, 29962 };
+    char dir[1024], path[1024], err[512], *inp, *text;
+    static int32_t a[MAX_IDS], b[MAX_IDS];
+    llm_tokenizer *t, *g;
+    int cases_n = 0, same = 0;
+    size_t len;
 
-    snprintf(dir, sizeof(dir), "%s/data/tokenizers/mistral-spm", shared_dir);
+    tap_fixture(dir, sizeof(dir), "tokenizers/llama2-spm");
     t = llm_tokenizer_load_hf(dir, err, sizeof(err));
-    ok(t != NULL, "mistral-spm: tokenizer.json loads%s%s", t ? "" : ": ",
-       t ? "" : err);
+    ok(t != NULL, "llama2-spm json: loads%s%s", t ? "" : ": ", t ? "" : err);
     if (t == NULL) {
         return;
     }
-    is_int(llm_tokenizer_kind(t), LLM_TOKENIZER_SPM, "mistral-spm: SPM");
+    is_int(llm_tokenizer_kind(t), LLM_TOKENIZER_SPM, "llama2-spm json: SPM");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ok(encodes_to(t, cases[i].text, strlen(cases[i].text), 1, 1,
                       cases[i].ids, cases[i].n),
-           "mistral-spm: \"%s\" as HF", cases[i].text);
+           "llama2-spm json: \"%s\" as HF", cases[i].text);
         ok(decodes_to(t, cases[i].ids + 1, cases[i].n - 1,
                       LLM_DETOK_STRIP_SPACE, cases[i].decoded,
                       strlen(cases[i].decoded)),
-           "mistral-spm: ... decodes as HF");
+           "llama2-spm json: ... decodes as HF");
     }
     ok(decodes_to(t, inst, 4, LLM_DETOK_STRIP_SPACE, "<s> [INST]", 10),
-       "mistral-spm: \"<s> [INST]\" as HF's decode");
+       "llama2-spm json: \"<s> [INST]\" as HF's decode");
 
-    /* the 46 staged strings, ids from the reference `tokenizers` library
-       (tools/oracle.py --only tokenizer) */
-    snprintf(dir, sizeof(dir), "%s/data/tokenizers/gpt2-bpe/"
-             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
-    vector_file(t, dir, "t/data/tokenizers/mistral-spm.out",
-                LLM_DETOK_STRIP_SPACE, "mistral-spm");
+    /* the tokenizer.json path and the GGUF path of one vocabulary agree */
+    g = load(tap_fixture(path, sizeof(path),
+                         "llama.cpp/ggml-vocab-llama-spm.gguf"));
+    inp = slurp(tap_fixture(path, sizeof(path),
+                            "llama.cpp/ggml-vocab-llama-spm.gguf.inp"), &len);
+    for (text = inp; g != NULL && text != NULL && strstr(text, SEP) != NULL;
+         text = strstr(text, SEP) + strlen(SEP))
+    {
+        size_t n = (size_t) (strstr(text, SEP) - text);
+        int na = llm_tokenize(t, text, n, 1, 0, a, MAX_IDS);
+        int nb = llm_tokenize(g, text, n, 1, 0, b, MAX_IDS);
+
+        cases_n++;
+        same += na == nb && na >= 0
+                && memcmp(a, b, (size_t) na * sizeof(int32_t)) == 0;
+    }
+    ok(cases_n >= 40 && same == cases_n, "llama2-spm: tokenizer.json == GGUF "
+       "on %d of %d vector strings", same, cases_n);
+    free(inp);
+    llm_tokenizer_free(g);
     llm_tokenizer_free(t);
 }
 
@@ -384,44 +403,44 @@ test_smollm2(void)
        "smollm2: max_ids 3 writes 3 and returns 10");
 
     /* reference ids written by the oracle with HF's tokenizer */
-    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
-             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf.inp");
     vector_file(t, path, "t/data/tokenizers/smollm2.out", 0, "smollm2");
     llm_tokenizer_free(t);
 }
 
 
+/* tiny260K: 512 pieces of Llama 2's SPM vocabulary, scores kept */
 static void
-test_stories260k(void)
+test_tiny260k(void)
 {
     char path[1024];
     llm_tokenizer *t;
-    /* prompt ids from transformers (t/data/golden/stories260K-f32.json) */
-    static const int32_t once[] = { 1, 403, 407, 261, 378 };
-    static const int32_t lily[] = { 1, 317, 269, 274, 287, 263, 377, 267,
-                                    265, 282, 295, 433, 426, 342, 394, 261 };
+    /* prompt ids from transformers (t/data/golden/tiny260K-f32.json) */
+    static const int32_t once[] = { 1, 494, 267, 378, 342, 296, 273, 270,
+                                    262, 354, 263 };
+    static const int32_t lily[] = { 1, 402, 330, 374, 348, 350, 309, 295,
+                                    316, 324, 290, 297, 291, 425, 49, 507,
+                                    374, 279, 269, 294, 270 };
     static const char lily_text[] =
         "Lily and Tom went to the park. They saw a";
 
-    snprintf(path, sizeof(path), "%s/data/models/stories260K-gguf/"
-             "stories260K-f32.gguf", shared_dir);
-    t = load(path);
-    ok(t != NULL, "stories260K: loads");
+    t = load(tap_fixture(path, sizeof(path), "models/tiny260K-f32.gguf"));
+    ok(t != NULL, "tiny260K: loads");
     if (t == NULL) {
         return;
     }
-    is_int(llm_tokenizer_n_vocab(t), 512, "stories260K: vocab 512");
-    is_int(llm_tokenizer_add_bos(t), 1, "stories260K: adds BOS");
-    ok(encodes_to(t, "Once upon a time", 16, 1, 0, once, 5),
-       "stories260K: \"Once upon a time\"");
-    ok(encodes_to(t, lily_text, strlen(lily_text), 1, 0, lily, 16),
-       "stories260K: \"Lily and Tom ...\"");
-    ok(decodes_to(t, lily, 16, LLM_DETOK_SKIP_SPECIAL | LLM_DETOK_STRIP_SPACE,
+    is_int(llm_tokenizer_n_vocab(t), 512, "tiny260K: vocab 512");
+    is_int(llm_tokenizer_add_bos(t), 1, "tiny260K: adds BOS");
+    ok(encodes_to(t, "Once upon a time", 16, 1, 0, once, 11),
+       "tiny260K: \"Once upon a time\"");
+    ok(encodes_to(t, lily_text, strlen(lily_text), 1, 0, lily, 21),
+       "tiny260K: \"Lily and Tom ...\" (a byte-fallback '.')");
+    ok(decodes_to(t, lily, 21, LLM_DETOK_SKIP_SPECIAL | LLM_DETOK_STRIP_SPACE,
                   lily_text, strlen(lily_text)),
-       "stories260K: decodes back without BOS and dummy-prefix space");
-    ok(decodes_to(t, lily, 16, LLM_DETOK_STRIP_SPACE, "<s> Lily and Tom "
+       "tiny260K: decodes back without BOS and dummy-prefix space");
+    ok(decodes_to(t, lily, 21, LLM_DETOK_STRIP_SPACE, "<s> Lily and Tom "
                   "went to the park. They saw a", 45),
-       "stories260K: BOS shown when not skipped, then the space stays");
+       "tiny260K: BOS shown when not skipped, then the space stays");
     llm_tokenizer_free(t);
 }
 
@@ -573,8 +592,7 @@ test_detok(void)
        "detok: ids out of range emit nothing");
 
     /* SentencePiece byte fallback: <0xF0><0x9F><0xA6><0x99> */
-    snprintf(path, sizeof(path), "%s/data/tokenizers/llama2-spm/"
-             "ggml-vocab-llama-spm.gguf", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-llama-spm.gguf");
     spm = load(path);
     if (spm != NULL) {
         n = llm_tokenize(spm, "\xF0\x9F\xA6\x99", 4, 0, 0, ids, 16);
@@ -602,8 +620,7 @@ test_stream_vectors(void)
     static int32_t ids[MAX_IDS];
     int cases = 0, good = 0, valid;
 
-    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
-             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf.inp");
     inp = slurp(path, &len);
     if (t == NULL || inp == NULL) {
         ok(0, "stream: inputs load");
@@ -642,10 +659,8 @@ test_garbage(void)
     char buf[600];
     int bad = 0;
 
-    snprintf(p1, sizeof(p1), "%s/data/tokenizers/llama2-spm/"
-             "ggml-vocab-llama-spm.gguf", shared_dir);
-    snprintf(p2, sizeof(p2), "%s/data/models/stories260K-gguf/"
-             "stories260K-f32.gguf", shared_dir);
+    tap_fixture(p1, sizeof(p1), "llama.cpp/ggml-vocab-llama-spm.gguf");
+    tap_fixture(p2, sizeof(p2), "models/tiny260K-f32.gguf");
     paths[0] = model_path;
     paths[1] = p1;
     paths[2] = p2;
@@ -703,8 +718,7 @@ test_speed(void)
     double t0, dt;
     int n = 0, reps = 20;
 
-    snprintf(path, sizeof(path), "%s/data/tokenizers/gpt2-bpe/"
-             "ggml-vocab-gpt-2.gguf.inp", shared_dir);
+    tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf.inp");
     inp = slurp(path, &len);
     text = malloc(len * 10);
     if (t == NULL || inp == NULL || text == NULL) {
@@ -760,16 +774,17 @@ test_errors(void)
 int
 main(void)
 {
-    shared_dir = getenv("SHARED") ? getenv("SHARED") : "/work/shared";
-    model_path = getenv("MODEL") ? getenv("MODEL")
-                 : "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
+    model_path = tap_model();
     test_gpt2();
     test_llama_spm();
     test_smollm2();
-    test_stories260k();
-    test_hf_json("llama3-bpe", "ggml-vocab-llama-bpe.gguf", 128256, 128000, 0);
-    test_hf_json("qwen3-bpe", "ggml-vocab-qwen2.gguf", 151669, -1, 0);
-    test_mistral_json();
+    test_tiny260k();
+    test_hf_json("llama3-bpe", "ggml-vocab-llama-bpe.gguf", 128256, 128000, 0,
+                 0);
+    test_hf_json("qwen2-bpe", "ggml-vocab-qwen2.gguf", 151646, -1, 0, 0);
+    test_hf_json("llama2-spm", "ggml-vocab-llama-spm.gguf", 32000, 1, 1,
+                 LLM_DETOK_STRIP_SPACE);
+    test_spm_json();
     test_detok();
     test_stream_vectors();
     test_garbage();

@@ -1,18 +1,18 @@
 /*
  * Tensor parallelism on CPU ranks (engine/tp.h, docs/tp.md):
  *   - the reduction plan: slices per model, which sizes are valid, and a
- *     clear refusal for the others (SmolLM2 at 2, stories260K Q4_1 at 4);
+ *     clear refusal for the others (SmolLM2 at 2, tiny260K Q4_1 at 4);
  *   - the ordered slice sum and the rank group (barriers keep every rank
  *     in step, runs repeat);
  *   - TP=N == TP=1 bit for bit: one schedule of three sequences (prefill
  *     chunks mixed with decodes, greedy continuation) gives identical
- *     logits (memcmp) and tokens on stories260K F32 at 2 and 4 ranks,
- *     stories260K Q4_1 at 2 (2 threads per rank: the fused decode path),
+ *     logits (memcmp) and tokens on tiny260K F32 at 2 and 4 ranks,
+ *     tiny260K Q4_1 at 2 (2 threads per rank: the fused decode path),
  *     SmolLM2 Q4_1 at 3, and in exact mode;
  *   - under TP a sequence run alone equals the same sequence batched;
  *   - the scheduler over a TP backend (prefix cache, preemption, greedy
  *     and seeded sampling) streams the same tokens as over TP=1;
- *   - stories260K F32 at TP=1 and TP=4 still tells the known story.
+ *   - tiny260K F32 at TP=1 and TP=4 continues as the reference (transformers) does.
  */
 #include "tap.h"
 #include "backend.h"
@@ -25,24 +25,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char stories_dir[1100];
 static const char *smollm2;
 
-/* "Once upon a time, there was a little girl named Lily. She loved to play
- * outside in the park." in tok512, with BOS (as test_model.c) */
+/* BOS "Once upon a time" in tiny260K's vocabulary, then the reference's
+ * greedy continuation (transformers: t/data/golden/tiny260K-f32.json,
+ * case "plain", whose top-2 margins all exceed the float tolerance) */
 static const int32_t story_ids[] = {
-    1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317,
-    426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282,
-    295, 433, 426,
+    1, 494, 267, 378, 342, 296, 273, 270, 262, 354, 263,
+    286, 63, 151, 311, 188, 103, 416, 126, 312, 491, 502, 286, 63, 324, 274,
+    63, 442, 63, 286, 26, 132, 110, 110, 110, 360, 132, 466, 309, 417, 324,
+    132, 466,
 };
-#define STORY_PROMPT  5
+#define STORY_PROMPT  11
 #define STORY_LEN     ((int) (sizeof(story_ids) / sizeof(story_ids[0])))
 
 
 static void
 stories_path(char *out, size_t len, const char *type)
 {
-    snprintf(out, len, "%s/stories260K-%s.gguf", stories_dir, type);
+    char rel[64];
+
+    snprintf(rel, sizeof(rel), "models/tiny260K-%s.gguf", type);
+    tap_fixture(out, len, rel);
 }
 
 
@@ -100,27 +104,27 @@ test_plan(void)
     rig   r;
 
     stories_path(path, sizeof(path), "f32");
-    if (ok(llm_model_load(&r.m, path, 0, 1) == 0, "stories f32 loads")) {
-        is_int(llm_tp_slices(&r.m), 4, "stories f32: 4 slices (4 KV heads)");
+    if (ok(llm_model_load(&r.m, path, 0, 1) == 0, "tiny260K f32 loads")) {
+        is_int(llm_tp_slices(&r.m), 4, "tiny260K f32: 4 slices (4 KV heads)");
         ok(llm_tp_check(&r.m, 2, err, sizeof(err)) == 0
            && llm_tp_check(&r.m, 4, err, sizeof(err)) == 0,
-           "stories f32: tp 2 and 4 reproduce tp 1");
+           "tiny260K f32: tp 2 and 4 reproduce tp 1");
         ok(llm_tp_check(&r.m, 3, err, sizeof(err)) != 0
            && strstr(err, "only a divisor of 4") != NULL,
-           "stories f32: tp 3 refused: \"%s\"", err);
+           "tiny260K f32: tp 3 refused: \"%s\"", err);
     }
     llm_model_free(&r.m);
 
     stories_path(path, sizeof(path), "q4_1");
-    if (ok(llm_model_load(&r.m, path, 0, 2) == 0, "stories q4_1 loads at 2")) {
+    if (ok(llm_model_load(&r.m, path, 0, 2) == 0, "tiny260K q4_1 loads at 2")) {
         is_int(llm_tp_slices(&r.m), 2,
-               "stories q4_1: 2 slices (wo: 64 cols of 32-blocks)");
+               "tiny260K q4_1: 2 slices (wo: 64 cols of 32-blocks)");
     }
     llm_model_free(&r.m);
 
     ok(rig_open(&r, path, 4, 1, 0) != 0
        && strstr(r.err, "cannot be split by whole 32-element blocks") != NULL,
-       "stories q4_1 at tp 4 refused: \"%s\"", r.err);
+       "tiny260K q4_1 at tp 4 refused: \"%s\"", r.err);
     rig_close(&r);
 
     if (ok(llm_model_load(&r.m, smollm2, 0, 3) == 0, "SmolLM2 loads at 3")) {
@@ -502,7 +506,7 @@ check_unbatched(const char *name, const char *path, int tp, int threads,
 }
 
 
-/* stories260K F32 still tells its story from "Once upon a time" at tp */
+/* tiny260K F32 continues "Once upon a time" as the reference does, at tp */
 static void
 check_story(int tp)
 {
@@ -517,8 +521,8 @@ check_story(int tp)
     {
         n++;
     }
-    is_int(n, MAX_STEPS, "stories260K f32 tp %d: greedy continues the known "
-           "story for %d tokens", tp, MAX_STEPS);
+    is_int(n, MAX_STEPS, "tiny260K f32 tp %d: greedy continues as the "
+           "reference for %d tokens", tp, MAX_STEPS);
     trace_free(&t);
 }
 
@@ -721,33 +725,26 @@ check_sched(const char *name, const char *path, int tp, int threads_n)
 int
 main(void)
 {
-    const char  *shared = getenv("SHARED");
     char         path[1200];
 
-    snprintf(stories_dir, sizeof(stories_dir),
-             "%s/data/models/stories260K-gguf",
-             shared ? shared : "/work/shared");
-    smollm2 = getenv("MODEL");
-    if (smollm2 == NULL) {
-        smollm2 = "/root/.cache/ngx_llm/SmolLM2-135M-Instruct.Q4_1.gguf";
-    }
+    smollm2 = tap_model();
 
     test_plan();
     test_sum();
     test_group();
 
     stories_path(path, sizeof(path), "f32");
-    check_tp("stories260K f32", path, 2, 1, 2, 0, MAX_STEPS);
-    check_tp("stories260K f32", path, 4, 2, 4, 0, MAX_STEPS);
-    check_tp("stories260K f32 exact", path, 4, 1, 4, 1, 6);
+    check_tp("tiny260K f32", path, 2, 1, 2, 0, MAX_STEPS);
+    check_tp("tiny260K f32", path, 4, 2, 4, 0, MAX_STEPS);
+    check_tp("tiny260K f32 exact", path, 4, 1, 4, 1, 6);
     stories_path(path, sizeof(path), "f16");
-    check_tp("stories260K f16", path, 4, 1, 4, 0, MAX_STEPS);
+    check_tp("tiny260K f16", path, 4, 1, 4, 0, MAX_STEPS);
     stories_path(path, sizeof(path), "q4_1");
-    check_tp("stories260K q4_1", path, 2, 2, 4, 0, MAX_STEPS);
-    check_unbatched("stories260K q4_1", path, 2, 4, MAX_STEPS);
-    check_sched("stories260K q4_1", path, 2, 2);
+    check_tp("tiny260K q4_1", path, 2, 2, 4, 0, MAX_STEPS);
+    check_unbatched("tiny260K q4_1", path, 2, 4, MAX_STEPS);
+    check_sched("tiny260K q4_1", path, 2, 2);
     stories_path(path, sizeof(path), "f32");
-    check_sched("stories260K f32", path, 4, 4);
+    check_sched("tiny260K f32", path, 4, 4);
     check_copy_block(path, 4);
     check_story(1);
     check_story(4);
