@@ -1,13 +1,22 @@
 /*
- * Tokenizer internals shared by tokenizer.c (vocabulary, special tokens,
- * detokenizer, GGUF loader), tok_bpe.c and tok_spm.c.
+ * Tokenizer internals, in three layers that call downwards only:
  *
- * Loaders (GGUF now, tokenizer.json later) fill an llm_tokenizer through
- * the builder calls below and never touch the algorithms: add every token,
- * then the merges (BPE), then tok_finish() computes the derived tables.
+ *   tokenizer.c, tok_hf.c   the public API: loaders (GGUF, tokenizer.json),
+ *                           the builder's last step, encode, decode
+ *   tok_bpe.c, tok_spm.c    the algorithms (SPM uses BPE's rank merging
+ *                           for tokenizer.json files with merges)
+ *   tok_vocab.c             the vocabulary: tables, lookups, the builder's
+ *                           add calls, special and stop tokens
  *
- * defines: struct llm_tokenizer, tok_new, tok_add_token, tok_add_merge,
- *          tok_set_pre, tok_finish, tok_find, tok_bpe_*, tok_spm_*
+ * Loaders (GGUF, tokenizer.json) fill an llm_tokenizer through the builder
+ * calls below and never touch the algorithms: add every token, then the
+ * merges (BPE), then tok_finish() computes the derived tables.
+ *
+ * defines: struct llm_tokenizer, tok_text, tok_new, tok_vocab_free,
+ *          tok_pool_add, tok_add_token, tok_add_merge, tok_set_pre,
+ *          tok_finish, tok_find, tok_merge_find, tok_hash,
+ *          tok_specials_init, tok_special_at, tok_stops_init, tok_out,
+ *          tok_out_push, tok_bpe_*, tok_spm_*, tok_pair, tok_heap_*
  */
 #ifndef NGX_LLM_TOK_INTERNAL_H
 #define NGX_LLM_TOK_INTERNAL_H
@@ -87,21 +96,41 @@ struct llm_tokenizer {
     uint32_t     max_piece;            /* longest decoded piece */
 };
 
+/* a token's vocabulary text in the pool (re-read after tok_pool_add) */
+static inline const char *
+tok_text(const llm_tokenizer *t, int32_t id)
+{
+    return t->pool + t->tokens[id].text_off;
+}
+
+
+/* --- the vocabulary (tok_vocab.c) --------------------------------------- */
+
 /* builder */
 llm_tokenizer *tok_new(int kind, int32_t n_vocab);
+/* the tables and t itself; llm_tokenizer_free also frees the regexes */
+void tok_vocab_free(llm_tokenizer *t);
+/* appends len bytes (and a NUL) to the pool: their offset, or -1 */
+int64_t tok_pool_add(llm_tokenizer *t, const char *s, size_t len);
 int tok_add_token(llm_tokenizer *t, int32_t id, const char *text,
     size_t len, float score, int type);
 /* a merge "left right" of rank n_merges; unknown halves are skipped */
 int tok_add_merge(llm_tokenizer *t, const char *left, size_t llen,
     const char *right, size_t rlen);
-int tok_set_pre(llm_tokenizer *t, const char *name, char *err,
-    size_t errlen);
-int tok_finish(llm_tokenizer *t, char *err, size_t errlen);
 
 int32_t tok_find(const llm_tokenizer *t, const char *text, size_t len);
 int32_t tok_merge_find(const llm_tokenizer *t, int32_t left, int32_t right,
     int32_t *rank);
 uint32_t tok_hash(const char *s, size_t len);
+
+/* the tokens matched whole (control, unknown, user-defined), from their
+   pieces; 0 or -1 when out of memory */
+int tok_specials_init(llm_tokenizer *t);
+/* the special token written at text[i], longest first, or -1 */
+int32_t tok_special_at(const llm_tokenizer *t, const char *text, size_t len,
+    size_t i, int parse_special);
+/* the stop list: EOS, EOT, EOM and the end-of-turn tokens we know */
+void tok_stops_init(llm_tokenizer *t);
 
 /* a growable id list used while encoding */
 typedef struct {
@@ -112,6 +141,12 @@ typedef struct {
 } tok_out;
 
 void tok_out_push(tok_out *o, int32_t id);
+
+/* --- the builder's last steps (tokenizer.c) ----------------------------- */
+
+int tok_set_pre(llm_tokenizer *t, const char *name, char *err,
+    size_t errlen);
+int tok_finish(llm_tokenizer *t, char *err, size_t errlen);
 
 /* byte-level BPE (tok_bpe.c) */
 int tok_bpe_init(llm_tokenizer *t);
@@ -134,6 +169,7 @@ void tok_bpe_free(llm_tokenizer *t);
 /* SentencePiece BPE (tok_spm.c) */
 int tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
     int add_prefix, tok_out *o);
+/* the derived tables once every token is in: byte tokens, word split */
 void tok_spm_init(llm_tokenizer *t);
 size_t tok_spm_decode_text(const char *text, size_t len, int type,
     char *out);

@@ -9,10 +9,11 @@
  * so a pair is looked up without copying). A character that is no piece
  * falls back to its bytes as <0xNN> tokens (or <unk> without them).
  *
- * defines: tok_spm_encode, tok_spm_decode_text
+ * defines: tok_spm_init, tok_spm_encode, tok_spm_decode_text
  */
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "tok_internal.h"
 
@@ -237,10 +238,10 @@ done:
 }
 
 
-void
-tok_spm_init(llm_tokenizer *t)
+/* 1 when no piece has "▁" after another character */
+static int
+spm_word_split(const llm_tokenizer *t)
 {
-    t->spm_word_split = 1;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         const char *s = t->pool + t->tokens[id].text_off;
         size_t n = t->tokens[id].text_len;
@@ -252,9 +253,27 @@ tok_spm_init(llm_tokenizer *t)
             if (is_space_at(s, k, n)
                 && !(k >= SPM_SPACE_LEN && is_space_at(s, k - SPM_SPACE_LEN, n)))
             {
-                t->spm_word_split = 0;     /* "a▁b" exists: no shortcut */
-                return;
+                return 0;          /* "a▁b" exists: no shortcut */
             }
+        }
+    }
+    return 1;
+}
+
+
+/* the derived tables: the word-split shortcut, the <0xNN> byte tokens */
+void
+tok_spm_init(llm_tokenizer *t)
+{
+    t->spm_word_split = spm_word_split(t);
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        int32_t id;
+
+        snprintf(hex, sizeof(hex), "<0x%02X>", b);
+        id = tok_find(t, hex, 6);
+        if (id >= 0 && t->tokens[id].type == LLM_TOKEN_BYTE) {
+            t->byte_token[b] = id;
         }
     }
 }
