@@ -64,7 +64,7 @@ TOP_K = 20
 # greedy step), well under the error of a wrong RoPE order or GQA mapping.
 FLOAT_TOLERANCE = 0.01
 QUANT_TOLERANCE = {
-    "tiny260K": 0.4,        # engine measured <= 0.20, simulation <= 0.20
+    "tiny260K": 0.8,        # engine measured <= 0.38, simulation <= 0.36
     "tiny": 0.5,            # engine <= 0.27, simulation <= 0.22
     "smollm2": 3.0,         # engine <= 1.14, simulation <= 1.55 (step 20
                             # of "plain", where logits reach 22)

@@ -31,9 +31,11 @@
  *     activations to int8 blocks inside its dot products (kernels/matmul.h),
  *     as llama.cpp does. The oracle simulates exactly that (golden
  *     "act_quant_estimate"); simulated / measured engine errors, max over
- *     prompt and greedy steps: stories260K 0.20 / 0.20, tiny models
- *     0.22 / 0.27, SmolLM2 1.55 / 1.14 (30 layers; logits reach 22 in
- *     the greedy steps). The tolerance is about twice that: 0.4, 0.5, 3.0.
+ *     prompt and greedy steps: tiny260K 0.36 / 0.38 (its tied classifier
+ *     has a large gain: logits spread twice as wide as a trained model's),
+ *     tiny models 0.22 / 0.27, SmolLM2 1.55 / 1.14 (30 layers; logits
+ *     reach 22 in the greedy steps). The tolerance is about twice that:
+ *     0.8, 0.5, 3.0.
  *   What a broken engine does (this test run on backend_cpu.c with the
  *   fault put in by hand; max |dlogit| per model, smallest over models):
  *   rotate-half RoPE instead of GGUF's adjacent pairs >= 5.1 (SmolLM2:
@@ -41,7 +43,7 @@
  *   h / group >= 10 (tiny-mixed has one KV head: no effect); RMSNorm
  *   epsilon 1e-5 <-> 1e-6 >= 8 on the tiny models, whose embeddings are
  *   scaled to make epsilon matter (trained models hardly notice: <= 0.5
- *   on SmolLM2, 3e-4 on stories260K). Every fault fails this test.
+ *   on SmolLM2). Every fault fails this test.
  *
  * The oracle stores the tolerance it used in each golden; the test checks
  * it equals the one here, so the two tables cannot drift apart.
@@ -77,7 +79,7 @@ tolerance_for(const char *golden, const char *weight_type)
         return FLOAT_TOL;
     }
     if (strncmp(golden, "tiny260K", 8) == 0) {
-        return 0.4;
+        return 0.8;
     }
     if (strncmp(golden, "tiny", 4) == 0) {
         return 0.5;
@@ -519,7 +521,7 @@ check_golden(const char *name, summary *s)
     ok(tok != NULL, "%s: tokenizer loads", name);
 
     /* float weights: an f32 cache, so 0.01 keeps measuring the arithmetic
-       (the f16 cache alone moves stories260K's logits by up to 0.013 over
+       (the f16 cache alone moves tiny260K's logits by up to 0.013 over
        32 steps; test_model bounds that); quantized: the default f16 */
     have_engine = engine_open(&e, mpath, tol == FLOAT_TOL ? LLM_KV_F32
                                                           : LLM_KV_F16) == 0;
