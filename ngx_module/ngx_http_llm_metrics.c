@@ -71,13 +71,6 @@ ngx_http_llm_counters_zone(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 }
 
 
-ngx_http_llm_counters_t *
-ngx_http_llm_counters(ngx_http_llm_engine_conf_t *ecf)
-{
-    return ecf->zone ? ecf->zone->data : NULL;
-}
-
-
 /* log phase: every request an llm location answered, by status */
 ngx_int_t
 ngx_http_llm_log_handler(ngx_http_request_t *r)

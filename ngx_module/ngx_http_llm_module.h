@@ -1,9 +1,27 @@
 /*
- * ngx_http_llm_module: shared types of the module's files.
+ * ngx_http_llm_module: the types every file of the module shares.
  *
- *   ngx_http_llm_module.c    directives, configuration, process hooks
- *   ngx_http_llm_engine.c    the engine process: spawn, doorbell, ring slots
- *   ngx_http_llm_handler.c   HTTP handlers (/v1/..., health)
+ * At configuration time, in the master:
+ *   ngx_http_llm_module.c    directives, the llm_engine block, process hooks
+ *   ngx_http_llm_model.c     model and binary opened, tokenizer, template,
+ *                            the engine's identity
+ * The engine, seen from a worker:
+ *   ngx_http_llm_peer.c      find or start it, its doorbell, ring, slots
+ * Requests:
+ *   ngx_http_llm_api.c       llm_api: the routes under the location
+ *   ngx_http_llm_models.c    GET /v1/models
+ *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
+ *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
+ *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
+ *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
+ *   ngx_http_llm_ready.c     waiting for the engine to be ready
+ *   ngx_http_llm_ctx.c       a request's context: created, finished once
+ *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object
+ *   ngx_http_llm_metrics.c   /metrics, $llm_* variables, shared counters
+ *
+ * Calls go one way, from the top of this list down (a file calls only
+ * files below it, and the peer and format call none); callbacks up go
+ * through handler pointers (slot, waiter, timers, request handlers).
  */
 #ifndef NGX_HTTP_LLM_MODULE_H
 #define NGX_HTTP_LLM_MODULE_H
@@ -50,7 +68,7 @@ typedef struct {
     ngx_uint_t                  max_batched_tokens;
     ngx_uint_t                  max_queued_requests;
     ngx_flag_t                  prefix_caching;
-    size_t                      kv_cache_memory;
+    off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
 
     /*
@@ -184,9 +202,9 @@ typedef struct {
 extern ngx_module_t  ngx_http_llm_module;
 
 
-/* ngx_http_llm_engine.c */
-ngx_int_t ngx_http_llm_engine_init_process(ngx_cycle_t *cycle);
-void ngx_http_llm_engine_exit_process(ngx_cycle_t *cycle);
+/* ngx_http_llm_peer.c */
+ngx_int_t ngx_http_llm_peer_init_process(ngx_cycle_t *cycle);
+void ngx_http_llm_peer_exit_process(ngx_cycle_t *cycle);
 ngx_http_llm_peer_t *ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf,
     ngx_log_t *log);
 llm_ring_header *ngx_http_llm_peer_ring(ngx_http_llm_peer_t *peer);
@@ -195,34 +213,48 @@ const char *ngx_http_llm_peer_reason(ngx_http_llm_peer_t *peer);
 void ngx_http_llm_peer_wait(ngx_http_llm_peer_t *peer,
     ngx_http_llm_waiter_t *w);
 void ngx_http_llm_peer_unwait(ngx_http_llm_waiter_t *w);
-ngx_int_t ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer,
+ngx_int_t ngx_http_llm_peer_claim(ngx_http_llm_peer_t *peer,
     ngx_http_llm_slot_t *s, uint32_t kind);
-ngx_int_t ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s);
-void ngx_http_llm_slot_kick(ngx_http_llm_slot_t *s);
-void ngx_http_llm_slot_release(ngx_http_llm_slot_t *s);
-uint64_t ngx_http_llm_now_ns(void);
+ngx_int_t ngx_http_llm_peer_submit(ngx_http_llm_slot_t *s);
+void ngx_http_llm_peer_kick(ngx_http_llm_slot_t *s);
+void ngx_http_llm_peer_release(ngx_http_llm_slot_t *s);
 
-/* ngx_http_llm_handler.c */
-ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *fmt, ...);
+/* ngx_http_llm_reply.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json);
+ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *code, const char *fmt, ...);
 ngx_int_t ngx_http_llm_send_api_error(ngx_http_request_t *r,
     llm_api_error *err);
 ngx_int_t ngx_http_llm_unavailable(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
+ngx_int_t ngx_http_llm_retry_after(ngx_http_request_t *r,
+    ngx_uint_t seconds);
+
+/* ngx_http_llm_ctx.c */
 ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
 void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
+
+/* ngx_http_llm_ready.c */
 ngx_int_t ngx_http_llm_when_ready(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer, ngx_int_t (*ready)(ngx_http_request_t *r));
 
+/* ngx_http_llm_api.c */
+ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+
+/* ngx_http_llm_models.c */
+ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r);
+
+/* ngx_http_llm_health.c */
+ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
+
+/* ngx_http_llm_model.c */
+char *ngx_http_llm_model_init(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf);
+
 /* ngx_http_llm_metrics.c */
 ngx_int_t ngx_http_llm_counters_zone(ngx_conf_t *cf,
-    ngx_http_llm_engine_conf_t *ecf);
-ngx_http_llm_counters_t *ngx_http_llm_counters(
     ngx_http_llm_engine_conf_t *ecf);
 ngx_int_t ngx_http_llm_log_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_metrics_handler(ngx_http_request_t *r);
@@ -230,6 +262,39 @@ ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
 /* ngx_http_llm_generate.c */
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
-void ngx_http_llm_ctx_free_generation(ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_stream.c */
+void ngx_http_llm_stream_start(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_format.c */
+ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const u_char *text, size_t len,
+    const llm_out_token *o, ngx_uint_t role);
+ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *code, const char *msg);
+
+
+
+/* the engine's counters, NULL before the zone is mapped; the peer counts
+   its starts here, the metrics file owns the zone */
+static ngx_inline ngx_http_llm_counters_t *
+ngx_http_llm_counters(ngx_http_llm_engine_conf_t *ecf)
+{
+    return ecf->zone ? ecf->zone->data : NULL;
+}
+
+
+/* the clock of the ring's timestamps: the engine's, CLOCK_MONOTONIC */
+static ngx_inline uint64_t
+ngx_http_llm_now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
 
 #endif

@@ -66,18 +66,8 @@ static ngx_queue_t  ngx_http_llm_peers;
 static ngx_uint_t   ngx_http_llm_peers_inited;
 
 
-uint64_t
-ngx_http_llm_now_ns(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
-
 static void
-ngx_http_llm_dummy_handler(ngx_event_t *ev)
+ngx_http_llm_peer_dummy_handler(ngx_event_t *ev)
 {
 }
 
@@ -86,7 +76,7 @@ ngx_http_llm_dummy_handler(ngx_event_t *ev)
 /* process hooks                                                          */
 
 ngx_int_t
-ngx_http_llm_engine_init_process(ngx_cycle_t *cycle)
+ngx_http_llm_peer_init_process(ngx_cycle_t *cycle)
 {
     ngx_uint_t                    i;
     ngx_http_llm_main_conf_t     *lmcf;
@@ -116,7 +106,7 @@ ngx_http_llm_engine_init_process(ngx_cycle_t *cycle)
 
 
 void
-ngx_http_llm_engine_exit_process(ngx_cycle_t *cycle)
+ngx_http_llm_peer_exit_process(ngx_cycle_t *cycle)
 {
     ngx_queue_t          *q;
     ngx_http_llm_peer_t  *peer;
@@ -183,7 +173,7 @@ ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf, ngx_log_t *log)
     peer->hash = ecf->hash;
     peer->ecf = ecf;
     ngx_queue_init(&peer->waiters);
-    peer->retry.handler = ngx_http_llm_dummy_handler;
+    peer->retry.handler = ngx_http_llm_peer_dummy_handler;
     peer->retry.data = peer;
     peer->retry.log = ngx_cycle->log;
     peer->retry.cancelable = 1;   /* must not hold up a worker's exit */
@@ -304,7 +294,7 @@ ngx_http_llm_peer_notify_waiters(ngx_http_llm_peer_t *peer)
 /* starting the engine                                                    */
 
 static pid_t
-ngx_http_llm_master_pid(void)
+ngx_http_llm_peer_master_pid(void)
 {
     /* the engine lives as long as this process's master */
     return ngx_process == NGX_PROCESS_WORKER ? getppid() : ngx_pid;
@@ -312,7 +302,7 @@ ngx_http_llm_master_pid(void)
 
 
 static void
-ngx_http_llm_close_from(int lowfd)
+ngx_http_llm_peer_close_from(int lowfd)
 {
 #ifdef SYS_close_range
     if (syscall(SYS_close_range, lowfd, ~0U, 0) == 0) {
@@ -334,7 +324,7 @@ ngx_http_llm_close_from(int lowfd)
  * socket on 5, nothing else (nginx leaves its own sockets without CLOEXEC).
  */
 static void
-ngx_http_llm_exec(ngx_http_llm_engine_conf_t *ecf, int listen_fd,
+ngx_http_llm_peer_exec(ngx_http_llm_engine_conf_t *ecf, int listen_fd,
     char **argv)
 {
     int        log_fd, model_fd, bin_fd, null_fd, lfd;
@@ -359,7 +349,7 @@ ngx_http_llm_exec(ngx_http_llm_engine_conf_t *ecf, int listen_fd,
         _exit(126);
     }
 
-    ngx_http_llm_close_from(6);
+    ngx_http_llm_peer_close_from(6);
 
     syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
 
@@ -370,7 +360,7 @@ ngx_http_llm_exec(ngx_http_llm_engine_conf_t *ecf, int listen_fd,
 
 
 static void
-ngx_http_llm_sockaddr(ngx_http_llm_peer_t *peer, struct sockaddr_un *sa,
+ngx_http_llm_peer_sockaddr(ngx_http_llm_peer_t *peer, struct sockaddr_un *sa,
     socklen_t *alen)
 {
     size_t  len;
@@ -401,7 +391,7 @@ ngx_http_llm_peer_bind(ngx_http_llm_peer_t *peer)
         return -1;
     }
 
-    ngx_http_llm_sockaddr(peer, &sa, &alen);
+    ngx_http_llm_peer_sockaddr(peer, &sa, &alen);
 
     if (bind(fd, (struct sockaddr *) &sa, alen) == -1) {
         if (ngx_socket_errno != NGX_EADDRINUSE) {
@@ -465,7 +455,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     LLM_ARG("--socket");
     LLM_ARG("%s", peer->sockname);
     LLM_ARG("--master-pid");
-    LLM_ARG("%P", ngx_http_llm_master_pid());
+    LLM_ARG("%P", ngx_http_llm_peer_master_pid());
     LLM_ARG("--model-fd");
     LLM_ARG("3");
     LLM_ARG("--listen-fd");
@@ -491,7 +481,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     LLM_ARG("--max-queued");
     LLM_ARG("%ui", ecf->max_queued_requests);
     LLM_ARG("--kv-cache-memory");
-    LLM_ARG("%uz", ecf->kv_cache_memory);
+    LLM_ARG("%O", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
 
@@ -524,7 +514,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
         if (pid != 0) {
             _exit(pid == -1 ? 1 : 0);
         }
-        ngx_http_llm_exec(ecf, lfd, argv);
+        ngx_http_llm_peer_exec(ecf, lfd, argv);
     }
 
     /* the engine has it now; connecting to it queues until it accepts */
@@ -583,7 +573,7 @@ ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
     }
 
     ngx_snprintf((u_char *) peer->sockname, sizeof(peer->sockname) - 1,
-                 "ngx_llm/%P/%016uxL%Z", ngx_http_llm_master_pid(),
+                 "ngx_llm/%P/%016uxL%Z", ngx_http_llm_peer_master_pid(),
                  peer->hash);
 
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -594,7 +584,7 @@ ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
         return;
     }
 
-    ngx_http_llm_sockaddr(peer, &sa, &alen);
+    ngx_http_llm_peer_sockaddr(peer, &sa, &alen);
 
     if (connect(fd, (struct sockaddr *) &sa, alen) == -1) {
         err = ngx_socket_errno;
@@ -622,7 +612,7 @@ ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
 
     c->data = peer;
     c->read->handler = ngx_http_llm_peer_read;
-    c->write->handler = ngx_http_llm_dummy_handler;
+    c->write->handler = ngx_http_llm_peer_dummy_handler;
     c->read->log = c->log;
     c->write->log = c->log;
 
@@ -841,7 +831,7 @@ ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer, const char *why)
 
 
 static void
-ngx_http_llm_kick(ngx_http_llm_peer_t *peer)
+ngx_http_llm_peer_doorbell(ngx_http_llm_peer_t *peer)
 {
     llm_msg  m;
 
@@ -892,7 +882,7 @@ ngx_http_llm_peer_scan(ngx_http_llm_peer_t *peer)
 
 
 ngx_int_t
-ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
+ngx_http_llm_peer_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
     uint32_t kind)
 {
     uint32_t   i, n, idx, expected;
@@ -947,16 +937,16 @@ ngx_http_llm_slot_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
 
 
 void
-ngx_http_llm_slot_kick(ngx_http_llm_slot_t *s)
+ngx_http_llm_peer_kick(ngx_http_llm_slot_t *s)
 {
     if (s->slot != NULL && s->peer->conn != NULL) {
-        ngx_http_llm_kick(s->peer);
+        ngx_http_llm_peer_doorbell(s->peer);
     }
 }
 
 
 ngx_int_t
-ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s)
+ngx_http_llm_peer_submit(ngx_http_llm_slot_t *s)
 {
     if (s->slot == NULL) {
         return NGX_ERROR;
@@ -965,7 +955,7 @@ ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s)
     s->slot->t_submit_ns = ngx_http_llm_now_ns();
     atomic_store_explicit(&s->slot->state, LLM_SLOT_SUBMITTED,
                           memory_order_release);
-    ngx_http_llm_kick(s->peer);
+    ngx_http_llm_peer_doorbell(s->peer);
 
     return NGX_OK;
 }
@@ -976,7 +966,7 @@ ngx_http_llm_slot_submit(ngx_http_llm_slot_t *s)
  * stop; the slot comes back DONE and peer_scan frees it.
  */
 void
-ngx_http_llm_slot_release(ngx_http_llm_slot_t *s)
+ngx_http_llm_peer_release(ngx_http_llm_slot_t *s)
 {
     uint32_t              st;
     llm_slot             *sl = s->slot;
@@ -1006,5 +996,5 @@ ngx_http_llm_slot_release(ngx_http_llm_slot_t *s)
     }
 
     atomic_store(&sl->cancel, 1);
-    ngx_http_llm_kick(peer);
+    ngx_http_llm_peer_doorbell(peer);
 }

@@ -1,0 +1,78 @@
+/*
+ * llm_api: the routes under the location (/models, /chat/completions,
+ * /completions) and the answers to wrong methods and unknown paths.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_llm_module.h"
+
+
+static ngx_uint_t
+ngx_http_llm_uri_ends(ngx_http_request_t *r, const char *suffix)
+{
+    size_t  n = ngx_strlen(suffix);
+
+    return r->uri.len >= n
+           && ngx_strncmp(r->uri.data + r->uri.len - n, suffix, n) == 0;
+}
+
+
+ngx_int_t
+ngx_http_llm_api_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                 rc;
+    ngx_http_llm_peer_t      *peer;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    peer = ngx_http_llm_peer_get(llcf->engine, r->connection->log);
+    if (peer == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (ngx_http_llm_uri_ends(r, "/models")) {
+        if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "invalid_request_error",
+                                           "method_not_allowed",
+                                           "use GET for %V", &r->uri);
+        }
+
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        return ngx_http_llm_when_ready(r, peer, ngx_http_llm_models_handler);
+    }
+
+    if (ngx_http_llm_uri_ends(r, "/chat/completions")
+        || ngx_http_llm_uri_ends(r, "/completions"))
+    {
+        if (r->method != NGX_HTTP_POST) {
+            rc = ngx_http_discard_request_body(r);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "invalid_request_error",
+                                           "method_not_allowed",
+                                           "use POST for %V", &r->uri);
+        }
+
+        return ngx_http_llm_generate(r, ngx_http_llm_uri_ends(r,
+                                                 "/chat/completions"));
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
+                                   "invalid_request_error", "unknown_url",
+                                   "unknown endpoint %V", &r->uri);
+}

@@ -1,0 +1,68 @@
+/*
+ * A request's context: created when an llm location takes the request,
+ * released once, whichever comes first of its end and the client leaving.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_llm_module.h"
+
+
+static void
+ngx_http_llm_ctx_cleanup(void *data)
+{
+    ngx_http_llm_ctx_t *ctx = data;
+
+    ngx_http_llm_peer_unwait(&ctx->waiter);
+    ngx_http_llm_peer_release(&ctx->slot);
+
+    if (ctx->deadline.timer_set) {
+        ngx_del_timer(&ctx->deadline);
+    }
+}
+
+
+ngx_http_llm_ctx_t *
+ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
+{
+    ngx_http_llm_ctx_t        *ctx;
+    ngx_http_cleanup_t        *cln;
+
+    ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_ctx_t));
+    if (ctx == NULL) {
+        return NULL;
+    }
+
+    cln = ngx_http_cleanup_add(r, 0);
+    if (cln == NULL) {
+        return NULL;
+    }
+    cln->handler = ngx_http_llm_ctx_cleanup;
+    cln->data = ctx;
+
+    ctx->request = r;
+    ctx->peer = peer;
+    ctx->slot.data = ctx;
+    ctx->waiter.data = ctx;
+    ctx->deadline.data = ctx;
+    ctx->deadline.log = r->connection->log;
+
+    ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
+
+    return ctx;
+}
+
+
+/* the request leaves our hands: respond once, release what it held */
+void
+ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc)
+{
+    if (ctx->finished) {
+        return;
+    }
+    ctx->finished = 1;
+
+    ngx_http_llm_ctx_cleanup(ctx);
+    ngx_http_finalize_request(ctx->request, rc);
+}

@@ -1,0 +1,572 @@
+/*
+ * Tokens to bytes: a generation's text as OpenAI's SSE chunks or its JSON
+ * reply, logprobs in both forms, the error event of a stream that fails.
+ * Written with ngx_sprintf into buffers a long stream reuses; every string
+ * escaped into valid UTF-8. Nothing here sends or decides: the stream does.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_llm_module.h"
+
+
+static const char *ngx_http_llm_finish_names[] = {
+    "null", "stop", "length", "cancelled", "error"
+};
+
+
+/* length of the valid UTF-8 sequence at p, 0 if invalid */
+static size_t
+ngx_http_llm_utf8_len(const u_char *p, size_t n)
+{
+    size_t    len, i;
+    uint32_t  c;
+
+    if (p[0] < 0x80) {
+        return 1;
+    }
+
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+        c = p[0] & 0x1f;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        c = p[0] & 0x0f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        c = p[0] & 0x07;
+    } else {
+        return 0;
+    }
+
+    if (n < len) {
+        return 0;
+    }
+
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+        c = (c << 6) | (p[i] & 0x3f);
+    }
+
+    /* overlong, surrogate, or past U+10FFFF */
+    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff))
+        || (c >= 0xd800 && c <= 0xdfff))
+    {
+        return 0;
+    }
+
+    return len;
+}
+
+
+/*
+ * A JSON string body (no quotes). Token pieces of byte-level vocabularies
+ * can be parts of a character: invalid bytes become U+FFFD, so the JSON is
+ * always valid UTF-8. Needs 6 bytes of room per input byte.
+ */
+static u_char *
+ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
+{
+    u_char          c;
+    size_t          n;
+    static u_char   hex[] = "0123456789abcdef";
+
+    while (len) {
+        c = *src;
+
+        if (c >= 0x80) {
+            n = ngx_http_llm_utf8_len(src, len);
+            if (n == 0) {
+                dst = ngx_cpymem(dst, "\\ufffd", 6);
+                src++;
+                len--;
+                continue;
+            }
+            dst = ngx_cpymem(dst, src, n);
+            src += n;
+            len -= n;
+            continue;
+        }
+
+        src++;
+        len--;
+
+        switch (c) {
+        case '"':
+        case '\\':
+            *dst++ = '\\';
+            *dst++ = c;
+            break;
+        case '\n':
+            *dst++ = '\\';
+            *dst++ = 'n';
+            break;
+        case '\r':
+            *dst++ = '\\';
+            *dst++ = 'r';
+            break;
+        case '\t':
+            *dst++ = '\\';
+            *dst++ = 't';
+            break;
+        default:
+            if (c < 0x20) {
+                *dst++ = '\\';
+                *dst++ = 'u';
+                *dst++ = '0';
+                *dst++ = '0';
+                *dst++ = hex[c >> 4];
+                *dst++ = hex[c & 0xf];
+            } else {
+                *dst++ = c;
+            }
+        }
+    }
+
+    return dst;
+}
+
+
+static ngx_buf_t *
+ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
+{
+    u_char       *start, *end;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl, **ll;
+
+    /* a long stream reuses the buffers the client has taken */
+    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
+        cl = *ll;
+        b = cl->buf;
+        if ((size_t) (b->end - b->start) >= size) {
+            *ll = cl->next;
+            ngx_free_chain(ctx->request->pool, cl);
+            start = b->start;
+            end = b->end;
+            ngx_memzero(b, sizeof(ngx_buf_t));     /* flags too */
+            b->start = start;
+            b->end = end;
+            b->pos = start;
+            b->last = start;
+            b->temporary = 1;
+            b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+            return b;
+        }
+    }
+
+    b = ngx_create_temp_buf(ctx->request->pool, ngx_max(size, 1024));
+    if (b == NULL) {
+        return NULL;
+    }
+    b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+    return b;
+}
+
+
+/* b at the end of the output being built */
+static ngx_int_t
+ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_buf_t *b)
+{
+    ngx_chain_t  *cl;
+
+    cl = ngx_alloc_chain_link(ctx->request->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+    **last = cl;
+    *last = &cl->next;
+
+    return NGX_OK;
+}
+
+/* the head of every chunk: data: {"id":...,"choices":[{"index":0, */
+static u_char *
+ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, u_char *p)
+{
+    ngx_str_t  *model = &ctx->ecf->served_model_name;
+
+    return ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
+                       "\"created\":%T,\"model\":\"%V\",\"choices\":"
+                       "[{\"index\":0,",
+                       &ctx->id, ctx->chat ? "chat.completion.chunk"
+                                           : "text_completion",
+                       ctx->created, model);
+}
+
+
+static size_t
+ngx_http_llm_chunk_head_len(ngx_http_llm_ctx_t *ctx)
+{
+    return 160 + ctx->id.len + ctx->ecf->served_model_name.len;
+}
+
+
+/* a token's text for logprobs: its decoded bytes */
+static const u_char *
+ngx_http_llm_piece(ngx_http_llm_ctx_t *ctx, int32_t id, size_t *len)
+{
+    const char  *t;
+
+    t = llm_token_piece(ctx->ecf->tokenizer, id, len);
+    if (t == NULL) {
+        *len = 0;
+        return (u_char *) "";
+    }
+
+    return (u_char *) t;
+}
+
+
+/* room for one token's logprobs: its pieces escaped, and as byte lists */
+static size_t
+ngx_http_llm_lp_size(ngx_http_llm_ctx_t *ctx, const llm_out_token *o)
+{
+    size_t    len, size;
+    uint32_t  i;
+
+    (void) ngx_http_llm_piece(ctx, o->token, &len);
+    size = 10 * len + 128;
+
+    for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+        (void) ngx_http_llm_piece(ctx, o->top_ids[i], &len);
+        size += 10 * len + 96;
+    }
+
+    return size;
+}
+
+
+/* "token":"...","logprob":x,"bytes":[...]: bytes rebuild split characters */
+static u_char *
+ngx_http_llm_lp_token(ngx_http_llm_ctx_t *ctx, u_char *p, int32_t id,
+    float logprob)
+{
+    size_t          len, i;
+    const u_char   *t;
+
+    t = ngx_http_llm_piece(ctx, id, &len);
+    p = ngx_cpymem(p, "\"token\":\"", 9);
+    p = ngx_http_llm_json_escape(p, t, len);
+    p = ngx_sprintf(p, "\",\"logprob\":%.6f,\"bytes\":[", (double) logprob);
+
+    for (i = 0; i < len; i++) {
+        p = ngx_sprintf(p, i ? ",%ud" : "%ud", (unsigned) t[i]);
+    }
+
+    *p++ = ']';
+    return p;
+}
+
+
+/* chat: {"token","logprob","bytes","top_logprobs":[{"token",...}]} */
+static u_char *
+ngx_http_llm_lp_chat(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const llm_out_token *o)
+{
+    uint32_t  i;
+
+    *p++ = '{';
+    p = ngx_http_llm_lp_token(ctx, p, o->token, o->logprob);
+    p = ngx_sprintf(p, ",\"top_logprobs\":[");
+
+    for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+        p = ngx_sprintf(p, i ? ",{" : "{");
+        p = ngx_http_llm_lp_token(ctx, p, o->top_ids[i], o->top_lp[i]);
+        *p++ = '}';
+    }
+
+    return ngx_sprintf(p, "]}");
+}
+
+
+/* completions' legacy form, one of its four arrays at a time */
+static u_char *
+ngx_http_llm_lp_legacy(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const llm_out_token *o, ngx_uint_t part, size_t offset)
+{
+    size_t          len;
+    uint32_t        i;
+    const u_char   *t;
+
+    switch (part) {
+    case 0:
+        t = ngx_http_llm_piece(ctx, o->token, &len);
+        *p++ = '"';
+        p = ngx_http_llm_json_escape(p, t, len);
+        *p++ = '"';
+        return p;
+    case 1:
+        return ngx_sprintf(p, "%.6f", (double) o->logprob);
+    case 2:
+        *p++ = '{';
+        for (i = 0; i < o->n_top && i < LLM_RING_MAX_TOP_LP; i++) {
+            t = ngx_http_llm_piece(ctx, o->top_ids[i], &len);
+            p = ngx_sprintf(p, "%s\"", i ? "," : "");
+            p = ngx_http_llm_json_escape(p, t, len);
+            p = ngx_sprintf(p, "\":%.6f", (double) o->top_lp[i]);
+        }
+        *p++ = '}';
+        return p;
+    default:
+        return ngx_sprintf(p, "%uz", offset);
+    }
+}
+
+
+/* the "logprobs" value for n tokens of this request */
+static u_char *
+ngx_http_llm_lp_json(ngx_http_llm_ctx_t *ctx, u_char *p,
+    const ngx_http_llm_lp_t *e, ngx_uint_t n)
+{
+    ngx_uint_t   i, part;
+    static const char  *names[] = {
+        "tokens", "token_logprobs", "top_logprobs", "text_offset"
+    };
+
+    if (ctx->chat) {
+        p = ngx_sprintf(p, "{\"content\":[");
+        for (i = 0; i < n; i++) {
+            if (i) {
+                *p++ = ',';
+            }
+            p = ngx_http_llm_lp_chat(ctx, p, &e[i].o);
+        }
+        return ngx_sprintf(p, "]}");
+    }
+
+    *p++ = '{';
+    for (part = 0; part < 4; part++) {
+        p = ngx_sprintf(p, "%s\"%s\":[", part ? "," : "", names[part]);
+        for (i = 0; i < n; i++) {
+            if (i) {
+                *p++ = ',';
+            }
+            p = ngx_http_llm_lp_legacy(ctx, p, &e[i].o, part, e[i].offset);
+        }
+        *p++ = ']';
+    }
+    *p++ = '}';
+
+    return p;
+}
+
+
+/* one token's text as an SSE chunk (or into the reply being built) */
+ngx_int_t
+ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const u_char *text, size_t len, const llm_out_token *o, ngx_uint_t role)
+{
+    size_t        size;
+    u_char       *p;
+    ngx_buf_t    *b;
+
+    if (!ctx->stream) {
+        b = ctx->text;
+        if (b == NULL || (size_t) (b->end - b->last) < len) {
+            size = ngx_max(len, 256);
+            if (b) {
+                size += 2 * (b->last - b->pos);
+            }
+            b = ngx_http_llm_get_buf(ctx, size);
+            if (b == NULL) {
+                return NGX_ERROR;
+            }
+            if (ctx->text) {
+                b->last = ngx_cpymem(b->last, ctx->text->pos,
+                                     ctx->text->last - ctx->text->pos);
+            }
+            ctx->text = b;
+        }
+        b->last = ngx_cpymem(b->last, text, len);
+
+        ctx->text_offset += len;
+        return NGX_OK;
+    }
+
+    size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
+    if (o && ctx->req.sampling.logprobs) {
+        size += ngx_http_llm_lp_size(ctx, o);
+    }
+
+    b = ngx_http_llm_get_buf(ctx, size);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_http_llm_chunk_head(ctx, b->last);
+
+    if (ctx->chat) {
+        p = ngx_sprintf(p, "\"delta\":{%s\"content\":\"",
+                        role ? "\"role\":\"assistant\"," : "");
+        p = ngx_http_llm_json_escape(p, text, len);
+        p = ngx_sprintf(p, "\"},\"logprobs\":");
+    } else {
+        p = ngx_sprintf(p, "\"text\":\"");
+        p = ngx_http_llm_json_escape(p, text, len);
+        p = ngx_sprintf(p, "\",\"logprobs\":");
+    }
+
+    if (o && ctx->req.sampling.logprobs) {
+        ngx_http_llm_lp_t  e;
+
+        e.o = *o;
+        e.offset = ctx->text_offset;
+        p = ngx_http_llm_lp_json(ctx, p, &e, 1);
+    } else {
+        p = ngx_sprintf(p, "null");
+    }
+    ctx->text_offset += len;
+
+    b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
+    b->flush = 1;
+
+    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static const char *
+ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
+{
+    return ngx_http_llm_finish_names[ctx->finish <= LLM_FINISH_ERROR
+                                     ? ctx->finish : LLM_FINISH_ERROR];
+}
+
+
+static u_char *
+ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
+{
+    return ngx_sprintf(p, "\"usage\":{\"prompt_tokens\":%uD,"
+                       "\"completion_tokens\":%uD,\"total_tokens\":%uD,"
+                       "\"prompt_tokens_details\":{\"cached_tokens\":%uD}}",
+                       ctx->n_prompt, ctx->n_completion,
+                       ctx->n_prompt + ctx->n_completion, ctx->n_cached);
+}
+
+
+/* the final chunk(s) of a stream, or the whole JSON reply */
+ngx_int_t
+ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    size_t               size, tlen;
+    u_char              *p;
+    ngx_buf_t           *b;
+    ngx_uint_t           i;
+    ngx_http_llm_lp_t   *e;
+    ngx_http_request_t  *r = ctx->request;
+
+    tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
+
+    size = 2 * ngx_http_llm_chunk_head_len(ctx) + 6 * tlen + 512;
+    if (!ctx->stream && ctx->lps) {
+        e = ctx->lps->elts;
+        for (i = 0; i < ctx->lps->nelts; i++) {
+            size += ngx_http_llm_lp_size(ctx, &e[i].o);
+        }
+    }
+
+    b = ngx_http_llm_get_buf(ctx, size);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = b->last;
+
+    if (ctx->stream) {
+        p = ngx_http_llm_chunk_head(ctx, p);
+        p = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}"
+                        "\n\n", ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
+                        ngx_http_llm_finish_name(ctx));
+
+        if (ctx->req.include_usage) {
+            p = ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
+                            "\"created\":%T,\"model\":\"%V\","
+                            "\"choices\":[],",
+                            &ctx->id, ctx->chat ? "chat.completion.chunk"
+                                                : "text_completion",
+                            ctx->created, &ctx->ecf->served_model_name);
+            p = ngx_http_llm_usage_json(ctx, p);
+            p = ngx_sprintf(p, "}\n\n");
+        }
+
+        p = ngx_sprintf(p, "data: [DONE]\n\n");
+
+    } else {
+        p = ngx_sprintf(p, "{\"id\":\"%V\",\"object\":\"%s\",\"created\":%T,"
+                        "\"model\":\"%V\",\"choices\":[{\"index\":0,",
+                        &ctx->id, ctx->chat ? "chat.completion"
+                                            : "text_completion",
+                        ctx->created, &ctx->ecf->served_model_name);
+        p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":\"assistant\","
+                                       "\"content\":\""
+                                     : "\"text\":\"");
+        if (tlen) {
+            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+        }
+        p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
+        if (ctx->lps) {
+            p = ngx_sprintf(p, "\"logprobs\":");
+            p = ngx_http_llm_lp_json(ctx, p, ctx->lps->elts, ctx->lps->nelts);
+            *p++ = ',';
+        } else {
+            p = ngx_sprintf(p, "\"logprobs\":null,");
+        }
+        p = ngx_sprintf(p, "\"finish_reason\":\"%s\"}],",
+                        ngx_http_llm_finish_name(ctx));
+        p = ngx_http_llm_usage_json(ctx, p);
+        p = ngx_sprintf(p, "}\n");
+
+        r->headers_out.status = NGX_HTTP_OK;
+        r->headers_out.content_length_n = p - b->last;
+        ngx_str_set(&r->headers_out.content_type, "application/json");
+        r->headers_out.content_type_len = r->headers_out.content_type.len;
+    }
+
+    b->last = p;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+    b->flush = 1;
+
+    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the last event of a stream that failed after its headers went out */
+ngx_int_t
+ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const char *code, const char *msg)
+{
+    u_char     *p;
+    size_t      len;
+    ngx_buf_t  *b;
+
+    len = ngx_strlen(msg);
+
+    b = ngx_http_llm_get_buf(ctx, 6 * len + 256);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_sprintf(b->last, "data: {\"error\":{\"message\":\"");
+    p = ngx_http_llm_json_escape(p, (u_char *) msg, len);
+    b->last = ngx_sprintf(p, "\",\"type\":\"server_error\",\"param\":null,"
+                          "\"code\":\"%s\"}}\n\ndata: [DONE]\n\n", code);
+    b->last_buf = 1;
+    b->flush = 1;
+
+    return ngx_http_llm_append(ctx, last, b);
+}

@@ -1,0 +1,652 @@
+/*
+ * A generation's token stream, from its ring slot to the client: the
+ * engine's WAKE or the client's write event runs one loop of three
+ * halves, as ngx_event_pipe.c does: read what the engine wrote (detokenize,
+ * hold back stop strings), finish when the generation ended, flush the
+ * output to nginx.
+ *
+ * A slow client never holds the engine: past max_buffered bytes of unsent
+ * output this request stops reading its stream, the stream fills up, and
+ * the engine skips the sequence (keeping its KV) until there is room.
+ */
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_llm_module.h"
+
+
+static void ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s);
+static void ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t *more);
+static ngx_int_t ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t *out);
+static void ngx_http_llm_stream_write_handler(ngx_http_request_t *r);
+static void ngx_http_llm_stream_deadline(ngx_event_t *ev);
+
+
+/* the request went to the engine: its events come here from now on */
+void
+ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    ctx->slot.handler = ngx_http_llm_stream_on_slot;
+
+    /*
+     * Always a timer, and not cancelable: an old worker exits on reload
+     * once only cancelable timers are left, and would cut the stream.
+     */
+    ctx->deadline.handler = ngx_http_llm_stream_deadline;
+    ngx_add_timer(&ctx->deadline, llcf->deadline ? llcf->deadline
+                                                 : 7 * 86400000);
+
+    r->read_event_handler = ngx_http_test_reading;
+    r->write_event_handler = ngx_http_llm_stream_write_handler;
+    r->main->count++;
+}
+
+
+static void
+ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s)
+{
+    ngx_http_llm_stream_run(s->data);
+}
+
+
+/*
+ * NGX_OK: the output is queued; more may follow. NGX_AGAIN from read:
+ * output waits for the client, whose write event comes back here. Anything
+ * else: the request was finished in the half that said so.
+ */
+static void
+ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_int_t     rc;
+    ngx_uint_t    more;
+    ngx_chain_t  *out, **last;
+
+    while (!ctx->finished) {
+        out = NULL;
+        last = &out;
+        more = 0;
+
+        rc = ngx_http_llm_stream_read(ctx, &last, &more);
+
+        if (rc == NGX_DONE) {
+            rc = ngx_http_llm_stream_end(ctx, &last);
+        }
+
+        if (rc != NGX_OK) {
+            return;
+        }
+
+        /* all sent and the ring has more than max_buffered took: go on */
+        if (ngx_http_llm_stream_flush(ctx, out) != NGX_OK || !more) {
+            return;
+        }
+    }
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the read half                                                          */
+
+/* how much output waits for a slow client */
+static size_t
+ngx_http_llm_pending(ngx_chain_t *cl)
+{
+    size_t  n = 0;
+
+    for ( /* void */ ; cl; cl = cl->next) {
+        n += ngx_buf_size(cl->buf);
+    }
+
+    return n;
+}
+
+
+static ngx_int_t
+ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_int_t            rc;
+    ngx_table_elt_t     *h;
+    ngx_http_request_t  *r = ctx->request;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    ngx_str_set(&r->headers_out.content_type, "text/event-stream");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_length_n = -1;
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
+    h->hash = 1;
+    ngx_str_set(&h->key, "Cache-Control");
+    ngx_str_set(&h->value, "no-cache");
+
+    /* proxies in front must not buffer the stream */
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Accel-Buffering");
+    ngx_str_set(&h->value, "no");
+
+    ctx->header_sent = 1;
+
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, rc);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The stream failed after its headers went out: the error becomes its
+ * last event, and the status it would have had goes to the log, as every
+ * other error's does.
+ */
+static ngx_int_t
+ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t status, const char *code, const char *msg)
+{
+    ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
+                  "llm: stream ended by an error: %s", msg);
+    (void) status;
+
+    ctx->finish = LLM_FINISH_ERROR;
+
+    if (ngx_http_llm_format_error(ctx, last, code, msg) != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the engine died with this request in it */
+static ngx_int_t
+ngx_http_llm_stream_lost(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    if (!ctx->header_sent) {
+        ngx_http_llm_ctx_finish(ctx, ngx_http_llm_unavailable(ctx->request,
+                                                              ctx->peer));
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_stream_fail(ctx, last, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                    "engine_unavailable",
+                                    ngx_http_llm_peer_reason(ctx->peer));
+}
+
+
+/* the engine wrote head: it can only be 0..CAP ahead of us */
+static ngx_int_t
+ngx_http_llm_stream_corrupt(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    uint32_t head)
+{
+    ngx_http_request_t  *r = ctx->request;
+
+    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                  "llm: corrupt stream in ring slot %uD (%uD written, "
+                  "%uD read): request failed", ctx->slot.index, head,
+                  ctx->consumed);
+
+    ngx_http_llm_peer_release(&ctx->slot);
+    ctx->finish = LLM_FINISH_ERROR;
+
+    if (!ctx->header_sent) {
+        ngx_http_llm_ctx_finish(ctx,
+            ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "server_error", "engine_error",
+                                    "corrupt stream from the engine"));
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_stream_fail(ctx, last, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "engine_error",
+                                    "corrupt stream from the engine");
+}
+
+
+/* what the read half needs once per request */
+static ngx_int_t
+ngx_http_llm_stream_alloc(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_http_request_t  *r = ctx->request;
+
+    if (!ctx->stream && ctx->req.sampling.logprobs && ctx->lps == NULL) {
+        ctx->lps = ngx_array_create(r->pool, 16, sizeof(ngx_http_llm_lp_t));
+        if (ctx->lps == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    if (ctx->detok_buf == NULL) {
+        ctx->detok_buf = ngx_palloc(r->pool,
+                                    llm_detok_max_out(ctx->ecf->tokenizer));
+        if (ctx->detok_buf == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* one token: its text through the detokenizer and the stop strings, out */
+static ngx_int_t
+ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    llm_out_token *o)
+{
+    int                 n;
+    ngx_uint_t          role;
+    llm_stop_out        so;
+    llm_tokenizer      *t = ctx->ecf->tokenizer;
+    ngx_http_llm_lp_t  *lp;
+
+    role = (ctx->n_completion == 0);
+    ctx->consumed++;
+    ctx->n_completion++;
+
+    if (ctx->t_first_ns == 0) {
+        ctx->t_first_ns = ngx_http_llm_now_ns();
+    }
+
+    if ((uint32_t) o->token >= (uint32_t) llm_tokenizer_n_vocab(t)) {
+        ngx_log_error(NGX_LOG_ALERT, ctx->request->connection->log, 0,
+                      "llm: engine sent token %D outside the vocabulary",
+                      o->token);
+        return NGX_OK;
+    }
+
+    n = llm_detok_push(t, &ctx->detok, o->token, ctx->detok_buf,
+                       llm_detok_max_out(t));
+    if (n < 0) {
+        n = 0;
+    }
+
+    if (llm_stop_push(&ctx->stop, ctx->detok_buf, n, &so) != 0) {
+        return NGX_ERROR;
+    }
+
+    if (so.stopped) {
+        ctx->stopped = 1;
+        ctx->finish = LLM_FINISH_STOP;
+    }
+
+    if (ctx->lps) {
+        lp = ngx_array_push(ctx->lps);
+        if (lp == NULL) {
+            return NGX_ERROR;
+        }
+        lp->o = *o;
+        lp->offset = ctx->text_offset;
+    }
+
+    /* OpenAI streams one chunk per token, the first with the role */
+    if (so.len || role || (ctx->stream && ctx->req.sampling.logprobs)) {
+        return ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
+                                         so.len, o, role);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * Take what the engine wrote, up to max_buffered of output. NGX_DONE: the
+ * generation ended (a stop string here, or the engine's finish).
+ */
+static ngx_int_t
+ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t *more)
+{
+    size_t                    pending;
+    uint32_t                  head, state;
+    ngx_int_t                 rc;
+    ngx_uint_t                full;
+    llm_slot                 *sl = ctx->slot.slot;
+    ngx_chain_t             **mark;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    if (sl == NULL) {
+        return ngx_http_llm_stream_lost(ctx, last);
+    }
+
+    llcf = ngx_http_get_module_loc_conf(ctx->request, ngx_http_llm_module);
+
+    pending = ngx_http_llm_pending(ctx->busy);
+    if (pending > llcf->max_buffered) {
+        return NGX_AGAIN;
+    }
+
+    if (ngx_http_llm_stream_alloc(ctx) != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    state = atomic_load_explicit(&sl->state, memory_order_acquire);
+    head = atomic_load_explicit(&sl->out_head, memory_order_acquire);
+    full = (head - ctx->consumed) >= LLM_RING_OUT_CAP;
+
+    if (head - ctx->consumed > LLM_RING_OUT_CAP) {
+        return ngx_http_llm_stream_corrupt(ctx, last, head);
+    }
+
+    if (ctx->stream && !ctx->header_sent && head != ctx->consumed
+        && ngx_http_llm_stream_header(ctx) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    rc = NGX_OK;
+
+    while (ctx->consumed != head && !ctx->stopped && rc == NGX_OK) {
+
+        /* a stream takes no more than max_buffered from the ring: the rest
+           waits there, and the engine holds the sequence when it fills */
+        if (ctx->stream && pending > llcf->max_buffered) {
+            *more = 1;
+            break;
+        }
+
+        mark = *last;
+        rc = ngx_http_llm_stream_token(ctx, last,
+                                       &sl->out[ctx->consumed
+                                                % LLM_RING_OUT_CAP]);
+        pending += ngx_http_llm_pending(*mark);
+    }
+
+    atomic_store_explicit(&sl->out_tail, ctx->consumed, memory_order_release);
+    if (full) {
+        ngx_http_llm_peer_kick(&ctx->slot);     /* the engine held it */
+    }
+
+    if (rc != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (ctx->stopped || (state == LLM_SLOT_DONE && ctx->consumed == head)) {
+        return NGX_DONE;
+    }
+
+    return NGX_OK;          /* more to come */
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the finish half                                                        */
+
+static ngx_uint_t
+ngx_http_llm_engine_status(uint32_t error, const char **code)
+{
+    switch (error) {
+    case LLM_ERR_BAD_REQUEST:
+        *code = "invalid_value";
+        return NGX_HTTP_BAD_REQUEST;
+    case LLM_ERR_TOO_LONG:
+        *code = "context_length_exceeded";
+        return NGX_HTTP_BAD_REQUEST;
+    case LLM_ERR_QUEUE_FULL:
+        *code = "queue_full";
+        return NGX_HTTP_TOO_MANY_REQUESTS;
+    case LLM_ERR_NOT_READY:
+        *code = "engine_unavailable";
+        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    default:
+        *code = "engine_error";
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+}
+
+
+/* the engine refused the request before its first token: a JSON error */
+static void
+ngx_http_llm_stream_refused(ngx_http_llm_ctx_t *ctx)
+{
+    char         msg[LLM_RING_REASON_LEN];
+    ngx_uint_t   status;
+    const char  *code;
+
+    ngx_memcpy(msg, ctx->slot.slot->message, sizeof(msg));
+    msg[sizeof(msg) - 1] = '\0';
+    status = ngx_http_llm_engine_status(ctx->slot.slot->error, &code);
+
+    ngx_http_llm_peer_release(&ctx->slot);
+
+    ngx_http_llm_ctx_finish(ctx,
+        ngx_http_llm_send_error(ctx->request, status,
+                                status == NGX_HTTP_TOO_MANY_REQUESTS
+                                ? "rate_limit_error"
+                                : status >= 500 ? "server_error"
+                                : "invalid_request_error",
+                                code, "%s", msg));
+}
+
+
+/* the generation ended: the held-back text, the last chunk or the reply */
+static ngx_int_t
+ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    ngx_int_t            rc;
+    llm_slot            *sl = ctx->slot.slot;
+    llm_stop_out         so;
+    ngx_http_request_t  *r = ctx->request;
+
+    ctx->t_done_ns = ngx_http_llm_now_ns();
+    ctx->n_cached = sl->n_cached;
+    ctx->t_scheduled_ns = sl->t_scheduled_ns;
+
+    if (!ctx->stopped) {
+        ctx->finish = sl->finish;
+
+        if (ctx->finish == LLM_FINISH_ERROR && ctx->n_completion == 0
+            && !ctx->header_sent)
+        {
+            ngx_http_llm_stream_refused(ctx);
+            return NGX_ERROR;
+        }
+    }
+
+    ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
+
+    if (ctx->finish == LLM_FINISH_ERROR && ctx->header_sent) {
+        return ngx_http_llm_stream_fail(ctx, last,
+                                        NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                        "engine_error",
+                                        "the engine failed this request");
+    }
+
+    rc = NGX_OK;
+
+    if (!ctx->stopped) {
+        llm_stop_flush(&ctx->stop, &so);
+        if (so.len) {
+            rc = ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
+                                           so.len, NULL, 0);
+        }
+    }
+
+    if (rc == NGX_OK && ctx->stream && !ctx->header_sent
+        && ngx_http_llm_stream_header(ctx) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_OK) {
+        rc = ngx_http_llm_format_final(ctx, last);
+    }
+
+    if (rc != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (!ctx->stream) {
+        rc = ngx_http_send_header(r);
+        if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+            ngx_http_llm_ctx_finish(ctx, rc);
+            return NGX_ERROR;
+        }
+        ctx->header_sent = 1;
+    }
+
+    return NGX_OK;
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the flush half                                                         */
+
+/*
+ * Output waits in nginx for the client: watch for writability (epoll adds
+ * the write event only on demand) under send_timeout, as ngx_http_writer.
+ */
+static ngx_int_t
+ngx_http_llm_wait_writable(ngx_http_request_t *r)
+{
+    ngx_event_t               *wev = r->connection->write;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (!wev->delayed && !wev->timer_set) {
+        ngx_add_timer(wev, clcf->send_timeout);
+    }
+
+    return ngx_handle_write_event(wev, clcf->send_lowat);
+}
+
+
+/* NGX_OK: nginx took all of it; NGX_AGAIN: some waits for the client */
+static ngx_int_t
+ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx, ngx_chain_t *out)
+{
+    ngx_int_t            rc;
+    ngx_http_request_t  *r = ctx->request;
+
+    if (out == NULL) {
+        return NGX_AGAIN;
+    }
+
+    rc = ngx_http_output_filter(r, out);
+    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &out,
+                            (ngx_buf_tag_t) &ngx_http_llm_module);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_AGAIN && ngx_http_llm_wait_writable(r) != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
+
+    if (ctx->slot.slot == NULL
+        && (ctx->finish != LLM_FINISH_NONE || ctx->stopped))
+    {
+        /* everything is queued: nginx flushes it and closes */
+        ngx_http_llm_ctx_finish(ctx, rc);
+        return NGX_DONE;
+    }
+
+    return (rc == NGX_OK && !r->connection->buffered) ? NGX_OK : NGX_AGAIN;
+}
+
+
+/* the client read some: send what waits, then read more of the stream */
+static void
+ngx_http_llm_stream_write_handler(ngx_http_request_t *r)
+{
+    ngx_int_t            rc;
+    ngx_chain_t         *out;
+    ngx_event_t         *wev;
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+    wev = r->connection->write;
+
+    if (wev->timedout) {
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, NGX_ETIMEDOUT,
+                      "llm: client timed out reading the stream");
+        r->connection->timedout = 1;
+        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_REQUEST_TIME_OUT);
+        return;
+    }
+
+    out = NULL;
+    rc = ngx_http_output_filter(r, NULL);
+    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &out,
+                            (ngx_buf_tag_t) &ngx_http_llm_module);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return;
+    }
+
+    if (r->connection->buffered) {
+        if (ngx_http_llm_wait_writable(r) != NGX_OK) {
+            ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        }
+        return;
+    }
+
+    if (wev->timer_set) {
+        ngx_del_timer(wev);
+    }
+
+    ngx_http_llm_stream_run(ctx);
+}
+
+
+static void
+ngx_http_llm_stream_deadline(ngx_event_t *ev)
+{
+    ngx_chain_t         *out, **last;
+    ngx_http_llm_ctx_t  *ctx = ev->data;
+
+    ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
+                  "llm: 504 deadline passed after %uD tokens, sequence "
+                  "aborted", ctx->n_completion);
+
+    ngx_http_llm_peer_release(&ctx->slot);      /* the engine drops it */
+
+    if (!ctx->header_sent) {
+        ngx_http_llm_ctx_finish(ctx,
+                                ngx_http_llm_send_error(ctx->request,
+                                    NGX_HTTP_GATEWAY_TIME_OUT,
+                                    "server_error", "deadline_exceeded",
+                                    "the generation deadline passed"));
+        return;
+    }
+
+    out = NULL;
+    last = &out;
+
+    if (ngx_http_llm_stream_fail(ctx, &last, NGX_HTTP_GATEWAY_TIME_OUT,
+                                 "deadline_exceeded",
+                                 "the generation deadline passed")
+        != NGX_OK)
+    {
+        return;
+    }
+
+    ngx_http_llm_ctx_finish(ctx, ngx_http_output_filter(ctx->request, out));
+}
