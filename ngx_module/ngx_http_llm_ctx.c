@@ -44,6 +44,7 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
     ctx->request = r;
     ctx->peer = peer;
     ctx->slot.data = ctx;
+    ctx->slot.log = r->connection->log;
     ctx->waiter.data = ctx;
     ctx->deadline.data = ctx;
     ctx->deadline.log = r->connection->log;

@@ -435,7 +435,8 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 }
 
 
-static const char *
+/* the finish_reason the client sees */
+const char *
 ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
 {
     return ngx_http_llm_finish_names[ctx->finish <= LLM_FINISH_ERROR

@@ -601,6 +601,10 @@ ngx_http_llm_submit(ngx_http_request_t *r)
         return ngx_http_llm_unavailable(r, ctx->peer);
     }
 
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm: ring slot %uD submitted as %V",
+                   ctx->slot.index, &ctx->id);
+
     ngx_http_llm_stream_start(r, ctx);
 
     return NGX_DONE;

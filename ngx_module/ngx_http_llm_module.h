@@ -137,6 +137,7 @@ struct ngx_http_llm_slot_s {
     uint64_t                    generation; /* the ring it belongs to */
     void                      (*handler)(ngx_http_llm_slot_t *s);
     void                       *data;
+    ngx_log_t                  *log;        /* the request's */
 };
 
 
@@ -275,6 +276,7 @@ ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, const char *code, const char *msg);
+const char *ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx);
 
 
 

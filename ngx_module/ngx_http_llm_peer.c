@@ -871,6 +871,10 @@ ngx_http_llm_peer_scan(ngx_http_llm_peer_t *peer)
                 sl->owner = 0;
                 atomic_store_explicit(&sl->state, LLM_SLOT_FREE,
                                       memory_order_release);
+
+                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
+                               "llm: ring slot %uD freed after its cancel",
+                               i);
             }
         }
 
@@ -928,6 +932,10 @@ ngx_http_llm_peer_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
         s->index = idx;
         s->generation = peer->generation;
         peer->slots[idx] = s;
+
+        ngx_log_debug3(NGX_LOG_DEBUG_HTTP, s->log, 0,
+                       "llm: ring slot %uD taken, kind %uD, request %uL",
+                       idx, kind, sl->req_seq);
 
         return NGX_OK;
     }
@@ -992,8 +1000,15 @@ ngx_http_llm_peer_release(ngx_http_llm_slot_t *s)
         sl->owner = 0;
         atomic_store_explicit(&sl->state, LLM_SLOT_FREE,
                               memory_order_release);
+
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, s->log, 0,
+                       "llm: ring slot %uD freed", s->index);
         return;
     }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, s->log, 0,
+                   "llm: ring slot %uD cancelled, the engine frees it",
+                   s->index);
 
     atomic_store(&sl->cancel, 1);
     ngx_http_llm_peer_doorbell(peer);

@@ -10,15 +10,41 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t
+ngx_http_llm_send_body(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_buf_t *b)
+{
+    ngx_int_t    rc;
+    ngx_chain_t  out;
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+/* json as the reply, one line; json is freed */
 ngx_int_t
 ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json)
 {
-    char         *text;
-    size_t        len;
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
+    char       *text;
+    size_t      len;
+    ngx_buf_t  *b;
 
     text = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
@@ -41,23 +67,7 @@ ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     *b->last++ = '\n';
     free(text);
 
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
-    r->headers_out.status = status;
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-
-    rc = ngx_http_send_header(r);
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
+    return ngx_http_llm_send_body(r, status, b);
 }
 
 
@@ -84,6 +94,87 @@ ngx_http_llm_retry_after(ngx_http_request_t *r, ngx_uint_t seconds)
 }
 
 
+/* a JSON string, or null, without cJSON */
+static size_t
+ngx_http_llm_plain_len(const char *s)
+{
+    size_t  n;
+
+    if (s == NULL) {
+        return sizeof("null") - 1;
+    }
+
+    n = ngx_strlen(s);
+
+    return n + ngx_escape_json(NULL, (u_char *) s, n) + 2;
+}
+
+
+static u_char *
+ngx_http_llm_plain_str(u_char *p, const char *s)
+{
+    if (s == NULL) {
+        return ngx_cpymem(p, "null", sizeof("null") - 1);
+    }
+
+    *p++ = '"';
+    p = (u_char *) ngx_escape_json(p, (u_char *) s, ngx_strlen(s));
+    *p++ = '"';
+
+    return p;
+}
+
+
+/*
+ * The error object when cJSON could not allocate it: the same fields,
+ * written by hand, so an out-of-memory error still answers with its own
+ * status and code.
+ */
+static ngx_int_t
+ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *param, const char *code, const char *msg)
+{
+    u_char     *p;
+    size_t      len;
+    ngx_buf_t  *b;
+
+    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                  "llm: cJSON could not build the error reply, "
+                  "written without it");
+
+    len = sizeof("{\"error\":{\"message\":,\"type\":,\"param\":,"
+                 "\"code\":}}\n") - 1
+          + ngx_http_llm_plain_len(msg) + ngx_http_llm_plain_len(type)
+          + ngx_http_llm_plain_len(param) + ngx_http_llm_plain_len(code);
+
+    b = ngx_create_temp_buf(r->pool, len);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    p = ngx_cpymem(b->last, "{\"error\":{\"message\":",
+                   sizeof("{\"error\":{\"message\":") - 1);
+    p = ngx_http_llm_plain_str(p, msg);
+    p = ngx_cpymem(p, ",\"type\":", sizeof(",\"type\":") - 1);
+    p = ngx_http_llm_plain_str(p, type);
+    p = ngx_cpymem(p, ",\"param\":", sizeof(",\"param\":") - 1);
+    p = ngx_http_llm_plain_str(p, param);
+    p = ngx_cpymem(p, ",\"code\":", sizeof(",\"code\":") - 1);
+    p = ngx_http_llm_plain_str(p, code);
+    b->last = ngx_cpymem(p, "}}\n", sizeof("}}\n") - 1);
+
+    return ngx_http_llm_send_body(r, status, b);
+}
+
+
+static cJSON *
+ngx_http_llm_add_nullable(cJSON *obj, const char *name, const char *value)
+{
+    return value ? cJSON_AddStringToObject(obj, name, value)
+                 : cJSON_AddNullToObject(obj, name);
+}
+
+
 /* OpenAI's error object, and one log line saying the same */
 static ngx_int_t
 ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
@@ -105,20 +196,16 @@ ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
     }
 
     root = cJSON_CreateObject();
-    err = cJSON_AddObjectToObject(root, "error");
-    cJSON_AddStringToObject(err, "message", msg);
-    cJSON_AddStringToObject(err, "type", type);
+    err = (root != NULL) ? cJSON_AddObjectToObject(root, "error") : NULL;
 
-    if (param) {
-        cJSON_AddStringToObject(err, "param", param);
-    } else {
-        cJSON_AddNullToObject(err, "param");
-    }
-
-    if (code) {
-        cJSON_AddStringToObject(err, "code", code);
-    } else {
-        cJSON_AddNullToObject(err, "code");
+    if (err == NULL
+        || cJSON_AddStringToObject(err, "message", msg) == NULL
+        || cJSON_AddStringToObject(err, "type", type) == NULL
+        || ngx_http_llm_add_nullable(err, "param", param) == NULL
+        || ngx_http_llm_add_nullable(err, "code", code) == NULL)
+    {
+        cJSON_Delete(root);
+        return ngx_http_llm_error_plain(r, status, type, param, code, msg);
     }
 
     return ngx_http_llm_send_json(r, status, root);

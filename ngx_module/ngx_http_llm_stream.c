@@ -163,9 +163,11 @@ static ngx_int_t
 ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_uint_t status, const char *code, const char *msg)
 {
-    ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
-                  "llm: stream ended by an error: %s", msg);
-    (void) status;
+    ngx_uint_t  level;
+
+    level = (status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
+    ngx_log_error(level, ctx->request->connection->log, 0,
+                  "llm: %ui stream ended by an error: %s", status, msg);
 
     ctx->finish = LLM_FINISH_ERROR;
 
@@ -265,6 +267,11 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     if (ctx->t_first_ns == 0) {
         ctx->t_first_ns = ngx_http_llm_now_ns();
+
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
+                       "llm: ring slot %uD: first token after %uL us",
+                       ctx->slot.index,
+                       (ctx->t_first_ns - ctx->t_submit_ns) / 1000);
     }
 
     if ((uint32_t) o->token >= (uint32_t) llm_tokenizer_n_vocab(t)) {
@@ -463,6 +470,11 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
             return NGX_ERROR;
         }
     }
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm: ring slot %uD finished: %s, %uD tokens, %uD cached",
+                   ctx->slot.index, ngx_http_llm_finish_name(ctx),
+                   ctx->n_completion, ctx->n_cached);
 
     ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
 
