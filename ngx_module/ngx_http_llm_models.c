@@ -12,12 +12,13 @@
 ngx_int_t
 ngx_http_llm_models_handler(ngx_http_request_t *r)
 {
+    char                         id[256];
     cJSON                       *root, *data, *m, *meta;
-    llm_ring_header             *ring;
+    ngx_uint_t                   len;
     llm_model_facts             *f;
+    llm_ring_header             *ring;
     ngx_http_llm_loc_conf_t     *llcf;
     ngx_http_llm_engine_conf_t  *ecf;
-    char                         id[256];
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
     ecf = llcf->engine;
@@ -53,11 +54,10 @@ ngx_http_llm_models_handler(ngx_http_request_t *r)
                                       - (ngx_http_llm_now_ns()
                                          - ring->started_ns) / 1000000000));
     cJSON_AddStringToObject(m, "owned_by", "ngx_llm");
+    /* ngx_min() does not parenthesize its arguments: no ?: inside it */
+    len = f->context_length ? f->context_length : ecf->max_model_len;
     cJSON_AddNumberToObject(m, "max_model_len",
-                            (double) ngx_min(ecf->max_model_len,
-                                             f->context_length
-                                             ? f->context_length
-                                             : ecf->max_model_len));
+                            (double) ngx_min(ecf->max_model_len, len));
 
     meta = cJSON_AddObjectToObject(m, "meta");
     cJSON_AddStringToObject(meta, "architecture", f->arch);

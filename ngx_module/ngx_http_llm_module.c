@@ -462,6 +462,17 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    /*
+     * set by ngx_pcalloc(), unset for ngx_conf_set_str_slot():
+     *
+     *     ecf->model = { 0, NULL };
+     *     ecf->served_model_name = { 0, NULL };
+     *     ecf->chat_template_file = { 0, NULL };
+     *     ecf->binary = { 0, NULL };
+     *     ecf->backend = { 0, NULL };
+     *     ecf->kv_cache_dtype = { 0, NULL };
+     */
+
     ecf->name = value[1];
     ecf->threads = NGX_CONF_UNSET_UINT;
     ecf->tensor_parallel = NGX_CONF_UNSET_UINT;

@@ -60,9 +60,11 @@ ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s)
 
 
 /*
- * NGX_OK: the output is queued; more may follow. NGX_AGAIN from read:
- * output waits for the client, whose write event comes back here. Anything
- * else: the request was finished in the half that said so.
+ * One pass per event. The halves answer NGX_OK (output built, flush it),
+ * NGX_DONE (read: the generation ended, finish it), NGX_AGAIN (output
+ * waits for the client, whose write event runs the next pass) or
+ * NGX_ERROR (the half finished the request). A pass that stopped reading
+ * at max_buffered runs again once nginx took everything.
  */
 static void
 ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx)
@@ -86,7 +88,6 @@ ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx)
             return;
         }
 
-        /* all sent and the ring has more than max_buffered took: go on */
         if (ngx_http_llm_stream_flush(ctx, out) != NGX_OK || !more) {
             return;
         }

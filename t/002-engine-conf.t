@@ -36,7 +36,7 @@ __DATA__
 GET /v1/models
 --- timeout: 60
 --- error_code: 200
---- response_body_like: ^\{"object":"list","data":\[\{"id":"smol",
+--- response_body_like: ^\{"object":"list","data":\[\{"id":"smol",.*"max_model_len":512,
 --- error_log eval
 qr/ngx_llm engine "main": ready: warm-up generation done, 1 threads, max_num_seqs 4, max_batched_tokens 64$/
 --- no_error_log

@@ -1,41 +1,7 @@
 # The module's paths when things go wrong, and its trace: a stream cut by
-# an error logs the status it stands for, an error reply survives cJSON
-# running out of memory, and a debug log shows a ring slot's life.
+# an error logs the status it stands for, a chat template's refusal is the
+# whole answer, and a debug log shows a ring slot's life.
 use Test::Nginx::Socket 'no_plan';
-
-# cJSON out of memory, where it is asked for the "error" object only: a
-# library in front of libcjson in nginx (the engine's environment is
-# stripped, so the engine runs without it)
-my $dir = "$ENV{TEST_NGINX_BUILD}/t";
-my $shim = "$dir/cjson_no_error.so";
-if (!-f $shim) {
-    system("mkdir -p $dir") == 0 or die;
-    open my $fh, '>', "$dir/cjson_no_error.c" or die;
-    print $fh <<'C';
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <string.h>
-
-typedef struct cJSON cJSON;
-
-cJSON *
-cJSON_AddObjectToObject(cJSON *object, const char *name)
-{
-    cJSON *(*real)(cJSON *, const char *);
-
-    if (name != NULL && strcmp(name, "error") == 0) {
-        return NULL;
-    }
-    real = (cJSON *(*)(cJSON *, const char *))
-           dlsym(RTLD_NEXT, "cJSON_AddObjectToObject");
-    return real ? real(object, name) : NULL;
-}
-C
-    close $fh;
-    system("cc -shared -fPIC -O -o $shim $dir/cjson_no_error.c -ldl") == 0
-        or die "cannot build $shim";
-}
-$ENV{LD_PRELOAD} = $shim;
 
 $ENV{TEST_NGINX_DEBUG} = (`$ENV{TEST_NGINX_BINARY} -V 2>&1` =~ /--with-debug/)
                          ? 1 : 0;
@@ -64,39 +30,8 @@ llm: 504 stream ended by an error: the generation deadline passed
 
 
 
-=== TEST 2: cJSON out of memory: the error reply is the same, written by hand
---- http_config
-    llm_engine main { model $TEST_NGINX_MODEL; }
---- config
-    location /v1/ { llm_api main; }
---- request
-GET /v1/nothing
---- error_code: 404
---- response_headers
-Content-Type: application/json
---- response_body_like: ^\{"error":\{"message":"unknown endpoint /v1/nothing","type":"invalid_request_error","param":null,"code":"unknown_url"\}\}$
---- error_log eval
-qr/\[alert\] .*llm: cJSON could not build the error reply, written without it/
-
-
-
-=== TEST 3: cJSON out of memory: the message escaped as cJSON escapes it
---- http_config
-    llm_engine main { model $TEST_NGINX_MODEL; }
---- config
-    location /v1/ { llm_api main; }
---- request
-POST /v1/completions
-{"model":"no\"such","prompt":"x"}
---- error_code: 404
---- response_body_like: ^\{"error":\{"message":"The model `no\\"such` does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"\}\}$
---- error_log eval
-qr/\[alert\] .*llm: cJSON could not build the error reply, written without it/
-
-
-
-=== TEST 4: a debug log shows a ring slot's life
---- skip_eval: 7: !$ENV{TEST_NGINX_DEBUG}
+=== TEST 2: a debug log shows a ring slot's life
+--- skip_eval: 8: !$ENV{TEST_NGINX_DEBUG}
 --- log_level: debug
 --- http_config
     llm_engine main { model $TEST_NGINX_MODEL; served_model_name smollm2; }
@@ -119,7 +54,7 @@ POST /v1/completions
 
 
 
-=== TEST 5: a stop string ends the generation here: the engine is told to cancel
+=== TEST 3: a stop string ends the generation here: the engine is told to cancel
 --- skip_eval: 4: !$ENV{TEST_NGINX_DEBUG}
 --- log_level: debug
 --- http_config
@@ -136,3 +71,26 @@ POST /v1/completions
  qr/llm: ring slot \d+ cancelled, the engine frees it/]
 --- no_error_log
 [error]
+
+
+
+=== TEST 4: a chat request to a model without a chat template is a 400, and only that
+--- http_config
+    llm_engine tiny {
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+--- config
+    location /v1/ { llm_api tiny; }
+--- request eval
+["POST /v1/chat/completions\n{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+ "POST /v1/chat/completions\n{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"]
+--- error_code eval
+[400, 400]
+--- response_body_like eval
+['^\{"error":\{"message":"the model has no chat template: use /v1/completions or set chat_template in llm_engine","type":"invalid_request_error","param":null,"code":"no_chat_template"\}\}$',
+ '"code":"no_chat_template"']
+--- no_error_log
+[error]
+[alert]
