@@ -821,9 +821,10 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL)
     {
-        llm_sched_free(s);
+        /* the message before the free: it reads s->n_vocab */
         snprintf(err, err_len, "scheduler: out of memory for %d sequences "
                  "of a %d-token vocabulary", ns, s->n_vocab);
+        llm_sched_free(s);
         return NULL;
     }
     if (s->opt.n_eos_ids > 0) {

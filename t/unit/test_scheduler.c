@@ -13,7 +13,8 @@
  *       and every request that ran to its length equals its solo run;
  * plus TOO_LONG / QUEUE_FULL refusals, stop tokens, cancel (no token after
  * it), backpressure (a paused sequence is skipped, not preempted), chunked
- * prefill (decodes continue while a long prompt is prefilled), priority.
+ * prefill (decodes continue while a long prompt is prefilled), priority,
+ * and create's out-of-memory path (run it under ASan: see test_create_oom).
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
  */
 #include <stdint.h>
@@ -747,6 +748,48 @@ test_stress(llm_backend *be, int n_vocab)
 
 
 /* ---------------------------------------------------------------------------
+ * create out of memory
+ */
+
+/* An AddressSanitizer build stops at a malloc it cannot serve unless told
+ * to return NULL, as malloc does; test_create_oom needs the NULL. Unused
+ * without ASan. */
+const char *__asan_default_options(void);
+
+const char *
+__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+
+
+/* a logits buffer that cannot exist (65536 sequences of a 2^30-token
+ * vocabulary: 2^48 bytes): create fails with its message and frees
+ * everything, reading nothing it freed (ASan checks the last part) */
+static void
+test_create_oom(llm_backend *be)
+{
+    llm_sched_options  o;
+    llm_backend        fake = *be;
+    llm_model          huge = *be->model;
+    llm_sched         *s;
+    char               err[512] = "";
+
+    huge.cfg.vocab_size = 1 << 30;
+    fake.model = &huge;
+    llm_sched_options_default(&o);
+    o.max_num_seqs = 65536;
+    o.on_token = on_token;
+    o.on_finish = on_finish;
+    s = llm_sched_create(&fake, &o, err, sizeof(err));
+    ok(s == NULL && strstr(err, "out of memory for 65536 sequences of a "
+                           "1073741824-token vocabulary") != NULL,
+       "create: out of memory for the logits is refused: %s", err);
+    llm_sched_free(s);
+}
+
+
+/* ---------------------------------------------------------------------------
  * main
  */
 
@@ -787,6 +830,7 @@ main(void)
         TIMED(test_stop_cancel_pause(be, m.cfg.vocab_size));
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
         TIMED(test_stress(be, m.cfg.vocab_size));
+        TIMED(test_create_oom(be));
     }
     llm_backend_free(be);
     llm_model_free(&m);
