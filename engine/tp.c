@@ -3,28 +3,24 @@
  *
  * The group's synchronisation is two counters, as in the kernels' thread
  * pool: `gen` publishes a step to the rank threads, `phase` ends a
- * barrier. Waiters spin briefly, then yield (the machine may have fewer
- * cores than ranks x threads), then sleep on a futex after announcing it,
- * so a wake-up is never lost: with sequentially consistent atomics either
- * the waker sees the announcement or the sleeper sees the new value.
+ * barrier. Waiters use the pool's llm_wait_change (kernels/spinwait.h):
+ * spin briefly, then yield (the machine may have fewer cores than ranks x
+ * threads), then sleep on a futex after announcing it, so a wake-up is
+ * never lost.
  *
  * defines: llm_tp_slices, llm_tp_check, llm_tp_sum_slices,
  *          llm_tp_load_rank, llm_tp_group_create, llm_tp_group_run,
  *          llm_tp_barrier, llm_tp_group_size, llm_tp_group_free
  */
+#include "spinwait.h"
 #include "tp.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 
 /* ---------------------------------------------------------------------------
@@ -134,11 +130,8 @@ llm_tp_load_rank(llm_model *dst, const llm_model *rank0, int rank)
  * the rank group
  */
 
-/* about 50-100 us of spinning before sleeping (as the thread pool): a
+/* the waits spin about 50-100 us before sleeping (spinwait.h): a
  * barrier's wait is a few matmuls long, the wait for a step much longer */
-#define SPIN_ITERS   20000
-#define PAUSE_ITERS  2000
-
 struct llm_tp_group {
     int               n_ranks;        /* including the caller */
     int               n_started;      /* rank threads running */
@@ -159,74 +152,6 @@ typedef struct {
 } rank_arg;
 
 
-static void
-futex_wait(atomic_uint *addr, unsigned val)
-{
-    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-
-
-static void
-futex_wake_all(atomic_uint *addr)
-{
-    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-
-static inline void
-relax(int iter)
-{
-    if (iter >= PAUSE_ITERS) {
-        sched_yield();
-        return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-
-/* returns *word once it differs from seen */
-static unsigned
-wait_change(atomic_uint *word, unsigned seen, atomic_int *sleepers)
-{
-    unsigned  v;
-    int       i;
-
-    for (i = 0; i < SPIN_ITERS; i++) {
-        v = atomic_load_explicit(word, memory_order_acquire);
-        if (v != seen) {
-            return v;
-        }
-        relax(i);
-    }
-    for ( ;; ) {
-        atomic_fetch_add(sleepers, 1);
-        v = atomic_load(word);
-        if (v == seen) {
-            futex_wait(word, seen);
-            v = atomic_load(word);
-        }
-        atomic_fetch_sub(sleepers, 1);
-        if (v != seen) {
-            return v;
-        }
-    }
-}
-
-
-static void
-bump(atomic_uint *word, atomic_int *sleepers)
-{
-    atomic_fetch_add(word, 1);
-    if (atomic_load(sleepers) > 0) {
-        futex_wake_all(word);
-    }
-}
-
-
 void
 llm_tp_barrier(llm_tp_group *g)
 {
@@ -239,10 +164,10 @@ llm_tp_barrier(llm_tp_group *g)
     if (atomic_fetch_add(&g->arrived, 1) == g->n_ranks - 1) {
         /* the last to arrive: nobody re-enters before phase moves on */
         atomic_store(&g->arrived, 0);
-        bump(&g->phase, &g->phase_sleepers);
+        llm_wake_bump(&g->phase, &g->phase_sleepers);
         return;
     }
-    wait_change(&g->phase, ph, &g->phase_sleepers);
+    llm_wait_change(&g->phase, ph, &g->phase_sleepers);
 }
 
 
@@ -256,7 +181,7 @@ rank_main(void *p)
 
     free(a);
     for ( ;; ) {
-        seen = wait_change(&g->gen, seen, &g->gen_sleepers);
+        seen = llm_wait_change(&g->gen, seen, &g->gen_sleepers);
         if (atomic_load(&g->stop)) {
             return NULL;
         }
@@ -275,7 +200,7 @@ llm_tp_group_run(llm_tp_group *g, llm_tp_rank_fn fn, void *arg)
     }
     g->fn = fn;
     g->arg = arg;
-    bump(&g->gen, &g->gen_sleepers);
+    llm_wake_bump(&g->gen, &g->gen_sleepers);
     fn(arg, 0, g->n_ranks);
     llm_tp_barrier(g);          /* every rank has returned */
 }
@@ -297,7 +222,7 @@ llm_tp_group_free(llm_tp_group *g)
         return;
     }
     atomic_store(&g->stop, 1);
-    bump(&g->gen, &g->gen_sleepers);
+    llm_wake_bump(&g->gen, &g->gen_sleepers);
     for (i = 0; i < g->n_started; i++) {
         pthread_join(g->threads[i], NULL);
     }

@@ -2,30 +2,18 @@
  * Thread pool: spin-then-futex wake-up (see threadpool.h for why).
  *
  * Two counters carry all synchronisation. `gen` is bumped by the caller to
- * publish a job; `pending` counts workers still running it. Whoever goes to
- * sleep first announces it (n_sleeping, caller_sleeping) and then re-checks
- * the counter inside FUTEX_WAIT, so a wake-up can never be lost: with
- * sequentially consistent atomics either the waker sees the announcement
- * or the sleeper sees the new value.
+ * publish a job; `pending` counts workers still running it. Workers wait
+ * for `gen` with llm_wait_change (spinwait.h); the caller waits for
+ * `pending` to reach 0 the same way, spinning and then announcing itself
+ * (caller_sleeping) before FUTEX_WAIT, so no wake-up is lost.
  */
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "spinwait.h"
 #include "threadpool.h"
-
-/* about 50-100 us of waiting before sleeping: longer than the gap between
- * two matmuls of a decode step, far shorter than the gap between steps.
- * After the first PAUSE_ITERS the waiter yields between checks, so that on
- * an oversubscribed machine the thread it waits for can have the core. */
-#define SPIN_ITERS   20000
-#define PAUSE_ITERS  2000
 
 struct llm_threadpool {
     int               n_threads;      /* including the caller */
@@ -45,63 +33,6 @@ typedef struct {
 } worker_arg;
 
 
-static void
-futex_wait(void *addr, int val)
-{
-    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
-
-
-static void
-futex_wake(void *addr, int n)
-{
-    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
-
-
-static inline void
-cpu_relax(int iter)
-{
-    if (iter >= PAUSE_ITERS) {
-        sched_yield();
-        return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-
-/* returns the new generation once it differs from seen */
-static unsigned
-wait_for_job(llm_threadpool *tp, unsigned seen)
-{
-    unsigned g;
-
-    for (int i = 0; i < SPIN_ITERS; i++) {
-        g = atomic_load_explicit(&tp->gen, memory_order_acquire);
-        if (g != seen) {
-            return g;
-        }
-        cpu_relax(i);
-    }
-    for ( ;; ) {
-        atomic_fetch_add(&tp->n_sleeping, 1);
-        g = atomic_load(&tp->gen);
-        if (g == seen) {
-            futex_wait(&tp->gen, (int) seen);
-            g = atomic_load(&tp->gen);
-        }
-        atomic_fetch_sub(&tp->n_sleeping, 1);
-        if (g != seen) {
-            return g;
-        }
-    }
-}
-
-
 static void *
 worker_main(void *p)
 {
@@ -112,7 +43,7 @@ worker_main(void *p)
 
     free(arg);
     for ( ;; ) {
-        seen = wait_for_job(tp, seen);
+        seen = llm_wait_change(&tp->gen, seen, &tp->n_sleeping);
         if (atomic_load(&tp->stop)) {
             return NULL;
         }
@@ -120,7 +51,7 @@ worker_main(void *p)
         if (atomic_fetch_sub(&tp->pending, 1) == 1
             && atomic_load(&tp->caller_sleeping))
         {
-            futex_wake(&tp->pending, 1);
+            llm_futex_wake(&tp->pending, 1);
         }
     }
 }
@@ -166,29 +97,19 @@ llm_threadpool_create(int n_threads)
 
 
 static void
-publish(llm_threadpool *tp)
-{
-    atomic_fetch_add(&tp->gen, 1);
-    if (atomic_load(&tp->n_sleeping) > 0) {
-        futex_wake(&tp->gen, INT_MAX);
-    }
-}
-
-
-static void
 wait_for_workers(llm_threadpool *tp)
 {
     int left;
 
-    for (int i = 0; i < SPIN_ITERS; i++) {
+    for (int i = 0; i < LLM_SPIN_ITERS; i++) {
         if (atomic_load_explicit(&tp->pending, memory_order_acquire) == 0) {
             return;
         }
-        cpu_relax(i);
+        llm_spin_relax(i);
     }
     atomic_store(&tp->caller_sleeping, 1);
     while ((left = atomic_load(&tp->pending)) != 0) {
-        futex_wait(&tp->pending, left);
+        llm_futex_wait(&tp->pending, (unsigned) left);
     }
     atomic_store(&tp->caller_sleeping, 0);
 }
@@ -204,7 +125,7 @@ llm_threadpool_run(llm_threadpool *tp, llm_task_fn fn, void *ctx)
     tp->fn = fn;
     tp->ctx = ctx;
     atomic_store(&tp->pending, tp->n_threads - 1);
-    publish(tp);
+    llm_wake_bump(&tp->gen, &tp->n_sleeping);
     fn(ctx, 0, tp->n_threads);
     wait_for_workers(tp);
 }
@@ -224,7 +145,7 @@ llm_threadpool_free(llm_threadpool *tp)
         return;
     }
     atomic_store(&tp->stop, 1);
-    publish(tp);
+    llm_wake_bump(&tp->gen, &tp->n_sleeping);
     for (int i = 0; i < tp->n_threads - 1; i++) {
         pthread_join(tp->threads[i], NULL);
     }
