@@ -8,7 +8,7 @@
  * us allocate more than a small multiple of the file size.
  *
  * defines: gguf_open, gguf_open_fd, gguf_parse, gguf_close, gguf_find_kv,
- *          gguf_get_*, gguf_arr_str, gguf_find_tensor, ggml_type_*
+ *          gguf_get_*, gguf_arr_str, gguf_find_tensor
  */
 #include "gguf.h"
 
@@ -29,90 +29,6 @@
 /* smallest encodings, used to bound counts by the bytes left */
 #define GGUF_MIN_KV_BYTES      (8 + 1 + 4 + 1)     /* key len, key, type, u8 */
 #define GGUF_MIN_TENSOR_BYTES  (8 + 1 + 4 + 8 + 4 + 8)
-
-
-/* ---------------------------------------------------------------------------
- * tensor types
- */
-
-typedef struct {
-    const char *name;
-    uint32_t    block;          /* elements per block; 0 = unsupported */
-    uint32_t    size;           /* bytes per block */
-} ggml_type_info;
-
-static const ggml_type_info ggml_types[GGML_TYPE_COUNT] = {
-    [GGML_TYPE_F32]  = { "F32",  1,   4 },
-    [GGML_TYPE_F16]  = { "F16",  1,   2 },
-    [GGML_TYPE_Q4_0] = { "Q4_0", 32,  18 },
-    [GGML_TYPE_Q4_1] = { "Q4_1", 32,  20 },
-    [4]              = { "Q4_2 (removed)", 0, 0 },
-    [5]              = { "Q4_3 (removed)", 0, 0 },
-    [GGML_TYPE_Q5_0] = { "Q5_0", 0,   0 },
-    [GGML_TYPE_Q5_1] = { "Q5_1", 0,   0 },
-    [GGML_TYPE_Q8_0] = { "Q8_0", 32,  34 },
-    [GGML_TYPE_Q8_1] = { "Q8_1", 0,   0 },
-    [GGML_TYPE_Q2_K] = { "Q2_K", 0,   0 },
-    [GGML_TYPE_Q3_K] = { "Q3_K", 0,   0 },
-    [GGML_TYPE_Q4_K] = { "Q4_K", 256, 144 },
-    [GGML_TYPE_Q5_K] = { "Q5_K", 0,   0 },
-    [GGML_TYPE_Q6_K] = { "Q6_K", 256, 210 },
-    [GGML_TYPE_Q8_K] = { "Q8_K", 0,   0 },
-    [16]             = { "IQ2_XXS", 0, 0 },
-    [17]             = { "IQ2_XS", 0,  0 },
-    [18]             = { "IQ3_XXS", 0, 0 },
-    [19]             = { "IQ1_S", 0,   0 },
-    [20]             = { "IQ4_NL", 0,  0 },
-    [21]             = { "IQ3_S", 0,   0 },
-    [22]             = { "IQ2_S", 0,   0 },
-    [23]             = { "IQ4_XS", 0,  0 },
-    [24]             = { "I8", 0,      0 },
-    [25]             = { "I16", 0,     0 },
-    [26]             = { "I32", 0,     0 },
-    [27]             = { "I64", 0,     0 },
-    [28]             = { "F64", 0,     0 },
-    [29]             = { "IQ1_M", 0,   0 },
-    [GGML_TYPE_BF16] = { "BF16", 1,   2 },
-    [34]             = { "TQ1_0", 0,   0 },
-    [35]             = { "TQ2_0", 0,   0 },
-    [39]             = { "MXFP4", 0,   0 },
-};
-
-
-uint32_t
-ggml_type_block(uint32_t type)
-{
-    return type < GGML_TYPE_COUNT ? ggml_types[type].block : 0;
-}
-
-
-uint32_t
-ggml_type_size(uint32_t type)
-{
-    return type < GGML_TYPE_COUNT ? ggml_types[type].size : 0;
-}
-
-
-const char *
-ggml_type_name(uint32_t type)
-{
-    if (type < GGML_TYPE_COUNT && ggml_types[type].name != NULL) {
-        return ggml_types[type].name;
-    }
-    return "unknown";
-}
-
-
-uint64_t
-ggml_row_size(uint32_t type, uint64_t n)
-{
-    uint32_t block = ggml_type_block(type);
-
-    if (block == 0 || n % block != 0) {
-        return 0;
-    }
-    return n / block * ggml_type_size(type);
-}
 
 
 /* ---------------------------------------------------------------------------

@@ -10,13 +10,16 @@
  * gguf_close().
  *
  * defines: gguf_open, gguf_open_fd, gguf_parse, gguf_close, gguf_find_kv,
- *          gguf_get_*, gguf_arr_str, gguf_find_tensor, ggml_type_*
+ *          gguf_get_*, gguf_arr_str, gguf_find_tensor (the tensor types:
+ *          kernels/tensor_type.h)
  */
 #ifndef NGX_LLM_GGUF_H
 #define NGX_LLM_GGUF_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tensor_type.h"     /* enum ggml_type, ggml_type_*, ggml_row_size */
 
 /* metadata value types (GGUF spec) */
 enum gguf_type {
@@ -33,26 +36,6 @@ enum gguf_type {
     GGUF_TYPE_UINT64 = 10,
     GGUF_TYPE_INT64 = 11,
     GGUF_TYPE_FLOAT64 = 12,
-};
-
-/* tensor types (ggml numbering) */
-enum ggml_type {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q5_0 = 6,
-    GGML_TYPE_Q5_1 = 7,
-    GGML_TYPE_Q8_0 = 8,
-    GGML_TYPE_Q8_1 = 9,
-    GGML_TYPE_Q2_K = 10,
-    GGML_TYPE_Q3_K = 11,
-    GGML_TYPE_Q4_K = 12,
-    GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14,
-    GGML_TYPE_Q8_K = 15,
-    GGML_TYPE_BF16 = 30,
-    GGML_TYPE_COUNT = 40,
 };
 
 #define GGUF_MAX_DIMS  4
@@ -127,12 +110,5 @@ int gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s,
     uint64_t *len);
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
-
-/* block size in elements, bytes per block, name; size 0 = unsupported */
-uint32_t ggml_type_block(uint32_t type);
-uint32_t ggml_type_size(uint32_t type);
-const char *ggml_type_name(uint32_t type);
-/* bytes of a row of n elements, 0 if n is not a multiple of the block */
-uint64_t ggml_row_size(uint32_t type, uint64_t n);
 
 #endif

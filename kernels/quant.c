@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
 #include "quant.h"
+#include "tensor_type.h"
 
 
 float

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "gguf.h"
 #include "quant.h"
 #include "simd.h"
+#include "tensor_type.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline

@@ -27,9 +27,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
 #include "quant.h"
 #include "simd.h"
+#include "tensor_type.h"
 
 #define LANES  16
 

@@ -1,0 +1,42 @@
+/*
+ * Tensor element types: ggml's numbering (what GGUF files store), each
+ * type's block of elements and bytes per block, and its name. The kernels
+ * dispatch on it; the GGUF and safetensors readers check tensors with it.
+ * Nothing here reads a file: it is the lowest layer, below engine/.
+ *
+ * defines: enum ggml_type, ggml_type_block, ggml_type_size,
+ *          ggml_type_name, ggml_row_size
+ */
+#ifndef NGX_LLM_TENSOR_TYPE_H
+#define NGX_LLM_TENSOR_TYPE_H
+
+#include <stdint.h>
+
+/* tensor types (ggml numbering) */
+enum ggml_type {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6,
+    GGML_TYPE_Q5_1 = 7,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10,
+    GGML_TYPE_Q3_K = 11,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_Q8_K = 15,
+    GGML_TYPE_BF16 = 30,
+    GGML_TYPE_COUNT = 40,
+};
+
+/* block size in elements, bytes per block, name; size 0 = unsupported */
+uint32_t ggml_type_block(uint32_t type);
+uint32_t ggml_type_size(uint32_t type);
+const char *ggml_type_name(uint32_t type);
+/* bytes of a row of n elements, 0 if n is not a multiple of the block */
+uint64_t ggml_row_size(uint32_t type, uint64_t n);
+
+#endif
