@@ -88,7 +88,10 @@ typedef struct llm_backend llm_backend;
 
 struct llm_backend_iface {
     const char  *name;
-    /* 0, or -1 with be->err set (an invalid batch; nothing is run) */
+    /* 0, or -1 with be->err set: an invalid batch (nothing is run), or
+       no memory for the step's activations (the batch's KV slots and
+       logits hold garbage: the caller ends its sequences and must not
+       keep their blocks in the prefix cache); the next call may work */
     int        (*forward)(llm_backend *be, const llm_batch *batch);
     /* (optional, NULL: unsupported) KV block dst := src, for copy-on-write
        of a shared prefix block */

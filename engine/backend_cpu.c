@@ -25,6 +25,7 @@
  * defines: llm_backend_cpu_create, llm_backend_create,
  *          llm_backend_options_default
  */
+#include "alloc.h"
 #include "backend.h"
 #include "kv.h"
 #include "matmul.h"
@@ -86,6 +87,10 @@ typedef struct {
     int              f16c;       /* the CPU converts f16 in registers */
     uint8_t         *act_buf;    /* fused jobs' prepared activations */
     size_t           act_buf_size;
+    /* a matmul of this step had no memory for its activations (alloc.h):
+       the step runs on to its end, so every rank reaches the same
+       barriers, and then fails; its results are not used */
+    int              oom;
 } cpu_ctx;
 
 
@@ -844,12 +849,14 @@ matmul(llm_backend *be, float *out, const float *x, int n,
     const llm_tensor *w)
 {
     cpu_ctx  *c = be->ctx;
+    int       rc;
 
     if (be->opt.exact) {
-        llm_matmul_ref(out, x, n, w);
+        rc = llm_matmul_ref(out, x, n, w);
     } else {
-        llm_matmul(c->tp, out, x, n, w);
+        rc = llm_matmul(c->tp, out, x, n, w);
     }
+    c->oom |= rc != 0;
 }
 
 
@@ -932,10 +939,9 @@ fused_run(cpu_ctx *c, fused_job *j)
         }
     }
     if (size > c->act_buf_size) {
-        if (posix_memalign(&buf, 64, size) != 0) {
-            fprintf(stderr, "cpu backend: out of memory for %zu bytes of "
-                    "activations\n", size);
-            abort();
+        if ((buf = llm_alloc_aligned(size)) == NULL) {
+            c->oom = 1;
+            return;
         }
         free(c->act_buf);
         c->act_buf = buf;
@@ -1037,10 +1043,10 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
                        in + (size_t) i * w->cols + s * width,
                        width * sizeof(float));
             }
-            llm_matmul_ref(slot[s], c->xs, n, &v);
+            c->oom |= llm_matmul_ref(slot[s], c->xs, n, &v) != 0;
         } else {
-            llm_matmul_ld(c->tp, slot[s], w->rows, in + s * width, w->cols,
-                          n, &v);
+            c->oom |= llm_matmul_ld(c->tp, slot[s], w->rows, in + s * width,
+                                    w->cols, n, &v) != 0;
         }
     }
     if (j.n_w > 0) {
@@ -1170,13 +1176,14 @@ logits_rows(llm_backend *be, const llm_batch *b)
     lo = (int) ((long long) vocab * c->rank / n_ranks);
     hi = (int) ((long long) vocab * (c->rank + 1) / n_ranks);
     v = llm_tensor_rows(&m->output, lo, hi - lo);
-    llm_matmul_ld(c->tp, b->logits + lo, vocab, c->xb, m->cfg.dim,
-                  b->n_logits, &v);
+    c->oom |= llm_matmul_ld(c->tp, b->logits + lo, vocab, c->xb, m->cfg.dim,
+                            b->n_logits, &v) != 0;
 }
 
 
-/* one rank's whole step on a checked batch (the whole step at tp 1) */
-static void
+/* one rank's whole step on a checked batch (the whole step at tp 1); 0,
+ * or -1 with be->err set when a matmul had no memory */
+static int
 cpu_forward_rank(llm_backend *be, const llm_batch *b)
 {
     cpu_ctx           *c = be->ctx;
@@ -1184,6 +1191,7 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
     const llm_config  *cfg = &m->cfg;
     int                i, layer;
 
+    c->oom = 0;
     for (i = 0; i < b->n_tokens; i++) {
         llm_dequant_row(m->tok_embd.type,
                         (const uint8_t *) m->tok_embd.data
@@ -1198,6 +1206,11 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
                      cfg->norm_eps, b->logit_idx);
         logits_rows(be, b);
     }
+    if (c->oom) {
+        return be_fail(be, "cpu backend: out of memory for the activations "
+                       "of a batch of %d tokens", b->n_tokens);
+    }
+    return 0;
 }
 
 
@@ -1207,8 +1220,7 @@ cpu_forward(llm_backend *be, const llm_batch *b)
     if (check_batch(be, b) != 0) {
         return -1;
     }
-    cpu_forward_rank(be, b);
-    return 0;
+    return cpu_forward_rank(be, b);
 }
 
 
@@ -1421,6 +1433,7 @@ typedef struct {
                                      0 is the caller's model */
     int               n_loaded;   /* models[1 .. n_loaded-1] to free */
     llm_backend     **ranks;      /* (n_ranks) each rank's CPU state */
+    int              *rank_rc;    /* (n_ranks) each rank's forward result */
     float            *slot_mem;   /* (2, n_slices, max_batch_tokens, dim)
                                      row-split partials, shared */
     const llm_batch  *batch;      /* the step being run */
@@ -1433,7 +1446,7 @@ tp_rank_task(void *arg, int rank, int n_ranks)
     cpu_tp  *t = arg;
 
     (void) n_ranks;
-    cpu_forward_rank(t->ranks[rank], t->batch);
+    t->rank_rc[rank] = cpu_forward_rank(t->ranks[rank], t->batch);
 }
 
 
@@ -1441,6 +1454,7 @@ static int
 tp_forward(llm_backend *be, const llm_batch *b)
 {
     cpu_tp  *t = be->ctx;
+    int      r;
 
     /* every rank would judge the batch alike; check once, before any rank
      * can wait at a barrier */
@@ -1449,6 +1463,13 @@ tp_forward(llm_backend *be, const llm_batch *b)
     }
     t->batch = b;
     llm_tp_group_run(t->group, tp_rank_task, t);
+    /* a failed rank ran on to the end with the others (cpu_ctx.oom) */
+    for (r = 0; r < t->n_ranks; r++) {
+        if (t->rank_rc[r] != 0) {
+            return be_fail(be, "tensor parallel rank %d: %s", r,
+                           t->ranks[r]->err);
+        }
+    }
     return 0;
 }
 
@@ -1486,6 +1507,7 @@ tp_free(llm_backend *be)
         }
         free(t->models);
         free(t->ranks);
+        free(t->rank_rc);
         free(t->slot_mem);
         free(t);
     }
@@ -1556,9 +1578,12 @@ cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
     t->n_ranks = n;
     t->models = calloc(n, sizeof(llm_model));
     t->ranks = calloc(n, sizeof(llm_backend *));
+    t->rank_rc = calloc(n, sizeof(int));
     t->slot_mem = alloc_rows(2 * cpu_n_slices(m, o) * o->max_batch_tokens,
                              m->cfg.dim);
-    if (t->models == NULL || t->ranks == NULL || t->slot_mem == NULL) {
+    if (t->models == NULL || t->ranks == NULL || t->rank_rc == NULL
+        || t->slot_mem == NULL)
+    {
         snprintf(err, err_len, "cpu backend: out of memory for %d tensor "
                  "parallel ranks", n);
         tp_free(be);

@@ -1322,7 +1322,7 @@ llm_dispatch(llm_server *s, struct epoll_event *ev)
 static void
 llm_loop(llm_server *s)
 {
-    int                 i, n, busy;
+    int                 i, n, rc, busy;
     uint32_t            state, last_state;
     uint64_t            now, last_log_check_ns = 0;
     llm_sched          *sched;
@@ -1351,7 +1351,14 @@ llm_loop(llm_server *s)
         if (sched != NULL) {
             if (llm_sched_has_work(sched)) {
                 /* 0: everything runnable is held back by full streams */
-                busy = llm_sched_step(sched) != 0;
+                rc = llm_sched_step(sched);
+                if (rc < 0) {
+                    /* the batch's requests ended with this error (their
+                       workers reply with it); the engine serves on */
+                    llm_log(LLM_LOG_ERR, "engine step failed: %s",
+                            s->backend->err);
+                }
+                busy = rc != 0;
             }
             llm_publish_stats(s, sched);     /* cancels change them too */
         }

@@ -14,10 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "alloc.h"
 #include "matmul.h"
 #include "quant.h"
 #include "simd.h"
+#include "tensor_type.h"
 
 
 /* --- scalar kernels (the canonical order) -------------------------------- */
@@ -432,21 +433,22 @@ typedef struct {
     size_t             ld_x;
     uint32_t           act_type;     /* 0: none, Q8_0: q8a, Q8_K: q8k */
     const llm_kernel_set *set;       /* q8a rows go through set->q32_pack */
+    uint8_t           *pack_tmp;     /* q32_pack: one q8a row per
+                                        quantizing thread, after the
+                                        activations in their buffer */
+    size_t             pack_tmp_size;
 } matmul_job;
 
 
 static void
-quantize_rows(matmul_job *job, int i0, int i1)
+quantize_rows(matmul_job *job, int i0, int i1, int ith)
 {
     int cols = job->w->cols;
     llm_block_q8a *tmp = NULL;
 
-    if (job->act_type == GGML_TYPE_Q8_0 && job->set->q32_pack) {
-        tmp = malloc(sizeof(llm_block_q8a) * (cols / LLM_QK));
-        if (tmp == NULL) {
-            fprintf(stderr, "llm_matmul: out of memory for activations\n");
-            abort();
-        }
+    if (job->pack_tmp != NULL) {
+        tmp = (llm_block_q8a *) (job->pack_tmp
+                                 + (size_t) ith * job->pack_tmp_size);
     }
     for (int i = i0; i < i1; i++) {
         uint8_t *dst = (uint8_t *) job->act + i * job->act_stride;
@@ -461,7 +463,6 @@ quantize_rows(matmul_job *job, int i0, int i1)
             llm_quantize_row_q8a(x, (llm_block_q8a *) dst, cols);
         }
     }
-    free(tmp);
 }
 
 
@@ -473,7 +474,7 @@ quantize_task(void *ctx, int ith, int nth)
     int i0 = ith * per, i1 = i0 + per < job->n_x ? i0 + per : job->n_x;
 
     if (i0 < i1) {
-        quantize_rows(job, i0, i1);
+        quantize_rows(job, i0, i1, ith);
     }
 }
 
@@ -527,6 +528,7 @@ scratch_key_create(void)
 }
 
 
+/* NULL when out of memory (the old scratch stays) */
 static uint8_t *
 scratch_get(size_t size)
 {
@@ -534,10 +536,8 @@ scratch_get(size_t size)
 
     if (size > scratch_size) {
         /* cache-line aligned: the AVX-512 kernels load 64-byte groups */
-        if (posix_memalign(&p, 64, size) != 0) {
-            fprintf(stderr, "llm_matmul: out of memory for %zu bytes of "
-                    "activations\n", size);
-            abort();
+        if ((p = llm_alloc_aligned(size)) == NULL) {
+            return NULL;
         }
         free(scratch);
         scratch = p;
@@ -604,40 +604,84 @@ job_init(matmul_job *job, const llm_tensor *w, float *out, size_t ld_out,
 }
 
 
-/* the job's activations quantized into buf (bytes from act_plan): padding
+#define ALIGN64(n)  (((n) + 63) & ~(size_t) 63)
+
+
+/* threads that quantize the job's activations: tp's for large batches */
+static int
+act_threads(const matmul_job *job, llm_threadpool *tp)
+{
+    if (llm_threadpool_size(tp) > 1
+        && (size_t) job->n_x * job->w->cols >= 65536)
+    {
+        return llm_threadpool_size(tp);
+    }
+    return 1;
+}
+
+
+/* bytes of one thread's q8a row for q32_pack, 0 when the set packs none */
+static size_t
+pack_tmp_size(const matmul_job *job)
+{
+    if (job->act_type != GGML_TYPE_Q8_0 || job->set->q32_pack == NULL) {
+        return 0;
+    }
+    return ALIGN64(sizeof(llm_block_q8a) * (size_t) (job->w->cols / LLM_QK));
+}
+
+
+/* what act_fill needs: the activations (bytes from act_plan), then a
+ * q32_pack row for each of nth quantizing threads */
+static size_t
+act_buf_size(const matmul_job *job, size_t bytes, int nth)
+{
+    size_t tmp = pack_tmp_size(job);
+
+    return tmp ? ALIGN64(bytes) + (size_t) nth * tmp : bytes;
+}
+
+
+/* the job's activations quantized into buf (act_buf_size bytes): padding
  * rows of packed layouts zeroed, large batches on tp's threads */
 static void
 act_fill(matmul_job *job, void *buf, size_t bytes, llm_threadpool *tp)
 {
     job->act = buf;
-    if (job->set->q32_pack && job->act_type == GGML_TYPE_Q8_0) {
+    job->pack_tmp_size = pack_tmp_size(job);
+    if (job->pack_tmp_size) {
         memset(buf, 0, bytes);
+        job->pack_tmp = (uint8_t *) buf + ALIGN64(bytes);
     }
-    if (llm_threadpool_size(tp) > 1
-        && (size_t) job->n_x * job->w->cols >= 65536)
-    {
+    if (act_threads(job, tp) > 1) {
         llm_threadpool_run(tp, quantize_task, job);
     } else {
-        quantize_rows(job, 0, job->n_x);
+        quantize_rows(job, 0, job->n_x, 0);
     }
 }
 
 
-void
+int
 llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     size_t ld_x, int n_x, const llm_tensor *w)
 {
     matmul_job job;
     size_t act_bytes;
+    uint8_t *buf;
     int nth = llm_threadpool_size(tp);
 
     if (n_x <= 0 || w->rows == 0) {
-        return;
+        return 0;
     }
     job_init(&job, w, out, ld_out, x, ld_x, n_x);
     act_bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
     if (job.act_type) {
-        act_fill(&job, scratch_get(act_bytes), act_bytes, tp);
+        buf = scratch_get(act_buf_size(&job, act_bytes,
+                                       act_threads(&job, tp)));
+        if (buf == NULL) {
+            return -1;
+        }
+        act_fill(&job, buf, act_bytes, tp);
     }
 
     /* about four work items per thread, in whole tiles, so a thread that
@@ -646,6 +690,7 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     job.chunk = (job.chunk + ROWS_PER_TILE - 1) / ROWS_PER_TILE * ROWS_PER_TILE;
     atomic_init(&job.next_row, 0);
     llm_threadpool_run(tp, matmul_task, &job);
+    return 0;
 }
 
 
@@ -654,10 +699,15 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
 size_t
 llm_act_size(const llm_tensor *w, int n_x)
 {
-    uint32_t type;
-    size_t stride;
+    matmul_job job;
+    size_t bytes;
 
-    return act_plan(kernels_for(w->type, n_x), w, n_x, &type, &stride);
+    memset(&job, 0, sizeof(job));
+    job.w = w;
+    job.set = kernels_for(w->type, n_x);
+    bytes = act_plan(job.set, w, n_x, &job.act_type, &job.act_stride);
+    /* llm_act_make quantizes on the calling thread: one packing row */
+    return job.act_type ? act_buf_size(&job, bytes, 1) : 0;
 }
 
 
@@ -705,22 +755,21 @@ llm_matmul_act(float *out, size_t ld_out, const llm_act *a,
 }
 
 
-void
+int
 llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
     const llm_tensor *w)
 {
-    llm_matmul_ld(tp, out, w->rows, x, w->cols, n_x, w);
+    return llm_matmul_ld(tp, out, w->rows, x, w->cols, n_x, w);
 }
 
 
-void
+int
 llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w)
 {
-    float *row = malloc(sizeof(float) * (size_t) w->cols);
+    float *row = llm_alloc_aligned(sizeof(float) * (size_t) w->cols);
 
     if (row == NULL) {
-        fprintf(stderr, "llm_matmul_ref: out of memory\n");
-        abort();
+        return -1;
     }
     for (int r = 0; r < w->rows; r++) {
         llm_dequant_row(w->type, (const uint8_t *) w->data + r * w->row_stride,
@@ -734,4 +783,5 @@ llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w)
         }
     }
     free(row);
+    return 0;
 }

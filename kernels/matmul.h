@@ -55,23 +55,26 @@ int llm_tensor_check(const llm_tensor *w, char *err, size_t err_len);
 
 /*
  * out[i * w->rows + r] = sum_c x[i * w->cols + c] * W[r][c]
- * for i < n_x, r < w->rows. tp may be NULL (single thread). An invalid w
- * (llm_tensor_check) aborts with a message: check at load time.
+ * for i < n_x, r < w->rows. tp may be NULL (single thread). 0, or -1 when
+ * the calling thread's activation scratch cannot grow (alloc.h): then out
+ * is untouched. An invalid w (llm_tensor_check) aborts with a message: a
+ * bug, not a condition; check at load time.
  */
-void llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
+int llm_matmul(llm_threadpool *tp, float *out, const float *x, int n_x,
     const llm_tensor *w);
 
 /* the same with an explicit leading dimension for x and out (elements
  * between consecutive rows), e.g. to write into a slice of a wider buffer */
-void llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out,
+int llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out,
     const float *x, size_t ld_x, int n_x, const llm_tensor *w);
 
 /*
  * Activations prepared once for several products with the same input: the
  * q, k and v projections, or row ranges of one matrix run by different
  * threads. llm_act_make quantizes (and packs) n_x rows of x as w's kernels
- * want them into buf (llm_act_size(w, n_x) bytes, 64-byte aligned; for
- * float weights x itself is used and must stay valid); llm_matmul_act is
+ * want them into buf (llm_act_size(w, n_x) bytes, 64-byte aligned, which
+ * also hold its packing scratch: it allocates nothing; for float weights
+ * x itself is used and must stay valid); llm_matmul_act is
  * llm_matmul_ld on one thread from those activations, for any w (or row
  * view of one) with the same type and cols. Results equal llm_matmul's
  * bit for bit.
@@ -91,8 +94,9 @@ void llm_matmul_act(float *out, size_t ld_out, const llm_act *a,
     const llm_tensor *w);
 
 /* test reference: dequantize each weight row and accumulate in double,
- * with float activations (no activation quantization) */
-void llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w);
+ * with float activations (no activation quantization); 0, or -1 when out
+ * of memory for one dequantized row */
+int llm_matmul_ref(float *out, const float *x, int n_x, const llm_tensor *w);
 
 /* instruction set used by llm_matmul: chosen once from the CPU (the
  * environment variable LLM_ISA=scalar|avx2|avx512 can lower it) */

@@ -2,14 +2,18 @@
  * CPU kernels: block layouts (hand-built blocks with exact values), the
  * conversions, real GGUF tensors, llm_matmul against a float reference,
  * and the numerics contract: every instruction set gives the scalar
- * kernels' bits, and batch size, thread count and views change nothing.
+ * kernels' bits, and batch size, thread count and views change nothing;
+ * out of memory (alloc.h's hook) is a return value, not an abort.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "gguf.h"
 #include "matmul.h"
 #include "quant.h"
@@ -586,6 +590,105 @@ test_checks(void)
 }
 
 
+/* --- out of memory ------------------------------------------------------------ */
+
+typedef struct {
+    const test_matrix  *m;
+    float              *out;
+    const float        *x;
+    int                 n_x;
+    llm_threadpool     *tp;
+    int                 rc;
+} matmul_arg;
+
+
+static void *
+matmul_thread(void *p)
+{
+    matmul_arg *a = p;
+
+    a->rc = llm_matmul(a->tp, a->out, a->x, a->n_x, &a->m->t);
+    return NULL;
+}
+
+
+/* llm_matmul on a new thread: its activation scratch starts empty, so the
+ * call has to allocate */
+static int
+matmul_fresh_thread(matmul_arg *a)
+{
+    pthread_t t;
+
+    if (pthread_create(&t, NULL, matmul_thread, a) != 0) {
+        return -2;
+    }
+    pthread_join(t, NULL);
+    return a->rc;
+}
+
+
+/* a matmul without memory for its activations returns -1 and writes
+ * nothing; the next call works. The batch (24 x 4096) is large enough to
+ * be quantized on tp's threads, each packing through its own row of the
+ * scratch, and must still give the scalar bits. */
+static void
+test_out_of_memory(llm_threadpool *tp)
+{
+    enum { NX = 24, COLS = 4096 };
+    size_t on = (size_t) NX * 37;
+    float *x = malloc(sizeof(float) * NX * COLS);
+    float *want = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    void *p1, *p2, *p3;
+    int isa0 = llm_kernels_isa(), rc, untouched = 1;
+    test_matrix m;
+    matmul_arg a;
+
+    make_matrix(&m, GGML_TYPE_Q4_0, 37, COLS);
+    for (int k = 0; k < NX * COLS; k++) {
+        x[k] = rndf();
+    }
+    llm_kernels_set_isa(LLM_ISA_SCALAR);
+    llm_matmul(NULL, want, x, NX, &m.t);
+    llm_kernels_set_isa(isa0);
+
+    memset(got, 0x5a, sizeof(float) * on);
+    a = (matmul_arg) { &m, got, x, NX, tp, 0 };
+    llm_test_fail_alloc_after(0);
+    rc = matmul_fresh_thread(&a);
+    llm_test_fail_alloc_after(-1);
+    for (size_t i = 0; i < sizeof(float) * on; i++) {
+        untouched &= ((uint8_t *) got)[i] == 0x5a;
+    }
+    ok(rc == -1 && untouched, "out of memory: llm_matmul returns -1 and "
+       "leaves out alone (rc %d)", rc);
+    rc = matmul_fresh_thread(&a);
+    ok(rc == 0 && memcmp(got, want, sizeof(float) * on) == 0,
+       "the next call works: Q4_0 24x4096 quantized on %d threads (%s) == "
+       "scalar, bit for bit", llm_threadpool_size(tp),
+       llm_kernels_isa_name(isa0));
+
+    llm_test_fail_alloc_after(0);
+    rc = llm_matmul_ref(got, x, 1, &m.t);
+    llm_test_fail_alloc_after(-1);
+    ok(rc == -1, "out of memory: llm_matmul_ref returns -1");
+    ok(llm_matmul_ref(got, x, 1, &m.t) == 0, "... and then works");
+
+    llm_test_fail_alloc_after(1);
+    p1 = llm_alloc_aligned(100);
+    p2 = llm_alloc_aligned(100);
+    p3 = llm_alloc_aligned(100);
+    ok(p1 != NULL && p2 == NULL && p3 != NULL && ((uintptr_t) p1 & 63) == 0
+       && ((uintptr_t) p3 & 63) == 0, "the hook after 1: one allocation "
+       "(64-byte aligned), one failure, then off");
+    free(p1);
+    free(p3);
+    free(m.data);
+    free(x);
+    free(want);
+    free(got);
+}
+
+
 /* --- thread pool --------------------------------------------------------------- */
 
 typedef struct {
@@ -646,6 +749,7 @@ main(void)
     test_checks();
     test_threadpool();
     test_quantize_q8a();
+    test_out_of_memory(pools[2]);
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         int blk = llm_quant_block(types[t]);

@@ -8,14 +8,19 @@
  *   - batching invariance: a sequence run as one prefill, token by token,
  *     and in chunks mixed with another sequence's tokens gives bit-identical
  *     logits (BRIEF 9.4a), on tiny260K Q4_1 and SmolLM2 Q4_1;
- *   - an invalid batch is refused with a message.
+ *   - an invalid batch is refused with a message;
+ *   - a step without memory for its activations fails with a message and
+ *     the next one gives the bits of a backend that never failed (TP 1
+ *     fused and plain matmuls, exact mode, TP 2).
  */
 #include "tap.h"
+#include "alloc.h"
 #include "backend.h"
 #include "kv.h"
 #include "model.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -764,6 +769,117 @@ test_bad_batches(void)
 
 
 /* ---------------------------------------------------------------------------
+ * out of memory in a step (alloc.h's hook)
+ */
+
+typedef struct {
+    llm_backend      *be;
+    const llm_batch  *b;
+    int               rc;
+} forward_arg;
+
+
+static void *
+forward_thread(void *p)
+{
+    forward_arg  *a = p;
+
+    a->rc = llm_backend_forward(a->be, a->b);
+    return NULL;
+}
+
+
+/* a forward on a new thread: the matmul scratch of the calling thread
+ * (rank 0's at TP 2) starts empty, so the step has to allocate */
+static int
+forward_fresh_thread(llm_backend *be, const llm_batch *b)
+{
+    forward_arg  a = { be, b, -2 };
+    pthread_t    t;
+
+    if (pthread_create(&t, NULL, forward_thread, &a) != 0) {
+        return -2;
+    }
+    pthread_join(t, NULL);
+    return a.rc;
+}
+
+
+/*
+ * n tokens of one sequence on a fresh backend (its fused-job buffer
+ * empty) from a fresh thread: the first allocation of the step fails, the
+ * step returns -1 with a message (at TP 2 without a rank left waiting at
+ * a barrier), and the same step run again gives the logits of a backend
+ * that never failed, bit for bit.
+ */
+static void
+test_forward_oom(const char *type, int tp, int n_threads, int exact, int n)
+{
+    char                 path[1200], label[96];
+    llm_model            m;
+    llm_backend_options  o;
+    llm_backend         *be = NULL, *ref = NULL;
+    int32_t              tok[64], pos[64], seq[64], idx[64];
+    int32_t              table[4] = { 0, 1, 2, 3 }, nb = 4;
+    const int32_t       *tables[1] = { table };
+    char                 err[512];
+    float               *want = NULL, *got = NULL;
+    llm_batch            b;
+    int                  i, V, rc;
+
+    snprintf(label, sizeof(label), "out of memory, tiny260K %s tp %d, "
+             "threads %d%s, %d tokens", type, tp, n_threads,
+             exact ? ", exact" : "", n);
+    stories_path(path, sizeof(path), type);
+    if (llm_model_load(&m, path, 0, tp) != 0) {
+        ok(0, "%s: load: %s", label, m.err);
+        llm_model_free(&m);
+        return;
+    }
+    V = m.cfg.vocab_size;
+    llm_backend_options_default(&o, &m);
+    o.n_threads = n_threads;
+    o.kv_n_blocks = 64;
+    o.max_batch_tokens = 64;
+    o.exact = exact;
+    be = llm_backend_cpu_create(&m, &o, err, sizeof(err));
+    ref = be != NULL ? llm_backend_cpu_create(&m, &o, err, sizeof(err))
+                     : NULL;
+    want = malloc(sizeof(float) * n * V);
+    got = malloc(sizeof(float) * n * V);
+    if (be == NULL || ref == NULL || want == NULL || got == NULL) {
+        ok(0, "%s: backends: %s", label, err);
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        tok[i] = (i * 7919 + 13) % V;
+        pos[i] = i;
+        seq[i] = 0;
+        idx[i] = i;
+    }
+    b = (llm_batch) { n, tok, pos, seq, 1, tables, &nb, n, idx, want };
+
+    rc = llm_backend_forward(ref, &b);
+    b.logits = got;
+    llm_test_fail_alloc_after(0);
+    rc |= forward_fresh_thread(be, &b) != -1;
+    llm_test_fail_alloc_after(-1);
+    ok(rc == 0 && strstr(be->err, "out of memory") != NULL,
+       "%s: the step fails: %s", label, be->err);
+    ok(forward_fresh_thread(be, &b) == 0
+       && memcmp(got, want, sizeof(float) * n * V) == 0,
+       "%s: the next step runs, bits of a backend that never failed", label);
+
+done:
+    llm_backend_free(be);
+    llm_backend_free(ref);
+    free(want);
+    free(got);
+    llm_model_free(&m);
+}
+
+
+/* ---------------------------------------------------------------------------
  * the CLI end to end (tokenizer, template, sampler, forward), stdout
  * captured in a temporary file
  */
@@ -866,6 +982,10 @@ main(void)
     test_kv_dtype(path, "tiny260K f32", 0.05, 41);
     test_kv_dtype(smollm2, "SmolLM2 Q4_1", 3.0, 33);
     test_bad_batches();
+    test_forward_oom("q4_1", 1, 2, 0, 4);     /* fused jobs' buffer */
+    test_forward_oom("q4_1", 1, 1, 0, 20);    /* llm_matmul's scratch */
+    test_forward_oom("f32", 1, 1, 1, 4);      /* llm_matmul_ref's row */
+    test_forward_oom("q4_1", 2, 2, 0, 4);     /* a rank's scratch */
     test_reference_logits();
     test_cli();
     stories_path(path, sizeof(path), "q4_1");

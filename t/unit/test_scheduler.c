@@ -14,9 +14,12 @@
  * plus TOO_LONG / QUEUE_FULL refusals, stop tokens, cancel (no token after
  * it), backpressure (a paused sequence is skipped, not preempted), chunked
  * prefill (decodes continue while a long prompt is prefilled), priority,
- * and create's out-of-memory path (run it under ASan: see test_create_oom).
+ * create's out-of-memory path (run it under ASan: see test_create_oom),
+ * and a step whose forward runs out of memory (its sequences end with the
+ * error, nothing leaks or stays cached, the next step works).
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "alloc.h"
 #include "backend.h"
 #include "model.h"
 #include "scheduler.h"
@@ -36,7 +40,9 @@ typedef struct {
     int32_t          out[MAX_OUT];
     int              n_out;
     int              n_finish;         /* on_finish calls: must end as 1 */
-    llm_seq_result   res;
+    llm_seq_result   res;              /* res.message: NULL, see msg */
+    char             msg[256];         /* res.message, valid only during
+                                          on_finish, copied */
     int              cancelled;        /* the test cancelled it */
     int              after_cancel;     /* tokens received after cancel */
     int              paused;           /* can_emit answers !paused */
@@ -73,6 +79,8 @@ on_finish(void *user, const llm_seq_result *res)
 
     r->n_finish++;
     r->res = *res;
+    snprintf(r->msg, sizeof(r->msg), "%s", res->message);
+    r->res.message = NULL;
     r->seq = NULL;
 }
 
@@ -789,6 +797,91 @@ test_create_oom(llm_backend *be)
 }
 
 
+typedef struct {
+    llm_sched  *s;
+    int         rc;
+} step_arg;
+
+
+static void *
+step_thread(void *p)
+{
+    step_arg  *a = p;
+
+    a->rc = llm_sched_step(a->s);
+    return NULL;
+}
+
+
+/* one step from a new thread (the only one using s meanwhile): its matmul
+ * scratch starts empty, so the forward has to allocate */
+static int
+step_fresh_thread(llm_sched *s)
+{
+    step_arg   a = { s, -2 };
+    pthread_t  t;
+
+    if (pthread_create(&t, NULL, step_thread, &a) != 0) {
+        return -2;
+    }
+    pthread_join(t, NULL);
+    return a.rc;
+}
+
+
+/* a step whose forward runs out of memory (alloc.h's hook) fails: both
+ * sequences of the batch end with the error and no token, every block is
+ * free and none stays in the prefix cache (their first 16 positions were
+ * committed before the forward that never computed them); the same
+ * requests then run to the tokens they give alone */
+static void
+test_step_oom(const llm_model *m, llm_backend *ref, int n_vocab)
+{
+    llm_sched_stats   st;
+    llm_backend      *be = make_backend(m, 64, 64, 2);
+    llm_sched        *s = be != NULL ? make_sched(be, 0, 1, 0, 4) : NULL;
+    static job        jobs[2];
+    static rec        recs[2], alone[2];
+    int               i, rc, bad = -1;
+
+    if (s == NULL) {
+        ok(0, "step oom: backend and scheduler");
+        llm_backend_free(be);
+        return;
+    }
+    for (i = 0; i < 2; i++) {
+        make_job(&jobs[i], n_vocab, 0, 20, 6, 0);
+    }
+    run_alone(ref, jobs, alone, 2);
+    for (i = 0; i < 2; i++) {
+        submit(s, &jobs[i], &recs[i]);
+    }
+    llm_test_fail_alloc_after(0);
+    rc = step_fresh_thread(s);
+    llm_test_fail_alloc_after(-1);
+    llm_sched_stats_get(s, &st);
+    ok(rc == -1, "step oom: the step fails");
+    for (i = 0; i < 2; i++) {
+        ok(recs[i].n_finish == 1 && recs[i].res.finish == LLM_FINISH_ERROR
+           && recs[i].n_out == 0
+           && strstr(recs[i].msg, "out of memory") != NULL,
+           "step oom: sequence %d ends with the error, no token: %s", i,
+           recs[i].msg);
+    }
+    ok(idle_and_clean(s) && st.kv_blocks_cached == 0,
+       "step oom: idle, no block used or cached (%d cached)",
+       st.kv_blocks_cached);
+    for (i = 0; i < 2; i++) {
+        submit(s, &jobs[i], &recs[i]);
+    }
+    ok(drain(s, 100) > 0 && same_tokens(recs, alone, 2, &bad)
+       && idle_and_clean(s),
+       "step oom: the next steps work, tokens == alone (first bad %d)", bad);
+    llm_sched_free(s);
+    llm_backend_free(be);
+}
+
+
 /* ---------------------------------------------------------------------------
  * main
  */
@@ -831,6 +924,7 @@ main(void)
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
         TIMED(test_stress(be, m.cfg.vocab_size));
         TIMED(test_create_oom(be));
+        TIMED(test_step_oom(&m, be, m.cfg.vocab_size));
     }
     llm_backend_free(be);
     llm_model_free(&m);
