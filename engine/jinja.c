@@ -1,5 +1,5 @@
 /*
- * Jinja subset, part 1: the arena, the lexer and the parser.
+ * Jinja subset, part 1: the lexer and the parser.
  *
  * The lexer follows jinja2's (lexer.py) with transformers' settings:
  * trim_blocks (the first newline after %} or #} is dropped), lstrip_blocks
@@ -9,7 +9,7 @@
  * (keep_trailing_newline=False). The parser follows jinja2's precedence
  * (parser.py): filters and tests bind tighter than any binary operator.
  *
- * defines: jinja_parse, jinja_free, jarena_alloc, jarena_free
+ * defines: jinja_parse, jinja_free
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -21,65 +21,6 @@
 
 #define JINJA_MAX_PARSE_DEPTH  200
 #define JINJA_MAX_SOURCE       (16u << 20)
-
-
-/* --- arena -------------------------------------------------------------- */
-
-struct jarena_chunk {
-    jarena_chunk  *next;
-    size_t         size;
-    size_t         used;
-    max_align_t    data[];
-};
-
-void *
-jarena_alloc(jarena *a, size_t n)
-{
-    jarena_chunk  *c;
-    size_t         size;
-    void          *p;
-
-    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-    c = a->head;
-    if (c == NULL || c->size - c->used < n) {
-        size = n > 32768 ? n : 32768;
-        if (a->limit && a->used + size + sizeof(*c) > a->limit) {
-            return NULL;
-        }
-        c = malloc(sizeof(*c) + size);
-        if (c == NULL) {
-            return NULL;
-        }
-        c->size = size;
-        c->used = 0;
-        a->used += size + sizeof(*c);
-        /* a big block goes behind the current chunk so its tail stays usable */
-        if (a->head != NULL && n > 32768) {
-            c->next = a->head->next;
-            a->head->next = c;
-        } else {
-            c->next = a->head;
-            a->head = c;
-        }
-    }
-    p = (char *) c->data + c->used;
-    c->used += n;
-    return p;
-}
-
-
-void
-jarena_free(jarena *a)
-{
-    jarena_chunk  *c, *next;
-
-    for (c = a->head; c != NULL; c = next) {
-        next = c->next;
-        free(c);
-    }
-    a->head = NULL;
-    a->used = 0;
-}
 
 
 /* --- lexer -------------------------------------------------------------- */
@@ -1149,6 +1090,12 @@ parse_filter_expr(jparser *p, jnode *n)
             }
             m->str = t->s;
             m->len = t->n;
+            /* filters are known now, as jinja2 knows them when it compiles;
+               rendering then dispatches on the id */
+            if (!is_test && (m->op = jfilter_id(t->s, t->n)) == 0) {
+                fail(p, t->line, "no filter named '%s'", t->s);
+                return NULL;
+            }
             /* dotted names (e.g. "is test.name") are not supported */
             m->a = n;
             cap = 0;
