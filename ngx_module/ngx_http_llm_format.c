@@ -455,12 +455,68 @@ ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
 }
 
 
+/* a stream's last chunk, its usage chunk if asked for, [DONE] */
+static u_char *
+ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
+{
+    p = ngx_http_llm_chunk_head(ctx, p);
+    p = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}"
+                    "\n\n", ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
+                    ngx_http_llm_finish_name(ctx));
+
+    if (ctx->req.include_usage) {
+        p = ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
+                        "\"created\":%T,\"model\":\"%V\","
+                        "\"choices\":[],",
+                        &ctx->id, ctx->chat ? "chat.completion.chunk"
+                                            : "text_completion",
+                        ctx->created, &ctx->ecf->served_model_name);
+        p = ngx_http_llm_usage_json(ctx, p);
+        p = ngx_sprintf(p, "}\n\n");
+    }
+
+    return ngx_sprintf(p, "data: [DONE]\n\n");
+}
+
+
+/* the whole reply of a request that did not stream */
+static u_char *
+ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen)
+{
+    p = ngx_sprintf(p, "{\"id\":\"%V\",\"object\":\"%s\",\"created\":%T,"
+                    "\"model\":\"%V\",\"choices\":[{\"index\":0,",
+                    &ctx->id, ctx->chat ? "chat.completion"
+                                        : "text_completion",
+                    ctx->created, &ctx->ecf->served_model_name);
+    p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":\"assistant\","
+                                   "\"content\":\""
+                                 : "\"text\":\"");
+    if (tlen) {
+        p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+    }
+    p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
+
+    if (ctx->lps) {
+        p = ngx_sprintf(p, "\"logprobs\":");
+        p = ngx_http_llm_lp_json(ctx, p, ctx->lps->elts, ctx->lps->nelts);
+        *p++ = ',';
+    } else {
+        p = ngx_sprintf(p, "\"logprobs\":null,");
+    }
+
+    p = ngx_sprintf(p, "\"finish_reason\":\"%s\"}],",
+                    ngx_http_llm_finish_name(ctx));
+    p = ngx_http_llm_usage_json(ctx, p);
+
+    return ngx_sprintf(p, "}\n");
+}
+
+
 /* the final chunk(s) of a stream, or the whole JSON reply */
 ngx_int_t
 ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     size_t               size, tlen;
-    u_char              *p;
     ngx_buf_t           *b;
     ngx_uint_t           i;
     ngx_http_llm_lp_t   *e;
@@ -481,68 +537,23 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         return NGX_ERROR;
     }
 
-    p = b->last;
-
     if (ctx->stream) {
-        p = ngx_http_llm_chunk_head(ctx, p);
-        p = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}"
-                        "\n\n", ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
-                        ngx_http_llm_finish_name(ctx));
-
-        if (ctx->req.include_usage) {
-            p = ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
-                            "\"created\":%T,\"model\":\"%V\","
-                            "\"choices\":[],",
-                            &ctx->id, ctx->chat ? "chat.completion.chunk"
-                                                : "text_completion",
-                            ctx->created, &ctx->ecf->served_model_name);
-            p = ngx_http_llm_usage_json(ctx, p);
-            p = ngx_sprintf(p, "}\n\n");
-        }
-
-        p = ngx_sprintf(p, "data: [DONE]\n\n");
+        b->last = ngx_http_llm_final_sse(ctx, b->last);
 
     } else {
-        p = ngx_sprintf(p, "{\"id\":\"%V\",\"object\":\"%s\",\"created\":%T,"
-                        "\"model\":\"%V\",\"choices\":[{\"index\":0,",
-                        &ctx->id, ctx->chat ? "chat.completion"
-                                            : "text_completion",
-                        ctx->created, &ctx->ecf->served_model_name);
-        p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":\"assistant\","
-                                       "\"content\":\""
-                                     : "\"text\":\"");
-        if (tlen) {
-            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
-        }
-        p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
-        if (ctx->lps) {
-            p = ngx_sprintf(p, "\"logprobs\":");
-            p = ngx_http_llm_lp_json(ctx, p, ctx->lps->elts, ctx->lps->nelts);
-            *p++ = ',';
-        } else {
-            p = ngx_sprintf(p, "\"logprobs\":null,");
-        }
-        p = ngx_sprintf(p, "\"finish_reason\":\"%s\"}],",
-                        ngx_http_llm_finish_name(ctx));
-        p = ngx_http_llm_usage_json(ctx, p);
-        p = ngx_sprintf(p, "}\n");
+        b->last = ngx_http_llm_final_json(ctx, b->last, tlen);
 
         r->headers_out.status = NGX_HTTP_OK;
-        r->headers_out.content_length_n = p - b->last;
+        r->headers_out.content_length_n = b->last - b->pos;
         ngx_str_set(&r->headers_out.content_type, "application/json");
         r->headers_out.content_type_len = r->headers_out.content_type.len;
     }
 
-    b->last = p;
     b->last_buf = (r == r->main) ? 1 : 0;
     b->last_in_chain = 1;
     b->flush = 1;
 
-    if (ngx_http_llm_append(ctx, last, b) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    return NGX_OK;
+    return ngx_http_llm_append(ctx, last, b);
 }
 
 

@@ -413,39 +413,22 @@ ngx_http_llm_peer_bind(ngx_http_llm_peer_t *peer)
 }
 
 
+/* the engine's settings as its argv, in buf: "arg\0arg\0..." */
 static void
-ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
+ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
+    size_t size)
 {
-    int                          i, lfd;
-    pid_t                        pid;
-    ngx_http_llm_counters_t     *cnt;
+    int                          i;
     u_char                      *p;
-    char                        *argv[42];
     ngx_str_t                   *log_name;
-    u_char                       buf[2048];
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
 
-    if (peer->spawned
-        && ngx_current_msec - peer->last_spawn < NGX_HTTP_LLM_SPAWN_INTERVAL)
-    {
-        return;
-    }
-
-    lfd = ngx_http_llm_peer_bind(peer);
-    if (lfd == -1) {
-        return;
-    }
-
-    peer->spawned = 1;
-    peer->last_spawn = ngx_current_msec;
-
-    /* argv in one buffer: "arg\0arg\0..." */
     i = 0;
     p = buf;
 
 #define LLM_ARG(...)                                                         \
     argv[i++] = (char *) p;                                                  \
-    p = ngx_snprintf(p, buf + sizeof(buf) - 1 - p, __VA_ARGS__);             \
+    p = ngx_snprintf(p, buf + size - 1 - p, __VA_ARGS__);                    \
     *p++ = '\0'
 
     LLM_ARG("ngx_llm_engine");
@@ -496,6 +479,34 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     argv[i] = NULL;
 
 #undef LLM_ARG
+}
+
+
+static void
+ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
+{
+    int                          lfd;
+    pid_t                        pid;
+    char                        *argv[42];
+    u_char                       buf[2048];
+    ngx_http_llm_counters_t     *cnt;
+    ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
+
+    if (peer->spawned
+        && ngx_current_msec - peer->last_spawn < NGX_HTTP_LLM_SPAWN_INTERVAL)
+    {
+        return;
+    }
+
+    lfd = ngx_http_llm_peer_bind(peer);
+    if (lfd == -1) {
+        return;
+    }
+
+    peer->spawned = 1;
+    peer->last_spawn = ngx_current_msec;
+
+    ngx_http_llm_peer_argv(peer, argv, buf, sizeof(buf));
 
     pid = fork();
 
