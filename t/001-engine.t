@@ -140,16 +140,19 @@ invalid kv_cache_dtype "f8" (f16 or f32)
 
 
 
-=== TEST 7c: an f32 KV cache takes twice the bytes per token and gives the same story
+=== TEST 7c: an f32 KV cache takes twice the bytes per token and gives the same tokens
+tiny260K's greedy continuation of "Once upon a time" (seeded weights, so
+not words; its ids equal transformers', t/unit/test_model.c), the same
+with either cache.
 --- http_config
     llm_engine f32 {
-        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
         kv_cache_dtype f32;
         max_model_len 256;
         kv_cache_memory 16m;
     }
     llm_engine f16 {
-        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
         max_model_len 256;
         kv_cache_memory 16m;
     }
@@ -163,7 +166,7 @@ invalid kv_cache_dtype "f8" (f16 or f32)
 --- error_code eval
 [200, 200]
 --- response_body_like eval
-['"text":", there was a little girl named Lily. She loved to play outsid",', '"text":", there was a little girl named Lily. She loved to play outsid",']
+['"text":" c<.{1,6}g.{1,6}d con\{ingichke c< toh<od< c\\\\u0017",', '"text":" c<.{1,6}g.{1,6}d con\{ingichke c< toh<od< c\\\\u0017",']
 --- error_log eval
 [qr/ngx_llm engine "f32": memory plan: .* KV 1280 bytes per token \(f32\)/,
  qr/ngx_llm engine "f16": memory plan: .* KV 640 bytes per token \(f16\)/,
@@ -193,16 +196,17 @@ invalid kv_cache_dtype "f8" (f16 or f32)
 
 
 === TEST 9: tensor_parallel 2 on CPU ranks serves the same greedy tokens
+The same text as TEST 7c: two CPU ranks give one rank's tokens.
 --- http_config
     llm_engine tp {
-        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
         tensor_parallel 2;
         threads 1;
         max_model_len 256;
         kv_cache_memory 16m;
     }
     llm_engine one {
-        model $TEST_NGINX_SHARED/data/models/stories260K-gguf/stories260K-f32.gguf;
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
         threads 1;
         max_model_len 256;
         kv_cache_memory 16m;
@@ -217,7 +221,7 @@ invalid kv_cache_dtype "f8" (f16 or f32)
 --- error_code eval
 [200, 200]
 --- response_body_like eval
-['"text":", there was a little girl named Lily. She loved to play outsid",', '"text":", there was a little girl named Lily. She loved to play outsid",']
+['"text":" c<.{1,6}g.{1,6}d con\{ingichke c< toh<od< c\\\\u0017",', '"text":" c<.{1,6}g.{1,6}d con\{ingichke c< toh<od< c\\\\u0017",']
 --- error_log eval
 qr/ngx_llm engine "tp": .*memory plan/
 --- no_error_log
