@@ -24,11 +24,12 @@ LDLIBS     := -lpcre2-8 -lcjson -lutf8proc -lm -lpthread
 
 # everything but the engine's main() is a library shared by the engine,
 # the unit tests and (a subset) the nginx module
-ENGINE_LIB_SRCS := $(filter-out engine/main.c,$(wildcard engine/*.c kernels/*.c))
+ENGINE_LIB_SRCS := $(filter-out engine/server/main.c,$(wildcard engine/*/*.c kernels/*.c))
+HEADERS         := $(wildcard engine/*/*.h kernels/*.h)
 # objects differ with and without CUDA (NGX_LLM_CUDA): one tree each
 OBJ             := $(BUILD)/obj$(if $(filter 1,$(CUDA)),-cuda)
 ENGINE_LIB_OBJS := $(ENGINE_LIB_SRCS:%.c=$(OBJ)/%.o)
-CU_SRCS         := $(wildcard engine/*.cu kernels/*.cu)
+CU_SRCS         := $(wildcard engine/*/*.cu kernels/*.cu)
 CU_OBJS         := $(CU_SRCS:%.cu=$(OBJ)/%.cu.o)
 UNIT_SRCS       := $(wildcard t/unit/test_*.c)
 UNIT_BINS       := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
@@ -48,21 +49,21 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
-        fuzz-smoke cuda-check
+        fuzz-smoke cuda-check layer-check
 
 all: engine module
 
 engine: $(BUILD)/ngx_llm_engine
 
-$(OBJ)/%.o: %.c $(wildcard engine/*.h kernels/*.h)
+$(OBJ)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu $(wildcard engine/*.h kernels/*.h)
+$(OBJ)/%.cu.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ngx_llm_engine: $(OBJ)/engine/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+$(BUILD)/ngx_llm_engine: $(OBJ)/engine/server/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
@@ -77,13 +78,15 @@ unit: $(UNIT_BINS) $(BUILD)/ngx_llm_engine
 
 module: $(BUILD)/modules/ngx_http_llm_module.so
 
-$(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.[ch] engine/*.[ch]) config
+$(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_module/*.[ch]) $(HEADERS) $(ENGINE_LIB_SRCS) config
 	$(MAKE) -C "$$(cat $(BUILD)/nginx/srcdir)" -f $(abspath $(BUILD))/nginx/Makefile modules
 	@mkdir -p $(dir $@)
 	@# a new file, not overwritten in place: a running nginx maps the old one
 	cp $(BUILD)/nginx/ngx_http_llm_module.so $@.tmp && mv -f $@.tmp $@
 
-$(BUILD)/nginx/Makefile: config
+# config globs these folders: a file added to or removed from one (the
+# folder's mtime) configures again
+$(BUILD)/nginx/Makefile: config ngx_module engine/text engine/format
 	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
@@ -110,14 +113,26 @@ T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
 # CPAN's Test::Nginx when installed, else our work-alike in t/lib
 T_NGINX_INC = $(shell perl -MTest::Nginx::Socket -e1 2>/dev/null || echo -I t/lib)
 
-$(BUILD)/t/ring_poke: t/tools/ring_poke.c engine/ngx_llm_ring.h
+$(BUILD)/t/ring_poke: t/tools/ring_poke.c engine/ring/ngx_llm_ring.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 
 t-nginx: all $(BUILD)/t/ring_poke
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) $(or $(T),t/*.t)
 
+# the layers of docs/architecture.md, over includes and the objects' symbols
+layer-check: all
+	python3 tools/layer_check.py $(OBJ) $(BUILD)/nginx
+	@# a symbol the module's sources lack shows only at dlopen: say it here
+	@u=$$(nm -u $(BUILD)/modules/ngx_http_llm_module.so \
+	      | awk '$$2 ~ /^(llm_|tok_|jinja|j[a-z]+_|gguf|ggml|st_|hf_)/ {print $$2}'); \
+	    if [ -n "$$u" ]; then \
+	        echo "layer-check: the module lacks: $$u (config builds ngx_module/," \
+	             "engine/text/, engine/format/ and kernels/tensor_type.c)"; \
+	        exit 1; fi
+
 test: deps all
+	$(MAKE) layer-check
 	$(MAKE) unit
 	$(MAKE) t-nginx
 	$(MAKE) fuzz-smoke
@@ -136,7 +151,7 @@ $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_O
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ngx_llm_ring.h engine/ring_client.h
+$(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ring/ring_client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
 
@@ -156,7 +171,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 FUZZ_OBJS   := $(filter-out %/server.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/obj/%.o: %.c $(wildcard engine/*.h kernels/*.h)
+$(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

@@ -14,9 +14,9 @@
  * that prompt, best of 3, mean beside it) and decode as a fraction of the
  * roofline.
  */
-#include "backend.h"
+#include "backend/backend.h"
 #include "membw.h"
-#include "model.h"
+#include "model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -51,8 +51,8 @@ slot() {            # cap reserve
 
 engine_objs() {
     local f
-    for f in build/obj-cuda/engine/*.o build/obj-cuda/kernels/*.o; do
-        [ "$f" = build/obj-cuda/engine/main.o ] || [ ! -e "$f" ] || echo "$f"
+    for f in build/obj-cuda/engine/*/*.o build/obj-cuda/kernels/*.o; do
+        [ "$f" = build/obj-cuda/engine/server/main.o ] || [ ! -e "$f" ] || echo "$f"
     done
 }
 

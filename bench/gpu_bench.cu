@@ -18,8 +18,8 @@
  * --dry-run prints the plan (shapes, bytes, KV) without touching CUDA.
  */
 extern "C" {
-#include "backend.h"
-#include "backend_cuda.h"
+#include "backend/backend.h"
+#include "backend/backend_cuda.h"
 }
 
 #include <cuda_runtime.h>

@@ -13,8 +13,7 @@
  * 3. the same for n_x = 4 and 16 (one step of a batch of decodes).
  * Best of several repeats: the machine may be shared.
  *
- * Build: cc -O2 -pthread -Iengine -Ikernels bench/matmul.c kernels/[a-z]*.c
- *        engine/gguf.c -lm
+ * Build: cc -O2 -pthread -Ikernels bench/matmul.c kernels/[a-z]*.c -lm
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
+#include "tensor_type.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"

@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "ring_client.h"
+#include "ring/ring_client.h"
 
 
 static double

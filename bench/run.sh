@@ -263,7 +263,7 @@ run_variant() {
     record "$line" "round=$round variant=$name load=$la engine_cores=$cores nginx_cores=$wcores"
 }
 
-# the same workload inside the engine (engine/cli_bench.c: no nginx, no
+# the same workload inside the engine (engine/server/cli_bench.c: no nginx, no
 # ring, same step budget as the nginx engine): what the serving path costs
 run_engine_bench() {
     local out la

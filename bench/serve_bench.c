@@ -57,7 +57,7 @@
 #define SB_MAX_CONNS    1024
 #define SB_MAX_TOKENS   4096
 
-/* the BRIEF 9.6 messages; the same as engine/cli_bench.c's, so the engine
+/* the BRIEF 9.6 messages; the same as engine/server/cli_bench.c's, so the engine
    bench and this one run one workload */
 static const char *sb_messages[SB_N_MESSAGES] = {
     "What is the capital of France and why is it famous?",

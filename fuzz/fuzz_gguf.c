@@ -1,15 +1,14 @@
 /*
  * libFuzzer harness for the GGUF header parser.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address -Iengine fuzz/fuzz_gguf.c \
- *       engine/gguf.c -o build/fuzz_gguf
- *   build/fuzz_gguf -max_total_time=60 fuzz/corpus/gguf
+ *   make fuzz-smoke            (every harness, FUZZ_SECS=30 each)
+ *   build/fuzz/fuzz_gguf -max_total_time=60 fuzz/corpus/gguf
  *
  * Beyond "no crash", it checks the parser's promises on success: every
  * tensor's bytes lie inside the buffer and every string array element can be
  * read.
  */
-#include "gguf.h"
+#include "format/gguf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

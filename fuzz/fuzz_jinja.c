@@ -4,16 +4,14 @@
  * with tight limits. Anything but a clean result or a clean error (a crash,
  * a leak, an overflow, a hang past the limits) is a bug.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iengine \
- *       fuzz/fuzz_jinja.c engine/jinja.c engine/jinja_eval.c \
- *       -lcjson -lutf8proc -lm -o build/fuzz_jinja
- *   build/fuzz_jinja -max_total_time=60 fuzz/corpus/jinja
+ *   make fuzz-smoke            (every harness, FUZZ_SECS=30 each)
+ *   build/fuzz/fuzz_jinja -max_total_time=60 fuzz/corpus/jinja
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jinja.h"
+#include "text/jinja.h"
 
 static const char context_json[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"

@@ -2,10 +2,8 @@
  * libFuzzer harness for the OpenAI request parser (both endpoints) and,
  * through the stop strings it accepts, the stop-string matcher.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iengine -Ikernels \
- *       fuzz/fuzz_request.c engine/api_request.c engine/stop.c -lcjson -lm \
- *       -o build/fuzz_request
- *   build/fuzz_request -max_total_time=60 fuzz/corpus/request
+ *   make fuzz-smoke            (every harness, FUZZ_SECS=30 each)
+ *   build/fuzz/fuzz_request -max_total_time=60 fuzz/corpus/request
  *
  * Beyond "no crash", it checks the parser's promises: on success every
  * value is in its documented range and the messages are normalised; on
@@ -13,7 +11,7 @@
  * in uneven pieces, must emit a prefix of it that holds no stop string.
  */
 #define _GNU_SOURCE     /* memmem */
-#include "api_request.h"
+#include "text/api_request.h"
 
 #include <stdint.h>
 #include <stdlib.h>

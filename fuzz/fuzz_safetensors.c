@@ -1,10 +1,8 @@
 /*
  * libFuzzer harness for the safetensors header parser (BRIEF 9.10).
  *
- *   clang -g -O1 -fsanitize=fuzzer,address -Iengine -Ikernels \
- *       fuzz/fuzz_safetensors.c engine/safetensors.c engine/gguf.c \
- *       -lcjson -o build/fuzz_safetensors
- *   build/fuzz_safetensors -max_total_time=60 fuzz/corpus/safetensors
+ *   make fuzz-smoke            (every harness, FUZZ_SECS=30 each)
+ *   build/fuzz/fuzz_safetensors -max_total_time=60 fuzz/corpus/safetensors
  *
  * Beyond "no crash", it checks the parser's promises on success: every
  * tensor's bytes lie inside the buffer, its byte count matches its shape
@@ -12,7 +10,7 @@
  * sorted and unique, and st_find finds each one; on failure, the message
  * names the input.
  */
-#include "safetensors.h"
+#include "format/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* enum ggml_type values (engine/gguf.h; not included: C header) */
+/* enum ggml_type values (engine/format/gguf.h; not included: C header) */
 enum {
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8,
     T_Q4_K = 12, T_Q6_K = 14, T_BF16 = 30
@@ -687,7 +687,7 @@ llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits, int n,
 
 
 /* ---------------------------------------------------------------------------
- * sampling (engine/sampler.c on the device; see kernels_cuda.h)
+ * sampling (engine/sample/sampler.c on the device; see kernels_cuda.h)
  *
  * Every float operation that sampler.c does in plain C (x86-64 SSE, no
  * FMA contraction) is written with a _rn intrinsic here, because nvcc

@@ -3,13 +3,13 @@
  *
  * Design note (after llm.c). Every kernel here has a readable CPU
  * reference it is tested against (t/unit/test_cuda.c): the references are
- * the CPU backend's own steps (engine/backend_cpu.c) and kernels/quant.c's
+ * the CPU backend's own steps (engine/backend/backend_cpu.c) and kernels/quant.c's
  * dequantizers. Pointers are DEVICE pointers unless named host_*; shapes
  * are row-major. Activations that feed a GEMM are bf16 (the cuBLASLt
  * operands), everything a GEMM writes and the residual stream are fp32,
  * the KV cache is bf16.
  *
- * Paged KV layout on the GPU: the CPU's (engine/kv.h), in bf16:
+ * Paged KV layout on the GPU: the CPU's (engine/model/kv.h), in bf16:
  *
  *   pool: (n_blocks, n_layers, 2 [K, V], block_size, kv_dim) bf16
  *
@@ -141,7 +141,7 @@ int llm_cuda_argmax(llm_cuda_stream st, int32_t *out, const float *logits,
 
 /*
  * Sampling on the device, one row of logits per sequence, with the
- * semantics of engine/sampler.c (docs/sampling.md: bias, repetition /
+ * semantics of engine/sample/sampler.c (docs/sampling.md: bias, repetition /
  * frequency / presence penalties, greedy, temperature, min_p, top_k,
  * top_p, then an inverse-CDF draw with the sequence's xoshiro256** state,
  * one 53-bit uniform per sampled row, none for greedy or failed rows).
@@ -206,7 +206,7 @@ int llm_cuda_sample(llm_cuda_stream st, int32_t *out, float *logits, int n,
     const llm_cuda_token_edit *edits, uint64_t *rng, void *scratch);
 
 /* out[i] = ((parts[0][i] + parts[1][i]) + parts[2][i]) + ... for i < n:
- * llm_tp_sum_slices' fixed order (engine/tp.h), for tensor parallel
+ * llm_tp_sum_slices' fixed order (engine/model/tp.h), for tensor parallel
  * ranks that share one device; parts is a device array of n_parts device
  * pointers */
 int llm_cuda_sum_parts(llm_cuda_stream st, float *out,

@@ -1,7 +1,7 @@
 /*
  * Waiting for a counter to move: spin, then yield, then sleep on a futex.
  * The thread pool's workers wait for a job this way and the tensor
- * parallel ranks for a step or a barrier (engine/tp.c).
+ * parallel ranks for a step or a barrier (engine/model/tp.c).
  *
  * Design note. A waiter spins SPIN_ITERS times (PAUSE for the first
  * PAUSE_ITERS, then sched_yield, so that on an oversubscribed machine the

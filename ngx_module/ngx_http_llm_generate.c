@@ -504,18 +504,7 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     llm_api_request      *req = &ctx->req;
     llm_sampling_params  *s = &req->sampling;
 
-    ngx_memzero(p, sizeof(llm_sampling));
-    p->temperature = s->temperature;
-    p->top_p = s->top_p;
-    p->top_k = s->top_k;
-    p->min_p = s->min_p;
-    p->presence_penalty = s->presence_penalty;
-    p->frequency_penalty = s->frequency_penalty;
-    p->repetition_penalty = s->repetition_penalty;
-    p->seed = s->seed;
-    p->has_seed = s->has_seed;
-    p->logprobs = s->logprobs;
-    p->top_logprobs = s->top_logprobs;
+    llm_sampling_to_ring(s, p);
     p->max_tokens = ctx->max_tokens;
 
     n = 0;

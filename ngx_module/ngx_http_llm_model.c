@@ -10,7 +10,7 @@
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
-#include "hf_config.h"
+#include "format/hf_config.h"
 
 #include <dirent.h>
 

@@ -631,19 +631,24 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
         ngx_str_set(&ecf->binary, NGX_LLM_ENGINE_BIN);
     }
 
-    ngx_conf_init_uint_value(ecf->threads, 2);
-    ngx_conf_init_uint_value(ecf->tensor_parallel, 1);
-    ngx_conf_init_uint_value(ecf->max_num_seqs, 64);
-    ngx_conf_init_uint_value(ecf->max_model_len, 8192);
-    /* CPU: 256 (a 2048-token chunk is seconds of stall for every other
-       stream, and measured no faster); a GPU step takes 2048 in ms */
+    /* common/defaults.h: the same values the engine takes */
+    ngx_conf_init_uint_value(ecf->threads, LLM_DEFAULT_THREADS);
+    ngx_conf_init_uint_value(ecf->tensor_parallel,
+                             LLM_DEFAULT_TENSOR_PARALLEL);
+    ngx_conf_init_uint_value(ecf->max_num_seqs, LLM_DEFAULT_MAX_NUM_SEQS);
+    ngx_conf_init_uint_value(ecf->max_model_len, LLM_DEFAULT_MAX_MODEL_LEN);
     if (ecf->max_batched_tokens == NGX_CONF_UNSET_UINT) {
-        ecf->max_batched_tokens = ecf->backend.len == 4 ? 2048 : 256;
+        ecf->max_batched_tokens = llm_default_max_batched_tokens(
+            ecf->backend.len == 4 && ngx_strncmp(ecf->backend.data, "cuda", 4)
+                                     == 0);
     }
-    ngx_conf_init_uint_value(ecf->max_queued_requests, 256);
-    ngx_conf_init_value(ecf->prefix_caching, 1);
-    ngx_conf_init_value(ecf->kv_cache_memory, 1024 * 1024 * 1024);
-    ngx_conf_init_msec_value(ecf->ready_timeout, 30000);
+    ngx_conf_init_uint_value(ecf->max_queued_requests,
+                             LLM_DEFAULT_MAX_QUEUED);
+    ngx_conf_init_value(ecf->prefix_caching, LLM_DEFAULT_PREFIX_CACHING);
+    ngx_conf_init_value(ecf->kv_cache_memory,
+                        (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
+    ngx_conf_init_msec_value(ecf->ready_timeout,
+                             LLM_DEFAULT_READY_TIMEOUT_MS);
 
     if (ngx_http_llm_model_init(cf, ecf) != NGX_CONF_OK
         || ngx_http_llm_counters_zone(cf, ecf) != NGX_OK)
@@ -662,11 +667,12 @@ ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_loc_conf_t *llcf = conf;
 
-    float       v;
-    u_char     *eq, *end;
-    unsigned    bit;
-    ngx_str_t  *value, key, val;
-    ngx_uint_t  i;
+    float                      v;
+    u_char                    *eq, *end;
+    unsigned                   bit;
+    ngx_str_t                 *value, key, val;
+    ngx_uint_t                 i;
+    const llm_sampling_range  *range;
 
     if (llcf->sampling_set) {
         return "is duplicate";
@@ -694,27 +700,15 @@ ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 #define LLM_KEY(s)  (key.len == sizeof(s) - 1                                \
                      && ngx_strncmp(key.data, s, sizeof(s) - 1) == 0)
 
-        if (LLM_KEY("temperature") && v >= 0 && v <= 2) {
-            llcf->sampling.temperature = v;
-            bit = LLM_API_GIVEN_TEMPERATURE;
-        } else if (LLM_KEY("top_p") && v > 0 && v <= 1) {
-            llcf->sampling.top_p = v;
-            bit = LLM_API_GIVEN_TOP_P;
-        } else if (LLM_KEY("top_k") && v >= -1 && v == (int) v) {
-            llcf->sampling.top_k = (int) v;
+        /* the ranges a request has (text/sampling.h) */
+        range = llm_sampling_range_find((char *) key.data, key.len);
+
+        if (range != NULL && llm_sampling_in_range(range, v)) {
+            *(float *) ((char *) &llcf->sampling + range->offset) = v;
+            bit = range->given;
+        } else if (LLM_KEY("top_k") && v >= LLM_TOP_K_MIN && v == (int) v) {
+            llcf->sampling.top_k = (int) v > 0 ? (int) v : 0;
             bit = LLM_API_GIVEN_TOP_K;
-        } else if (LLM_KEY("min_p") && v >= 0 && v <= 1) {
-            llcf->sampling.min_p = v;
-            bit = LLM_API_GIVEN_MIN_P;
-        } else if (LLM_KEY("presence_penalty") && v >= -2 && v <= 2) {
-            llcf->sampling.presence_penalty = v;
-            bit = LLM_API_GIVEN_PRESENCE_PENALTY;
-        } else if (LLM_KEY("frequency_penalty") && v >= -2 && v <= 2) {
-            llcf->sampling.frequency_penalty = v;
-            bit = LLM_API_GIVEN_FREQUENCY_PENALTY;
-        } else if (LLM_KEY("repetition_penalty") && v > 0 && v <= 2) {
-            llcf->sampling.repetition_penalty = v;
-            bit = LLM_API_GIVEN_REPETITION_PENALTY;
         } else {
             goto invalid;
         }

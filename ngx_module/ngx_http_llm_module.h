@@ -30,12 +30,14 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
-#include "ngx_llm_ring.h"
-#include "gguf.h"
-#include "tokenizer.h"
-#include "jinja.h"
-#include "api_request.h"
-#include "stop.h"
+#include "ring/ngx_llm_ring.h"
+#include "common/defaults.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
+#include "text/jinja.h"
+#include "text/api_request.h"
+#include "text/stop.h"
+#include "text/sampling_ring.h"
 
 #include <cjson/cJSON.h>
 

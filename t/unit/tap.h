@@ -48,7 +48,7 @@ tap_ok(int pass, const char *file, int line, const char *fmt, ...)
 }
 
 /* print a reason and stop: prove reports the whole file as failed */
-static void
+static inline void
 tap_bail_out(const char *why)
 {
     printf("Bail out! %s\n", why);
@@ -59,7 +59,7 @@ tap_bail_out(const char *why)
 
 /* $FIXTURES/rel: the fixtures `make deps` made (tools/fixtures.py); make
    unit sets FIXTURES, and there is no default outside the repository */
-static const char *
+static inline const char *
 tap_fixture(char *out, size_t len, const char *rel)
 {
     const char *dir = getenv("FIXTURES");
@@ -74,7 +74,7 @@ tap_fixture(char *out, size_t len, const char *rel)
 
 
 /* $MODEL: the default model, fetched by make deps */
-static const char *
+static inline const char *
 tap_model(void)
 {
     const char *m = getenv("MODEL");

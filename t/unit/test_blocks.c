@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "block_manager.h"
+#include "sched/block_manager.h"
 
 #define BS  4
 

@@ -6,7 +6,7 @@
  * a GPU. Two parts:
  *
  * 1. Each kernel of kernels/kernels.cu against a CPU reference written
- *    here step for step like engine/backend_cpu.c (and kernels/quant.c's
+ *    here step for step like engine/backend/backend_cpu.c (and kernels/quant.c's
  *    dequantizers, called directly). Tolerances: dequantization and the
  *    embedding gather are bit-exact; kernels whose output is bf16 are
  *    allowed one bf16 rounding (relative 2^-8) plus float summation-order
@@ -50,13 +50,13 @@ main(void)
 #include <dirent.h>
 #include <cjson/cJSON.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "gguf.h"
+#include "backend/backend.h"
+#include "backend/backend_cuda.h"
+#include "format/gguf.h"
 #include "kernels_cuda.h"
-#include "model.h"
+#include "model/model.h"
 #include "quant.h"
-#include "sampler.h"
+#include "sample/sampler.h"
 
 #define TOL_BF16_MIN  0.5
 

@@ -4,7 +4,7 @@
  * memory) fail with a message naming the fault, and never crash.
  */
 #include "tap.h"
-#include "gguf.h"
+#include "format/gguf.h"
 
 #include <stdint.h>
 #include <stdlib.h>

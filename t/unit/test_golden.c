@@ -59,11 +59,11 @@
 #include <cjson/cJSON.h>
 
 #include "tap.h"
-#include "backend.h"
-#include "kv.h"
-#include "gguf.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "backend/backend.h"
+#include "model/kv.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
 #define GOLDEN_DIR     "t/data/golden"
 #define MAX_GOLDENS    64

@@ -35,12 +35,12 @@
 #include <cjson/cJSON.h>
 
 #include "tap.h"
-#include "backend.h"
-#include "jinja.h"
-#include "model.h"
-#include "safetensors.h"
-#include "tokenizer.h"
-#include "tok_internal.h"      /* to take byte fallback away */
+#include "backend/backend.h"
+#include "text/jinja.h"
+#include "model/model.h"
+#include "format/safetensors.h"
+#include "text/tokenizer.h"
+#include "text/tok_internal.h"      /* to take byte fallback away */
 
 #define MODELS     "t/data/models"
 #define GOLDENS    "t/data/golden"

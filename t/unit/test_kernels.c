@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"

@@ -15,9 +15,9 @@
  */
 #include "tap.h"
 #include "alloc.h"
-#include "backend.h"
-#include "kv.h"
-#include "model.h"
+#include "backend/backend.h"
+#include "model/kv.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 
 #include "tap.h"
-#include "ring_client.h"
+#include "ring/ring_client.h"
 
 static char         sockname[64];
 static uint32_t     req_seq;

@@ -29,9 +29,9 @@
 
 #include "tap.h"
 #include "alloc.h"
-#include "backend.h"
-#include "model.h"
-#include "scheduler.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "sched/scheduler.h"
 
 #define MAX_OUT   256
 #define MAX_REQ   600
@@ -202,7 +202,7 @@ submit(llm_sched *s, const job *j, rec *r)
     req.priority = j->priority;
     req.user = r;
     rc = llm_sched_add(s, &req, &r->seq, err, sizeof(err));
-    if (rc != LLM_ERR_NONE) {
+    if (rc != LLM_SCHED_OK) {
         printf("# add: %s\n", err);
     }
     return rc;
@@ -471,30 +471,30 @@ test_admission(llm_backend *be, int n_vocab)
     req.max_tokens = 20;
     req.user = &r[7];
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
-    is_int(rc, LLM_ERR_TOO_LONG, "prompt + max_tokens > max_model_len");
+    is_int(rc, LLM_SCHED_TOO_LONG, "prompt + max_tokens > max_model_len");
     ok(strstr(err, "max_model_len 100") != NULL, "reason: %s", err);
     req.n_prompt = 60;
     req.max_tokens = 10;
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
-    is_int(rc, LLM_ERR_TOO_LONG, "KV need over the whole pool");
+    is_int(rc, LLM_SCHED_TOO_LONG, "KV need over the whole pool");
     ok(strstr(err, "whole pool has 4") != NULL, "reason: %s", err);
     req.max_tokens = 5;             /* 64 positions: fits exactly */
-    is_int(llm_sched_add(s, &req, &q, err, sizeof(err)), LLM_ERR_NONE,
+    is_int(llm_sched_add(s, &req, &q, err, sizeof(err)), LLM_SCHED_OK,
            "60 + 5 tokens (64 positions) fit a 64-token pool");
     llm_sched_cancel(s, q);
     req.n_prompt = 0;
     is_int(llm_sched_add(s, &req, &q, err, sizeof(err)),
-           LLM_ERR_BAD_REQUEST, "empty prompt refused");
+           LLM_SCHED_BAD_REQUEST, "empty prompt refused");
     req.n_prompt = 1;
     big.prompt[0] = n_vocab;
     is_int(llm_sched_add(s, &req, &q, err, sizeof(err)),
-           LLM_ERR_BAD_REQUEST, "token outside the vocabulary refused");
+           LLM_SCHED_BAD_REQUEST, "token outside the vocabulary refused");
 
     /* max_num_seqs 2, max_queued 2: two requests get batch places at the
        next step, two more may wait, the fifth is refused */
     make_job(&j, n_vocab, 0, 5, 3, 0);
     for (i = 0; i < 4; i++) {
-        is_int(submit(s, &j, &r[i]), LLM_ERR_NONE, "request %d admitted",
+        is_int(submit(s, &j, &r[i]), LLM_SCHED_OK, "request %d admitted",
                i);
     }
     memset(&req, 0, sizeof(req));
@@ -503,17 +503,17 @@ test_admission(llm_backend *be, int n_vocab)
     req.sampling = j.sp;
     req.max_tokens = 3;
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
-    is_int(rc, LLM_ERR_QUEUE_FULL, "fifth: 2 placed + 2 waiting: queue full");
+    is_int(rc, LLM_SCHED_QUEUE_FULL, "fifth: 2 placed + 2 waiting: queue full");
     ok(strstr(err, "max_queued") != NULL, "reason: %s", err);
     llm_sched_step(s);
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
-    is_int(rc, LLM_ERR_QUEUE_FULL, "after a step: 2 running, 2 waiting: "
+    is_int(rc, LLM_SCHED_QUEUE_FULL, "after a step: 2 running, 2 waiting: "
            "still full");
     drain(s, 1000);
-    is_int(submit(s, &j, &r[4]), LLM_ERR_NONE, "after they finish: room");
+    is_int(submit(s, &j, &r[4]), LLM_SCHED_OK, "after they finish: room");
     drain(s, 1000);
     for (i = 0; i < 5; i++) {
-        ok(r[i].n_finish == 1 && r[i].res.finish == LLM_FINISH_LENGTH
+        ok(r[i].n_finish == 1 && r[i].res.finish == LLM_SEQ_LENGTH
            && r[i].n_out == 3, "request %d: 3 tokens, LENGTH", i);
     }
     ok(idle_and_clean(s), "admission: idle, no block used");
@@ -556,7 +556,7 @@ test_stop_cancel_pause(llm_backend *be, int n_vocab)
     }
     is_int(r[0].n_out, n + 1, "stop id: output ends with its first "
            "occurrence");
-    ok(r[0].res.finish == LLM_FINISH_STOP
+    ok(r[0].res.finish == LLM_SEQ_STOP
        && r[0].res.stop_token == alone[0].out[5], "finish STOP, stop_token");
 
     /* cancel: one waiting, one running; no token after; blocks freed */
@@ -567,7 +567,7 @@ test_stop_cancel_pause(llm_backend *be, int n_vocab)
     n = r[1].n_out;
     r[1].cancelled = 1;
     llm_sched_cancel(s, r[1].seq);
-    ok(r[1].n_finish == 1 && r[1].res.finish == LLM_FINISH_CANCELLED,
+    ok(r[1].n_finish == 1 && r[1].res.finish == LLM_SEQ_CANCELLED,
        "cancel of a running sequence finishes it at once");
     drain(s, 1000);
     ok(r[1].after_cancel == 0 && r[1].n_out == n, "no token after cancel");
@@ -687,8 +687,8 @@ test_stress(llm_backend *be, int n_vocab)
     while ((added < n_req || llm_sched_has_work(s)) && steps < 50000) {
         for (k = rnd(3); k > 0 && added < n_req; k--, added++) {
             rc = submit(s, &jobs[added], &got[added]);
-            if (rc != LLM_ERR_NONE) {
-                refused += rc != LLM_ERR_QUEUE_FULL;
+            if (rc != LLM_SCHED_OK) {
+                refused += rc != LLM_SCHED_QUEUE_FULL;
                 got[added].n_finish = 1;   /* never admitted: nothing due */
                 got[added].cancelled = 1;
             }
@@ -862,7 +862,7 @@ test_step_oom(const llm_model *m, llm_backend *ref, int n_vocab)
     llm_sched_stats_get(s, &st);
     ok(rc == -1, "step oom: the step fails");
     for (i = 0; i < 2; i++) {
-        ok(recs[i].n_finish == 1 && recs[i].res.finish == LLM_FINISH_ERROR
+        ok(recs[i].n_finish == 1 && recs[i].res.finish == LLM_SEQ_ERROR
            && recs[i].n_out == 0
            && strstr(recs[i].msg, "out of memory") != NULL,
            "step oom: sequence %d ends with the error, no token: %s", i,

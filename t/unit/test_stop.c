@@ -4,7 +4,7 @@
  * that every chunking gives the output of a whole-text reference.
  */
 #include "tap.h"
-#include "stop.h"
+#include "text/stop.h"
 
 #include <stdint.h>
 #include <stdlib.h>

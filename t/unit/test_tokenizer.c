@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "tap.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096

@@ -1,5 +1,5 @@
 /*
- * Tensor parallelism on CPU ranks (engine/tp.h, docs/tp.md):
+ * Tensor parallelism on CPU ranks (engine/model/tp.h, docs/tp.md):
  *   - the reduction plan: slices per model, which sizes are valid, and a
  *     clear refusal for the others (SmolLM2 at 2, tiny260K Q4_1 at 4);
  *   - the ordered slice sum and the rank group (barriers keep every rank
@@ -15,10 +15,10 @@
  *   - tiny260K F32 at TP=1 and TP=4 continues as the reference (transformers) does.
  */
 #include "tap.h"
-#include "backend.h"
-#include "model.h"
-#include "scheduler.h"
-#include "tp.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "sched/scheduler.h"
+#include "model/tp.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -672,7 +672,7 @@ run_sched(const char *path, int tp, int threads, sched_rec *rec,
         req.max_tokens = SCHED_OUT;
         req.ignore_eos = 1;
         req.user = &rec[j];
-        if (llm_sched_add(s, &req, &seq, err, sizeof(err)) != LLM_ERR_NONE) {
+        if (llm_sched_add(s, &req, &seq, err, sizeof(err)) != LLM_SCHED_OK) {
             printf("# add: %s\n", err);
             goto done;
         }

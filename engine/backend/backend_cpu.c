@@ -1,0 +1,1652 @@
+/*
+ * CPU backend: the llama forward pass over a batch of tokens of many
+ * sequences (see backend.h for the batch contract and the numerics rule).
+ *
+ * One step, for n tokens (rows) at once:
+ *
+ *   x = embed(tokens)                                       (n, dim)
+ *   per layer:
+ *     xb = rmsnorm(x) * attn_norm
+ *     q, k, v = xb @ wq^T, xb @ wk^T, xb @ wv^T  (+ bias: qwen2)
+ *     (qk-norm: qwen3), rope(q, k, pos); k, v -> KV cache slots
+ *     att = softmax(q k^T / sqrt(hd)) v over positions 0..pos, per head,
+ *           K/V read through the sequence's block table (GQA: head h uses
+ *           kv head h / (n_heads / n_kv_heads))
+ *     x += att @ wo^T                         <- TP all-reduce point
+ *     xb = rmsnorm(x) * ffn_norm
+ *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
+ *   logits = rmsnorm(x[wanted rows]) * out_norm @ output^T
+ *
+ * Matmuls go through the kernels library (quantized SIMD dot products,
+ * thread pool); attention is parallel over (token, head) pairs and the
+ * per-row work over rows. Each row's arithmetic never depends on which
+ * other rows are in the batch, nor on which thread runs it.
+ *
+ * defines: llm_backend_cpu_create, llm_backend_create,
+ *          llm_backend_options_default
+ */
+#include "alloc.h"
+#include "backend/backend.h"
+#include "model/kv.h"
+#include "matmul.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "model/tp.h"
+#if NGX_LLM_CUDA
+#include "backend/backend_cuda.h"
+#endif
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    llm_kv_cache     kv;
+    llm_threadpool  *tp;
+    int              n_threads;
+    int              q_dim;      /* this rank's n_heads/tp * head_dim */
+    int              kv_dim;     /* this rank's n_kv_heads/tp * head_dim */
+    int              n_heads;    /* this rank's heads */
+    int              n_kv_heads;
+    int              hidden;     /* this rank's hidden_dim/tp */
+    /* scratch, for max_batch_tokens rows */
+    float           *x;          /* (n, dim) residual stream */
+    float           *xb;         /* (n, dim) normed input of a block */
+    float           *q;          /* (n, q_dim) */
+    float           *k;          /* (n, kv_dim) */
+    float           *v;          /* (n, kv_dim) */
+    float           *att;        /* (n, q_dim) attention output */
+    float           *hb;         /* (n, hidden) gate, then silu(gate)*up */
+    float           *hb2;        /* (n, hidden) up */
+    float           *scores;     /* (n_threads, ATT_G * max_seq_len) */
+    int32_t         *att_first;  /* (max_batch_tokens) attention groups:
+                                    first token of each */
+    int              att_n_groups;
+    float           *inv_freq;   /* (rope_dim/2) rope frequencies */
+    /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
+       down) is n_slices column slices whose partials go to slot[set][s]
+       and are added in slice order at any tp; this rank computes slices
+       slice_lo .. slice_lo + my_slices - 1. wo uses set 0 and down set
+       1, so one barrier per reduction suffices: a rank writes a set
+       again only after a barrier every rank reaches after reading it. */
+    llm_tp_group    *group;      /* NULL at tp 1 */
+    int              rank;
+    int              n_slices;
+    int              slice_lo;
+    int              my_slices;
+    float           *slot[2][LLM_TP_MAX_SLICES];  /* (n, dim) each */
+    float           *slot_mem;   /* tp 1: the slots, owned (both sets
+                                    alias it); tp > 1: NULL, shared */
+    float           *xs;         /* exact mode: (n, widest slice) the
+                                    contiguous input of one slice */
+    float           *kvbuf;      /* (n_threads, 2 * head_dim) f16 K/V
+                                    rows as floats, for attention */
+    int              f16c;       /* the CPU converts f16 in registers */
+    uint8_t         *act_buf;    /* fused jobs' prepared activations */
+    size_t           act_buf_size;
+    /* a matmul of this step had no memory for its activations (alloc.h):
+       the step runs on to its end, so every rank reaches the same
+       barriers, and then fails; its results are not used */
+    int              oom;
+} cpu_ctx;
+
+
+static int
+be_fail(llm_backend *be, const char *fmt, ...)
+{
+    va_list  ap;
+
+    va_start(ap, fmt);
+    vsnprintf(be->err, sizeof(be->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * row-parallel pieces
+ */
+
+/* below this many multiply-adds a job runs on the calling thread: waking
+ * the pool costs more than the work (decode's norms, rope, SwiGLU), and on
+ * a busy machine every wake-up risks waiting for a descheduled worker.
+ * The split never changes a result: each row is computed the same way. */
+#define CPU_PARALLEL_MIN  32768
+
+/* work per element in multiply-add units, where an element costs more:
+ * SwiGLU's expf and division, RoPE's sincosf (measured at batch 16: run
+ * serially they left the second thread idle for ~6% of a decode step) */
+#define CPU_COST_SWIGLU   16
+#define CPU_COST_ROPE     8
+
+static void
+run_job(cpu_ctx *c, llm_task_fn fn, void *job, size_t work)
+{
+    if (work < CPU_PARALLEL_MIN) {
+        fn(job, 0, 1);
+    } else {
+        llm_threadpool_run(c->tp, fn, job);
+    }
+}
+
+static void
+rmsnorm_row(float *out, const float *x, const float *w, int n, float eps)
+{
+    double  ss = 0.0;
+    float   r;
+    int     i;
+
+    for (i = 0; i < n; i++) {
+        ss += (double) x[i] * x[i];
+    }
+    r = (float) (1.0 / sqrt(ss / n + eps));
+    for (i = 0; i < n; i++) {
+        out[i] = w[i] * (x[i] * r);
+    }
+}
+
+
+typedef struct {
+    float        *out;
+    const float  *in;
+    const float  *w;
+    int           n_rows;
+    int           dim;
+    float         eps;
+    const int32_t *rows;     /* NULL: rows 0..n_rows-1, else input rows */
+} norm_job;
+
+
+static void
+norm_task(void *arg, int ith, int nth)
+{
+    norm_job  *j = arg;
+    int        i, src;
+
+    for (i = ith; i < j->n_rows; i += nth) {
+        src = j->rows ? j->rows[i] : i;
+        rmsnorm_row(j->out + (size_t) i * j->dim,
+                    j->in + (size_t) src * j->dim, j->w, j->dim, j->eps);
+    }
+}
+
+
+static void
+rmsnorm_rows(cpu_ctx *c, float *out, const float *in, const float *w,
+    int n_rows, int dim, float eps, const int32_t *rows)
+{
+    norm_job  j = { out, in, w, n_rows, dim, eps, rows };
+
+    run_job(c, norm_task, &j, (size_t) n_rows * dim);
+}
+
+
+/* rotate (x[a], x[b]) pairs of one head: llama's GGUF (Meta) order pairs
+ * adjacent elements, NEOX order pairs i with i + rope_dim/2 */
+static void
+rope_head(float *x, int pos, const float *inv_freq, int rope_dim, int neox)
+{
+    int    i, a, b, half = rope_dim / 2;
+    float  angle, cs, sn, x0, x1;
+
+    for (i = 0; i < half; i++) {
+        angle = (float) pos * inv_freq[i];
+        cs = cosf(angle);
+        sn = sinf(angle);
+        a = neox ? i : 2 * i;
+        b = neox ? i + half : 2 * i + 1;
+        x0 = x[a];
+        x1 = x[b];
+        x[a] = x0 * cs - x1 * sn;
+        x[b] = x0 * sn + x1 * cs;
+    }
+}
+
+
+typedef struct {
+    llm_backend      *be;
+    const llm_batch  *batch;
+    int               layer;
+} layer_job;
+
+
+/* one token's K or V (kv_dim floats) into element `slot` of a cache row
+ * block, rounded to f16 (nearest even) or as is */
+static void
+kv_store(const llm_kv_cache *kv, void *base, size_t slot, const float *x)
+{
+    uint16_t  *h = (uint16_t *) base + slot;
+    int        e;
+
+    if (kv->dtype == LLM_KV_F32) {
+        memcpy((float *) base + slot, x, kv->kv_dim * sizeof(float));
+        return;
+    }
+    for (e = 0; e < kv->kv_dim; e++) {
+        h[e] = llm_fp32_to_fp16(x[e]);
+    }
+}
+
+
+/* n f16 values as floats */
+static void
+f16_row(float *dst, const uint16_t *src, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        dst[i] = llm_fp16_to_fp32(src[i]);
+    }
+}
+
+
+/* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
+static void
+qkv_finish_task(void *arg, int ith, int nth)
+{
+    layer_job          *j = arg;
+    cpu_ctx            *c = j->be->ctx;
+    const llm_config   *cfg = &j->be->model->cfg;
+    const llm_layer    *l = &j->be->model->layers[j->layer];
+    const llm_batch    *b = j->batch;
+    int                 i, h, e, hd = cfg->head_dim, bs = c->kv.block_size;
+
+    for (i = ith; i < b->n_tokens; i += nth) {
+        float    *q = c->q + (size_t) i * c->q_dim;
+        float    *k = c->k + (size_t) i * c->kv_dim;
+        float    *v = c->v + (size_t) i * c->kv_dim;
+        int       p = b->pos[i];
+        int32_t   blk = b->block_table[b->seq[i]][p / bs];
+        size_t    slot = (size_t) (p % bs) * c->kv_dim;
+
+        if (l->bq != NULL) {
+            for (e = 0; e < c->q_dim; e++) q[e] += l->bq[e];
+            for (e = 0; e < c->kv_dim; e++) k[e] += l->bk[e];
+            for (e = 0; e < c->kv_dim; e++) v[e] += l->bv[e];
+        }
+        for (h = 0; h < c->n_heads; h++) {
+            if (l->q_norm != NULL) {
+                rmsnorm_row(q + h * hd, q + h * hd, l->q_norm, hd,
+                            cfg->norm_eps);
+            }
+            rope_head(q + h * hd, p, c->inv_freq, cfg->rope_dim,
+                      cfg->rope_neox);
+        }
+        for (h = 0; h < c->n_kv_heads; h++) {
+            if (l->k_norm != NULL) {
+                rmsnorm_row(k + h * hd, k + h * hd, l->k_norm, hd,
+                            cfg->norm_eps);
+            }
+            rope_head(k + h * hd, p, c->inv_freq, cfg->rope_dim,
+                      cfg->rope_neox);
+        }
+        kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k);
+        kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v);
+    }
+}
+
+
+/* 4 floats: GCC vector extension (SSE on any x86-64), lane-wise with no
+ * reassociation, so vectorizing never changes a result */
+typedef float v4f __attribute__((vector_size(16)));
+
+
+static inline v4f
+load4(const float *p)
+{
+    v4f  v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+
+/* q . k over one head in a fixed order: 8 lane sums (element e in lane
+ * e % 8) added pairwise at the end; the result never depends on the batch */
+static float
+dot(const float *a, const float *b, int n)
+{
+    v4f    lo = { 0 }, hi = { 0 };
+    float  l[8];
+    int    i;
+
+    for (i = 0; i + 8 <= n; i += 8) {
+        lo += load4(a + i) * load4(b + i);
+        hi += load4(a + i + 4) * load4(b + i + 4);
+    }
+    memcpy(l, &lo, sizeof(lo));
+    memcpy(l + 4, &hi, sizeof(hi));
+    for (; i < n; i++) {
+        l[i % 8] += a[i] * b[i];
+    }
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+
+/* out += w * v, elementwise (no reduction: any vectorization is exact) */
+static void
+axpy(float *out, float w, const float *v, int n)
+{
+    v4f  o;
+    int  i;
+
+    for (i = 0; i + 4 <= n; i += 4) {
+        o = load4(out + i) + w * load4(v + i);
+        memcpy(out + i, &o, sizeof(o));
+    }
+    for (; i < n; i++) {
+        out[i] += w * v[i];
+    }
+}
+
+
+/* 8 floats: on a machine without AVX two SSE halves; lane l of a sum
+ * is exactly dot's lane l, so both paths give the same bits */
+typedef float v8f __attribute__((vector_size(32)));
+
+
+/* a macro, not a function: a v8f return value would change the ABI */
+#define LOAD8(p)  ({ v8f v8_; memcpy(&v8_, (p), sizeof(v8_)); v8_; })
+
+
+/* dot's final reduction of 8 lane sums */
+static inline float
+lanes8_sum(const v8f *a)
+{
+    float  l[8];
+
+    memcpy(l, a, sizeof(l));
+    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+
+/* one (token, head) of attention: where its q, cache rows and output are */
+typedef struct {
+    const llm_kv_cache  *kv;
+    const int32_t       *table;     /* the sequence's block table */
+    int                  layer;
+    int                  hd;
+    int                  t0, p;     /* positions t0..p */
+    size_t               off;       /* the head's first value in a K/V row */
+    const float         *q;
+    float               *out;       /* (hd) */
+    float               *scores;    /* (p + 1) */
+    float                scale;
+} att_head;
+
+
+/* element index, in its block's K (or V) rows, of value o of position t */
+#define ATT_AT(a, t, o)                                                      \
+    ((size_t) ((t) % (a)->kv->block_size) * (a)->kv->kv_dim + (a)->off + (o))
+#define ATT_K(a, t)  llm_kv_k((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
+                              (a)->layer)
+#define ATT_V(a, t)  llm_kv_v((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
+                              (a)->layer)
+
+
+/* 8 cache values from element i of a row block, as floats (f16 -> f32 is
+ * exact, so every loader gives the same bits) */
+typedef void (*att_ld8_fn)(v8f *o, const void *base, size_t i);
+
+static inline __attribute__((always_inline)) void
+att_ld8_f32(v8f *o, const void *base, size_t i)
+{
+    memcpy(o, (const float *) base + i, sizeof(*o));
+}
+
+
+static inline __attribute__((always_inline)) void
+att_ld8_f16(v8f *o, const void *base, size_t i)
+{
+    const uint16_t  *h = (const uint16_t *) base + i;
+    float            f[8];
+    int              k;
+
+    for (k = 0; k < 8; k++) {
+        f[k] = llm_fp16_to_fp32(h[k]);
+    }
+    memcpy(o, f, sizeof(f));
+}
+
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+__attribute__((target("avx,f16c")))
+static inline __attribute__((always_inline)) void
+att_ld8_f16c(v8f *o, const void *base, size_t i)
+{
+    __m256  v;
+
+    v = _mm256_cvtph_ps(_mm_loadu_si128(
+            (const __m128i *) ((const uint16_t *) base + i)));
+    memcpy(o, &v, sizeof(*o));
+}
+#endif
+
+
+/*
+ * attention for one (token, head), head_dim a multiple of 8, on 8-float
+ * vectors: q . k for 4 positions at once (four independent chains, what
+ * decode waits on), then 32 outputs kept in registers across positions.
+ * Each score and output element sees the same operations in the same
+ * order as the plain loops (dot: lane e % 8, pairwise lane sum; axpy), so
+ * the result never depends on the path, the batch or the loader.
+ */
+static inline __attribute__((always_inline)) void
+attend_vec(const att_head *a, att_ld8_fn ld8)
+{
+    int          t, tt, j, i, c0, hd = a->hd, p = a->p;
+    float        max, sum, w, s, *scores = a->scores;
+    const void  *kb[4], *vb;
+    size_t       ki[4], vi;
+    v8f          a0, a1, a2, a3, qv, x, o0, o1, o2, o3;
+
+    max = -INFINITY;
+    for (t = a->t0; t <= p; t += 4) {
+        for (j = 0; j < 4; j++) {
+            tt = t + j <= p ? t + j : t;
+            kb[j] = ATT_K(a, tt);
+            ki[j] = ATT_AT(a, tt, 0);
+        }
+        if (t + 8 <= p) {
+            /* the next rows come from another block every 16 positions:
+               ask for them before the hardware's prefetcher would */
+            for (j = 8; j < 12 && t + j <= p; j++) {
+                const char *r = (const char *) ATT_K(a, t + j)
+                                + ATT_AT(a, t + j, 0) * a->kv->elt_size;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + (size_t) hd * a->kv->elt_size - 1);
+            }
+        }
+        a0 = a1 = a2 = a3 = (v8f) { 0 };
+        for (i = 0; i < hd; i += 8) {
+            qv = LOAD8(a->q + i);
+            ld8(&x, kb[0], ki[0] + i);
+            a0 += qv * x;
+            ld8(&x, kb[1], ki[1] + i);
+            a1 += qv * x;
+            ld8(&x, kb[2], ki[2] + i);
+            a2 += qv * x;
+            ld8(&x, kb[3], ki[3] + i);
+            a3 += qv * x;
+        }
+        for (j = 0; j < 4 && t + j <= p; j++) {
+            s = lanes8_sum(j == 0 ? &a0 : j == 1 ? &a1 : j == 2 ? &a2 : &a3);
+            scores[t + j] = s * a->scale;
+            max = scores[t + j] > max ? scores[t + j] : max;
+        }
+    }
+    sum = 0.0f;
+    for (t = a->t0; t <= p; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+
+    for (c0 = 0; c0 + 32 <= hd; c0 += 32) {
+        o0 = o1 = o2 = o3 = (v8f) { 0 };
+        for (t = a->t0; t <= p; t++) {
+            if (t + 4 <= p) {
+                const char *r = (const char *) ATT_V(a, t + 4)
+                                + ATT_AT(a, t + 4, c0) * a->kv->elt_size;
+                __builtin_prefetch(r);
+                __builtin_prefetch(r + 32 * a->kv->elt_size - 1);
+            }
+            vb = ATT_V(a, t);
+            vi = ATT_AT(a, t, c0);
+            w = scores[t] / sum;
+            ld8(&x, vb, vi);
+            o0 += w * x;
+            ld8(&x, vb, vi + 8);
+            o1 += w * x;
+            ld8(&x, vb, vi + 16);
+            o2 += w * x;
+            ld8(&x, vb, vi + 24);
+            o3 += w * x;
+        }
+        memcpy(a->out + c0, &o0, sizeof(o0));
+        memcpy(a->out + c0 + 8, &o1, sizeof(o1));
+        memcpy(a->out + c0 + 16, &o2, sizeof(o2));
+        memcpy(a->out + c0 + 24, &o3, sizeof(o3));
+    }
+    for (; c0 < hd; c0 += 8) {
+        o0 = (v8f) { 0 };
+        for (t = a->t0; t <= p; t++) {
+            ld8(&x, ATT_V(a, t), ATT_AT(a, t, c0));
+            o0 += scores[t] / sum * x;
+        }
+        memcpy(a->out + c0, &o0, sizeof(o0));
+    }
+}
+
+
+#if defined(__x86_64__)
+/* cpuid, not __builtin_cpu_supports: clang 14 (the fuzz build) has no
+ * "f16c" there */
+static int
+cpu_has_avx2_f16c(void)
+{
+    unsigned  a, b, c, d;
+
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) {
+        return 0;
+    }
+    return __builtin_cpu_supports("avx2");
+}
+
+
+/* the f16 cache on a CPU with F16C: conversion in registers */
+__attribute__((target("avx2,f16c")))
+static void
+attend_vec_f16c(const att_head *a)
+{
+    attend_vec(a, att_ld8_f16c);
+}
+#endif
+
+
+/*
+ * Attention for a group of n (2..ATT_G) consecutive tokens of one sequence
+ * (prefill), one head: token g is at position p0 + g and sees t0..p0 + g.
+ * K and V rows are loaded once for all n queries instead of n times. Each
+ * query's scores, softmax and output see exactly attend_vec's operations
+ * in its order (positions ascending; a query's own last positions come
+ * after the shared ones), so grouping never changes a bit.
+ */
+#define ATT_G  4
+
+static inline __attribute__((always_inline)) void
+attend_group(const att_head *a, int n, att_ld8_fn ld8)
+{
+    int          t, j, i, g, c0, two, hd = a->hd, p0 = a[0].p;
+    int          plast = a[n - 1].p;
+    float        max[ATT_G], sum[ATT_G], w[ATT_G], s;
+    const void  *kb[2], *vb;
+    size_t       ki[2], vi;
+    v8f          acc[ATT_G][2], qv, x0, x1;
+
+    for (g = 0; g < n; g++) {
+        max[g] = -INFINITY;
+    }
+    for (t = a->t0; t <= plast; t += 2) {
+        for (j = 0; j < 2; j++) {
+            int tt = t + j <= plast ? t + j : t;
+            kb[j] = ATT_K(a, tt);
+            ki[j] = ATT_AT(a, tt, 0);
+        }
+#pragma GCC unroll 4
+        for (g = 0; g < ATT_G; g++) {
+            acc[g][0] = acc[g][1] = (v8f) { 0 };
+        }
+        for (i = 0; i < hd; i += 8) {
+            ld8(&x0, kb[0], ki[0] + i);
+            ld8(&x1, kb[1], ki[1] + i);
+#pragma GCC unroll 4
+            for (g = 0; g < ATT_G; g++) {
+                if (g < n) {
+                    qv = LOAD8(a[g].q + i);
+                    acc[g][0] += qv * x0;
+                    acc[g][1] += qv * x1;
+                }
+            }
+        }
+        for (g = 0; g < n; g++) {
+            for (j = 0; j < 2 && t + j <= a[g].p; j++) {
+                s = lanes8_sum(&acc[g][j]);
+                a[g].scores[t + j] = s * a->scale;
+                max[g] = a[g].scores[t + j] > max[g] ? a[g].scores[t + j]
+                                                     : max[g];
+            }
+        }
+    }
+    for (g = 0; g < n; g++) {
+        sum[g] = 0.0f;
+        for (t = a->t0; t <= a[g].p; t++) {
+            a[g].scores[t] = expf(a[g].scores[t] - max[g]);
+            sum[g] += a[g].scores[t];
+        }
+    }
+
+    for (c0 = 0; c0 < hd; c0 += two ? 16 : 8) {
+        two = c0 + 16 <= hd;        /* else the last 8 values */
+
+#pragma GCC unroll 4
+        for (g = 0; g < ATT_G; g++) {
+            acc[g][0] = acc[g][1] = (v8f) { 0 };
+        }
+        for (t = a->t0; t <= p0; t++) {
+            vb = ATT_V(a, t);
+            vi = ATT_AT(a, t, c0);
+            ld8(&x0, vb, vi);
+            if (two) {
+                ld8(&x1, vb, vi + 8);
+            }
+#pragma GCC unroll 4
+            for (g = 0; g < ATT_G; g++) {
+                if (g < n) {
+                    w[g] = a[g].scores[t] / sum[g];
+                    acc[g][0] += w[g] * x0;
+                    if (two) {
+                        acc[g][1] += w[g] * x1;
+                    }
+                }
+            }
+        }
+        for (g = 1; g < n; g++) {
+            for (t = p0 + 1; t <= a[g].p; t++) {
+                vb = ATT_V(a, t);
+                vi = ATT_AT(a, t, c0);
+                w[g] = a[g].scores[t] / sum[g];
+                ld8(&x0, vb, vi);
+                acc[g][0] += w[g] * x0;
+                if (two) {
+                    ld8(&x1, vb, vi + 8);
+                    acc[g][1] += w[g] * x1;
+                }
+            }
+        }
+        for (g = 0; g < n; g++) {
+            memcpy(a[g].out + c0, &acc[g][0], sizeof(v8f));
+            if (two) {
+                memcpy(a[g].out + c0 + 8, &acc[g][1], sizeof(v8f));
+            }
+        }
+    }
+}
+
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c")))
+static void
+attend_group_f16c(const att_head *a, int n)
+{
+    attend_group(a, n, att_ld8_f16c);
+}
+#endif
+
+
+/* any head_dim: one row at a time into floats (f16 converted into buf,
+ * 2 * hd floats), the plain dot and axpy */
+static void
+attend_rows(const att_head *a, float *buf)
+{
+    int           t, e, hd = a->hd;
+    float         max, sum, *scores = a->scores;
+    const float  *row;
+
+#define ATT_ROW(base, t)                                                     \
+    (a->kv->dtype == LLM_KV_F32                                              \
+     ? (const float *) (base) + ATT_AT(a, t, 0)                              \
+     : (f16_row(buf, (const uint16_t *) (base) + ATT_AT(a, t, 0), hd), buf))
+
+    max = -INFINITY;
+    for (t = a->t0; t <= a->p; t++) {
+        row = ATT_ROW(ATT_K(a, t), t);
+        scores[t] = dot(a->q, row, hd) * a->scale;
+        max = scores[t] > max ? scores[t] : max;
+    }
+    sum = 0.0f;
+    for (t = a->t0; t <= a->p; t++) {
+        scores[t] = expf(scores[t] - max);
+        sum += scores[t];
+    }
+    for (e = 0; e < hd; e++) {
+        a->out[e] = 0.0f;
+    }
+    for (t = a->t0; t <= a->p; t++) {
+        row = ATT_ROW(ATT_V(a, t), t);
+        axpy(a->out, scores[t] / sum, row, hd);
+    }
+#undef ATT_ROW
+}
+
+
+/* att_head of token i, head h */
+static inline __attribute__((always_inline)) void
+att_head_init(att_head *a, llm_backend *be, const llm_batch *b, int layer,
+    int i, int h, float *scores)
+{
+    cpu_ctx     *c = be->ctx;
+    int          hd = be->model->cfg.head_dim;
+    int          sw = be->model->cfg.sliding_window;
+
+    a->kv = &c->kv;
+    a->table = b->block_table[b->seq[i]];
+    a->layer = layer;
+    a->hd = hd;
+    a->p = b->pos[i];
+    /* sliding window (mistral): only the last sw positions, t0..p */
+    a->t0 = sw > 0 && a->p >= sw ? a->p - sw + 1 : 0;
+    a->off = (size_t) (h / (c->n_heads / c->n_kv_heads)) * hd;
+    a->q = c->q + (size_t) i * c->q_dim + h * hd;
+    a->out = c->att + (size_t) i * c->q_dim + h * hd;
+    a->scores = scores;
+    a->scale = 1.0f / sqrtf((float) hd);
+}
+
+
+/* Tokens i..i+n-1 (one attention group), head h: causal attention over
+ * each one's cached 0..pos, on the best path for the cache's dtype, the
+ * CPU and the group */
+static inline __attribute__((always_inline)) void
+attend(llm_backend *be, const llm_batch *b, int layer, int i, int n, int h,
+    float *scores, int ith)
+{
+    cpu_ctx     *c = be->ctx;
+    int          hd = be->model->cfg.head_dim, g;
+    att_head     a[ATT_G];
+
+    for (g = 0; g < n; g++) {
+        att_head_init(&a[g], be, b, layer, i + g, h,
+                      scores + (size_t) g * be->model->cfg.max_seq_len);
+    }
+
+    if (hd % 8 != 0) {
+        for (g = 0; g < n; g++) {
+            attend_rows(&a[g], c->kvbuf + (size_t) ith * 2 * hd);
+        }
+    } else if (n > 1) {
+        if (c->kv.dtype == LLM_KV_F32) {
+            attend_group(a, n, att_ld8_f32);
+#if defined(__x86_64__)
+        } else if (c->f16c) {
+            attend_group_f16c(a, n);
+#endif
+        } else {
+            attend_group(a, n, att_ld8_f16);
+        }
+    } else if (c->kv.dtype == LLM_KV_F32) {
+        attend_vec(&a[0], att_ld8_f32);
+#if defined(__x86_64__)
+    } else if (c->f16c) {
+        attend_vec_f16c(&a[0]);
+#endif
+    } else {
+        attend_vec(&a[0], att_ld8_f16);
+    }
+}
+
+
+/* attention groups of the batch: runs of up to ATT_G consecutive tokens
+ * of one sequence at consecutive positions (prefill) share their K/V
+ * loads; a decode batch is all groups of one. Not with a sliding window
+ * (the members' windows start at different positions). */
+static void
+attention_groups(cpu_ctx *c, const llm_batch *b, int sliding_window)
+{
+    int  i, n = 0, len = 0;
+
+    for (i = 0; i < b->n_tokens; i++) {
+        if (len > 0 && len < ATT_G && sliding_window == 0
+            && b->seq[i] == b->seq[i - 1] && b->pos[i] == b->pos[i - 1] + 1)
+        {
+            len++;
+            continue;
+        }
+        c->att_first[n++] = i;
+        len = 1;
+    }
+    c->att_first[n] = b->n_tokens;
+    c->att_n_groups = n;
+}
+
+
+/* the vector loops of attend compiled for AVX2 where the CPU has it (no
+ * FMA: a fused multiply-add would round differently from the SSE path) */
+__attribute__((target_clones("avx2", "default")))
+static void
+attention_task(void *arg, int ith, int nth)
+{
+    layer_job  *j = arg;
+    cpu_ctx    *c = j->be->ctx;
+    float      *scores = c->scores + (size_t) ith * ATT_G
+                                     * j->be->model->cfg.max_seq_len;
+    int         n = c->att_n_groups * c->n_heads, w, g;
+
+    /* strided, not in halves: later tokens of a prefill see more
+       positions, so halves would give the last thread most of the work */
+    for (w = ith; w < n; w += nth) {
+        g = w / c->n_heads;
+        attend(j->be, j->batch, j->layer, c->att_first[g],
+               c->att_first[g + 1] - c->att_first[g], w % c->n_heads,
+               scores, ith);
+    }
+}
+
+
+typedef struct {
+    float        *gate;   /* in: gate, out: silu(gate) * up */
+    const float  *up;
+    size_t        n;
+} swiglu_job;
+
+
+static void
+swiglu_task(void *arg, int ith, int nth)
+{
+    swiglu_job  *j = arg;
+    size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth, i;
+    float        g;
+
+    for (i = lo; i < hi; i++) {
+        g = j->gate[i];
+        j->gate[i] = g / (1.0f + expf(-g)) * j->up[i];
+    }
+}
+
+
+/* ---------------------------------------------------------------------------
+ * forward
+ */
+
+/* out(n, w->rows) = x(n, w->cols) @ W^T */
+static void
+matmul(llm_backend *be, float *out, const float *x, int n,
+    const llm_tensor *w)
+{
+    cpu_ctx  *c = be->ctx;
+    int       rc;
+
+    if (be->opt.exact) {
+        rc = llm_matmul_ref(out, x, n, w);
+    } else {
+        rc = llm_matmul(c->tp, out, x, n, w);
+    }
+    c->oom |= rc != 0;
+}
+
+
+/*
+ * Decode-sized batches: the matmuls that share an input (q, k, v; gate,
+ * up), or the slices of a row-split matmul, run as one pool job whose
+ * threads take 64-row chunks of any of them, each chunk a single-threaded
+ * llm_matmul_ld into its slice of the output. One wake-up instead of
+ * three (two; n_slices), which matters most when a worker may be
+ * descheduled. Every output row is computed exactly as by llm_matmul
+ * (row results do not depend on tiling or threads), so results are
+ * unchanged; test_model's prefill == decode test checks it.
+ */
+#define FUSED_MAX_TOKENS  8
+#define FUSED_CHUNK_ROWS  64
+#define FUSED_MAX_W       LLM_TP_MAX_SLICES
+
+typedef struct {
+    int                 n;
+    int                 n_w;
+    llm_tensor          w[FUSED_MAX_W];
+    const float        *x[FUSED_MAX_W];   /* (n, ld_x[p]) input of w[p] */
+    size_t              ld_x[FUSED_MAX_W];
+    float              *out[FUSED_MAX_W]; /* (n, w[p].rows) */
+    llm_act             act[FUSED_MAX_W];
+    int                 act_of[FUSED_MAX_W];  /* w[p] reads act[act_of[p]] */
+    int                 chunk_rows[FUSED_MAX_W];
+    int                 first_chunk[FUSED_MAX_W + 1];  /* prefix sums of
+                                                          chunks per w */
+    atomic_int          next;
+} fused_job;
+
+
+static void
+fused_task(void *arg, int ith, int nth)
+{
+    fused_job   *j = arg;
+    llm_tensor   v;
+    int          k, p, lo, rows;
+
+    (void) ith;
+    (void) nth;
+    while ((k = atomic_fetch_add(&j->next, 1)) < j->first_chunk[j->n_w]) {
+        for (p = 0; k >= j->first_chunk[p + 1]; p++) {
+            /* find the weight this chunk belongs to */
+        }
+        rows = j->chunk_rows[p];
+        lo = (k - j->first_chunk[p]) * rows;
+        v = llm_tensor_rows(&j->w[p], lo,
+                            j->w[p].rows - lo < rows ? j->w[p].rows - lo
+                                                     : rows);
+        llm_matmul_act(j->out[p] + lo, j->w[p].rows, &j->act[j->act_of[p]],
+                       &v);
+    }
+}
+
+
+/* quantizes each distinct input once (q, k and v share one; a chunk
+ * quantizing its own copy cost a sixth of decode), then runs the job */
+static void
+fused_run(cpu_ctx *c, fused_job *j)
+{
+    int      p, q;
+    size_t   size = 0, off[FUSED_MAX_W];
+    void    *buf;
+
+    for (p = 0; p < j->n_w; p++) {
+        for (q = 0; q < p; q++) {
+            if (j->act_of[q] == q && j->x[q] == j->x[p]
+                && j->ld_x[q] == j->ld_x[p] && j->w[q].type == j->w[p].type
+                && j->w[q].cols == j->w[p].cols)
+            {
+                break;
+            }
+        }
+        j->act_of[p] = q;
+        if (q == p) {
+            off[p] = size;
+            size += (llm_act_size(&j->w[p], j->n) + 63) & ~(size_t) 63;
+        }
+    }
+    if (size > c->act_buf_size) {
+        if ((buf = llm_alloc_aligned(size)) == NULL) {
+            c->oom = 1;
+            return;
+        }
+        free(c->act_buf);
+        c->act_buf = buf;
+        c->act_buf_size = size;
+    }
+    for (p = 0; p < j->n_w; p++) {
+        if (j->act_of[p] == p) {
+            llm_act_make(&j->act[p], c->act_buf + off[p], j->x[p],
+                         j->ld_x[p], j->n, &j->w[p]);
+        }
+    }
+    atomic_init(&j->next, 0);
+    llm_threadpool_run(c->tp, fused_task, j);
+}
+
+
+/* adds out = x @ w^T (x: n rows of ld_x floats) to a fused job, in work
+ * items of chunk_rows rows */
+static void
+fused_add(fused_job *j, const llm_tensor *w, const float *x, size_t ld_x,
+    float *out, int chunk_rows)
+{
+    int  p = j->n_w++;
+
+    j->w[p] = *w;
+    j->x[p] = x;
+    j->ld_x[p] = ld_x;
+    j->out[p] = out;
+    j->chunk_rows[p] = chunk_rows;
+    j->first_chunk[p + 1] = j->first_chunk[p]
+        + (w->rows + chunk_rows - 1) / chunk_rows;
+}
+
+
+static int
+use_fused(llm_backend *be, int n)
+{
+    cpu_ctx  *c = be->ctx;
+
+    return !be->opt.exact && n <= FUSED_MAX_TOKENS && c->n_threads > 1;
+}
+
+
+/* out[p] = x @ w[p]^T for n_w weights with the same input */
+static void
+matmul_multi(llm_backend *be, const float *x, int n, int n_w,
+    const llm_tensor **w, float **out)
+{
+    cpu_ctx    *c = be->ctx;
+    fused_job   j;
+    int         p;
+
+    if (!use_fused(be, n)) {
+        for (p = 0; p < n_w; p++) {
+            matmul(be, out[p], x, n, w[p]);
+        }
+        return;
+    }
+    memset(&j, 0, sizeof(j));
+    j.n = n;
+    for (p = 0; p < n_w; p++) {
+        fused_add(&j, w[p], x, w[p]->cols, out[p], FUSED_CHUNK_ROWS);
+    }
+    fused_run(c, &j);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * row-split matmuls: the tensor-parallel reduction points
+ */
+
+/* slot[s] = in[:, slice s] @ w[:, slice s]^T for this rank's slices; w is
+ * this rank's view (its my_slices slices side by side), in (n, w->cols) */
+static void
+matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
+    const llm_tensor *w)
+{
+    cpu_ctx     *c = be->ctx;
+    int          width = w->cols / c->my_slices, s, i, per_slice, chunk;
+    llm_tensor   v;
+    fused_job    j;
+
+    /* about four work items per thread over all slices, not 64-row
+     * chunks of each (chosen when each item quantized its own input, a
+     * fixed cost per item; not re-measured since llm_act made that once) */
+    per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
+    chunk = (w->rows + per_slice - 1) / per_slice;
+    chunk = (chunk + 7) / 8 * 8;
+    memset(&j, 0, sizeof(j));
+    j.n = n;
+    for (s = 0; s < c->my_slices; s++) {
+        v = llm_tensor_cols(w, s * width, width);
+        if (use_fused(be, n)) {
+            fused_add(&j, &v, in + s * width, w->cols, slot[s], chunk);
+        } else if (be->opt.exact) {
+            /* llm_matmul_ref reads contiguous rows */
+            for (i = 0; i < n; i++) {
+                memcpy(c->xs + (size_t) i * width,
+                       in + (size_t) i * w->cols + s * width,
+                       width * sizeof(float));
+            }
+            c->oom |= llm_matmul_ref(slot[s], c->xs, n, &v) != 0;
+        } else {
+            c->oom |= llm_matmul_ld(c->tp, slot[s], w->rows, in + s * width,
+                                    w->cols, n, &v) != 0;
+        }
+    }
+    if (j.n_w > 0) {
+        fused_run(c, &j);
+    }
+}
+
+
+typedef struct {
+    float               *x;
+    const float *const  *slot;
+    int                  n_slices;
+    size_t               n;
+} slice_sum_job;
+
+
+static void
+slice_sum_task(void *arg, int ith, int nth)
+{
+    slice_sum_job  *j = arg;
+
+    llm_tp_sum_slices(j->x, j->slot, j->n_slices, j->n * ith / nth,
+                      j->n * (ith + 1) / nth);
+}
+
+
+/*
+ * x += in @ w^T for a row-split weight (wo, down): this rank's slices into
+ * their slots, the exchange (a barrier: the slots are shared), then every
+ * rank adds all n_slices partials in slice order (tp.h). At tp 1 this is
+ * the same arithmetic without the barrier, so TP=N == TP=1 bit for bit.
+ */
+static void
+matmul_rowsplit_add(llm_backend *be, float *x, const float *in, int n,
+    const llm_tensor *w, int set)
+{
+    cpu_ctx        *c = be->ctx;
+    slice_sum_job   sj = { x, (const float *const *) c->slot[set],
+                           c->n_slices, (size_t) n * w->rows };
+
+    matmul_slices(be, c->slot[set] + c->slice_lo, in, n, w);
+    llm_tp_barrier(c->group);
+    run_job(c, slice_sum_task, &sj, sj.n * c->n_slices);
+}
+
+
+static int
+check_batch(llm_backend *be, const llm_batch *b)
+{
+    cpu_ctx           *c = be->ctx;
+    llm_batch_limits   l;
+
+    l.max_tokens = be->opt.max_batch_tokens;
+    l.vocab = be->model->cfg.vocab_size;
+    l.max_seq_len = be->model->cfg.max_seq_len;
+    l.block_size = c->kv.block_size;
+    l.n_blocks = c->kv.n_blocks;
+    l.need_logits = 1;
+
+    return llm_batch_check(b, &l, be->err, sizeof(be->err));
+}
+
+
+/* multiply-adds of a layer's attention: every token reads pos + 1 keys */
+static size_t
+attention_work(const cpu_ctx *c, const llm_batch *b, int head_dim)
+{
+    size_t  w = 0;
+    int     i;
+
+    for (i = 0; i < b->n_tokens; i++) {
+        w += (size_t) (b->pos[i] + 1);
+    }
+    return w * c->n_heads * head_dim * 2;
+}
+
+
+static void
+forward_layer(llm_backend *be, const llm_batch *b, int layer)
+{
+    cpu_ctx           *c = be->ctx;
+    const llm_config  *cfg = &be->model->cfg;
+    const llm_layer   *l = &be->model->layers[layer];
+    int                n = b->n_tokens;
+    layer_job          lj = { be, b, layer };
+    swiglu_job         sj = { c->hb, c->hb2, (size_t) n * c->hidden };
+    const llm_tensor  *qkv_w[3] = { &l->wq, &l->wk, &l->wv };
+    float             *qkv_out[3] = { c->q, c->k, c->v };
+    const llm_tensor  *ffn_w[2] = { &l->w_gate, &l->w_up };
+    float             *ffn_out[2] = { c->hb, c->hb2 };
+
+    rmsnorm_rows(c, c->xb, c->x, l->attn_norm, n, cfg->dim, cfg->norm_eps,
+                 NULL);
+    matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
+    run_job(c, qkv_finish_task, &lj,
+            (size_t) n * (c->q_dim + c->kv_dim) * CPU_COST_ROPE);
+    attention_groups(c, b, cfg->sliding_window);
+    run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
+    matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
+
+    rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
+                 NULL);
+    matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
+    run_job(c, swiglu_task, &sj, sj.n * CPU_COST_SWIGLU);
+    matmul_rowsplit_add(be, c->x, c->hb, n, &l->w_down, 1);
+}
+
+
+/* logits(n_logits, vocab) = xb @ output^T; with tp ranks each computes a
+ * range of vocabulary rows (rows are independent dot products, so the
+ * split changes no bit); exact mode leaves them all to rank 0 */
+static void
+logits_rows(llm_backend *be, const llm_batch *b)
+{
+    cpu_ctx          *c = be->ctx;
+    const llm_model  *m = be->model;
+    int               vocab = m->cfg.vocab_size, lo, hi;
+    int               n_ranks = llm_tp_group_size(c->group);
+    llm_tensor        v;
+
+    if (be->opt.exact) {
+        if (c->rank == 0) {
+            matmul(be, b->logits, c->xb, b->n_logits, &m->output);
+        }
+        return;
+    }
+    lo = (int) ((long long) vocab * c->rank / n_ranks);
+    hi = (int) ((long long) vocab * (c->rank + 1) / n_ranks);
+    v = llm_tensor_rows(&m->output, lo, hi - lo);
+    c->oom |= llm_matmul_ld(c->tp, b->logits + lo, vocab, c->xb, m->cfg.dim,
+                            b->n_logits, &v) != 0;
+}
+
+
+/* one rank's whole step on a checked batch (the whole step at tp 1); 0,
+ * or -1 with be->err set when a matmul had no memory */
+static int
+cpu_forward_rank(llm_backend *be, const llm_batch *b)
+{
+    cpu_ctx           *c = be->ctx;
+    const llm_model   *m = be->model;
+    const llm_config  *cfg = &m->cfg;
+    int                i, layer;
+
+    c->oom = 0;
+    for (i = 0; i < b->n_tokens; i++) {
+        llm_dequant_row(m->tok_embd.type,
+                        (const uint8_t *) m->tok_embd.data
+                        + (size_t) b->token[i] * m->tok_embd.row_stride,
+                        c->x + (size_t) i * cfg->dim, cfg->dim);
+    }
+    for (layer = 0; layer < cfg->n_layers; layer++) {
+        forward_layer(be, b, layer);
+    }
+    if (b->n_logits > 0) {
+        rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
+                     cfg->norm_eps, b->logit_idx);
+        logits_rows(be, b);
+    }
+    if (c->oom) {
+        return be_fail(be, "cpu backend: out of memory for the activations "
+                       "of a batch of %d tokens", b->n_tokens);
+    }
+    return 0;
+}
+
+
+static int
+cpu_forward(llm_backend *be, const llm_batch *b)
+{
+    if (check_batch(be, b) != 0) {
+        return -1;
+    }
+    return cpu_forward_rank(be, b);
+}
+
+
+static int
+cpu_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cpu_ctx  *c = be->ctx;
+
+    if (dst < 0 || src < 0 || dst >= c->kv.n_blocks
+        || src >= c->kv.n_blocks)
+    {
+        return be_fail(be, "copy of KV block %d to %d: ids outside the pool "
+                       "of %d", src, dst, c->kv.n_blocks);
+    }
+    llm_kv_copy_block(&c->kv, dst, src);
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * create / free
+ */
+
+static void
+cpu_free(llm_backend *be)
+{
+    cpu_ctx  *c = be->ctx;
+
+    if (c != NULL) {
+        llm_threadpool_free(c->tp);
+        llm_kv_free(&c->kv);
+        free(c->x);
+        free(c->xb);
+        free(c->slot_mem);
+        free(c->xs);
+        free(c->act_buf);
+        free(c->kvbuf);
+        free(c->q);
+        free(c->k);
+        free(c->v);
+        free(c->att);
+        free(c->hb);
+        free(c->hb2);
+        free(c->scores);
+        free(c->att_first);
+        free(c->inv_freq);
+        free(c);
+    }
+    free(be);
+}
+
+
+static float *
+alloc_rows(int rows, int cols)
+{
+    return malloc((size_t) rows * cols * sizeof(float));
+}
+
+
+void
+llm_backend_options_default(llm_backend_options *o, const llm_model *m)
+{
+    o->n_threads = LLM_DEFAULT_THREADS;
+    o->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    o->kv_n_blocks = (m->cfg.max_seq_len + o->kv_block_size - 1)
+                     / o->kv_block_size;
+    o->max_batch_tokens = 512;
+    o->kv_dtype = LLM_KV_F16;
+    o->exact = 0;
+    o->tp_slices = 0;
+}
+
+
+/* the slots of row-split partials: at tp 1 owned, one set that both
+ * reductions reuse; at tp > 1 two sets in the group's shared memory
+ * (2, n_slices, max_batch_tokens, dim) */
+/* ranks use the model's plan; TP=1 one slice (one matmul, fastest) unless
+ * asked to reproduce the plan */
+static int
+cpu_n_slices(const llm_model *m, const llm_backend_options *o)
+{
+    if (m->tp_size > 1) {
+        return llm_tp_slices(m);
+    }
+
+    return o->tp_slices > 0 ? o->tp_slices : 1;
+}
+
+
+static int
+cpu_slots_init(cpu_ctx *c, const llm_model *m, const llm_backend_options *o,
+    int n, float *shared)
+{
+    size_t  per = (size_t) n * m->cfg.dim;
+    int     set, s;
+
+    c->n_slices = cpu_n_slices(m, o);
+    c->my_slices = c->n_slices / m->tp_size;
+    c->slice_lo = m->tp_rank * c->my_slices;
+    if (shared == NULL) {
+        c->slot_mem = alloc_rows(c->n_slices * n, m->cfg.dim);
+        if (c->slot_mem == NULL) {
+            return -1;
+        }
+    }
+    for (set = 0; set < 2; set++) {
+        for (s = 0; s < c->n_slices; s++) {
+            c->slot[set][s] = shared != NULL
+                ? shared + ((size_t) set * c->n_slices + s) * per
+                : c->slot_mem + (size_t) s * per;
+        }
+    }
+    return 0;
+}
+
+
+/* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
+ * NULL), or rank m->tp_rank of a group sharing its slots */
+static llm_backend *
+cpu_rank_create(const llm_model *m, const llm_backend_options *o,
+    llm_tp_group *group, float *shared, char *err, size_t err_len)
+{
+    const llm_config  *cfg = &m->cfg;
+    llm_backend       *be;
+    cpu_ctx           *c;
+    int                n;
+
+    be = calloc(1, sizeof(*be));
+    c = calloc(1, sizeof(*c));
+    if (be == NULL || c == NULL) {
+        free(be);
+        free(c);
+        snprintf(err, err_len, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cpu";
+    be->iface.forward = cpu_forward;
+    be->iface.copy_block = cpu_copy_block;
+    be->iface.free = cpu_free;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = c;
+
+    c->n_threads = o->n_threads;
+    c->n_heads = cfg->n_heads / m->tp_size;
+    c->n_kv_heads = cfg->n_kv_heads / m->tp_size;
+    c->q_dim = c->n_heads * cfg->head_dim;
+    c->kv_dim = c->n_kv_heads * cfg->head_dim;
+    c->hidden = cfg->hidden_dim / m->tp_size;
+#if defined(__x86_64__)
+    /* LLM_ISA=scalar (or llm_kernels_set_isa) turns it off, for tests */
+    c->f16c = llm_kernels_isa() >= LLM_ISA_AVX2 && cpu_has_avx2_f16c();
+#endif
+    /* exact mode is the fp32 reference's twin: no rounding in the cache */
+    if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
+                    o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
+                    err_len) != 0)
+    {
+        cpu_free(be);
+        return NULL;
+    }
+
+    n = o->max_batch_tokens;
+    c->x = alloc_rows(n, cfg->dim);
+    c->xb = alloc_rows(n, cfg->dim);
+    c->q = alloc_rows(n, c->q_dim);
+    c->k = alloc_rows(n, c->kv_dim);
+    c->v = alloc_rows(n, c->kv_dim);
+    c->att = alloc_rows(n, c->q_dim);
+    c->hb = alloc_rows(n, c->hidden);
+    c->hb2 = alloc_rows(n, c->hidden);
+    c->scores = alloc_rows(o->n_threads, ATT_G * cfg->max_seq_len);
+    c->att_first = malloc(sizeof(int32_t) * (n + 1));
+    c->kvbuf = alloc_rows(o->n_threads, 2 * (size_t) cfg->head_dim);
+    c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
+    c->tp = llm_threadpool_create(o->n_threads);
+    c->group = group;
+    c->rank = m->tp_rank;
+    if (o->exact) {
+        c->xs = alloc_rows(n, c->q_dim > c->hidden ? c->q_dim : c->hidden);
+    }
+    if (c->x == NULL || c->xb == NULL || c->q == NULL
+        || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
+        || c->hb2 == NULL || c->scores == NULL || c->kvbuf == NULL
+        || c->att_first == NULL
+        || c->inv_freq == NULL
+        || c->tp == NULL || (o->exact && c->xs == NULL)
+        || cpu_slots_init(c, m, o, n, shared) != 0)
+    {
+        snprintf(err, err_len, "cpu backend: out of memory (or no threads) "
+                 "for a batch of %d tokens", n);
+        cpu_free(be);
+        return NULL;
+    }
+    /* as transformers computes them (float32 pow, llama3 scaling), then
+     * pos * inv_freq */
+    llm_model_rope_inv_freq(m, c->inv_freq);
+    return be;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * tensor parallelism: one backend that runs every rank (docs/tp.md)
+ */
+
+typedef struct {
+    llm_tp_group     *group;
+    int               n_ranks;
+    llm_model        *models;     /* (n_ranks) ranks 1.. loaded here; rank
+                                     0 is the caller's model */
+    int               n_loaded;   /* models[1 .. n_loaded-1] to free */
+    llm_backend     **ranks;      /* (n_ranks) each rank's CPU state */
+    int              *rank_rc;    /* (n_ranks) each rank's forward result */
+    float            *slot_mem;   /* (2, n_slices, max_batch_tokens, dim)
+                                     row-split partials, shared */
+    const llm_batch  *batch;      /* the step being run */
+} cpu_tp;
+
+
+static void
+tp_rank_task(void *arg, int rank, int n_ranks)
+{
+    cpu_tp  *t = arg;
+
+    (void) n_ranks;
+    t->rank_rc[rank] = cpu_forward_rank(t->ranks[rank], t->batch);
+}
+
+
+static int
+tp_forward(llm_backend *be, const llm_batch *b)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    /* every rank would judge the batch alike; check once, before any rank
+     * can wait at a barrier */
+    if (check_batch(t->ranks[0], b) != 0) {
+        return be_fail(be, "%s", t->ranks[0]->err);
+    }
+    t->batch = b;
+    llm_tp_group_run(t->group, tp_rank_task, t);
+    /* a failed rank ran on to the end with the others (cpu_ctx.oom) */
+    for (r = 0; r < t->n_ranks; r++) {
+        if (t->rank_rc[r] != 0) {
+            return be_fail(be, "tensor parallel rank %d: %s", r,
+                           t->ranks[r]->err);
+        }
+    }
+    return 0;
+}
+
+
+static int
+tp_copy_block(llm_backend *be, int32_t dst, int32_t src)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    for (r = 0; r < t->n_ranks; r++) {
+        if (cpu_copy_block(t->ranks[r], dst, src) != 0) {
+            return be_fail(be, "%s", t->ranks[r]->err);
+        }
+    }
+    return 0;
+}
+
+
+static void
+tp_free(llm_backend *be)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    if (t != NULL) {
+        llm_tp_group_free(t->group);
+        for (r = 0; t->ranks != NULL && r < t->n_ranks; r++) {
+            if (t->ranks[r] != NULL) {
+                cpu_free(t->ranks[r]);
+            }
+        }
+        for (r = 1; r < t->n_loaded; r++) {
+            llm_model_free(&t->models[r]);
+        }
+        free(t->models);
+        free(t->ranks);
+        free(t->rank_rc);
+        free(t->slot_mem);
+        free(t);
+    }
+    free(be);
+}
+
+
+/* rank r's model: the caller's for rank 0, else loaded from its file */
+static const llm_model *
+tp_rank_model(cpu_tp *t, const llm_model *m, int r, char *err,
+    size_t err_len)
+{
+    if (r == 0) {
+        return m;
+    }
+    t->n_loaded = r + 1;
+    if (llm_tp_load_rank(&t->models[r], m, r) != 0) {
+        snprintf(err, err_len, "cpu backend: tensor parallel rank %d: %s", r,
+                 t->models[r].err);
+        return NULL;
+    }
+    return &t->models[r];
+}
+
+
+/*
+ * m is rank 0 of m->tp_size (llm_model_load(m, path, 0, N)); the other
+ * ranks' views are loaded here from the same file. o->n_threads is the
+ * total: each rank thread gets n_threads / N (at least 1) for its matmuls.
+ */
+static llm_backend *
+cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
+    size_t err_len)
+{
+    llm_backend          *be;
+    cpu_tp               *t;
+    const llm_model      *rm;
+    llm_backend_options   ro = *o;
+    char                  msg[400];
+    int                   r, n = m->tp_size;
+
+    if (m->tp_rank != 0) {
+        snprintf(err, err_len, "cpu backend: a tensor parallel backend is "
+                 "made from rank 0's model (got rank %d of %d)", m->tp_rank,
+                 n);
+        return NULL;
+    }
+    if (llm_tp_check(m, n, msg, sizeof(msg)) != 0) {
+        snprintf(err, err_len, "cpu backend: %s", msg);
+        return NULL;
+    }
+    be = calloc(1, sizeof(*be));
+    t = calloc(1, sizeof(*t));
+    if (be == NULL || t == NULL) {
+        free(be);
+        free(t);
+        snprintf(err, err_len, "cpu backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cpu";
+    be->iface.forward = tp_forward;
+    be->iface.copy_block = tp_copy_block;
+    be->iface.free = tp_free;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = t;
+
+    t->n_ranks = n;
+    t->models = calloc(n, sizeof(llm_model));
+    t->ranks = calloc(n, sizeof(llm_backend *));
+    t->rank_rc = calloc(n, sizeof(int));
+    t->slot_mem = alloc_rows(2 * cpu_n_slices(m, o) * o->max_batch_tokens,
+                             m->cfg.dim);
+    if (t->models == NULL || t->ranks == NULL || t->rank_rc == NULL
+        || t->slot_mem == NULL)
+    {
+        snprintf(err, err_len, "cpu backend: out of memory for %d tensor "
+                 "parallel ranks", n);
+        tp_free(be);
+        return NULL;
+    }
+    t->group = llm_tp_group_create(n, msg, sizeof(msg));
+    if (t->group == NULL) {
+        snprintf(err, err_len, "cpu backend: %s", msg);
+        tp_free(be);
+        return NULL;
+    }
+    ro.n_threads = o->n_threads / n > 1 ? o->n_threads / n : 1;
+    (void) llm_kernels_isa();   /* chosen once here, not raced for by the
+                                   ranks' first matmuls */
+    for (r = 0; r < n; r++) {
+        rm = tp_rank_model(t, m, r, err, err_len);
+        if (rm == NULL) {
+            tp_free(be);
+            return NULL;
+        }
+        t->ranks[r] = cpu_rank_create(rm, &ro, t->group, t->slot_mem, err,
+                                      err_len);
+        if (t->ranks[r] == NULL) {
+            tp_free(be);
+            return NULL;
+        }
+    }
+    return be;
+}
+
+
+llm_backend *
+llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    if (o->n_threads < 1 || o->n_threads > 1024 || o->max_batch_tokens < 1) {
+        snprintf(err, err_len, "cpu backend: invalid options (%d threads, "
+                 "max_batch_tokens %d)", o->n_threads, o->max_batch_tokens);
+        return NULL;
+    }
+    if (m->tp_size > 1) {
+        return cpu_tp_create(m, o, err, err_len);
+    }
+    return cpu_rank_create(m, o, NULL, NULL, err, err_len);
+}
+
+
+llm_backend *
+llm_backend_create(const char *name, const llm_model *m,
+    const llm_backend_options *o, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") == 0) {
+        return llm_backend_cpu_create(m, o, err, err_len);
+    }
+#if NGX_LLM_CUDA
+    if (strcmp(name, "cuda") == 0) {
+        return llm_backend_cuda_create(m, o, err, err_len);
+    }
+    snprintf(err, err_len, "backend \"%s\" is not built (available: cpu, "
+             "cuda)", name);
+#else
+    snprintf(err, err_len, "backend \"%s\" is not built (available: cpu)",
+             name);
+#endif
+    return NULL;
+}

@@ -1,0 +1,126 @@
+/*
+ * Paged KV cache storage and the trivial block allocator (see kv.h).
+ *
+ * defines: llm_kv_init, llm_kv_free, llm_kv_bytes_per_token, llm_kv_alloc,
+ *          llm_kv_release, llm_kv_n_free, llm_kv_copy_block
+ */
+#include "model/kv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+int
+llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
+    int n_blocks, int dtype, char *err, size_t err_len)
+{
+    size_t  total;
+    int     i;
+
+    memset(kv, 0, sizeof(*kv));
+    if (n_layers <= 0 || kv_dim <= 0 || block_size <= 0 || n_blocks <= 0
+        || (dtype != LLM_KV_F16 && dtype != LLM_KV_F32))
+    {
+        snprintf(err, err_len, "KV cache: invalid size (%d layers, kv_dim "
+                 "%d, %d blocks of %d tokens)", n_layers, kv_dim, n_blocks,
+                 block_size);
+        return -1;
+    }
+    kv->n_layers = n_layers;
+    kv->kv_dim = kv_dim;
+    kv->block_size = block_size;
+    kv->n_blocks = n_blocks;
+    kv->dtype = dtype;
+    kv->elt_size = dtype == LLM_KV_F16 ? 2 : 4;
+    kv->block_elts = (size_t) n_layers * 2 * block_size * kv_dim;
+    if (__builtin_mul_overflow(kv->block_elts, (size_t) n_blocks, &total)
+        || total > SIZE_MAX / kv->elt_size)
+    {
+        snprintf(err, err_len, "KV cache: %d blocks overflow memory sizes",
+                 n_blocks);
+        return -1;
+    }
+    /* calloc: untouched pages cost nothing until a block is used */
+    kv->data = calloc(total, kv->elt_size);
+    kv->free_ids = malloc((size_t) n_blocks * sizeof(int32_t));
+    if (kv->data == NULL || kv->free_ids == NULL) {
+        snprintf(err, err_len, "KV cache: out of memory for %zu bytes "
+                 "(%d blocks of %d tokens)", total * kv->elt_size, n_blocks,
+                 block_size);
+        llm_kv_free(kv);
+        return -1;
+    }
+    /* pop order 0, 1, 2, ...: the CLI's sequence gets blocks in order */
+    for (i = 0; i < n_blocks; i++) {
+        kv->free_ids[i] = n_blocks - 1 - i;
+    }
+    kv->n_free = n_blocks;
+    return 0;
+}
+
+
+void
+llm_kv_free(llm_kv_cache *kv)
+{
+    free(kv->data);
+    free(kv->free_ids);
+    kv->data = NULL;
+    kv->free_ids = NULL;
+    kv->n_free = 0;
+}
+
+
+size_t
+llm_kv_bytes_per_token(int n_layers, int kv_dim, int dtype)
+{
+    return (size_t) n_layers * 2 * kv_dim * (dtype == LLM_KV_F16 ? 2 : 4);
+}
+
+
+int
+llm_kv_dtype_parse(const char *name)
+{
+    return strcmp(name, "f16") == 0 ? LLM_KV_F16
+           : strcmp(name, "f32") == 0 ? LLM_KV_F32 : -1;
+}
+
+
+const char *
+llm_kv_dtype_name(int dtype)
+{
+    return dtype == LLM_KV_F32 ? "f32" : "f16";
+}
+
+
+int32_t
+llm_kv_alloc(llm_kv_cache *kv)
+{
+    return kv->n_free > 0 ? kv->free_ids[--kv->n_free] : -1;
+}
+
+
+void
+llm_kv_release(llm_kv_cache *kv, int32_t block)
+{
+    if (block >= 0 && block < kv->n_blocks && kv->n_free < kv->n_blocks) {
+        kv->free_ids[kv->n_free++] = block;
+    }
+}
+
+
+int
+llm_kv_n_free(const llm_kv_cache *kv)
+{
+    return kv->n_free;
+}
+
+
+void
+llm_kv_copy_block(llm_kv_cache *kv, int32_t dst, int32_t src)
+{
+    size_t  bytes = kv->block_elts * kv->elt_size;
+
+    memcpy(kv->data + (size_t) dst * bytes, kv->data + (size_t) src * bytes,
+           bytes);
+}

@@ -1,0 +1,170 @@
+/*
+ * The model: configuration read from GGUF metadata ("the blueprint") and
+ * weight views into the mmapped file. Nothing is copied or dequantized at
+ * load time; a weight is a view (pointer, type, rows, cols, row stride).
+ *
+ * Design note. Every matrix is stored as ggml stores it: W (rows = output
+ * features, cols = input features), one quantized row per output feature,
+ * and a matmul computes out = x @ W^T. Tensor parallelism (Megatron style)
+ * is a view computation over that layout, never a copy:
+ *   column-split (wq, wk, wv, gate, up): rank r owns a range of ROWS
+ *     (output features) -> data advanced by r * rows/tp * row_stride;
+ *   row-split (wo, down): rank r owns a range of COLS (input features) ->
+ *     data advanced by the bytes of r * cols/tp elements, row_stride kept,
+ *     and the partial outputs of all ranks are summed (all-reduce).
+ * Fields below are annotated with their per-rank shape and split.
+ *
+ * Architecture quirks (qwen2 QKV bias, qwen3 QK-norm, ...) are flags in
+ * llm_config, so one forward pass serves the llama family.
+ *
+ * Two formats, one set of views. A GGUF file is read as is. A Hugging Face
+ * directory (config.json, model.safetensors or shards listed in
+ * model.safetensors.index.json) is read by renaming each safetensors
+ * tensor to its GGUF name (model.layers.3.self_attn.q_proj.weight ->
+ * blk.3.attn_q.weight) and reversing its shape to ggml order; from there
+ * the same checks and views apply. F32/F16/BF16 matrices are used in place
+ * (mmapped); only 1-D tensors (norms, biases) of F16/BF16 are widened to
+ * F32 copies, because the forward reads them as floats.
+ * Rotary layout: Hugging Face stores Q/K rows in rotate-half order (pairs
+ * i, i + rope_dim/2), which llama.cpp's converter permutes to adjacent
+ * pairs for llama GGUFs. We never permute: a HF directory always runs
+ * with rope_neox = 1, a llama GGUF with 0, a qwen GGUF with 1.
+ *
+ * defines: llm_config, llm_layer, llm_model, llm_model_load,
+ *          llm_model_load_fd, llm_model_free, llm_model_weight_bytes,
+ *          llm_model_rope_inv_freq, llm_model_tokenizer,
+ *          llm_model_chat_template, llm_hf_chat_template
+ */
+#ifndef NGX_LLM_MODEL_H
+#define NGX_LLM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/gguf.h"
+#include "matmul.h"
+#include "format/safetensors.h"
+#include "text/tokenizer.h"
+
+#define LLM_ARCH_MAX  32
+
+typedef struct {
+    char      arch[LLM_ARCH_MAX];  /* general.architecture: llama, ... */
+    int       dim;                 /* embedding_length */
+    int       n_layers;            /* block_count */
+    int       n_heads;             /* attention.head_count */
+    int       n_kv_heads;          /* attention.head_count_kv (GQA) */
+    int       head_dim;            /* dim / n_heads (key_length if given) */
+    int       hidden_dim;          /* feed_forward_length */
+    int       vocab_size;          /* rows of token_embd */
+    int       max_seq_len;         /* context_length */
+    int       rope_dim;            /* rope.dimension_count (<= head_dim) */
+    float     rope_theta;          /* rope.freq_base */
+    float     norm_eps;            /* attention.layer_norm_rms_epsilon */
+    int       tied_output;         /* no output.weight: logits use token_embd */
+    /* architecture quirks, all 0 for llama */
+    int       qkv_bias;            /* qwen2: attn_{q,k,v}.bias */
+    int       qk_norm;             /* qwen3: attn_{q,k}_norm per head */
+    int       rope_neox;           /* qwen, and every HF directory: rotate
+                                      halves (x[i], x[i+d/2]), not GGUF
+                                      llama's adjacent pairs */
+    int       sliding_window;      /* mistral: attend to the last N
+                                      positions only; 0 = all */
+    /* llama3 rope scaling (Llama 3.1+): lower frequencies are slowed
+       down; GGUF stores the result per frequency, HF the parameters */
+    const float *rope_freqs;       /* GGUF: (rope_dim/2) divisors of
+                                      inv_freq (rope_freqs.weight), or NULL */
+    int       rope_llama3;         /* HF: rope_scaling type "llama3" */
+    float     rope_factor;         /* HF: factor */
+    float     rope_low_freq_factor;
+    float     rope_high_freq_factor;
+    float     rope_orig_ctx;       /* HF: original_max_position_embeddings */
+} llm_config;
+
+/* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
+ * and its shard views llm_tensor_rows/llm_tensor_cols come from the
+ * kernels library, so the loader's views feed llm_matmul directly. */
+
+typedef struct {
+    const float *attn_norm;        /* (dim) */
+    llm_tensor   wq;               /* (n_heads*head_dim/tp, dim) column-split */
+    llm_tensor   wk;               /* (n_kv_heads*head_dim/tp, dim) column-split */
+    llm_tensor   wv;               /* (n_kv_heads*head_dim/tp, dim) column-split */
+    llm_tensor   wo;               /* (dim, n_heads*head_dim/tp) row-split */
+    const float *bq;               /* (n_heads*head_dim/tp) qkv_bias, else NULL */
+    const float *bk;               /* (n_kv_heads*head_dim/tp) or NULL */
+    const float *bv;               /* (n_kv_heads*head_dim/tp) or NULL */
+    const float *q_norm;           /* (head_dim) qk_norm, else NULL */
+    const float *k_norm;           /* (head_dim) qk_norm, else NULL */
+    const float *ffn_norm;         /* (dim) */
+    llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */
+    llm_tensor   w_up;             /* (hidden_dim/tp, dim) column-split */
+    llm_tensor   w_down;           /* (dim, hidden_dim/tp) row-split */
+} llm_layer;
+
+typedef struct {
+    llm_config   cfg;
+    int          tp_rank;          /* this rank's shard, 0..tp_size-1 */
+    int          tp_size;          /* 1 until tensor parallelism lands */
+    llm_tensor   tok_embd;         /* (vocab_size, dim) replicated */
+    const float *out_norm;         /* (dim) replicated */
+    llm_tensor   output;           /* (vocab_size, dim) replicated; the same
+                                      view as tok_embd when tied_output */
+    llm_layer   *layers;           /* (n_layers) */
+    gguf_file    gguf;             /* GGUF: owns the mapping the views point
+                                      into (HF: empty, n_tensors 0) */
+    char        *path;             /* the file or directory, for messages */
+    int          hf;               /* loaded from a Hugging Face directory */
+    st_file     *st;               /* HF: (n_st) mapped safetensors files */
+    int          n_st;
+    gguf_tensor *hf_tensors;       /* HF: (n_hf_tensors) the files' tensors
+                                      under GGUF names, ggml shape order */
+    int          n_hf_tensors;
+    float      **owned;            /* (n_owned) F32 copies of 1-D tensors,
+                                      rope factors: freed with the model */
+    int          n_owned;
+    char         err[768];         /* "<file>: <fault>" after a failure */
+} llm_model;
+
+/*
+ * Load a llama-family model, a GGUF file or a Hugging Face directory, for
+ * tensor-parallel rank tp_rank of tp_size (0 and 1 for a single device).
+ * Every tensor's shape is checked against the config. 0 on success; -1
+ * with m->err set. m is always safe to free.
+ * llm_model_load_fd takes an open GGUF file or an open directory (O_PATH
+ * or O_RDONLY | O_DIRECTORY is enough: files are opened with openat); the
+ * caller keeps owning fd.
+ */
+int llm_model_load(llm_model *m, const char *path, int tp_rank, int tp_size);
+int llm_model_load_fd(llm_model *m, int fd, const char *path_for_messages,
+    int tp_rank, int tp_size);
+void llm_model_free(llm_model *m);
+
+/* the rope_dim/2 rotary frequencies, as transformers computes them (float
+ * pow), divided by the llama3 scaling factors when the model has them */
+void llm_model_rope_inv_freq(const llm_model *m, float *inv_freq);
+
+/*
+ * The model's tokenizer: GGUF metadata, or DIR/tokenizer.json (+
+ * tokenizer_config.json) of a HF directory. NULL with err set on failure.
+ */
+llm_tokenizer *llm_model_tokenizer(const llm_model *m, char *err,
+    size_t errlen);
+/*
+ * The model's chat template as a malloc'ed NUL-terminated copy: GGUF
+ * tokenizer.chat_template, or chat_template of a HF directory's
+ * tokenizer_config.json (a string, or the "default" entry of a list of
+ * named templates). NULL when there is none (err "") or on a fault (err
+ * says which).
+ */
+char *llm_model_chat_template(const llm_model *m, char *err, size_t errlen);
+/* the same for a HF directory open as dirfd, without loading its weights
+ * (for nginx at config time); dir names it in messages */
+char *llm_hf_chat_template(int dirfd, const char *dir, char *err,
+    size_t errlen);
+
+/* bytes of weights one forward step reads for one token on this rank
+ * (every matrix once plus one embedding row): the roofline's numerator */
+uint64_t llm_model_weight_bytes(const llm_model *m);
+
+#endif

@@ -1,0 +1,867 @@
+/*
+ * The continuous batcher. scheduler.h explains the policy; sequence.h the
+ * per-sequence state; block_manager.h the KV blocks and the prefix cache.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sched/scheduler.h"
+#include "sched/sequence.h"
+#include "common/defaults.h"
+
+
+struct llm_sched {
+    llm_backend         *be;
+    llm_sched_options    opt;          /* resolved; eos_ids points at eos */
+    int32_t             *eos;          /* (opt.n_eos_ids) */
+    int                  n_vocab;
+    llm_block_manager    bm;
+
+    llm_seq             *wait_head;    /* sorted by (priority, arrival) */
+    llm_seq             *wait_tail;
+    int                  n_waiting;
+    llm_seq            **running;      /* (max_num_seqs) sorted likewise */
+    int                  n_running;
+    uint64_t             next_arrival;
+    int                  in_step;      /* cancel defers while set */
+    int                  preempted_now;    /* a preemption in this step */
+
+    /* the batch being built: one entry per sequence, tokens flattened */
+    int                  n_tokens;
+    int32_t             *tok;          /* (max_batched_tokens) */
+    int32_t             *pos;          /* (max_batched_tokens) */
+    int32_t             *tok_seq;      /* (max_batched_tokens) batch entry */
+    int                  n_seqs;
+    llm_seq            **bseq;         /* (max_num_seqs) */
+    int32_t             *chunk;        /* (max_num_seqs) tokens fed */
+    const int32_t      **tables;       /* (max_num_seqs) block tables */
+    int32_t             *table_len;    /* (max_num_seqs) */
+    int                  n_logits;
+    int32_t             *logit_idx;    /* (max_num_seqs) token index */
+    llm_seq            **logit_seq;    /* (max_num_seqs) */
+    float               *logits;       /* (max_num_seqs, n_vocab) */
+
+    llm_sched_stats      st;           /* counters; gauges filled on read */
+};
+
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+
+/* (priority, arrival): does a run before b? */
+static int
+seq_before(const llm_seq *a, const llm_seq *b)
+{
+    return a->priority < b->priority
+           || (a->priority == b->priority && a->arrival < b->arrival);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * queues
+ */
+
+static void
+wait_insert(llm_sched *s, llm_seq *q)
+{
+    llm_seq  *after = s->wait_tail;
+
+    while (after != NULL && seq_before(q, after)) {
+        after = after->prev;
+    }
+    q->prev = after;
+    q->next = after != NULL ? after->next : s->wait_head;
+    if (q->next != NULL) {
+        q->next->prev = q;
+    } else {
+        s->wait_tail = q;
+    }
+    if (after != NULL) {
+        after->next = q;
+    } else {
+        s->wait_head = q;
+    }
+    q->state = LLM_SEQ_WAITING;
+    s->n_waiting++;
+}
+
+
+static void
+wait_remove(llm_sched *s, llm_seq *q)
+{
+    if (q->prev != NULL) {
+        q->prev->next = q->next;
+    } else {
+        s->wait_head = q->next;
+    }
+    if (q->next != NULL) {
+        q->next->prev = q->prev;
+    } else {
+        s->wait_tail = q->prev;
+    }
+    q->prev = q->next = NULL;
+    s->n_waiting--;
+}
+
+
+static void
+running_insert(llm_sched *s, llm_seq *q)
+{
+    int  i = s->n_running;
+
+    while (i > 0 && seq_before(q, s->running[i - 1])) {
+        s->running[i] = s->running[i - 1];
+        i--;
+    }
+    s->running[i] = q;
+    s->n_running++;
+    q->state = LLM_SEQ_RUNNING;
+}
+
+
+static void
+running_remove(llm_sched *s, llm_seq *q)
+{
+    int  i;
+
+    for (i = 0; i < s->n_running && s->running[i] != q; i++) {
+        /* find it */
+    }
+    if (i == s->n_running) {
+        return;
+    }
+    memmove(&s->running[i], &s->running[i + 1],
+            (s->n_running - i - 1) * sizeof(*s->running));
+    s->n_running--;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * sequence life cycle
+ */
+
+static void
+seq_free(llm_seq *q)
+{
+    llm_sampler_free(&q->sampler);
+    llm_blocks_table_free(&q->blocks);
+    free(q->tokens);
+    free(q->stop_ids);
+    free(q);
+}
+
+
+/* out of the queues, blocks released, on_finish, freed */
+static void
+seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
+    const char *message, int32_t stop_token)
+{
+    llm_seq_result  r;
+
+    if (q->state == LLM_SEQ_WAITING) {
+        wait_remove(s, q);
+    } else {
+        running_remove(s, q);
+    }
+    llm_blocks_release(&s->bm, &q->blocks);
+
+    memset(&r, 0, sizeof(r));
+    r.finish = finish;
+    r.message = message != NULL ? message : "";
+    r.stop_token = stop_token;
+    r.n_prompt = q->n_prompt;
+    r.n_cached = q->n_cached;
+    r.n_generated = q->n_tokens - q->n_prompt;
+    r.n_preempted = q->n_preempted;
+    r.t_arrival_ns = q->t_arrival_ns;
+    r.t_scheduled_ns = q->t_scheduled_ns;
+    r.t_first_token_ns = q->t_first_token_ns;
+    r.t_done_ns = now_ns();
+    s->st.finished++;
+    if (finish == LLM_SEQ_CANCELLED) {
+        s->st.cancelled++;
+    }
+    /* a cancel of q from inside its own on_finish is ignored */
+    q->cancel_pending = -1;
+    if (s->opt.on_finish != NULL) {
+        s->opt.on_finish(q->user, &r);
+    }
+    seq_free(q);
+}
+
+
+/* blocks back to the pool, recomputed later; the sampler is kept so the
+   tokens that follow are unchanged */
+static void
+seq_preempt(llm_sched *s, llm_seq *q)
+{
+    running_remove(s, q);
+    llm_blocks_release(&s->bm, &q->blocks);
+    q->n_computed = 0;
+    q->n_preempted++;
+    s->st.preemptions++;
+    s->preempted_now = 1;
+    wait_insert(s, q);
+}
+
+
+static int
+seq_create(llm_sched *s, const llm_request *req, int max_tokens,
+    llm_seq **out, char *err, size_t err_len)
+{
+    llm_seq  *q = calloc(1, sizeof(*q));
+
+    *out = NULL;
+    if (q == NULL) {
+        snprintf(err, err_len, "out of memory for a sequence");
+        return LLM_SCHED_NO_MEMORY;
+    }
+    q->n_prompt = q->n_tokens = req->n_prompt;
+    q->max_tokens = max_tokens;
+    q->cap = req->n_prompt + max_tokens;
+    q->tokens = malloc(q->cap * sizeof(*q->tokens));
+    q->stop_ids = malloc((req->n_stop_ids + 1) * sizeof(*q->stop_ids));
+    if (q->tokens == NULL || q->stop_ids == NULL
+        || llm_blocks_table_init(&q->blocks, &s->bm, q->cap) != 0)
+    {
+        seq_free(q);
+        snprintf(err, err_len, "out of memory for a sequence of %d tokens",
+                 req->n_prompt + max_tokens);
+        return LLM_SCHED_NO_MEMORY;
+    }
+    memcpy(q->tokens, req->prompt, req->n_prompt * sizeof(*q->tokens));
+    if (req->n_stop_ids > 0) {
+        memcpy(q->stop_ids, req->stop_ids,
+               req->n_stop_ids * sizeof(*q->stop_ids));
+    }
+    q->n_stop_ids = req->n_stop_ids;
+    q->ignore_eos = req->ignore_eos;
+    q->priority = req->priority;
+    q->user = req->user;
+    if (llm_sampler_init(&q->sampler, &req->sampling, s->n_vocab, err,
+                         err_len) != 0)
+    {
+        seq_free(q);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (llm_sampler_add_prompt(&q->sampler, req->prompt, req->n_prompt)
+        != 0)
+    {
+        snprintf(err, err_len, "%s", q->sampler.err);
+        seq_free(q);
+        return LLM_SCHED_NO_MEMORY;
+    }
+    *out = q;
+    return LLM_SCHED_OK;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * admission
+ */
+
+static int
+check_request(llm_sched *s, const llm_request *req, int *max_tokens,
+    char *err, size_t err_len)
+{
+    int  i, len = s->opt.max_model_len, need;
+
+    if (req->n_prompt < 1 || req->prompt == NULL) {
+        snprintf(err, err_len, "the prompt is empty");
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (req->n_stop_ids < 0 || (req->n_stop_ids > 0 && !req->stop_ids)) {
+        snprintf(err, err_len, "invalid stop token list");
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    for (i = 0; i < req->n_prompt; i++) {
+        if (req->prompt[i] < 0 || req->prompt[i] >= s->n_vocab) {
+            snprintf(err, err_len, "prompt token %d: id %d outside the "
+                     "vocabulary of %d", i, req->prompt[i], s->n_vocab);
+            return LLM_SCHED_BAD_REQUEST;
+        }
+    }
+    if (req->n_prompt >= len) {
+        snprintf(err, err_len, "the prompt has %d tokens; max_model_len %d "
+                 "leaves no room for output", req->n_prompt, len);
+        return LLM_SCHED_TOO_LONG;
+    }
+    *max_tokens = req->max_tokens > 0 ? req->max_tokens
+                                      : len - req->n_prompt;
+    if (req->n_prompt + (int64_t) *max_tokens > len) {
+        snprintf(err, err_len, "prompt (%d tokens) + max_tokens (%d) "
+                 "exceeds max_model_len %d", req->n_prompt, *max_tokens,
+                 len);
+        return LLM_SCHED_TOO_LONG;
+    }
+    /* the last generated token is never fed back, so it needs no KV */
+    need = (req->n_prompt + *max_tokens - 1 + s->bm.block_size - 1)
+           / s->bm.block_size;
+    if (need > s->bm.n_blocks) {
+        snprintf(err, err_len, "prompt (%d tokens) + max_tokens (%d) needs "
+                 "%d KV blocks of %d tokens; the whole pool has %d",
+                 req->n_prompt, *max_tokens, need, s->bm.block_size,
+                 s->bm.n_blocks);
+        return LLM_SCHED_TOO_LONG;
+    }
+    /* requests that free batch places will take at the next step are not
+       queued: max_queued counts only those that will have to wait */
+    if (s->n_waiting - (s->opt.max_num_seqs - s->n_running)
+        >= s->opt.max_queued)
+    {
+        snprintf(err, err_len, "the waiting queue holds %d requests beyond "
+                 "the free batch places (max_queued_requests %d)",
+                 s->n_waiting - (s->opt.max_num_seqs - s->n_running),
+                 s->opt.max_queued);
+        return LLM_SCHED_QUEUE_FULL;
+    }
+    return LLM_SCHED_OK;
+}
+
+
+int
+llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
+    char *err, size_t err_len)
+{
+    llm_seq  *q;
+    int       rc, max_tokens = 0;
+
+    *out = NULL;
+    rc = check_request(s, req, &max_tokens, err, err_len);
+    if (rc == LLM_SCHED_OK) {
+        rc = seq_create(s, req, max_tokens, &q, err, err_len);
+    }
+    if (rc != LLM_SCHED_OK) {
+        return rc;
+    }
+    q->arrival = s->next_arrival++;
+    q->t_arrival_ns = now_ns();
+    wait_insert(s, q);
+    s->st.requests++;
+    s->st.prompt_tokens += req->n_prompt;
+    *out = q;
+    return LLM_SCHED_OK;
+}
+
+
+void
+llm_sched_cancel(llm_sched *s, llm_seq *q)
+{
+    if (q == NULL || q->cancel_pending != 0) {
+        return;
+    }
+    if (s->in_step) {
+        q->cancel_pending = 1;
+        return;
+    }
+    seq_finish(s, q, LLM_SEQ_CANCELLED, "", -1);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * schedule: build the batch
+ */
+
+static int
+may_emit(llm_sched *s, llm_seq *q)
+{
+    return s->opt.can_emit == NULL || s->opt.can_emit(q->user);
+}
+
+
+/* feed tokens[n_computed .. n_computed + n) of q in this step */
+static void
+batch_add(llm_sched *s, llm_seq *q, int n)
+{
+    int  e = s->n_seqs++, i;
+
+    s->bseq[e] = q;
+    s->chunk[e] = n;
+    s->tables[e] = q->blocks.ids;
+    s->table_len[e] = q->blocks.n;
+    for (i = 0; i < n; i++) {
+        s->tok[s->n_tokens] = q->tokens[q->n_computed + i];
+        s->pos[s->n_tokens] = q->n_computed + i;
+        s->tok_seq[s->n_tokens] = e;
+        s->n_tokens++;
+    }
+    if (q->n_computed + n == q->n_tokens) {
+        s->logit_idx[s->n_logits] = s->n_tokens - 1;
+        s->logit_seq[s->n_logits] = q;
+        s->n_logits++;
+    }
+    /* register the blocks this chunk fills now, so a sequence admitted
+       later in this step shares them instead of computing them again */
+    llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed + n);
+    q->in_batch = 1;
+    if (q->t_scheduled_ns == 0) {
+        q->t_scheduled_ns = now_ns();
+    }
+}
+
+
+/* the running sequence to preempt: the last (lowest priority, newest) not
+ * already in this step's batch; q itself when nothing after it is left */
+static llm_seq *
+pick_victim(llm_sched *s)
+{
+    int  i;
+
+    for (i = s->n_running - 1; i >= 0; i--) {
+        if (!s->running[i]->in_batch) {
+            return s->running[i];
+        }
+    }
+    return NULL;
+}
+
+
+/* give running q its next n tokens, preempting others for blocks; 0, or
+ * -1 when q itself had to be preempted */
+static int
+reserve_running(llm_sched *s, llm_seq *q, int n)
+{
+    llm_seq  *victim;
+
+    while (llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n) != 0) {
+        victim = pick_victim(s);
+        seq_preempt(s, victim);
+        if (victim == q) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+
+/* running sequences: the decodes (one token left) when decodes_only, else
+ * the partly prefilled ones */
+static void
+schedule_running(llm_sched *s, int decodes_only, int *budget)
+{
+    llm_seq  *q;
+    int       i = 0, n;
+
+    while (i < s->n_running && *budget > 0) {
+        q = s->running[i];
+        n = q->n_tokens - q->n_computed;
+        if (q->in_batch || (decodes_only && n != 1)
+            || (!decodes_only && n == 1))
+        {
+            i++;
+            continue;
+        }
+        if (n > *budget) {
+            n = *budget;
+        }
+        if (q->n_computed + n == q->n_tokens && !may_emit(s, q)) {
+            i++;
+            continue;
+        }
+        if (reserve_running(s, q, n) != 0) {
+            continue;       /* q left running[]; i now names the next one */
+        }
+        batch_add(s, q, n);
+        *budget -= n;
+        i++;
+    }
+}
+
+
+/* blocks a newly admitted sequence must leave free, so that admission
+ * does not at once force the running ones into preemption */
+static int
+admit_watermark(const llm_sched *s)
+{
+    return s->n_running > 0 ? s->bm.n_blocks / 100 : 0;
+}
+
+
+static void
+schedule_waiting(llm_sched *s, int *budget)
+{
+    llm_seq  *q, *next;
+    int       hit, n, held;
+
+    for (q = s->wait_head; q != NULL && *budget > 0
+         && s->n_running < s->opt.max_num_seqs; q = next)
+    {
+        next = q->next;
+        hit = llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
+                                      q->n_tokens);
+        q->n_computed = hit;
+        n = q->n_tokens - q->n_computed;
+        if (n > *budget) {
+            n = *budget;
+        }
+        held = q->n_computed + n == q->n_tokens && !may_emit(s, q);
+        if (held
+            || llm_blocks_needed(&s->bm, &q->blocks, q->n_computed + n)
+               + admit_watermark(s) > llm_blocks_n_available(&s->bm))
+        {
+            llm_blocks_release(&s->bm, &q->blocks);
+            q->n_computed = 0;
+            if (held) {
+                continue;   /* held back by its consumer, not by memory */
+            }
+            break;          /* FCFS: no overtaking for memory */
+        }
+        llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n);
+        s->st.prefix_hit_tokens += hit;
+        if (q->t_scheduled_ns == 0) {
+            q->n_cached = hit < q->n_prompt ? hit : q->n_prompt;
+        }
+        wait_remove(s, q);
+        running_insert(s, q);
+        batch_add(s, q, n);
+        *budget -= n;
+    }
+}
+
+
+static int
+schedule(llm_sched *s)
+{
+    int  budget = s->opt.max_batched_tokens;
+
+    s->n_tokens = s->n_seqs = s->n_logits = 0;
+    s->preempted_now = 0;
+    schedule_running(s, 1, &budget);
+    schedule_running(s, 0, &budget);
+    /* a step that had to preempt admits nobody (it would thrash) */
+    if (!s->preempted_now) {
+        schedule_waiting(s, &budget);
+    }
+    return s->n_tokens;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * forward, sample, publish
+ */
+
+static int
+run_batch(llm_sched *s)
+{
+    llm_batch  b;
+
+    memset(&b, 0, sizeof(b));
+    b.n_tokens = s->n_tokens;
+    b.token = s->tok;
+    b.pos = s->pos;
+    b.seq = s->tok_seq;
+    b.n_seqs = s->n_seqs;
+    b.block_table = s->tables;
+    b.n_blocks = s->table_len;
+    b.n_logits = s->n_logits;
+    b.logit_idx = s->logit_idx;
+    b.logits = s->logits;
+    return llm_backend_forward(s->be, &b);
+}
+
+
+static int
+is_stop(const llm_sched *s, const llm_seq *q, int32_t id)
+{
+    return llm_is_stop_token(id, q->stop_ids, q->n_stop_ids)
+           || (!q->ignore_eos
+               && llm_is_stop_token(id, s->eos, s->opt.n_eos_ids));
+}
+
+
+/* sample the next token of q from its logits row, send it, end q if done */
+static void
+sample_and_publish(llm_sched *s, llm_seq *q, float *row)
+{
+    llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
+    int32_t          id;
+
+    id = llm_sample(&q->sampler, row, s->n_vocab, lpp);
+    if (id < 0) {
+        seq_finish(s, q, LLM_SEQ_ERROR, q->sampler.err, -1);
+        return;
+    }
+    q->tokens[q->n_tokens++] = id;
+    s->st.generation_tokens++;
+    if (q->t_first_token_ns == 0) {
+        q->t_first_token_ns = now_ns();
+    }
+    if (s->opt.on_token != NULL) {
+        s->opt.on_token(q->user, id, lpp);
+    }
+    if (q->cancel_pending) {
+        return;             /* cancelled from on_token: reaped after */
+    }
+    if (is_stop(s, q, id)) {
+        seq_finish(s, q, LLM_SEQ_STOP, "", id);
+    } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
+        seq_finish(s, q, LLM_SEQ_LENGTH, "", -1);
+    }
+}
+
+
+static void
+postprocess(llm_sched *s)
+{
+    llm_seq  *q;
+    int       e;
+
+    for (e = 0; e < s->n_seqs; e++) {
+        q = s->bseq[e];
+        q->in_batch = 0;
+        q->n_computed += s->chunk[e];
+    }
+    for (e = 0; e < s->n_logits; e++) {
+        q = s->logit_seq[e];
+        if (!q->cancel_pending) {
+            sample_and_publish(s, q, s->logits + (size_t) e * s->n_vocab);
+        }
+    }
+}
+
+
+/* the first sequence cancelled from a callback during the step, or NULL */
+static llm_seq *
+find_cancelled(llm_sched *s)
+{
+    llm_seq  *q;
+    int       i;
+
+    for (i = 0; i < s->n_running; i++) {
+        if (s->running[i]->cancel_pending == 1) {
+            return s->running[i];
+        }
+    }
+    for (q = s->wait_head; q != NULL; q = q->next) {
+        if (q->cancel_pending == 1) {
+            return q;
+        }
+    }
+    return NULL;
+}
+
+
+/* one at a time, with cancels from these on_finish calls deferred too, so
+   no queue changes under an iteration */
+static void
+reap_cancelled(llm_sched *s)
+{
+    llm_seq  *q;
+
+    s->in_step = 1;
+    while ((q = find_cancelled(s)) != NULL) {
+        seq_finish(s, q, LLM_SEQ_CANCELLED, "", -1);
+    }
+    s->in_step = 0;
+}
+
+
+static void
+fail_batch(llm_sched *s)
+{
+    char  msg[sizeof(s->be->err)];
+    int   e;
+
+    snprintf(msg, sizeof(msg), "%s", s->be->err);
+    for (e = 0; e < s->n_seqs; e++) {
+        s->bseq[e]->in_batch = 0;
+        llm_blocks_forget(&s->bm, &s->bseq[e]->blocks);
+    }
+    for (e = 0; e < s->n_seqs; e++) {
+        seq_finish(s, s->bseq[e], LLM_SEQ_ERROR, msg, -1);
+    }
+}
+
+
+int
+llm_sched_step(llm_sched *s)
+{
+    int  n = schedule(s), rc = n;
+
+    if (n == 0) {
+        return 0;
+    }
+    s->in_step = 1;
+    if (run_batch(s) == 0) {
+        s->st.steps++;
+        s->st.computed_tokens += n;
+        postprocess(s);
+    } else {
+        fail_batch(s);
+        rc = -1;
+    }
+    reap_cancelled(s);
+    return rc;
+}
+
+
+int
+llm_sched_has_work(const llm_sched *s)
+{
+    return s->n_running > 0 || s->n_waiting > 0;
+}
+
+
+void
+llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st)
+{
+    *st = s->st;
+    st->running = s->n_running;
+    st->waiting = s->n_waiting;
+    st->kv_blocks_total = s->bm.n_blocks;
+    st->kv_blocks_used = llm_blocks_n_used(&s->bm);
+    st->kv_blocks_cached = llm_blocks_n_cached(&s->bm);
+}
+
+
+void *
+llm_seq_user(const llm_seq *q)
+{
+    return q->user;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * create / free
+ */
+
+void
+llm_sched_options_default(llm_sched_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->max_num_seqs = LLM_DEFAULT_MAX_NUM_SEQS;
+    o->max_queued = LLM_DEFAULT_MAX_QUEUED;
+    o->prefix_caching = 1;
+}
+
+
+static int
+resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
+    size_t err_len)
+{
+    const llm_backend  *be = s->be;
+    int                 ctx = be->model->cfg.max_seq_len;
+
+    s->opt = *o;
+    if (s->opt.max_batched_tokens == 0) {
+        s->opt.max_batched_tokens = be->opt.max_batch_tokens;
+    }
+    if (s->opt.max_model_len == 0) {
+        s->opt.max_model_len = ctx;
+    }
+    if (s->opt.n_blocks == 0) {
+        s->opt.n_blocks = be->opt.kv_n_blocks;
+    }
+    if (s->opt.max_num_seqs < 1 || s->opt.max_num_seqs > 65536
+        || s->opt.max_batched_tokens < 1
+        || s->opt.max_batched_tokens > be->opt.max_batch_tokens
+        || s->opt.max_model_len < 2 || s->opt.max_model_len > ctx
+        || s->opt.max_queued < 0 || s->opt.n_blocks < 1
+        || s->opt.n_blocks > be->opt.kv_n_blocks || s->opt.n_eos_ids < 0)
+    {
+        snprintf(err, err_len, "scheduler: invalid options: max_num_seqs %d "
+                 "(1..65536), max_batched_tokens %d (1..%d, the backend's), "
+                 "max_model_len %d (2..%d, the model's), max_queued %d, "
+                 "n_blocks %d (1..%d, the backend's pool)",
+                 s->opt.max_num_seqs, s->opt.max_batched_tokens,
+                 be->opt.max_batch_tokens, s->opt.max_model_len, ctx,
+                 s->opt.max_queued, s->opt.n_blocks, be->opt.kv_n_blocks);
+        return -1;
+    }
+    return 0;
+}
+
+
+llm_sched *
+llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
+    size_t err_len)
+{
+    llm_sched  *s = calloc(1, sizeof(*s));
+    int         ns, nt;
+
+    if (s == NULL) {
+        snprintf(err, err_len, "scheduler: out of memory");
+        return NULL;
+    }
+    s->be = be;
+    s->n_vocab = be->model->cfg.vocab_size;
+    if (resolve_options(s, o, err, err_len) != 0
+        || llm_blocks_init(&s->bm, s->opt.n_blocks, be->opt.kv_block_size,
+                           s->opt.prefix_caching, err, err_len) != 0)
+    {
+        free(s);
+        return NULL;
+    }
+    ns = s->opt.max_num_seqs;
+    nt = s->opt.max_batched_tokens;
+    s->eos = malloc((s->opt.n_eos_ids + 1) * sizeof(*s->eos));
+    s->running = malloc(ns * sizeof(*s->running));
+    s->tok = malloc(nt * sizeof(*s->tok));
+    s->pos = malloc(nt * sizeof(*s->pos));
+    s->tok_seq = malloc(nt * sizeof(*s->tok_seq));
+    s->bseq = malloc(ns * sizeof(*s->bseq));
+    s->chunk = malloc(ns * sizeof(*s->chunk));
+    s->tables = malloc(ns * sizeof(*s->tables));
+    s->table_len = malloc(ns * sizeof(*s->table_len));
+    s->logit_idx = malloc(ns * sizeof(*s->logit_idx));
+    s->logit_seq = malloc(ns * sizeof(*s->logit_seq));
+    s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
+    if (s->eos == NULL || s->running == NULL || s->tok == NULL
+        || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
+        || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
+        || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL)
+    {
+        /* the message before the free: it reads s->n_vocab */
+        snprintf(err, err_len, "scheduler: out of memory for %d sequences "
+                 "of a %d-token vocabulary", ns, s->n_vocab);
+        llm_sched_free(s);
+        return NULL;
+    }
+    if (s->opt.n_eos_ids > 0) {
+        memcpy(s->eos, o->eos_ids, s->opt.n_eos_ids * sizeof(*s->eos));
+    }
+    s->opt.eos_ids = s->eos;
+    return s;
+}
+
+
+void
+llm_sched_free(llm_sched *s)
+{
+    llm_seq  *q, *next;
+    int       i;
+
+    if (s == NULL) {
+        return;
+    }
+    for (q = s->wait_head; q != NULL; q = next) {
+        next = q->next;
+        seq_free(q);
+    }
+    for (i = 0; i < s->n_running; i++) {
+        seq_free(s->running[i]);
+    }
+    llm_blocks_free(&s->bm);
+    free(s->eos);
+    free(s->running);
+    free(s->tok);
+    free(s->pos);
+    free(s->tok_seq);
+    free(s->bseq);
+    free(s->chunk);
+    free(s->tables);
+    free(s->table_len);
+    free(s->logit_idx);
+    free(s->logit_seq);
+    free(s->logits);
+    free(s);
+}

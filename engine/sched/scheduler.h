@@ -1,0 +1,195 @@
+/*
+ * The continuous batcher: requests in, tokens out, one engine step at a
+ * time, independent of nginx and of the ring.
+ *
+ * Design note (nano-vllm's step, vLLM v1's token-budget scheduling). One
+ * call to llm_sched_step() is one iteration:
+ *
+ *     batch = schedule();     running decodes + prefill chunks
+ *     forward(batch);         one llm_backend_forward for all of them
+ *     sample(batch);          each sequence's own sampler
+ *     publish(batch);         on_token / on_finish callbacks
+ *
+ * schedule() spends a token budget (max_batched_tokens): first one token
+ * for every running sequence that decodes (or the next chunk of one whose
+ * prompt is only partly computed), in order of (priority, arrival), then
+ * prefill chunks of waiting sequences in the same order while the budget
+ * and max_num_seqs allow. A long prompt is thereby split over several
+ * steps and running decodes continue every step. A new request joins at
+ * the next step; a finished or cancelled one leaves at once.
+ *
+ * KV memory is paged (block_manager.h). When a running sequence needs a
+ * block and none is left, the lowest-priority, newest running sequence is
+ * preempted: its blocks are released (full ones stay in the prefix cache),
+ * it goes back to the waiting queue ahead of newer requests, and it is
+ * recomputed later from its prompt plus the tokens it already generated.
+ * Its sampler is kept, so the tokens that follow are exactly those it would
+ * have produced without preemption (greedy and seeded sampling alike; the
+ * forward is bit-exact whatever the batch, BRIEF 9.4a).
+ *
+ * Admission (BRIEF 9.5): llm_sched_add() refuses a request that can never
+ * be served (prompt + max_tokens over max_model_len, or more KV blocks than
+ * the whole pool) with LLM_SCHED_TOO_LONG and the reason, and one that finds
+ * max_queued sequences waiting with LLM_SCHED_QUEUE_FULL. Otherwise it waits.
+ *
+ * Backpressure: a sequence whose can_emit(user) says 0 is skipped in that
+ * step (it keeps its blocks and is not preempted for it), so a slow client
+ * never blocks the engine.
+ *
+ * Single-threaded: every call must come from the engine's loop thread.
+ * Callbacks may call llm_sched_cancel(); they must not call step or add.
+ *
+ * defines: llm_sched, llm_seq, llm_request, llm_seq_result,
+ *          llm_sched_options, llm_sched_stats, llm_sched_options_default,
+ *          llm_sched_create, llm_sched_free, llm_sched_add,
+ *          llm_sched_cancel, llm_sched_step, llm_sched_has_work,
+ *          llm_sched_stats_get
+ */
+#ifndef NGX_LLM_SCHEDULER_H
+#define NGX_LLM_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "sample/sampler.h"
+
+typedef struct llm_sched  llm_sched;
+typedef struct llm_seq    llm_seq;
+
+typedef struct {
+    const int32_t        *prompt;       /* (n_prompt) token ids, copied */
+    int                   n_prompt;     /* >= 1 */
+    llm_sampling_params   sampling;     /* copied (logit_bias included) */
+    int                   max_tokens;   /* <= 0: up to max_model_len */
+    const int32_t        *stop_ids;     /* (n_stop_ids) end the sequence;
+                                           copied */
+    int                   n_stop_ids;
+    int                   ignore_eos;   /* do not stop on options.eos_ids */
+    int64_t               priority;     /* lower runs first; 0 default */
+    void                 *user;         /* passed back to every callback */
+} llm_request;
+
+/* what llm_sched_add answers (the server maps these to the ring's codes) */
+typedef enum {
+    LLM_SCHED_OK = 0,
+    LLM_SCHED_BAD_REQUEST,              /* empty prompt, bad token, params */
+    LLM_SCHED_TOO_LONG,                 /* can never fit */
+    LLM_SCHED_QUEUE_FULL,               /* max_queued sequences waiting */
+    LLM_SCHED_NO_MEMORY,
+} llm_sched_rc;
+
+/* why a sequence ended (the server maps these to the ring's reasons) */
+typedef enum {
+    LLM_SEQ_STOP = 1,                   /* eos or a stop token */
+    LLM_SEQ_LENGTH,                     /* max_tokens or max_model_len */
+    LLM_SEQ_CANCELLED,                  /* llm_sched_cancel */
+    LLM_SEQ_ERROR,                      /* message says why */
+} llm_seq_finish;
+
+/* how a sequence ended, given to on_finish */
+typedef struct {
+    llm_seq_finish        finish;
+    const char           *message;      /* ERROR: why; else "" */
+    int32_t               stop_token;   /* STOP: the id that stopped it
+                                           (also sent by on_token); else -1 */
+    int                   n_prompt;
+    int                   n_cached;     /* prompt tokens taken from the prefix
+                                           cache when it was first scheduled */
+    int                   n_generated;  /* tokens sent by on_token */
+    int                   n_preempted;  /* times it was preempted */
+    uint64_t              t_arrival_ns;     /* CLOCK_MONOTONIC: add() */
+    uint64_t              t_scheduled_ns;   /* first step that ran it; 0 if
+                                               never */
+    uint64_t              t_first_token_ns; /* 0 if no token */
+    uint64_t              t_done_ns;
+} llm_seq_result;
+
+typedef struct {
+    int              max_num_seqs;        /* running at once; default 64 */
+    int              max_batched_tokens;  /* tokens per step; default and
+                                             maximum: the backend's
+                                             max_batch_tokens */
+    int              max_model_len;       /* prompt + output; default: the
+                                             model's context length */
+    int              max_queued;          /* waiting sequences; default 256 */
+    int              n_blocks;            /* KV blocks to use; 0: the
+                                             backend's whole pool */
+    int              prefix_caching;      /* 1 (default): on */
+    const int32_t   *eos_ids;             /* (n_eos_ids) the model's end
+                                             tokens, stop unless ignore_eos;
+                                             copied */
+    int              n_eos_ids;
+
+    /* a token for the sequence (lp: NULL unless sampling.logprobs) */
+    void           (*on_token)(void *user, int32_t token,
+                               const llm_sample_out *lp);
+    /* the sequence ended; its llm_seq is freed right after this returns */
+    void           (*on_finish)(void *user, const llm_seq_result *r);
+    /* (optional, NULL: always 1) 0: the consumer is full, skip this
+       sequence in this step */
+    int            (*can_emit)(void *user);
+} llm_sched_options;
+
+typedef struct {
+    int              running;             /* sequences holding a batch place */
+    int              waiting;             /* queued (new and preempted) */
+    int              kv_blocks_total;
+    int              kv_blocks_used;      /* referenced by a sequence */
+    int              kv_blocks_cached;    /* in the prefix cache */
+    uint64_t         requests;            /* admitted */
+    uint64_t         finished;            /* ended, any reason */
+    uint64_t         prompt_tokens;       /* of admitted requests */
+    uint64_t         generation_tokens;   /* sent by on_token */
+    uint64_t         prefix_hit_tokens;   /* prompt tokens not recomputed
+                                             thanks to the prefix cache */
+    uint64_t         computed_tokens;     /* tokens run through forward */
+    uint64_t         preemptions;
+    uint64_t         cancelled;
+    uint64_t         steps;               /* forwards run */
+} llm_sched_stats;
+
+/* the defaults above: 0 in a size field means "resolve at create" */
+void llm_sched_options_default(llm_sched_options *o);
+
+/* NULL with a message in err (options out of range, out of memory) */
+llm_sched *llm_sched_create(llm_backend *be, const llm_sched_options *o,
+    char *err, size_t err_len);
+/* frees every sequence without callbacks, then the scheduler */
+void llm_sched_free(llm_sched *s);
+
+/*
+ * Queue a request. Returns LLM_SCHED_OK (0) and *out (the handle for
+ * cancel, valid until on_finish returns), or LLM_SCHED_TOO_LONG,
+ * LLM_SCHED_QUEUE_FULL, LLM_SCHED_BAD_REQUEST (empty prompt, token outside the
+ * vocabulary, invalid sampling parameters) or LLM_SCHED_NO_MEMORY,
+ * with the reason in err. No callback is called for a refused request.
+ */
+int llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
+    char *err, size_t err_len);
+
+/*
+ * End a sequence: its blocks are freed and on_finish (CANCELLED) is called
+ * before this returns, so no token is computed for it again. Called from a
+ * callback during a step, it takes effect at the end of that step and no
+ * further on_token is sent for it.
+ */
+void llm_sched_cancel(llm_sched *s, llm_seq *q);
+
+/*
+ * One iteration. Returns the number of tokens run through the model (0:
+ * nothing runnable: idle, or every sequence held back by can_emit), or -1
+ * when the backend failed: the batch's sequences then end with
+ * LLM_SEQ_ERROR and the backend's message.
+ */
+int llm_sched_step(llm_sched *s);
+
+/* 1 while any sequence is waiting or running */
+int llm_sched_has_work(const llm_sched *s);
+
+void llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st);
+
+/* the user pointer of a sequence */
+void *llm_seq_user(const llm_seq *q);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * One sequence as the scheduler tracks it: its tokens, how many of them
+ * have their KV computed, its blocks, its sampler and its timings.
+ *
+ * Design note (nano-vllm's Sequence). tokens[] holds the prompt followed by
+ * the generated ids. n_computed counts the leading tokens whose K/V are in
+ * the sequence's blocks; the step feeds tokens[n_computed..] (a prefill
+ * chunk, or the one last sampled token of a decode) and samples a new token
+ * when the fed chunk reaches the end. Preemption sets n_computed back to 0
+ * and keeps everything else, so recompute is just a longer prefill.
+ *
+ * Internal to the scheduler (and its tests); the engine sees llm_seq as an
+ * opaque handle.
+ *
+ * defines: llm_seq_state, llm_seq
+ */
+#ifndef NGX_LLM_SEQUENCE_H
+#define NGX_LLM_SEQUENCE_H
+
+#include <stdint.h>
+
+#include "sched/block_manager.h"
+#include "sample/sampler.h"
+
+typedef enum {
+    LLM_SEQ_WAITING = 0,        /* in the waiting queue (new or preempted) */
+    LLM_SEQ_RUNNING = 1,        /* holds a batch place and blocks */
+} llm_seq_state;
+
+struct llm_seq {
+    uint64_t          arrival;      /* admission order, FCFS tie-break */
+    int64_t           priority;     /* lower first */
+    llm_seq_state     state;
+    void             *user;
+
+    int32_t          *tokens;       /* (cap) prompt, then generated ids */
+    int               n_tokens;
+    int               n_prompt;
+    int               cap;          /* n_prompt + max_tokens */
+    int               n_computed;   /* leading tokens with K/V in blocks */
+    int               max_tokens;   /* generated tokens allowed */
+
+    int32_t          *stop_ids;     /* (n_stop_ids) */
+    int               n_stop_ids;
+    int               ignore_eos;
+
+    llm_sampler       sampler;      /* kept across preemption */
+    llm_block_table   blocks;
+
+    int               n_cached;     /* prefix-cache hit at first schedule */
+    int               n_preempted;
+    int               cancel_pending;   /* cancelled during a step */
+    int               in_batch;     /* scheduled in the current step */
+
+    uint64_t          t_arrival_ns;
+    uint64_t          t_scheduled_ns;
+    uint64_t          t_first_token_ns;
+
+    llm_seq          *prev;         /* waiting queue links */
+    llm_seq          *next;
+};
+
+#endif

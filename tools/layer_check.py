@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""
+layer_check.py: the architecture of docs/architecture.md, checked.
+
+  tools/layer_check.py [OBJ_DIR ...]
+
+1. Includes: every `#include "..."` of a file in a layer names a header of
+   the same layer or of a layer it may use (ALLOWED below), by its folder
+   ("text/tokenizer.h", not "tokenizer.h" from elsewhere).
+2. Symbols (with OBJ_DIRs: the build's object tree and nginx's build
+   folder): no two compilation
+   units call each other (A uses a symbol B defines and B one A defines),
+   and no object uses a symbol defined in a layer it may not use.
+
+Exit status 1 and one line per violation on failure. Standard library
+only (nm from binutils for part 2).
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+# folder -> layer
+LAYERS = {
+    "kernels": "kernels",
+    "engine/common": "common",
+    "engine/ring": "ring",
+    "engine/format": "format",
+    "engine/text": "text",
+    "engine/model": "model",
+    "engine/sample": "sample",
+    "engine/backend": "backend",
+    "engine/sched": "sched",
+    "engine/server": "server",
+    "ngx_module": "ngx_module",
+}
+
+# layer -> the layers below it that it may use (itself always; "common",
+# constants only, by everyone)
+ALLOWED = {
+    "common": set(),
+    "kernels": set(),
+    "ring": set(),
+    "format": {"kernels"},
+    "text": {"format", "ring", "kernels"},
+    "model": {"text", "format", "kernels"},
+    "sample": {"text", "kernels"},
+    "backend": {"sample", "model", "text", "format", "kernels"},
+    "sched": {"backend", "sample", "model", "text", "format", "kernels"},
+    "server": {"sched", "backend", "sample", "model", "text", "format",
+               "ring", "kernels"},
+    "ngx_module": {"ring", "text", "format", "kernels"},
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(rel):
+    best = None
+    for folder, layer in LAYERS.items():
+        if rel == folder or rel.startswith(folder + "/"):
+            if best is None or len(folder) > len(best[0]):
+                best = (folder, layer)
+    return best[1] if best else None
+
+
+def sources():
+    for folder in LAYERS:
+        top = os.path.join(ROOT, folder)
+        for dirpath, _, files in os.walk(top):
+            for name in sorted(files):
+                if name.endswith((".c", ".h", ".cu")):
+                    path = os.path.join(dirpath, name)
+                    yield os.path.relpath(path, ROOT)
+
+
+def resolve(src, inc):
+    """The repository file an include names: beside the source, under
+    engine/ (a folder-qualified name) or in kernels/; None for a system or
+    nginx header."""
+    for base in (os.path.dirname(src), "engine", "kernels"):
+        cand = os.path.normpath(os.path.join(base, inc))
+        if os.path.isfile(os.path.join(ROOT, cand)):
+            return cand
+    return None
+
+
+def check_includes():
+    errors = []
+    for src in sources():
+        mine = layer_of(src)
+        with open(os.path.join(ROOT, src), encoding="utf-8",
+                  errors="replace") as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            target = resolve(src, inc)
+            if target is None:
+                continue
+            theirs = layer_of(target)
+            if theirs is None:
+                errors.append("%s: includes %s, outside every layer"
+                              % (src, inc))
+            elif (theirs != mine and theirs != "common"
+                  and theirs not in ALLOWED[mine]):
+                errors.append("%s (%s) includes %s (%s): not allowed"
+                              % (src, mine, inc, theirs))
+            elif (theirs != mine and "/" not in inc
+                  and not target.startswith("kernels/")):
+                errors.append("%s includes \"%s\": name its folder (%s)"
+                              % (src, inc, target))
+    return errors
+
+
+def nm_symbols(obj):
+    """(global symbols defined, of them functions, symbols used)"""
+    out = subprocess.run(["nm", "-P", obj], capture_output=True, text=True,
+                         check=True).stdout
+    defined, funcs, used = set(), set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == "U":
+            used.add(name)
+        elif kind in "TDBRCVWGSI":      # global: another object can use it
+            defined.add(name)
+            if kind in "TW":
+                funcs.add(name)
+    return defined, funcs, used
+
+
+def check_objects(obj_dirs):
+    """obj_dirs: the engine's object tree (build/obj*) and nginx's build
+    folder, whose addon/ngx_module/ holds the module's objects (its copies
+    of the engine's text and format files are the same code: skipped)."""
+    objs = {}
+    for obj_dir in obj_dirs:
+        for dirpath, _, files in os.walk(obj_dir):
+            for name in files:
+                if not name.endswith(".o"):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, obj_dir)[:-2]
+                rel = rel[:-3] if rel.endswith(".cu") else rel
+                if rel.startswith("addon/"):
+                    rel = rel[len("addon/"):]
+                    if not rel.startswith("ngx_module/"):
+                        continue
+                # a stale object of a moved or deleted source says nothing
+                if layer_of(rel) is not None and any(
+                        os.path.isfile(os.path.join(ROOT, rel + ext))
+                        for ext in (".c", ".cu")):
+                    objs[rel] = nm_symbols(path)
+    owner, funcs = {}, set()
+    for rel, (defined, fn, _) in objs.items():
+        for sym in defined:
+            owner.setdefault(sym, rel)
+        funcs |= fn
+    errors, calls = [], {}
+    for rel, (_, _, used) in objs.items():
+        mine = layer_of(rel)
+        for sym in used:
+            other = owner.get(sym)
+            if other is None or other == rel:
+                continue
+            # calls make circles; data (an nginx module's descriptor, read
+            # by each of its files for ctx_index) does not
+            if sym in funcs:
+                calls.setdefault(rel, set()).add(other)
+            theirs = layer_of(other)
+            if theirs != mine and theirs not in ALLOWED[mine]:
+                errors.append("%s (%s) uses %s from %s (%s): not allowed"
+                              % (rel, mine, sym, other, theirs))
+    for a, targets in sorted(calls.items()):
+        for b in sorted(targets):
+            if a < b and a in calls.get(b, set()):
+                errors.append("%s and %s call each other" % (a, b))
+    return errors, calls
+
+
+def main(argv):
+    errors = check_includes()
+    n_calls = 0
+    if argv:
+        obj_errors, calls = check_objects(argv)
+        errors += obj_errors
+        n_calls = sum(len(v) for v in calls.values())
+    for e in errors:
+        print("layer-check: " + e)
+    if errors:
+        print("layer-check: %d violation(s); the layers are in "
+              "docs/architecture.md" % len(errors))
+        return 1
+    print("layer-check: includes%s follow the layers"
+          % (" and %d calls between objects" % n_calls if argv else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
