@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "ngx_llm_ring.h"
+#include "ring/ngx_llm_ring.h"
 
 
 int
