@@ -137,7 +137,7 @@ test: deps all
 	$(MAKE) t-nginx
 	$(MAKE) fuzz-smoke
 
-# --- benchmarks (BRIEF 7; not part of test) ----------------------------------
+# --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
               $(BUILD)/bench/ring_ping
@@ -160,7 +160,7 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 bench: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 
-# --- fuzzing (BRIEF 9.10) ----------------------------------------------------
+# --- fuzzing (docs/testing.md) ----------------------------------------------------
 
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)

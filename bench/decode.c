@@ -1,6 +1,6 @@
 /*
  * Single-stream decode and prefill speed against the machine's roofline
- * (BRIEF 7, 9.11). Decode at batch 1 reads every weight once per token, so
+ * (docs/perf.md). Decode at batch 1 reads every weight once per token, so
  * its ceiling is DRAM read bandwidth / weight bytes per token.
  *
  *   cc -O2 -g -std=gnu11 -pthread -Iengine -Ikernels -Ibench \

@@ -1,6 +1,6 @@
 /*
  * DRAM read bandwidth, the denominator of the decode roofline
- * (BRIEF 9.11: all threads, at least 1 GiB, read-only).
+ * (docs/perf.md: all threads, at least 1 GiB, read-only).
  *
  * defines: llm_measure_read_bw, LLM_MEMBW_DEFAULT_BYTES
  */

@@ -133,7 +133,7 @@ def tables(rows, nocache_switch, commit):
         add("(bench/decode gave no result)")
     add("")
 
-    add("### 2. BRIEF 9.6 through nginx (bench/serve_bench.c)")
+    add("### 2. The batching workload through nginx (bench/serve_bench.c)")
     add("")
     add("Streaming chat completions, 16 different one-sentence user messages "
         "in SmolLM2's chat template (~40 prompt tokens, ~48 with the run's "

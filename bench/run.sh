@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh: what `make bench` runs (BRIEF 7, 9.6, 9.11; issues 3, 4, 5).
+# bench/run.sh: what `make bench` runs (docs/perf.md; issues 3, 4, 5).
 #
 # One run on this machine, in this order:
 #   1. a private nginx (prefix build/bench/nginx, conf written below, the
@@ -9,7 +9,8 @@
 #        - bench/decode: DRAM read bandwidth (all threads, 1 GiB),
 #          single-stream prefill and decode tokens/s, decode / roofline;
 #        - bench/ring_ping: worker <-> engine round trip over the ring;
-#        - BRIEF 9.6 streams: 1, 4, 16, 64 concurrent streaming chats,
+#        - the batching workload (docs/perf.md): 1, 4, 16, 64 concurrent
+#          streaming chats,
 #          64 tokens each, ignore_eos, greedy (bench/serve_bench.c), each
 #          run's messages tagged so that no run finds an earlier one's
 #          blocks in the prefix cache; and

@@ -1,6 +1,6 @@
 /*
  * serve_bench: the project's own load client for nginx + ngx_llm
- * (BRIEF 7 and 9.6). One thread, epoll, plain HTTP/1.1 over TCP, so the
+ * (docs/perf.md). One thread, epoll, plain HTTP/1.1 over TCP, so the
  * client costs little CPU next to the engine on the same small machine.
  *
  *   build/bench/serve_bench stream --port P --streams N [--requests R]
@@ -57,8 +57,9 @@
 #define SB_MAX_CONNS    1024
 #define SB_MAX_TOKENS   4096
 
-/* the BRIEF 9.6 messages; the same as engine/server/cli_bench.c's, so the engine
-   bench and this one run one workload */
+/* the messages of the batching workload (docs/perf.md); the same as
+   engine/server/cli_bench.c's, so the engine bench and this one run one
+   workload */
 static const char *sb_messages[SB_N_MESSAGES] = {
     "What is the capital of France and why is it famous?",
     "Explain in simple words how a rainbow forms in the sky.",

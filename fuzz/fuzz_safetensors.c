@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the safetensors header parser (BRIEF 9.10).
+ * libFuzzer harness for the safetensors header parser (docs/testing.md).
  *
  *   make fuzz-smoke            (every harness, FUZZ_SECS=30 each)
  *   build/fuzz/fuzz_safetensors -max_total_time=60 fuzz/corpus/safetensors

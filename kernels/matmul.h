@@ -11,7 +11,7 @@
  * rows while the tile is in cache, so a batch costs far less than n_x
  * single calls.
  *
- * Numerics (BRIEF 9.4a). Every out[i][r] is computed by the same sequence
+ * Numerics (docs/numerics.md, rule 1). Every out[i][r] is computed by the same sequence
  * of operations whatever n_x, the row's place in the batch, the thread
  * count or the instruction set (scalar, AVX2, AVX-512): block sums are
  * exact integers and the float accumulation order is fixed by design

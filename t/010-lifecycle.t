@@ -4,7 +4,7 @@
 # back within 10 s after SIGKILL while in-flight requests fail at once,
 # survives a reload of an unchanged config (same pid), rolls over when its
 # config changes, and leaves no process, socket or shared memory after
-# quit or stop. Signals mid-test, so a plain script (BRIEF 9.3).
+# quit or stop. Signals mid-test, so a plain script (docs/testing.md).
 use strict;
 use warnings;
 

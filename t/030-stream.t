@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # Streams under real conditions (a plain script: it sends signals and
-# watches time, BRIEF 9.3 and 9.15): tokens arrive spread over time, a
+# watches time, docs/testing.md): tokens arrive spread over time, a
 # client that leaves has its sequence dropped and its KV freed, a stalled
 # client holds only its own sequence, a killed engine ends streams with an
 # error event at once, a reload lets streams finish, a full queue is 429.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """
-oracle.py: the independent reference for ngx_llm's engine (BRIEF sections 6
-and 9.4, 9.8, 9.13, 9.14, 9.16).
+oracle.py: the independent reference for ngx_llm's engine (docs/oracle.md,
+docs/numerics.md).
 
 One command writes every golden file the C tests compare against:
 
@@ -55,7 +55,7 @@ TOP_K = 20
 # Logit tolerance (absolute, in logits) per golden: the engine's logits
 # must be within it of the reference, and greedy ids must match the
 # reference up to the first step where the reference's top-2 margin falls
-# below it (BRIEF 9.4b). The C test (t/unit/test_golden.c) holds the same
+# below it (docs/numerics.md, rule 2). The C test (t/unit/test_golden.c) holds the same
 # table with the reasons; keep them equal (it checks the golden's copy).
 # Float weights (F32/F16/BF16) meet float activations in our engine, so
 # only summation order differs: 0.01. Quantized weights meet int8
@@ -121,7 +121,7 @@ STORIES_CASES = [
 
 STORIES_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"]
 
-# Tiny random llama models (BRIEF 9.13): rows of 256 so K-quants apply.
+# Tiny random llama models (docs/oracle.md): rows of 256 so K-quants apply.
 # The token embeddings are scaled down to a mean square near the norm
 # epsilon, so the first RMSNorm depends on epsilon strongly: an engine that
 # ignores the file's epsilon fails on them (real models barely notice).
@@ -755,7 +755,7 @@ def load_tokenizer_only(path):
 
 
 # ---------------------------------------------------------------------------
-# Hugging Face directories (BRIEF 9.14): tiny random models of each
+# Hugging Face directories (docs/models.md): tiny random models of each
 # architecture, saved by transformers (safetensors) with a real tokenizer
 # cut down to a small vocabulary, and their GGUF conversion written here
 # from the same weights. The reference is transformers on the directory.

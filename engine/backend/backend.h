@@ -17,7 +17,7 @@
  * in this batch. The caller must have run positions 0..p-1 of a sequence
  * (in earlier calls or in this batch) before asking for position p.
  *
- * Numerics (BRIEF 9.4a): every token's computation (norms, matmul rows,
+ * Numerics (docs/numerics.md, rule 1): every token's computation (norms, matmul rows,
  * attention over 0..p in order, logits) has the same reduction order
  * whatever the batch size, chunking or the token's place in the batch, so
  * the logits of a sequence are bit-for-bit identical batched or not.

@@ -105,7 +105,7 @@ typedef struct {
 typedef struct {
     llm_config   cfg;
     int          tp_rank;          /* this rank's shard, 0..tp_size-1 */
-    int          tp_size;          /* 1 until tensor parallelism lands */
+    int          tp_size;          /* ranks in the group (docs/tp.md) */
     llm_tensor   tok_embd;         /* (vocab_size, dim) replicated */
     const float *out_norm;         /* (dim) replicated */
     llm_tensor   output;           /* (vocab_size, dim) replicated; the same

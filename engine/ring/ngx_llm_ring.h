@@ -81,7 +81,7 @@ enum llm_finish {
 enum llm_slot_error {
     LLM_ERR_NONE = 0,
     LLM_ERR_BAD_REQUEST = 1,    /* invalid slot contents */
-    LLM_ERR_TOO_LONG = 2,       /* can never fit (BRIEF 9.5) */
+    LLM_ERR_TOO_LONG = 2,       /* can never fit (docs/scheduler.md) */
     LLM_ERR_QUEUE_FULL = 3,     /* waiting queue at max_queued_requests */
     LLM_ERR_NOT_READY = 4,
     LLM_ERR_INTERNAL = 5,

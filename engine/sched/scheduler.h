@@ -25,9 +25,9 @@
  * recomputed later from its prompt plus the tokens it already generated.
  * Its sampler is kept, so the tokens that follow are exactly those it would
  * have produced without preemption (greedy and seeded sampling alike; the
- * forward is bit-exact whatever the batch, BRIEF 9.4a).
+ * forward is bit-exact whatever the batch, docs/numerics.md, rule 1).
  *
- * Admission (BRIEF 9.5): llm_sched_add() refuses a request that can never
+ * Admission (docs/scheduler.md): llm_sched_add() refuses a request that can never
  * be served (prompt + max_tokens over max_model_len, or more KV blocks than
  * the whole pool) with LLM_SCHED_TOO_LONG and the reason, and one that finds
  * max_queued sequences waiting with LLM_SCHED_QUEUE_FULL. Otherwise it waits.

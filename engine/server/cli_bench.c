@@ -1,5 +1,5 @@
 /*
- * ngx_llm_engine bench: the batching workload of BRIEF 9.6 run inside the
+ * ngx_llm_engine bench: the batching workload of docs/perf.md run inside the
  * engine (no nginx, no ring), to measure what the scheduler and the batched
  * forward give before the serving path adds its own cost.
  *

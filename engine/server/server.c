@@ -428,7 +428,7 @@ static int llm_can_emit(void *user);
 
 
 /*
- * The memory plan (BRIEF 1): weights, KV bytes per token, how many blocks
+ * The memory plan (docs/directives.md, kv_cache_memory): weights, KV bytes per token, how many blocks
  * and tokens the pool holds, how many full-length sequences fit.
  */
 static int

@@ -15,7 +15,7 @@
  *      (teacher forcing, so every step is compared even after a near tie):
  *      - the engine's argmax equals the reference id at every step before
  *        the first one whose reference margin is below the tolerance
- *        (BRIEF 9.4b), i.e. free-running greedy would give the same ids;
+ *        (docs/numerics.md, rule 2), i.e. free-running greedy would give the same ids;
  *      - later steps still agree wherever the margin is at least twice the
  *        tolerance (there a tolerance-sized error cannot flip the order);
  *      - the engine's logit of the reference id stays within the tolerance

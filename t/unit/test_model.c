@@ -7,7 +7,7 @@
  *     (F32: exact arithmetic; every other type: the same first sentence);
  *   - batching invariance: a sequence run as one prefill, token by token,
  *     and in chunks mixed with another sequence's tokens gives bit-identical
- *     logits (BRIEF 9.4a), on tiny260K Q4_1 and SmolLM2 Q4_1;
+ *     logits (docs/numerics.md, rule 1), on tiny260K Q4_1 and SmolLM2 Q4_1;
  *   - an invalid batch is refused with a message;
  *   - a step without memory for its activations fails with a message and
  *     the next one gives the bits of a backend that never failed (TP 1
@@ -636,7 +636,7 @@ done:
  *       dtype=torch.float32)(ids).logits[0, -1].topk(10)
  * Exact mode (float activations, double sums) must agree to 2e-3 (float32
  * rounding through 30 layers; observed 2e-5). The fast kernels
- * quantize activations to 8 bits per block (BRIEF 9.4b): logits move up to
+ * quantize activations to 8 bits per block (docs/numerics.md, rule 2): logits move up to
  * 0.8 on SmolLM2 chat prompts (0.35 here), so they get 1.0 and must
  * keep the top token (both prompts have a clear top-1 margin).
  */

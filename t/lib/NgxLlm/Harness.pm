@@ -1,7 +1,7 @@
 package NgxLlm::Harness;
 
 # A real nginx (master + workers) with the module, for the plain prove
-# scripts that send signals mid-test (BRIEF 9.3): start/stop/reload, the
+# scripts that send signals mid-test (docs/testing.md): start/stop/reload, the
 # engine processes behind it, and raw HTTP with arrival times.
 
 use strict;
