@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "sample/sampler.h"
 #include "common/defaults.h"
 
 
@@ -93,6 +94,13 @@ struct llm_backend_iface {
        logits hold garbage: the caller ends its sequences and must not
        keep their blocks in the prefix cache); the next call may work */
     int        (*forward)(llm_backend *be, const llm_batch *batch);
+    /* (optional, NULL: the caller samples from forward's logits) forward,
+       then draw each requested logit row i with samplers[i] where the
+       logits are (the GPU), advancing every sampler exactly as llm_sample
+       would: ids (n_logits) get the tokens, logits are not written.
+       Samplers that want logprobs are the caller's. 0, or -1 as forward */
+    int        (*forward_sample)(llm_backend *be, const llm_batch *batch,
+                                 llm_sampler *const *samplers, int32_t *ids);
     /* (optional, NULL: unsupported) KV block dst := src, for copy-on-write
        of a shared prefix block */
     int        (*copy_block)(llm_backend *be, int32_t dst, int32_t src);

@@ -1306,6 +1306,7 @@ backend_new(const llm_model *m, const llm_backend_options *o, char *err,
     }
     be->iface.name = "cuda";
     be->iface.forward = cuda_forward;
+    be->iface.forward_sample = llm_backend_cuda_forward_sample;
     be->iface.copy_block = cuda_copy_block;
     be->iface.free = cuda_free;
     be->model = m;

@@ -42,6 +42,9 @@ struct llm_sched {
     int32_t             *logit_idx;    /* (max_num_seqs) token index */
     llm_seq            **logit_seq;    /* (max_num_seqs) */
     float               *logits;       /* (max_num_seqs, n_vocab) */
+    llm_sampler        **samplers;     /* (max_num_seqs) of logit_seq */
+    int32_t             *sampled;      /* (max_num_seqs) ids the backend drew */
+    int                  on_backend;   /* this step sampled by the backend */
 
     llm_sched_stats      st;           /* counters; gauges filled on read */
 };
@@ -549,6 +552,23 @@ schedule(llm_sched *s)
  * forward, sample, publish
  */
 
+/* the backend may draw this step's tokens itself (the CUDA backend on the
+   GPU) when it can and no sequence wants logprobs, which it does not give */
+static int
+backend_samples(const llm_sched *s)
+{
+    if (s->be->iface.forward_sample == NULL || !s->opt.backend_sampling) {
+        return 0;
+    }
+    for (int e = 0; e < s->n_logits; e++) {
+        if (s->logit_seq[e]->sampler.params.logprobs) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
 static int
 run_batch(llm_sched *s)
 {
@@ -565,7 +585,14 @@ run_batch(llm_sched *s)
     b.n_logits = s->n_logits;
     b.logit_idx = s->logit_idx;
     b.logits = s->logits;
-    return llm_backend_forward(s->be, &b);
+    s->on_backend = backend_samples(s);
+    if (!s->on_backend) {
+        return llm_backend_forward(s->be, &b);
+    }
+    for (int e = 0; e < s->n_logits; e++) {
+        s->samplers[e] = &s->logit_seq[e]->sampler;
+    }
+    return s->be->iface.forward_sample(s->be, &b, s->samplers, s->sampled);
 }
 
 
@@ -578,18 +605,11 @@ is_stop(const llm_sched *s, const llm_seq *q, int32_t id)
 }
 
 
-/* sample the next token of q from its logits row, send it, end q if done */
+/* q's next token id (drawn by its sampler: logprobs in lpp when wanted),
+   sent; q ends when it is done */
 static void
-sample_and_publish(llm_sched *s, llm_seq *q, float *row)
+publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp)
 {
-    llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
-    int32_t          id;
-
-    id = llm_sample(&q->sampler, row, s->n_vocab, lpp);
-    if (id < 0) {
-        seq_finish(s, q, LLM_SEQ_ERROR, q->sampler.err, -1);
-        return;
-    }
     q->tokens[q->n_tokens++] = id;
     s->st.generation_tokens++;
     if (q->t_first_token_ns == 0) {
@@ -609,6 +629,27 @@ sample_and_publish(llm_sched *s, llm_seq *q, float *row)
 }
 
 
+/* logit row e's token: drawn by the backend this step, or sampled here */
+static void
+sample_and_publish(llm_sched *s, llm_seq *q, int e)
+{
+    llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
+    int32_t          id;
+
+    if (s->on_backend) {
+        publish(s, q, s->sampled[e], NULL);
+        return;
+    }
+    id = llm_sample(&q->sampler, s->logits + (size_t) e * s->n_vocab,
+                    s->n_vocab, lpp);
+    if (id < 0) {
+        seq_finish(s, q, LLM_SEQ_ERROR, q->sampler.err, -1);
+        return;
+    }
+    publish(s, q, id, lpp);
+}
+
+
 static void
 postprocess(llm_sched *s)
 {
@@ -623,7 +664,7 @@ postprocess(llm_sched *s)
     for (e = 0; e < s->n_logits; e++) {
         q = s->logit_seq[e];
         if (!q->cancel_pending) {
-            sample_and_publish(s, q, s->logits + (size_t) e * s->n_vocab);
+            sample_and_publish(s, q, e);
         }
     }
 }
@@ -741,6 +782,7 @@ llm_sched_options_default(llm_sched_options *o)
     o->max_num_seqs = LLM_DEFAULT_MAX_NUM_SEQS;
     o->max_queued = LLM_DEFAULT_MAX_QUEUED;
     o->prefix_caching = 1;
+    o->backend_sampling = 1;
 }
 
 
@@ -815,10 +857,13 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->logit_idx = malloc(ns * sizeof(*s->logit_idx));
     s->logit_seq = malloc(ns * sizeof(*s->logit_seq));
     s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
+    s->samplers = malloc(ns * sizeof(*s->samplers));
+    s->sampled = malloc(ns * sizeof(*s->sampled));
     if (s->eos == NULL || s->running == NULL || s->tok == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
-        || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL)
+        || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
+        || s->samplers == NULL || s->sampled == NULL)
     {
         /* the message before the free: it reads s->n_vocab */
         snprintf(err, err_len, "scheduler: out of memory for %d sequences "
@@ -862,6 +907,8 @@ llm_sched_free(llm_sched *s)
     free(s->table_len);
     free(s->logit_idx);
     free(s->logit_seq);
+    free(s->samplers);
+    free(s->sampled);
     free(s->logits);
     free(s);
 }

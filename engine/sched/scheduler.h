@@ -116,6 +116,10 @@ typedef struct {
     int              n_blocks;            /* KV blocks to use; 0: the
                                              backend's whole pool */
     int              prefix_caching;      /* 1 (default): on */
+    int              backend_sampling;    /* 1 (default): a backend that
+                                             samples where its logits are
+                                             (CUDA) draws the tokens of a
+                                             step without logprobs */
     const int32_t   *eos_ids;             /* (n_eos_ids) the model's end
                                              tokens, stop unless ignore_eos;
                                              copied */

@@ -774,6 +774,118 @@ __asan_default_options(void)
 /* a logits buffer that cannot exist (65536 sequences of a 2^30-token
  * vocabulary: 2^48 bytes): create fails with its message and frees
  * everything, reading nothing it freed (ASan checks the last part) */
+/* ---------------------------------------------------------------------------
+ * a backend that samples where its logits are (as the CUDA backend does on
+ * the GPU): here the CPU backend's forward, then llm_sample on each row
+ */
+
+static struct {
+    llm_backend   *inner;
+    float         *logits;           /* (max rows, vocab) */
+    int            n_vocab;
+    int            calls;            /* forward_sample calls */
+} sampling_be;
+
+
+static int
+sampling_forward(llm_backend *be, const llm_batch *b)
+{
+    (void) be;
+    return llm_backend_forward(sampling_be.inner, b);
+}
+
+
+static int
+sampling_forward_sample(llm_backend *be, const llm_batch *b,
+    llm_sampler *const *samplers, int32_t *ids)
+{
+    llm_batch  own = *b;
+
+    (void) be;
+    sampling_be.calls++;
+    own.logits = sampling_be.logits;
+    if (llm_backend_forward(sampling_be.inner, &own) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < b->n_logits; i++) {
+        ids[i] = llm_sample(samplers[i], sampling_be.logits
+                            + (size_t) i * sampling_be.n_vocab,
+                            sampling_be.n_vocab, NULL);
+        if (ids[i] < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+
+static void
+sampling_free(llm_backend *be)
+{
+    (void) be;
+}
+
+
+/* a step whose tokens the backend draws gives the tokens the scheduler
+ * draws itself (greedy and seeded); a step with logprobs stays with the
+ * scheduler (the backend gives no logprobs) */
+static void
+test_backend_sampling(llm_backend *be, int n_vocab)
+{
+    enum { N = 6 };
+    static job   jobs[N];
+    static rec   ref[N], got[N];
+    llm_backend  wrap = *be;
+    llm_sched   *s;
+    int          i, bad = -1, calls;
+
+    sampling_be.inner = be;
+    sampling_be.n_vocab = n_vocab;
+    sampling_be.logits = malloc((size_t) 64 * n_vocab * sizeof(float));
+    wrap.iface.forward = sampling_forward;
+    wrap.iface.forward_sample = sampling_forward_sample;
+    wrap.iface.free = sampling_free;
+    for (i = 0; i < N; i++) {
+        make_job(&jobs[i], n_vocab, 0, 5 + 3 * i, 12, (uint32_t) i);
+        if (i % 2) {
+            jobs[i].sp.temperature = 0.9f;
+            jobs[i].sp.top_p = 0.9f;
+            jobs[i].sp.seed = 1000 + i;
+            jobs[i].sp.has_seed = 1;
+        }
+    }
+    s = make_sched(be, 0, 0, 0, N);
+    for (i = 0; i < N; i++) {
+        submit(s, &jobs[i], &ref[i]);
+    }
+    drain(s, 10000);
+    llm_sched_free(s);
+
+    s = make_sched(&wrap, 0, 0, 0, N);
+    for (i = 0; i < N; i++) {
+        submit(s, &jobs[i], &got[i]);
+    }
+    drain(s, 10000);
+    llm_sched_free(s);
+    ok(sampling_be.calls > 0 && same_tokens(ref, got, N, &bad),
+       "backend sampling: %d steps drawn by the backend, tokens as the "
+       "scheduler's own (first difference: job %d)", sampling_be.calls, bad);
+
+    calls = sampling_be.calls;
+    jobs[0].sp.logprobs = 1;
+    jobs[0].sp.top_logprobs = 2;
+    s = make_sched(&wrap, 0, 0, 0, N);
+    submit(s, &jobs[0], &got[0]);
+    drain(s, 10000);
+    llm_sched_free(s);
+    ok(sampling_be.calls == calls && got[0].n_out == ref[0].n_out
+       && memcmp(got[0].out, ref[0].out, ref[0].n_out * sizeof(int32_t)) == 0,
+       "backend sampling: a sequence that wants logprobs is sampled by the "
+       "scheduler (%d backend calls)", sampling_be.calls - calls);
+    free(sampling_be.logits);
+}
+
+
 static void
 test_create_oom(llm_backend *be)
 {
@@ -923,6 +1035,7 @@ main(void)
         TIMED(test_stop_cancel_pause(be, m.cfg.vocab_size));
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
         TIMED(test_stress(be, m.cfg.vocab_size));
+        TIMED(test_backend_sampling(be, m.cfg.vocab_size));
         TIMED(test_create_oom(be));
         TIMED(test_step_oom(&m, be, m.cfg.vocab_size));
     }
