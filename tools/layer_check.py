@@ -12,8 +12,9 @@ layer_check.py: the architecture of docs/architecture.md, checked.
    units call each other (A uses a symbol B defines and B one A defines),
    and no object uses a symbol defined in a layer it may not use.
 
-Exit status 1 and one line per violation on failure. Standard library
-only (nm from binutils for part 2).
+Exit status 1 and one line per violation on failure; LAYER_GRAPH=1 also
+prints the calls between layers. Standard library only (nm from binutils
+for part 2).
 """
 
 import os
@@ -184,7 +185,7 @@ def check_objects(obj_dirs):
 
 def main(argv):
     errors = check_includes()
-    n_calls = 0
+    n_calls, calls = 0, {}
     if argv:
         obj_errors, calls = check_objects(argv)
         errors += obj_errors
@@ -195,6 +196,15 @@ def main(argv):
         print("layer-check: %d violation(s); the layers are in "
               "docs/architecture.md" % len(errors))
         return 1
+    if argv and os.environ.get("LAYER_GRAPH"):
+        edges = {}
+        for a, targets in calls.items():
+            for b in targets:
+                la, lb = layer_of(a), layer_of(b)
+                if la != lb:
+                    edges.setdefault(la, set()).add(lb)
+        for la in sorted(edges):
+            print("  %-10s -> %s" % (la, ", ".join(sorted(edges[la]))))
     print("layer-check: includes%s follow the layers"
           % (" and %d calls between objects" % n_calls if argv else ""))
     return 0
