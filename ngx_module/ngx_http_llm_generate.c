@@ -369,7 +369,7 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
 
 /*
- * Admission (BRIEF 9.5): a request that can never be served is a 400 at
+ * Admission (docs/scheduler.md): a request that can never be served is a 400 at
  * once, not a failure in the engine; then its token budget.
  */
 static ngx_int_t

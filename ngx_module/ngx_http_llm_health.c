@@ -1,5 +1,5 @@
 /*
- * llm_health: a timed round trip over the ring (BRIEF 9.12). It never
+ * llm_health: a timed round trip over the ring (docs/architecture.md). It never
  * waits for readiness: it reports it, for load balancers.
  */
 #include <ngx_config.h>
@@ -9,7 +9,7 @@
 #include "ngx_http_llm_module.h"
 
 
-#define NGX_HTTP_LLM_PING_TIMEOUT  1000     /* ms; BRIEF 9.12 */
+#define NGX_HTTP_LLM_PING_TIMEOUT  1000     /* ms; docs/architecture.md */
 
 
 static ngx_int_t ngx_http_llm_health_ping(ngx_http_request_t *r);

@@ -2,7 +2,7 @@
  * What the master prepares of an engine at configuration time: it opens
  * the model and the engine binary (the engine gets both descriptors, so
  * workers need no right to either path), loads the tokenizer and the chat
- * template that the workers share read-only (BRIEF 9.1), and sums up the
+ * template that the workers share read-only (docs/architecture.md), and sums up the
  * engine's identity in one hash.
  */
 #include <ngx_config.h>

@@ -87,7 +87,7 @@ typedef struct {
 
     /*
      * Loaded by the master at configuration time, shared read-only by the
-     * workers: nginx renders templates and tokenizes (BRIEF 9.1).
+     * workers: nginx renders templates and tokenizes (docs/architecture.md).
      * tokenizer is NULL when the model file is unusable; load_error says
      * why, and the engine reports the same fault through health.
      */

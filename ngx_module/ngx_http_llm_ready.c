@@ -44,7 +44,7 @@ ngx_http_llm_ready_timeout(ngx_event_t *ev)
 
 
 /*
- * BRIEF 9.3: at start API requests wait (bounded) for the engine instead of
+ * docs/testing.md: at start API requests wait (bounded) for the engine instead of
  * failing, so nothing races "503 not ready" after a start or a restart.
  */
 ngx_int_t

@@ -1,10 +1,11 @@
 # Error replies when cJSON runs out of memory: the same error object, with
 # its status, type, param and code, written without cJSON.
-use Test::Nginx::Socket 'no_plan';
-
 # cJSON out of memory, where it is asked for the "error" object only: a
 # library in front of libcjson in nginx (the engine's environment is
-# stripped, so the engine runs without it)
+# stripped, so the engine runs without it). Set before Test::Nginx loads:
+# the real runner keeps the LD_PRELOAD it found then for every nginx it
+# starts.
+BEGIN {
 my $dir = "$ENV{TEST_NGINX_BUILD}/t";
 my $shim = "$dir/cjson_no_error.so";
 if (!-f $shim) {
@@ -35,6 +36,9 @@ C
         or die "cannot build $shim";
 }
 $ENV{LD_PRELOAD} = $shim;
+}
+
+use Test::Nginx::Socket 'no_plan';
 
 no_shuffle();
 run_tests();

@@ -39,6 +39,9 @@ our @EXPORT = qw(
 # --- settings (environment first, then the calls in the .t file) ---------
 
 our $Verbose            = $ENV{TEST_NGINX_VERBOSE};
+# as the real runner: nginx gets the LD_PRELOAD this module found when it
+# was loaded, whatever a test script sets later (set it in a BEGIN block)
+our $LdPreload          = $ENV{LD_PRELOAD};
 our $NginxBinary        = $ENV{TEST_NGINX_BINARY} || 'nginx';
 our $ServerAddr         = '127.0.0.1';
 our $ServerName         = 'localhost';
@@ -488,6 +491,11 @@ sub run_nginx (;$) {
     if ($pid == 0) {
         open STDOUT, '>', '/dev/null';
         open STDERR, '>', $stderr_path if defined $stderr_path;
+        if (defined $LdPreload) {
+            $ENV{LD_PRELOAD} = $LdPreload;
+        } else {
+            delete $ENV{LD_PRELOAD};
+        }
         exec @cmd or do { print STDERR "exec $cmd[0]: $!\n"; POSIX::_exit(127) };
     }
     waitpid($pid, 0);
