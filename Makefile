@@ -49,7 +49,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
-        fuzz-smoke cuda-check layer-check
+        fuzz-smoke cuda-check layer-check unit-asan
 
 all: engine module
 
@@ -136,6 +136,7 @@ test: deps all
 	$(MAKE) unit
 	$(MAKE) t-nginx
 	$(MAKE) fuzz-smoke
+	$(MAKE) unit-asan
 
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
@@ -178,6 +179,16 @@ $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
+# the scheduler's test again, linked with the sanitized objects: memory
+# errors on its error paths (a use after free was one) fail here
+$(BUILD)/fuzz/test_scheduler: t/unit/test_scheduler.c t/unit/tap.h $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -It/unit -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+
+unit-asan: $(BUILD)/fuzz/test_scheduler
+	FIXTURES=$(FIXTURES) MODEL=$(MODEL) SCHED_TINY_ONLY=1 \
+	    prove -e '' $(BUILD)/fuzz/test_scheduler
 
 fuzz-smoke: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do \
