@@ -72,7 +72,9 @@ sub nginx_t {
              {$ENV{TEST_NGINX_MODEL}}
         or fail('the example names the model');
     $doc =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1};
-    spew("$prefix/nginx.conf", "$doc\nevents {}\n");
+    # its own pid file: /run/nginx.pid is root's
+    spew("$prefix/nginx.conf",
+         "$doc\nevents {}\npid $prefix/logs/nginx.pid;\n");
     nginx_t($prefix, "$prefix/nginx.conf",
             'the example of docs/directives.md passes nginx -t');
 }
@@ -111,9 +113,18 @@ $paths = subst($paths, '/etc/ngx_llm/tls/', "$prefix/tls/",
                'the TLS certificate paths');
 unlike($paths, qr{(?<![\w.])/(?:etc|var|run|usr)/}, 'no other absolute path');
 
-spew("$prefix/nginx-t.conf", $paths);
+# nginx -t binds the listeners: below 1024 only root may
+my $checked = $paths;
+if ($> != 0) {
+    my $p = 21000 + $$ % 1000 * 3;
+    $checked =~ s/listen  443 ssl/listen  127.0.0.1:$p ssl/;
+    $checked =~ s/listen  80;/listen  127.0.0.1:@{[$p + 1]};/;
+    $checked =~ s/listen  8081;/listen  127.0.0.1:@{[$p + 2]};/;
+}
+spew("$prefix/nginx-t.conf", $checked);
 nginx_t($prefix, "$prefix/nginx-t.conf",
-        'production.conf passes nginx -t (only paths replaced)');
+        'production.conf passes nginx -t (only paths replaced, and ports '
+        . 'below 1024 when not root)');
 
 # --- production.conf, running on local ports --------------------------------
 
