@@ -40,7 +40,7 @@ sub spew { open my $f, '>', $_[0] or die "$_[0]: $!"; print $f $_[1]; close $f }
 # nginx -t as a list of lines; ok when it says "test is successful"
 sub nginx_t {
     my ($prefix, $conf, $name) = @_;
-    my $out = `$nginx -t -p $prefix/ -c $conf 2>&1`;
+    my $out = `$nginx -t -p $prefix/ -e $prefix/logs/error.log -c $conf 2>&1`;
     ok($? == 0 && $out =~ /test is successful/, $name) or diag $out;
 }
 
@@ -72,7 +72,10 @@ sub nginx_t {
              {$ENV{TEST_NGINX_MODEL}}
         or fail('the example names the model');
     $doc =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1};
-    # its own pid file: /run/nginx.pid is root's
+    # its own pid file and access log: nginx's defaults under /run and
+    # /var/log are root's
+    $doc =~ s{^http \{}{http {\n    access_log $prefix/logs/access.log;}m
+        or fail('the example has an http block');
     spew("$prefix/nginx.conf",
          "$doc\nevents {}\npid $prefix/logs/nginx.pid;\n");
     nginx_t($prefix, "$prefix/nginx.conf",
