@@ -74,7 +74,7 @@ sub nginx_t {
     $doc =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1};
     # its own pid file and access log: nginx's defaults under /run and
     # /var/log are root's
-    $doc =~ s{^http \{}{http {\n    access_log $prefix/logs/access.log;}m
+    $doc =~ s#^http \{#http {\n    access_log $prefix/logs/access.log;#m
         or fail('the example has an http block');
     spew("$prefix/nginx.conf",
          "$doc\nevents {}\npid $prefix/logs/nginx.pid;\n");
