@@ -891,6 +891,7 @@ parse_primary(jparser *p)
             n->lit.type = JV_STR;
             n->lit.u.str.s = s;
             n->lit.u.str.n = len;
+            n->lit.taint = JT_NONE;    /* the template's own text */
         }
         return n;
     case TK_INT:

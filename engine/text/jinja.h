@@ -12,8 +12,8 @@
  * running past a bound is an error, not a crash. The supported language is
  * listed in docs/jinja.md.
  *
- * defines: jinja_parse, jinja_render, jinja_render_ex, jinja_free,
- *          jinja_limits_default, jinja_chat_context
+ * defines: jinja_parse, jinja_render, jinja_render_ex, jinja_render_spans,
+ *          jinja_free, jinja_limits_default, jinja_chat_context
  */
 #ifndef NGX_LLM_JINJA_H
 #define NGX_LLM_JINJA_H
@@ -50,6 +50,29 @@ int jinja_render(const jinja_tmpl *t, const cJSON *ctx, char **out,
     size_t *out_len, char *err, size_t errlen);
 int jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
     const jinja_limits *limits, char **out, size_t *out_len, char *err,
+    size_t errlen);
+
+/* bytes [start, end) of a rendered text */
+typedef struct {
+    size_t  start;
+    size_t  end;
+} jinja_span;
+
+/*
+ * jinja_render_ex() that also says which bytes of *out came from the
+ * request: every string of ctx (values and keys, at any depth) is request
+ * data except those under the top-level keys listed in trusted (NULL-ended;
+ * the special tokens, "bos_token", "eos_token"). The marks follow the text
+ * through concatenation, slices, methods and filters; the template's own
+ * text is never marked. *spans (malloc'ed, free() it; NULL when none) holds
+ * *n_spans sorted, disjoint, non-adjacent runs of marked bytes. The text is
+ * the same jinja_render_ex() writes, byte for byte. The tokenizer encodes
+ * these runs as plain text (llm_tokenize_spans), so a message cannot write
+ * a control token (docs/jinja.md, "Request text").
+ */
+int jinja_render_spans(const jinja_tmpl *t, const cJSON *ctx,
+    const char *const *trusted, const jinja_limits *limits, char **out,
+    size_t *out_len, jinja_span **spans, size_t *n_spans, char *err,
     size_t errlen);
 
 void jinja_free(jinja_tmpl *t);

@@ -16,7 +16,8 @@
  * Everything a render creates lives in its arena; faults unwind with
  * longjmp to jinja_render_ex(), which frees the arena.
  *
- * defines: jinja_render, jinja_render_ex, jinja_limits_default
+ * defines: jinja_render, jinja_render_ex, jinja_render_spans,
+ *          jinja_limits_default
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,7 +205,10 @@ call_global(jrender *r, int id, jargs *a)
         cfmt[fmt.u.str.n] = '\0';
         localtime_r(&now, &tm);
         k = strftime(buf, sizeof(buf), cfmt, &tm);
-        return jstr_copy(r, buf, k);
+        v = jstr_copy(r, buf, k);
+        /* a format from the request writes the request's text */
+        v.taint = jtaint_any(fmt, 0, fmt.u.str.n) ? JT_ALL : JT_NONE;
+        return v;
     }
     case JG_NAMESPACE:
     case JG_DICT:
@@ -543,10 +547,55 @@ jinja_render(const jinja_tmpl *t, const cJSON *ctx, char **out,
 }
 
 
-int
-jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
-    const jinja_limits *limits, char **out, size_t *out_len, char *err,
-    size_t errlen)
+/* the output's marked bytes as [start, end) runs, malloc'ed */
+static int
+taint_spans(const jbuf *b, jinja_span **spans, size_t *n_spans)
+{
+    size_t          i, n = 0, cap = 0;
+    jinja_span     *sp = NULL, *grown;
+    const uint8_t  *t = (const uint8_t *) b->s + b->cap;
+
+    for (i = 0; b->marked && i < b->n; i++) {
+        if (!t[i]) {
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            grown = realloc(sp, cap * sizeof(jinja_span));
+            if (grown == NULL) {
+                free(sp);
+                return -1;
+            }
+            sp = grown;
+        }
+        sp[n].start = i;
+        while (i < b->n && t[i]) {
+            i++;
+        }
+        sp[n++].end = i;
+    }
+    *spans = sp;
+    *n_spans = n;
+    return 0;
+}
+
+
+static int
+is_trusted(const char *const *trusted, const char *name)
+{
+    for (; trusted != NULL && *trusted != NULL; trusted++) {
+        if (strcmp(*trusted, name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static int
+render(const jinja_tmpl *t, const cJSON *ctx, const char *const *trusted,
+    const jinja_limits *limits, char **out, size_t *out_len,
+    jinja_span **spans, size_t *n_spans, char *err, size_t errlen)
 {
     jrender          *r;
     jframe            root;
@@ -556,6 +605,10 @@ jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
 
     *out = NULL;
     *out_len = 0;
+    if (spans != NULL) {
+        *spans = NULL;
+        *n_spans = 0;
+    }
     if (errlen > 0) {
         err[0] = '\0';
     }
@@ -582,14 +635,20 @@ jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
         if (ctx != NULL) {
             cJSON_ArrayForEach(c, ctx) {
                 if (c->string != NULL) {
+                    /* without spans asked for, nothing is marked: no cost */
                     jdict_set(r, &root.vars, mk_cstr(c->string),
-                              jfrom_cjson(r, c, 0));
+                              jfrom_cjson(r, c, 0, spans != NULL
+                                          && !is_trusted(trusted, c->string)));
                 }
             }
         }
         exec_body(r, t->body, &root);
         *out = malloc(r->out->n + 1);
-        if (*out == NULL) {
+        if (*out == NULL
+            || (spans != NULL && taint_spans(r->out, spans, n_spans) != 0))
+        {
+            free(*out);
+            *out = NULL;
             snprintf(err, errlen, "line 1: out of memory");
         } else {
             if (r->out->n) {
@@ -603,4 +662,25 @@ jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
     jarena_free(&r->arena);
     free(r);
     return rc;
+}
+
+
+int
+jinja_render_ex(const jinja_tmpl *t, const cJSON *ctx,
+    const jinja_limits *limits, char **out, size_t *out_len, char *err,
+    size_t errlen)
+{
+    return render(t, ctx, NULL, limits, out, out_len, NULL, NULL, err,
+                  errlen);
+}
+
+
+int
+jinja_render_spans(const jinja_tmpl *t, const cJSON *ctx,
+    const char *const *trusted, const jinja_limits *limits, char **out,
+    size_t *out_len, jinja_span **spans, size_t *n_spans, char *err,
+    size_t errlen)
+{
+    return render(t, ctx, trusted, limits, out, out_len, spans, n_spans, err,
+                  errlen);
 }

@@ -187,7 +187,8 @@ filter_title(jrender *r, jval v, jargs *a)
             c = word_start ? utf8proc_toupper(c) : utf8proc_tolower(c);
             word_start = 0;
         }
-        jbuf_add(r, &b, (char *) enc, utf8proc_encode_char(c, enc));
+        jbuf_add_from(r, &b, (char *) enc, utf8proc_encode_char(c, enc), s,
+                      i, k);
     }
     return mk_buf(&b);
 }
@@ -322,7 +323,7 @@ filter_indent(jrender *r, jval v, jargs *a)
     int        line_no = 0;
 
     if (w.type == JV_STR) {
-        jbuf_add(r, &pad, w.u.str.s, w.u.str.n);
+        jbuf_addv(r, &pad, w);
     } else {
         long long  n = w.type == JV_INT ? w.u.i : 4;
 
@@ -333,10 +334,13 @@ filter_indent(jrender *r, jval v, jargs *a)
         size_t  len = i - start;
 
         if ((line_no > 0 || first) && (blank || len > 0)) {
-            jbuf_add(r, &b, pad.s, pad.n);
+            jbuf_addv(r, &b, mk_buf(&pad));
         }
-        jbuf_add(r, &b, s.u.str.s + start, len);
-        if (i < s.u.str.n) jbuf_add(r, &b, "\n", 1);
+        jbuf_add_t(r, &b, s.u.str.s + start, len,
+                   jtaint_at(s, start));
+        if (i < s.u.str.n) {
+            jbuf_add_t(r, &b, "\n", 1, jtaint_at(s, i));
+        }
         start = i + 1;
         line_no++;
     }
@@ -437,14 +441,19 @@ filter_escape(jrender *r, jval v, jargs *a)
 
     (void) a;
     for (size_t i = 0; i < s.u.str.n; i++) {
+        const char  *esc;
+
         switch (s.u.str.s[i]) {
-        case '&': jbuf_str(r, &b, "&amp;"); break;
-        case '<': jbuf_str(r, &b, "&lt;"); break;
-        case '>': jbuf_str(r, &b, "&gt;"); break;
-        case '"': jbuf_str(r, &b, "&#34;"); break;
-        case '\'': jbuf_str(r, &b, "&#39;"); break;
-        default: jbuf_add(r, &b, s.u.str.s + i, 1);
+        case '&': esc = "&amp;"; break;
+        case '<': esc = "&lt;"; break;
+        case '>': esc = "&gt;"; break;
+        case '"': esc = "&#34;"; break;
+        case '\'': esc = "&#39;"; break;
+        default:
+            jbuf_add_t(r, &b, s.u.str.s + i, 1, jtaint_at(s, i));
+            continue;
         }
+        jbuf_add_from(r, &b, esc, strlen(esc), s, i, 1);
     }
     return mk_buf(&b);
 }

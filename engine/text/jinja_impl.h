@@ -16,6 +16,14 @@
  * in the arena of one render, so values share structure freely and nothing
  * is freed one by one; errors unwind with longjmp to jinja_render_ex(),
  * which frees the arena.
+ *
+ * Taint: a string knows which of its bytes came from the request (the
+ * context's untrusted strings), so that jinja_render_spans() can say which
+ * bytes of the output did and the tokenizer matches no control token there.
+ * Every operation that makes a string from strings carries the marks along:
+ * a byte copied keeps its mark, a character transformed (upper(), an escape,
+ * a JSON escape) is marked when any byte of the source character was, and
+ * the template's own text is never marked.
  */
 #ifndef NGX_LLM_JINJA_IMPL_H
 #define NGX_LLM_JINJA_IMPL_H
@@ -102,8 +110,19 @@ typedef enum {
     JV_LOOP,        /* the loop variable of a for */
 } jval_type;
 
+/* a string's taint, jval.taint */
+enum {
+    JT_NONE = 0,    /* the template's own text */
+    JT_ALL,         /* every byte came from the request */
+    JT_MARKS,       /* byte i's mark (0/1) is at s[i + marks] */
+};
+
 struct jval {
-    uint8_t  type;
+    uint8_t   type;
+    uint8_t   taint;    /* JT_*, strings only */
+    uint32_t  marks;    /* JT_MARKS: how far past a byte its mark is; a
+                           slice keeps it, so the padding carries taint at
+                           no cost in size */
     union {
         int          b;
         long long    i;
@@ -120,6 +139,10 @@ struct jval {
         jloop       *loop;
     } u;
 };
+
+/* taint rides in the padding after type: values stay 24 bytes, as many as
+   a render copies */
+_Static_assert(sizeof(jval) <= 8 + 2 * sizeof(size_t), "a jval is 24 bytes");
 
 /* a Python list, tuple or dict view: all the same but for how str() prints
    them ("[1]", "(1,)", "dict_items([...])") */
@@ -180,10 +203,16 @@ struct jinja_tmpl {
 typedef struct jframe jframe;     /* a scope, jinja_eval.c's */
 
 typedef struct {
-    char    *s;
+    char    *s;        /* cap bytes, then cap marks when marked */
     size_t   n;
     size_t   cap;
+    int      marked;   /* a byte came from the request: marks follow s */
 } jbuf;
+
+/* the marks of bytes being appended: NULL none, JTAINT_ALL all, else one
+   per byte */
+extern const uint8_t  jtaint_all[1];
+#define JTAINT_ALL  jtaint_all
 
 struct jloop {
     jlist   *items;
@@ -251,8 +280,12 @@ void jdie_undefined(jrender *r, int line, jval v) __attribute__((noreturn));
 /* arena memory for this render; dies past max_memory */
 void *jalloc(jrender *r, size_t n);
 
-/* appends to b, growing it in the arena; dies past max_output */
+/* appends to b, growing it in the arena; dies past max_output; the bytes
+   are the template's own (unmarked) */
 void jbuf_add(jrender *r, jbuf *b, const char *s, size_t n);
+/* the same with their marks t (NULL, JTAINT_ALL or one per byte) */
+void jbuf_add_t(jrender *r, jbuf *b, const char *s, size_t n,
+    const uint8_t *t);
 void jlist_push(jrender *r, jval *list, size_t *cap, jval item);
 
 const char *jtype_name(jval v);
@@ -297,6 +330,53 @@ static inline void
 jbuf_str(jrender *r, jbuf *b, const char *s)
 {
     jbuf_add(r, b, s, strlen(s));
+}
+
+
+/* the marks of string s's bytes from off on, for jbuf_add_t() */
+static inline const uint8_t *
+jtaint_at(jval s, size_t off)
+{
+    return s.taint == JT_NONE ? NULL
+           : s.taint == JT_ALL ? JTAINT_ALL
+           : (const uint8_t *) s.u.str.s + off + s.marks;
+}
+
+
+/* any byte of [off, off + n) marked: for a character transformed whole */
+static inline int
+jtaint_any(jval s, size_t off, size_t n)
+{
+    const uint8_t  *t;
+
+    if (s.taint != JT_MARKS) {
+        return s.taint == JT_ALL;
+    }
+    t = jtaint_at(s, off);
+    for (size_t i = 0; i < n; i++) {
+        if (t[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+/* appends all of string v, marks included */
+static inline void
+jbuf_addv(jrender *r, jbuf *b, jval v)
+{
+    jbuf_add_t(r, b, v.u.str.s, v.u.str.n, jtaint_at(v, 0));
+}
+
+
+/* appends n bytes made from v's bytes [off, off + k) (an escape, a case
+   mapping), marked when any of those was */
+static inline void
+jbuf_add_from(jrender *r, jbuf *b, const char *s, size_t n, jval v,
+    size_t off, size_t k)
+{
+    jbuf_add_t(r, b, s, n, jtaint_any(v, off, k) ? JTAINT_ALL : NULL);
 }
 
 
@@ -346,6 +426,7 @@ mk_float(double f)
 }
 
 
+/* a string of the template's own (unmarked) */
 static inline jval
 mk_str(const char *s, size_t n)
 {
@@ -353,6 +434,18 @@ mk_str(const char *s, size_t n)
     v.u.str.s = s;
     v.u.str.n = n;
     return v;
+}
+
+
+/* bytes [off, off + n) of string v, marks included */
+static inline jval
+mk_sub(jval v, size_t off, size_t n)
+{
+    jval  s = v;
+
+    s.u.str.s = v.u.str.s + off;
+    s.u.str.n = n;
+    return s;
 }
 
 
@@ -366,7 +459,13 @@ mk_cstr(const char *s)
 static inline jval
 mk_buf(jbuf *b)
 {
-    return mk_str(b->s ? b->s : "", b->n);
+    jval  v = mk_str(b->s ? b->s : "", b->n);
+
+    if (b->marked) {
+        v.taint = JT_MARKS;
+        v.marks = (uint32_t) b->cap;
+    }
+    return v;
 }
 
 
@@ -485,7 +584,8 @@ int jstr_is_case(jval s, int upper);
 /* --- JSON (jinja_json.c) ------------------------------------------------ */
 
 void jjson_dump(jrender *r, jbuf *b, jval v, const jjson_opts *o, int level);
-jval jfrom_cjson(jrender *r, const cJSON *j, int depth);
+/* taint: every string in it (keys too) came from the request */
+jval jfrom_cjson(jrender *r, const cJSON *j, int depth, int taint);
 
 
 /* --- filters and tests (jinja_filter.c) --------------------------------- */

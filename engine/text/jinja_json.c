@@ -28,13 +28,13 @@ json_str(jrender *r, jbuf *b, jval s, int ensure_ascii)
     for (i = 0; i < n; i += k) {
         c = ju8_get(p + i, n - i, &k);
         switch (c) {
-        case '"': jbuf_str(r, b, "\\\""); continue;
-        case '\\': jbuf_str(r, b, "\\\\"); continue;
-        case '\n': jbuf_str(r, b, "\\n"); continue;
-        case '\r': jbuf_str(r, b, "\\r"); continue;
-        case '\t': jbuf_str(r, b, "\\t"); continue;
-        case '\b': jbuf_str(r, b, "\\b"); continue;
-        case '\f': jbuf_str(r, b, "\\f"); continue;
+        case '"': jbuf_add_from(r, b, "\\\"", 2, s, i, k); continue;
+        case '\\': jbuf_add_from(r, b, "\\\\", 2, s, i, k); continue;
+        case '\n': jbuf_add_from(r, b, "\\n", 2, s, i, k); continue;
+        case '\r': jbuf_add_from(r, b, "\\r", 2, s, i, k); continue;
+        case '\t': jbuf_add_from(r, b, "\\t", 2, s, i, k); continue;
+        case '\b': jbuf_add_from(r, b, "\\b", 2, s, i, k); continue;
+        case '\f': jbuf_add_from(r, b, "\\f", 2, s, i, k); continue;
         }
         if (c < 0x20 || (ensure_ascii && c > 0x7e)) {
             if (c >= 0x10000) {
@@ -44,10 +44,10 @@ json_str(jrender *r, jbuf *b, jval s, int ensure_ascii)
             } else {
                 snprintf(esc, sizeof(esc), "\\u%04x", (unsigned) c);
             }
-            jbuf_str(r, b, esc);
+            jbuf_add_from(r, b, esc, strlen(esc), s, i, k);
             continue;
         }
-        jbuf_add(r, b, p + i, k);
+        jbuf_add_t(r, b, p + i, k, jtaint_at(s, i));
     }
     jbuf_add(r, b, "\"", 1);
 }
@@ -162,7 +162,7 @@ jjson_dump(jrender *r, jbuf *b, jval v, const jjson_opts *o, int level)
 /* --- cJSON to values ---------------------------------------------------- */
 
 jval
-jfrom_cjson(jrender *r, const cJSON *j, int depth)
+jfrom_cjson(jrender *r, const cJSON *j, int depth, int taint)
 {
     jval          v, key;
     const cJSON  *c;
@@ -187,22 +187,26 @@ jfrom_cjson(jrender *r, const cJSON *j, int depth)
         return mk_float(d);
     }
     if (cJSON_IsString(j)) {
-        return mk_str(j->valuestring, strlen(j->valuestring));
+        v = mk_str(j->valuestring, strlen(j->valuestring));
+        v.taint = taint ? JT_ALL : JT_NONE;
+        return v;
     }
     if (cJSON_IsArray(j)) {
         n = (size_t) cJSON_GetArraySize(j);
         v = mk_list(r, n);
         i = 0;
         cJSON_ArrayForEach(c, j) {
-            v.u.list->items[i++] = jfrom_cjson(r, c, depth + 1);
+            v.u.list->items[i++] = jfrom_cjson(r, c, depth + 1, taint);
         }
         return v;
     }
     if (cJSON_IsObject(j)) {
         v = mk_dict(r, JV_DICT);
         cJSON_ArrayForEach(c, j) {
+            /* keys too: a template may print a request's keys */
             key = mk_cstr(c->string ? c->string : "");
-            jdict_set(r, v.u.dict, key, jfrom_cjson(r, c, depth + 1));
+            key.taint = taint ? JT_ALL : JT_NONE;
+            jdict_set(r, v.u.dict, key, jfrom_cjson(r, c, depth + 1, taint));
         }
         return v;
     }

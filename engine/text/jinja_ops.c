@@ -197,7 +197,7 @@ jget_item(jrender *r, jval obj, jval key, int line)
         if (i < 0 || i >= len) {
             return mk_undef("\x01string index out of range", 27);
         }
-        return mk_str(obj.u.str.s + off[i], off[i + 1] - off[i]);
+        return mk_sub(obj, off[i], off[i + 1] - off[i]);
     case JV_LOOP:
         if (key.type == JV_STR) {
             return loop_attr(r, obj, key.u.str.s, key.u.str.n);
@@ -277,7 +277,8 @@ jslice(jrender *r, jval obj, jval *sv, int line)
         if (obj.type == JV_LIST) {
             jlist_push(r, &out, &cap, obj.u.list->items[i]);
         } else {
-            jbuf_add(r, &b, obj.u.str.s + off[i], off[i + 1] - off[i]);
+            jbuf_add_t(r, &b, obj.u.str.s + off[i], off[i + 1] - off[i],
+                       jtaint_at(obj, off[i]));
         }
     }
     return obj.type == JV_LIST ? out : mk_buf(&b);
@@ -376,7 +377,7 @@ repeat(jrender *r, jval seq, long long times)
     }
     if (seq.type == JV_STR) {
         for (long long i = 0; i < times; i++) {
-            jbuf_add(r, &b, seq.u.str.s, seq.u.str.n);
+            jbuf_addv(r, &b, seq);
         }
         return mk_buf(&b);
     }
@@ -401,8 +402,8 @@ jarith(jrender *r, int op, jval a, jval b, int line)
     if (op == JOP_ADD && a.type == JV_STR && b.type == JV_STR) {
         jbuf  buf = { 0 };
 
-        jbuf_add(r, &buf, a.u.str.s, a.u.str.n);
-        jbuf_add(r, &buf, b.u.str.s, b.u.str.n);
+        jbuf_addv(r, &buf, a);
+        jbuf_addv(r, &buf, b);
         return mk_buf(&buf);
     }
     if (op == JOP_ADD && a.type == JV_LIST && b.type == JV_LIST) {

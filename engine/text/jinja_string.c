@@ -42,7 +42,8 @@ jstr_case(jrender *r, jval s, int mode)
         }
         }
         first = 0;
-        jbuf_add(r, &b, (char *) enc, utf8proc_encode_char(c, enc));
+        jbuf_add_from(r, &b, (char *) enc, utf8proc_encode_char(c, enc), s,
+                      i, k);
     }
     return mk_buf(&b);
 }
@@ -86,7 +87,7 @@ jstr_strip(jval s, jval chars, int left, int right)
         if (ws ? !jpy_isspace(c) : !in_chars(chars, c)) break;
         end = b;
     }
-    return mk_str(p + start, end - start);
+    return mk_sub(s, start, end - start);
 }
 
 
@@ -106,12 +107,12 @@ jstr_split(jrender *r, jval s, jval sep, long long maxsplit, int line)
                && (hit = memmem(p + i, n - i, sep.u.str.s, sep.u.str.n))
                   != NULL)
         {
-            jlist_push(r, &out, &cap, mk_str(p + i, hit - (p + i)));
+            jlist_push(r, &out, &cap, mk_sub(s, i, hit - (p + i)));
             i = hit - p + sep.u.str.n;
             maxsplit--;
             jstep(r, line);
         }
-        jlist_push(r, &out, &cap, mk_str(p + i, n - i));
+        jlist_push(r, &out, &cap, mk_sub(s, i, n - i));
         return out;
     }
     /* whitespace runs; no empty strings */
@@ -129,11 +130,11 @@ jstr_split(jrender *r, jval s, jval sep, long long maxsplit, int line)
                 if (!jpy_isspace(ju8_get(p + b, end - b, &k))) break;
                 end = b;
             }
-            jlist_push(r, &out, &cap, mk_str(p + start, end - start));
+            jlist_push(r, &out, &cap, mk_sub(s, start, end - start));
             break;
         }
         while (i < n && !jpy_isspace(c = ju8_get(p + i, n - i, &k))) i += k;
-        jlist_push(r, &out, &cap, mk_str(p + start, i - start));
+        jlist_push(r, &out, &cap, mk_sub(s, start, i - start));
         maxsplit--;
         jstep(r, line);
     }
@@ -151,26 +152,28 @@ jstr_replace(jrender *r, jval s, jval old, jval new, long long count, int line)
     if (old.u.str.n == 0) {
         /* Python inserts new between every code point */
         for (i = 0; i <= n && count != 0; i += k, count--) {
-            jbuf_add(r, &b, new.u.str.s, new.u.str.n);
+            jbuf_addv(r, &b, new);
             if (i == n) {
                 return mk_buf(&b);
             }
             k = ju8_step(p + i, n - i);
-            jbuf_add(r, &b, p + i, k);
+            jbuf_add_t(r, &b, p + i, k, jtaint_at(s, i));
             jstep(r, line);
         }
-        jbuf_add(r, &b, p + i, i < n ? n - i : 0);
+        if (i < n) {
+            jbuf_add_t(r, &b, p + i, n - i, jtaint_at(s, i));
+        }
         return mk_buf(&b);
     }
     while (count != 0
            && (hit = memmem(p + i, n - i, old.u.str.s, old.u.str.n)) != NULL) {
-        jbuf_add(r, &b, p + i, hit - (p + i));
-        jbuf_add(r, &b, new.u.str.s, new.u.str.n);
+        jbuf_add_t(r, &b, p + i, hit - (p + i), jtaint_at(s, i));
+        jbuf_addv(r, &b, new);
         i = hit - p + old.u.str.n;
         count--;
         jstep(r, line);
     }
-    jbuf_add(r, &b, p + i, n - i);
+    jbuf_add_t(r, &b, p + i, n - i, jtaint_at(s, i));
     return mk_buf(&b);
 }
 
@@ -194,7 +197,7 @@ jstr_join(jrender *r, jval sep, jval items, const char *attr, int line)
 
     for (size_t i = 0; i < list.u.list->n; i++) {
         if (i) {
-            jbuf_add(r, &b, sep.u.str.s, sep.u.str.n);
+            jbuf_addv(r, &b, sep);
         }
         item = list.u.list->items[i];
         if (attr != NULL) {
@@ -345,7 +348,7 @@ jcall_method(jrender *r, jmethod *m, jargs *a)
         out = mk_list(r, 0);
         while (i < n) {
             if (s.u.str.s[i] == '\n' || s.u.str.s[i] == '\r') {
-                jlist_push(r, &out, &cap, mk_str(s.u.str.s + start, i - start));
+                jlist_push(r, &out, &cap, mk_sub(s, start, i - start));
                 if (s.u.str.s[i] == '\r' && i + 1 < n
                     && s.u.str.s[i + 1] == '\n')
                 {
@@ -357,7 +360,7 @@ jcall_method(jrender *r, jmethod *m, jargs *a)
             }
         }
         if (start < n) {
-            jlist_push(r, &out, &cap, mk_str(s.u.str.s + start, n - start));
+            jlist_push(r, &out, &cap, mk_sub(s, start, n - start));
         }
         return out;
     }

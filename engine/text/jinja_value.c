@@ -5,7 +5,8 @@
  * repr() of every value as Python prints it (None, True, 1.5, lists and dicts
  * as reprs). Uses only the arena.
  *
- * defines: jdie, jdie_undefined, jalloc, jbuf_add, jlist_push, jtype_name,
+ * defines: jdie, jdie_undefined, jalloc, jbuf_add, jbuf_add_t, jtaint_all,
+ *          jlist_push, jtype_name,
  *          jequal, jdict_find, jdict_find_str, jdict_set, ju8_step, ju8_len,
  *          ju8_get, jpy_isspace, ju8_offsets, jstr_copy, jfloat_repr,
  *          jto_str_buf, jto_str, jiterate, jarg, jarg_str, jarg_int
@@ -65,31 +66,77 @@ jdie_undefined(jrender *r, int line, jval v)
 
 /* --- buffers ------------------------------------------------------------ */
 
-void
-jbuf_add(jrender *r, jbuf *b, const char *s, size_t n)
+const uint8_t  jtaint_all[1] = { 1 };
+
+
+/* room for n more bytes, and for their marks when b is marked: the marks
+   of a buffer live right after its cap bytes of text, so that a string
+   made from it finds its byte i's mark at s[i + cap] */
+static void
+jbuf_grow(jrender *r, jbuf *b, size_t n, int marked)
 {
     char    *d;
     size_t   cap;
 
-    if (n == 0) {
-        return;
-    }
     if (b->n + n > r->lim.max_output) {
         jdie(r, 0, "rendered text longer than %zu bytes", r->lim.max_output);
     }
-    if (b->n + n > b->cap) {
-        cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n) {
-            cap *= 2;
-        }
-        d = jalloc(r, cap);
-        if (b->n) {
-            memcpy(d, b->s, b->n);
-        }
-        b->s = d;
-        b->cap = cap;
+    if (b->n + n <= b->cap && marked <= b->marked) {
+        return;
     }
+    cap = b->cap ? b->cap : 256;
+    while (cap < b->n + n) {
+        cap *= 2;
+    }
+    if (cap > UINT32_MAX) {
+        jdie(r, 0, "rendered text longer than %u bytes", UINT32_MAX);
+    }
+    marked |= b->marked;
+    d = jalloc(r, marked ? 2 * cap : cap);
+    if (b->n) {
+        memcpy(d, b->s, b->n);
+    }
+    if (b->marked) {
+        memcpy(d + cap, b->s + b->cap, b->n);
+    } else if (marked) {
+        /* the first marked byte: the ones before it were all unmarked */
+        memset(d + cap, 0, b->n);
+    }
+    b->s = d;
+    b->cap = cap;
+    b->marked = marked;
+}
+
+
+void
+jbuf_add(jrender *r, jbuf *b, const char *s, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    jbuf_grow(r, b, n, 0);
     memcpy(b->s + b->n, s, n);
+    if (b->marked) {
+        memset(b->s + b->cap + b->n, 0, n);
+    }
+    b->n += n;
+}
+
+
+void
+jbuf_add_t(jrender *r, jbuf *b, const char *s, size_t n, const uint8_t *t)
+{
+    if (t == NULL || n == 0) {
+        jbuf_add(r, b, s, n);
+        return;
+    }
+    jbuf_grow(r, b, n, 1);
+    memcpy(b->s + b->n, s, n);
+    if (t == JTAINT_ALL) {
+        memset(b->s + b->cap + b->n, 1, n);
+    } else {
+        memmove(b->s + b->cap + b->n, t, n);
+    }
     b->n += n;
 }
 
@@ -430,19 +477,20 @@ str_repr(jrender *r, jbuf *b, jval s)
     for (i = 0; i < n; i += k) {
         c = ju8_get(p + i, n - i, &k);
         if (c == q || c == '\\') {
-            jbuf_add(r, b, "\\", 1);
-            jbuf_add(r, b, p + i, 1);
+            esc[0] = '\\';
+            esc[1] = p[i];
+            jbuf_add_from(r, b, esc, 2, s, i, k);
         } else if (c == '\n') {
-            jbuf_str(r, b, "\\n");
+            jbuf_add_from(r, b, "\\n", 2, s, i, k);
         } else if (c == '\r') {
-            jbuf_str(r, b, "\\r");
+            jbuf_add_from(r, b, "\\r", 2, s, i, k);
         } else if (c == '\t') {
-            jbuf_str(r, b, "\\t");
+            jbuf_add_from(r, b, "\\t", 2, s, i, k);
         } else if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad) {
             snprintf(esc, sizeof(esc), "\\x%02x", (unsigned) c);
-            jbuf_str(r, b, esc);
+            jbuf_add_from(r, b, esc, strlen(esc), s, i, k);
         } else {
-            jbuf_add(r, b, p + i, k);
+            jbuf_add_t(r, b, p + i, k, jtaint_at(s, i));
         }
     }
     jbuf_add(r, b, &q, 1);
@@ -478,7 +526,7 @@ jto_str_buf(jrender *r, jbuf *b, jval v, int repr)
         if (repr) {
             str_repr(r, b, v);
         } else {
-            jbuf_add(r, b, v.u.str.s, v.u.str.n);
+            jbuf_addv(r, b, v);
         }
         return;
     case JV_LIST:
@@ -574,8 +622,7 @@ jiterate(jrender *r, jval v, int line)
         off = ju8_offsets(r, v, &n);
         out = mk_list(r, n);
         for (size_t i = 0; i < n; i++) {
-            out.u.list->items[i] = mk_str(v.u.str.s + off[i],
-                                          off[i + 1] - off[i]);
+            out.u.list->items[i] = mk_sub(v, off[i], off[i + 1] - off[i]);
         }
         return out;
     default:

@@ -126,9 +126,11 @@ uint32_t tok_hash(const char *s, size_t len);
 /* the tokens matched whole (control, unknown, user-defined), from their
    pieces; 0 or -1 when out of memory */
 int tok_specials_init(llm_tokenizer *t);
-/* the special token written at text[i], longest first, or -1 */
+/* the special token written at text[i], longest first, or -1; a control
+   token only where none of its bytes is marked (marks: one per byte of
+   text, or NULL), user-defined tokens anywhere */
 int32_t tok_special_at(const llm_tokenizer *t, const char *text, size_t len,
-    size_t i, int parse_special);
+    size_t i, int parse_special, const uint8_t *marks);
 /* the stop list: EOS, EOT, EOM and the end-of-turn tokens we know */
 void tok_stops_init(llm_tokenizer *t);
 

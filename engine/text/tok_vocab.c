@@ -398,9 +398,24 @@ tok_out_push(tok_out *o, int32_t id)
 }
 
 
+/* a control token is not read from request text: none of its bytes may be
+   marked; the longest match failing, a shorter one may still fit before
+   the mark */
+static int
+any_marked(const uint8_t *marks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (marks[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
 int32_t
 tok_special_at(const llm_tokenizer *t, const char *text, size_t len,
-    size_t i, int parse_special)
+    size_t i, int parse_special, const uint8_t *marks)
 {
     unsigned char b = (unsigned char) text[i];
 
@@ -411,7 +426,9 @@ tok_special_at(const llm_tokenizer *t, const char *text, size_t len,
             continue;
         }
         if (e->piece_len <= len - i
-            && memcmp(text + i, t->pool + e->piece_off, e->piece_len) == 0)
+            && memcmp(text + i, t->pool + e->piece_off, e->piece_len) == 0
+            && (marks == NULL || e->type == LLM_TOKEN_USER_DEFINED
+                || !any_marked(marks + i, e->piece_len)))
         {
             return t->specials[k];
         }

@@ -165,13 +165,17 @@ utf8_check(const unsigned char *s, size_t len, size_t *n)
 #define REPLACEMENT_LEN  3
 
 
-/* a copy of text with each invalid sequence replaced, or NULL if valid */
+/* a copy of text with each invalid sequence replaced, or NULL if valid;
+   with marks (one per byte of text, may be NULL), *out_marks gets the
+   copy's: a replacement is marked when a byte it replaces was */
 static char *
-utf8_repair(const char *text, size_t len, size_t *out_len, int *oom)
+utf8_repair(const char *text, size_t len, const uint8_t *marks,
+    size_t *out_len, uint8_t **out_marks, int *oom)
 {
     const unsigned char *s = (const unsigned char *) text;
     size_t i = 0, n, k = 0;
     char *out;
+    uint8_t *m = NULL, any;
 
     while (i < len && utf8_check(s + i, len - i, &n) == UTF8_VALID) {
         i += n;
@@ -179,23 +183,40 @@ utf8_repair(const char *text, size_t len, size_t *out_len, int *oom)
     if (i == len) {
         return NULL;
     }
-    if ((out = malloc(3 * len)) == NULL) {
+    if ((out = malloc(3 * len)) == NULL
+        || (marks != NULL && (m = malloc(3 * len)) == NULL))
+    {
+        free(out);
         *oom = 1;
         return NULL;
     }
     memcpy(out, text, i);
+    if (m != NULL) {
+        memcpy(m, marks, i);
+    }
     k = i;
     while (i < len) {
         if (utf8_check(s + i, len - i, &n) == UTF8_VALID) {
             memcpy(out + k, text + i, n);
+            if (m != NULL) {
+                memcpy(m + k, marks + i, n);
+            }
             k += n;
         } else {
             memcpy(out + k, REPLACEMENT, REPLACEMENT_LEN);
+            if (m != NULL) {
+                any = 0;
+                for (size_t j = 0; j < n; j++) {
+                    any |= marks[i + j];
+                }
+                memset(m + k, any, REPLACEMENT_LEN);
+            }
             k += REPLACEMENT_LEN;
         }
         i += n;
     }
     *out_len = k;
+    *out_marks = m;
     return out;
 }
 
@@ -252,9 +273,10 @@ encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
 }
 
 
+/* marks (NULL: none) flags the bytes where no control token may match */
 static int
 encode_text(const llm_tokenizer *t, const char *text, size_t len,
-    int parse_special, tok_out *o)
+    int parse_special, const uint8_t *marks, tok_out *o)
 {
     size_t start = 0, i = 0;
 
@@ -263,7 +285,7 @@ encode_text(const llm_tokenizer *t, const char *text, size_t len,
         int32_t id = -1;
 
         if (t->special_first[b] < t->special_first[b + 1]) {
-            id = tok_special_at(t, text, len, i, parse_special);
+            id = tok_special_at(t, text, len, i, parse_special, marks);
         }
         if (id < 0) {
             i++;
@@ -289,25 +311,67 @@ int
 llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
     int add_special, int parse_special, int32_t *ids, int max_ids)
 {
+    return llm_tokenize_spans(t, text, len, add_special, parse_special, NULL,
+                              0, ids, max_ids);
+}
+
+
+/* a mark per byte of text, set inside the spans (clamped to the text) */
+static uint8_t *
+spans_to_marks(size_t len, const llm_span *spans, size_t n_spans)
+{
+    uint8_t *m = calloc(len ? len : 1, 1);
+
+    for (size_t k = 0; m != NULL && k < n_spans; k++) {
+        size_t start = spans[k].start, end = spans[k].end;
+
+        if (end > len) {
+            end = len;
+        }
+        if (start < end) {
+            memset(m + start, 1, end - start);
+        }
+    }
+    return m;
+}
+
+
+int
+llm_tokenize_spans(const llm_tokenizer *t, const char *text, size_t len,
+    int add_special, int parse_special, const llm_span *spans,
+    size_t n_spans, int32_t *ids, int max_ids)
+{
     tok_out o = { 0 };
     size_t fixed_len = 0;
     int oom = 0, rc = 0;
     char *fixed;
+    uint8_t *marks = NULL, *fixed_marks = NULL;
+
+    /* without control tokens to match, spans change nothing */
+    if (n_spans > 0 && parse_special) {
+        marks = spans_to_marks(len, spans, n_spans);
+        if (marks == NULL) {
+            return -1;
+        }
+    }
 
     /* PCRE2 and the SPM symbol split need valid UTF-8 */
-    fixed = utf8_repair(text, len, &fixed_len, &oom);
+    fixed = utf8_repair(text, len, marks, &fixed_len, &fixed_marks, &oom);
     if (oom) {
+        free(marks);
         return -1;
     }
     if (fixed != NULL) {
         text = fixed;
         len = fixed_len;
+        free(marks);
+        marks = fixed_marks;
     }
 
     if (add_special && t->add_bos && t->bos >= 0) {
         tok_out_push(&o, t->bos);
     }
-    if (encode_text(t, text, len, parse_special, &o) != 0) {
+    if (encode_text(t, text, len, parse_special, marks, &o) != 0) {
         rc = -1;
     }
     if (add_special && t->add_eos && t->eos >= 0) {
@@ -324,6 +388,7 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
     }
     free(o.ids);
     free(fixed);
+    free(marks);
     return rc;
 }
 

@@ -11,7 +11,7 @@
  * input and frees it before returning; it never reads files.
  *
  * defines: llm_tokenizer_load_gguf, llm_tokenizer_load_hf,
- *          llm_tokenizer_free, llm_tokenize,
+ *          llm_tokenizer_free, llm_tokenize, llm_tokenize_spans,
  *          llm_token_*, llm_tokenizer_*, llm_detokenize, llm_detok_*
  */
 #ifndef NGX_LLM_TOKENIZER_H
@@ -67,6 +67,25 @@ void llm_tokenizer_free(llm_tokenizer *t);
  */
 int llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
     int add_special, int parse_special, int32_t *ids, int max_ids);
+
+/* bytes [start, end) of a text */
+typedef struct {
+    size_t  start;
+    size_t  end;
+} llm_span;
+
+/*
+ * llm_tokenize() where the n_spans spans of text are request text (a chat
+ * message, from jinja_render_spans()): no control token is matched that has
+ * a byte inside one, as if that text were encoded with parse_special off,
+ * while the template's own control tokens around them still are. User-
+ * defined tokens match everywhere, as in llm_tokenize(). Spans may come in
+ * any order and overlap; a span past the text's end is cut there. With
+ * parse_special off or no spans this is llm_tokenize().
+ */
+int llm_tokenize_spans(const llm_tokenizer *t, const char *text, size_t len,
+    int add_special, int parse_special, const llm_span *spans,
+    size_t n_spans, int32_t *ids, int max_ids);
 
 /* vocabulary and special ids (-1 when the model has none) */
 int llm_tokenizer_kind(const llm_tokenizer *t);
