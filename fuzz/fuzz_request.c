@@ -9,9 +9,11 @@
  * value is in its documented range and the messages are normalised; on
  * failure the error is complete. The stop matcher, fed the request's text
  * in uneven pieces, must emit a prefix of it that holds no stop string.
+ * Every text the strict JSON check accepts, cJSON must read too.
  */
 #define _GNU_SOURCE     /* memmem */
 #include "text/api_request.h"
+#include "text/json_strict.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -177,6 +179,28 @@ check_stop(const llm_api_request *r, const char *text, size_t len)
 }
 
 
+/* the request parser answers a cJSON failure after the strict check
+   with "out of memory": that holds only if cJSON reads every text the
+   check accepts */
+static void
+check_strict(const uint8_t *data, size_t size)
+{
+    cJSON            *j;
+    llm_json_result   res;
+
+    if (llm_json_check((const char *) data, size, 64, 0, 0, &res)
+        != LLM_JSON_OK)
+    {
+        return;
+    }
+    j = cJSON_ParseWithLength((const char *) data, size);
+    if (j == NULL) {
+        abort();
+    }
+    cJSON_Delete(j);
+}
+
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -186,6 +210,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     llm_api_error     e;
     size_t            i;
 
+    check_strict(data, size);
     llm_api_limits_default(&lim);
     lim.max_body = 1 << 16;
     for (i = 0; i < 2; i++) {

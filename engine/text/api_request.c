@@ -2,14 +2,16 @@
  * OpenAI request parser and validator (design note in api_request.h; the
  * user-facing list of fields and errors is docs/api.md).
  *
- * Shape of the code: a pre-scan of the raw bytes, one cJSON parse, then one
- * small reader per field. Readers return 0, or -1 after filling err; a
- * JSON null counts as "not given" for every optional field, as in OpenAI's
- * schema where they are nullable.
+ * Shape of the code: a strict check of the raw bytes (text/json_strict.c),
+ * one cJSON parse, then one small reader per field. Readers return 0, or
+ * -1 after filling err; a JSON null counts as "not given" for every
+ * optional field, as in OpenAI's schema where they are nullable.
  */
 #include "text/api_request.h"
+#include "text/json_strict.h"
 #include "ring/ngx_llm_ring.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -22,9 +24,6 @@
  * errors, worded like OpenAI's
  */
 
-static size_t utf8_seq_len(const unsigned char *p, size_t avail);
-
-
 /* a value quoted with %.40s may be cut inside a character, and so may a
    message at its buffer's end: the error is sent as JSON, so it must stay
    valid UTF-8 */
@@ -35,7 +34,7 @@ utf8_sanitize(char *s)
     size_t          len = strlen(s), i, n;
 
     for (i = 0; i < len; i += n) {
-        n = utf8_seq_len(p + i, len - i);
+        n = llm_utf8_len(p + i, len - i);
         if (n == 0) {
             p[i] = '?';
             n = 1;
@@ -168,7 +167,7 @@ fail_unsupported(llm_api_error *err, const char *param, const char *why)
 
 
 /* ---------------------------------------------------------------------------
- * the raw bytes, before cJSON: size, UTF-8, control characters, depth
+ * the raw bytes, before cJSON: size, then RFC 8259 with our limits
  */
 
 void
@@ -190,43 +189,6 @@ llm_api_limits_default(llm_api_limits *lim)
 }
 
 
-/* length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, no
-   surrogates, nothing past U+10FFFF), or 0 when it is not valid */
-static size_t
-utf8_seq_len(const unsigned char *p, size_t avail)
-{
-    unsigned char  c = p[0];
-    size_t         n, i;
-    unsigned char  lo = 0x80, hi = 0xbf;
-
-    if (c < 0x80) {
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = (c == 0xe0) ? 0xa0 : 0x80;
-        hi = (c == 0xed) ? 0x9f : 0xbf;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = (c == 0xf0) ? 0x90 : 0x80;
-        hi = (c == 0xf4) ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    if (avail < n || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (i = 2; i < n; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf) {
-            return 0;
-        }
-    }
-    return n;
-}
-
-
 static int
 fail_json(llm_api_error *err, const char *fmt, ...)
 {
@@ -242,81 +204,68 @@ fail_json(llm_api_error *err, const char *fmt, ...)
 }
 
 
-/*
- * One pass over the body. Strings are tracked so that brackets inside them
- * do not count; \u0000 is refused because every string we hand on is a C
- * string and would be cut there without a word.
- */
+/* what the strict check found, in the error's words */
 static int
-prescan(const char *body, size_t len, const llm_api_limits *lim,
-    int *unfinished, llm_api_error *err)
+fail_strict(llm_api_error *err, const llm_json_result *res,
+    const llm_api_limits *lim)
 {
-    const unsigned char  *p = (const unsigned char *) body;
-    size_t                i, n, values = 1;
-    int                   depth = 0, in_string = 0;
+    size_t  at = res->offset;
 
-    for (i = 0; i < len; i += n) {
-        n = utf8_seq_len(p + i, len - i);
-        if (n == 0) {
-            return fail_json(err, "invalid UTF-8 at byte %zu", i);
-        }
-        if (in_string) {
-            if (p[i] == '"') {
-                in_string = 0;
-            } else if (p[i] < 0x20) {
-                return fail_json(err, "control character in a string at "
-                                 "byte %zu (escape it)", i);
-            } else if (p[i] == '\\' && i + 1 < len && p[i + 1] < 0x80) {
-                if (p[i + 1] == 'u' && len - i >= 6
-                    && memcmp(p + i + 2, "0000", 4) == 0)
-                {
-                    return fail_json(err, "\\u0000 (NUL) in a string at "
-                                     "byte %zu is not supported", i);
-                }
-                n = 2;      /* skip the escaped character */
-            }
-            continue;
-        }
-        if (p[i] == '"') {
-            in_string = 1;
-        } else if (p[i] == ',' || p[i] == '[' || p[i] == '{') {
-            /* every value but the root follows a comma or opens its
-               container: an upper bound on cJSON's nodes */
-            if (++values > lim->max_values) {
-                return fail(err, 400, "invalid_json", "",
-                            "The JSON body has more than %zu values.",
-                            lim->max_values);
-            }
-            if (p[i] != ',' && ++depth > lim->max_depth) {
-                return fail(err, 400, "invalid_json", "",
-                            "The JSON body nests arrays and objects deeper "
-                            "than %d levels.", lim->max_depth);
-            }
-        } else if (p[i] == ']' || p[i] == '}') {
-            depth--;
-        }
+    switch (res->status) {
+    case LLM_JSON_EMPTY:
+        return fail_json(err, "the body is empty");
+    case LLM_JSON_UNFINISHED:
+        return fail_json(err, "the body ends at byte %zu, inside an "
+                         "unfinished value", at);
+    case LLM_JSON_CONTROL:
+        return fail_json(err, "control character 0x%02x at byte %zu (JSON "
+                         "allows only space, tab, CR and LF between "
+                         "tokens)", res->byte, at);
+    case LLM_JSON_STRING_CONTROL:
+        return fail_json(err, "control character in a string at byte %zu "
+                         "(escape it)", at);
+    case LLM_JSON_UTF8:
+        return fail_json(err, "invalid UTF-8 at byte %zu", at);
+    case LLM_JSON_ESCAPE:
+        return fail_json(err, "invalid escape sequence in a string at byte "
+                         "%zu", at);
+    case LLM_JSON_SURROGATE:
+        return fail_json(err, "unpaired UTF-16 surrogate escape in a string "
+                         "at byte %zu", at);
+    case LLM_JSON_NUL:
+        return fail_json(err, "\\u0000 (NUL) in a string at byte %zu is not "
+                         "supported", at);
+    case LLM_JSON_NUMBER:
+        return fail_json(err, "invalid number at byte %zu (no leading zeros, "
+                         "and a digit on both sides of a '.')", at);
+    case LLM_JSON_TRAILING:
+        return fail_json(err, "unexpected data after the JSON value at byte "
+                         "%zu", at);
+    case LLM_JSON_DEPTH:
+        return fail(err, 400, "invalid_json", "", "The JSON body nests arrays "
+                    "and objects deeper than %d levels.", lim->max_depth);
+    case LLM_JSON_VALUES:
+        return fail(err, 400, "invalid_json", "",
+                    "The JSON body has more than %zu values.",
+                    lim->max_values);
+    default:
+        return fail_json(err, "syntax error near byte %zu", at);
     }
-    /* cJSON's error offset is vague for a cut-off body: say it here */
-    *unfinished = in_string || depth > 0;
-    return 0;
 }
 
 
-static int
-is_json_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-
+/*
+ * The body is checked against RFC 8259 before cJSON sees it (why in
+ * text/json_strict.h), with the nesting and value limits that bound
+ * cJSON's recursion and memory. cJSON failing after that is its own
+ * limits (a number of over 63 characters, memory).
+ */
 static cJSON *
 parse_body(const char *body, size_t len, const llm_api_limits *lim,
     llm_api_error *err)
 {
-    const char  *end = NULL;
-    cJSON       *root;
-    size_t       at;
-    int          unfinished = 0;
+    cJSON            *root;
+    llm_json_result   res;
 
     if (lim->max_body > 0 && len > lim->max_body) {
         fail(err, 413, "request_too_large", "",
@@ -324,32 +273,18 @@ parse_body(const char *body, size_t len, const llm_api_limits *lim,
              "bytes.", len, lim->max_body);
         return NULL;
     }
-    if (prescan(body, len, lim, &unfinished, err) != 0) {
+    if (llm_json_check(body, len, lim->max_depth, lim->max_values,
+                       LLM_JSON_NO_NUL, &res) != LLM_JSON_OK)
+    {
+        fail_strict(err, &res, lim);
         return NULL;
     }
-    root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    /* the text is valid and within cJSON's nesting limit: it fails only
+       when it runs out of memory */
+    root = cJSON_ParseWithLength(body, len);
     if (root == NULL) {
-        for (at = 0; at < len && is_json_space(body[at]); at++) {
-            /* skip whitespace */
-        }
-        if (at == len) {
-            fail_json(err, "the body is empty");
-        } else if (unfinished) {
-            fail_json(err, "the body ends at byte %zu, inside an unfinished "
-                      "value", len);
-        } else {
-            at = (end != NULL && end >= body) ? (size_t) (end - body) : 0;
-            fail_json(err, "syntax error near byte %zu", at);
-        }
+        fail_oom(err);
         return NULL;
-    }
-    for (at = (size_t) (end - body); at < len; at++) {
-        if (!is_json_space(body[at])) {
-            cJSON_Delete(root);
-            fail_json(err, "unexpected data after the JSON value at byte %zu",
-                      at);
-            return NULL;
-        }
     }
     if (!cJSON_IsObject(root)) {
         fail(err, 400, "invalid_type", "",
@@ -419,6 +354,7 @@ read_decimal(const cJSON *obj, const char *name, double min, int min_open,
     double max, float *out, int *given, llm_api_error *err)
 {
     cJSON   *v = field(obj, name);
+    float    f;
     double   d;
 
     *given = (v != NULL);
@@ -440,7 +376,18 @@ read_decimal(const cJSON *obj, const char *name, double min, int min_open,
     if (d > max) {
         return fail_above(err, name, 0, "<=", max, d);
     }
-    *out = (float) d;
+    /* in range as a double, but it is kept as a float: 1e-300 would be 0,
+       which an open minimum refuses, and 1e39 infinity; the bound named is
+       the float next to the limit */
+    f = (float) d;
+    if (min_open ? f <= min : f < min) {
+        return fail_below(err, name, 0, ">=",
+                          nextafterf((float) min, INFINITY), d);
+    }
+    if (isinf(f)) {
+        return fail_above(err, name, 0, "<=", FLT_MAX, d);
+    }
+    *out = f;
     return 0;
 }
 

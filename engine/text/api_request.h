@@ -11,11 +11,12 @@
  * "messages[2].content"), and errors carry OpenAI's codes (invalid_type,
  * missing_required_parameter, decimal_above_max_value, ...).
  *
- * The body is checked before cJSON sees it: size (413 past max_body),
- * nesting depth (cJSON recurses once per level, so the worker's stack is
- * bounded by max_depth, not by the client), UTF-8 validity and JSON's ban
- * on raw control characters in strings. Everything the result holds is a
- * copy: the body can be freed right after the call.
+ * The body is checked before cJSON sees it: size (413 past max_body), then
+ * RFC 8259 itself (text/json_strict.h: cJSON alone accepts NUL bytes as
+ * whitespace, 02, "2." and bad \u escapes), UTF-8 validity, the nesting
+ * depth (cJSON recurses once per level, so the worker's stack is bounded
+ * by max_depth, not by the client) and the number of values. Everything
+ * the result holds is a copy: the body can be freed right after the call.
  *
  * defines: llm_api_limits_default, llm_api_parse, llm_api_request_free
  */

@@ -87,6 +87,18 @@ static const bad_case bad_fields[] = {
       "decimal_below_min_value", NULL },
     { CHAT, "\"repetition_penalty\":{}", NULL, 400, "repetition_penalty",
       "invalid_type", NULL },
+    /* in range as doubles, out of it as the floats they are kept in */
+    { CHAT, "\"top_p\":1e-300", NULL, 400, "top_p", "decimal_below_min_value",
+      "Invalid 'top_p': decimal below minimum value. Expected a value >= "
+      "1.40129846432482e-45, but got 1e-300 instead." },
+    { CHAT, "\"repetition_penalty\":1e-300", NULL, 400, "repetition_penalty",
+      "decimal_below_min_value",
+      "Invalid 'repetition_penalty': decimal below minimum value. Expected a "
+      "value >= 1.40129846432482e-45, but got 1e-300 instead." },
+    { CHAT, "\"repetition_penalty\":1e39", NULL, 400, "repetition_penalty",
+      "decimal_above_max_value",
+      "Invalid 'repetition_penalty': decimal above maximum value. Expected a "
+      "value <= 3.40282346638529e+38, but got 1e+39 instead." },
     { CHAT, "\"top_k\":-2", NULL, 400, "top_k", "integer_below_min_value",
       "Invalid 'top_k': integer below minimum value. Expected a value >= -1, "
       "but got -2 instead." },
@@ -748,6 +760,154 @@ test_limits(void)
 }
 
 
+/* RFC 8259, strictly: what cJSON alone let through with a 200 */
+typedef struct {
+    const char  *body;
+    size_t       len;
+    const char  *why;       /* the message after "...your request: " up to
+                               ". The API", or NULL */
+} strict_case;
+
+#define S(lit)  lit, sizeof(lit) - 1
+
+static const strict_case  strict_bad[] = {
+    /* control bytes cJSON skips as whitespace */
+    { S("\0{\"model\":\"m\",\"prompt\":\"hi\"}"),
+      "control character 0x00 at byte 0 (JSON allows only space, tab, CR "
+      "and LF between tokens)" },
+    { S("{\"model\"\v:\"m\",\"prompt\":\"hi\"}"),
+      "control character 0x0b at byte 8 (JSON allows only space, tab, CR "
+      "and LF between tokens)" },
+    { S("{\"model\":\"m\",\0\"prompt\":\"hi\"}"),
+      "control character 0x00 at byte 13 (JSON allows only space, tab, CR "
+      "and LF between tokens)" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\"\f}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\"}\0"),
+      "unexpected data after the JSON value at byte 27" },
+    { S("{\"model\":\"m\",\"prompt\":\"h\ti\"}"),
+      "control character in a string at byte 24 (escape it)" },
+    /* numbers */
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":02}"),
+      "invalid number at byte 40 (no leading zeros, and a digit on both "
+      "sides of a '.')" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":-01}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":2.}"),
+      "invalid number at byte 40 (no leading zeros, and a digit on both "
+      "sides of a '.')" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":2.e1}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":.5}"),
+      "syntax error near byte 35" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":+1}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":-}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":1e}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":1e+}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":0x1}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":Infinity}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"stop\":[1 0]}"),
+      "syntax error near byte 37" },
+    /* escapes */
+    { S("{\"model\":\"m\",\"prompt\":\"H\\u12G4\"}"),
+      "invalid escape sequence in a string at byte 24" },
+    { S("{\"model\":\"m\",\"prompt\":\"\\x41\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"\\u12\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"\\'\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"\\udc00\"}"),
+      "unpaired UTF-16 surrogate escape in a string at byte 23" },
+    { S("{\"model\":\"m\",\"prompt\":\"\\ud800\\u0041\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"\\ud800x\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"\\ud83d\"}"), NULL },
+    /* structure */
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",}"), "syntax error near byte 27" },
+    { S("{\"model\":\"m\",\"prompt\":[1,]}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":[,1]}"), NULL },
+    { S("{,\"model\":\"m\"}"), NULL },
+    { S("{\"model\" \"m\"}"), NULL },
+    { S("{\"model\":\"m\" \"prompt\":\"hi\"}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":[1}"), NULL },
+    { S("{'model':'m'}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"echo\":tru}"), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"echo\":nul"),
+      "the body ends at byte 37, inside an unfinished value" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\\"),
+      "the body ends at byte 26, inside an unfinished value" },
+    { S("{\"model\":\"m\",\"prompt\":\"\\ud83d\\ude0"),
+      "the body ends at byte 34, inside an unfinished value" },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":1."), NULL },
+    { S("{\"model\":\"m\",\"prompt\":\"hi\" "), NULL },
+};
+
+
+static void
+test_strict_json(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+    size_t           i, n;
+    char             want[320], name[160];
+
+    for (i = 0; i < sizeof(strict_bad) / sizeof(strict_bad[0]); i++) {
+        const strict_case  *c = &strict_bad[i];
+
+        snprintf(name, sizeof(name), "%.*s", (int) c->len, c->body);
+        for (n = 0; n < c->len && n < sizeof(name) - 1; n++) {
+            name[n] = (c->body[n] < 0x20) ? '?' : c->body[n];
+        }
+        name[n] = '\0';
+        ok(llm_api_parse(&r, c->body, c->len, COMP, NULL, &e) == -1
+           && e.status == 400 && strcmp(e.code, "invalid_json") == 0
+           && e.param[0] == '\0', "strict: refused: %s", name);
+        if (c->why != NULL) {
+            snprintf(want, sizeof(want), "We could not parse the JSON body "
+                     "of your request: %s. The API expects a JSON object.",
+                     c->why);
+            is_str(e.message, want, "strict: message: %s", name);
+        }
+        llm_api_request_free(&r);
+    }
+
+    /* valid edge cases, and what they read as */
+    static const char  edge[] =
+        " \t\r\n{ \"model\" : \"m\" ,\n\"prompt\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t"
+        "\\u00e9\\ud83d\\ude00\x7f\xf4\x8f\xbf\xbf\","
+        "\"max_tokens\":2e1,\"temperature\":1E-1,\"top_p\":1e0,"
+        "\"presence_penalty\":-0,\"frequency_penalty\":-0.0e+0,"
+        "\"seed\":-0,\"min_p\":0.000,\"repetition_penalty\":10E-1,"
+        "\"x\":[ ],\"y\":{ },\"z\":[true,false,null,{\"a\":[[]]}],"
+        "\"stop\":[\"\\u0041\"]} \n";
+
+    ok(llm_api_parse(&r, edge, sizeof(edge) - 1, COMP, NULL, &e) == 0,
+       "strict: valid edge cases accepted");
+    if (r.prompt != NULL) {
+        is_str(r.prompt, "\"\\/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80\x7f"
+               "\xf4\x8f\xbf\xbf", "strict: escapes and surrogate pair");
+    }
+    ok(r.max_tokens == 20 && r.sampling.temperature == 0.1f
+       && r.sampling.top_p == 1.0f && r.sampling.presence_penalty == 0
+       && r.sampling.frequency_penalty == 0 && r.sampling.seed == 0
+       && r.sampling.min_p == 0 && r.sampling.repetition_penalty == 1.0f,
+       "strict: exponents and negative zero read right");
+    ok(r.n_stop == 1 && strcmp(r.stop[0].ptr, "A") == 0,
+       "strict: \\u0041 in a stop string");
+    llm_api_request_free(&r);
+
+    /* floats that fit: a tiny temperature is 0, a tiny penalty -0 */
+    ok(parse(CHAT, body_of(CHAT, "\"temperature\":1e-300,"
+                           "\"presence_penalty\":-1e-300,\"min_p\":1e-300"),
+             &r, &e) == 0 && r.sampling.temperature == 0
+       && r.sampling.presence_penalty == 0 && r.sampling.min_p == 0,
+       "underflow to zero is fine where zero is in the range");
+    llm_api_request_free(&r);
+    ok(parse(CHAT, body_of(CHAT, "\"top_p\":1e-40"), &r, &e) == 0
+       && r.sampling.top_p > 0, "a subnormal top_p is above 0");
+    llm_api_request_free(&r);
+    /* 70 characters: read whole, not cut at cJSON's old 64-byte buffer */
+    ok(parse(CHAT, body_of(CHAT, "\"top_p\":0.1000000000000000000000000000"
+                           "000000000000000000000000000000000000000001"),
+             &r, &e) == 0 && r.sampling.top_p == 0.1f, "a long number");
+    llm_api_request_free(&r);
+}
+
+
 /* the parsed stop strings drive the stop matcher as they are */
 static void
 test_stop_handoff(void)
@@ -780,6 +940,7 @@ main(void)
     test_defaults();
     test_completions();
     test_limits();
+    test_strict_json();
     test_stop_handoff();
     return tap_done();
 }
