@@ -163,14 +163,35 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
 /* ---------------------------------------------------------------------- */
 /* the request: validate, render, tokenize                                */
 
+/* the special tokens are the template's own text; every other string of
+   the context is the request's */
+static const char *const  ngx_http_llm_trusted[] = {
+    "bos_token", "eos_token", NULL
+};
+
+
+/*
+ * Renders the chat template. *spans (pool memory, *n_spans of them) are
+ * the bytes of the text that came from the request, which the tokenizer
+ * reads as plain text so a message cannot write a control token (open a
+ * system turn, docs/jinja.md); none with llm_special_tokens_in_content.
+ */
 static ngx_int_t
 ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
-    char **text, size_t *len)
+    char **text, size_t *len, llm_span **spans, size_t *n_spans)
 {
     char                         err[512];
     cJSON                       *vars, *special;
+    size_t                       i, n;
     ngx_int_t                    rc;
+    jinja_span                  *js;
+    jinja_limits                 lim;
+    ngx_http_llm_loc_conf_t     *llcf;
     ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    *spans = NULL;
+    *n_spans = 0;
 
     if (ecf->chat_template == NULL) {
         return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
@@ -200,8 +221,15 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
 
     rc = NGX_OK;
+    js = NULL;
+    n = 0;
+    lim = jinja_limits_default();
 
-    if (jinja_render(ecf->chat_template, vars, text, len, err, sizeof(err))
+    if ((llcf->special_in_content
+         ? jinja_render_ex(ecf->chat_template, vars, &lim, text, len, err,
+                           sizeof(err))
+         : jinja_render_spans(ecf->chat_template, vars, ngx_http_llm_trusted,
+                              &lim, text, len, &js, &n, err, sizeof(err)))
         != 0)
     {
         /* raise_exception() in a template is the template rejecting the
@@ -210,8 +238,24 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                                      "invalid_request_error",
                                      "invalid_messages",
                                      "chat template: %s", err);
+
+    } else if (n > 0) {
+        *spans = ngx_palloc(r->pool, n * sizeof(llm_span));
+        if (*spans == NULL) {
+            free(*text);
+            *text = NULL;
+            rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
+
+        } else {
+            for (i = 0; i < n; i++) {
+                (*spans)[i].start = js[i].start;
+                (*spans)[i].end = js[i].end;
+            }
+            *n_spans = n;
+        }
     }
 
+    free(js);
     cJSON_Delete(vars);
     return rc;
 }
@@ -219,7 +263,8 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
 static ngx_int_t
 ngx_http_llm_tokenize(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
-    const char *text, size_t len, int add_special)
+    const char *text, size_t len, int add_special, const llm_span *spans,
+    size_t n_spans)
 {
     int          n, cap;
     int32_t     *ids;
@@ -232,8 +277,10 @@ ngx_http_llm_tokenize(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    /* chat templates write their special tokens as text: parse them */
-    n = llm_tokenize(t, text, len, add_special, 1, ids, cap);
+    /* chat templates write their special tokens as text: parse them, but
+       not in the spans that came from the request */
+    n = llm_tokenize_spans(t, text, len, add_special, 1, spans, n_spans, ids,
+                           cap);
     if (n < 0) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -340,7 +387,8 @@ static ngx_int_t
 ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
     char       *text;
-    size_t      len;
+    size_t      len, n_spans;
+    llm_span   *spans;
     ngx_int_t   rc;
 
     if (ctx->req.prompt_ids && !ctx->chat) {
@@ -351,17 +399,17 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     if (!ctx->chat) {
         return ngx_http_llm_tokenize(r, ctx, ctx->req.prompt,
-                                     ctx->req.prompt_len, 1);
+                                     ctx->req.prompt_len, 1, NULL, 0);
     }
 
     /* a refusal (no template, one that raised) went out as a 400 */
-    rc = ngx_http_llm_render_chat(r, ctx, &text, &len);
+    rc = ngx_http_llm_render_chat(r, ctx, &text, &len, &spans, &n_spans);
     if (rc != NGX_OK || r->header_sent) {
         return rc;
     }
 
     /* vLLM's rule: the template wrote the special tokens itself */
-    rc = ngx_http_llm_tokenize(r, ctx, text, len, 0);
+    rc = ngx_http_llm_tokenize(r, ctx, text, len, 0, spans, n_spans);
     free(text);
 
     return rc;

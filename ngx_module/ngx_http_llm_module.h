@@ -117,6 +117,8 @@ typedef struct {
     size_t                      max_buffered; /* output held for a slow
                                                  client before the engine
                                                  is told to wait */
+    ngx_flag_t                  special_in_content; /* a message may write
+                                                       control tokens */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
 } ngx_http_llm_loc_conf_t;
