@@ -19,9 +19,11 @@ static ngx_int_t
 ngx_http_llm_health_reply(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
     ngx_uint_t answered)
 {
+    u_char            buf[64];
     cJSON            *root;
     uint64_t          now;
     ngx_int_t         rc;
+    ngx_msec_t        stalled;
     const char       *reason;
     llm_ring_header  *ring;
 
@@ -34,6 +36,13 @@ ngx_http_llm_health_reply(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
         reason = (answered || ring == NULL)
                  ? ngx_http_llm_peer_reason(peer)
                  : "engine did not answer over the ring within 1 s";
+
+        stalled = ngx_http_llm_peer_stalled(peer);
+        if (stalled) {
+            *ngx_snprintf(buf, sizeof(buf) - 1, "engine stalled: no "
+                          "progress for %M ms", stalled) = '\0';
+            reason = (char *) buf;
+        }
 
         cJSON_AddStringToObject(root, "status", "unavailable");
         cJSON_AddStringToObject(root, "reason", reason);

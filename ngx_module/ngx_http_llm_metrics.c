@@ -8,6 +8,8 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+#include <sys/random.h>
+
 #include "ngx_http_llm_module.h"
 
 
@@ -22,7 +24,8 @@ static const ngx_uint_t  ngx_http_llm_statuses[NGX_HTTP_LLM_N_STATUS] = {
 static ngx_int_t
 ngx_http_llm_zone_init(ngx_shm_zone_t *shm_zone, void *data)
 {
-    ngx_slab_pool_t  *shpool;
+    ngx_slab_pool_t          *shpool;
+    ngx_http_llm_counters_t  *cnt;
 
     if (data) {
         shm_zone->data = data;      /* a reload keeps the counts */
@@ -36,11 +39,22 @@ ngx_http_llm_zone_init(ngx_shm_zone_t *shm_zone, void *data)
         return NGX_OK;
     }
 
-    shm_zone->data = ngx_slab_calloc(shpool, sizeof(ngx_http_llm_counters_t));
-    if (shm_zone->data == NULL) {
+    cnt = ngx_slab_calloc(shpool, sizeof(ngx_http_llm_counters_t));
+    if (cnt == NULL) {
         return NGX_ERROR;
     }
-    shpool->data = shm_zone->data;
+
+    /* once per zone, so a reload keeps the engine's socket name too */
+    if (getrandom(cnt->secret, sizeof(cnt->secret), 0)
+        != (ssize_t) sizeof(cnt->secret))
+    {
+        ngx_log_error(NGX_LOG_EMERG, ngx_cycle->log, ngx_errno,
+                      "llm: getrandom() for the engine's socket name failed");
+        return NGX_ERROR;
+    }
+
+    shm_zone->data = cnt;
+    shpool->data = cnt;
 
     return NGX_OK;
 }
@@ -186,6 +200,10 @@ ngx_http_llm_engine_metrics(ngx_http_llm_out_t *o,
         ngx_http_llm_out_metric(o, "ngx_llm_engine_starts_total", "counter",
                                 "engine processes started by nginx",
                                 cnt->engine_starts);
+        ngx_http_llm_out_metric(o, "ngx_llm_engine_watchdog_restarts_total",
+                                "counter",
+                                "stalled engines the watchdog replaced",
+                                cnt->watchdog_restarts);
 
         ngx_http_llm_out(o, "# HELP ngx_llm_http_requests_total API "
                          "requests answered, by status\n"

@@ -25,6 +25,8 @@ static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
 static char *ngx_http_llm_check_word(ngx_conf_t *cf, void *post, void *data);
 static char *ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post,
     void *data);
+static char *ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_engine_done(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf);
 static char *ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -280,6 +282,13 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       offsetof(ngx_http_llm_engine_conf_t, ready_timeout),
       NULL },
 
+    { ngx_string("watchdog"),
+      NGX_CONF_TAKE1,
+      ngx_http_llm_set_watchdog,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, watchdog),
+      NULL },
+
       ngx_null_command
 };
 
@@ -494,6 +503,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->prefix_caching = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
+    ecf->watchdog = NGX_CONF_UNSET_MSEC;
     ecf->model_fd = NGX_INVALID_FILE;
     ecf->binary_fd = NGX_INVALID_FILE;
 
@@ -620,6 +630,45 @@ ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post, void *data)
 }
 
 
+/* watchdog auto | off | time: a time of at least 1s */
+static char *
+ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_engine_conf_t *ecf = conf;
+
+    ngx_str_t   *value;
+    ngx_msec_t   ms;
+
+    if (ecf->watchdog != NGX_CONF_UNSET_MSEC) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "auto") == 0) {
+        ecf->watchdog = NGX_HTTP_LLM_WATCHDOG_AUTO;
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        ecf->watchdog = NGX_HTTP_LLM_WATCHDOG_OFF;
+        return NGX_CONF_OK;
+    }
+
+    ms = ngx_parse_time(&value[1], 0);
+    if (ms == (ngx_msec_t) NGX_ERROR || ms < NGX_HTTP_LLM_WATCHDOG_MIN) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid watchdog \"%V\" (auto, off, or a time "
+                           "of at least 1s)", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    ecf->watchdog = ms;
+
+    return NGX_CONF_OK;
+}
+
+
 static char *
 ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 {
@@ -660,6 +709,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
     ngx_conf_init_msec_value(ecf->ready_timeout,
                              LLM_DEFAULT_READY_TIMEOUT_MS);
+    ngx_conf_init_msec_value(ecf->watchdog, NGX_HTTP_LLM_WATCHDOG_AUTO);
 
     if (ngx_http_llm_model_init(cf, ecf) != NGX_CONF_OK
         || ngx_http_llm_counters_zone(cf, ecf) != NGX_OK)

@@ -47,10 +47,16 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_N_STATUS  12
 
+#define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
+
 /* per engine, in a shared zone: survives engine restarts and reloads */
 typedef struct {
     ngx_atomic_t                engine_starts;
     ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
+    ngx_atomic_t                watchdog_restarts;
+    /* made by the master when the zone is made: part of the engine's
+       socket name, so nobody can bind it before the engine does */
+    u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
 } ngx_http_llm_counters_t;
 typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
 
@@ -72,6 +78,8 @@ typedef struct {
     ngx_flag_t                  prefix_caching;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
+    ngx_msec_t                  watchdog;           /* a time, or
+                                                       NGX_HTTP_LLM_WATCHDOG_* */
 
     /*
      * Opened by the master at configuration time and passed to the engine:
@@ -122,6 +130,12 @@ typedef struct {
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
 } ngx_http_llm_loc_conf_t;
+
+
+/* llm_engine's watchdog: auto scales with the engine's slowest step */
+#define NGX_HTTP_LLM_WATCHDOG_AUTO  0
+#define NGX_HTTP_LLM_WATCHDOG_OFF   ((ngx_msec_t) -2)
+#define NGX_HTTP_LLM_WATCHDOG_MIN   1000        /* ms, what may be set */
 
 
 #define NGX_HTTP_LLM_ROLE_NONE     0
@@ -215,6 +229,7 @@ ngx_http_llm_peer_t *ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf,
 llm_ring_header *ngx_http_llm_peer_ring(ngx_http_llm_peer_t *peer);
 ngx_int_t ngx_http_llm_peer_ready(ngx_http_llm_peer_t *peer);
 const char *ngx_http_llm_peer_reason(ngx_http_llm_peer_t *peer);
+ngx_msec_t ngx_http_llm_peer_stalled(ngx_http_llm_peer_t *peer);
 void ngx_http_llm_peer_wait(ngx_http_llm_peer_t *peer,
     ngx_http_llm_waiter_t *w);
 void ngx_http_llm_peer_unwait(ngx_http_llm_waiter_t *w);

@@ -7,7 +7,9 @@
  * single-process nginx (master_process off) survives a reload too. The
  * engine belongs to no worker: a worker that finds none starts it with a
  * double fork, and whichever engine binds the socket name first is the
- * one (see docs/architecture.md).
+ * one (see docs/architecture.md). Whoever answers at the name must be
+ * that engine: this worker's uid, and the pid its ring says; a watchdog
+ * replaces an engine that stops making progress.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -29,6 +31,11 @@
 #define NGX_HTTP_LLM_RETRY_MIN        50
 #define NGX_HTTP_LLM_RETRY_MAX        1000
 
+/* watchdog auto: max(10 s, 20 x the slowest recent step) */
+#define NGX_HTTP_LLM_WATCHDOG_FLOOR   10000
+#define NGX_HTTP_LLM_WATCHDOG_STEPS   20
+#define NGX_HTTP_LLM_STALLED          "engine stalled: replaced by the watchdog"
+
 
 struct ngx_http_llm_peer_s {
     ngx_queue_t                   queue;
@@ -47,10 +54,14 @@ struct ngx_http_llm_peer_s {
 
     ngx_queue_t                   waiters;
     ngx_event_t                   retry;
+    ngx_event_t                   watch;     /* the watchdog's */
     ngx_msec_t                    retry_delay;
     ngx_msec_t                    last_spawn;
     ngx_uint_t                    spawned;
-    char                          sockname[64];
+    ngx_pid_t                     engine_pid;    /* SO_PEERCRED's */
+    ngx_pid_t                     refused_pid;   /* logged once */
+    int                           pidfd;     /* the engine's, or -1 */
+    char                          sockname[108];
     char                          reason[LLM_RING_REASON_LEN];
 };
 
@@ -60,6 +71,7 @@ static void ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer,
     const char *why);
 static void ngx_http_llm_peer_read(ngx_event_t *rev);
 static void ngx_http_llm_peer_scan(ngx_http_llm_peer_t *peer);
+static void ngx_http_llm_peer_watch(ngx_event_t *ev);
 
 
 static ngx_queue_t  ngx_http_llm_peers;
@@ -125,6 +137,10 @@ ngx_http_llm_peer_exit_process(ngx_cycle_t *cycle)
             ngx_del_timer(&peer->retry);
         }
 
+        if (peer->watch.timer_set) {
+            ngx_del_timer(&peer->watch);
+        }
+
         /* "open socket left" otherwise; the engine frees our slots */
         if (peer->conn) {
             ngx_close_connection(peer->conn);
@@ -177,6 +193,11 @@ ngx_http_llm_peer_get(ngx_http_llm_engine_conf_t *ecf, ngx_log_t *log)
     peer->retry.data = peer;
     peer->retry.log = ngx_cycle->log;
     peer->retry.cancelable = 1;   /* must not hold up a worker's exit */
+    peer->watch.handler = ngx_http_llm_peer_watch;
+    peer->watch.data = peer;
+    peer->watch.log = ngx_cycle->log;
+    peer->watch.cancelable = 1;
+    peer->pidfd = -1;
     peer->retry_delay = NGX_HTTP_LLM_RETRY_MIN;
     ngx_cpystrn((u_char *) peer->reason, (u_char *) "engine starting",
                 sizeof(peer->reason));
@@ -376,6 +397,8 @@ ngx_http_llm_peer_sockaddr(ngx_http_llm_peer_t *peer, struct sockaddr_un *sa,
 /*
  * The engine's socket name is the lock: the worker that binds it starts
  * the engine and hands it the socket; the others see EADDRINUSE and wait.
+ * The engine listens on it, not we: the kernel gives a connecting worker
+ * the listener's credentials, which must be the engine's.
  */
 static int
 ngx_http_llm_peer_bind(ngx_http_llm_peer_t *peer)
@@ -398,13 +421,6 @@ ngx_http_llm_peer_bind(ngx_http_llm_peer_t *peer)
             ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
                           "llm: bind(@%s) failed", peer->sockname);
         }
-        (void) close(fd);
-        return -1;
-    }
-
-    if (listen(fd, 128) == -1) {
-        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_socket_errno,
-                      "llm: listen(@%s) failed", peer->sockname);
         (void) close(fd);
         return -1;
     }
@@ -528,7 +544,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
         ngx_http_llm_peer_exec(ecf, lfd, argv);
     }
 
-    /* the engine has it now; connecting to it queues until it accepts */
+    /* the engine has it now; connecting is refused until it listens */
     (void) close(lfd);
 
     /* the middle process exits at once; nginx's SIGCHLD may reap it first */
@@ -542,6 +558,157 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
     ngx_log_error(NGX_LOG_NOTICE, ngx_cycle->log, 0,
                   "llm: started engine \"%V\" for model \"%V\"",
                   &ecf->name, &ecf->model);
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the watchdog                                                           */
+
+/*
+ * How long the engine may go without a sign of life (alive_ns, which a
+ * stopped or frozen process stops), and its loop without a turn
+ * (heartbeat_ns, which a long step delays too). "auto" and "off" allow
+ * both max(10 s, 20 x the slowest recent step); a set time is the first,
+ * and the second when it is longer (docs/directives.md, watchdog).
+ */
+static void
+ngx_http_llm_peer_bounds(ngx_http_llm_peer_t *peer, ngx_msec_t *alive,
+    ngx_msec_t *turn)
+{
+    uint64_t    ms;
+    ngx_msec_t  w;
+
+    ms = atomic_load(&peer->ring->step_slowest_ns) / 1000000;
+    ms = ngx_min(ms, 86400000) * NGX_HTTP_LLM_WATCHDOG_STEPS;
+    ms = ngx_max(ms, NGX_HTTP_LLM_WATCHDOG_FLOOR);
+
+    w = peer->ecf->watchdog;
+
+    *alive = (w == NGX_HTTP_LLM_WATCHDOG_AUTO || w == NGX_HTTP_LLM_WATCHDOG_OFF)
+             ? (ngx_msec_t) ms : w;
+    *turn = ngx_max(*alive, (ngx_msec_t) ms);
+}
+
+
+/* ms without progress when that is over the bound, else 0 */
+ngx_msec_t
+ngx_http_llm_peer_stalled(ngx_http_llm_peer_t *peer)
+{
+    uint64_t    now, alive, beat;
+    ngx_msec_t  alive_max, turn_max, a, b;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return 0;
+    }
+
+    ngx_http_llm_peer_bounds(peer, &alive_max, &turn_max);
+
+    now = ngx_http_llm_now_ns();
+    alive = atomic_load(&peer->ring->alive_ns);
+    beat = atomic_load(&peer->ring->heartbeat_ns);
+    a = now > alive ? (ngx_msec_t) ((now - alive) / 1000000) : 0;
+    b = now > beat ? (ngx_msec_t) ((now - beat) / 1000000) : 0;
+
+    if (a > alive_max) {
+        return a;
+    }
+
+    return b > turn_max ? b : 0;
+}
+
+
+static ngx_msec_t
+ngx_http_llm_peer_watch_interval(ngx_http_llm_peer_t *peer)
+{
+    ngx_msec_t  alive, turn;
+
+    ngx_http_llm_peer_bounds(peer, &alive, &turn);
+
+    return ngx_max(ngx_min(alive / 4, 1000), 100);
+}
+
+
+static ngx_int_t
+ngx_http_llm_peer_kill(ngx_http_llm_peer_t *peer)
+{
+#ifdef SYS_pidfd_send_signal
+    if (peer->pidfd != -1) {
+        return syscall(SYS_pidfd_send_signal, peer->pidfd, SIGKILL, NULL, 0)
+               == 0 ? NGX_OK : NGX_ERROR;
+    }
+#endif
+
+    return kill(peer->engine_pid, SIGKILL) == 0 ? NGX_OK : NGX_ERROR;
+}
+
+
+/*
+ * Do what a crash does, once for all workers: the first to set
+ * watchdog_pid in the ring kills the engine (a claimant that died before
+ * it could is replaced). Every worker then sees EOF and fails its
+ * requests, and the bind lock starts the new engine.
+ */
+static ngx_int_t
+ngx_http_llm_peer_replace(ngx_http_llm_peer_t *peer, ngx_msec_t stalled)
+{
+    uint32_t                  owner;
+    ngx_http_llm_counters_t  *cnt;
+
+    owner = 0;
+
+    if (!atomic_compare_exchange_strong(&peer->ring->watchdog_pid, &owner,
+                                        (uint32_t) ngx_pid))
+    {
+        if (owner == (uint32_t) ngx_pid
+            || kill((ngx_pid_t) owner, 0) == 0 || ngx_errno != NGX_ESRCH
+            || !atomic_compare_exchange_strong(&peer->ring->watchdog_pid,
+                                               &owner, (uint32_t) ngx_pid))
+        {
+            return NGX_OK;      /* another worker does it */
+        }
+    }
+
+    ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
+                  "llm: watchdog: engine \"%V\" (pid %P) made no progress "
+                  "for %M ms: killing it to start a new one",
+                  &peer->ecf->name, peer->engine_pid, stalled);
+
+    if (ngx_http_llm_peer_kill(peer) != NGX_OK) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+                      "llm: watchdog: kill of engine \"%V\" (pid %P) failed",
+                      &peer->ecf->name, peer->engine_pid);
+    }
+
+    cnt = ngx_http_llm_counters(peer->ecf);
+    if (cnt) {
+        (void) ngx_atomic_fetch_add(&cnt->watchdog_restarts, 1);
+    }
+
+    ngx_http_llm_peer_lost(peer, NGX_HTTP_LLM_STALLED);
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_http_llm_peer_watch(ngx_event_t *ev)
+{
+    ngx_msec_t            stalled;
+    ngx_http_llm_peer_t  *peer = ev->data;
+
+    if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
+        return;     /* armed again when it connects */
+    }
+
+    stalled = ngx_http_llm_peer_stalled(peer);
+
+    if (stalled && peer->ecf->watchdog != NGX_HTTP_LLM_WATCHDOG_OFF
+        && ngx_http_llm_peer_replace(peer, stalled) == NGX_DONE)
+    {
+        return;
+    }
+
+    ngx_add_timer(ev, ngx_http_llm_peer_watch_interval(peer));
 }
 
 
@@ -570,6 +737,92 @@ ngx_http_llm_peer_schedule(ngx_http_llm_peer_t *peer)
 }
 
 
+/*
+ * "ngx_llm/<master pid>/<config hash>/<secret>": the secret, made by the
+ * master with the engine's shared zone, keeps another user from binding
+ * the name before the engine first does (docs/architecture.md).
+ */
+static ngx_int_t
+ngx_http_llm_peer_name(ngx_http_llm_peer_t *peer)
+{
+    u_char                   *p;
+    ngx_http_llm_counters_t  *cnt;
+
+    cnt = ngx_http_llm_counters(peer->ecf);
+    if (cnt == NULL) {
+        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, 0,
+                      "llm: engine \"%V\" has no shared zone",
+                      &peer->ecf->name);
+        return NGX_ERROR;
+    }
+
+    p = ngx_snprintf((u_char *) peer->sockname,
+                     sizeof(peer->sockname) - 1 - 2 * sizeof(cnt->secret),
+                     "ngx_llm/%P/%016uxL/", ngx_http_llm_peer_master_pid(),
+                     peer->hash);
+    p = ngx_hex_dump(p, cnt->secret, sizeof(cnt->secret));
+    *p = '\0';
+
+    return NGX_OK;
+}
+
+
+/* one line for each impostor, not one a retry */
+static void
+ngx_http_llm_peer_refuse(ngx_http_llm_peer_t *peer, ngx_pid_t pid,
+    const char *why)
+{
+    ngx_uint_t  level;
+
+    level = (pid == peer->refused_pid) ? NGX_LOG_INFO : NGX_LOG_ERR;
+    peer->refused_pid = pid;
+
+    ngx_log_error(level, ngx_cycle->log, 0,
+                  "llm: refused engine \"%V\": %s", &peer->ecf->name, why);
+
+    ngx_cpystrn((u_char *) peer->reason,
+                (u_char *) "refused the process at the engine's socket",
+                sizeof(peer->reason));
+}
+
+
+/*
+ * The abstract name has no permissions, and anybody may read it in
+ * /proc/net/unix: a process of another user may have bound it while the
+ * engine restarted. The engine listens itself, so SO_PEERCRED is the
+ * engine's: it must run as this worker's user.
+ */
+static ngx_int_t
+ngx_http_llm_peer_check_uid(ngx_http_llm_peer_t *peer, int fd)
+{
+    u_char        why[128], *p;
+    socklen_t     len;
+    struct ucred  cred;
+
+    len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+        ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, ngx_socket_errno,
+                      "llm: getsockopt(SO_PEERCRED) on engine \"%V\" failed",
+                      &peer->ecf->name);
+        return NGX_ERROR;
+    }
+
+    if (cred.uid != geteuid()) {
+        p = ngx_snprintf(why, sizeof(why) - 1, "its socket is held by uid "
+                         "%d (pid %P), not by this worker's uid %d",
+                         (int) cred.uid, (ngx_pid_t) cred.pid,
+                         (int) geteuid());
+        *p = '\0';
+        ngx_http_llm_peer_refuse(peer, cred.pid, (char *) why);
+        return NGX_DECLINED;
+    }
+
+    peer->engine_pid = cred.pid;
+
+    return NGX_OK;
+}
+
+
 static void
 ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
 {
@@ -583,9 +836,10 @@ ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
         return;
     }
 
-    ngx_snprintf((u_char *) peer->sockname, sizeof(peer->sockname) - 1,
-                 "ngx_llm/%P/%016uxL%Z", ngx_http_llm_peer_master_pid(),
-                 peer->hash);
+    if (ngx_http_llm_peer_name(peer) != NGX_OK) {
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
 
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd == -1) {
@@ -610,6 +864,12 @@ ngx_http_llm_peer_connect(ngx_http_llm_peer_t *peer)
                           &peer->ecf->name);
         }
 
+        ngx_http_llm_peer_schedule(peer);
+        return;
+    }
+
+    if (ngx_http_llm_peer_check_uid(peer, fd) != NGX_OK) {
+        (void) close(fd);
         ngx_http_llm_peer_schedule(peer);
         return;
     }
@@ -643,6 +903,7 @@ ngx_http_llm_peer_map(ngx_http_llm_peer_t *peer, llm_msg *m, int fd)
 {
     int               seals;
     void             *p;
+    u_char            why[128];
     struct stat       st;
     llm_ring_header  *h;
 
@@ -680,6 +941,16 @@ ngx_http_llm_peer_map(ngx_http_llm_peer_t *peer, llm_msg *m, int fd)
         return NGX_ERROR;
     }
 
+    /* the listener must be the engine whose ring this is */
+    if ((ngx_pid_t) h->engine_pid != peer->engine_pid) {
+        *ngx_snprintf(why, sizeof(why) - 1, "its socket is held by pid %P, "
+                      "its ring says pid %uD", peer->engine_pid,
+                      h->engine_pid) = '\0';
+        ngx_http_llm_peer_refuse(peer, peer->engine_pid, (char *) why);
+        munmap(h, m->ring_size);
+        return NGX_DECLINED;
+    }
+
     peer->slots = ngx_calloc(h->n_slots * sizeof(ngx_http_llm_slot_t *),
                              ngx_cycle->log);
     if (peer->slots == NULL) {
@@ -694,6 +965,12 @@ ngx_http_llm_peer_map(ngx_http_llm_peer_t *peer, llm_msg *m, int fd)
     peer->state = NGX_HTTP_LLM_PEER_CONNECTED;
     peer->retry_delay = NGX_HTTP_LLM_RETRY_MIN;
     peer->spawned = 0;
+    peer->refused_pid = 0;
+
+    /* what the watchdog kills: this process, not a pid reused since */
+    peer->pidfd = (int) syscall(SYS_pidfd_open, peer->engine_pid, 0);
+
+    ngx_add_timer(&peer->watch, ngx_http_llm_peer_watch_interval(peer));
 
     ngx_log_error(NGX_LOG_INFO, ngx_cycle->log, 0,
                   "llm: connected to engine \"%V\" (pid %uD, %uD slots)",
@@ -709,6 +986,7 @@ ngx_http_llm_peer_read(ngx_event_t *rev)
     int                   fd;
     ssize_t               n;
     llm_msg               m;
+    ngx_int_t             rc;
     ngx_uint_t            wake;
     struct iovec          iov;
     struct msghdr         mh;
@@ -765,7 +1043,19 @@ ngx_http_llm_peer_read(ngx_event_t *rev)
         } else if (m.type == LLM_MSG_HELLO
                    && peer->state == NGX_HTTP_LLM_PEER_CONNECTING && fd != -1)
         {
-            if (ngx_http_llm_peer_map(peer, &m, fd) != NGX_OK) {
+            rc = ngx_http_llm_peer_map(peer, &m, fd);
+
+            if (rc == NGX_DECLINED) {
+                /* refused, and said so: no request was in it */
+                (void) close(fd);
+                ngx_close_connection(c);
+                peer->conn = NULL;
+                peer->state = NGX_HTTP_LLM_PEER_IDLE;
+                ngx_http_llm_peer_schedule(peer);
+                return;
+            }
+
+            if (rc != NGX_OK) {
                 (void) close(fd);
                 ngx_http_llm_peer_lost(peer, "engine's ring is invalid");
                 return;
@@ -800,6 +1090,20 @@ ngx_http_llm_peer_lost(ngx_http_llm_peer_t *peer, const char *why)
 {
     uint32_t              i, n;
     ngx_http_llm_slot_t  *s;
+
+    /* what the other workers see of a watchdog's kill is an EOF */
+    if (peer->ring && atomic_load(&peer->ring->watchdog_pid) != 0) {
+        why = NGX_HTTP_LLM_STALLED;
+    }
+
+    if (peer->watch.timer_set) {
+        ngx_del_timer(&peer->watch);
+    }
+
+    if (peer->pidfd != -1) {
+        (void) close(peer->pidfd);
+        peer->pidfd = -1;
+    }
 
     ngx_log_error(NGX_LOG_ERR, ngx_cycle->log, 0,
                   "llm: %s: engine \"%V\" lost, in-flight requests fail",

@@ -52,12 +52,22 @@ ngx_http_llm_when_ready(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
     ngx_int_t (*ready)(ngx_http_request_t *r))
 {
     ngx_int_t                 rc;
+    ngx_msec_t                stalled;
     ngx_http_llm_ctx_t       *ctx;
     ngx_http_llm_loc_conf_t  *llcf;
 
     rc = ngx_http_llm_peer_ready(peer);
 
     if (rc == NGX_OK) {
+        /* a hung engine would hold the request until its deadline */
+        stalled = ngx_http_llm_peer_stalled(peer);
+        if (stalled) {
+            return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                           "server_error", "engine_stalled",
+                                           "engine stalled: no progress "
+                                           "for %M ms", stalled);
+        }
+
         return ready(r);
     }
 

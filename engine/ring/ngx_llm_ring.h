@@ -5,10 +5,13 @@
  *
  * Transport
  *   The engine listens on an abstract unix socket (SOCK_SEQPACKET) named
- *   "\0ngx_llm/<nginx master pid>/<config hash>". Binding that name is the
+ *   "\0ngx_llm/<nginx master pid>/<config hash>/<secret>", the secret made
+ *   by nginx's master (128 random bits). Binding that name is the
  *   lock that makes one engine per config: a second engine started by a
  *   racing worker fails to bind and exits. Nothing has a file name, so
- *   nothing is left behind.
+ *   nothing is left behind. The worker binds it, the engine listens on it,
+ *   so a worker's SO_PEERCRED names the engine: it refuses one of another
+ *   uid, or whose pid is not the ring's engine_pid.
  *   On accept the engine checks the peer's uid (SO_PEERCRED) and sends a
  *   llm_msg HELLO carrying the ring's memfd (SCM_RIGHTS). The connection
  *   then is the doorbell in both directions: KICK (worker -> engine: look at
@@ -23,11 +26,12 @@
 #ifndef NGX_LLM_RING_H
 #define NGX_LLM_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdatomic.h>
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        1
+#define LLM_RING_VERSION        2       /* 2: the watchdog's fields */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -242,12 +246,25 @@ typedef struct {
 
     llm_model_facts model;              /* valid from WARMING on */
     llm_ring_stats  stats;
+
+    /*
+     * Version 2: what a worker's watchdog reads (docs/architecture.md). A
+     * long step stops heartbeat_ns but not alive_ns; a stopped or frozen
+     * process stops both.
+     */
+    _Atomic uint64_t alive_ns;          /* a ticker thread, every 100 ms */
+    _Atomic uint64_t step_slowest_ns;   /* slowest step of the last 64-128 */
+    _Atomic uint32_t watchdog_pid;      /* the worker replacing the engine:
+                                           0, then set once by CAS */
+    uint32_t        reserved2;
 } llm_ring_header;
 
 _Static_assert(sizeof(llm_msg) == 24, "llm_msg is part of the ABI");
 _Static_assert(sizeof(llm_out_token) == 176, "llm_out_token layout");
 _Static_assert(sizeof(llm_sampling) % 8 == 0, "llm_sampling alignment");
 _Static_assert(sizeof(_Atomic uint64_t) == 8, "lock-free 64-bit atomics");
+_Static_assert(offsetof(llm_ring_header, alive_ns) % 8 == 0,
+               "llm_ring_header: version 2 fields aligned");
 
 
 /* header followed by the slots, each slot 64-byte aligned */

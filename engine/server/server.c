@@ -43,6 +43,8 @@
 
 #define LLM_MAX_CLIENTS       256
 #define LLM_IDLE_EXIT_NS      (3ULL * 1000000000ULL)
+#define LLM_ALIVE_TICK_NS     (100ULL * 1000000ULL)
+#define LLM_STEP_WINDOW       64      /* steps a "recent" slowest spans */
 
 typedef struct {
     int                 fd;
@@ -84,6 +86,10 @@ struct llm_server_s {
     llm_slot_user      *users;          /* (n_slots) */
     int                 quit;           /* SIGQUIT: drain, then exit */
     int                 terminate;
+
+    /* the slowest step of this window and of the one before it */
+    uint64_t            step_max_ns[2];
+    int                 steps_in_window;
 };
 
 /* epoll tags: small integers below LLM_TAG_CLIENT, clients above */
@@ -320,6 +326,7 @@ llm_ring_create(llm_server *s)
     h->started_ns = llm_now_ns();
     atomic_store(&h->generation, h->started_ns);
     atomic_store(&h->heartbeat_ns, h->started_ns);
+    atomic_store(&h->alive_ns, h->started_ns);
     atomic_store(&h->state, LLM_ENGINE_STARTING);
 
     s->users = calloc(n_slots, sizeof(llm_slot_user));
@@ -478,6 +485,68 @@ llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
 }
 
 
+/*
+ * The watchdog's measure of a slow step (docs/architecture.md): the
+ * slowest of the last 64 to 128 steps that ran the model, so a worker
+ * allows an 8B model on a CPU, or a sanitizer build, steps of its own size.
+ */
+static void
+llm_step_timed(llm_server *s, uint64_t ns)
+{
+    if (ns > s->step_max_ns[0]) {
+        s->step_max_ns[0] = ns;
+    }
+
+    if (++s->steps_in_window == LLM_STEP_WINDOW) {
+        s->step_max_ns[1] = s->step_max_ns[0];
+        s->step_max_ns[0] = 0;
+        s->steps_in_window = 0;
+    }
+
+    atomic_store(&s->ring->step_slowest_ns,
+                 s->step_max_ns[0] > s->step_max_ns[1] ? s->step_max_ns[0]
+                                                       : s->step_max_ns[1]);
+}
+
+
+/* a step of the model, timed when it ran one */
+static int
+llm_step(llm_server *s, llm_sched *sched)
+{
+    int       rc;
+    uint64_t  t0;
+
+    t0 = llm_now_ns();
+    rc = llm_sched_step(sched);
+
+    if (rc != 0) {
+        llm_step_timed(s, llm_now_ns() - t0);
+    }
+
+    return rc;
+}
+
+
+/*
+ * alive_ns: a sign of life that a long step does not stop, as the loop's
+ * heartbeat does; only a stopped or frozen process stops it. Its signals
+ * are blocked as the loop's are (created after llm_setup_events).
+ */
+static void *
+llm_alive_thread(void *arg)
+{
+    llm_server       *s = arg;
+    struct timespec   ts = { 0, LLM_ALIVE_TICK_NS };
+
+    for ( ;; ) {
+        atomic_store(&s->ring->alive_ns, llm_now_ns());
+        nanosleep(&ts, NULL);
+    }
+
+    return NULL;
+}
+
+
 /* a short greedy generation must work before health says ready */
 static int
 llm_warm_up(llm_server *s, llm_sched *sched)
@@ -508,7 +577,7 @@ llm_warm_up(llm_server *s, llm_sched *sched)
     }
 
     for (i = 0; i < 64 && llm_sched_has_work(sched); i++) {
-        rc = llm_sched_step(sched);
+        rc = llm_step(s, sched);
         if (rc < 0) {
             break;
         }
@@ -1186,11 +1255,16 @@ llm_listen(llm_server *s)
     socklen_t           alen;
     struct sockaddr_un  sa;
 
-    /* nginx bound it for us: that worker won the right to start us */
+    /*
+     * nginx bound it for us: that worker won the right to start us. We
+     * listen, not the worker, so that SO_PEERCRED tells a connecting
+     * worker our pid (the kernel records the listener's credentials).
+     */
     if (s->opt.listen_fd >= 0) {
         s->listen_fd = s->opt.listen_fd;
         if (fcntl(s->listen_fd, F_SETFD, FD_CLOEXEC) == -1
-            || fcntl(s->listen_fd, F_SETFL, O_NONBLOCK) == -1)
+            || fcntl(s->listen_fd, F_SETFL, O_NONBLOCK) == -1
+            || listen(s->listen_fd, 128) == -1)
         {
             llm_log(LLM_LOG_EMERG, "listen fd %d: %s", s->listen_fd,
                     strerror(errno));
@@ -1411,7 +1485,7 @@ llm_loop(llm_server *s)
         if (sched != NULL) {
             if (llm_sched_has_work(sched)) {
                 /* 0: everything runnable is held back by full streams */
-                rc = llm_sched_step(sched);
+                rc = llm_step(s, sched);
                 if (rc < 0) {
                     /* the batch's requests ended with this error (their
                        workers reply with it); the engine serves on */
@@ -1467,6 +1541,7 @@ llm_server_main(int argc, char **argv)
 {
     int          rc;
     char         ident[160];
+    pthread_t    ticker;
     llm_server  *s;
 
     s = calloc(1, sizeof(*s));
@@ -1499,11 +1574,14 @@ llm_server_main(int argc, char **argv)
             s->opt.model_path, s->ring->n_slots,
             (unsigned long long) s->ring_size);
 
-    if (pthread_create(&s->loader, NULL, llm_loader_thread, s) != 0) {
+    if (pthread_create(&s->loader, NULL, llm_loader_thread, s) != 0
+        || pthread_create(&ticker, NULL, llm_alive_thread, s) != 0)
+    {
         llm_log(LLM_LOG_EMERG, "pthread_create() failed");
         return 1;
     }
     pthread_detach(s->loader);
+    pthread_detach(ticker);
 
     llm_loop(s);
 

@@ -33,6 +33,7 @@ sub nginx_setup {
     $http =~ s/\$MODEL/$model/g;
     open my $f, '>', "$prefix/conf/nginx.conf" or die $!;
     print $f <<"EOF2";
+${\($opt{user} ? "user $opt{user};" : '')}
 load_module $module;
 worker_processes ${\($opt{workers} || 2)};
 error_log logs/error.log info;
@@ -195,5 +196,44 @@ sub metric {
 }
 
 sub prefix { $prefix }
+
+# --- the engine's identity (t/011) and watchdog (t/012) -------------------
+
+push @EXPORT, qw(engine_socket_names worker_pids ring_header log_lines);
+
+# the distinct abstract names of a master's engines in /proc/net/unix
+sub engine_socket_names {
+    my ($master) = @_;
+    open my $f, '<', '/proc/net/unix' or return ();
+    my %names = map { m{(\@ngx_llm/$master/\S+)$} ? ($1 => 1) : () } <$f>;
+    return sort keys %names;
+}
+
+sub worker_pids {
+    my ($master) = @_;
+    return grep { $_ != $master } map { /^\s*(\d+)/ ? $1 : () }
+           `ps -o pid= --ppid $master`;
+}
+
+# the first $len bytes of an engine's ring, read through /proc (as root)
+sub ring_header {
+    my ($pid, $len) = @_;
+    opendir my $d, "/proc/$pid/fd" or return undef;
+    for my $fd (readdir $d) {
+        my $target = readlink "/proc/$pid/fd/$fd" or next;
+        next unless $target =~ m{^/memfd:ngx_llm_ring};
+        open my $f, '<:raw', "/proc/$pid/fd/$fd" or return undef;
+        read($f, my $buf, $len) == $len or return undef;
+        return $buf;
+    }
+    return undef;
+}
+
+# the error log's lines that match a pattern
+sub log_lines {
+    my ($re) = @_;
+    open my $f, '<', "$prefix/logs/error.log" or return ();
+    return grep { $_ =~ $re } <$f>;
+}
 
 1;
