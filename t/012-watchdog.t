@@ -1,0 +1,148 @@
+#!/usr/bin/perl
+# A hung engine (docs/architecture.md, Watchdog): stopped with SIGSTOP, it
+# holds no request until its deadline. With "watchdog 2s" one worker kills
+# it within seconds, a stream in flight ends with an error event, a request
+# sent to it gets 503, and a new engine serves. With "watchdog off" the
+# engine is kept, but new requests get a fast 503 engine_stalled once it
+# made no progress for the automatic bound (10 s here). A long prefill
+# step (one step of ~800 tokens, seconds on a CPU) does not trip a 1 s
+# watchdog: the engine's sign of life goes on during a step. Signals
+# mid-test, so a plain script (docs/testing.md).
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+use NgxLlm::Harness;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+$ENV{TEST_NGINX_LOAD_MODULES}
+    or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
+$ENV{TEST_NGINX_MODEL}
+    or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
+
+sub conf {
+    my ($watchdog) = @_;
+    return <<"EOF";
+    llm_engine main {
+        model \$MODEL;
+        max_num_seqs 4;
+        max_batched_tokens 2048;
+        watchdog $watchdog;
+    }
+    server {
+        listen 127.0.0.1:\$PORT;
+        location /v1/ { llm_api main; llm_deadline 5m; }
+        location = /healthz { llm_health main; }
+        location = /metrics { llm_metrics; }
+    }
+EOF
+}
+
+my $chat = '{"model":"main","max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}';
+my $long_stream = '{"model":"main","max_tokens":2000,"ignore_eos":true,"stream":true,'
+    . '"messages":[{"role":"user","content":"Count to ten thousand."}]}';
+
+# --- watchdog 2s: SIGSTOP, the engine is replaced --------------------------------
+
+nginx_setup('watchdog', conf('2s'));
+is(nginx_cmd(), 0, 'nginx starts (watchdog 2s)');
+my $master = master_pid();
+my $e1 = wait_healthy(10);
+ok($e1, 'healthy');
+
+my $stream = open_stream('POST', '/v1/chat/completions', $long_stream);
+my ($first) = read_some($stream, 10, qr/"content":"[^"]+"/);
+ok(@$first, 'a stream has begun');
+
+kill 'STOP', $e1;
+my $t_stop = time;
+my $req = open_stream('POST', '/v1/chat/completions', $chat);
+
+my ($rest, $eof) = read_some($stream, 15, qr/data: \[DONE\]/);
+my $tail = join '', map { $_->[1] } @$rest;
+my $t_stream = time - $t_stop;
+like($tail, qr/data: \{"error":\{[^\n]*"code":"engine_unavailable"/, 'the stream ends with an error event');
+like($tail, qr/engine stalled: replaced by the watchdog/, 'which says the watchdog replaced the engine');
+cmp_ok($t_stream, '<', 6, sprintf('within %.1f s of the stop (watchdog 2 s)', $t_stream));
+
+my ($resp) = read_all($req, 15);
+my $t_req = time - $t_stop;
+like($resp, qr{^HTTP/1\.1 503}, 'a request sent to the stopped engine gets 503');
+like($resp, qr/engine_stalled|replaced by the watchdog/, 'saying the engine stalled');
+cmp_ok($t_req, '<', 6, sprintf('within %.1f s, not its deadline (5 min)', $t_req));
+
+ok(wait_gone(5, $e1), 'the stopped engine was killed');
+my $e2 = wait_healthy(15, $e1);
+ok($e2, 'a new engine is healthy');
+my ($st, $body) = http_post('/v1/chat/completions', $chat, 30);
+is($st, 200, 'and serves');
+
+my @acted = log_lines(qr/\[error\].*llm: watchdog: engine "main" \(pid $e1\) made no progress for \d+ ms: killing it/);
+is(scalar @acted, 1, 'one worker acted, with one line');
+is(metric('ngx_llm_engine_watchdog_restarts_total'), 1, 'counted in /metrics');
+
+is(nginx_cmd('-s', 'stop'), 0, 'stop');
+ok(wait_gone(10, $master), 'master exited');
+ok(wait_gone(5, $e2), 'engine exited');
+
+# --- watchdog off: kept, but new requests get a fast 503 ------------------------------
+
+nginx_setup('watchdog-off', conf('off'));
+is(nginx_cmd(), 0, 'nginx starts (watchdog off)');
+$master = master_pid();
+$e1 = wait_healthy(10);
+ok($e1, 'healthy');
+
+kill 'STOP', $e1;
+sleep 10.5;                             # the automatic bound: 10 s
+my $t0 = time;
+($st, $body) = http_post('/v1/chat/completions', $chat, 10);
+my $took = time - $t0;
+is($st, 503, 'a request to an engine stopped for 10.5 s gets 503');
+like($body, qr/"code":"engine_stalled"/, 'engine_stalled');
+like($body, qr/no progress for \d+ ms/, 'saying for how long');
+cmp_ok($took, '<', 1, sprintf('at once (%.3f s)', $took));
+($st, $body) = http_get('/healthz', 5);
+like($body, qr/engine stalled: no progress for \d+ ms/, 'health says so too');
+ok(alive($e1), 'the engine is kept');
+
+kill 'CONT', $e1;
+is(wait_healthy(5), $e1, 'once continued, the same engine is healthy');
+($st) = http_post('/v1/chat/completions', $chat, 30);
+is($st, 200, 'and serves');
+is_deeply([log_lines(qr/llm: watchdog:/)], [], 'the watchdog did nothing');
+
+is(nginx_cmd('-s', 'stop'), 0, 'stop');
+ok(wait_gone(10, $master), 'master exited');
+ok(wait_gone(5, $e1), 'engine exited');
+
+# --- watchdog 1s and a long prefill step ---------------------------------------
+
+nginx_setup('watchdog-prefill', conf('1s'));
+is(nginx_cmd(), 0, 'nginx starts (watchdog 1s, max_batched_tokens 2048)');
+$master = master_pid();
+$e1 = wait_healthy(10);
+ok($e1, 'healthy');
+
+my $prompt = join ' ', map { "word$_" } 1 .. 220;     # ~800 tokens
+$t0 = time;
+($st, $body) = http_post('/v1/completions',
+    qq({"model":"main","max_tokens":1,"prompt":"$prompt"}), 60);
+$took = time - $t0;
+is($st, 200, 'a long prompt completes');
+my ($n) = $body =~ /"prompt_tokens":(\d+)/;
+cmp_ok($n // 0, '>', 600, "of @{[ $n // '?' ]} tokens, one step");
+cmp_ok($took, '>', 1.2, sprintf('its step took longer than the watchdog (%.2f s)', $took));
+is(wait_healthy(5), $e1, 'the same engine');
+is_deeply([log_lines(qr/llm: watchdog:/)], [], 'the watchdog did nothing');
+
+is(nginx_cmd('-s', 'stop'), 0, 'stop');
+ok(wait_gone(10, $master), 'master exited');
+ok(wait_gone(5, $e1), 'engine exited');
+
+my @alerts = log_lines(qr/\[(alert|emerg|crit)\]/);
+is_deeply(\@alerts, [], 'no alert in the error log');
+
+done_testing();
