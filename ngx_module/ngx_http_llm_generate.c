@@ -13,6 +13,7 @@
 
 
 static void ngx_http_llm_body_handler(ngx_http_request_t *r);
+static void ngx_http_llm_body_read(ngx_http_request_t *r);
 static void ngx_http_llm_generation_free(void *data);
 static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
@@ -73,12 +74,46 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
 
     r->request_body_in_single_buf = 1;
 
+    /* a status of nginx's (a malformed chunked body, say) goes out as
+       JSON through the filters of ngx_http_llm_reply.c */
     rc = ngx_http_read_client_request_body(r, ngx_http_llm_body_handler);
     if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
         return rc;
     }
 
+    if (rc == NGX_AGAIN) {
+        ctx->read_body = r->read_event_handler;
+        r->read_event_handler = ngx_http_llm_body_read;
+    }
+
     return NGX_DONE;
+}
+
+
+/*
+ * The rest of the body, read by nginx's handler, except a timeout:
+ * client_body_timeout makes nginx close the connection without a word,
+ * and a client should hear why (408).
+ */
+static void
+ngx_http_llm_body_read(ngx_http_request_t *r)
+{
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+
+    if (!r->connection->read->timedout) {
+        ctx->read_body(r);
+        return;
+    }
+
+    r->connection->read->timedout = 0;
+    r->read_event_handler = ngx_http_block_reading;
+    r->keepalive = 0;
+    r->lingering_close = 0;
+
+    ngx_http_finalize_request(r, ngx_http_llm_send_status(r,
+                                                NGX_HTTP_REQUEST_TIME_OUT));
 }
 
 

@@ -1,6 +1,7 @@
 /*
  * GET /v1/models: the served model, with the facts the engine wrote into
- * its ring header.
+ * its ring header (a model file's name may be any bytes: the reply is made
+ * valid UTF-8 where it is sent, ngx_http_llm_send_json).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -12,7 +13,7 @@
 ngx_int_t
 ngx_http_llm_models_handler(ngx_http_request_t *r)
 {
-    char                         id[256];
+    char                        *id;
     cJSON                       *root, *data, *m, *meta;
     ngx_uint_t                   len;
     llm_model_facts             *f;
@@ -38,8 +39,13 @@ ngx_http_llm_models_handler(ngx_http_request_t *r)
     f->name[sizeof(f->name) - 1] = '\0';
     f->file_type[sizeof(f->file_type) - 1] = '\0';
 
+    /* whole: a cut could split a character */
+    id = ngx_pnalloc(r->pool, ecf->served_model_name.len + 1);
+    if (id == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     ngx_cpystrn((u_char *) id, ecf->served_model_name.data,
-                ngx_min(ecf->served_model_name.len + 1, sizeof(id)));
+                ecf->served_model_name.len + 1);
 
     root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");

@@ -346,7 +346,8 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
 
     *h = ngx_http_llm_log_handler;
 
-    return NGX_OK;
+    /* nginx's own error pages in llm_api locations, as JSON */
+    return ngx_http_llm_reply_filter_init(cf);
 }
 
 

@@ -183,6 +183,7 @@ typedef struct {
     ngx_http_llm_waiter_t       waiter;
     ngx_event_t                 deadline;
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
+    ngx_http_event_handler_pt   read_body;  /* nginx's, while it reads */
 
     /* generation */
     llm_api_request             req;
@@ -250,6 +251,8 @@ ngx_int_t ngx_http_llm_unavailable(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
 ngx_int_t ngx_http_llm_retry_after(ngx_http_request_t *r,
     ngx_uint_t seconds);
+ngx_int_t ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status);
+ngx_int_t ngx_http_llm_reply_filter_init(ngx_conf_t *cf);
 
 /* ngx_http_llm_ctx.c */
 ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,

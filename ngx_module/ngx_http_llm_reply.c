@@ -1,13 +1,146 @@
 /*
  * Replies of our own: a JSON body, OpenAI's error object (and the one log
  * line that says the same), 503 with Retry-After when the engine is not
- * there.
+ * there. Every reply is valid UTF-8 whatever it echoes (a URI, a model
+ * file's name), so a strict client can always decode it.
+ *
+ * And nginx's own error replies in an llm_api location (a malformed chunked
+ * body, client_max_body_size, a 500 from a handler): a header filter and a
+ * body filter turn its HTML page into the same JSON error object. Filters
+ * rather than error_page: an error_page needs a location to send the
+ * request to, which a module cannot add to the user's server{}, and a
+ * filter still lets the user's own error_page win (nginx redirects before
+ * it builds the page).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
+#include "text/json_strict.h"
+
+
+/* what an HTTP status means, told as OpenAI's error object */
+typedef struct {
+    ngx_uint_t                  status;
+    const char                 *type;
+    const char                 *code;
+    const char                 *message;
+} ngx_http_llm_status_error_t;
+
+
+static ngx_http_llm_status_error_t  ngx_http_llm_status_errors[] = {
+    { NGX_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_request",
+      "The HTTP request could not be read: it is malformed (for example "
+      "an invalid chunked request body)." },
+    { NGX_HTTP_REQUEST_TIME_OUT, "invalid_request_error", "request_timeout",
+      "The request body did not arrive in time." },
+    { NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, "invalid_request_error",
+      "request_too_large",
+      "The request body is larger than this server accepts." },
+    { NGX_HTTP_REQUEST_URI_TOO_LARGE, "invalid_request_error", "uri_too_long",
+      "The request URI is longer than this server accepts." },
+    { NGX_HTTP_INTERNAL_SERVER_ERROR, "server_error", "internal_error",
+      "The server had an error while processing the request." },
+    { NGX_HTTP_BAD_GATEWAY, "server_error", "bad_gateway",
+      "The server got a bad reply from the service behind it." },
+    { NGX_HTTP_SERVICE_UNAVAILABLE, "server_error", "service_unavailable",
+      "The server cannot take the request now." },
+    { NGX_HTTP_GATEWAY_TIME_OUT, "server_error", "gateway_timeout",
+      "The service behind the server did not reply in time." },
+    { 0, NULL, NULL, NULL }
+};
+
+
+/* marks a reply whose headers the filter rewrote: its content type points
+   here (an array of its own; a literal may share the address of ours) */
+static u_char  ngx_http_llm_page_type[] = "application/json";
+
+static ngx_http_output_header_filter_pt  ngx_http_llm_next_header_filter;
+static ngx_http_output_body_filter_pt    ngx_http_llm_next_body_filter;
+
+
+/*
+ * len bytes of s as valid UTF-8 into p: each byte that starts no valid
+ * sequence becomes U+FFFD. Returns the bytes written; p NULL: the bytes
+ * it would write.
+ */
+static size_t
+ngx_http_llm_utf8_copy(u_char *p, const u_char *s, size_t len)
+{
+    size_t  i, n, out;
+
+    for (i = 0, out = 0; i < len; i += n) {
+        n = llm_utf8_len(s + i, len - i);
+
+        if (n == 0) {
+            if (p != NULL) {
+                p = ngx_cpymem(p, "\xef\xbf\xbd", 3);
+            }
+            out += 3;
+            n = 1;
+            continue;
+        }
+
+        if (p != NULL) {
+            p = ngx_cpymem(p, s + i, n);
+        }
+        out += n;
+    }
+
+    return out;
+}
+
+
+/* s as valid UTF-8: s itself when it is, else a pool copy */
+static const char *
+ngx_http_llm_utf8_valid(ngx_pool_t *pool, const char *s)
+{
+    u_char  *p;
+    size_t   len, n;
+
+    if (s == NULL) {
+        return NULL;
+    }
+
+    len = ngx_strlen(s);
+    n = ngx_http_llm_utf8_copy(NULL, (u_char *) s, len);
+
+    if (n == len) {
+        return s;
+    }
+
+    p = ngx_pnalloc(pool, n + 1);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    ngx_http_llm_utf8_copy(p, (u_char *) s, len);
+    p[n] = '\0';
+
+    return (char *) p;
+}
+
+
+/* the end of the text start..end without a character cut off at it */
+static u_char *
+ngx_http_llm_utf8_cut(u_char *start, u_char *end)
+{
+    u_char  *p;
+
+    /* back over the continuation bytes to the byte that leads them */
+    for (p = end; p > start && end - p < 3 && (p[-1] & 0xc0) == 0x80; p--) {
+        /* void */
+    }
+
+    if (p > start && p[-1] >= 0xc0
+        && llm_utf8_len(p - 1, end - (p - 1)) == 0)
+    {
+        return p - 1;
+    }
+
+    return end;
+}
 
 
 static ngx_int_t
@@ -43,7 +176,7 @@ ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json)
 {
     char       *text;
-    size_t      len;
+    size_t      len, n;
     ngx_buf_t  *b;
 
     text = cJSON_PrintUnformatted(json);
@@ -55,15 +188,17 @@ ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
+    /* cJSON copies bytes >= 0x80 as they are, valid or not */
     len = ngx_strlen(text);
+    n = ngx_http_llm_utf8_copy(NULL, (u_char *) text, len);
 
-    b = ngx_create_temp_buf(r->pool, len + 1);
+    b = ngx_create_temp_buf(r->pool, n + 1);
     if (b == NULL) {
         free(text);
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    b->last = ngx_cpymem(b->last, text, len);
+    b->last += ngx_http_llm_utf8_copy(b->last, (u_char *) text, len);
     *b->last++ = '\n';
     free(text);
 
@@ -125,31 +260,24 @@ ngx_http_llm_plain_str(u_char *p, const char *s)
 }
 
 
-/*
- * The error object when cJSON could not allocate it: the same fields,
- * written by hand, so an out-of-memory error still answers with its own
- * status and code.
- */
-static ngx_int_t
-ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *param, const char *code, const char *msg)
+/* the error object written by hand, without cJSON: no allocation but
+   the buffer's, and the same bytes cJSON writes for these strings */
+static ngx_buf_t *
+ngx_http_llm_error_buf(ngx_pool_t *pool, const char *type,
+    const char *param, const char *code, const char *msg)
 {
     u_char     *p;
     size_t      len;
     ngx_buf_t  *b;
-
-    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                  "llm: cJSON could not build the error reply, "
-                  "written without it");
 
     len = sizeof("{\"error\":{\"message\":,\"type\":,\"param\":,"
                  "\"code\":}}\n") - 1
           + ngx_http_llm_plain_len(msg) + ngx_http_llm_plain_len(type)
           + ngx_http_llm_plain_len(param) + ngx_http_llm_plain_len(code);
 
-    b = ngx_create_temp_buf(r->pool, len);
+    b = ngx_create_temp_buf(pool, len);
     if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return NULL;
     }
 
     p = ngx_cpymem(b->last, "{\"error\":{\"message\":",
@@ -162,6 +290,30 @@ ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
     p = ngx_cpymem(p, ",\"code\":", sizeof(",\"code\":") - 1);
     p = ngx_http_llm_plain_str(p, code);
     b->last = ngx_cpymem(p, "}}\n", sizeof("}}\n") - 1);
+
+    return b;
+}
+
+
+/*
+ * The error object when cJSON could not allocate it: the same fields,
+ * written by hand, so an out-of-memory error still answers with its own
+ * status and code.
+ */
+static ngx_int_t
+ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *param, const char *code, const char *msg)
+{
+    ngx_buf_t  *b;
+
+    ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
+                  "llm: cJSON could not build the error reply, "
+                  "written without it");
+
+    b = ngx_http_llm_error_buf(r->pool, type, param, code, msg);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     return ngx_http_llm_send_body(r, status, b);
 }
@@ -182,6 +334,19 @@ ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
 {
     cJSON       *root, *err;
     ngx_uint_t   level;
+
+    /* a message may quote the URI or a value as it came */
+    msg = ngx_http_llm_utf8_valid(r->pool, msg);
+    if (msg == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (param != NULL) {
+        param = ngx_http_llm_utf8_valid(r->pool, param);
+        if (param == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
 
     level = (status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
     ngx_log_error(level, r->connection->log, 0, "llm: %ui %s%s%s", status,
@@ -222,6 +387,11 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     va_start(args, fmt);
     p = ngx_vslprintf(msg, msg + sizeof(msg) - 1, fmt, args);
     va_end(args);
+
+    if (p == msg + sizeof(msg) - 1) {
+        /* full: it may have been cut inside a character */
+        p = ngx_http_llm_utf8_cut(msg, p);
+    }
     *p = '\0';
 
     return ngx_http_llm_error_json(r, status, type, NULL, code, (char *) msg);
@@ -248,4 +418,176 @@ ngx_http_llm_unavailable(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
                                    "server_error", "engine_unavailable",
                                    "engine not ready: %s",
                                    ngx_http_llm_peer_reason(peer));
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* nginx's own error replies, as JSON                                     */
+
+static ngx_http_llm_status_error_t *
+ngx_http_llm_status_error(ngx_uint_t status)
+{
+    ngx_http_llm_status_error_t  *e;
+
+    for (e = ngx_http_llm_status_errors; e->status; e++) {
+        if (e->status == status) {
+            return e;
+        }
+    }
+
+    return NULL;
+}
+
+
+/* a status nginx chose, answered as we answer ours */
+ngx_int_t
+ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status)
+{
+    ngx_http_llm_status_error_t  *e;
+
+    e = ngx_http_llm_status_error(status);
+    if (e == NULL) {
+        return ngx_http_llm_send_error(r, status,
+                                       status >= 500 ? "server_error"
+                                       : "invalid_request_error",
+                                       NULL, "The request failed with HTTP "
+                                       "status %ui.", status);
+    }
+
+    return ngx_http_llm_send_error(r, status, e->type, e->code, "%s",
+                                   e->message);
+}
+
+
+/* the error object standing for status, as the filters send it */
+static ngx_buf_t *
+ngx_http_llm_page(ngx_http_request_t *r, ngx_uint_t status)
+{
+    u_char                        msg[64];
+    ngx_http_llm_status_error_t  *e;
+
+    e = ngx_http_llm_status_error(status);
+    if (e != NULL) {
+        return ngx_http_llm_error_buf(r->pool, e->type, NULL, e->code,
+                                      e->message);
+    }
+
+    *ngx_snprintf(msg, sizeof(msg) - 1, "The request failed with HTTP "
+                  "status %ui.", status) = '\0';
+
+    return ngx_http_llm_error_buf(r->pool, status >= 500 ? "server_error"
+                                  : "invalid_request_error", NULL, NULL,
+                                  (char *) msg);
+}
+
+
+/*
+ * nginx's page for an error in an llm_api location: its special response
+ * handler set err_status and, for the statuses that have a page,
+ * text/html (we never send HTML; a status without a page has no type).
+ */
+static ngx_int_t
+ngx_http_llm_header_filter(ngx_http_request_t *r)
+{
+    ngx_buf_t                *b;
+    ngx_uint_t                level;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    if (llcf->role != NGX_HTTP_LLM_ROLE_API
+        || r != r->main
+        || r->err_status < NGX_HTTP_BAD_REQUEST
+        || !(r->headers_out.content_type.len == 0
+             || (r->headers_out.content_type.len == sizeof("text/html") - 1
+                 && ngx_strncmp(r->headers_out.content_type.data,
+                                "text/html", sizeof("text/html") - 1) == 0)))
+    {
+        return ngx_http_llm_next_header_filter(r);
+    }
+
+    b = ngx_http_llm_page(r, r->headers_out.status);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    level = (r->headers_out.status >= 500) ? NGX_LOG_ERR : NGX_LOG_INFO;
+    ngx_log_error(level, r->connection->log, 0,
+                  "llm: %ui from nginx, sent as an OpenAI error object",
+                  r->headers_out.status);
+
+    if (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
+        && ngx_http_llm_retry_after(r, 1) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    r->headers_out.content_type.data = ngx_http_llm_page_type;
+    r->headers_out.content_type.len = sizeof(ngx_http_llm_page_type) - 1;
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset.len = 0;
+    r->headers_out.content_length_n = b->last - b->pos;
+
+    if (r->headers_out.content_length) {
+        r->headers_out.content_length->hash = 0;
+        r->headers_out.content_length = NULL;
+    }
+
+    return ngx_http_llm_next_header_filter(r);
+}
+
+
+/* the page's body, swallowed; ours in its place with the last buffer (the
+   header filter's content type says which replies: the same pointer) */
+static ngx_int_t
+ngx_http_llm_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_buf_t    *b;
+    ngx_uint_t    last;
+    ngx_chain_t  *cl, out;
+
+    if (r->headers_out.content_type.data != ngx_http_llm_page_type
+        || in == NULL)
+    {
+        return ngx_http_llm_next_body_filter(r, in);
+    }
+
+    last = 0;
+
+    for (cl = in; cl; cl = cl->next) {
+        last |= cl->buf->last_buf;
+        cl->buf->pos = cl->buf->last;
+        cl->buf->file_pos = cl->buf->file_last;
+    }
+
+    if (!last) {
+        return NGX_OK;
+    }
+
+    b = ngx_http_llm_page(r, r->headers_out.status);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_llm_next_body_filter(r, &out);
+}
+
+
+ngx_int_t
+ngx_http_llm_reply_filter_init(ngx_conf_t *cf)
+{
+    ngx_http_llm_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_llm_header_filter;
+
+    ngx_http_llm_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_llm_body_filter;
+
+    return NGX_OK;
 }
