@@ -5,7 +5,7 @@
 # sent to it gets 503, and a new engine serves. With "watchdog off" the
 # engine is kept, but new requests get a fast 503 engine_stalled once it
 # made no progress for the automatic bound (10 s here). A long prefill
-# step (one step of ~800 tokens, seconds on a CPU) does not trip a 1 s
+# step (one step of ~500 tokens, seconds on a CPU) does not trip a 1 s
 # watchdog: the engine's sign of life goes on during a step. Signals
 # mid-test, so a plain script (docs/testing.md).
 use strict;
@@ -126,14 +126,22 @@ $master = master_pid();
 $e1 = wait_healthy(10);
 ok($e1, 'healthy');
 
-my $prompt = join ' ', map { "word$_" } 1 .. 220;     # ~800 tokens
-$t0 = time;
-($st, $body) = http_post('/v1/completions',
-    qq({"model":"main","max_tokens":1,"prompt":"$prompt"}), 60);
-$took = time - $t0;
+# ~500 tokens: over 1 s on this machine's two cores, under the 10 s floor of
+# a loop turn even when they are shared; doubled on a machine where a step
+# of them is too quick to say anything (fresh words: no prefix cache)
+my ($n, $words) = (0, 100);
+for my $try (1 .. 3) {
+    my $prompt = join ' ', map { "t${try}w$_" } 1 .. $words;
+    $t0 = time;
+    ($st, $body) = http_post('/v1/completions',
+        qq({"model":"main","max_tokens":1,"prompt":"$prompt"}), 60);
+    $took = time - $t0;
+    ($n) = $body =~ /"prompt_tokens":(\d+)/;
+    last if $st != 200 || $took > 1.5;
+    $words *= 2;
+}
 is($st, 200, 'a long prompt completes');
-my ($n) = $body =~ /"prompt_tokens":(\d+)/;
-cmp_ok($n // 0, '>', 600, "of @{[ $n // '?' ]} tokens, one step");
+cmp_ok($n // 0, '>', 300, "of @{[ $n // '?' ]} tokens, in one step");
 cmp_ok($took, '>', 1.2, sprintf('its step took longer than the watchdog (%.2f s)', $took));
 is(wait_healthy(5), $e1, 'the same engine');
 is_deeply([log_lines(qr/llm: watchdog:/)], [], 'the watchdog did nothing');
