@@ -5,12 +5,12 @@
  * file's name), so a strict client can always decode it.
  *
  * And nginx's own error replies in an llm_api location (a malformed chunked
- * body, client_max_body_size, a 500 from a handler): a header filter and a
- * body filter turn its HTML page into the same JSON error object. Filters
- * rather than error_page: an error_page needs a location to send the
- * request to, which a module cannot add to the user's server{}, and a
- * filter still lets the user's own error_page win (nginx redirects before
- * it builds the page).
+ * body, a 500 from a handler): a header filter and a body filter turn its
+ * HTML page into the same JSON error object. Filters rather than
+ * error_page: an error_page needs a location to send the request to,
+ * which a module cannot add to the user's server{}, and a filter still
+ * lets the user's own error_page win (nginx redirects before it builds
+ * the page).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
