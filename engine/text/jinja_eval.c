@@ -553,7 +553,10 @@ taint_spans(const jbuf *b, jinja_span **spans, size_t *n_spans)
 {
     size_t          i, n = 0, cap = 0;
     jinja_span     *sp = NULL, *grown;
-    const uint8_t  *t = (const uint8_t *) b->s + b->cap;
+    const uint8_t  *t;
+
+    /* an empty render has no buffer: NULL + 0 is undefined (UBSan) */
+    t = b->marked ? (const uint8_t *) b->s + b->cap : NULL;
 
     for (i = 0; b->marked && i < b->n; i++) {
         if (!t[i]) {
