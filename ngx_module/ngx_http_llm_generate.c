@@ -34,23 +34,8 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
-    /* our own 413, as OpenAI JSON, before reading a byte of it */
-    if (r->headers_in.content_length_n > 0
-        && (size_t) r->headers_in.content_length_n > llcf->max_body_size)
-    {
-        r->keepalive = 0;
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-        return ngx_http_llm_send_error(r, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
-                                       "invalid_request_error",
-                                       "request_too_large",
-                                       "request body of %O bytes is over "
-                                       "the limit of %uz bytes",
-                                       r->headers_in.content_length_n,
-                                       llcf->max_body_size);
-    }
+    /* a body over llm_max_body_size is core's 413 (client_max_body_size,
+       set by merge_loc_conf), as JSON through the reply filter */
 
     peer = ngx_http_llm_peer_get(llcf->engine, r->connection->log);
     if (peer == NULL) {

@@ -432,12 +432,13 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     }
 
     /*
-     * core's client_max_body_size would answer 413 in HTML before we see
-     * the request: our own limit answers in OpenAI's JSON instead.
+     * core enforces llm_max_body_size as it reads, chunked bodies too (a
+     * limit checked only after reading lets a client fill the disk); its
+     * 413 leaves as OpenAI JSON through the reply filter (reply.c)
      */
     if (conf->role == NGX_HTTP_LLM_ROLE_API) {
         clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
-        clcf->client_max_body_size = 0;
+        clcf->client_max_body_size = conf->max_body_size;
         /* typical bodies in memory; rare big ones in a temp file */
         if ((size_t) clcf->client_body_buffer_size
             < ngx_min(conf->max_body_size, 1024 * 1024))

@@ -463,8 +463,35 @@ ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status)
 static ngx_buf_t *
 ngx_http_llm_page(ngx_http_request_t *r, ngx_uint_t status)
 {
-    u_char                        msg[64];
+    off_t                         n;
+    u_char                        msg[128];
+    ngx_http_llm_loc_conf_t      *llcf;
     ngx_http_llm_status_error_t  *e;
+
+    /* core's client_max_body_size is llm_max_body_size (merge_loc_conf):
+       say which limit, and the declared size when there is one */
+    if (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) {
+        llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+        /* the header: content_length_n is the bytes read by now (chunked)
+           or 0 (a discarded body) */
+        n = (!r->headers_in.chunked && r->headers_in.content_length != NULL)
+            ? ngx_atoof(r->headers_in.content_length->value.data,
+                        r->headers_in.content_length->value.len)
+            : NGX_ERROR;
+
+        if (n > 0) {
+            *ngx_snprintf(msg, sizeof(msg) - 1, "request body of %O bytes "
+                          "is over the limit of %uz bytes", n,
+                          llcf->max_body_size) = '\0';
+        } else {
+            *ngx_snprintf(msg, sizeof(msg) - 1, "request body is over the "
+                          "limit of %uz bytes", llcf->max_body_size) = '\0';
+        }
+
+        return ngx_http_llm_error_buf(r->pool, "invalid_request_error", NULL,
+                                      "request_too_large", (char *) msg);
+    }
 
     e = ngx_http_llm_status_error(status);
     if (e != NULL) {

@@ -287,3 +287,38 @@ main::chunked("zz\r\n$main::Good\r\n0\r\n\r\n")
 --- error_code: 400
 --- response_body
 own page
+
+
+
+=== TEST 17: a chunked body over llm_max_body_size is refused while it is read, as JSON
+core's client_max_body_size is the location's llm_max_body_size: two chunks
+of 768 bytes pass 1k without a Content-Length to check first.
+--- config
+    location /v1/ { llm_api tiny; llm_max_body_size 1k; }
+--- raw_request eval
+main::chunked("300\r\n" . ("x" x 768) . "\r\n300\r\n" . ("x" x 768)
+              . "\r\n0\r\n\r\n")
+--- error_code: 413
+--- response_headers
+Content-Type: application/json
+--- strict_json
+^request body is over the limit of 1024 bytes$
+--- error_log
+client intended to send too large chunked body
+--- no_error_log
+[alert]
+[crit]
+
+
+
+=== TEST 18: a declared body over llm_max_body_size: the message names both sizes
+--- config
+    location /v1/ { llm_api tiny; llm_max_body_size 1k; }
+--- raw_request eval
+main::req("POST /v1/completions HTTP/1.1", "x" x 2000)
+--- error_code: 413
+--- strict_json
+^request body of 2000 bytes is over the limit of 1024 bytes$
+--- no_error_log
+[alert]
+[crit]
