@@ -20,6 +20,10 @@ FIXTURES   ?= $(CACHE_DIR)/fixtures
 
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels
+# sanitizers for every object, the engine, the unit tests and the module
+# (make test-asan sets them, in a tree of its own)
+SAN        ?=
+CFLAGS     += $(SAN)
 LDLIBS     := -lpcre2-8 -lcjson -lutf8proc -lm -lpthread
 
 # everything but the engine's main() is a library shared by the engine,
@@ -33,6 +37,9 @@ CU_SRCS         := $(wildcard engine/*/*.cu kernels/*.cu)
 CU_OBJS         := $(CU_SRCS:%.cu=$(OBJ)/%.cu.o)
 UNIT_SRCS       := $(wildcard t/unit/test_*.c)
 UNIT_BINS       := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
+# with SAN: the sanitizers' default options (report files in the tree),
+# which the engine needs as nginx starts it with an empty environment
+SAN_OBJS        := $(if $(SAN),$(OBJ)/t/asan/options.o)
 
 ifeq ($(CUDA),1)
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
@@ -49,7 +56,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
-        fuzz-smoke cuda-check layer-check unit-asan
+        fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
 all: engine module
 
@@ -63,12 +70,16 @@ $(OBJ)/%.cu.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/ngx_llm_engine: $(OBJ)/engine/server/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+$(BUILD)/ngx_llm_engine: $(OBJ)/engine/server/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 
-$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h
+$(OBJ)/t/asan/options.o: t/asan/options.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -DNGX_LLM_SAN_LOG='"$(abspath $(BUILD))/san/engine"' -c $< -o $@
+
+$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h $(SAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
 unit: $(UNIT_BINS) $(BUILD)/ngx_llm_engine
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
@@ -87,7 +98,7 @@ $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_
 # config globs these folders: a file added to or removed from one (the
 # folder's mtime) configures again
 $(BUILD)/nginx/Makefile: config ngx_module engine/text engine/format
-	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine \
+	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine NGX_LLM_SAN="$(SAN)" \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
 # --- set-up, run, test --------------------------------------------------------
@@ -138,6 +149,56 @@ test: deps all
 	$(MAKE) fuzz-smoke
 	$(MAKE) unit-asan
 
+# --- ASan + UBSan + LeakSanitizer (docs/testing.md) ------------------------------
+
+# the engine, the unit tests and the module in a tree of their own, built
+# with gcc's sanitizers; Debian's nginx loads the module with the runtime
+# preloaded by a wrapper (only nginx: perl and curl under the preload fail
+# or hang). Every report, of the engine, nginx or a unit test, goes to a
+# file in $(ASAN_LOGS); one there fails the target, printed.
+ASAN_BUILD := $(BUILD)/asan
+ASAN_LOGS  := $(abspath $(ASAN_BUILD))/san
+ASAN_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -fno-omit-frame-pointer
+ASAN_RT     = $(shell $(CC) -print-file-name=libasan.so)
+# nginx has no frame pointers: the slow unwinder gives its leaks a stack
+ASAN_OPTS  := detect_leaks=1:halt_on_error=1:fast_unwind_on_malloc=0:log_path=$(ASAN_LOGS)/asan
+ASAN_ENV    = ASAN_OPTIONS=$(ASAN_OPTS) \
+	LSAN_OPTIONS=suppressions=$(abspath t/asan/lsan.supp):print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_LOGS)/ubsan
+ASAN_MAKE   = CFLAGS='-O1 -g' $(MAKE) BUILD=$(ASAN_BUILD) SAN='$(ASAN_SAN)'
+# the suites of test-asan (T= for others); make test runs ASAN_T_CI
+ASAN_T     ?= t/*.t
+
+$(ASAN_BUILD)/nodlclose.so: t/asan/nodlclose.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -O -o $@ $<
+
+$(ASAN_BUILD)/nginx-asan: Makefile $(ASAN_BUILD)/nodlclose.so
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '#!/bin/sh' \
+	    '# nginx with the ASan runtime first (make test-asan)' \
+	    'LD_PRELOAD=$(ASAN_RT):$(abspath $(ASAN_BUILD))/nodlclose.so$${LD_PRELOAD:+:$$LD_PRELOAD} ASAN_OPTIONS=$(ASAN_OPTS) \' \
+	    '    LSAN_OPTIONS=suppressions=$(abspath t/asan/lsan.supp) \' \
+	    '    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_LOGS)/ubsan \' \
+	    '    exec $${NGX_LLM_NGINX:-/usr/sbin/nginx} "$$@"' > $@.tmp
+	@chmod +x $@.tmp && mv -f $@.tmp $@
+
+test-asan: $(ASAN_BUILD)/nginx-asan
+	$(ASAN_MAKE) all $(ASAN_BUILD)/t/ring_poke
+	@# nginx workers and the engine run as nobody under root; a WARNING
+	@# in a report file (test_scheduler asks ASan for 2^48 bytes) is no error
+	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS) && chmod 1777 $(ASAN_LOGS)
+	@rc=0; \
+	$(ASAN_ENV) $(ASAN_MAKE) unit || rc=1; \
+	$(ASAN_ENV) TEST_NGINX_BINARY=$(abspath $(ASAN_BUILD))/nginx-asan \
+	    $(ASAN_MAKE) t-nginx T="$(or $(T),$(ASAN_T))" || rc=1; \
+	bad=$$(grep -l -E 'ERROR: |runtime error:' $(ASAN_LOGS)/* 2>/dev/null); \
+	if [ -n "$$bad" ]; then \
+	    for f in $$bad; do echo "== $$f"; head -n 60 "$$f"; done; \
+	    echo "test-asan: sanitizer reports in $(ASAN_LOGS)"; rc=1; fi; \
+	exit $$rc
+
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
@@ -161,12 +222,25 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 bench: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 
+# --- soak (docs/testing.md; not part of test) ------------------------------------
+
+# 16 clients for SOAK_SECS (600) on the default model: RSS and descriptors
+# flat, /metrics idle at the end
+soak: all
+	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/soak.sh
+
 # --- fuzzing (docs/testing.md) ----------------------------------------------------
 
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECS   ?= 30
-FUZZ_SAN    := -fsanitize=address,undefined
+# make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
+# seconds of each slow one (under 10,000 executions a second here)
+FUZZ_RUNS      ?= 10000000
+FUZZ_SLOW      := chat jinja tokenizer
+FUZZ_SLOW_SECS ?= $(or $(SECS),600)
+# undefined behaviour stops a run as a crash does
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 # the library once, instrumented for coverage; each harness links it
 FUZZ_OBJS   := $(filter-out %/server.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
@@ -175,6 +249,9 @@ FUZZ_OBJS   := $(filter-out %/server.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+# fuzz_slot includes server.c (its static llm_slot_request)
+$(BUILD)/fuzz/fuzz_slot: engine/server/server.c
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
@@ -190,22 +267,15 @@ unit-asan: $(BUILD)/fuzz/test_scheduler
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) SCHED_TINY_ONLY=1 \
 	    prove -e '' $(BUILD)/fuzz/test_scheduler
 
+# the tokenizer and chat harnesses load vocabularies and templates from
+# FIXTURES (and t/data, from the repository root)
 fuzz-smoke: $(FUZZ_BINS)
-	@set -e; for f in $(FUZZ_BINS); do \
-	    n=$${f##*/fuzz_}; mkdir -p $(BUILD)/fuzz/corpus-$$n; \
-	    echo "fuzz $$n: $(FUZZ_SECS) s"; \
-	    if ! $$f -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
-	        -artifact_prefix=$(BUILD)/fuzz/$$n- \
-	        $(BUILD)/fuzz/corpus-$$n fuzz/corpus/$$n \
-	        > $(BUILD)/fuzz/$$n.log 2>&1; then \
-	        tail -n 40 $(BUILD)/fuzz/$$n.log; \
-	        echo "fuzz $$n FAILED: see $(BUILD)/fuzz/$$n.log"; exit 1; \
-	    fi; \
-	    grep -E "stat::number_of_executed_units" $(BUILD)/fuzz/$$n.log; \
-	done
+	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -max_total_time=$(FUZZ_SECS) \
+	    -max_total_time=$(FUZZ_SECS) "" $(FUZZ_BINS)
 
-fuzz:
-	$(MAKE) fuzz-smoke FUZZ_SECS=$(or $(SECS),300)
+fuzz: $(FUZZ_BINS)
+	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -runs=$(FUZZ_RUNS) \
+	    -max_total_time=$(FUZZ_SLOW_SECS) "$(FUZZ_SLOW)" $(FUZZ_BINS)
 
 clean:
 	rm -rf $(BUILD)

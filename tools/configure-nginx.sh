@@ -5,6 +5,9 @@
 # configure scripts only) with the flags Debian's nginx was built with, so
 # the dynamic module loads into the packaged nginx. With NGINX_SRC: a full
 # source tree, configured with its defaults plus our module.
+# NGX_LLM_SAN (environment): sanitizer flags for the module's compile and
+# link (make test-asan); the nginx binary stays as it is and gets the
+# runtime through LD_PRELOAD (docs/testing.md).
 set -euo pipefail
 builddir=$1
 src=${2:-}
@@ -19,6 +22,10 @@ if [ -z "$src" ]; then
 else
     cd "$src"
     flags=(--with-compat --with-threads)
+fi
+
+if [ -n "${NGX_LLM_SAN:-}" ]; then
+    flags+=(--with-cc-opt="$NGX_LLM_SAN" --with-ld-opt="$NGX_LLM_SAN")
 fi
 
 mkdir -p "$builddir"

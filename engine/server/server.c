@@ -1054,17 +1054,68 @@ llm_on_finish(void *user, const llm_seq_result *r)
 }
 
 
+/*
+ * The request a GENERATE slot asks for. The slot is the worker's memory:
+ * every count is read once and checked against the ring's limits before
+ * it indexes anything; req points into the slot (prompt, stop ids) and
+ * into bias (LLM_RING_MAX_BIAS). Pure, so fuzz/fuzz_slot.c feeds it
+ * arbitrary slot images. 0, or -1 with what is wrong in err.
+ */
+static int
+llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
+    llm_logit_bias *bias, char *err, size_t errlen)
+{
+    uint32_t             i, n_prompt, n_stop, n_bias, top_lp, max_tokens;
+    const llm_sampling  *p = &sl->sampling;
+
+    n_prompt = sl->n_prompt;
+    n_stop = p->n_stop_ids;
+    n_bias = p->n_bias;
+    top_lp = p->top_logprobs;
+    max_tokens = p->max_tokens;
+
+    if (n_prompt == 0 || n_prompt > max_prompt
+        || n_prompt > LLM_RING_MAX_PROMPT
+        || n_stop > LLM_RING_MAX_STOP_IDS || n_bias > LLM_RING_MAX_BIAS
+        || top_lp > LLM_RING_MAX_TOP_LP || max_tokens > INT32_MAX)
+    {
+        snprintf(err, errlen, "%u prompt tokens, %u stop ids, %u biases, "
+                 "%u top logprobs, max_tokens %u", n_prompt, n_stop, n_bias,
+                 top_lp, max_tokens);
+        return -1;
+    }
+
+    memset(req, 0, sizeof(*req));
+    req->prompt = sl->prompt;
+    req->n_prompt = (int) n_prompt;
+    llm_sampling_from_ring(p, &req->sampling);
+    req->sampling.top_logprobs = (int) top_lp;
+    for (i = 0; i < n_bias; i++) {
+        bias[i].token = p->bias_ids[i];
+        bias[i].bias = p->bias[i];
+    }
+    req->sampling.logit_bias = bias;
+    req->sampling.n_logit_bias = (int) n_bias;
+    req->max_tokens = (int) max_tokens;
+    req->stop_ids = p->stop_ids;
+    req->n_stop_ids = (int) n_stop;
+    req->ignore_eos = 1;    /* the worker sends the stop ids it wants */
+    req->priority = sl->priority;
+
+    return 0;
+}
+
+
 /* a GENERATE slot: validate what the worker wrote, hand it over */
 static void
 llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 {
     int              rc;
     char             err[256];
-    uint32_t         i, idx;
+    uint32_t         idx;
     llm_seq         *seq;
     llm_sched       *sched;
     llm_request      req;
-    llm_sampling    *p = &sl->sampling;
     llm_logit_bias   bias[LLM_RING_MAX_BIAS];
 
     sched = atomic_load_explicit(&s->sched, memory_order_acquire);
@@ -1074,34 +1125,15 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
         return;
     }
 
-    if (sl->n_prompt == 0 || sl->n_prompt > s->ring->max_prompt
-        || p->n_stop_ids > LLM_RING_MAX_STOP_IDS
-        || p->n_bias > LLM_RING_MAX_BIAS
-        || p->top_logprobs > LLM_RING_MAX_TOP_LP)
+    if (llm_slot_request(sl, s->ring->max_prompt, &req, bias, err,
+                         sizeof(err)) != 0)
     {
-        llm_log(LLM_LOG_ERR, "client %u: invalid generation slot "
-                "(%u prompt tokens, %u stop ids, %u biases)", c->id,
-                sl->n_prompt, p->n_stop_ids, p->n_bias);
+        llm_log(LLM_LOG_ERR, "client %u: invalid generation slot (%s)",
+                c->id, err);
         llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid request in the ring");
         return;
     }
-
-    memset(&req, 0, sizeof(req));
-    req.prompt = sl->prompt;
-    req.n_prompt = (int) sl->n_prompt;
-    llm_sampling_from_ring(p, &req.sampling);
-    for (i = 0; i < p->n_bias; i++) {
-        bias[i].token = p->bias_ids[i];
-        bias[i].bias = p->bias[i];
-    }
-    req.sampling.logit_bias = bias;
-    req.sampling.n_logit_bias = (int) p->n_bias;
-    req.max_tokens = (int) p->max_tokens;
-    req.stop_ids = p->stop_ids;
-    req.n_stop_ids = (int) p->n_stop_ids;
-    req.ignore_eos = 1;     /* the worker sends the stop ids it wants */
-    req.priority = sl->priority;
 
     idx = (uint32_t) (((char *) sl - ((char *) s->ring + s->ring->slots_offset))
                       / s->ring->slot_size);
