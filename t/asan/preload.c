@@ -13,3 +13,4 @@ dlclose(void *handle)
     (void) handle;
     return 0;
 }
+
