@@ -143,7 +143,11 @@ ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len)
             continue;
         }
 
-        p = ngx_cpymem(p, b->pos, b->last - b->pos);
+        /* a chunked body split over reads leaves empty buffers (pos NULL):
+           memcpy's source must not be NULL even for 0 bytes */
+        if (b->last != b->pos) {
+            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+        }
     }
 
     *p = '\0';
