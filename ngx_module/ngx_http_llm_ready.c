@@ -44,8 +44,9 @@ ngx_http_llm_ready_timeout(ngx_event_t *ev)
 
 
 /*
- * docs/testing.md: at start API requests wait (bounded) for the engine instead of
- * failing, so nothing races "503 not ready" after a start or a restart.
+ * At start API requests wait (bounded by ready_timeout, docs/directives.md)
+ * for the engine instead of failing, so nothing races "503 not ready" after
+ * a start or a restart.
  */
 ngx_int_t
 ngx_http_llm_when_ready(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
