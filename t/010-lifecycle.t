@@ -66,7 +66,7 @@ ok($master, "master pid $master");
 my $e1 = wait_healthy(10);
 ok($e1, 'healthy after start');
 is_deeply([engines($master)], [$e1], 'exactly one engine, the one health reports');
-is(abstract_sockets($master), 3, 'engine socket: one listener and two workers\' connections')
+is(abstract_sockets($master, 5, 3), 3, 'engine socket: one listener and two workers\' connections')
     or diag `grep ngx_llm /proc/net/unix`;
 
 my $ring = ring_mode($e1);

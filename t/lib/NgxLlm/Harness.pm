@@ -83,15 +83,17 @@ sub engines {
     return sort @pids;
 }
 
+# the engine's sockets of nginx $master, waiting up to $wait s for $want
+# of them: the kernel drops a closed socket's entry a moment after its
+# process is gone, and a worker may connect after another one has served
 sub abstract_sockets {
-    my ($master, $wait) = @_;
+    my ($master, $wait, $want) = @_;
     my $deadline = time + ($wait // 0);
+    $want //= 0;
     while (1) {
         open my $f, '<', '/proc/net/unix' or return 0;
         my $n = scalar grep { m{\@ngx_llm/$master/} } <$f>;
-        # the kernel drops a closed socket's entry a moment after its
-        # process is gone
-        return $n if $n == 0 || time >= $deadline;
+        return $n if $n == $want || time >= $deadline;
         sleep 0.05;
     }
 }
