@@ -31,6 +31,7 @@ LAYERS = {
     "engine/ring": "ring",
     "engine/format": "format",
     "engine/text": "text",
+    "engine/grammar": "grammar",
     "engine/model": "model",
     "engine/sample": "sample",
     "engine/backend": "backend",
@@ -49,10 +50,12 @@ ALLOWED = {
     "text": {"format", "ring", "kernels"},
     "model": {"text", "format", "kernels"},
     "sample": {"text", "kernels"},
+    "grammar": {"text", "format", "kernels"},
     "backend": {"sample", "model", "text", "format", "kernels"},
-    "sched": {"backend", "sample", "model", "text", "format", "kernels"},
-    "server": {"sched", "backend", "sample", "model", "text", "format",
-               "ring", "kernels"},
+    "sched": {"backend", "sample", "grammar", "model", "text", "format",
+              "kernels"},
+    "server": {"sched", "backend", "sample", "grammar", "model", "text",
+               "format", "ring", "kernels"},
     "ngx_module": {"ring", "text", "format", "kernels"},
 }
 

@@ -30,8 +30,11 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
+#include "common/constraint.h"
+
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        2       /* 2: the watchdog's fields */
+#define LLM_RING_VERSION        3       /* 2: the watchdog's fields,
+                                           3: output constraints */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -148,6 +151,8 @@ typedef struct {
     /* request: written by the worker in CLAIMED */
     llm_sampling    sampling;
     uint32_t        n_prompt;
+    uint32_t        constraint_kind;    /* LLM_CONSTRAINT_* */
+    uint32_t        constraint_len;     /* bytes, after the prompt ids */
     uint32_t        reserved0;
 
     /* progress: written by the engine, read by the worker */
@@ -164,8 +169,17 @@ typedef struct {
     char            message[LLM_RING_REASON_LEN];   /* error text */
 
     llm_out_token   out[LLM_RING_OUT_CAP];          /* out[i % CAP] */
-    int32_t         prompt[LLM_RING_MAX_PROMPT];
+    int32_t         prompt[LLM_RING_MAX_PROMPT];    /* then the constraint's
+                                                       text */
 } llm_slot;
+
+/* the constraint's text: constraint_len bytes right after the prompt ids;
+   n_prompt * 4 + constraint_len <= sizeof prompt, checked by the reader */
+static inline char *
+llm_slot_constraint(llm_slot *sl)
+{
+    return (char *) (sl->prompt + sl->n_prompt);
+}
 
 /*
  * Latency histograms, written by the engine as sequences finish: counts
