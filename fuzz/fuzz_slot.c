@@ -10,7 +10,8 @@
  * Beyond "no crash": a request it accepts has every count inside the
  * ring's limits, a prompt of 1..max_prompt tokens, max_tokens >= 0, and
  * sampling parameters the sampler's own check answers (either way) without
- * a fault; every prompt and stop id is read.
+ * a fault; every prompt and stop id is read, and every byte of the output
+ * constraint, whose text must lie inside the slot's prompt[].
  */
 #include "server/server.c"      /* llm_slot_request is static there */
 
@@ -55,7 +56,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         || req.sampling.n_logit_bias > LLM_RING_MAX_BIAS
         || req.sampling.top_logprobs < 0
         || req.sampling.top_logprobs > LLM_RING_MAX_TOP_LP
-        || req.max_tokens < 0 || req.prompt != sl->prompt)
+        || req.max_tokens < 0 || req.prompt != sl->prompt
+        || req.constraint_kind < LLM_CONSTRAINT_NONE
+        || req.constraint_kind > LLM_CONSTRAINT_REGEX
+        || req.constraint_len > LLM_CONSTRAINT_MAX_BYTES
+        || req.constraint + req.constraint_len
+           > (const char *) sl->prompt + sizeof(sl->prompt))
     {
         abort();
     }
@@ -68,6 +74,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (i = 0; i < req.sampling.n_logit_bias; i++) {
         sum += req.sampling.logit_bias[i].token;
+    }
+    for (i = 0; i < (int) req.constraint_len; i++) {
+        sum += req.constraint[i];
     }
     (void) llm_sampling_check(&req.sampling, err, sizeof(err));
 

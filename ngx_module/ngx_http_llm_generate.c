@@ -601,6 +601,37 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     sl->priority = req->priority;
     sl->n_prompt = ctx->n_prompt;
     ngx_memcpy(sl->prompt, ctx->prompt, ctx->n_prompt * sizeof(int32_t));
+
+    /* the constraint's text follows the ids (checked to fit by submit) */
+    sl->constraint_kind = req->constraint_kind;
+    sl->constraint_len = (uint32_t) req->constraint_len;
+    if (req->constraint_len) {
+        ngx_memcpy(llm_slot_constraint(sl), req->constraint,
+                   req->constraint_len);
+    }
+}
+
+
+/* the slot carries the prompt's ids and the constraint's text together */
+static ngx_int_t
+ngx_http_llm_constraint_too_big(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx)
+{
+    llm_api_error  err;
+
+    ngx_memzero(&err, sizeof(err));
+    err.status = NGX_HTTP_BAD_REQUEST;
+    ngx_cpystrn((u_char *) err.param, (u_char *) "response_format",
+                sizeof(err.param));
+    ngx_cpystrn((u_char *) err.code, (u_char *) "string_above_max_length",
+                sizeof(err.code));
+    ngx_snprintf((u_char *) err.message, sizeof(err.message) - 1,
+                 "Invalid 'response_format': its %uz bytes and the "
+                 "prompt's %uD tokens do not fit in %uz bytes of a request "
+                 "(4 bytes a token)%Z", ctx->req.constraint_len,
+                 ctx->n_prompt, sizeof(((llm_slot *) NULL)->prompt));
+
+    return ngx_http_llm_send_api_error(r, &err);
 }
 
 
@@ -620,6 +651,12 @@ ngx_http_llm_submit(ngx_http_request_t *r)
                                        "the prompt has %uD tokens, more "
                                        "than the engine takes",
                                        ctx->n_prompt);
+    }
+
+    if (ctx->n_prompt * sizeof(int32_t) + ctx->req.constraint_len
+        > sizeof(((llm_slot *) NULL)->prompt))
+    {
+        return ngx_http_llm_constraint_too_big(r, ctx);
     }
 
     rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->slot, LLM_KIND_GENERATE);

@@ -2,6 +2,7 @@
  * The continuous batcher. scheduler.h explains the policy; sequence.h the
  * per-sequence state; block_manager.h the KV blocks and the prefix cache.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "sched/scheduler.h"
 #include "sched/sequence.h"
+#include "common/constraint.h"
 #include "common/defaults.h"
 
 
@@ -25,6 +27,11 @@ struct llm_sched {
     llm_seq            **running;      /* (max_num_seqs) sorted likewise */
     int                  n_running;
     uint64_t             next_arrival;
+    llm_seq             *compiling;    /* waiting for their constraint */
+    int                  n_compiling;
+    uint32_t            *mask;         /* (mask_words) of the constrained
+                                          sequence being sampled */
+    int                  mask_words;
     int                  in_step;      /* cancel defers while set */
     int                  preempted_now;    /* a preemption in this step */
 
@@ -148,13 +155,49 @@ running_remove(llm_sched *s, llm_seq *q)
 }
 
 
+/* the compiling list: unordered; the compiler holds q as a waiter */
+static void
+compiling_insert(llm_sched *s, llm_seq *q)
+{
+    q->prev = NULL;
+    q->next = s->compiling;
+    if (q->next != NULL) {
+        q->next->prev = q;
+    }
+    s->compiling = q;
+    s->n_compiling++;
+    q->state = LLM_SEQ_COMPILING;
+}
+
+
+static void
+compiling_remove(llm_sched *s, llm_seq *q)
+{
+    if (q->prev != NULL) {
+        q->prev->next = q->next;
+    } else {
+        s->compiling = q->next;
+    }
+    if (q->next != NULL) {
+        q->next->prev = q->prev;
+    }
+    q->prev = q->next = NULL;
+    s->n_compiling--;
+    llm_compiler_forget(s->opt.compiler, q);
+}
+
+
 /* ---------------------------------------------------------------------------
  * sequence life cycle
  */
 
 static void
-seq_free(llm_seq *q)
+seq_free(llm_sched *s, llm_seq *q)
 {
+    llm_matcher_free(q->matcher);
+    if (q->compiled != NULL) {
+        llm_compiled_release(s->opt.compiler, q->compiled);
+    }
     llm_sampler_free(&q->sampler);
     llm_blocks_table_free(&q->blocks);
     free(q->tokens);
@@ -172,6 +215,8 @@ seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
 
     if (q->state == LLM_SEQ_WAITING) {
         wait_remove(s, q);
+    } else if (q->state == LLM_SEQ_COMPILING) {
+        compiling_remove(s, q);
     } else {
         running_remove(s, q);
     }
@@ -198,7 +243,7 @@ seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
     if (s->opt.on_finish != NULL) {
         s->opt.on_finish(q->user, &r);
     }
-    seq_free(q);
+    seq_free(s, q);
 }
 
 
@@ -236,7 +281,7 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     if (q->tokens == NULL || q->stop_ids == NULL
         || llm_blocks_table_init(&q->blocks, &s->bm, q->cap) != 0)
     {
-        seq_free(q);
+        seq_free(s, q);
         snprintf(err, err_len, "out of memory for a sequence of %d tokens",
                  req->n_prompt + max_tokens);
         return LLM_SCHED_NO_MEMORY;
@@ -253,14 +298,14 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     if (llm_sampler_init(&q->sampler, &req->sampling, s->n_vocab, err,
                          err_len) != 0)
     {
-        seq_free(q);
+        seq_free(s, q);
         return LLM_SCHED_BAD_REQUEST;
     }
     if (llm_sampler_add_prompt(&q->sampler, req->prompt, req->n_prompt)
         != 0)
     {
         snprintf(err, err_len, "%s", q->sampler.err);
-        seq_free(q);
+        seq_free(s, q);
         return LLM_SCHED_NO_MEMORY;
     }
     *out = q;
@@ -331,24 +376,144 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
 }
 
 
+/* ---------------------------------------------------------------------------
+ * output constraints (sched/compile.h compiles them off this thread)
+ */
+
+static int
+check_constraint(llm_sched *s, const llm_request *req, char *err,
+    size_t err_len)
+{
+    if (req->constraint_kind == LLM_CONSTRAINT_NONE) {
+        return LLM_SCHED_OK;
+    }
+    if (req->constraint_kind < LLM_CONSTRAINT_JSON_OBJECT
+        || req->constraint_kind > LLM_CONSTRAINT_REGEX
+        || req->constraint_len > LLM_CONSTRAINT_MAX_BYTES
+        || (req->constraint_len > 0 && req->constraint == NULL))
+    {
+        snprintf(err, err_len, "invalid output constraint (kind %d, %zu "
+                 "bytes)", req->constraint_kind, req->constraint_len);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (s->opt.compiler == NULL) {
+        snprintf(err, err_len, "structured outputs are not available: the "
+                 "engine has no grammar vocabulary for this model");
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    return LLM_SCHED_OK;
+}
+
+
+/* q follows grammar e from now on (the reference is q's, or released) */
+static int
+constraint_attach(llm_sched *s, llm_seq *q, llm_compiled *e, char *err,
+    size_t err_len)
+{
+    if (llm_compiled_grammar(e) == NULL) {
+        snprintf(err, err_len, "%s", llm_compiled_error(e));
+        llm_compiled_release(s->opt.compiler, e);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    q->matcher = llm_matcher_new(llm_compiled_grammar(e));
+    if (q->matcher == NULL) {
+        snprintf(err, err_len, "out of memory for a grammar matcher");
+        llm_compiled_release(s->opt.compiler, e);
+        return LLM_SCHED_NO_MEMORY;
+    }
+    q->compiled = e;
+    return LLM_SCHED_OK;
+}
+
+
+/* a cached grammar now (*compiling 0), or q waits for the compile thread */
+static int
+constraint_start(llm_sched *s, llm_seq *q, const llm_request *req,
+    int *compiling, char *err, size_t err_len)
+{
+    llm_compiled  *e;
+    const char    *text = req->constraint;
+    size_t         len = req->constraint_len;
+    int            rc;
+
+    *compiling = 0;
+    if (req->constraint_kind == LLM_CONSTRAINT_NONE) {
+        return LLM_SCHED_OK;
+    }
+    if (req->constraint_kind == LLM_CONSTRAINT_JSON_OBJECT) {
+        text = "";          /* the text is ignored: one cache entry */
+        len = 0;
+    }
+    rc = llm_compiler_get(s->opt.compiler, req->constraint_kind, text, len,
+                          q, &e);
+    if (rc < 0) {
+        snprintf(err, err_len, "out of memory for a constraint");
+        return LLM_SCHED_NO_MEMORY;
+    }
+    if (rc == 0) {
+        *compiling = 1;
+        return LLM_SCHED_OK;
+    }
+    return constraint_attach(s, q, e, err, err_len);
+}
+
+
+/* the compile threads' results: compiled ones queue, refused ones end */
+static void
+collect_compiled(llm_sched *s)
+{
+    llm_compiled  *e;
+    llm_seq       *q;
+    void          *w;
+    char           msg[320];
+
+    if (s->opt.compiler == NULL || s->n_compiling == 0) {
+        return;
+    }
+    while (llm_compiler_take(s->opt.compiler, &w, &e)) {
+        q = w;
+        if (constraint_attach(s, q, e, msg, sizeof(msg)) != LLM_SCHED_OK) {
+            seq_finish(s, q, LLM_SEQ_REFUSED, msg, -1);
+            continue;
+        }
+        compiling_remove(s, q);
+        wait_insert(s, q);
+    }
+}
+
+
 int
 llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
     char *err, size_t err_len)
 {
     llm_seq  *q;
-    int       rc, max_tokens = 0;
+    int       rc, max_tokens = 0, compiling = 0;
 
     *out = NULL;
     rc = check_request(s, req, &max_tokens, err, err_len);
     if (rc == LLM_SCHED_OK) {
+        rc = check_constraint(s, req, err, err_len);
+    }
+    if (rc == LLM_SCHED_OK) {
         rc = seq_create(s, req, max_tokens, &q, err, err_len);
+    }
+    if (rc == LLM_SCHED_OK) {
+        rc = constraint_start(s, q, req, &compiling, err, err_len);
+        if (rc != LLM_SCHED_OK) {
+            seq_free(s, q);
+        }
     }
     if (rc != LLM_SCHED_OK) {
         return rc;
     }
     q->arrival = s->next_arrival++;
     q->t_arrival_ns = now_ns();
-    wait_insert(s, q);
+    if (compiling) {
+        compiling_insert(s, q);
+    } else {
+        wait_insert(s, q);
+    }
+    s->st.constrained += req->constraint_kind != LLM_CONSTRAINT_NONE;
     s->st.requests++;
     s->st.prompt_tokens += req->n_prompt;
     *out = q;
@@ -553,7 +718,8 @@ schedule(llm_sched *s)
  */
 
 /* the backend may draw this step's tokens itself (the CUDA backend on the
-   GPU) when it can and no sequence wants logprobs, which it does not give */
+   GPU) when it can and no sequence wants logprobs, which it does not give,
+   or follows a constraint, whose mask it does not apply */
 static int
 backend_samples(const llm_sched *s)
 {
@@ -561,7 +727,9 @@ backend_samples(const llm_sched *s)
         return 0;
     }
     for (int e = 0; e < s->n_logits; e++) {
-        if (s->logit_seq[e]->sampler.params.logprobs) {
+        if (s->logit_seq[e]->sampler.params.logprobs
+            || s->logit_seq[e]->matcher != NULL)
+        {
             return 0;
         }
     }
@@ -606,9 +774,10 @@ is_stop(const llm_sched *s, const llm_seq *q, int32_t id)
 
 
 /* q's next token id (drawn by its sampler: logprobs in lpp when wanted),
-   sent; q ends when it is done */
+   sent; q ends when it is done (done: its constraint is complete) */
 static void
-publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp)
+publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp,
+    int done)
 {
     q->tokens[q->n_tokens++] = id;
     s->st.generation_tokens++;
@@ -623,9 +792,64 @@ publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp)
     }
     if (is_stop(s, q, id)) {
         seq_finish(s, q, LLM_SEQ_STOP, "", id);
+    } else if (done) {
+        seq_finish(s, q, LLM_SEQ_STOP, "", -1);
     } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
         seq_finish(s, q, LLM_SEQ_LENGTH, "", -1);
     }
+}
+
+
+/*
+ * A constrained sequence's logits: -inf for every token its grammar does
+ * not allow next, and for its stop tokens while the output could not end
+ * there. Returns the tokens left.
+ */
+static int
+mask_logits(llm_sched *s, llm_seq *q, float *row)
+{
+    int       id, k, n = 0, can_end, n_gram = s->opt.n_grammar_vocab;
+    int32_t   stop;
+
+    if (llm_matcher_mask(q->matcher, s->mask) == 0) {
+        return 0;
+    }
+    for (id = 0; id < s->n_vocab; id++) {
+        if (id < n_gram && (s->mask[id >> 5] >> (id & 31) & 1u)) {
+            n++;
+        } else {
+            row[id] = -INFINITY;
+        }
+    }
+    can_end = llm_matcher_can_end(q->matcher);
+    for (k = 0; !can_end && k < q->n_stop_ids + s->opt.n_eos_ids; k++) {
+        if (k >= q->n_stop_ids && q->ignore_eos) {
+            break;
+        }
+        stop = k < q->n_stop_ids ? q->stop_ids[k]
+                                 : s->eos[k - q->n_stop_ids];
+        if (stop >= 0 && stop < s->n_vocab && row[stop] > -INFINITY) {
+            row[stop] = -INFINITY;
+            n--;
+        }
+    }
+    return n;
+}
+
+
+/* the grammar follows the token drawn; 1 when it is complete (done) */
+static int
+constraint_accept(llm_sched *s, llm_seq *q, int32_t id, int *done)
+{
+    *done = 0;
+    if (is_stop(s, q, id)) {
+        return 0;           /* allowed only where the output could end */
+    }
+    if (llm_matcher_accept(q->matcher, id) != 0) {
+        return -1;
+    }
+    *done = llm_matcher_is_done(q->matcher);
+    return 0;
 }
 
 
@@ -634,19 +858,36 @@ static void
 sample_and_publish(llm_sched *s, llm_seq *q, int e)
 {
     llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
+    float           *row = s->logits + (size_t) e * s->n_vocab;
     int32_t          id;
+    int              done = 0;
+    char             msg[96];
 
     if (s->on_backend) {
-        publish(s, q, s->sampled[e], NULL);
+        publish(s, q, s->sampled[e], NULL, 0);
         return;
     }
-    id = llm_sample(&q->sampler, s->logits + (size_t) e * s->n_vocab,
-                    s->n_vocab, lpp);
+    if (q->matcher != NULL && llm_matcher_is_done(q->matcher)) {
+        seq_finish(s, q, LLM_SEQ_STOP, "", -1);     /* an empty match */
+        return;
+    }
+    if (q->matcher != NULL && mask_logits(s, q, row) == 0) {
+        seq_finish(s, q, LLM_SEQ_ERROR, "the output constraint allows no "
+                   "token here", -1);
+        return;
+    }
+    id = llm_sample(&q->sampler, row, s->n_vocab, lpp);
     if (id < 0) {
         seq_finish(s, q, LLM_SEQ_ERROR, q->sampler.err, -1);
         return;
     }
-    publish(s, q, id, lpp);
+    if (q->matcher != NULL && constraint_accept(s, q, id, &done) != 0) {
+        snprintf(msg, sizeof(msg), "the output constraint refused token "
+                 "%d after allowing it", id);
+        seq_finish(s, q, LLM_SEQ_ERROR, msg, -1);
+        return;
+    }
+    publish(s, q, id, lpp, done);
 }
 
 
@@ -683,6 +924,11 @@ find_cancelled(llm_sched *s)
         }
     }
     for (q = s->wait_head; q != NULL; q = q->next) {
+        if (q->cancel_pending == 1) {
+            return q;
+        }
+    }
+    for (q = s->compiling; q != NULL; q = q->next) {
         if (q->cancel_pending == 1) {
             return q;
         }
@@ -726,8 +972,11 @@ fail_batch(llm_sched *s)
 int
 llm_sched_step(llm_sched *s)
 {
-    int  n = schedule(s), rc = n;
+    int  n, rc;
 
+    collect_compiled(s);
+    n = schedule(s);
+    rc = n;
     if (n == 0) {
         return 0;
     }
@@ -748,7 +997,7 @@ llm_sched_step(llm_sched *s)
 int
 llm_sched_has_work(const llm_sched *s)
 {
-    return s->n_running > 0 || s->n_waiting > 0;
+    return s->n_running > 0 || s->n_waiting > 0 || s->n_compiling > 0;
 }
 
 
@@ -758,6 +1007,7 @@ llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st)
     *st = s->st;
     st->running = s->n_running;
     st->waiting = s->n_waiting;
+    st->compiling = s->n_compiling;
     st->kv_blocks_total = s->bm.n_blocks;
     st->kv_blocks_used = llm_blocks_n_used(&s->bm);
     st->kv_blocks_cached = llm_blocks_n_cached(&s->bm);
@@ -802,6 +1052,9 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
     }
     if (s->opt.n_blocks == 0) {
         s->opt.n_blocks = be->opt.kv_n_blocks;
+    }
+    if (s->opt.n_grammar_vocab == 0) {
+        s->opt.n_grammar_vocab = s->n_vocab;
     }
     if (s->opt.max_num_seqs < 1 || s->opt.max_num_seqs > 65536
         || s->opt.max_batched_tokens < 1
@@ -859,11 +1112,14 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
     s->samplers = malloc(ns * sizeof(*s->samplers));
     s->sampled = malloc(ns * sizeof(*s->sampled));
+    s->mask_words = ((s->opt.n_grammar_vocab > s->n_vocab
+                      ? s->opt.n_grammar_vocab : s->n_vocab) + 31) / 32;
+    s->mask = malloc(s->mask_words * sizeof(*s->mask));
     if (s->eos == NULL || s->running == NULL || s->tok == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
-        || s->samplers == NULL || s->sampled == NULL)
+        || s->samplers == NULL || s->sampled == NULL || s->mask == NULL)
     {
         /* the message before the free: it reads s->n_vocab */
         snprintf(err, err_len, "scheduler: out of memory for %d sequences "
@@ -890,10 +1146,15 @@ llm_sched_free(llm_sched *s)
     }
     for (q = s->wait_head; q != NULL; q = next) {
         next = q->next;
-        seq_free(q);
+        seq_free(s, q);
     }
     for (i = 0; i < s->n_running; i++) {
-        seq_free(s->running[i]);
+        seq_free(s, s->running[i]);
+    }
+    for (q = s->compiling; q != NULL; q = next) {
+        next = q->next;
+        llm_compiler_forget(s->opt.compiler, q);
+        seq_free(s, q);
     }
     llm_blocks_free(&s->bm);
     free(s->eos);
@@ -909,6 +1170,7 @@ llm_sched_free(llm_sched *s)
     free(s->logit_seq);
     free(s->samplers);
     free(s->sampled);
+    free(s->mask);
     free(s->logits);
     free(s);
 }

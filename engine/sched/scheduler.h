@@ -53,6 +53,7 @@
 
 #include "backend/backend.h"
 #include "sample/sampler.h"
+#include "sched/compile.h"
 
 typedef struct llm_sched  llm_sched;
 typedef struct llm_seq    llm_seq;
@@ -68,6 +69,11 @@ typedef struct {
     int                   ignore_eos;   /* do not stop on options.eos_ids */
     int64_t               priority;     /* lower runs first; 0 default */
     void                 *user;         /* passed back to every callback */
+    int                   constraint_kind;  /* LLM_CONSTRAINT_*: the output
+                                               must match it */
+    const char           *constraint;   /* (constraint_len) its text,
+                                           copied */
+    size_t                constraint_len;
 } llm_request;
 
 /* what llm_sched_add answers (the server maps these to the ring's codes) */
@@ -85,6 +91,9 @@ typedef enum {
     LLM_SEQ_LENGTH,                     /* max_tokens or max_model_len */
     LLM_SEQ_CANCELLED,                  /* llm_sched_cancel */
     LLM_SEQ_ERROR,                      /* message says why */
+    LLM_SEQ_REFUSED,                    /* before its first token: its
+                                           constraint does not compile
+                                           (message: the compiler's) */
 } llm_seq_finish;
 
 /* how a sequence ended, given to on_finish */
@@ -124,6 +133,11 @@ typedef struct {
                                              tokens, stop unless ignore_eos;
                                              copied */
     int              n_eos_ids;
+    llm_compiler    *compiler;            /* compiles constrained requests
+                                             (NULL: they are refused);
+                                             outlives the scheduler */
+    int              n_grammar_vocab;     /* tokens the compiler's vocabulary
+                                             has (0: the model's) */
 
     /* a token for the sequence (lp: NULL unless sampling.logprobs) */
     void           (*on_token)(void *user, int32_t token,
@@ -151,6 +165,8 @@ typedef struct {
     uint64_t         preemptions;
     uint64_t         cancelled;
     uint64_t         steps;               /* forwards run */
+    int              compiling;           /* waiting for their constraint */
+    uint64_t         constrained;         /* admitted with a constraint */
 } llm_sched_stats;
 
 /* the defaults above: 0 in a size field means "resolve at create" */

@@ -19,12 +19,16 @@
 
 #include <stdint.h>
 
+#include "grammar/grammar.h"
 #include "sched/block_manager.h"
+#include "sched/compile.h"
 #include "sample/sampler.h"
 
 typedef enum {
     LLM_SEQ_WAITING = 0,        /* in the waiting queue (new or preempted) */
     LLM_SEQ_RUNNING = 1,        /* holds a batch place and blocks */
+    LLM_SEQ_COMPILING = 2,      /* its constraint is being compiled
+                                   (sched/compile.h); then WAITING */
 } llm_seq_state;
 
 struct llm_seq {
@@ -45,6 +49,10 @@ struct llm_seq {
     int               ignore_eos;
 
     llm_sampler       sampler;      /* kept across preemption */
+    llm_compiled     *compiled;     /* the constraint's grammar, or NULL */
+    llm_matcher      *matcher;      /* where the output is in it; kept
+                                       across preemption (recompute
+                                       accepts nothing again) */
     llm_block_table   blocks;
 
     int               n_cached;     /* prefix-cache hit at first schedule */
@@ -56,7 +64,7 @@ struct llm_seq {
     uint64_t          t_scheduled_ns;
     uint64_t          t_first_token_ns;
 
-    llm_seq          *prev;         /* waiting queue links */
+    llm_seq          *prev;         /* waiting (or compiling) queue links */
     llm_seq          *next;
 };
 

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -31,6 +32,7 @@
 
 #include "backend/backend.h"
 #include "format/gguf.h"
+#include "grammar/grammar.h"
 #include "model/kv.h"
 #include "server/log.h"
 #include "model/model.h"
@@ -38,8 +40,10 @@
 #include "text/sampling_ring.h"
 #include "common/defaults.h"
 #include "sample/sampler.h"
+#include "sched/compile.h"
 #include "sched/scheduler.h"
 #include "server/server.h"
+#include "text/tokenizer.h"
 
 #define LLM_MAX_CLIENTS       256
 #define LLM_IDLE_EXIT_NS      (3ULL * 1000000000ULL)
@@ -83,6 +87,10 @@ struct llm_server_s {
     llm_model           model;
     llm_backend        *backend;
     _Atomic(llm_sched *) sched;         /* published by the loader */
+    llm_tokenizer      *tokenizer;      /* for the grammar vocabulary */
+    llm_grammar_vocab  *grammar_vocab;  /* NULL: constraints refused */
+    llm_compiler       *compiler;
+    int                 compiled_fd;    /* eventfd: a compile finished */
     llm_slot_user      *users;          /* (n_slots) */
     int                 quit;           /* SIGQUIT: drain, then exit */
     int                 terminate;
@@ -93,7 +101,8 @@ struct llm_server_s {
 };
 
 /* epoll tags: small integers below LLM_TAG_CLIENT, clients above */
-enum { LLM_TAG_LISTEN = 1, LLM_TAG_PIDFD, LLM_TAG_SIGNAL, LLM_TAG_CLIENT };
+enum { LLM_TAG_LISTEN = 1, LLM_TAG_PIDFD, LLM_TAG_SIGNAL, LLM_TAG_COMPILED,
+       LLM_TAG_CLIENT };
 
 
 static uint64_t
@@ -595,6 +604,59 @@ llm_warm_up(llm_server *s, llm_sched *sched)
 }
 
 
+/* from a compile thread: wake the loop, which takes the result */
+static void
+llm_compiled_notify(void *arg)
+{
+    uint64_t     one = 1;
+    llm_server  *s = arg;
+
+    (void) write(s->compiled_fd, &one, sizeof(one));
+}
+
+
+/*
+ * Structured outputs: the tokenizer's bytes as the grammar compiler's
+ * vocabulary (built once: its cost is logged) and the compile thread.
+ * Without them the engine serves on and refuses constrained requests.
+ */
+static void
+llm_grammar_setup(llm_server *s, llm_sched_options *so)
+{
+    char                   err[256];
+    uint64_t               t0;
+    llm_compiler_options   co;
+
+    t0 = llm_now_ns();
+    s->tokenizer = llm_model_tokenizer(&s->model, err, sizeof(err));
+    if (s->tokenizer == NULL) {
+        llm_log(LLM_LOG_WARN, "no tokenizer, structured outputs refused: %s",
+                err);
+        return;
+    }
+    s->grammar_vocab = llm_grammar_vocab_new(s->tokenizer, err, sizeof(err));
+    if (s->grammar_vocab == NULL) {
+        llm_log(LLM_LOG_WARN, "no grammar vocabulary, structured outputs "
+                "refused: %s", err);
+        return;
+    }
+    llm_compiler_options_default(&co);
+    co.vocab = s->grammar_vocab;
+    co.notify = llm_compiled_notify;
+    co.notify_arg = s;
+    s->compiler = llm_compiler_create(&co, err, sizeof(err));
+    if (s->compiler == NULL) {
+        llm_log(LLM_LOG_WARN, "structured outputs refused: %s", err);
+        return;
+    }
+    so->compiler = s->compiler;
+    so->n_grammar_vocab = llm_tokenizer_n_vocab(s->tokenizer);
+    llm_log(LLM_LOG_NOTICE, "grammar vocabulary of %d tokens built in "
+            "%.1f ms", (int) so->n_grammar_vocab,
+            (double) (llm_now_ns() - t0) / 1e6);
+}
+
+
 static void *
 llm_loader_thread(void *arg)
 {
@@ -652,6 +714,7 @@ llm_loader_thread(void *arg)
     so.on_token = llm_on_token;
     so.on_finish = llm_on_finish;
     so.can_emit = llm_can_emit;
+    llm_grammar_setup(s, &so);
 
     sched = llm_sched_create(s->backend, &so, err, sizeof(err));
     if (sched == NULL) {
@@ -1009,6 +1072,7 @@ ring_finish(llm_seq_finish f)
         return LLM_FINISH_LENGTH;
     case LLM_SEQ_CANCELLED:
         return LLM_FINISH_CANCELLED;
+    case LLM_SEQ_REFUSED:
     default:
         return LLM_FINISH_ERROR;
     }
@@ -1048,6 +1112,12 @@ llm_on_finish(void *user, const llm_seq_result *r)
     atomic_fetch_add(&st->finished[finish], 1);
 
     error = finish == LLM_FINISH_ERROR ? LLM_ERR_INTERNAL : LLM_ERR_NONE;
+    if (r->finish == LLM_SEQ_REFUSED) {
+        /* a 400 before any header: the message is the compiler's */
+        error = LLM_ERR_BAD_REQUEST;
+        llm_log(LLM_LOG_INFO, "slot %u: constraint refused: %s", u->index,
+                r->message);
+    }
     u->seq = NULL;
     llm_slot_finish(sl, finish, error, r->message ? r->message : "");
     llm_wake_owner(u->server, u->owner);
@@ -1066,6 +1136,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     llm_logit_bias *bias, char *err, size_t errlen)
 {
     uint32_t             i, n_prompt, n_stop, n_bias, top_lp, max_tokens;
+    uint32_t             ckind, clen;
     const llm_sampling  *p = &sl->sampling;
 
     n_prompt = sl->n_prompt;
@@ -1073,6 +1144,8 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     n_bias = p->n_bias;
     top_lp = p->top_logprobs;
     max_tokens = p->max_tokens;
+    ckind = sl->constraint_kind;
+    clen = sl->constraint_len;
 
     if (n_prompt == 0 || n_prompt > max_prompt
         || n_prompt > LLM_RING_MAX_PROMPT
@@ -1082,6 +1155,16 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
         snprintf(err, errlen, "%u prompt tokens, %u stop ids, %u biases, "
                  "%u top logprobs, max_tokens %u", n_prompt, n_stop, n_bias,
                  top_lp, max_tokens);
+        return -1;
+    }
+
+    /* the constraint's text shares prompt[] with the ids */
+    if (ckind > LLM_CONSTRAINT_REGEX || clen > LLM_CONSTRAINT_MAX_BYTES
+        || (uint64_t) n_prompt * sizeof(int32_t) + clen > sizeof(sl->prompt)
+        || (ckind == LLM_CONSTRAINT_NONE && clen != 0))
+    {
+        snprintf(err, errlen, "constraint kind %u of %u bytes after %u "
+                 "prompt tokens", ckind, clen, n_prompt);
         return -1;
     }
 
@@ -1101,6 +1184,9 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->n_stop_ids = (int) n_stop;
     req->ignore_eos = 1;    /* the worker sends the stop ids it wants */
     req->priority = sl->priority;
+    req->constraint_kind = (int) ckind;
+    req->constraint = (const char *) (sl->prompt + n_prompt);
+    req->constraint_len = clen;
 
     return 0;
 }
@@ -1389,7 +1475,14 @@ llm_setup_events(llm_server *s)
         return -1;
     }
 
-    if (llm_watch(s, s->listen_fd, LLM_TAG_LISTEN) != 0
+    s->compiled_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->compiled_fd == -1) {
+        llm_log(LLM_LOG_EMERG, "eventfd() failed: %s", strerror(errno));
+        return -1;
+    }
+
+    if (llm_watch(s, s->compiled_fd, LLM_TAG_COMPILED) != 0
+        || llm_watch(s, s->listen_fd, LLM_TAG_LISTEN) != 0
         || llm_watch(s, s->pidfd, LLM_TAG_PIDFD) != 0
         || llm_watch(s, s->sigfd, LLM_TAG_SIGNAL) != 0)
     {
@@ -1475,6 +1568,14 @@ llm_dispatch(llm_server *s, struct epoll_event *ev)
         return;
     case LLM_TAG_SIGNAL:
         llm_on_signal(s);
+        return;
+    case LLM_TAG_COMPILED:
+        {
+            uint64_t  n;
+
+            /* the step that follows takes what was compiled */
+            (void) read(s->compiled_fd, &n, sizeof(n));
+        }
         return;
     }
 
@@ -1582,6 +1683,7 @@ llm_server_main(int argc, char **argv)
         return 1;
     }
     s->listen_fd = s->epfd = s->pidfd = s->sigfd = s->ring_fd = -1;
+    s->compiled_fd = -1;
 
     if (llm_server_parse_opts(&s->opt, argc, argv) != 0) {
         return 2;

@@ -1091,7 +1091,6 @@ static int
 parse_unsupported(llm_api_request *req, const cJSON *root,
     llm_api_error *err)
 {
-    const cJSON  *rf, *type;
     const char   *suffix;
     double        v;
     int           echo = 0, g;
@@ -1114,8 +1113,178 @@ parse_unsupported(llm_api_request *req, const cJSON *root,
             return fail_unsupported(err, "suffix", "suffix (fill in the "
                                     "middle) is not supported.");
         }
+    }
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * response_format: the output constraint (structured outputs)
+ */
+
+/* obj.name as a string, param naming it; *out NULL when absent or null */
+static int
+nested_string(const cJSON *obj, const char *name, const char *param,
+    const char **out, llm_api_error *err)
+{
+    cJSON  *v = field(obj, name);
+
+    *out = NULL;
+    if (v == NULL) {
         return 0;
     }
+    if (!cJSON_IsString(v)) {
+        return fail_type(err, param, "a string", v);
+    }
+    *out = v->valuestring;
+    return 0;
+}
+
+
+/* OpenAI's rule for json_schema.name: ^[a-zA-Z0-9_-]+$, at most 64 */
+static int
+check_schema_name(const cJSON *js, llm_api_error *err)
+{
+    const char  *param = "response_format.json_schema.name", *name;
+    size_t       i, len;
+
+    if (nested_string(js, "name", param, &name, err) != 0) {
+        return -1;
+    }
+    if (name == NULL) {
+        return fail_missing(err, param);
+    }
+    len = strlen(name);
+    if (len > 64) {
+        return fail(err, 400, "string_above_max_length", param,
+                    "Invalid '%s': string too long. Expected a string with "
+                    "maximum length 64, but got a string with length %zu "
+                    "instead.", param, len);
+    }
+    for (i = 0; i < len; i++) {
+        if (!(name[i] >= 'a' && name[i] <= 'z')
+            && !(name[i] >= 'A' && name[i] <= 'Z')
+            && !(name[i] >= '0' && name[i] <= '9')
+            && name[i] != '_' && name[i] != '-')
+        {
+            break;
+        }
+    }
+    if (len == 0 || i < len) {
+        return fail(err, 400, "invalid_value", param,
+                    "Invalid '%s': string does not match pattern. Expected "
+                    "a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+                    param);
+    }
+    return 0;
+}
+
+
+/* the constraint's text, owned by req; past LLM_CONSTRAINT_MAX_BYTES a 400 */
+static int
+set_constraint(llm_api_request *req, int kind, const char *text, size_t len,
+    const char *what, llm_api_error *err)
+{
+    if (len > LLM_CONSTRAINT_MAX_BYTES) {
+        return fail(err, 400, "string_above_max_length", "response_format",
+                    "Invalid 'response_format': the %s is %zu bytes%s; at "
+                    "most %d are accepted.", what, len,
+                    kind == LLM_CONSTRAINT_JSON_SCHEMA ? " once compacted"
+                                                       : "",
+                    LLM_CONSTRAINT_MAX_BYTES);
+    }
+    req->constraint = dup_string(text, len);
+    if (req->constraint == NULL) {
+        return fail_oom(err);
+    }
+    req->constraint_kind = kind;
+    req->constraint_len = len;
+    return 0;
+}
+
+
+static int
+parse_json_schema(llm_api_request *req, const cJSON *rf, llm_api_error *err)
+{
+    const cJSON  *js, *schema;
+    const char   *desc;
+    char         *text;
+    int           rc;
+
+    js = field(rf, "json_schema");
+    if (js == NULL) {
+        return fail_missing(err, "response_format.json_schema");
+    }
+    if (!cJSON_IsObject(js)) {
+        return fail_type(err, "response_format.json_schema", "an object",
+                         js);
+    }
+    if (check_schema_name(js, err) != 0
+        || nested_string(js, "description",
+                         "response_format.json_schema.description", &desc,
+                         err) != 0)
+    {
+        return -1;
+    }
+    if (field(js, "strict") != NULL && !cJSON_IsBool(field(js, "strict"))) {
+        return fail_type(err, "response_format.json_schema.strict",
+                         "a boolean", field(js, "strict"));
+    }
+    /* strict or not, the schema is enforced (docs/api.md) */
+    schema = field(js, "schema");
+    if (schema == NULL) {
+        return fail_missing(err, "response_format.json_schema.schema");
+    }
+    if (!cJSON_IsObject(schema)) {
+        return fail_type(err, "response_format.json_schema.schema",
+                         "an object", schema);
+    }
+    text = cJSON_PrintUnformatted(schema);
+    if (text == NULL) {
+        return fail_oom(err);
+    }
+    rc = set_constraint(req, LLM_CONSTRAINT_JSON_SCHEMA, text, strlen(text),
+                        "schema", err);
+    cJSON_free(text);
+    return rc;
+}
+
+
+/* {"type": "grammar", "grammar": "..."}, {"type": "regex", "regex": ...} */
+static int
+parse_source(llm_api_request *req, const cJSON *rf, const char *name,
+    int kind, llm_api_error *err)
+{
+    char         param[48];
+    const char  *src;
+
+    snprintf(param, sizeof(param), "response_format.%s", name);
+    if (nested_string(rf, name, param, &src, err) != 0) {
+        return -1;
+    }
+    if (src == NULL) {
+        return fail_missing(err, param);
+    }
+    if (src[0] == '\0') {
+        return fail(err, 400, "invalid_value", param,
+                    "Invalid '%s': expected a non-empty string.", param);
+    }
+    return set_constraint(req, kind, src, strlen(src), name, err);
+}
+
+
+/*
+ * response_format (docs/api.md, "Structured outputs"): text (none),
+ * json_object, json_schema, and our grammar and regex. The engine
+ * compiles the constraint; here only its shape and size are checked.
+ */
+static int
+parse_response_format(llm_api_request *req, const cJSON *root,
+    llm_api_error *err)
+{
+    const cJSON  *rf, *type;
+    const char   *t;
+
     rf = field(root, "response_format");
     if (rf == NULL) {
         return 0;
@@ -1130,12 +1299,27 @@ parse_unsupported(llm_api_request *req, const cJSON *root,
     if (!cJSON_IsString(type)) {
         return fail_type(err, "response_format.type", "a string", type);
     }
-    if (strcmp(type->valuestring, "text") != 0) {
-        return fail(err, 400, "unsupported_value", "response_format.type",
-                    "Unsupported value for 'response_format.type': '%.40s' "
-                    "is not supported; only 'text' is.", type->valuestring);
+    t = type->valuestring;
+    if (strcmp(t, "text") == 0) {
+        return 0;
     }
-    return 0;
+    if (strcmp(t, "json_object") == 0) {
+        req->constraint_kind = LLM_CONSTRAINT_JSON_OBJECT;
+        return 0;
+    }
+    if (strcmp(t, "json_schema") == 0) {
+        return parse_json_schema(req, rf, err);
+    }
+    if (strcmp(t, "grammar") == 0) {
+        return parse_source(req, rf, "grammar", LLM_CONSTRAINT_GRAMMAR, err);
+    }
+    if (strcmp(t, "regex") == 0) {
+        return parse_source(req, rf, "regex", LLM_CONSTRAINT_REGEX, err);
+    }
+    return fail(err, 400, "unsupported_value", "response_format.type",
+                "Unsupported value for 'response_format.type': '%.40s' is "
+                "not supported; expected 'text', 'json_object', "
+                "'json_schema', 'grammar' or 'regex'.", t);
 }
 
 
@@ -1164,7 +1348,8 @@ parse_fields(llm_api_request *req, const cJSON *root,
         || parse_n(req, root, lim, err) != 0
         || parse_stream(req, root, err) != 0
         || parse_misc(req, root, err) != 0
-        || parse_unsupported(req, root, err) != 0)
+        || parse_unsupported(req, root, err) != 0
+        || parse_response_format(req, root, err) != 0)
     {
         return -1;
     }
@@ -1234,5 +1419,6 @@ llm_api_request_free(llm_api_request *req)
     free(req->stop);
     free(req->stop_ids);
     free(req->user);
+    free(req->constraint);
     memset(req, 0, sizeof(*req));
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
+#include "common/constraint.h"
 #include "text/sampling.h"
 #include "text/stop.h"
 
@@ -102,6 +103,14 @@ typedef struct {
     int                  ignore_eos;   /* vLLM extension */
     int                  priority;     /* vLLM extension: lower runs first */
     char                *user;         /* NULL when not given */
+
+    /* the output constraint (response_format; tool_choice sets the same):
+       LLM_CONSTRAINT_*, and its text (constraint_len + 1 bytes, NUL-
+       terminated; NULL for none and json_object), at most
+       LLM_CONSTRAINT_MAX_BYTES; a json_schema is compacted */
+    int                  constraint_kind;
+    char                *constraint;
+    size_t               constraint_len;
 } llm_api_request;
 
 /*

@@ -213,10 +213,64 @@ static const bad_case bad_fields[] = {
     { CHAT, "\"priority\":1.5", NULL, 400, "priority", "invalid_type", NULL },
     { CHAT, "\"priority\":3e9", NULL, 400, "priority",
       "integer_above_max_value", NULL },
-    { CHAT, "\"response_format\":{\"type\":\"json_object\"}", NULL, 400,
+    { CHAT, "\"response_format\":{\"type\":\"xml\"}", NULL, 400,
       "response_format.type", "unsupported_value",
-      "Unsupported value for 'response_format.type': 'json_object' is not "
-      "supported; only 'text' is." },
+      "Unsupported value for 'response_format.type': 'xml' is not "
+      "supported; expected 'text', 'json_object', 'json_schema', 'grammar' "
+      "or 'regex'." },
+    { CHAT, "\"response_format\":{\"type\":5}", NULL, 400,
+      "response_format.type", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\"}", NULL, 400,
+      "response_format.json_schema", "missing_required_parameter",
+      "Missing required parameter: 'response_format.json_schema'." },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":[]}", NULL, 400, "response_format.json_schema",
+      "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.name", "missing_required_parameter",
+      NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"a b\",\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.name", "invalid_value",
+      "Invalid 'response_format.json_schema.name': string does not match "
+      "pattern. Expected a string that matches the pattern "
+      "'^[a-zA-Z0-9_-]+$'." },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"\",\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.name", "invalid_value", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"n1234567890123456789012345678901234567"
+      "89012345678901234567890123456\",\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.name", "string_above_max_length",
+      "Invalid 'response_format.json_schema.name': string too long. Expected "
+      "a string with maximum length 64, but got a string with length 67 "
+      "instead." },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":7,\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.name", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"n\"}}", NULL, 400,
+      "response_format.json_schema.schema", "missing_required_parameter",
+      NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"n\",\"schema\":\"{}\"}}", NULL, 400,
+      "response_format.json_schema.schema", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"n\",\"strict\":1,\"schema\":{}}}",
+      NULL, 400, "response_format.json_schema.strict", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"json_schema\","
+      "\"json_schema\":{\"name\":\"n\",\"description\":[],"
+      "\"schema\":{}}}", NULL, 400,
+      "response_format.json_schema.description", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"grammar\"}", NULL, 400,
+      "response_format.grammar", "missing_required_parameter", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"grammar\",\"grammar\":1}",
+      NULL, 400, "response_format.grammar", "invalid_type", NULL },
+    { CHAT, "\"response_format\":{\"type\":\"regex\",\"regex\":\"\"}",
+      NULL, 400, "response_format.regex", "invalid_value", NULL },
+    { COMP, "\"response_format\":{\"type\":\"regex\"}", NULL, 400,
+      "response_format.regex", "missing_required_parameter", NULL },
     { CHAT, "\"response_format\":\"text\"", NULL, 400, "response_format",
       "invalid_type", NULL },
     { CHAT, "\"response_format\":{}", NULL, 400, "response_format.type",
@@ -932,6 +986,76 @@ test_stop_handoff(void)
 }
 
 
+/* each response_format type becomes a constraint kind and its text */
+static void
+test_response_format(void)
+{
+    llm_api_request   r;
+    llm_api_error     e;
+    char             *big;
+    size_t            n;
+
+    ok(parse(CHAT, body_of(CHAT, "\"response_format\":{\"type\":\"text\"}"),
+             &r, &e) == 0 && r.constraint_kind == LLM_CONSTRAINT_NONE
+       && r.constraint == NULL, "text: no constraint");
+    llm_api_request_free(&r);
+    ok(parse(CHAT, body_of(CHAT, "\"response_format\":{\"type\":"
+                                 "\"json_object\"}"), &r, &e) == 0
+       && r.constraint_kind == LLM_CONSTRAINT_JSON_OBJECT
+       && r.constraint_len == 0, "json_object");
+    llm_api_request_free(&r);
+    ok(parse(CHAT, body_of(CHAT, "\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"A-b_9\","
+                 "\"strict\":true,\"description\":\"d\",\"schema\":"
+                 "{ \"type\" : \"object\", \"required\": [ \"a\" ] }}}"),
+             &r, &e) == 0
+       && r.constraint_kind == LLM_CONSTRAINT_JSON_SCHEMA, "json_schema");
+    is_str(r.constraint, "{\"type\":\"object\",\"required\":[\"a\"]}",
+           "the schema compacted");
+    is_int((int) r.constraint_len, (int) strlen(r.constraint), "its length");
+    llm_api_request_free(&r);
+    ok(r.constraint == NULL, "freed");
+    ok(parse(COMP, body_of(COMP, "\"response_format\":{\"type\":"
+                 "\"grammar\",\"grammar\":\"root ::= \\\"a\\\"\"}"),
+             &r, &e) == 0 && r.constraint_kind == LLM_CONSTRAINT_GRAMMAR,
+       "grammar, on completions too");
+    is_str(r.constraint, "root ::= \"a\"", "the grammar's text");
+    llm_api_request_free(&r);
+    ok(parse(CHAT, body_of(CHAT, "\"response_format\":{\"type\":"
+                 "\"regex\",\"regex\":\"[0-9]+\"}"), &r, &e) == 0
+       && r.constraint_kind == LLM_CONSTRAINT_REGEX
+       && strcmp(r.constraint, "[0-9]+") == 0, "regex");
+    llm_api_request_free(&r);
+
+    /* {"description":"x..."} is 18 bytes + the x's once compacted: at
+       LLM_CONSTRAINT_MAX_BYTES it passes, one more is a 400 */
+    n = LLM_CONSTRAINT_MAX_BYTES - 18;
+    big = malloc(n + 512);
+    for (int over = 0; over <= 1; over++) {
+        int  k = snprintf(big, 512, "{\"model\":\"m\"," USER_HI
+                          ",\"response_format\":{\"type\":\"json_schema\","
+                          "\"json_schema\":{\"name\":\"b\",\"schema\": "
+                          "{\"description\": \"");
+
+        memset(big + k, 'x', n + over);
+        strcpy(big + k + n + over, "\"}}}}");
+        if (!over) {
+            ok(parse(CHAT, big, &r, &e) == 0
+               && r.constraint_len == LLM_CONSTRAINT_MAX_BYTES,
+               "a schema of exactly %d bytes is taken",
+               LLM_CONSTRAINT_MAX_BYTES);
+        } else {
+            ok(parse(CHAT, big, &r, &e) == -1 && e.status == 400,
+               "one byte more: 400");
+            is_str(e.param, "response_format", "naming response_format");
+            is_str(e.code, "string_above_max_length", "code");
+        }
+        llm_api_request_free(&r);
+    }
+    free(big);
+}
+
+
 int
 main(void)
 {
@@ -942,5 +1066,6 @@ main(void)
     test_limits();
     test_strict_json();
     test_stop_handoff();
+    test_response_format();
     return tap_done();
 }

@@ -31,7 +31,10 @@
 #include "alloc.h"
 #include "backend/backend.h"
 #include "model/model.h"
+#include "grammar/grammar.h"
+#include "sched/compile.h"
 #include "sched/scheduler.h"
+#include "text/tokenizer.h"
 
 #define MAX_OUT   256
 #define MAX_REQ   600
@@ -886,6 +889,424 @@ test_backend_sampling(llm_backend *be, int n_vocab)
 }
 
 
+/* ---------------------------------------------------------------------------
+ * output constraints (issue 12): a grammar masks the sampler, compiles on
+ * a thread of its own, is cached, and leaves the other sequences alone
+ */
+
+/* three answers the tiny model's characters can spell; none is a prefix
+   of another, so the grammar is done at the end of each */
+#define CONSTRAINT_GBNF  "root ::= \" the cat\" | \" a dog\" | \" Lily\""
+
+static const char  *constraint_alts[] = { " the cat", " a dog", " Lily" };
+
+static llm_grammar_vocab   *cvocab;
+static const llm_tokenizer *ctok;
+static int                  slow_compile_ms;
+
+
+static llm_grammar *
+slow_compile(const llm_grammar_vocab *v, int kind, const char *src,
+    size_t len, const llm_grammar_limits *lim, char *err, size_t err_len)
+{
+    struct timespec  ts = { 0, slow_compile_ms * 1000000L };
+
+    nanosleep(&ts, NULL);
+    return llm_grammar_compile(v, kind, src, len, lim, err, err_len);
+}
+
+
+static llm_compiler *
+make_compiler(int slow_ms)
+{
+    llm_compiler_options  o;
+    char                  err[256];
+    llm_compiler         *c;
+
+    llm_compiler_options_default(&o);
+    o.vocab = cvocab;
+    if (slow_ms > 0) {
+        slow_compile_ms = slow_ms;
+        o.compile = slow_compile;
+    }
+    c = llm_compiler_create(&o, err, sizeof(err));
+    if (c == NULL) {
+        printf("# %s\n", err);
+    }
+    return c;
+}
+
+
+static llm_sched *
+make_constrained_sched(llm_backend *be, llm_compiler *c, int n_blocks,
+    int max_seqs)
+{
+    llm_sched_options  o;
+    char               err[512];
+    llm_sched         *s;
+
+    llm_sched_options_default(&o);
+    o.n_blocks = n_blocks;
+    o.max_num_seqs = max_seqs;
+    o.on_token = on_token;
+    o.on_finish = on_finish;
+    o.can_emit = can_emit;
+    o.compiler = c;
+    o.n_grammar_vocab = llm_tokenizer_n_vocab(ctok);
+    o.eos_ids = (const int32_t[]) { llm_tokenizer_eos(ctok) };
+    o.n_eos_ids = 1;
+    s = llm_sched_create(be, &o, err, sizeof(err));
+    if (s == NULL) {
+        printf("# %s\n", err);
+    }
+    return s;
+}
+
+
+static int
+submit_constrained(llm_sched *s, const job *j, rec *r, int kind,
+    const char *src, char *err, size_t err_len)
+{
+    llm_request  req;
+
+    memset(&req, 0, sizeof(req));
+    memset(r, 0, sizeof(*r));
+    req.prompt = j->prompt;
+    req.n_prompt = j->n_prompt;
+    req.sampling = j->sp;
+    req.max_tokens = j->max_tokens;
+    req.user = r;
+    req.constraint_kind = kind;
+    req.constraint = src;
+    req.constraint_len = src ? strlen(src) : 0;
+    return llm_sched_add(s, &req, &r->seq, err, err_len);
+}
+
+
+/* the text of r's tokens */
+static void
+rec_text(const rec *r, char *out, size_t cap)
+{
+    size_t       n = 0, len;
+    const char  *p;
+    int          i;
+
+    for (i = 0; i < r->n_out && i < MAX_OUT; i++) {
+        p = llm_token_piece(ctok, r->out[i], &len);
+        if (p != NULL && n + len < cap) {
+            memcpy(out + n, p, len);
+            n += len;
+        }
+    }
+    out[n] = '\0';
+}
+
+
+static int
+is_alternative(const char *text)
+{
+    size_t  i;
+
+    for (i = 0; i < sizeof(constraint_alts) / sizeof(*constraint_alts); i++) {
+        if (strcmp(text, constraint_alts[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static int
+is_alternative_prefix(const char *text)
+{
+    size_t  i;
+
+    for (i = 0; i < sizeof(constraint_alts) / sizeof(*constraint_alts); i++) {
+        if (strncmp(constraint_alts[i], text, strlen(text)) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+/* greedy and sampled outputs match the grammar and end STOP when it is
+   complete; a short max_tokens ends LENGTH on a prefix; the unconstrained
+   sequences beside them give their solo tokens; a refused grammar ends
+   before a token, with the compiler's message, and is cached as refused */
+static void
+test_constraint_outputs(llm_backend *be, int n_vocab)
+{
+    enum { N = 8 };
+    static job   jobs[N];
+    static rec   got[N], alone[N];
+    char         text[512], err[512];
+    llm_compiler_stats  cs;
+    llm_compiler *c = make_compiler(0);
+    llm_sched    *s = make_constrained_sched(be, c, 0, N);
+    int           i, n_ok = 0, n_stop = 0, bad = -1, rc;
+
+    for (i = 0; i < N; i++) {
+        make_job(&jobs[i], n_vocab, 0, 4 + i, 40, (uint32_t) (300 + i));
+        if (i > 0) {
+            jobs[i].sp.temperature = 1.0f;
+            jobs[i].sp.seed = 77 + i;
+            jobs[i].sp.has_seed = 1;
+        }
+    }
+    /* even jobs constrained, odd ones free */
+    for (i = 0; i < N; i++) {
+        rc = submit_constrained(s, &jobs[i], &got[i],
+                                i % 2 ? LLM_CONSTRAINT_NONE
+                                      : LLM_CONSTRAINT_GRAMMAR,
+                                i % 2 ? NULL : CONSTRAINT_GBNF, err,
+                                sizeof(err));
+        if (rc != LLM_SCHED_OK) {
+            printf("# add %d: %s\n", i, err);
+        }
+    }
+    ok(drain(s, 10000) > 0, "constrained batch drains");
+    for (i = 0; i < N; i += 2) {
+        rec_text(&got[i], text, sizeof(text));
+        n_ok += is_alternative(text);
+        n_stop += got[i].res.finish == LLM_SEQ_STOP
+                  && got[i].res.stop_token == -1 && got[i].n_finish == 1;
+        if (!is_alternative(text)) {
+            printf("# job %d: \"%s\" (%d tokens, finish %d: %s)\n", i, text,
+                   got[i].n_out, got[i].res.finish, got[i].msg);
+        }
+    }
+    is_int(n_ok, N / 2, "every constrained output is one of the grammar's "
+           "answers (greedy and 3 seeded at temperature 1)");
+    is_int(n_stop, N / 2, "each ended STOP when the grammar was done");
+    llm_compiler_stats_get(c, &cs);
+    ok(cs.compiles == 1 && cs.hits + cs.compiles <= N / 2,
+       "one grammar compiled for %d requests (%llu compiles, %llu cache "
+       "hits)", N / 2, (unsigned long long) cs.compiles,
+       (unsigned long long) cs.hits);
+
+    /* the unconstrained ones are as when run alone */
+    for (i = 1; i < N; i += 2) {
+        llm_sched *s1 = make_sched(be, 0, 0, 0, 1);
+
+        submit(s1, &jobs[i], &alone[i]);
+        drain(s1, 10000);
+        llm_sched_free(s1);
+        if (got[i].n_out != alone[i].n_out
+            || memcmp(got[i].out, alone[i].out,
+                      alone[i].n_out * sizeof(int32_t)) != 0)
+        {
+            bad = i;
+        }
+    }
+    is_int(bad, -1, "unconstrained sequences beside constrained ones give "
+           "their solo tokens");
+
+    /* max_tokens cuts it: LENGTH on a prefix of an answer */
+    jobs[0].max_tokens = 1;
+    submit_constrained(s, &jobs[0], &got[0], LLM_CONSTRAINT_GRAMMAR,
+                       CONSTRAINT_GBNF, err, sizeof(err));
+    drain(s, 100);
+    rec_text(&got[0], text, sizeof(text));
+    ok(got[0].res.finish == LLM_SEQ_LENGTH && got[0].n_out == 1
+       && is_alternative_prefix(text) && !is_alternative(text),
+       "max_tokens 1: LENGTH on \"%s\", a prefix of an answer", text);
+
+    /* a grammar that does not compile: refused before any token */
+    jobs[0].max_tokens = 10;
+    rc = submit_constrained(s, &jobs[0], &got[0], LLM_CONSTRAINT_GRAMMAR,
+                            "root ::= (", err, sizeof(err));
+    drain(s, 100);
+    ok(rc == LLM_SCHED_OK && got[0].res.finish == LLM_SEQ_REFUSED
+       && got[0].n_out == 0 && got[0].n_finish == 1 && got[0].msg[0] != '\0',
+       "a bad grammar: REFUSED, no token, message \"%s\"", got[0].msg);
+    rc = submit_constrained(s, &jobs[0], &got[1], LLM_CONSTRAINT_GRAMMAR,
+                            "root ::= (", err, sizeof(err));
+    ok(rc == LLM_SCHED_BAD_REQUEST && strcmp(err, got[0].msg) == 0,
+       "the same bad grammar again: refused at once from the cache");
+    ok(idle_and_clean(s), "idle and clean after constrained requests");
+    llm_sched_free(s);
+    llm_compiler_free(c);
+
+    /* no compiler: a constrained request is refused */
+    s = make_sched(be, 0, 0, 0, 1);
+    rc = submit_constrained(s, &jobs[0], &got[0], LLM_CONSTRAINT_JSON_OBJECT,
+                            NULL, err, sizeof(err));
+    ok(rc == LLM_SCHED_BAD_REQUEST, "no compiler: refused (%s)", err);
+    rc = submit_constrained(s, &jobs[0], &got[0], 9, "x", err, sizeof(err));
+    ok(rc == LLM_SCHED_BAD_REQUEST, "an unknown kind: refused (%s)", err);
+    llm_sched_free(s);
+}
+
+
+static double
+ms_now(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+
+/* a compile of 400 ms does not stall a running stream: it keeps getting a
+   token each step, the steps stay short, and the constrained sequence
+   starts once its grammar is ready; a cancel while compiling leaks
+   nothing; requests for one text being compiled share the compile */
+static void
+test_constraint_compile_thread(llm_backend *be, int n_vocab)
+{
+    static job   stream, cj;
+    static rec   rs, rc1, rc2, rc3;
+    char         err[512], text[512];
+    llm_compiler_stats  cs;
+    llm_compiler *c = make_compiler(400);
+    llm_sched    *s = make_constrained_sched(be, c, 0, 4);
+    double        t0, t, last, gap = 0, waited;
+    int           tokens_during = 0, before;
+
+    make_job(&stream, n_vocab, 0, 6, 200, 1);
+    make_job(&cj, n_vocab, 0, 5, 30, 2);
+    submit(s, &stream, &rs);
+    llm_sched_step(s);          /* the stream runs */
+    submit_constrained(s, &cj, &rc1, LLM_CONSTRAINT_GRAMMAR,
+                       CONSTRAINT_GBNF, err, sizeof(err));
+    submit_constrained(s, &cj, &rc2, LLM_CONSTRAINT_GRAMMAR,
+                       CONSTRAINT_GBNF, err, sizeof(err));
+    submit_constrained(s, &cj, &rc3, LLM_CONSTRAINT_GRAMMAR,
+                       CONSTRAINT_GBNF, err, sizeof(err));
+    llm_sched_cancel(s, rc3.seq);
+    ok(rc3.n_finish == 1 && rc3.res.finish == LLM_SEQ_CANCELLED,
+       "cancelled while compiling");
+    before = rs.n_out;
+    t0 = last = ms_now();
+    while (rc1.n_out == 0 && rc1.n_finish == 0 && ms_now() - t0 < 5000) {
+        llm_sched_step(s);
+        t = ms_now();
+        if (t - last > gap) {
+            gap = t - last;
+        }
+        last = t;
+        if (rc1.n_out == 0) {
+            tokens_during = rs.n_out - before;
+        }
+    }
+    waited = ms_now() - t0;
+    ok(waited >= 350 && tokens_during >= 10 && gap < 100,
+       "while a grammar compiled for %.0f ms the stream got %d tokens, "
+       "the longest step %.1f ms", waited, tokens_during, gap);
+    drain(s, 10000);
+    rec_text(&rc1, text, sizeof(text));
+    ok(is_alternative(text), "then the constrained one ran: \"%s\"", text);
+    rec_text(&rc2, text, sizeof(text));
+    ok(is_alternative(text) && rc2.n_out == rc1.n_out,
+       "and its twin, from the same compile");
+    llm_compiler_stats_get(c, &cs);
+    ok(cs.compiles == 1, "three requests, one compile (%llu)",
+       (unsigned long long) cs.compiles);
+    ok(idle_and_clean(s), "idle and clean");
+    llm_sched_free(s);
+    llm_compiler_free(c);
+}
+
+
+/* a constrained sequence preempted by a tiny pool and recomputed gives the
+   tokens it gives unpreempted (its matcher is kept, nothing re-accepted);
+   and it never goes to the backend's sampling */
+static void
+test_constraint_preempt(llm_backend *be, int n_vocab)
+{
+    enum { N = 6 };
+    static job   jobs[N];
+    static rec   ref[N], got[N];
+    char         err[512];
+    llm_sched_stats  st;
+    llm_compiler *c = make_compiler(0);
+    llm_backend   wrap = *be;
+    llm_sched    *s;
+    int           i, bad = -1, calls;
+    /* long enough (in tiny260K's short tokens) to outgrow a tiny pool */
+    const char   *g = "root ::= \" Once upon a time there was a little girl "
+                      "named Lily who liked the park\" | \" Once upon a "
+                      "time there was a big dog named Max who ran fast\"";
+
+    for (i = 0; i < N; i++) {
+        make_job(&jobs[i], n_vocab, 0, 10 + i, 30, (uint32_t) (500 + i));
+        jobs[i].sp.temperature = 1.0f;
+        jobs[i].sp.seed = 900 + i;
+        jobs[i].sp.has_seed = 1;
+    }
+    s = make_constrained_sched(be, c, 0, N);
+    for (i = 0; i < N; i++) {
+        submit_constrained(s, &jobs[i], &ref[i], i % 2 ? LLM_CONSTRAINT_NONE
+                           : LLM_CONSTRAINT_GRAMMAR, g, err, sizeof(err));
+    }
+    drain(s, 10000);
+    llm_sched_free(s);
+
+    s = make_constrained_sched(be, c, 12, N);
+    for (i = 0; i < N; i++) {
+        submit_constrained(s, &jobs[i], &got[i], i % 2 ? LLM_CONSTRAINT_NONE
+                           : LLM_CONSTRAINT_GRAMMAR, g, err, sizeof(err));
+    }
+    drain(s, 10000);
+    llm_sched_stats_get(s, &st);
+    ok(st.preemptions > 0 && same_tokens(ref, got, N, &bad),
+       "constrained and free sequences preempted %llu times give their "
+       "tokens (first difference: job %d)",
+       (unsigned long long) st.preemptions, bad);
+    ok(ref[0].res.finish != LLM_SEQ_ERROR && ref[0].n_out >= 1,
+       "the grammar ran (%d tokens, finish %d: %s)", ref[0].n_out,
+       ref[0].res.finish, ref[0].msg);
+    llm_sched_free(s);
+
+    /* the backend would sample: the constrained ones stay with us */
+    sampling_be.inner = be;
+    sampling_be.n_vocab = n_vocab;
+    sampling_be.logits = malloc((size_t) 64 * n_vocab * sizeof(float));
+    wrap.iface.forward = sampling_forward;
+    wrap.iface.forward_sample = sampling_forward_sample;
+    wrap.iface.free = sampling_free;
+    calls = sampling_be.calls;
+    s = make_constrained_sched(&wrap, c, 0, N);
+    submit_constrained(s, &jobs[0], &got[0], LLM_CONSTRAINT_GRAMMAR, g, err,
+                       sizeof(err));
+    drain(s, 10000);
+    llm_sched_free(s);
+    ok(sampling_be.calls == calls && got[0].n_out == ref[0].n_out
+       && memcmp(got[0].out, ref[0].out, ref[0].n_out * sizeof(int32_t)) == 0,
+       "a constrained sequence is never sampled by the backend (%d calls)",
+       sampling_be.calls - calls);
+    free(sampling_be.logits);
+    llm_compiler_free(c);
+}
+
+
+static void
+test_constraints(const llm_model *m, llm_backend *be)
+{
+    char            err[256];
+    llm_tokenizer  *tok = llm_model_tokenizer(m, err, sizeof(err));
+
+    if (!ok(tok != NULL, "tiny260K's tokenizer")) {
+        printf("# %s\n", err);
+        return;
+    }
+    ctok = tok;
+    cvocab = llm_grammar_vocab_new(tok, err, sizeof(err));
+    if (ok(cvocab != NULL, "a grammar vocabulary")) {
+        test_constraint_outputs(be, m->cfg.vocab_size);
+        test_constraint_compile_thread(be, m->cfg.vocab_size);
+        test_constraint_preempt(be, m->cfg.vocab_size);
+    } else {
+        printf("# %s\n", err);
+    }
+    llm_grammar_vocab_free(cvocab);
+    llm_tokenizer_free(tok);
+}
+
+
+
 static void
 test_create_oom(llm_backend *be)
 {
@@ -1036,6 +1457,7 @@ main(void)
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
         TIMED(test_stress(be, m.cfg.vocab_size));
         TIMED(test_backend_sampling(be, m.cfg.vocab_size));
+        TIMED(test_constraints(&m, be));
         TIMED(test_create_oom(be));
         TIMED(test_step_oom(&m, be, m.cfg.vocab_size));
     }
