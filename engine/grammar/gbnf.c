@@ -6,12 +6,13 @@
  * right-recursive or nested optional rules named after their parent
  * ("value-3"), as llama.cpp names them.
  *
- * defines: llm_gbnf_parse, llm_gbuild_free
+ * defines: llm_gbnf_parse, llm_gbuild_free, llm_grammar_now_ns
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "grammar/grammar_impl.h"
 #include "grammar/json_schema.h"
@@ -33,6 +34,16 @@ typedef struct {
 } cp_range;
 
 #define CP_MAX  0x10FFFF
+
+
+uint64_t
+llm_grammar_now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 
 static int

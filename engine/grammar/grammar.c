@@ -9,25 +9,14 @@
  * caps of grammar_impl.h and the limits' source size and compile time.
  *
  * defines: llm_grammar_limits_default, llm_grammar_compile,
- *          llm_grammar_free, llm_grammar_now_ns, llm_grammar_from_build
+ *          llm_grammar_free, llm_grammar_from_build
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "grammar/grammar_impl.h"
 #include "grammar/json_schema.h"
-
-
-uint64_t
-llm_grammar_now_ns(void)
-{
-    struct timespec  ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
 
 
 void
