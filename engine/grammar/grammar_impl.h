@@ -1,0 +1,121 @@
+/*
+ * The grammar engine's insides, shared by its files and the unit tests.
+ *
+ * A compiled grammar is a flat array of elements, llama.cpp's layout: each
+ * rule is its alternatives one after the other, each alternative ended by
+ * GE_ALT, the last by GE_END. Terminals are bytes only: a char class on
+ * code points is compiled (gbnf.c) into a rule whose alternatives are
+ * UTF-8 byte sequences, each byte a set of 256 bits. A matcher state is a
+ * set of stacks (matcher.c), each stack a hash-consed list of positions in
+ * that array.
+ *
+ * defines: llm_gelem, llm_gbuild (the parser's output), llm_gbnf_parse,
+ *          llm_regex_to_gbnf, llm_matcher_accept_bytes, llm_grammar_*
+ *          caps (LLM_GRAMMAR_MAX_*)
+ */
+#ifndef NGX_LLM_GRAMMAR_IMPL_H
+#define NGX_LLM_GRAMMAR_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grammar/grammar.h"
+
+/* caps: past any of them the compile (or, at run time, the step) fails */
+#define LLM_GRAMMAR_MAX_ELEMS    (1 << 20)  /* elements of the automaton */
+#define LLM_GRAMMAR_MAX_RULES    65536      /* rules, generated ones too */
+#define LLM_GRAMMAR_MAX_REPEAT   1000       /* n of x{m,n} */
+#define LLM_GRAMMAR_MAX_NEST     256        /* ( ( ( ... nesting */
+#define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
+#define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
+
+enum {
+    GE_END = 0,     /* end of the rule's last alternative */
+    GE_ALT,         /* end of an alternative, another follows */
+    GE_RULE,        /* val: rule index */
+    GE_BYTES,       /* val: index of a 256-bit byte set */
+    GE_TOKEN,       /* val: token id (a special token named by the grammar) */
+};
+
+typedef struct {
+    int32_t     type;
+    int32_t     val;
+} llm_gelem;
+
+/* one rule while parsing: its elements, then flattened by compile */
+typedef struct {
+    char       *name;
+    llm_gelem  *el;
+    int         n_el, cap_el;
+    int         defined;
+    int         ref_line, ref_col;   /* where first used, for errors */
+} llm_grule;
+
+typedef struct {
+    llm_grule  *rules;
+    int         n_rules, cap_rules;
+    uint8_t   (*sets)[32];          /* byte sets, bit b of byte b/8 */
+    int         n_sets, cap_sets;
+    const llm_grammar_vocab *vocab;
+    int         max_ws;
+    uint64_t    deadline_ns;        /* 0: none */
+    int         n_json;             /* %json blocks seen */
+    size_t      max_source;
+    char       *err;
+    size_t      err_len;
+} llm_gbuild;
+
+struct llm_grammar_vocab {
+    const llm_tokenizer *tok;
+    int32_t     n_vocab;
+    /* trie in depth-first order: node i's subtree is [i, i + size[i]) */
+    int32_t     n_nodes;
+    uint8_t    *byte;
+    uint16_t   *depth;
+    int32_t    *size;
+    int32_t    *tok_begin;          /* tokens of node i: */
+    int32_t    *tok_end;            /*   sorted[tok_begin .. tok_end) */
+    int32_t    *sorted;             /* token ids by their bytes */
+    int         max_depth;
+    int32_t    *stop;               /* stop token ids */
+    int         n_stop;
+    uint8_t    *kind;               /* per token: TK_* below */
+};
+
+#define TK_BYTES    0   /* matched by its bytes (in the trie) */
+#define TK_SPECIAL  1   /* only where the grammar names it */
+#define TK_STOP     2   /* only where the grammar may end */
+#define TK_NONE     3   /* never (empty piece) */
+
+struct llm_grammar {
+    const llm_grammar_vocab *vocab;
+    llm_gelem  *el;
+    int         n_el;
+    int32_t    *rule_start;         /* first element of each rule */
+    int32_t    *alt_start;          /* alternatives of rule r: */
+    int32_t    *alt_first;          /*   alt_start[alt_first[r] .. [r+1]) */
+    int         n_rules;
+    int         root;
+    uint8_t   (*sets)[32];
+    int         n_sets;
+};
+
+uint64_t llm_grammar_now_ns(void);
+
+/* the parser: adds the rules of src to b; 0, or -1 with b->err */
+int llm_gbnf_parse(llm_gbuild *b, const char *src, size_t len,
+    const char *what);
+void llm_gbuild_free(llm_gbuild *b);
+/* a grammar from what llm_gbnf_parse built: checks, then flattens */
+llm_grammar *llm_grammar_from_build(llm_gbuild *b);
+
+/* a regex for the whole output -> GBNF text (root ::= ...) */
+int llm_regex_to_gbnf(const char *re, size_t len, char **out,
+    char *err, size_t err_len);
+
+/* tests: feeds bytes; 0, or -1 (the state is kept) when they cannot come */
+int llm_matcher_accept_bytes(llm_matcher *m, const char *s, size_t len);
+/* tests and bench: masks computed without the cache (the reference) */
+int llm_matcher_mask_nocache(llm_matcher *m, uint32_t *mask);
+
+#endif /* NGX_LLM_GRAMMAR_IMPL_H */
