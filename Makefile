@@ -205,7 +205,9 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
-              $(BUILD)/bench/ring_ping
+              $(BUILD)/bench/ring_ping $(BUILD)/bench/grammar_bench
+# grammar_bench's folder of JSON Schemas (*.json), when there is one
+GRAMMAR_SCHEMAS ?= $(wildcard t/fixtures/schemas)
 
 $(BUILD)/bench/serve_bench: bench/serve_bench.c
 	@mkdir -p $(dir $@)
@@ -216,6 +218,11 @@ $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_O
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
+$(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) \
+	    $(LDLIBS) $(CUDA_LIBS)
+
 $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ring/ring_client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -223,6 +230,7 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 # one run, 3-7 minutes: prints the table, writes docs/perf.md and
 # docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
 bench: all $(BENCH_BINS)
+	$(BUILD)/bench/grammar_bench $(MODEL) $(GRAMMAR_SCHEMAS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 
 # --- soak (docs/testing.md; not part of test) ------------------------------------
