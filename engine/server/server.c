@@ -1231,6 +1231,11 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
     rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
+        if (req.constraint_kind != LLM_CONSTRAINT_NONE) {
+            /* a cached refusal: the line its first compile logged, again */
+            llm_log(LLM_LOG_INFO, "slot %u: constraint refused: %s", idx,
+                    err);
+        }
         llm_slot_finish(sl, LLM_FINISH_ERROR, ring_error(rc), err);
         return;
     }
