@@ -16,6 +16,12 @@
 #          blocks in the prefix cache; and
 #          16 again on an engine with max_batched_tokens 2048 (the GPU
 #          default; the CPU's is 256);
+#        - structured outputs: the 16 streams again, each under a
+#          response_format json_schema whose one string must be long (so
+#          every stream still runs its 64 tokens, masked at each; issue
+#          12): tokens/s against the plain 16 of the same round, and per
+#          engine CPU second (steadier on a shared machine), the ratios
+#          printed after the rounds (target >= 0.8);
 #        - shared prefix: one long system prompt, 16 different questions,
 #          with prefix caching and without;
 #        - HTTP overhead: GET /plain (`return 200`) against GET /v1/models
@@ -237,6 +243,10 @@ workers_ticks() {  # nginx's worker processes: the master's children
     echo "$sum"
 }
 
+# a schema whose answer cannot end before 64 tokens: constrained streams as
+# long as the plain ones
+LONG_ANSWER='{"type":"json_schema","json_schema":{"name":"answer","schema":{"type":"object","properties":{"answer":{"type":"string","minLength":400}},"required":["answer"]}}}'
+
 # run_variant ROUND NAME PORT serve_bench-args...
 run_variant() {
     local round=$1 name=$2 port=$3 pid t0 t1 w0 w1 out line wall cores la
@@ -304,6 +314,8 @@ for r in $(seq "$ROUNDS"); do
     done
     run_variant "$r" streams-16-mbt2048 $((PORT + 2)) stream --streams 16 \
         --tokens 64 --tag "r$r-16b"
+    run_variant "$r" constrained-16 "$PORT" stream --streams 16 \
+        --tokens 64 --tag "r$r-16c" --response-format "$LONG_ANSWER"
     run_engine_bench "$r"
     run_variant "$r" prefix-on "$PORT" stream --streams 16 --tokens 32 \
         --system-file "$SYSTEM"
@@ -317,6 +329,40 @@ for r in $(seq "$ROUNDS"); do
 done
 stop_nginx
 trap - EXIT
+
+# constrained / unconstrained tokens/s, per round (the two ran back to back),
+# of the wall clock and per engine CPU second
+constrained_ratio() {
+    awk '
+        /variant=streams-16 / || /variant=constrained-16 / {
+            for (i = 1; i <= NF; i++) {
+                split($i, kv, "=")
+                f[kv[1]] = kv[2]
+            }
+            t[f["round"], f["variant"]] = f["tok_s"]
+            c[f["round"], f["variant"]] = f["engine_cores"]
+        }
+        END {
+            for (r = 1; (r, "streams-16") in t; r++) {
+                u = t[r, "streams-16"]; k = t[r, "constrained-16"]
+                uc = c[r, "streams-16"]; kc = c[r, "constrained-16"]
+                if (u > 0 && k > 0 && uc > 0 && kc > 0) {
+                    w = k / u; p = (k / kc) / (u / uc)
+                    printf "  round %d: constrained %.1f / unconstrained %.1f " \
+                           "tokens/s = %.2f; per engine CPU second %.2f\n",
+                           r, k, u, w, p
+                    if (w > bw) bw = w
+                    if (p > bp) bp = p
+                }
+            }
+            printf "  structured outputs: 16 constrained streams at %.2f of " \
+                   "the plain 16 streams'"'"' tokens/s, %.2f per engine CPU " \
+                   "second (best round; target >= 0.8)\n", bw, bp
+        }' "$RES"
+}
+echo
+echo "== structured outputs (a json_schema response_format, 16 streams)"
+constrained_ratio
 
 
 # --- 4. report ---------------------------------------------------------------

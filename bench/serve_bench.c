@@ -6,7 +6,7 @@
  *   build/bench/serve_bench stream --port P --streams N [--requests R]
  *       [--tokens 64] [--model smollm2] [--path /v1/chat/completions]
  *       [--system-file F] [--bust TAG] [--tag TAG] [--timeout 600]
- *       [--host 127.0.0.1]
+ *       [--host 127.0.0.1] [--response-format JSON]
  *   build/bench/serve_bench http --port P --path /x [--conns 8]
  *       [--seconds 3] [--host 127.0.0.1]
  *
@@ -22,7 +22,8 @@
  * puts "[TAG] " before every user message: a run with a new tag finds
  * none of its messages in the prefix cache from earlier runs (only the
  * system block the chat template puts in front of all of them), as
- * different users' messages would.
+ * different users' messages would. --response-format puts its JSON text
+ * (e.g. {"type":"json_object"}) in every request: constrained streams.
  *
  * Per request: TTFT = first SSE chunk with content - request start;
  * TPOT = (last content chunk - first) / (completion_tokens - 1); ITL = the
@@ -89,6 +90,7 @@ typedef struct {
     const char  *system;        /* system message text, or NULL */
     const char  *bust;          /* per-request tag before the system text */
     const char  *tag;           /* before every user message: a fresh cache */
+    cJSON       *response_format;   /* added to every request, or NULL */
     int          streams;       /* stream: concurrent connections */
     int          requests;      /* stream: requests in all */
     int          tokens;
@@ -262,6 +264,10 @@ chat_body(const sb_opts *o, int i)
     so = cJSON_AddObjectToObject(root, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", 1);
     msgs = cJSON_AddArrayToObject(root, "messages");
+    if (o->response_format != NULL) {
+        cJSON_AddItemToObject(root, "response_format",
+                              cJSON_Duplicate(o->response_format, 1));
+    }
 
     if (o->system != NULL) {
         n = strlen(o->system) + 64;
@@ -584,6 +590,11 @@ parse_sse(sb_bench *b, sb_conn *c, double t)
     char    *end;
     size_t   n;
 
+    /* headers read alone (llama-server sends them before any chunk): no
+       body yet, and strstr(NULL) was the crash against its streams */
+    if (c->body == NULL) {
+        return;
+    }
     while ((end = strstr(c->body, "\n\n")) != NULL) {
         *end = '\0';
         n = end + 2 - c->body;
@@ -905,6 +916,7 @@ usage(void)
         "[--system-file F]\n"
         "           [--bust TAG] [--tag TAG] [--timeout 600] "
         "[--host 127.0.0.1]\n"
+        "           [--response-format JSON]\n"
         "       serve_bench http --port P --path /x [--conns 8] "
         "[--seconds 3] [--host 127.0.0.1]\n");
 }
@@ -1012,6 +1024,13 @@ parse_opts(sb_opts *o, int argc, char **argv)
             o->bust = v;
         } else if (strcmp(a, "--tag") == 0) {
             o->tag = v;
+        } else if (strcmp(a, "--response-format") == 0) {
+            o->response_format = cJSON_Parse(v);
+            if (!cJSON_IsObject(o->response_format)) {
+                fprintf(stderr, "serve_bench: --response-format \"%s\": "
+                        "expected a JSON object\n", v);
+                rc = -1;
+            }
         } else {
             fprintf(stderr, "serve_bench: unknown option \"%s\"\n", a);
             usage();

@@ -32,6 +32,18 @@
  * the whole pool) with LLM_SCHED_TOO_LONG and the reason, and one that finds
  * max_queued sequences waiting with LLM_SCHED_QUEUE_FULL. Otherwise it waits.
  *
+ * Output constraints (structured outputs, docs/api.md): a request with a
+ * constraint waits in the COMPILING state while options.compiler compiles
+ * it on its own thread (sched/compile.h; a cached grammar skips that), so
+ * the running sequences keep stepping; then it queues as any other, or
+ * ends LLM_SEQ_REFUSED with the compiler's message before any token. At
+ * each of its tokens the logits of what its grammar forbids are set to
+ * -inf (and its stop tokens' while the output could not end there), the
+ * token drawn is accepted by its matcher, and it ends STOP when the
+ * grammar is complete; max_tokens still ends it LENGTH. It is never
+ * sampled on the backend, and preemption keeps its matcher (recompute
+ * feeds its tokens again, accepts none).
+ *
  * Backpressure: a sequence whose can_emit(user) says 0 is skipped in that
  * step (it keeps its blocks and is not preempted for it), so a slow client
  * never blocks the engine.
