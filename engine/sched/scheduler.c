@@ -321,7 +321,7 @@ static int
 check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     char *err, size_t err_len)
 {
-    int  i, len = s->opt.max_model_len, need;
+    int  i, len = s->opt.max_model_len, need, waiting;
 
     if (req->n_prompt < 1 || req->prompt == NULL) {
         snprintf(err, err_len, "the prompt is empty");
@@ -362,13 +362,14 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
         return LLM_SCHED_TOO_LONG;
     }
     /* requests that free batch places will take at the next step are not
-       queued: max_queued counts only those that will have to wait */
-    if (s->n_waiting - (s->opt.max_num_seqs - s->n_running)
-        >= s->opt.max_queued)
+       queued: max_queued counts only those that will have to wait (the
+       compiling ones included: they wait too) */
+    waiting = s->n_waiting + s->n_compiling;
+    if (waiting - (s->opt.max_num_seqs - s->n_running) >= s->opt.max_queued)
     {
         snprintf(err, err_len, "the waiting queue holds %d requests beyond "
                  "the free batch places (max_queued_requests %d)",
-                 s->n_waiting - (s->opt.max_num_seqs - s->n_running),
+                 waiting - (s->opt.max_num_seqs - s->n_running),
                  s->opt.max_queued);
         return LLM_SCHED_QUEUE_FULL;
     }

@@ -1275,7 +1275,7 @@ llm_publish_stats(llm_server *s, llm_sched *sched)
 
     llm_sched_stats_get(sched, &st);
     atomic_store(&rs->running, (uint32_t) st.running);
-    atomic_store(&rs->waiting, (uint32_t) st.waiting);
+    atomic_store(&rs->waiting, (uint32_t) (st.waiting + st.compiling));
     atomic_store(&rs->kv_blocks_total, (uint32_t) st.kv_blocks_total);
     atomic_store(&rs->kv_blocks_used, (uint32_t) st.kv_blocks_used);
     atomic_store(&rs->kv_blocks_cached, (uint32_t) st.kv_blocks_cached);
