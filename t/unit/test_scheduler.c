@@ -937,6 +937,8 @@ make_compiler(int slow_ms)
 }
 
 
+static int  constrained_max_queued = 256;
+
 static llm_sched *
 make_constrained_sched(llm_backend *be, llm_compiler *c, int n_blocks,
     int max_seqs)
@@ -946,6 +948,7 @@ make_constrained_sched(llm_backend *be, llm_compiler *c, int n_blocks,
     llm_sched         *s;
 
     llm_sched_options_default(&o);
+    o.max_queued = constrained_max_queued;
     o.n_blocks = n_blocks;
     o.max_num_seqs = max_seqs;
     o.on_token = on_token;
@@ -1236,6 +1239,20 @@ test_constraint_compile_thread(llm_backend *be, int n_vocab)
     ok(cs.compiles == 1, "three requests, one compile (%llu)",
        (unsigned long long) cs.compiles);
     ok(idle_and_clean(s), "idle and clean");
+    llm_sched_free(s);
+
+    /* compiling requests wait too: they count against max_queued */
+    constrained_max_queued = 0;
+    s = make_constrained_sched(be, c, 0, 1);
+    constrained_max_queued = 256;
+    ok(submit_constrained(s, &cj, &rc1, LLM_CONSTRAINT_REGEX, "[ab]+", err,
+                          sizeof(err)) == LLM_SCHED_OK
+       && submit_constrained(s, &cj, &rc2, LLM_CONSTRAINT_REGEX, "[ab]+",
+                             err, sizeof(err)) == LLM_SCHED_QUEUE_FULL,
+       "max_queued 0, one batch place: a second request beside one "
+       "compiling is refused (%s)", err);
+    drain_constrained(s, 60);
+    ok(rc1.n_finish == 1 && idle_and_clean(s), "the first one ran");
     llm_sched_free(s);
     llm_compiler_free(c);
 }
