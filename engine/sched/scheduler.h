@@ -66,7 +66,10 @@ typedef struct {
                                            copied */
     int                   n_stop_ids;
     int                   ignore_eos;   /* do not stop on options.eos_ids */
-    int64_t               priority;     /* lower runs first; 0 default */
+    int64_t               priority;     /* lower runs first; 0 default;
+                                           class = common/priority.h */
+    uint64_t              fair_key;     /* round robin among keys within a
+                                           class; 0: no key */
     void                 *user;         /* passed back to every callback */
 } llm_request;
 

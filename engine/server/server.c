@@ -1101,6 +1101,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->n_stop_ids = (int) n_stop;
     req->ignore_eos = 1;    /* the worker sends the stop ids it wants */
     req->priority = sl->priority;
+    req->fair_key = sl->fair_key;
 
     return 0;
 }
