@@ -113,6 +113,15 @@ typedef struct {
     int              max_batched_tokens;  /* tokens per step; default and
                                              maximum: the backend's
                                              max_batch_tokens */
+    int              max_prefill_tokens;  /* prefill tokens (prompt chunks,
+                                             recomputes) per step, after the
+                                             decodes; 0 (default):
+                                             max_batched_tokens */
+    int              batch_share;         /* percent: while a class below
+                                             LLM_PRIORITY_BATCH's runs, the
+                                             classes from it up add at most
+                                             this share of that step's
+                                             tokens; default 25, 0: paused */
     int              max_model_len;       /* prompt + output; default: the
                                              model's context length */
     int              max_queued;          /* waiting sequences; default 256 */
