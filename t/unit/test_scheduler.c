@@ -809,6 +809,18 @@ test_classes(llm_backend *be, int n_vocab)
     llm_sched_stats  st;
     int          i, bad = 0;
 
+    /* out-of-range class options are refused at create */
+    opt_max_prefill = 65;
+    s = make_sched(be, 0, 0, 64, 1);
+    opt_max_prefill = 0;
+    ok(s == NULL, "max_prefill_tokens 65 > max_batched_tokens 64 refused");
+    llm_sched_free(s);
+    opt_batch_share = 101;
+    s = make_sched(be, 0, 0, 64, 1);
+    opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+    ok(s == NULL, "batch_share 101 refused");
+    llm_sched_free(s);
+
     /* one batch place: classes in order, FCFS inside a class whatever the
        value (5 before 0: both interactive), batch 150 after batch 100 */
     s = make_sched(be, 0, 0, 64, 1);
