@@ -33,7 +33,8 @@
  * they waited, a lower bound, flagged '>='), TPOT p50/p95 (ms, finished
  * requests), batch generated and processed (prefill + decode) tokens/s,
  * load average and the CPU cores the process got. Then per mode the
- * median over rounds of the p50s and their ratio to idle.
+ * median over rounds of the p50s (TPOT: over the rounds that finished a
+ * request) and their ratio to idle.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,9 +432,13 @@ parse_opts(iso_opts *o, int argc, char **argv)
 }
 
 
+/* 0 when n is 0 (no round had a sample) */
 static double
 median(double *v, int n)
 {
+    if (n == 0) {
+        return 0;
+    }
     qsort(v, n, sizeof(*v), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
@@ -451,7 +456,7 @@ main(int argc, char **argv)
     double                v[ISO_MAX_ROUNDS], idle_ttft, idle_tpot;
     double                ttft[N_MODES], tpot[N_MODES], gen[N_MODES];
     double                proc[N_MODES];
-    int                   r, md, per_seq, cens[N_MODES];
+    int                   r, n, md, per_seq, cens[N_MODES];
 
     if (parse_opts(&o, argc, argv) != 0) {
         return 2;
@@ -510,10 +515,13 @@ main(int argc, char **argv)
             cens[md] |= res[r][md].censored * 2 > res[r][md].n_done;
         }
         ttft[md] = median(v, o.rounds);
-        for (r = 0; r < o.rounds; r++) {
-            v[r] = res[r][md].tpot50;
+        /* rounds that finished no interactive request have no TPOT */
+        for (n = 0, r = 0; r < o.rounds; r++) {
+            if (res[r][md].n_done > 0) {
+                v[n++] = res[r][md].tpot50;
+            }
         }
-        tpot[md] = median(v, o.rounds);
+        tpot[md] = median(v, n);
         for (r = 0; r < o.rounds; r++) {
             v[r] = res[r][md].batch_gen_tps;
         }
