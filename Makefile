@@ -55,7 +55,8 @@ CUDA_LIBS  :=
 ENGINE_OBJS_CUDA :=
 endif
 
-.PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
+.PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
+        clean fuzz \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
 all: engine module
@@ -205,7 +206,7 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
-              $(BUILD)/bench/ring_ping
+              $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation
 
 $(BUILD)/bench/serve_bench: bench/serve_bench.c
 	@mkdir -p $(dir $@)
@@ -216,6 +217,11 @@ $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_O
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
+$(BUILD)/bench/isolation: bench/isolation.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/isolation.c \
+	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
 $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ring/ring_client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -224,6 +230,12 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 # docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
 bench: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
+	$(MAKE) bench-isolation
+
+# interactive TTFT/TPOT beside 32 batch streams, classes against one class
+# (docs/scheduler.md; about 3 minutes; ISOLATION_ARGS adds options)
+bench-isolation: $(BUILD)/bench/isolation
+	$(BUILD)/bench/isolation --model $(MODEL) $(ISOLATION_ARGS)
 
 # --- soak (docs/testing.md; not part of test) ------------------------------------
 

@@ -153,6 +153,8 @@ static const llm_opt  llm_opts[] = {
     OPT("--max-model-len", OPT_INT, max_model_len),
     OPT("--max-batched-tokens", OPT_INT, max_batched_tokens),
     OPT("--max-queued", OPT_INT, max_queued),
+    OPT("--max-prefill-tokens", OPT_INT, max_prefill_tokens),
+    OPT("--batch-share", OPT_INT, batch_share),
     OPT("--kv-cache-memory", OPT_U64, kv_cache_bytes),
     OPT("--prefix-caching", OPT_BOOL, prefix_caching),
     OPT("--tensor-parallel", OPT_INT, tensor_parallel),
@@ -170,6 +172,7 @@ llm_server_opts_default(llm_server_opts *o)
     o->max_model_len = LLM_DEFAULT_MAX_MODEL_LEN;
     o->max_batched_tokens = 0;        /* by backend, after parsing */
     o->max_queued = LLM_DEFAULT_MAX_QUEUED;
+    o->batch_share = LLM_DEFAULT_BATCH_SHARE;
     o->kv_cache_bytes = LLM_DEFAULT_KV_CACHE_BYTES;
     o->prefix_caching = LLM_DEFAULT_PREFIX_CACHING;
     o->kv_dtype = LLM_KV_F16;
@@ -648,6 +651,8 @@ llm_loader_thread(void *arg)
     so.max_batched_tokens = s->opt.max_batched_tokens;
     so.max_model_len = max_model_len;
     so.max_queued = s->opt.max_queued;
+    so.max_prefill_tokens = s->opt.max_prefill_tokens;
+    so.batch_share = s->opt.batch_share;
     so.prefix_caching = s->opt.prefix_caching;
     so.on_token = llm_on_token;
     so.on_finish = llm_on_finish;
@@ -1101,6 +1106,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->n_stop_ids = (int) n_stop;
     req->ignore_eos = 1;    /* the worker sends the stop ids it wants */
     req->priority = sl->priority;
+    req->fair_key = sl->fair_key;
 
     return 0;
 }

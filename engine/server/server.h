@@ -23,6 +23,8 @@ typedef struct {
     int          max_model_len;
     int          max_batched_tokens;
     int          max_queued;
+    int          max_prefill_tokens;    /* 0: max_batched_tokens */
+    int          batch_share;       /* %, docs/scheduler.md */
     int          tensor_parallel;
     uint64_t     kv_cache_bytes;
     int          prefix_caching;    /* 1 (default): share full prompt blocks */
