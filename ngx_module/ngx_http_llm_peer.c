@@ -1230,6 +1230,7 @@ ngx_http_llm_peer_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
         sl->kind = kind;
         sl->req_seq = ++peer->req_seq;
         sl->priority = 0;
+        sl->fair_key = 0;
         sl->n_prompt = 0;
         sl->finish = LLM_FINISH_NONE;
         sl->error = LLM_ERR_NONE;

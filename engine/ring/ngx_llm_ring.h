@@ -31,10 +31,12 @@
 #include <stdatomic.h>
 
 #include "common/constraint.h"
+#include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        3       /* 2: the watchdog's fields,
-                                           3: output constraints */
+#define LLM_RING_VERSION        4       /* 2: the watchdog's fields,
+                                           3: output constraints,
+                                           4: the slot's fair_key */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -146,7 +148,11 @@ typedef struct {
     uint32_t        owner;              /* client_id of the worker */
     uint32_t        kind;               /* enum llm_slot_kind */
     uint64_t        req_seq;            /* worker's number, guards reuse */
-    int64_t         priority;           /* lower runs first; 0 default */
+    int64_t         priority;           /* lower runs first; 0 default;
+                                           classes: common/priority.h */
+    uint64_t        fair_key;           /* hash of llm_fair_key's value:
+                                           round robin among keys within a
+                                           class; 0 = no key */
 
     /* request: written by the worker in CLAIMED */
     llm_sampling    sampling;
