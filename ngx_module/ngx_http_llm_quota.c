@@ -641,7 +641,7 @@ ngx_http_llm_quota_untake(ngx_http_llm_quota_hold_t *h, uint64_t n)
 static ngx_int_t
 ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_quota_hold_t *h, ngx_str_t *key, uint64_t *completion,
-    ngx_uint_t given, ngx_int_t *rc)
+    ngx_uint_t given, ngx_int_t *rc, uint64_t *left)
 {
     uint64_t                    need, level, wait, reset;
     ngx_http_llm_quota_t       *q = h->quota;
@@ -664,6 +664,7 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
     if (lq->level < need) {
         level = lq->level;
+        *left = level;
         wait = (need <= q->burst) ? ngx_http_llm_quota_wait(q, lq, need) : 0;
         reset = ngx_http_llm_quota_wait(q, lq, q->burst);
         ngx_shmtx_unlock(&zone->shpool->mutex);
@@ -761,11 +762,14 @@ ngx_http_llm_quota_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         }
 
         if (ngx_http_llm_quota_reserve(r, ctx, &qr->holds[i], &key,
-                                       &completion, given, &rc)
+                                       &completion, given, &rc,
+                                       &qr->remaining)
             != NGX_OK)
         {
+            /* $llm_quota_remaining: what the refusing bucket holds */
             ngx_http_llm_quota_give_back(qr, 0, 1);
             qr->settled = 1;
+            qr->counted = 1;
             return rc;
         }
 

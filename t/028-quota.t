@@ -143,6 +143,8 @@ like($b, qr/Limit 200, Remaining 175, Requested 176/, 'the message says the numb
 cmp_ok(abs($h->{'retry-after'} - 432), '<=', 1, "Retry-After: one token at 200 a day is 432 s ($h->{'retry-after'})");
 is($h->{'x-ratelimit-remaining-tokens'}, 175, 'the 429 says what is left');
 is(metric('vllm:prompt_tokens_total'), $prompts, 'the engine saw no prompt token of it');
+@log = access_log(qr/^alice /, 2);
+like($log[-1], qr/^alice 175 0$/, 'the 429 logs what is left');
 
 ($st, $h, $b) = req('/v1/completions', body(max => 300), 'X-Key' => 'alice');
 is($st, 429, 'more than the bucket holds: 429');
@@ -279,6 +281,6 @@ like(conf_error('server { location / { llm_priority urgent; } }'),
      qr/\[emerg\].*invalid llm_priority "urgent"/, 'an unknown priority class: [emerg]');
 
 nginx_cmd('-s', 'stop');
-wait_gone(10, $master);
+wait_gone(30, $master) or kill 'TERM', $master;
 
 done_testing();
