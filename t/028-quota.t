@@ -58,13 +58,18 @@ my $port = nginx_setup('quota', <<'EOF', $ENV{TEST_NGINX_19710} ? (port => $ENV{
         }
         location /free/v1/ { llm_api main; }
         location /batch/v1/ { llm_api main; llm_priority batch; }
+        location /fair/v1/ {
+            llm_api main;
+            llm_priority batch;
+            llm_fair_key $http_x_key;
+        }
         location = /healthz { llm_health main; }
         location = /metrics { llm_metrics; }
     }
 EOF
 
-# a request with headers of our own: (status, headers, body)
-sub req {
+# a request with headers of our own, sent
+sub send_req {
     my ($path, $body, %h) = @_;
     my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
                                   Proto => 'tcp') or die "connect: $!";
@@ -72,6 +77,12 @@ sub req {
     print $s "POST $path HTTP/1.0\r\nHost: localhost\r\n$hdrs"
         . "Content-Type: application/json\r\n"
         . "Content-Length: " . length($body) . "\r\n\r\n$body";
+    return $s;
+}
+
+# ... and its answer: (status, headers, body)
+sub req {
+    my $s = send_req(@_);
     local $/;
     my $resp = <$s> // '';
     my ($head, $rbody) = split /\r\n\r\n/, $resp, 2;
@@ -120,6 +131,7 @@ ok(wait_healthy(60), 'engine ready');
 
 # --- admission: prompt + max_tokens, the three headers ------------------------
 
+my $t_alice = time;         # alice's bucket starts full, refilling since
 my ($st, $h, $b) = req('/v1/completions', body(max => 20), 'X-Key' => 'alice');
 is($st, 200, 'a request within the quota');
 like($b, qr/"prompt_tokens":5,"completion_tokens":20\b/, '5 + 20 tokens used');
@@ -140,7 +152,11 @@ my $prompts = metric('vllm:prompt_tokens_total');
 is($st, 429, '5 + 171 > 175: 429');
 like($b, qr/"type":"tokens".*"code":"rate_limit_exceeded"/s, 'OpenAI error body: type tokens, code rate_limit_exceeded');
 like($b, qr/Limit 200, Remaining 175, Requested 176/, 'the message says the numbers');
-cmp_ok(abs($h->{'retry-after'} - 432), '<=', 1, "Retry-After: one token at 200 a day is 432 s ($h->{'retry-after'})");
+# one token at 200 a day is 432 s, less what refilled since the first request
+my $refilled = time - $t_alice;
+ok($h->{'retry-after'} <= 432 && $h->{'retry-after'} >= 432 - $refilled - 1,
+   sprintf('Retry-After: a token at 200 a day, %.1f s into refilling it: %s s',
+           $refilled, $h->{'retry-after'}));
 is($h->{'x-ratelimit-remaining-tokens'}, 175, 'the 429 says what is left');
 is(metric('vllm:prompt_tokens_total'), $prompts, 'the engine saw no prompt token of it');
 @log = access_log(qr/^alice /, 2);
@@ -250,6 +266,43 @@ cmp_ok($t_inter, '<', $t_batch, 'a batch client asking for priority -1000 still 
 
 my ($t_late, $t_norm) = race('/free/v1/completions', priority => 50);
 cmp_ok($t_norm, '<', $t_late, 'a client may move itself later (priority 50)');
+
+# --- what nginx wrote into the ring slot --------------------------------------
+
+# FNV-1a 64 of the llm_fair_key value (ngx_http_llm_quota.c)
+sub fnv1a64 {
+    require Math::BigInt;
+    my $h = Math::BigInt->from_hex('cbf29ce484222325');
+    my $mod = Math::BigInt->new(2)->bpow(64);
+    for my $c (unpack 'C*', $_[0]) {
+        $h->bxor($c)->bmul(Math::BigInt->from_hex('100000001b3'))->bmod($mod);
+    }
+    return $h->bstr;
+}
+
+# the slot of a request while it streams: (priority, fair_key)
+sub slot_of {
+    my ($path, $prio, %h) = @_;
+    my ($st, $hb) = http_get('/healthz', 5);
+    my ($epid) = $hb =~ /"engine_pid":(\d+)/;
+    my $s = send_req($path, body(max => 200, stream => 1, priority => $prio), %h);
+    $s->blocking(0);
+    my ($r) = read_some($s, 60, qr/data: \{/);
+    my @slots = grep { /^\d+ 3 / } `$ENV{TEST_NGINX_BUILD}/t/ring_poke $epid slots`;
+    close $s;
+    my $deadline = time + 10;
+    sleep 0.1 while time < $deadline && (metric('vllm:num_requests_running') // 1) != 0;
+    return @slots == 1 ? (split ' ', $slots[0])[2, 3] : ('none', 'none');
+}
+
+my ($prio, $fk) = slot_of('/fair/v1/completions', -1000, 'X-Key' => 'alice');
+is($prio, 100, 'the slot: llm_priority batch, the body\'s -1000 raised to it');
+is($fk, fnv1a64('alice'), 'the slot: fair_key is the hash of llm_fair_key\'s value');
+($prio, $fk) = slot_of('/fair/v1/completions', 130);
+is($prio, 130, 'the slot: a body priority later than the class is kept');
+is($fk, 0, 'the slot: an empty llm_fair_key is 0 (no key)');
+($prio, $fk) = slot_of('/free/v1/completions', -5);
+is($prio, 0, 'the slot: no llm_priority is interactive (0); -5 raised to it');
 
 # --- configuration errors are [emerg] with a clear line ----------------------
 
