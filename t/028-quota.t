@@ -190,6 +190,14 @@ sleep 0.1 while time < $deadline && (metric('vllm:num_requests_running') // 1) !
 is(metric('vllm:num_requests_running'), 0, 'the engine dropped the sequence');
 is(metric('ngx_llm_cancelled_total'), $cancelled + 1, 'the engine counted the cancel');
 
+# the same cut without a stream: the answer says "length" and its usage
+($st, $h, $b) = req('/refill/v1/completions', body(), 'X-Key' => 'dave');
+is($st, 200, 'a non-streaming request without max_tokens');
+like($b, qr/"finish_reason":"length"/, 'cut by the quota: finish_reason length');
+($pt, $ct) = $b =~ /"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)/;
+ok($pt == 5 && $ct >= 55 && $ct < 1000, "usage: 5 + $ct (at least the 55 left, far from the context)");
+is($h->{'x-ratelimit-remaining-tokens'}, 0, 'its reservation was all the bucket held');
+
 # --- stacked quotas: the tightest answers, all or nothing --------------------
 
 ($st, $h) = req('/stack/v1/completions', body(max => 10), 'X-Key' => 'carol');
