@@ -580,8 +580,15 @@ ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx)
     }
     qr->settled = 1;
 
-    /* a request the engine never got costs nothing */
-    used = ctx->t_submit_ns ? ctx->n_prompt + qr->paid : 0;
+    /* a request the engine never got, or refused (its queue was full,
+       say), costs nothing */
+    used = ctx->n_prompt + qr->paid;
+
+    if (ctx->t_submit_ns == 0
+        || (ctx->finish == LLM_FINISH_ERROR && ctx->n_completion == 0))
+    {
+        used = 0;
+    }
 
     ngx_http_llm_quota_give_back(qr, used, 0);
     (void) ngx_http_llm_quota_report(ctx->request, qr, 0);

@@ -24,20 +24,28 @@ $ENV{TEST_NGINX_MODEL}
     or BAIL_OUT('TEST_NGINX_MODEL not set: run the suites with make t-nginx');
 
 my $nginx = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
+my $stories = "$ENV{TEST_NGINX_FIXTURES}/models/tiny260K-q8_0.gguf";
 
-my $port = nginx_setup('quota', <<'EOF', $ENV{TEST_NGINX_19710} ? (port => $ENV{TEST_NGINX_19710}) : ());
-    llm_token_quota_zone $http_x_key zone=keys:1m;
-    llm_token_quota_zone $llm_model zone=models:1m;
-    log_format quota '$http_x_key $llm_quota_remaining $llm_completion_tokens';
+my $port = nginx_setup('quota', <<"EOF", $ENV{TEST_NGINX_19710} ? (port => $ENV{TEST_NGINX_19710}) : ());
+    llm_token_quota_zone \$http_x_key zone=keys:1m;
+    llm_token_quota_zone \$llm_model zone=models:1m;
+    log_format quota '\$http_x_key \$llm_quota_remaining \$llm_completion_tokens';
     llm_engine main {
-        model $MODEL;
+        model \$MODEL;
         served_model_name smollm2;
         max_model_len 1024;
         max_num_seqs 1;
         kv_cache_memory 128m;
     }
+    llm_engine tiny {
+        model $stories;
+        max_num_seqs 1;
+        max_queued_requests 0;
+        max_model_len 512;
+        kv_cache_memory 16m;
+    }
     server {
-        listen 127.0.0.1:$PORT;
+        listen 127.0.0.1:\$PORT sndbuf=4k;
         access_log logs/quota.log quota;
         location /v1/ {
             llm_api main;
@@ -57,11 +65,16 @@ my $port = nginx_setup('quota', <<'EOF', $ENV{TEST_NGINX_19710} ? (port => $ENV{
             llm_token_quota zone=keys tokens=60 per=1m;
         }
         location /free/v1/ { llm_api main; }
+        location /tiny/v1/ {
+            llm_api tiny;
+            llm_max_buffered 1k;
+            llm_token_quota zone=keys tokens=100 per=1d;
+        }
         location /batch/v1/ { llm_api main; llm_priority batch; }
         location /fair/v1/ {
             llm_api main;
             llm_priority batch;
-            llm_fair_key $http_x_key;
+            llm_fair_key \$http_x_key;
         }
         location = /healthz { llm_health main; }
         location = /metrics { llm_metrics; }
@@ -197,6 +210,28 @@ like($b, qr/"finish_reason":"length"/, 'cut by the quota: finish_reason length')
 ($pt, $ct) = $b =~ /"usage":\{"prompt_tokens":(\d+),"completion_tokens":(\d+)/;
 ok($pt == 5 && $ct >= 55 && $ct < 1000, "usage: 5 + $ct (at least the 55 left, far from the context)");
 is($h->{'x-ratelimit-remaining-tokens'}, 0, 'its reservation was all the bucket held');
+
+# --- a request the engine refuses costs nothing -----------------------------
+
+{
+    # a client that reads nothing holds the tiny engine's only place
+    my $hold = NgxLlm::Harness::open_stream('POST', '/tiny/v1/completions',
+        '{"model":"tiny","stream":true,"prompt":[1,2,3],"max_tokens":500,'
+        . '"ignore_eos":true}', rcvbuf => 2048);
+    my ($r) = read_some($hold, 60, qr/data: \{/);
+    ok(@$r, 'the tiny engine\'s place is held');
+    my $tb = '{"model":"tiny","prompt":[1,2,3,4,5],"max_tokens":10}';
+    ($st, $h, $b) = req('/tiny/v1/completions', $tb, 'X-Key' => 'erin');
+    is($st, 429, 'the engine refuses: its queue is full');
+    like($b, qr/"code":"queue_full"/, 'queue_full, not the quota');
+    close $hold;
+    my $deadline = time + 10;
+    do { sleep 0.2; ($st, $h, $b) = req('/tiny/v1/completions', $tb, 'X-Key' => 'erin') }
+        while $st == 429 && time < $deadline;
+    is($st, 200, 'served once the place is free');
+    is($h->{'x-ratelimit-remaining-tokens'}, 85,
+       'the refused requests cost nothing: 100 - 15');
+}
 
 # --- stacked quotas: the tightest answers, all or nothing --------------------
 
