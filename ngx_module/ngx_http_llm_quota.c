@@ -640,7 +640,7 @@ ngx_http_llm_quota_untake(ngx_http_llm_quota_hold_t *h, uint64_t n)
 
 
 /*
- * One quota at admission, zone locked: the key's bucket, refilled, must
+ * One quota at admission: the key's bucket, refilled, must
  * cover the prompt and *completion (a max_tokens the client gave), or the
  * prompt and one token (none given: then *completion shrinks to what the
  * bucket holds). NGX_DECLINED: refused, the 429 is sent.
