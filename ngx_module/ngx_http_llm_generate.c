@@ -1,7 +1,7 @@
 /*
  * POST /v1/chat/completions and /v1/completions, from the request to a
  * ring slot: read and validate the body, render the chat template,
- * tokenize, admit (context and token budget), then claim a slot, write the
+ * tokenize, admit (context, priority, token quotas), then claim a slot, write the
  * prompt and the sampling parameters into it and submit it. From there the
  * stream (ngx_http_llm_stream.c) takes the request.
  */
@@ -539,6 +539,15 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
 
     if (rc == NGX_OK && !r->header_sent) {
+        rc = ngx_http_llm_priority(r, ctx);
+    }
+
+    /* last: the tokens it takes go back if a later step refuses */
+    if (rc == NGX_OK && !r->header_sent) {
+        rc = ngx_http_llm_quota_admit(r, ctx);
+    }
+
+    if (rc == NGX_OK && !r->header_sent) {
         rc = ngx_http_llm_output_init(ctx, body, len);
     }
 
@@ -598,7 +607,8 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     }
     p->n_bias = i;
 
-    sl->priority = req->priority;
+    sl->priority = ctx->priority;
+    sl->fair_key = ctx->fair_key;
     sl->n_prompt = ctx->n_prompt;
     ngx_memcpy(sl->prompt, ctx->prompt, ctx->n_prompt * sizeof(int32_t));
 }

@@ -104,6 +104,34 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_loc_conf_t, special_in_content),
       NULL },
 
+    { ngx_string("llm_token_quota_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_llm_quota_zone_conf,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("llm_token_quota"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
+      ngx_http_llm_quota_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_priority"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_priority_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, priority),
+      NULL },
+
+    { ngx_string("llm_fair_key"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, fair_key),
+      NULL },
+
     { ngx_string("llm_sampling"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_llm_sampling,
@@ -327,6 +355,10 @@ ngx_module_t  ngx_http_llm_module = {
 static ngx_int_t
 ngx_http_llm_preconfiguration(ngx_conf_t *cf)
 {
+    if (ngx_http_llm_quota_add_variables(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_llm_add_variables(cf);
 }
 
@@ -429,6 +461,10 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->sampling_set == 0) {
         conf->sampling = prev->sampling;
         conf->sampling_set = prev->sampling_set;
+    }
+
+    if (ngx_http_llm_quota_merge(cf, prev, conf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
     }
 
     /*

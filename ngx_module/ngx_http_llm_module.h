@@ -13,6 +13,7 @@
  *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
  *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
  *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
+ *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
  *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
  *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_ctx.c       a request's context: created, finished once
@@ -59,6 +60,16 @@ typedef struct {
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
 } ngx_http_llm_counters_t;
 typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
+typedef struct ngx_http_llm_quota_req_s  ngx_http_llm_quota_req_t;
+
+
+/* one llm_token_quota: a bucket per key of its zone */
+typedef struct {
+    ngx_shm_zone_t             *shm_zone;
+    uint64_t                    tokens;     /* refilled per `per` */
+    uint64_t                    per;        /* ms */
+    uint64_t                    burst;      /* the bucket's size */
+} ngx_http_llm_quota_t;
 
 
 /* one llm_engine { } block */
@@ -129,6 +140,9 @@ typedef struct {
                                                        control tokens */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
+    ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
+    ngx_http_complex_value_t   *priority;   /* llm_priority; NULL: 0 */
+    ngx_http_complex_value_t   *fair_key;   /* llm_fair_key */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -190,6 +204,9 @@ typedef struct {
     int32_t                    *prompt;
     uint32_t                    n_prompt;
     uint32_t                    max_tokens;
+    int64_t                     priority;   /* into the slot */
+    uint64_t                    fair_key;
+    ngx_http_llm_quota_req_t   *quota;      /* NULL: no llm_token_quota */
     llm_detok                   detok;
     char                       *detok_buf;
     llm_stop                    stop;
@@ -288,6 +305,23 @@ ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_quota.c */
+char *ngx_http_llm_quota_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_quota_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_priority_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_quota_merge(ngx_conf_t *cf, ngx_http_llm_loc_conf_t *prev,
+    ngx_http_llm_loc_conf_t *conf);
+ngx_int_t ngx_http_llm_quota_admit(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_quota_spend(ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_quota_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_format.c */

@@ -373,6 +373,14 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
             break;
         }
 
+        /* the token quota is spent: the generation ends as at max_tokens,
+           and stream_end's release cancels the engine's sequence */
+        if (ngx_http_llm_quota_spend(ctx) != NGX_OK) {
+            ctx->stopped = 1;
+            ctx->finish = LLM_FINISH_LENGTH;
+            break;
+        }
+
         mark = *last;
         rc = ngx_http_llm_stream_token(ctx, last,
                                        &sl->out[ctx->consumed
@@ -478,6 +486,7 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
                    ctx->n_completion, ctx->n_cached);
 
     ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
+    ngx_http_llm_quota_settle(ctx);
 
     if (ctx->finish == LLM_FINISH_ERROR && ctx->header_sent) {
         return ngx_http_llm_stream_fail(ctx, last,
@@ -488,7 +497,8 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
     rc = NGX_OK;
 
-    if (!ctx->stopped) {
+    /* a stop string drops what it held back; the quota's cut does not */
+    if (!ctx->stopped || ctx->finish == LLM_FINISH_LENGTH) {
         llm_stop_flush(&ctx->stop, &so);
         if (so.len) {
             rc = ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,

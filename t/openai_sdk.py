@@ -2,7 +2,8 @@
 """The official `openai` Python SDK against ngx_llm: proof that real clients
 work. Run by t/040-openai-sdk.t against a private nginx that serves three
 engines (see there): /v1/ SmolLM2 (and /short/v1/, the same with
-llm_deadline 2s), /tiny/v1/ stories260K with one batch place and no queue
+llm_deadline 2s; /quota/v1/, the same with a token quota of 40 a day per
+API key), /tiny/v1/ stories260K with one batch place and no queue
 (for 429), /bad/v1/ an unusable model (for 503).
 
 Prints TAP. Greedy expectations are the ones t/020-api.t checks on the wire
@@ -420,6 +421,28 @@ def rate_limit():
             time.sleep(0.1)
 
 
+def token_quota():
+    # the key is the Authorization header: this API key's own bucket
+    c = openai.OpenAI(base_url=BASE + "/quota/v1", api_key="sk-quota",
+                      max_retries=0, timeout=60)
+    raw = c.completions.with_raw_response.create(
+        model="smollm2", prompt=[1, 2, 3, 4, 5], max_tokens=10)
+    r = raw.parse()
+    is_(r.usage.total_tokens, 15, "quota: 5 + 10 tokens served")
+    is_(raw.headers.get("x-ratelimit-limit-tokens"), "40",
+        "quota: x-ratelimit-limit-tokens")
+    is_(raw.headers.get("x-ratelimit-remaining-tokens"), "25",
+        "quota: x-ratelimit-remaining-tokens")
+    e = expect_error("429 token quota", openai.RateLimitError,
+                     lambda: c.completions.create(
+                         model="smollm2", prompt=[1, 2, 3, 4, 5],
+                         max_tokens=30),
+                     429, "rate_limit_exceeded", None, "tokens")
+    if e is not None:
+        ok(int(e.response.headers.get("retry-after", "0")) > 0,
+           f"quota 429: Retry-After {e.response.headers.get('retry-after')}")
+
+
 def main():
     is_(openai.__version__, os.environ.get("OPENAI_SDK_VERSION",
                                            openai.__version__),
@@ -431,7 +454,7 @@ def main():
                      ("completion stream", completion_stream),
                      ("logprobs", logprobs), ("errors", errors),
                      ("deadline", deadline), ("concurrent", concurrent),
-                     ("429", rate_limit)]:
+                     ("429", rate_limit), ("token quota", token_quota)]:
         section(name, fn)
     print(f"1..{n_tests}")
     return 1 if n_failed else 0

@@ -14,10 +14,11 @@
  *   llm_priority N            ->  N (its class: N / 100)
  *
  * The API's "priority" (vLLM extension, -2^31..2^31-1) lands in the same
- * field; how a location's llm_priority bounds it (a client may only lower
- * its own priority) is the nginx side's rule. Note that within a class the
- * value only breaks ties (0 and 5 are both interactive: FCFS between them).
- * Constants only: every layer may include it.
+ * field; a client may only lower its own priority: the slot gets the
+ * larger of the location's llm_priority and the body's value (the nginx
+ * side's rule). Within a class the value only breaks ties (0 and 5 are
+ * both interactive: FCFS between them). Constants only: every layer may
+ * include it.
  *
  * defines: LLM_PRIORITY_INTERACTIVE, LLM_PRIORITY_BATCH,
  *          LLM_PRIORITY_BAND, llm_priority_class

@@ -1073,6 +1073,7 @@ parse_misc(llm_api_request *req, const cJSON *root, llm_api_error *err)
         return -1;
     }
     req->priority = g ? (int) v : 0;
+    req->given |= g ? LLM_API_GIVEN_PRIORITY : 0;
     if (user != NULL) {
         req->user = dup_string(user, strlen(user));
         if (req->user == NULL) {

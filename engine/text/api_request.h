@@ -38,6 +38,7 @@
    of the sampling fields are in text/sampling.h) */
 #define LLM_API_GIVEN_SEED                0x0080u
 #define LLM_API_GIVEN_MAX_TOKENS          0x0100u
+#define LLM_API_GIVEN_PRIORITY            0x0200u
 
 typedef struct {
     size_t  max_body;          /* bytes; a longer body is a 413 (0: none) */

@@ -455,7 +455,7 @@ test_full_chat(void)
     ok(r.sampling.presence_penalty == 0.5f, "presence_penalty");
     ok(r.sampling.frequency_penalty == -0.5f, "frequency_penalty");
     ok(r.sampling.repetition_penalty == 1.1f, "repetition_penalty");
-    is_int(r.given, 0x1ff, "every given bit set");
+    is_int(r.given, 0x3ff, "every given bit set, priority's too");
     is_int(r.n_stop, 2, "two stop strings");
     ok(r.n_stop == 2 && r.stop[0].len == 2 && memcmp(r.stop[0].ptr, "\n\n", 2)
        == 0 && r.stop[1].len == 5 && strcmp(r.stop[1].ptr, "User:") == 0,
@@ -472,6 +472,8 @@ test_full_chat(void)
     is_str(r.user, "u-1", "user");
     ok(r.ignore_eos == 1 && r.priority == -5 && r.n == 1,
        "ignore_eos, priority, n");
+    ok(r.given & LLM_API_GIVEN_PRIORITY, "priority given (the location "
+       "clamps it, llm_priority)");
     ok(r.prompt == NULL && r.prompt_ids == NULL, "no prompt for chat");
     llm_api_request_free(&r);
     ok(r.model == NULL && r.messages == NULL, "free clears");
