@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 
 int
@@ -41,8 +42,19 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
                  n_blocks);
         return -1;
     }
-    /* calloc: untouched pages cost nothing until a block is used */
-    kv->data = calloc(total, kv->elt_size);
+    /*
+     * Touched at start (MAP_POPULATE: the kernel zeroes every page now),
+     * so the engine's RSS is flat from its first request and a pool the
+     * machine cannot hold fails here, not in the middle of a request
+     * (docs/operations.md, pre-allocation).
+     */
+    kv->data_bytes = total * kv->elt_size;
+    kv->data = mmap(NULL, kv->data_bytes ? kv->data_bytes : 1,
+                    PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (kv->data == MAP_FAILED) {
+        kv->data = NULL;
+    }
     kv->free_ids = malloc((size_t) n_blocks * sizeof(int32_t));
     if (kv->data == NULL || kv->free_ids == NULL) {
         snprintf(err, err_len, "KV cache: out of memory for %zu bytes "
@@ -63,7 +75,9 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
 void
 llm_kv_free(llm_kv_cache *kv)
 {
-    free(kv->data);
+    if (kv->data != NULL) {
+        munmap(kv->data, kv->data_bytes ? kv->data_bytes : 1);
+    }
     free(kv->free_ids);
     kv->data = NULL;
     kv->free_ids = NULL;

@@ -41,7 +41,9 @@ typedef struct {
     int       dtype;           /* enum llm_kv_dtype */
     size_t    elt_size;        /* 2 or 4 */
     size_t    block_elts;      /* n_layers * 2 * block_size * kv_dim */
-    uint8_t  *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim) */
+    uint8_t  *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim),
+                                  mapped and touched at init */
+    size_t    data_bytes;
     int32_t  *free_ids;        /* (n_blocks) stack of free block ids */
     int       n_free;
 } llm_kv_cache;

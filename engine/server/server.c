@@ -159,7 +159,7 @@ static const llm_opt  llm_opts[] = {
 };
 
 
-static void
+void
 llm_server_opts_default(llm_server_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -275,6 +275,34 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
 }
 
 
+/* a batch place and a queue place per request, and 16 spare */
+static uint32_t
+llm_server_ring_slots(const llm_server_opts *o)
+{
+    uint32_t  n = (uint32_t) o->max_num_seqs + o->max_queued + 16;
+
+    return n > LLM_RING_MAX_SLOTS ? LLM_RING_MAX_SLOTS : n;
+}
+
+
+void
+llm_server_plan_options(llm_plan_options *po, const llm_server_opts *o)
+{
+    memset(po, 0, sizeof(*po));
+    po->backend = strcmp(o->backend, "cuda") == 0 ? LLM_PLAN_CUDA
+                                                  : LLM_PLAN_CPU;
+    po->tp = o->tensor_parallel;
+    po->kv_dtype = o->kv_dtype;
+    po->max_model_len = o->max_model_len;
+    po->max_num_seqs = o->max_num_seqs;
+    po->max_batched_tokens = o->max_batched_tokens;
+    po->threads = o->threads;
+    po->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    po->kv_cache_bytes = o->kv_cache_bytes;
+    po->ring_bytes = llm_ring_size(llm_server_ring_slots(o));
+}
+
+
 /* ---------------------------------------------------------------------- */
 /* the ring                                                               */
 
@@ -284,10 +312,7 @@ llm_ring_create(llm_server *s)
     uint32_t          n_slots;
     llm_ring_header  *h;
 
-    n_slots = s->opt.max_num_seqs + s->opt.max_queued + 16;
-    if (n_slots > LLM_RING_MAX_SLOTS) {
-        n_slots = LLM_RING_MAX_SLOTS;
-    }
+    n_slots = llm_server_ring_slots(&s->opt);
     s->ring_size = llm_ring_size(n_slots);
 
     s->ring_fd = memfd_create("ngx_llm_ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -435,50 +460,75 @@ static int llm_can_emit(void *user);
 
 
 /*
- * The memory plan (docs/directives.md, kv_cache_memory): weights, KV bytes per token, how many blocks
- * and tokens the pool holds, how many full-length sequences fit.
+ * The memory plan (engine/model/plan.h, docs/operations.md): weights, KV
+ * bytes per token, how many blocks and tokens the pool holds, how many
+ * full-length sequences fit; the same rule `ngx_llm_engine plan` prints.
+ * On the CPU the pool and workspaces must fit what this machine still has
+ * (the weights are a file mapping the kernel can page); the CUDA backend
+ * checks its device itself.
  */
 static int
-llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
+llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
 {
-    int               kv_dim, tokens;
-    size_t            per_token, per_block;
-    const llm_config *cfg = &s->model.cfg;
+    char               msg[256];
+    llm_plan           p;
+    const char        *what;
+    llm_plan_shape     sh;
+    llm_plan_options   po;
 
-    kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim, s->opt.kv_dtype);
-    per_block = per_token * LLM_KV_BLOCK_SIZE_DEFAULT;
+    llm_plan_shape_of(&sh, &s->model);
+    llm_server_plan_options(&po, &s->opt);
 
-    *max_model_len = s->opt.max_model_len < cfg->max_seq_len
-                     ? s->opt.max_model_len : cfg->max_seq_len;
+    /* the CUDA backend checks its device itself (backend_cuda.cu) */
+    what = "MemAvailable";
+    if (po.backend == LLM_PLAN_CPU) {
+        po.device_bytes = llm_plan_host_available(&what);
+    }
+
+    if (llm_plan_compute(&p, &sh, &po) != 0) {
+        llm_log(LLM_LOG_ERR, "%s", p.err);
+        llm_ring_fail(s, p.err);
+        return -1;
+    }
+    *max_model_len = p.max_model_len;
 
     llm_backend_options_default(bo, &s->model);
     bo->n_threads = s->opt.threads;
-    bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
-    bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);
+    bo->kv_block_size = po.kv_block_size;
+    bo->kv_n_blocks = p.kv_blocks;
     bo->max_batch_tokens = s->opt.max_batched_tokens;
     bo->kv_dtype = s->opt.kv_dtype;
-    tokens = bo->kv_n_blocks * LLM_KV_BLOCK_SIZE_DEFAULT;
 
     llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
             "per token (%s), %d blocks of %d tokens (%d tokens, %llu bytes), "
-            "%d sequences of max_model_len %d fit",
-            (unsigned long long) s->ring->model.weight_bytes, per_token,
-            llm_kv_dtype_name(s->opt.kv_dtype),
-            bo->kv_n_blocks, LLM_KV_BLOCK_SIZE_DEFAULT, tokens,
-            (unsigned long long) bo->kv_n_blocks * per_block,
-            tokens / *max_model_len, *max_model_len);
+            "%d sequences of max_model_len %d fit; workspace %llu bytes, "
+            "%llu bytes in all per rank",
+            (unsigned long long) s->ring->model.weight_bytes,
+            p.kv_token_bytes, po.backend == LLM_PLAN_CUDA ? "bf16"
+                              : llm_kv_dtype_name(s->opt.kv_dtype),
+            p.kv_blocks, po.kv_block_size, p.kv_tokens,
+            (unsigned long long) p.kv_pool_bytes * po.tp, p.seqs_fit,
+            p.max_model_len, (unsigned long long) p.workspace_bytes,
+            (unsigned long long) p.total_bytes);
 
-    if (tokens < *max_model_len) {
-        char msg[256];
-
-        snprintf(msg, sizeof(msg), "kv_cache_memory %llu holds %d tokens, "
-                 "less than one sequence of max_model_len %d",
-                 (unsigned long long) s->opt.kv_cache_bytes, tokens,
-                 *max_model_len);
+    if (p.device_fit == 0) {
+        snprintf(msg, sizeof(msg), "memory plan does not fit: KV pool and "
+                 "workspace need %llu bytes, %s is %llu bytes (lower "
+                 "kv_cache_memory)", (unsigned long long) p.need_bytes, what,
+                 (unsigned long long) po.device_bytes);
         llm_log(LLM_LOG_ERR, "%s", msg);
         llm_ring_fail(s, msg);
         return -1;
+    }
+
+    if (po.device_bytes > 0
+        && p.need_bytes + p.weight_bytes * po.tp > po.device_bytes)
+    {
+        llm_log(LLM_LOG_WARN, "memory plan: weights, KV pool and workspace "
+                "(%llu bytes) exceed %s (%llu bytes): the weights will be "
+                "paged from disk",
+                (unsigned long long) (p.need_bytes + p.weight_bytes * po.tp),
+                what, (unsigned long long) po.device_bytes);
     }
 
     return 0;
@@ -547,30 +597,53 @@ llm_alive_thread(void *arg)
 }
 
 
-/* a short greedy generation must work before health says ready */
+/*
+ * A greedy generation must work before health says ready. Its prompt is
+ * one full step (max_batched_tokens, within max_model_len) so the prefill
+ * shape touches every workspace at its largest size now, not under the
+ * first long request; then 4 decode steps (docs/operations.md,
+ * pre-allocation).
+ */
 static int
-llm_warm_up(llm_server *s, llm_sched *sched)
+llm_warm_up(llm_server *s, llm_sched *sched, int max_model_len)
 {
-    int            i, rc;
-    char           err[256];
-    int32_t        prompt[4];
-    llm_seq       *seq;
-    llm_request    req;
-    llm_sched_stats st;
+    int              i, rc, n;
+    char             err[256];
+    int32_t         *prompt;
+    llm_seq         *seq;
+    llm_request      req;
+    llm_sched_stats  st;
 
-    for (i = 0; i < 4; i++) {
+    n = s->opt.max_batched_tokens;
+    if (n > max_model_len - 4) {
+        n = max_model_len - 4;
+    }
+    if (n > LLM_RING_MAX_PROMPT) {
+        n = LLM_RING_MAX_PROMPT;
+    }
+
+    prompt = malloc(n * sizeof(int32_t));
+    if (prompt == NULL) {
+        llm_log(LLM_LOG_ERR, "warm-up: out of memory");
+        llm_ring_fail(s, "warm-up: out of memory");
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
         prompt[i] = (i * 7 + 1) % s->model.cfg.vocab_size;
     }
 
     memset(&req, 0, sizeof(req));
     req.prompt = prompt;
-    req.n_prompt = 4;
+    req.n_prompt = n;
     llm_sampling_params_default(&req.sampling);
     req.sampling.temperature = 0;
     req.max_tokens = 4;
     req.ignore_eos = 1;
 
-    if (llm_sched_add(sched, &req, &seq, err, sizeof(err)) != 0) {
+    rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
+    free(prompt);
+
+    if (rc != 0) {
         llm_log(LLM_LOG_ERR, "warm-up refused: %s", err);
         llm_ring_fail(s, "warm-up request refused");
         return -1;
@@ -631,7 +704,7 @@ llm_loader_thread(void *arg)
             s->ring->model.n_layers, s->ring->model.context_length,
             s->ring->model.vocab_size);
 
-    if (llm_plan(s, &bo, &max_model_len) != 0) {
+    if (llm_memory_plan(s, &bo, &max_model_len) != 0) {
         return NULL;
     }
 
@@ -660,7 +733,7 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
-    if (llm_warm_up(s, sched) != 0) {
+    if (llm_warm_up(s, sched, max_model_len) != 0) {
         return NULL;
     }
 
