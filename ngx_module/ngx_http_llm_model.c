@@ -468,7 +468,9 @@ ngx_http_llm_model_init(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 
     ecf->model_is_dir = S_ISDIR(mst.st_mode);
 
-    if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK) {
+    if (ngx_http_llm_sha256_check(cf, ecf, &mst) != NGX_CONF_OK
+        || ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 

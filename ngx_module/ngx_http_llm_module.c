@@ -23,6 +23,8 @@ static char *ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
     void *conf);
 static char *ngx_http_llm_check_word(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post,
+    void *data);
 static char *ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post,
     void *data);
 static char *ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -148,6 +150,10 @@ static ngx_conf_post_t  ngx_http_llm_kv_memory_post = {
     ngx_http_llm_check_kv_memory
 };
 
+static ngx_conf_post_t  ngx_http_llm_sha256_post = {
+    ngx_http_llm_check_sha256
+};
+
 
 static ngx_conf_num_bounds_t  ngx_http_llm_threads_bounds = {
     ngx_conf_check_num_bounds, 1, 1024
@@ -267,6 +273,13 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       0,
       offsetof(ngx_http_llm_engine_conf_t, prefix_caching),
       NULL },
+
+    { ngx_string("model_sha256"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, model_sha256),
+      &ngx_http_llm_sha256_post },
 
     { ngx_string("kv_cache_memory"),
       NGX_CONF_TAKE1,
@@ -493,6 +506,8 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
      *     ecf->binary = { 0, NULL };
      *     ecf->backend = { 0, NULL };
      *     ecf->kv_cache_dtype = { 0, NULL };
+     *     ecf->model_sha256 = { 0, NULL };
+     *     ecf->sha256 = { 0, NULL };
      */
 
     ecf->name = value[1];
@@ -625,6 +640,23 @@ ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post, void *data)
         value = cf->args->elts;
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid kv_cache_memory \"%V\"", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* model_sha256: 64 hex digits, either case */
+static char *
+ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post, void *data)
+{
+    ngx_str_t *hex = data;
+
+    if (ngx_http_llm_sha256_valid(hex->data, hex->len) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid model_sha256 \"%V\": 64 hex digits "
+                           "expected", hex);
         return NGX_CONF_ERROR;
     }
 
