@@ -1273,10 +1273,18 @@ cpu_free(llm_backend *be)
 }
 
 
+/* touched now: the engine's RSS is flat from its first request
+ * (docs/operations.md, pre-allocation) */
 static float *
 alloc_rows(int rows, int cols)
 {
-    return malloc((size_t) rows * cols * sizeof(float));
+    size_t   size = (size_t) rows * cols * sizeof(float);
+    float   *p = malloc(size);
+
+    if (p != NULL) {
+        memset(p, 0, size);
+    }
+    return p;
 }
 
 

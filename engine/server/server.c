@@ -331,8 +331,10 @@ llm_ring_create(llm_server *s)
         return -1;
     }
 
-    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-             s->ring_fd, 0);
+    /* MAP_POPULATE: every slot's pages now, in the engine's RSS from the
+     * start rather than as the first requests of each slot arrive */
+    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_POPULATE, s->ring_fd, 0);
     if (h == MAP_FAILED) {
         llm_log(LLM_LOG_EMERG, "mmap(ring) failed: %s", strerror(errno));
         return -1;
@@ -598,11 +600,12 @@ llm_alive_thread(void *arg)
 
 
 /*
- * A greedy generation must work before health says ready. Its prompt is
- * one full step (max_batched_tokens, within max_model_len) so the prefill
- * shape touches every workspace at its largest size now, not under the
- * first long request; then 4 decode steps (docs/operations.md,
- * pre-allocation).
+ * A greedy generation must work before health says ready: a prefill of
+ * two blocks (32 tokens, within max_batched_tokens and max_model_len),
+ * then 4 decode steps, so both step shapes have run once. The workspaces
+ * were touched when allocated (docs/operations.md, pre-allocation): a
+ * full max_batched_tokens prefill would add seconds to every engine
+ * restart on a busy CPU.
  */
 static int
 llm_warm_up(llm_server *s, llm_sched *sched, int max_model_len)
@@ -614,7 +617,10 @@ llm_warm_up(llm_server *s, llm_sched *sched, int max_model_len)
     llm_request      req;
     llm_sched_stats  st;
 
-    n = s->opt.max_batched_tokens;
+    n = 2 * LLM_KV_BLOCK_SIZE_DEFAULT;
+    if (n > s->opt.max_batched_tokens) {
+        n = s->opt.max_batched_tokens;
+    }
     if (n > max_model_len - 4) {
         n = max_model_len - 4;
     }
