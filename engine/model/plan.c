@@ -237,6 +237,13 @@ llm_plan_compute(llm_plan *p, const llm_plan_shape *sh,
         return -1;
     }
 
+    if (pool / p->kv_block_bytes_rank > (uint64_t) INT32_MAX / o->kv_block_size)
+    {
+        snprintf(p->err, sizeof(p->err), "kv_cache_memory %llu is over %d "
+                 "tokens of KV", (unsigned long long) o->kv_cache_bytes,
+                 INT32_MAX);
+        return -1;
+    }
     p->kv_blocks = (int) (pool / p->kv_block_bytes_rank);
     p->kv_tokens = p->kv_blocks * o->kv_block_size;
     p->kv_pool_bytes = (uint64_t) p->kv_blocks * p->kv_block_bytes_rank;
