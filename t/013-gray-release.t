@@ -137,7 +137,7 @@ sub streams {
     for my $i (1 .. 32) {
         my $user = "user" . (1 + ($i * 3) % 100);
         $socks{"$user/$i"} = request('POST', '/v1/chat/completions',
-            '{"model":"smollm2","stream":true,"max_tokens":12,'
+            '{"model":"smollm2","stream":true,"max_tokens":48,'
             . '"ignore_eos":true,"temperature":0,"messages":[{"role":'
             . qq("user","content":"Hello number $i, $tag"}]}), $user);
     }
@@ -162,11 +162,23 @@ is(scalar(grep { $_ eq 'v1' } values %$prev), 100, '0%: all 100 users on v1');
 my %expect = (10 => [3, 20], 50 => [35, 65], 100 => [100, 100], 0 => [0, 0]);
 for my $share (10, 50, 100, 0) {
     my $socks = streams("before $share%");
-    sleep 0.5;                    # the streams are running
+    # the streams are running: headers (and maybe tokens) came, no [DONE]
+    my %early = map { $_ => '' } keys %$socks;
+    my $deadline = time + 60;
+    while (time < $deadline && grep { $_ !~ /^HTTP/ } values %early) {
+        for my $k (keys %$socks) {
+            my $n = sysread($socks->{$k}, my $b, 65536);
+            $early{$k} .= $b if $n;
+        }
+        sleep 0.01;
+    }
     my $old_master = master();
     conf($share);
     kill 'HUP', $old_master;
+    is(scalar(grep { /^HTTP\/1\.1 200/ && !/\[DONE\]/ } values %early), 32,
+       "$share%: the reload came with all 32 streams started, none done");
     my $r = collect($socks, 240);
+    $r->{$_} = $early{$_} . $r->{$_} for keys %$r;
     my @bad = grep { $r->{$_} !~ /^HTTP\/1\.1 200.*data: \[DONE\]\r?\n\r?\n\z/s } keys %$r;
     is(scalar @bad, 0, "reload to $share% with 32 streams in flight: all 32 "
                        . 'ended with [DONE]')
