@@ -281,6 +281,13 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       offsetof(ngx_http_llm_engine_conf_t, model_sha256),
       &ngx_http_llm_sha256_post },
 
+    { ngx_string("kv_cache_prealloc"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_flag_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, kv_cache_prealloc),
+      NULL },
+
     { ngx_string("kv_cache_memory"),
       NGX_CONF_TAKE1,
       ngx_conf_set_off_slot,
@@ -518,6 +525,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
     ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
     ecf->prefix_caching = NGX_CONF_UNSET;
+    ecf->kv_cache_prealloc = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
     ecf->watchdog = NGX_CONF_UNSET_MSEC;
@@ -739,6 +747,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_queued_requests,
                              LLM_DEFAULT_MAX_QUEUED);
     ngx_conf_init_value(ecf->prefix_caching, LLM_DEFAULT_PREFIX_CACHING);
+    ngx_conf_init_value(ecf->kv_cache_prealloc, LLM_DEFAULT_KV_PREALLOC);
     ngx_conf_init_value(ecf->kv_cache_memory,
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
     ngx_conf_init_msec_value(ecf->ready_timeout,

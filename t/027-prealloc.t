@@ -31,7 +31,8 @@ my %port = $ENV{TEST_NGINX_SERVER_PORT}
 my $tolerance = 0.05;
 
 sub conf {
-    my ($kv) = @_;
+    my ($kv, $prealloc) = @_;
+    $prealloc //= '';
     return nginx_setup('prealloc', <<"EOF", %port);
     llm_engine main {
         model \$MODEL;
@@ -39,6 +40,7 @@ sub conf {
         kv_cache_memory $kv;
         max_num_seqs 32;
         max_model_len 1024;
+        $prealloc
     }
     server {
         listen 127.0.0.1:\$PORT;
@@ -106,6 +108,20 @@ is(wait_healthy(5), $engine, 'the same engine');
 
 nginx_cmd('-s', 'quit');
 wait_gone(20, master_pid(), $engine);
+
+# --- kv_cache_prealloc off: the pool is not resident at ready ----------------
+
+conf('24m', 'kv_cache_prealloc off;');
+is(nginx_cmd(), 0, 'nginx starts with kv_cache_prealloc off');
+my $lazy = wait_healthy(60);
+ok($lazy, 'the engine is ready');
+sleep 0.5;
+my $rss_off = rss_kb($lazy);
+cmp_ok($rss0 - $rss_off, '>', 20 * 1024,
+       "VmRSS after ready without pre-allocation: $rss_off kB, the 24m pool "
+       . 'less than with it');
+nginx_cmd('-s', 'quit');
+wait_gone(20, master_pid(), $lazy);
 
 # --- a plan the machine cannot hold fails at start, saying why ----------------
 

@@ -1299,6 +1299,7 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
     o->kv_dtype = LLM_KV_F16;
     o->exact = 0;
     o->tp_slices = 0;
+    o->kv_prealloc = 0;
 }
 
 
@@ -1385,7 +1386,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
                     o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
-                    err_len) != 0)
+                    err_len) != 0
+        || (o->kv_prealloc && llm_kv_prefault(&c->kv, err, err_len) != 0))
     {
         cpu_free(be);
         return NULL;

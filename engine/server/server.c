@@ -155,6 +155,7 @@ static const llm_opt  llm_opts[] = {
     OPT("--max-queued", OPT_INT, max_queued),
     OPT("--kv-cache-memory", OPT_U64, kv_cache_bytes),
     OPT("--prefix-caching", OPT_BOOL, prefix_caching),
+    OPT("--kv-prealloc", OPT_BOOL, kv_prealloc),
     OPT("--tensor-parallel", OPT_INT, tensor_parallel),
 };
 
@@ -173,6 +174,7 @@ llm_server_opts_default(llm_server_opts *o)
     o->kv_cache_bytes = LLM_DEFAULT_KV_CACHE_BYTES;
     o->prefix_caching = LLM_DEFAULT_PREFIX_CACHING;
     o->kv_dtype = LLM_KV_F16;
+    o->kv_prealloc = LLM_DEFAULT_KV_PREALLOC;
     o->tensor_parallel = LLM_DEFAULT_TENSOR_PARALLEL;
     o->backend = "cpu";
     o->name = "default";
@@ -500,6 +502,7 @@ llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
     bo->kv_n_blocks = p.kv_blocks;
     bo->max_batch_tokens = s->opt.max_batched_tokens;
     bo->kv_dtype = s->opt.kv_dtype;
+    bo->kv_prealloc = s->opt.kv_prealloc;
 
     llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
             "per token (%s), %d blocks of %d tokens (%d tokens, %llu bytes), "

@@ -30,6 +30,7 @@ typedef struct {
     uint64_t     kv_cache_bytes;
     int          prefix_caching;    /* 1 (default): share full prompt blocks */
     int          kv_dtype;          /* enum llm_kv_dtype, f16 by default */
+    int          kv_prealloc;       /* 1 (default): fault the pool in */
 } llm_server_opts;
 
 void llm_server_opts_default(llm_server_opts *o);
