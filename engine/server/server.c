@@ -603,56 +603,35 @@ llm_alive_thread(void *arg)
 
 
 /*
- * A greedy generation must work before health says ready: a prefill of
- * two blocks (32 tokens, within max_batched_tokens and max_model_len),
- * then 4 decode steps, so both step shapes have run once. The workspaces
- * were touched when allocated (docs/operations.md, pre-allocation): a
- * full max_batched_tokens prefill would add seconds to every engine
- * restart on a busy CPU.
+ * A short greedy generation must work before health says ready: a 4-token
+ * prefill step, then decode steps, so both step shapes have run. The
+ * workspaces were touched when allocated (docs/operations.md,
+ * pre-allocation); a longer prefill touches nothing more and costs every
+ * engine restart (32 tokens: +0.5 s measured in t/010 on a busy CPU).
  */
 static int
-llm_warm_up(llm_server *s, llm_sched *sched, int max_model_len)
+llm_warm_up(llm_server *s, llm_sched *sched)
 {
-    int              i, rc, n;
-    char             err[256];
-    int32_t         *prompt;
-    llm_seq         *seq;
-    llm_request      req;
-    llm_sched_stats  st;
+    int            i, rc;
+    char           err[256];
+    int32_t        prompt[4];
+    llm_seq       *seq;
+    llm_request    req;
+    llm_sched_stats st;
 
-    n = 2 * LLM_KV_BLOCK_SIZE_DEFAULT;
-    if (n > s->opt.max_batched_tokens) {
-        n = s->opt.max_batched_tokens;
-    }
-    if (n > max_model_len - 4) {
-        n = max_model_len - 4;
-    }
-    if (n > LLM_RING_MAX_PROMPT) {
-        n = LLM_RING_MAX_PROMPT;
-    }
-
-    prompt = malloc(n * sizeof(int32_t));
-    if (prompt == NULL) {
-        llm_log(LLM_LOG_ERR, "warm-up: out of memory");
-        llm_ring_fail(s, "warm-up: out of memory");
-        return -1;
-    }
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < 4; i++) {
         prompt[i] = (i * 7 + 1) % s->model.cfg.vocab_size;
     }
 
     memset(&req, 0, sizeof(req));
     req.prompt = prompt;
-    req.n_prompt = n;
+    req.n_prompt = 4;
     llm_sampling_params_default(&req.sampling);
     req.sampling.temperature = 0;
     req.max_tokens = 4;
     req.ignore_eos = 1;
 
-    rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
-    free(prompt);
-
-    if (rc != 0) {
+    if (llm_sched_add(sched, &req, &seq, err, sizeof(err)) != 0) {
         llm_log(LLM_LOG_ERR, "warm-up refused: %s", err);
         llm_ring_fail(s, "warm-up request refused");
         return -1;
@@ -742,7 +721,7 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
-    if (llm_warm_up(s, sched, max_model_len) != 0) {
+    if (llm_warm_up(s, sched) != 0) {
         return NULL;
     }
 
