@@ -195,6 +195,14 @@ ngx_http_llm_engine_metrics(ngx_http_llm_out_t *o,
                             ecf->peer
                             && ngx_http_llm_peer_ready(ecf->peer) == NGX_OK);
 
+    if (ecf->sha256.len) {
+        ngx_http_llm_out(o, "# HELP ngx_llm_model_info the model file's "
+                         "sha256, checked at configuration time\n"
+                         "# TYPE ngx_llm_model_info gauge\n"
+                         "ngx_llm_model_info{model_name=\"%V\",sha256=\"%V\"}"
+                         " 1\n", o->model, &ecf->sha256);
+    }
+
     cnt = ngx_http_llm_counters(ecf);
     if (cnt) {
         ngx_http_llm_out_metric(o, "ngx_llm_engine_starts_total", "counter",

@@ -23,6 +23,8 @@ static char *ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
     void *conf);
 static char *ngx_http_llm_check_word(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post,
+    void *data);
 static char *ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post,
     void *data);
 static char *ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -176,6 +178,10 @@ static ngx_conf_post_t  ngx_http_llm_kv_memory_post = {
     ngx_http_llm_check_kv_memory
 };
 
+static ngx_conf_post_t  ngx_http_llm_sha256_post = {
+    ngx_http_llm_check_sha256
+};
+
 
 static ngx_conf_num_bounds_t  ngx_http_llm_threads_bounds = {
     ngx_conf_check_num_bounds, 1, 1024
@@ -294,6 +300,20 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       ngx_conf_set_flag_slot,
       0,
       offsetof(ngx_http_llm_engine_conf_t, prefix_caching),
+      NULL },
+
+    { ngx_string("model_sha256"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, model_sha256),
+      &ngx_http_llm_sha256_post },
+
+    { ngx_string("kv_cache_prealloc"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_flag_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, kv_cache_prealloc),
       NULL },
 
     { ngx_string("kv_cache_memory"),
@@ -529,6 +549,8 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
      *     ecf->binary = { 0, NULL };
      *     ecf->backend = { 0, NULL };
      *     ecf->kv_cache_dtype = { 0, NULL };
+     *     ecf->model_sha256 = { 0, NULL };
+     *     ecf->sha256 = { 0, NULL };
      */
 
     ecf->name = value[1];
@@ -539,6 +561,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
     ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
     ecf->prefix_caching = NGX_CONF_UNSET;
+    ecf->kv_cache_prealloc = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
     ecf->watchdog = NGX_CONF_UNSET_MSEC;
@@ -668,6 +691,23 @@ ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post, void *data)
 }
 
 
+/* model_sha256: 64 hex digits, either case */
+static char *
+ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post, void *data)
+{
+    ngx_str_t *hex = data;
+
+    if (ngx_http_llm_sha256_valid(hex->data, hex->len) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid model_sha256 \"%V\": 64 hex digits "
+                           "expected", hex);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* watchdog auto | off | time: a time of at least 1s */
 static char *
 ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -743,6 +783,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_queued_requests,
                              LLM_DEFAULT_MAX_QUEUED);
     ngx_conf_init_value(ecf->prefix_caching, LLM_DEFAULT_PREFIX_CACHING);
+    ngx_conf_init_value(ecf->kv_cache_prealloc, LLM_DEFAULT_KV_PREALLOC);
     ngx_conf_init_value(ecf->kv_cache_memory,
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
     ngx_conf_init_msec_value(ecf->ready_timeout,

@@ -80,6 +80,10 @@ typedef struct {
     ngx_str_t                   backend;
     ngx_str_t                   kv_cache_dtype;     /* f16 or f32 */
     ngx_str_t                   binary;             /* ngx_llm_engine */
+    ngx_str_t                   model_sha256;       /* expected: the
+                                                       directive or
+                                                       <model>.sha256 */
+    ngx_str_t                   sha256;             /* checked, or empty */
     ngx_uint_t                  threads;
     ngx_uint_t                  tensor_parallel;
     ngx_uint_t                  max_num_seqs;
@@ -87,6 +91,7 @@ typedef struct {
     ngx_uint_t                  max_batched_tokens;
     ngx_uint_t                  max_queued_requests;
     ngx_flag_t                  prefix_caching;
+    ngx_flag_t                  kv_cache_prealloc;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
     ngx_msec_t                  watchdog;           /* a time, or
@@ -290,6 +295,10 @@ ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 
 /* ngx_http_llm_model.c */
+#define NGX_HTTP_LLM_SHA256_HEX  64
+ngx_int_t ngx_http_llm_sha256_valid(u_char *s, size_t len);
+char *ngx_http_llm_sha256_check(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf, struct stat *mst);
 char *ngx_http_llm_model_init(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf);
 

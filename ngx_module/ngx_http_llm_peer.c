@@ -483,6 +483,8 @@ ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
     LLM_ARG("%O", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
+    LLM_ARG("--kv-prealloc");
+    LLM_ARG("%i", ecf->kv_cache_prealloc);
 
     /* the engine follows the log file when `nginx -s reopen` renames it */
     log_name = &ngx_cycle->log->file->name;
@@ -503,7 +505,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 {
     int                          lfd;
     pid_t                        pid;
-    char                        *argv[42];
+    char                        *argv[44];
     u_char                       buf[2048];
     ngx_http_llm_counters_t     *cnt;
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;

@@ -54,6 +54,8 @@ typedef struct {
                                       the fastest; llm_tp_slices(m) makes
                                       TP=1 equal TP=N bit for bit (~12%
                                       slower). Ranks always use the plan. */
+    int        kv_prealloc;        /* 1: fault the KV pool in at create
+                                      (the engine; kv_cache_prealloc) */
 } llm_backend_options;
 
 typedef struct {

@@ -1273,10 +1273,18 @@ cpu_free(llm_backend *be)
 }
 
 
+/* touched now: the engine's RSS is flat from its first request
+ * (docs/operations.md, pre-allocation) */
 static float *
 alloc_rows(int rows, int cols)
 {
-    return malloc((size_t) rows * cols * sizeof(float));
+    size_t   size = (size_t) rows * cols * sizeof(float);
+    float   *p = malloc(size);
+
+    if (p != NULL) {
+        memset(p, 0, size);
+    }
+    return p;
 }
 
 
@@ -1291,6 +1299,7 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
     o->kv_dtype = LLM_KV_F16;
     o->exact = 0;
     o->tp_slices = 0;
+    o->kv_prealloc = 0;
 }
 
 
@@ -1377,7 +1386,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
                     o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
-                    err_len) != 0)
+                    err_len) != 0
+        || (o->kv_prealloc && llm_kv_prefault(&c->kv, err, err_len) != 0))
     {
         cpu_free(be);
         return NULL;

@@ -1066,6 +1066,10 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->logit_idx = malloc(ns * sizeof(*s->logit_idx));
     s->logit_seq = malloc(ns * sizeof(*s->logit_seq));
     s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
+    if (s->logits != NULL) {
+        /* touched now, not row by row as the batch first grows */
+        memset(s->logits, 0, (size_t) ns * s->n_vocab * sizeof(*s->logits));
+    }
     s->samplers = malloc(ns * sizeof(*s->samplers));
     s->sampled = malloc(ns * sizeof(*s->sampled));
     if (s->eos == NULL || s->running == NULL || s->cand == NULL

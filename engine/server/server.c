@@ -157,11 +157,12 @@ static const llm_opt  llm_opts[] = {
     OPT("--batch-share", OPT_INT, batch_share),
     OPT("--kv-cache-memory", OPT_U64, kv_cache_bytes),
     OPT("--prefix-caching", OPT_BOOL, prefix_caching),
+    OPT("--kv-prealloc", OPT_BOOL, kv_prealloc),
     OPT("--tensor-parallel", OPT_INT, tensor_parallel),
 };
 
 
-static void
+void
 llm_server_opts_default(llm_server_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -176,6 +177,7 @@ llm_server_opts_default(llm_server_opts *o)
     o->kv_cache_bytes = LLM_DEFAULT_KV_CACHE_BYTES;
     o->prefix_caching = LLM_DEFAULT_PREFIX_CACHING;
     o->kv_dtype = LLM_KV_F16;
+    o->kv_prealloc = LLM_DEFAULT_KV_PREALLOC;
     o->tensor_parallel = LLM_DEFAULT_TENSOR_PARALLEL;
     o->backend = "cpu";
     o->name = "default";
@@ -278,6 +280,34 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
 }
 
 
+/* a batch place and a queue place per request, and 16 spare */
+static uint32_t
+llm_server_ring_slots(const llm_server_opts *o)
+{
+    uint32_t  n = (uint32_t) o->max_num_seqs + o->max_queued + 16;
+
+    return n > LLM_RING_MAX_SLOTS ? LLM_RING_MAX_SLOTS : n;
+}
+
+
+void
+llm_server_plan_options(llm_plan_options *po, const llm_server_opts *o)
+{
+    memset(po, 0, sizeof(*po));
+    po->backend = strcmp(o->backend, "cuda") == 0 ? LLM_PLAN_CUDA
+                                                  : LLM_PLAN_CPU;
+    po->tp = o->tensor_parallel;
+    po->kv_dtype = o->kv_dtype;
+    po->max_model_len = o->max_model_len;
+    po->max_num_seqs = o->max_num_seqs;
+    po->max_batched_tokens = o->max_batched_tokens;
+    po->threads = o->threads;
+    po->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    po->kv_cache_bytes = o->kv_cache_bytes;
+    po->ring_bytes = llm_ring_size(llm_server_ring_slots(o));
+}
+
+
 /* ---------------------------------------------------------------------- */
 /* the ring                                                               */
 
@@ -287,10 +317,7 @@ llm_ring_create(llm_server *s)
     uint32_t          n_slots;
     llm_ring_header  *h;
 
-    n_slots = s->opt.max_num_seqs + s->opt.max_queued + 16;
-    if (n_slots > LLM_RING_MAX_SLOTS) {
-        n_slots = LLM_RING_MAX_SLOTS;
-    }
+    n_slots = llm_server_ring_slots(&s->opt);
     s->ring_size = llm_ring_size(n_slots);
 
     s->ring_fd = memfd_create("ngx_llm_ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -309,8 +336,10 @@ llm_ring_create(llm_server *s)
         return -1;
     }
 
-    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-             s->ring_fd, 0);
+    /* MAP_POPULATE: every slot's pages now, in the engine's RSS from the
+     * start rather than as the first requests of each slot arrive */
+    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_POPULATE, s->ring_fd, 0);
     if (h == MAP_FAILED) {
         llm_log(LLM_LOG_EMERG, "mmap(ring) failed: %s", strerror(errno));
         return -1;
@@ -438,50 +467,76 @@ static int llm_can_emit(void *user);
 
 
 /*
- * The memory plan (docs/directives.md, kv_cache_memory): weights, KV bytes per token, how many blocks
- * and tokens the pool holds, how many full-length sequences fit.
+ * The memory plan (engine/model/plan.h, docs/operations.md): weights, KV
+ * bytes per token, how many blocks and tokens the pool holds, how many
+ * full-length sequences fit; the same rule `ngx_llm_engine plan` prints.
+ * On the CPU the pool and workspaces must fit what this machine still has
+ * (the weights are a file mapping the kernel can page); the CUDA backend
+ * checks its device itself.
  */
 static int
-llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
+llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
 {
-    int               kv_dim, tokens;
-    size_t            per_token, per_block;
-    const llm_config *cfg = &s->model.cfg;
+    char               msg[256];
+    llm_plan           p;
+    const char        *what;
+    llm_plan_shape     sh;
+    llm_plan_options   po;
 
-    kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim, s->opt.kv_dtype);
-    per_block = per_token * LLM_KV_BLOCK_SIZE_DEFAULT;
+    llm_plan_shape_of(&sh, &s->model);
+    llm_server_plan_options(&po, &s->opt);
 
-    *max_model_len = s->opt.max_model_len < cfg->max_seq_len
-                     ? s->opt.max_model_len : cfg->max_seq_len;
+    /* the CUDA backend checks its device itself (backend_cuda.cu) */
+    what = "MemAvailable";
+    if (po.backend == LLM_PLAN_CPU) {
+        po.device_bytes = llm_plan_host_available(&what);
+    }
+
+    if (llm_plan_compute(&p, &sh, &po) != 0) {
+        llm_log(LLM_LOG_ERR, "%s", p.err);
+        llm_ring_fail(s, p.err);
+        return -1;
+    }
+    *max_model_len = p.max_model_len;
 
     llm_backend_options_default(bo, &s->model);
     bo->n_threads = s->opt.threads;
-    bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
-    bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);
+    bo->kv_block_size = po.kv_block_size;
+    bo->kv_n_blocks = p.kv_blocks;
     bo->max_batch_tokens = s->opt.max_batched_tokens;
     bo->kv_dtype = s->opt.kv_dtype;
-    tokens = bo->kv_n_blocks * LLM_KV_BLOCK_SIZE_DEFAULT;
+    bo->kv_prealloc = s->opt.kv_prealloc;
 
     llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
             "per token (%s), %d blocks of %d tokens (%d tokens, %llu bytes), "
-            "%d sequences of max_model_len %d fit",
-            (unsigned long long) s->ring->model.weight_bytes, per_token,
-            llm_kv_dtype_name(s->opt.kv_dtype),
-            bo->kv_n_blocks, LLM_KV_BLOCK_SIZE_DEFAULT, tokens,
-            (unsigned long long) bo->kv_n_blocks * per_block,
-            tokens / *max_model_len, *max_model_len);
+            "%d sequences of max_model_len %d fit; workspace %llu bytes, "
+            "%llu bytes in all per rank",
+            (unsigned long long) s->ring->model.weight_bytes,
+            p.kv_token_bytes, po.backend == LLM_PLAN_CUDA ? "bf16"
+                              : llm_kv_dtype_name(s->opt.kv_dtype),
+            p.kv_blocks, po.kv_block_size, p.kv_tokens,
+            (unsigned long long) p.kv_pool_bytes * po.tp, p.seqs_fit,
+            p.max_model_len, (unsigned long long) p.workspace_bytes,
+            (unsigned long long) p.total_bytes);
 
-    if (tokens < *max_model_len) {
-        char msg[256];
-
-        snprintf(msg, sizeof(msg), "kv_cache_memory %llu holds %d tokens, "
-                 "less than one sequence of max_model_len %d",
-                 (unsigned long long) s->opt.kv_cache_bytes, tokens,
-                 *max_model_len);
+    if (p.device_fit == 0) {
+        snprintf(msg, sizeof(msg), "memory plan does not fit: KV pool and "
+                 "workspace need %llu bytes, %s is %llu bytes (lower "
+                 "kv_cache_memory)", (unsigned long long) p.need_bytes, what,
+                 (unsigned long long) po.device_bytes);
         llm_log(LLM_LOG_ERR, "%s", msg);
         llm_ring_fail(s, msg);
         return -1;
+    }
+
+    if (po.device_bytes > 0
+        && p.need_bytes + p.weight_bytes * po.tp > po.device_bytes)
+    {
+        llm_log(LLM_LOG_WARN, "memory plan: weights, KV pool and workspace "
+                "(%llu bytes) exceed %s (%llu bytes): the weights will be "
+                "paged from disk",
+                (unsigned long long) (p.need_bytes + p.weight_bytes * po.tp),
+                what, (unsigned long long) po.device_bytes);
     }
 
     return 0;
@@ -550,7 +605,13 @@ llm_alive_thread(void *arg)
 }
 
 
-/* a short greedy generation must work before health says ready */
+/*
+ * A short greedy generation must work before health says ready: a 4-token
+ * prefill step, then decode steps, so both step shapes have run. The
+ * workspaces were touched when allocated (docs/operations.md,
+ * pre-allocation); a longer prefill touches nothing more and costs every
+ * engine restart (32 tokens: +0.5 s measured in t/010 on a busy CPU).
+ */
 static int
 llm_warm_up(llm_server *s, llm_sched *sched)
 {
@@ -634,7 +695,7 @@ llm_loader_thread(void *arg)
             s->ring->model.n_layers, s->ring->model.context_length,
             s->ring->model.vocab_size);
 
-    if (llm_plan(s, &bo, &max_model_len) != 0) {
+    if (llm_memory_plan(s, &bo, &max_model_len) != 0) {
         return NULL;
     }
 
