@@ -180,5 +180,6 @@ $m = scrape(0);
 is(value($m, $err, $err, qr/$main,type="timeout"/), $t0 + 1, 'timeout errors +1');
 is(value($m, $err, $err, qr/$tiny,type="timeout"/), 0, "tiny's timeouts stay 0");
 
-nginx_cmd('-s', 'quit');
 done_testing();
+
+END { nginx_cmd('-s', 'quit') if master_pid() && alive(master_pid()); }

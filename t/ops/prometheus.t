@@ -110,7 +110,13 @@ scrape_configs:
 EOF
 close $f;
 
-my $prom = fork // die "fork: $!";
+my $prom;
+END {
+    # a failed check must not leave servers behind
+    if ($prom) { kill 'TERM', $prom; waitpid($prom, 0); }
+    nginx_cmd('-s', 'quit') if NgxLlm::Harness::master_pid();
+}
+$prom = fork // die "fork: $!";
 if ($prom == 0) {
     open STDOUT, '>', "$dir/prom/prometheus.log" or die $!;
     open STDERR, '>&', \*STDOUT or die $!;
@@ -169,7 +175,4 @@ my $firing = api('/api/v1/alerts');
 is_deeply([map { $_->{labels}{alertname} } @{$firing->{data}{alerts} || []}], [],
           'a healthy ngx_llm fires no alert');
 
-kill 'TERM', $prom;
-waitpid($prom, 0);
-nginx_cmd('-s', 'quit');
 done_testing();
