@@ -32,11 +32,13 @@ nginx_setup('metrics', <<"EOF", $ENV{TEST_NGINX_PORT} ? (port => $ENV{TEST_NGINX
         served_model_name "stories\\"260k";
         kv_cache_memory 8m;
         threads 1;
+        max_num_seqs 1;
+        max_queued_requests 0;
     }
     server {
-        listen 127.0.0.1:\$PORT;
+        listen 127.0.0.1:\$PORT sndbuf=4k;
         location /v1/ { llm_api main; }
-        location /tiny/v1/ { llm_api tiny; }
+        location /tiny/v1/ { llm_api tiny; llm_max_buffered 1k; }
         location /slow/v1/ { llm_api main; llm_deadline 100ms; }
         location = /healthz { llm_health main; }
         location = /tiny/healthz { llm_health tiny; }
@@ -179,6 +181,22 @@ is($st, 504, 'a passed deadline answers 504');
 $m = scrape(0);
 is(value($m, $err, $err, qr/$main,type="timeout"/), $t0 + 1, 'timeout errors +1');
 is(value($m, $err, $err, qr/$tiny,type="timeout"/), 0, "tiny's timeouts stay 0");
+
+# the engine's own: tiny has one batch place and no queue; a stalled
+# stream holds it (as in t/030), so the next request is refused
+my $q0 = value($m, $err, $err, qr/$tiny,type="queue_full"/);
+$s = open_stream('POST', '/tiny/v1/completions',
+    '{"model":"stories\\"260k","stream":true,"prompt":"Once","max_tokens":500,"ignore_eos":true}',
+    rcvbuf => 2048);
+my ($reads) = read_some($s, 30, qr/data: \{/);
+ok(scalar @$reads, 'a stalled stream holds tiny\'s one place');
+sleep 0.3;
+($st) = http_post('/tiny/v1/completions', '{"model":"stories\\"260k","prompt":"Once","max_tokens":2}', 10);
+is($st, 429, 'the next request: 429');
+$m = scrape(0);
+is(value($m, $err, $err, qr/$tiny,type="queue_full"/), $q0 + 1, 'queue_full errors +1');
+is(value($m, $err, $err, qr/$main,type="queue_full"/), 0, "main's stay 0");
+close $s;
 
 done_testing();
 
