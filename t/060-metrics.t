@@ -145,7 +145,8 @@ while ($util_mid == 0 && time < $until) {
     sleep 0.2;
     $util_mid = metric('ngx_llm_compute_utilization', 'engine="main"') // 0;
 }
-read_some($s, 60, qr/data: \[DONE\]/);
+my ($rest) = read_some($s, 300, qr/data: \[DONE\]/);
+like($rest, qr/data: \[DONE\]/, 'the 160-token stream ended');
 sleep 0.3;
 
 $m = scrape(0);
