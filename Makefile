@@ -4,6 +4,7 @@
 #   make deps       install missing Debian packages, fetch the default model
 #   make run        deps + build + nginx in the foreground on 127.0.0.1:8080
 #   make test       deps + build + every test suite (what CI runs)
+#   make test-ops   deps + prometheus + the alert rules, dashboard, live Prometheus
 #   make bench      benchmarks (long; not part of test)
 #   make CUDA=0     skip the CUDA objects even when nvcc exists
 
@@ -56,7 +57,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
-        clean fuzz \
+        clean fuzz test-ops \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
 all: engine module
@@ -131,6 +132,13 @@ $(BUILD)/t/ring_poke: t/tools/ring_poke.c engine/ring/ngx_llm_ring.h
 
 t-nginx: all $(BUILD)/t/ring_poke
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) $(or $(T),t/*.t)
+
+# the operations kit (docs/operations.md): promtool on /metrics, the alert
+# rules and their unit tests, the dashboard's metric names, a live
+# Prometheus scraping ngx_llm; deps.sh --ops installs Debian's prometheus
+test-ops: all
+	@tools/deps.sh --ops "$(CACHE_DIR)"
+	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ops/*.t
 
 # the layers of docs/architecture.md, over includes and the objects' symbols
 layer-check: all

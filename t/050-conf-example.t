@@ -247,7 +247,7 @@ is($st, 404, '/metrics is not on the gateway');
 is($st, 404, 'nor /healthz');
 ($st, $head, $body) = request("http://127.0.0.1:$node/metrics");
 is($st, 200, '/metrics on the node, from an allowed address');
-like($body, qr/^vllm:request_success_total\{model_name="smollm2",finished_reason="length"\} 2$/m,
+like($body, qr/^vllm:request_success_total\{model_name="smollm2",engine="[^"]+",finished_reason="length"\} 2$/m,
      'counts the two requests');
 
 ($st, $head) = request("http://127.0.0.1:$http/v1/models");

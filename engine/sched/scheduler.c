@@ -922,6 +922,24 @@ fail_batch(llm_sched *s)
 }
 
 
+/* what the batch just built feeds: a decode entry feeds one generated
+   token, any other entry prompt (or, after preemption, recomputed) ones */
+static void
+count_step(llm_sched *s, int n)
+{
+    llm_seq  *q;
+    int       e, decodes = 0;
+
+    for (e = 0; e < s->n_seqs; e++) {
+        q = s->bseq[e];
+        decodes += s->chunk[e] == 1 && q->n_computed >= q->n_prompt;
+    }
+    s->st.last_step_tokens = n;
+    s->st.last_step_decodes = decodes;
+    s->st.last_step_prefills = s->n_seqs - decodes;
+}
+
+
 int
 llm_sched_step(llm_sched *s)
 {
@@ -930,6 +948,7 @@ llm_sched_step(llm_sched *s)
     if (n == 0) {
         return 0;
     }
+    count_step(s, n);
     s->in_step = 1;
     if (run_batch(s) == 0) {
         s->st.steps++;

@@ -170,6 +170,11 @@ typedef struct {
     uint64_t         preemptions;
     uint64_t         cancelled;
     uint64_t         steps;               /* forwards run */
+    /* the last step that ran: tokens fed, and its batch entries feeding
+       prompt (or recomputed) tokens and feeding one generated token */
+    int              last_step_tokens;
+    int              last_step_prefills;
+    int              last_step_decodes;
 } llm_sched_stats;
 
 /* the defaults above: 0 in a size field means "resolve at create" */

@@ -90,6 +90,9 @@ struct llm_server_s {
     /* the slowest step of this window and of the one before it */
     uint64_t            step_max_ns[2];
     int                 steps_in_window;
+
+    uint64_t            phase_mark_ns;  /* engine time counted up to here
+                                           (ring stats phase_ns) */
 };
 
 /* epoll tags: small integers below LLM_TAG_CLIENT, clients above */
@@ -567,21 +570,136 @@ llm_step_timed(llm_server *s, uint64_t ns)
 }
 
 
+/* the time since the last mark to the idle phase */
+static void
+llm_phase_idle(llm_server *s, uint64_t now)
+{
+    if (s->phase_mark_ns != 0 && now > s->phase_mark_ns) {
+        atomic_fetch_add_explicit(&s->ring->stats.phase_ns[LLM_PHASE_IDLE],
+                                  now - s->phase_mark_ns,
+                                  memory_order_relaxed);
+    }
+    s->phase_mark_ns = now;
+}
+
+
+/* a step that ran the model: its time by phase, its tokens */
+static void
+llm_step_account(llm_server *s, llm_sched *sched, uint64_t ns)
+{
+    int               b, phase;
+    llm_ring_stats   *rs = &s->ring->stats;
+    llm_sched_stats   st;
+
+    llm_sched_stats_get(sched, &st);
+
+    phase = st.last_step_decodes == 0 ? LLM_PHASE_PREFILL
+            : st.last_step_prefills == 0 ? LLM_PHASE_DECODE
+            : LLM_PHASE_MIXED;
+    atomic_fetch_add_explicit(&rs->phase_ns[phase], ns,
+                              memory_order_relaxed);
+
+    for (b = 0; b < LLM_STEP_HIST_BUCKETS
+                && st.last_step_tokens > llm_step_hist_bounds[b]; b++)
+    {
+        /* find the bucket */
+    }
+    atomic_fetch_add_explicit(&rs->step_tokens.count[b], 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&rs->step_tokens.sum,
+                              (uint64_t) st.last_step_tokens,
+                              memory_order_relaxed);
+}
+
+
 /* a step of the model, timed when it ran one */
 static int
 llm_step(llm_server *s, llm_sched *sched)
 {
     int       rc;
-    uint64_t  t0;
+    uint64_t  t0, t1;
 
     t0 = llm_now_ns();
+    llm_phase_idle(s, t0);
     rc = llm_sched_step(sched);
 
     if (rc != 0) {
-        llm_step_timed(s, llm_now_ns() - t0);
+        t1 = llm_now_ns();
+        llm_step_timed(s, t1 - t0);
+        llm_step_account(s, sched, t1 - t0);
+        s->phase_mark_ns = t1;
     }
 
     return rc;
+}
+
+
+/* the engine's resident bytes, from /proc/self/statm */
+static uint64_t
+llm_rss_bytes(void)
+{
+    FILE                *f;
+    unsigned long long   size, resident;
+
+    f = fopen("/proc/self/statm", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2) {
+        resident = 0;
+    }
+    fclose(f);
+
+    return resident * (uint64_t) sysconf(_SC_PAGESIZE);
+}
+
+
+/*
+ * Memory and compute gauges, each tick of the ticker thread (NVML may
+ * take a while; the loop must not wait for it). last[] holds the busy and
+ * wall time when the utilisation was last computed: over a second or more,
+ * so one 100 ms tick of a step does not swing it.
+ */
+static void
+llm_sample_usage(llm_server *s, uint64_t last[2])
+{
+    uint64_t            now, wall;
+    llm_ring_stats     *rs = &s->ring->stats;
+    llm_backend_usage   u;
+
+    atomic_store(&rs->rss_bytes, llm_rss_bytes());
+
+    if (atomic_load_explicit(&s->sched, memory_order_acquire) == NULL) {
+        return;             /* the backend is not made yet */
+    }
+
+    llm_backend_usage_get(s->backend, &u);
+    now = llm_now_ns();
+    atomic_store(&rs->compute_busy_ns, u.busy_ns);
+    atomic_store(&rs->compute_threads, (uint32_t) u.n_threads);
+
+    if (u.device_valid) {
+        atomic_store(&rs->compute_util_ppm, (uint32_t) u.device_util * 10000);
+        atomic_store(&rs->device_mem_used, u.device_mem_used);
+        atomic_store(&rs->device_mem_total, u.device_mem_total);
+        atomic_store(&rs->device_valid, 1);
+
+        return;
+    }
+
+    if (last[1] == 0 || u.n_threads == 0) {
+        last[0] = u.busy_ns;
+        last[1] = now;
+        return;
+    }
+
+    if (now - last[1] >= 1000000000ULL) {
+        wall = (now - last[1]) * (uint64_t) u.n_threads;
+        atomic_store(&rs->compute_util_ppm,
+                     (uint32_t) ((u.busy_ns - last[0]) * 1000000 / wall));
+        last[0] = u.busy_ns;
+        last[1] = now;
+    }
 }
 
 
@@ -593,16 +711,21 @@ llm_step(llm_server *s, llm_sched *sched)
 static void *
 llm_alive_thread(void *arg)
 {
+    uint64_t          last[2] = { 0, 0 };
     llm_server       *s = arg;
     struct timespec   ts = { 0, LLM_ALIVE_TICK_NS };
 
     for ( ;; ) {
         atomic_store(&s->ring->alive_ns, llm_now_ns());
+        llm_sample_usage(s, last);
         nanosleep(&ts, NULL);
     }
 
     return NULL;
 }
+
+
+static void llm_publish_stats(llm_server *s, llm_sched *sched);
 
 
 /*
@@ -707,6 +830,14 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
+    atomic_store(&s->ring->stats.kv_block_size, (uint32_t) bo.kv_block_size);
+    atomic_store(&s->ring->stats.kv_block_bytes,
+                 llm_kv_bytes_per_token(s->model.cfg.n_layers,
+                                        s->model.cfg.n_kv_heads
+                                        * s->model.cfg.head_dim,
+                                        bo.kv_dtype)
+                 * (uint64_t) bo.kv_block_size);
+
     llm_sched_options_default(&so);
     so.max_num_seqs = s->opt.max_num_seqs;
     so.max_batched_tokens = s->opt.max_batched_tokens;
@@ -730,6 +861,7 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
+    llm_publish_stats(s, sched);        /* the pool's size before READY */
     atomic_store_explicit(&s->sched, sched, memory_order_release);
     atomic_store(&s->ring->state, LLM_ENGINE_READY);
     llm_log(LLM_LOG_NOTICE, "ready: warm-up generation done, %d threads, "
@@ -913,9 +1045,14 @@ llm_state_name(uint32_t st)
 
 
 static void
-llm_slot_finish(llm_slot *sl, uint32_t finish, uint32_t error,
-    const char *message)
+llm_slot_finish(llm_server *s, llm_slot *sl, uint32_t finish,
+    uint32_t error, const char *message)
 {
+    if (error != LLM_ERR_NONE && error <= LLM_ERR_INTERNAL) {
+        atomic_fetch_add_explicit(&s->ring->stats.errors[error], 1,
+                                  memory_order_relaxed);
+    }
+
     sl->finish = finish;
     sl->error = error;
     llm_strlcpy(sl->message, message, sizeof(sl->message));
@@ -939,7 +1076,7 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
     case LLM_KIND_PING:
         atomic_fetch_add(&s->ring->stats.pings, 1);
         state = atomic_load(&s->ring->state);
-        llm_slot_finish(sl, LLM_FINISH_STOP, LLM_ERR_NONE,
+        llm_slot_finish(s, sl, LLM_FINISH_STOP, LLM_ERR_NONE,
                         state == LLM_ENGINE_FAILED ? s->ring->reason
                                                    : llm_state_name(state));
         break;
@@ -951,7 +1088,7 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
     default:
         llm_log(LLM_LOG_ERR, "client %u: slot with invalid kind %u",
                 c->id, sl->kind);
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid slot kind");
     }
 
@@ -1115,7 +1252,8 @@ llm_on_finish(void *user, const llm_seq_result *r)
 
     error = finish == LLM_FINISH_ERROR ? LLM_ERR_INTERNAL : LLM_ERR_NONE;
     u->seq = NULL;
-    llm_slot_finish(sl, finish, error, r->message ? r->message : "");
+    llm_slot_finish(u->server, sl, finish, error,
+                    r->message ? r->message : "");
     llm_wake_owner(u->server, u->owner);
 }
 
@@ -1187,7 +1325,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
     sched = atomic_load_explicit(&s->sched, memory_order_acquire);
     if (sched == NULL || s->quit) {
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
                         sched ? "engine draining" : "engine not ready");
         return;
     }
@@ -1197,7 +1335,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
     {
         llm_log(LLM_LOG_ERR, "client %u: invalid generation slot (%s)",
                 c->id, err);
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid request in the ring");
         return;
     }
@@ -1212,7 +1350,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
     rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
-        llm_slot_finish(sl, LLM_FINISH_ERROR, ring_error(rc), err);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, ring_error(rc), err);
         return;
     }
 
@@ -1593,6 +1731,7 @@ llm_loop(llm_server *s)
                 }
                 busy = rc != 0;
             }
+            llm_phase_idle(s, llm_now_ns());
             llm_publish_stats(s, sched);     /* cancels change them too */
         }
 

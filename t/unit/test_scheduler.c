@@ -625,10 +625,11 @@ test_stop_cancel_pause(llm_backend *be, int n_vocab)
 static void
 test_chunked_prefill_priority(llm_backend *be, int n_vocab)
 {
-    static job   j[3];
-    static rec   r[3];
-    llm_sched   *s;
-    int          before;
+    static job       j[3];
+    static rec       r[3];
+    llm_sched       *s;
+    llm_sched_stats  st;
+    int              before, mixed;
 
     /* a decode keeps producing one token per step while a 150-token prompt
        is prefilled in chunks of the 16-token budget */
@@ -637,17 +638,33 @@ test_chunked_prefill_priority(llm_backend *be, int n_vocab)
     s = make_sched(be, 0, 0, 16, 8);
     submit(s, &j[0], &r[0]);
     llm_sched_step(s);
+    llm_sched_stats_get(s, &st);
+    ok(st.last_step_tokens == 4 && st.last_step_prefills == 1
+       && st.last_step_decodes == 0, "a prompt alone: a prefill step of 4 "
+       "tokens (%d, %d prefills, %d decodes)", st.last_step_tokens,
+       st.last_step_prefills, st.last_step_decodes);
     llm_sched_step(s);
+    llm_sched_stats_get(s, &st);
+    ok(st.last_step_tokens == 1 && st.last_step_prefills == 0
+       && st.last_step_decodes == 1, "then a decode step of 1 token (%d, "
+       "%d prefills, %d decodes)", st.last_step_tokens,
+       st.last_step_prefills, st.last_step_decodes);
     submit(s, &j[1], &r[1]);
     before = r[0].n_out;
     cur_step = 0;
+    mixed = 0;
     while (r[1].n_out == 0 && cur_step < 100) {
         llm_sched_step(s);
+        llm_sched_stats_get(s, &st);
+        mixed += st.last_step_tokens == 16 && st.last_step_prefills == 1
+                 && st.last_step_decodes == 1;
         cur_step++;
     }
     is_int(cur_step, 10, "150-token prompt prefilled over 10 steps "
            "(15 tokens each beside the decode)");
     is_int(r[0].n_out - before, 10, "the decode ran in every one of them");
+    is_int(mixed, 10, "each of them a mixed step of 16 tokens (15 of the "
+           "prompt, 1 decode)");
     drain(s, 1000);
     llm_sched_free(s);
 
