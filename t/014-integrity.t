@@ -137,7 +137,7 @@ ok($engine, 'the engine is ready');
 my ($st, $body) = http_get('/v1/models');
 like($body, qr/"sha256":"$sha"/, '/v1/models shows the sha256');
 ($st, $body) = http_get('/metrics');
-like($body, qr/^ngx_llm_model_info\{model_name="[^"]+",sha256="$sha"\} 1$/m,
+like($body, qr/^ngx_llm_model_info\{model_name="[^"]+",engine="[^"]+",sha256="$sha"\} 1$/m,
      '/metrics has ngx_llm_model_info with the sha256');
 
 # a reload of the same file: the cached hash, same engine
