@@ -15,6 +15,7 @@
  * jsonschema); not every valid text is accepted.
  */
 #include "grammar/json_schema.h"
+#include "grammar/grammar_impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -26,7 +27,7 @@
 
 #define JS_MAX_DEPTH        64      /* nested subschemas, and allOf merges */
 #define JS_MAX_REFS         1024    /* distinct $ref targets */
-#define JS_MAX_REPEAT       10000   /* maxLength, maxItems, {n,m} in pattern */
+#define JS_MAX_REPEAT       LLM_GRAMMAR_MAX_REPEAT  /* maxLength, {n,m}... */
 #define JS_INT_DIGITS       16      /* integer part of a number */
 #define JS_FRAC_DIGITS      16      /* fraction of a number */
 #define JS_MAX_SAFE         9007199254740992.0     /* 2^53: bounds, enum */
@@ -392,7 +393,13 @@ js_noop(const cJSON *s, const cJSON *k)
     if (strcmp(n, "minContains") == 0 || strcmp(n, "maxContains") == 0) {
         return !cJSON_HasObjectItem(s, "contains");
     }
-    return cJSON_IsObject(k) && k->child == NULL;
+    /* these with {} constrain nothing (not, contains with {} do) */
+    return cJSON_IsObject(k) && k->child == NULL
+           && (strcmp(n, "patternProperties") == 0
+               || strcmp(n, "dependentSchemas") == 0
+               || strcmp(n, "dependentRequired") == 0
+               || strcmp(n, "dependencies") == 0
+               || strcmp(n, "propertyNames") == 0);
 }
 
 
@@ -713,7 +720,9 @@ js_int_range(js_ctx *c, js_alts *alts, int64_t a, int64_t z)
     for (len = js_len10(a), p10 = 1; p10 * 10 <= a; p10 *= 10) {
         /* p10: 10^(len - 1) */
     }
-    for (; len <= JS_INT_DIGITS && p10 <= z; len++, p10 *= 10) {
+    for (; len <= JS_INT_DIGITS && (len == 1 ? 0 : p10) <= z;
+         len++, p10 *= 10)
+    {
         lo = len == 1 || a > p10 ? a : p10;
         hi = z < p10 * 10 - 1 ? z : p10 * 10 - 1;
         if (lo == p10 && hi == p10 * 10 - 1 && len > 1) {
@@ -943,6 +952,7 @@ typedef struct {
     const char  *p, *end;
     const char  *ptr;
     int          depth;
+    const char  *start;
 } js_re;
 
 
@@ -950,7 +960,7 @@ static int
 re_fail(js_re *r, const char *what)
 {
     return js_fail(r->c, "json_schema: pattern at %s: %s (at offset %d)",
-                   js_at(r->ptr), what, (int) (r->p - (r->end - strlen(r->p))));
+                   js_at(r->ptr), what, (int) (r->p - r->start));
 }
 
 
@@ -1636,6 +1646,7 @@ js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e)
 
     r.c = c;
     r.p = re;
+    r.start = re;
     r.end = re + strlen(re);
     r.ptr = ptr;
     r.depth = 0;
@@ -1896,8 +1907,10 @@ js_kv(js_ctx *c, js_prop *p, const cJSON *extra, int extra_any,
     js_buf(c, &body);
     js_buf(c, &v);
     if (p->schema) {
-        js_child(sub, sizeof(sub), ptr, "properties");
-        js_child(sub, sizeof(sub), sub, p->name);
+        char  props[512];
+
+        js_child(props, sizeof(props), ptr, "properties");
+        js_child(sub, sizeof(sub), props, p->name);
         rc = js_gen(c, p->schema, sub, &v);
     } else if (extra_any) {
         js_need(c, &v, N_VALUE, "value");
@@ -2410,6 +2423,91 @@ done:
 
 /* --- enum and const --------------------------------------------------- */
 
+/* v as compact JSON text; a number in the shortest form that reads back
+   as the same double (a parser must see the value the schema has) */
+static int
+js_json_value(js_ctx *c, llm_strbuf *b, const cJSON *v, const char *ptr)
+{
+    const cJSON  *k;
+    char          num[40];
+    int           prec;
+
+    if (cJSON_IsNull(v)) {
+        js_put(c, b, "null");
+    } else if (cJSON_IsTrue(v)) {
+        js_put(c, b, "true");
+    } else if (cJSON_IsFalse(v)) {
+        js_put(c, b, "false");
+    } else if (cJSON_IsString(v)) {
+        js_json_string(c, b, v->valuestring);
+    } else if (cJSON_IsNumber(v)) {
+        if (!isfinite(v->valuedouble)
+            || (v->valuedouble == floor(v->valuedouble)
+                && fabs(v->valuedouble) > JS_MAX_SAFE))
+        {
+            return js_fail(c, "json_schema: a number in 'enum' or 'const' at "
+                           "%s is beyond 2^53", js_at(ptr));
+        }
+        if (v->valuedouble == floor(v->valuedouble)) {
+            snprintf(num, sizeof(num), "%.0f", v->valuedouble);
+        } else {
+            for (prec = 15; prec <= 17; prec++) {
+                snprintf(num, sizeof(num), "%.*g", prec, v->valuedouble);
+                if (strtod(num, NULL) == v->valuedouble) {
+                    break;
+                }
+            }
+        }
+        js_put(c, b, num);
+    } else if (cJSON_IsArray(v)) {
+        js_put(c, b, "[");
+        for (k = v->child; k; k = k->next) {
+            if (js_json_value(c, b, k, ptr) != JS_OK) {
+                return JS_ERR;
+            }
+            js_put(c, b, k->next ? "," : "");
+        }
+        js_put(c, b, "]");
+    } else {
+        js_put(c, b, "{");
+        for (k = v->child; k; k = k->next) {
+            js_json_string(c, b, k->string);
+            js_put(c, b, ":");
+            if (js_json_value(c, b, k, ptr) != JS_OK) {
+                return JS_ERR;
+            }
+            js_put(c, b, k->next ? "," : "");
+        }
+        js_put(c, b, "}");
+    }
+    return c->failed ? JS_ERR : JS_OK;
+}
+
+
+/* the type a keyword constrains (0: none or several) */
+static int
+js_keyword_type(const char *k)
+{
+    static const char *const str[] = {
+        "minLength", "maxLength", "pattern", "format", NULL
+    };
+    static const char *const num[] = {
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL
+    };
+    static const char *const obj[] = {
+        "properties", "required", "additionalProperties", "minProperties",
+        "maxProperties", NULL
+    };
+    static const char *const arr[] = {
+        "items", "prefixItems", "additionalItems", "minItems", "maxItems",
+        NULL
+    };
+
+    return js_in(str, k) ? T_STR : js_in(num, k) ? T_INT | T_FRAC
+           : js_in(obj, k) ? T_OBJ : js_in(arr, k) ? T_ARR : 0;
+}
+
+
 static int
 js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
     llm_strbuf *e)
@@ -2418,7 +2516,6 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
     const cJSON  *co = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON  *v, *k;
     js_alts       alts;
-    char         *text;
     int           t;
 
     if (en && !cJSON_IsArray(en)) {
@@ -2426,6 +2523,14 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
                        js_at(ptr));
     }
     for (k = s->child; k; k = k->next) {
+        int  kt = js_keyword_type(k->string), vt = 0;
+
+        for (v = en ? en->child : co; v && kt; v = en ? v->next : NULL) {
+            vt |= js_value_type(v);
+        }
+        if (kt && !(kt & vt & mask)) {
+            continue;   /* no value is of the type it constrains */
+        }
         if (js_in(js_supported, k->string) && strcmp(k->string, "enum")
             && strcmp(k->string, "const") && strcmp(k->string, "type"))
         {
@@ -2452,20 +2557,22 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
             return js_fail(c, "json_schema: a number in '%s' at %s is beyond "
                            "2^53", en ? "enum" : "const", js_at(ptr));
         }
-        text = cJSON_PrintUnformatted(v);
-        if (text == NULL) {
-            llm_strbuf_free(&alts.b);
-            return js_fail(c, "json_schema: out of memory");
-        }
         {
-            llm_strbuf  l;
+            llm_strbuf  j, l;
 
+            js_buf(c, &j);
             js_buf(c, &l);
-            js_lit(c, &l, text, strlen(text));
-            js_alt_add(c, &alts, l.data);
+            if (js_json_value(c, &j, v, ptr) == JS_OK) {
+                js_lit(c, &l, j.data, j.len);
+                js_alt_add(c, &alts, l.data);
+            }
+            llm_strbuf_free(&j);
             llm_strbuf_free(&l);
+            if (c->failed) {
+                llm_strbuf_free(&alts.b);
+                return JS_ERR;
+            }
         }
-        free(text);
     }
     return js_alt_end(c, &alts, e);
 }
@@ -2698,7 +2805,9 @@ js_dup_into(js_ctx *c, cJSON *obj, const char *key, const cJSON *v)
 {
     cJSON  *d = cJSON_Duplicate(v, 1);
 
-    if (d == NULL || !cJSON_AddItemToObject(obj, key, d)) {
+    if (d == NULL || !(key ? cJSON_AddItemToObject(obj, key, d)
+                           : cJSON_AddItemToArray(obj, d)))
+    {
         cJSON_Delete(d);
         return js_fail(c, "json_schema: out of memory");
     }
@@ -2752,9 +2861,83 @@ static const char *const js_maxs[] = {
 
 /* keywords that cannot be in two of the schemas merged */
 static const char *const js_once[] = {
-    "prefixItems", "additionalItems", "pattern", "format", "anyOf", "oneOf",
-    NULL
+    "pattern", "format", "anyOf", "oneOf", NULL
 };
+
+
+/*
+ * Element i of the merged array meets each schema's element i: its
+ * prefixItems[i] when it has one, its items (the tail) otherwise; the
+ * merged tail meets every tail. (A tail with no prefix applies from 0.)
+ */
+static int
+js_merge_items(js_ctx *c, js_branches *br, cJSON *m, const char *ptr)
+{
+    const cJSON  *pre[JS_MAX_BRANCHES], *tail[JS_MAX_BRANCHES], *items, *x;
+    cJSON        *arr = NULL, *all, *t = NULL;
+    int           i, j, kmax = 0, any_tail = 0;
+
+    for (i = 0; i < br->n; i++) {
+        items = cJSON_GetObjectItemCaseSensitive(br->b[i], "items");
+        pre[i] = cJSON_GetObjectItemCaseSensitive(br->b[i], "prefixItems");
+        tail[i] = items;
+        if (cJSON_IsArray(items)) {
+            if (pre[i]) {
+                return js_fail(c, "json_schema: 'prefixItems' with an array "
+                               "'items' at %s", js_at(ptr));
+            }
+            pre[i] = items;
+            tail[i] = cJSON_GetObjectItemCaseSensitive(br->b[i],
+                                                       "additionalItems");
+        }
+        if (pre[i] && !cJSON_IsArray(pre[i])) {
+            return js_fail(c, "json_schema: 'prefixItems' at %s is not an "
+                           "array", js_at(ptr));
+        }
+        if (cJSON_GetArraySize(pre[i]) > kmax) {
+            kmax = cJSON_GetArraySize(pre[i]);
+        }
+        if (tail[i] && cJSON_IsTrue(tail[i])) {
+            tail[i] = NULL;
+        }
+        any_tail |= tail[i] != NULL;
+    }
+    if (kmax > 0) {
+        arr = cJSON_AddArrayToObject(m, "prefixItems");
+    }
+    if (any_tail) {
+        t = cJSON_AddObjectToObject(m, "items");
+        if (t == NULL || cJSON_AddArrayToObject(t, "allOf") == NULL) {
+            return js_fail(c, "json_schema: out of memory");
+        }
+    }
+    for (j = 0; j < kmax; j++) {
+        all = cJSON_CreateObject();
+        if (arr == NULL || all == NULL || !cJSON_AddItemToArray(arr, all)
+            || cJSON_AddArrayToObject(all, "allOf") == NULL)
+        {
+            cJSON_Delete(all);
+            return js_fail(c, "json_schema: out of memory");
+        }
+        for (i = 0; i < br->n; i++) {
+            x = j < cJSON_GetArraySize(pre[i]) ? cJSON_GetArrayItem(pre[i], j)
+                                                : tail[i];
+            if (x && js_dup_into(c, cJSON_GetObjectItem(all, "allOf"), NULL,
+                                 x) != JS_OK)
+            {
+                return JS_ERR;
+            }
+        }
+    }
+    for (i = 0; i < br->n && t; i++) {
+        if (tail[i] && js_dup_into(c, cJSON_GetObjectItem(t, "allOf"), NULL,
+                                   tail[i]) != JS_OK)
+        {
+            return JS_ERR;
+        }
+    }
+    return JS_OK;
+}
 
 
 static int
@@ -2814,20 +2997,12 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
                         return JS_ERR;
                     }
                 }
-            } else if (strcmp(n, "additionalProperties") == 0
-                       || strcmp(n, "items") == 0)
+            } else if (strcmp(n, "items") == 0
+                       || strcmp(n, "prefixItems") == 0
+                       || strcmp(n, "additionalItems") == 0)
             {
-                if (strcmp(n, "items") == 0 && cJSON_IsArray(k)) {
-                    if (cur) {
-                        return js_fail(c, "json_schema: allOf at %s: cannot "
-                                       "merge two array 'items'",
-                                       js_at(ptr));
-                    }
-                    if (js_dup_into(c, m, n, k) != JS_OK) {
-                        return JS_ERR;
-                    }
-                    continue;
-                }
+                continue;       /* js_merge_items */
+            } else if (strcmp(n, "additionalProperties") == 0) {
                 if (cur == NULL) {
                     cur = cJSON_CreateObject();
                     if (cur == NULL || !cJSON_AddItemToObject(m, n, cur)
@@ -2912,6 +3087,9 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
     if (br->empty || mask == 0) {
         return JS_EMPTY;
     }
+    if (js_merge_items(c, br, m, ptr) != JS_OK) {
+        return JS_ERR;
+    }
 
     /* additionalProperties of each schema apply to the names the others
        declare: false leaves them out, a schema joins theirs */
@@ -2985,6 +3163,12 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
             return js_fail(c, "json_schema: allOf at %s: the types leave "
                            "non-integer numbers only", js_at(ptr));
         }
+    }
+    if (props->child == NULL) {
+        cJSON_DeleteItemFromObject(m, "properties");
+    }
+    if (req->child == NULL) {
+        cJSON_DeleteItemFromObject(m, "required");
     }
     rc = JS_OK;
     *out = m;
@@ -3096,7 +3280,8 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         js_alt_add(c, &alts, "\"null\"");
     }
     if (mask & T_BOOL) {
-        js_alt_add(c, &alts, "\"true\" | \"false\"");
+        js_alt_add(c, &alts, "\"true\"");
+        js_alt_add(c, &alts, "\"false\"");
     }
 #define JS_TYPE(bit, call)                                                   \
     if (rc != JS_ERR && (mask & (bit))) {                                    \
@@ -3238,8 +3423,12 @@ js_shared(js_ctx *c, llm_strbuf *out)
         js_putf(c, out, "%s-hex ::= [0-9a-fA-F]\n", r);
     }
     if (c->need & N_EMAIL) {
-        js_putf(c, out, "%s-email ::= [a-zA-Z0-9._%%+\\x2d]+ \"@\" "
-                "[a-zA-Z0-9\\x2d]+ ( \".\" [a-zA-Z0-9\\x2d]+ )+\n", r);
+        /* a dot-atom local part (RFC 5322) at a domain of labels */
+        js_putf(c, out, "%s-email ::= %s-atext+ ( \".\" %s-atext+ )* \"@\" "
+                "[a-zA-Z0-9] [a-zA-Z0-9\\x2d]* ( \".\" [a-zA-Z0-9] "
+                "[a-zA-Z0-9\\x2d]* )*\n", r, r, r);
+        js_putf(c, out, "%s-atext ::= [a-zA-Z0-9!#$%%&'*+/=?\\x5e_`{|}~\\x2d]\n",
+                r);
     }
     if (c->need & N_WS) {
         if (c->max_ws > 0) {
@@ -3282,11 +3471,11 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     if (max_ws < 0) {
         return js_fail(&c, "json_schema: max_ws %d is negative", max_ws);
     }
+    end = NULL;
     c.doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (c.doc == NULL) {
         return js_fail(&c, "json_schema: the schema is not valid JSON (near "
-                       "byte %zu)", (size_t) (cJSON_GetErrorPtr()
-                       ? cJSON_GetErrorPtr() - schema : 0));
+                       "byte %zu)", (size_t) (end ? end - schema : 0));
     }
     c.owned = cJSON_CreateArray();
     c.refs = calloc(JS_MAX_REFS, sizeof(*c.refs));
