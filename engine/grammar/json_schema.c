@@ -409,6 +409,14 @@ js_check_keywords(js_ctx *c, const cJSON *s, const char *ptr)
     const cJSON  *k;
 
     for (k = s->child; k; k = k->next) {
+        /* an embedded resource: its "#/..." would be relative to it */
+        if (strcmp(k->string, "$id") == 0 && ptr[0] && cJSON_IsString(k)
+            && k->valuestring[0] != '#')
+        {
+            return js_fail(c, "json_schema: unsupported keyword '$id' at %s: "
+                           "embedded resources are not supported",
+                           js_at(ptr));
+        }
         if (js_in(js_refused, k->string) && !js_noop(s, k)) {
             return js_fail(c, "json_schema: unsupported keyword '%s' at %s",
                            k->string, js_at(ptr));

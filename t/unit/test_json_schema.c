@@ -348,6 +348,10 @@ test_refused(void)
            "ERR: json_schema: unsupported keyword '$ref' at /items/0: only "
            "references inside the schema ('#/...') are supported, not "
            "'other.json#/a'", "remote $ref");
+    is_str(gbnf("{\"properties\":{\"a\":{\"$id\":\"http://x/a.json\","
+                "\"$ref\":\"#/$defs/b\",\"$defs\":{\"b\":{}}}}}"),
+           "ERR: json_schema: unsupported keyword '$id' at /properties/a: "
+           "embedded resources are not supported", "embedded $id");
     is_str(gbnf("{\"$ref\":\"#foo\"}"),
            "ERR: json_schema: unsupported keyword '$ref' at the root: anchors "
            "('#foo') are not supported", "anchor $ref");
@@ -1025,6 +1029,91 @@ name_cmp(const void *a, const void *b)
 }
 
 
+/* why schemas were refused: the error up to " at ", counted */
+typedef struct {
+    char  why[96];
+    int   n;
+} reason;
+
+static reason  reasons[256];
+static int     n_reasons;
+
+
+static void
+count_reason(const char *err)
+{
+    const char  *at = strstr(err, " at ");
+    char         why[96];
+    int          i;
+
+    snprintf(why, sizeof(why), "%.*s", at ? (int) (at - err) : 95, err);
+    for (i = 0; i < n_reasons; i++) {
+        if (strcmp(reasons[i].why, why) == 0) {
+            reasons[i].n++;
+            return;
+        }
+    }
+    if (n_reasons < 256) {
+        snprintf(reasons[n_reasons].why, sizeof(reasons[0].why), "%s", why);
+        reasons[n_reasons++].n = 1;
+    }
+}
+
+
+static int
+reason_cmp(const void *a, const void *b)
+{
+    return ((const reason *) b)->n - ((const reason *) a)->n;
+}
+
+
+/* every schema of the suite's draft2020-12 files, supported keywords or
+   not: compiled or refused */
+static void
+corpus_suite(int *schemas, int *compiled)
+{
+    char           dir[1024], path[1200], err[512], *text, *s;
+    DIR           *d;
+    struct dirent *e;
+    cJSON         *doc;
+    const cJSON   *c;
+    size_t         len;
+
+    d = opendir(tap_fixture(dir, sizeof(dir),
+                            "jsonschema/suite/tests/draft2020-12"));
+    if (d == NULL) {
+        tap_bail_out("no jsonschema/suite in FIXTURES: run make deps");
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t  l = strlen(e->d_name);
+
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        text = slurp(path, &len);
+        doc = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON_ArrayForEach(c, doc) {
+            llm_grammar  *g;
+
+            s = json_text(cJSON_GetObjectItem(c, "schema"));
+            (*schemas)++;
+            g = compile(s, strlen(s), err, sizeof(err));
+            if (g != NULL) {
+                (*compiled)++;
+                llm_grammar_free(g);
+            } else {
+                count_reason(err);
+            }
+            free(s);
+        }
+        cJSON_Delete(doc);
+    }
+    closedir(d);
+}
+
+
 static void
 test_corpus(void)
 {
@@ -1072,6 +1161,7 @@ test_corpus(void)
             llm_grammar_free(g);
         } else {
             refused++;
+            count_reason(err);
             printf("#   %-28s refused: %s\n", names[i], err);
             ok(strncmp(err, "json_schema: ", 13) == 0,
                "%s: refused by the converter, with a reason", names[i]);
@@ -1084,6 +1174,20 @@ test_corpus(void)
            "%d refused\n", n, compiled, big, LLM_CONSTRAINT_MAX_BYTES,
            refused);
     ok(n >= 26, "%d SchemaStore schemas read", n);
+    {
+        int  suite = 0, suite_ok = 0;
+
+        corpus_suite(&suite, &suite_ok);
+        printf("# JSON-Schema-Test-Suite draft2020-12, all files: %d schemas, "
+               "%d compile, %d refused\n", suite, suite_ok, suite - suite_ok);
+        printf("# the corpus: %d schemas, %d compile, %d refused; why:\n",
+               n + suite, compiled + suite_ok, refused + suite - suite_ok);
+        qsort(reasons, n_reasons, sizeof(reasons[0]), reason_cmp);
+        for (i = 0; i < n_reasons; i++) {
+            printf("#   %4d  %s\n", reasons[i].n, reasons[i].why);
+        }
+        ok(suite >= 300, "%d schemas in the suite", suite);
+    }
 }
 
 
