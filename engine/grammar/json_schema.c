@@ -32,6 +32,7 @@
 #define JS_FRAC_DIGITS      16      /* fraction of a number */
 #define JS_MAX_SAFE         9007199254740992.0     /* 2^53: bounds, enum */
 #define JS_MAX_ROOT         64      /* the root rule's name */
+#define JS_MAX_KEYS         256     /* additional-key rules shared */
 
 #define JS_OK               0
 #define JS_EMPTY            1       /* the subschema accepts nothing */
@@ -86,6 +87,9 @@ typedef struct {
     int             n_refs;
     int             depth;
     int             cdepth;     /* objects and arrays open */
+    char           *key_text[JS_MAX_KEYS];  /* additional-key rules made */
+    int             key_id[JS_MAX_KEYS];
+    int             n_keys;
 } js_ctx;
 
 
@@ -1838,9 +1842,50 @@ js_utf8_cps(const char *s, uint32_t *cp, int max)
 }
 
 
-/* an additional property's key: any string but the declared names */
+static int js_extra_key_text(js_ctx *c, llm_strbuf *b, const char **names,
+    int n);
+
+
+/* an additional property's key: any string but the declared names; one
+   rule for each set of names (objects often share theirs) */
 static int
 js_extra_key(js_ctx *c, llm_strbuf *b, const char **names, int n)
+{
+    llm_strbuf  t;
+    char        name[96];
+    int         i, rc;
+
+    if (n == 0) {
+        js_need(c, b, N_STRING, "string");
+        return JS_OK;
+    }
+    js_buf(c, &t);
+    rc = js_extra_key_text(c, &t, names, n);
+    for (i = 0; rc == JS_OK && i < c->n_keys; i++) {
+        if (strcmp(c->key_text[i], t.data) == 0) {
+            js_putf(c, b, "%s-keys%d", c->root, c->key_id[i]);
+            llm_strbuf_free(&t);
+            return c->failed ? JS_ERR : JS_OK;
+        }
+    }
+    if (rc == JS_OK) {
+        i = ++c->n_ids;
+        snprintf(name, sizeof(name), "%s-keys%d", c->root, i);
+        rc = js_rule(c, name, &t);
+        js_put(c, b, name);
+        if (c->n_keys < JS_MAX_KEYS) {
+            c->key_id[c->n_keys] = i;
+            c->key_text[c->n_keys++] = t.data;     /* kept */
+            t.data = NULL;
+        }
+    }
+    llm_strbuf_free(&t);
+    return c->failed ? JS_ERR : rc;
+}
+
+
+static int
+js_extra_key_text(js_ctx *c, llm_strbuf *b, const char **names, int n)
 {
     js_key    *keys;
     uint32_t  *cps;
@@ -3455,7 +3500,7 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     js_ctx       c;
     llm_strbuf   e;
     const char  *end, *p;
-    int          rc;
+    int          rc, i;
 
     memset(&c, 0, sizeof(c));
     c.err = err;
@@ -3510,6 +3555,9 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     llm_strbuf_free(&c.rules);
 
 done:
+    for (i = 0; i < c.n_keys; i++) {
+        free(c.key_text[i]);
+    }
     free(c.refs);
     cJSON_Delete(c.owned);
     cJSON_Delete((cJSON *) c.doc);

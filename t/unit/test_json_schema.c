@@ -240,11 +240,20 @@ test_emit(void)
                 "\"}\""), "the object");
     ok(has_line("{\"type\":\"object\",\"properties\":{\"ab\":{}},"
                 "\"additionalProperties\":{\"type\":\"null\"}}",
-                "root-kv2 ::= \"\\\"\" ( \"a\" ( \"b\" ( [^\"\\\\\\x00-\\x1f] "
+                "root-keys2 ::= \"\\\"\" ( \"a\" ( \"b\" ( [^\"\\\\\\x00-\\x1f] "
                 "root-kchar* \"\\\"\" ) | [^b\"\\\\\\x00-\\x1f] root-kchar* "
                 "\"\\\"\" | \"\\\"\" ) | [^a\"\\\\\\x00-\\x1f] root-kchar* "
-                "\"\\\"\" | \"\\\"\" ) root-ws \":\" root-ws \"null\""),
+                "\"\\\"\" | \"\\\"\" )"),
        "additional keys: any but the declared names");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"ab\":{}},"
+                "\"additionalProperties\":{\"type\":\"null\"}}",
+                "root-kv3 ::= root-keys2 root-ws \":\" root-ws \"null\""),
+       "an additional property");
+    ok(has_line("{\"properties\":{\"x\":{\"type\":\"object\",\"properties\":"
+                "{\"ab\":{}}},\"y\":{\"type\":\"object\",\"properties\":"
+                "{\"ab\":{}}}},\"type\":\"object\"}",
+                "root-kv7 ::= root-keys2 root-ws \":\" root-ws root-value"),
+       "objects with the same names share their additional-key rule");
     ok(has_line("{\"type\":\"object\",\"additionalProperties\":{\"type\":"
                 "\"integer\"},\"maxProperties\":2}",
                 "root-object2 ::= \"{\" root-ws ( root-kv1 ( root-ws \",\" "
