@@ -158,10 +158,10 @@ test_syntax(void)
                     27),
            "grammar: rule 'b' can never complete (it only recurses)",
            "a rule that never completes");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"type\":\"array\"}",
-                    31),
-           "grammar: json_schema: only {\"type\":\"object\"} and {} are "
-           "supported for now at 1:10", "%%json error passed through");
+    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"not\":{}}",
+                    25),
+           "grammar: json_schema: unsupported keyword 'not' at the root at "
+           "1:10", "%%json error passed through");
     is_int(matches(LLM_CONSTRAINT_GRAMMAR,
                    "root ::= \"A:\" %json {\"type\": \"object\"} \"!\"",
                    "A:{\"a\": [1, 2.5e3, \"x\"]}!"), 1, "%%json inline");
