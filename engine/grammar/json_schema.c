@@ -772,6 +772,14 @@ js_int_range(js_ctx *c, js_alts *alts, int64_t a, int64_t z)
 
 #define JS_NO_MAX  INT64_MAX
 
+/* fraction digits after integer part i that keep 15 significant digits
+   (DBL_DIG: distinct decimals of 15 digits are distinct doubles) */
+static int
+js_frac_room(int64_t i)
+{
+    return i == 0 ? 15 : 15 - js_len10(i) > 0 ? 15 - js_len10(i) : 0;
+}
+
 /* magnitudes m of a number (ae, be: exclusive), 0 <= a, integer bounds;
    frac: with a fraction part allowed (no exponent when bounded) */
 static void
@@ -782,6 +790,7 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
     js_alts               ints;
     int64_t               lo, hi;
     llm_strbuf            t;
+    int                   fd;
 
     memset(&ints, 0, sizeof(ints));
     js_buf(c, &ints.b);
@@ -806,9 +815,10 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
         return;
     }
 
-    /* integer part in [lo, hi] with any fraction */
+    /* integer part in [lo, hi] with any fraction (below an exclusive b:
+       up to b - 2, b - 1 comes next) */
     lo = ae ? a + 1 : a;
-    hi = b == JS_NO_MAX ? top : b - 1;
+    hi = b == JS_NO_MAX ? top : (be ? b - 2 : b - 1);
     if (lo <= hi) {
         js_int_range(c, &ints, lo, hi);
     }
@@ -823,10 +833,24 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
     }
     llm_strbuf_free(&t);
     js_buf(c, &t);
+    /* next to an exclusive bound a fraction has at most 15 significant
+       digits: more could read back as the bound itself (19.0000000000000001
+       is the double 19) */
+    if (b != JS_NO_MAX && be && b - 1 >= lo) {
+        fd = js_frac_room(b - 1);
+        js_putf(c, &t, "%s\"%lld\"", sign, (long long) (b - 1));
+        if (fd > 0) {
+            js_putf(c, &t, " ( \".\" [0-9]{1,%d} )?", fd);
+        }
+        js_alt_add(c, alts, t.data);
+    }
+    llm_strbuf_free(&t);
+    js_buf(c, &t);
     /* a + f with f > 0 when a is exclusive */
-    if (ae && (b == JS_NO_MAX || a < b)) {
+    fd = js_frac_room(a);
+    if (ae && (b == JS_NO_MAX || a < b) && fd > 0) {
         js_putf(c, &t, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sign, (long long) a,
-                JS_FRAC_DIGITS - 1);
+                fd - 1);
         js_alt_add(c, alts, t.data);
     }
     llm_strbuf_free(&t);
@@ -3403,6 +3427,45 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 }
 
 
+/* a key twice in one object: parsers differ on which one counts (cJSON
+   the first, python the last), so the schema is ambiguous */
+static int
+js_duplicates(js_ctx *c, const cJSON *v, char *ptr, size_t len)
+{
+    const cJSON  *k, *j;
+    size_t        n = strlen(ptr);
+    int           i = 0;
+
+    for (k = v->child; k; k = k->next, i++) {
+        if (cJSON_IsObject(v)) {
+            for (j = v->child; j != k; j = j->next) {
+                if (strcmp(j->string, k->string) == 0) {
+                    return js_fail(c, "json_schema: the key '%s' is twice in "
+                                   "the object at %s", k->string,
+                                   js_at(ptr));
+                }
+            }
+        }
+        if (k->child == NULL) {
+            continue;
+        }
+        if (cJSON_IsObject(v)) {
+            char  tmp[512];
+
+            js_child(tmp, sizeof(tmp), ptr, k->string);
+            snprintf(ptr + n, len - n, "%s", tmp + n);
+        } else {
+            snprintf(ptr + n, len - n, "/%d", i);
+        }
+        if (js_duplicates(c, k, ptr, len) != JS_OK) {
+            return JS_ERR;
+        }
+        ptr[n] = '\0';
+    }
+    return JS_OK;
+}
+
+
 /* --- the shared rules ------------------------------------------------- */
 
 static void
@@ -3538,7 +3601,14 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     }
     js_buf(&c, &c.rules);
     js_buf(&c, &e);
-    rc = js_gen(&c, c.doc, "", &e);
+    {
+        char  ptr[512] = "";
+
+        rc = js_duplicates(&c, c.doc, ptr, sizeof(ptr));
+    }
+    if (rc == JS_OK) {
+        rc = js_gen(&c, c.doc, "", &e);
+    }
     if (rc == JS_EMPTY) {
         rc = js_fail(&c, "json_schema: the schema accepts no JSON value");
     }

@@ -212,7 +212,7 @@ test_emit(void)
        "number in [0, 1]");
     ok(has_line("{\"type\":\"number\",\"exclusiveMinimum\":0}",
                 "root ::= ( ( [1-9] | [1-9] [0-9]{1,15} ) ( \".\" [0-9]{1,16} "
-                ")? | \"0.\" [0-9]{0,15} [1-9] )"), "number > 0");
+                ")? | \"0.\" [0-9]{0,14} [1-9] )"), "number > 0");
 
     /* objects: properties in order, required ones there, optional ones
        may be left out, additional ones after */
@@ -421,6 +421,9 @@ test_refused(void)
            "JSON (near byte 7)", "not JSON");
     is_str(gbnf("[1]"), "ERR: json_schema: the schema at the root is not an "
            "object or a boolean", "not a schema");
+    is_str(gbnf("{\"properties\":{\"a\":{},\"b\":{\"type\":\"null\",\"type\":1}}}"),
+           "ERR: json_schema: the key 'type' is twice in the object at "
+           "/properties/b", "a key twice");
 }
 
 
@@ -1200,6 +1203,198 @@ test_corpus(void)
 }
 
 
+/* --- random schemas ------------------------------------------------------ */
+
+static unsigned  gen_seed = 99;
+
+static int
+rnd(int n)
+{
+    gen_seed = gen_seed * 1103515245 + 12345;
+    return (int) ((gen_seed >> 8) % (unsigned) n);
+}
+
+
+static void gen_schema(llm_strbuf *b, int depth);
+
+
+static void
+gen_put(llm_strbuf *b, const char *s)
+{
+    llm_strbuf_append(b, s, strlen(s));
+}
+
+
+static void
+gen_value(llm_strbuf *b)
+{
+    static const char *const v[] = {
+        "null", "true", "false", "0", "-3", "2.5", "\"a\"", "\"\"",
+        "\"x\\\"y\"", "\"\\u00e9\"", "[1,\"b\"]", "{\"k\":1}", "1e3",
+    };
+
+    gen_put(b, v[rnd(13)]);
+}
+
+
+/* one random schema of the keywords the converter enforces */
+static void
+gen_schema(llm_strbuf *b, int depth)
+{
+    static const char *const names[] = { "a", "ab", "b", "c\\\"", "d e" };
+    static const char *const pats[] = {
+        "^[a-c]+$", "x", "^\\\\d{2,3}-[^-]?$", "(ab|c)*$", "^.\\\\s\\\\w$",
+        "^\\\\\\\\[\\\"\\\\n]", "^[^a]{0,3}$", "^\\\\D\\\\W\\\\S$",
+    };
+    static const char *const fmts[] = {
+        "date", "time", "date-time", "uuid", "email"
+    };
+    char  tmp[160];
+    int   k = depth > 2 ? rnd(6) : rnd(13), i, n;
+
+    switch (k) {
+    case 0:
+        gen_put(b, "{\"type\":\"string\"");
+        if (rnd(3) == 0) {
+            snprintf(tmp, sizeof(tmp), ",\"pattern\":\"%s\"", pats[rnd(8)]);
+        } else if (rnd(2)) {
+            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(5)]);
+        } else {
+            n = rnd(4);
+            snprintf(tmp, sizeof(tmp), ",\"minLength\":%d,\"maxLength\":%d",
+                     n, n + rnd(4));
+        }
+        gen_put(b, tmp);
+        gen_put(b, "}");
+        break;
+    case 1: case 2:
+        n = rnd(41) - 20;
+        snprintf(tmp, sizeof(tmp), "{\"type\":\"%s\",\"%s\":%d,\"%s\":%d}",
+                 rnd(2) ? "integer" : "number",
+                 rnd(2) ? "minimum" : "exclusiveMinimum", n,
+                 rnd(2) ? "maximum" : "exclusiveMaximum", n + rnd(30));
+        gen_put(b, tmp);
+        break;
+    case 3:
+        gen_put(b, rnd(2) ? "{\"type\":[\"boolean\",\"null\"]}"
+                          : "{\"type\":\"number\"}");
+        break;
+    case 4:
+        gen_put(b, "{\"enum\":[");
+        for (i = 0, n = 1 + rnd(4); i < n; i++) {
+            gen_put(b, i ? "," : "");
+            gen_value(b);
+        }
+        gen_put(b, "]}");
+        break;
+    case 5:
+        gen_put(b, "{\"const\":");
+        gen_value(b);
+        gen_put(b, "}");
+        break;
+    case 6: case 7: case 8:
+        gen_put(b, "{\"type\":\"object\",\"properties\":{");
+        n = rnd(4);
+        for (i = 0; i < n; i++) {
+            snprintf(tmp, sizeof(tmp), "%s\"%s\":", i ? "," : "", names[i + rnd(2)]);
+            gen_put(b, tmp);
+            gen_schema(b, depth + 1);
+        }
+        gen_put(b, "}");
+        if (n && rnd(2)) {
+            snprintf(tmp, sizeof(tmp), ",\"required\":[\"%s\"]", names[rnd(2)]);
+            gen_put(b, tmp);
+        }
+        i = rnd(4);
+        if (i == 1) {
+            gen_put(b, ",\"additionalProperties\":false");
+        } else if (i == 2) {
+            gen_put(b, ",\"additionalProperties\":");
+            gen_schema(b, depth + 1);
+        } else if (i == 3 && n == 0) {
+            snprintf(tmp, sizeof(tmp), ",\"additionalProperties\":{\"type\":"
+                     "\"integer\"},\"maxProperties\":%d,\"minProperties\":%d",
+                     1 + rnd(3), rnd(2));
+            gen_put(b, tmp);
+        }
+        gen_put(b, "}");
+        break;
+    case 9:
+        gen_put(b, "{\"type\":\"array\"");
+        if (rnd(2)) {
+            gen_put(b, ",\"prefixItems\":[");
+            gen_schema(b, depth + 1);
+            if (rnd(2)) {
+                gen_put(b, ",");
+                gen_schema(b, depth + 1);
+            }
+            gen_put(b, "]");
+        }
+        if (rnd(3)) {
+            gen_put(b, ",\"items\":");
+            if (rnd(4) == 0) {
+                gen_put(b, "false");
+            } else {
+                gen_schema(b, depth + 1);
+            }
+        }
+        n = rnd(3);
+        snprintf(tmp, sizeof(tmp), ",\"minItems\":%d,\"maxItems\":%d}", n,
+                 n + rnd(4));
+        gen_put(b, tmp);
+        break;
+    case 10:
+        gen_put(b, rnd(2) ? "{\"anyOf\":[" : "{\"oneOf\":[");
+        gen_schema(b, depth + 1);
+        gen_put(b, ",");
+        gen_schema(b, depth + 1);
+        gen_put(b, "]}");
+        break;
+    case 11:
+        gen_put(b, "{\"allOf\":[");
+        gen_schema(b, depth + 1);
+        gen_put(b, ",");
+        gen_schema(b, depth + 1);
+        gen_put(b, "]}");
+        break;
+    default:
+        gen_put(b, "{\"$ref\":\"#/$defs/t\"}");
+        break;
+    }
+}
+
+
+/* random schemas (with a recursive $defs/t), for the walks */
+static int
+gen_schemas(int n)
+{
+    llm_strbuf  b;
+    char        err[512];
+    int         i, compiled = 0;
+
+    for (i = 0; i < n && n_walk_schemas < 4096; i++) {
+        llm_grammar  *g;
+
+        memset(&b, 0, sizeof(b));
+        gen_put(&b, "{\"$defs\":{\"t\":{\"type\":[\"array\",\"null\"],"
+                "\"items\":{\"$ref\":\"#/$defs/t\"},\"maxItems\":2}},\"allOf\":[");
+        gen_schema(&b, 0);
+        gen_put(&b, "]}");
+        g = compile(b.data, b.len, err, sizeof(err));
+        if (g != NULL) {
+            compiled++;
+            walk_schemas[n_walk_schemas++] = strdup(b.data);
+            llm_grammar_free(g);
+        } else if (strncmp(err, "json_schema: ", 13) != 0) {
+            printf("#   random schema refused by the engine: %s: %s\n",
+                   b.data, err);
+        }
+        llm_strbuf_free(&b);
+    }
+    return compiled;
+}
+
+
 /* --- random walks, checked by python jsonschema ------------------------- */
 
 /* one random text the grammar accepts, byte by byte; its length, or -1
@@ -1316,6 +1511,13 @@ test_walks(void)
     for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
         walk_schemas[n_walk_schemas++] = strdup(extra[i]);
     }
+    /* JSON_SCHEMA_SEED=n: other random schemas (to look for more) */
+    if (getenv("JSON_SCHEMA_SEED")) {
+        gen_seed = (unsigned) atoi(getenv("JSON_SCHEMA_SEED"));
+    }
+    k = gen_schemas(400);
+    printf("# 400 random schemas: %d compile\n", k);
+    ok(k >= 200, "%d random schemas compile", k);
     snprintf(out_path, sizeof(out_path), "%s/json_schema_walks.jsonl",
              build && build[0] ? build : "build");
     f = fopen(out_path, "w");
