@@ -2892,6 +2892,47 @@ js_dup_into(js_ctx *c, cJSON *obj, const char *key, const cJSON *v)
 }
 
 
+/* adds to an array a reference to v (no copy: a $ref inside stays where
+   it is, so its target is the one the memo knows) */
+static int
+js_ref_into(js_ctx *c, cJSON *arr, const cJSON *v)
+{
+    if (arr == NULL || !cJSON_AddItemReferenceToArray(arr, (cJSON *) v)) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    return JS_OK;
+}
+
+
+/* x, an {"allOf": [s]} a merge made, becomes a reference to s itself: a
+   recursive schema merged with something stays one rule, not an endless
+   copy */
+static void
+js_collapse(cJSON *parent, cJSON *x)
+{
+    cJSON  *all, *tmp, *r;
+
+    all = x ? cJSON_GetObjectItem(x, "allOf") : NULL;
+    if (all == NULL || x->child->next != NULL
+        || cJSON_GetArraySize(all) != 1)
+    {
+        return;
+    }
+    tmp = cJSON_CreateArray();
+    if (tmp == NULL || !cJSON_AddItemReferenceToArray(tmp, all->child)) {
+        cJSON_Delete(tmp);
+        return;
+    }
+    r = cJSON_DetachItemFromArray(tmp, 0);
+    cJSON_Delete(tmp);
+    if (cJSON_IsObject(parent)) {
+        cJSON_ReplaceItemInObjectCaseSensitive(parent, x->string, r);
+    } else {
+        cJSON_ReplaceItemViaPointer(parent, x, r);
+    }
+}
+
+
 /* adds a schema to name's list in the merged properties: a list of one is
    the schema, of more an allOf */
 static int
@@ -2908,14 +2949,8 @@ js_prop_add(js_ctx *c, cJSON *props, const char *name, const cJSON *v)
         }
         cur = all;
     }
-    d = cJSON_Duplicate(v, 1);
-    if (d == NULL
-        || !cJSON_AddItemToArray(cJSON_GetObjectItem(cur, "allOf"), d))
-    {
-        cJSON_Delete(d);
-        return js_fail(c, "json_schema: out of memory");
-    }
-    return JS_OK;
+    (void) d;
+    return js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), v);
 }
 
 
@@ -2999,15 +3034,15 @@ js_merge_items(js_ctx *c, js_branches *br, cJSON *m, const char *ptr)
         for (i = 0; i < br->n; i++) {
             x = j < cJSON_GetArraySize(pre[i]) ? cJSON_GetArrayItem(pre[i], j)
                                                 : tail[i];
-            if (x && js_dup_into(c, cJSON_GetObjectItem(all, "allOf"), NULL,
-                                 x) != JS_OK)
+            if (x && js_ref_into(c, cJSON_GetObjectItem(all, "allOf"), x)
+                != JS_OK)
             {
                 return JS_ERR;
             }
         }
     }
     for (i = 0; i < br->n && t; i++) {
-        if (tail[i] && js_dup_into(c, cJSON_GetObjectItem(t, "allOf"), NULL,
+        if (tail[i] && js_ref_into(c, cJSON_GetObjectItem(t, "allOf"),
                                    tail[i]) != JS_OK)
         {
             return JS_ERR;
@@ -3020,7 +3055,7 @@ js_merge_items(js_ctx *c, js_branches *br, cJSON *m, const char *ptr)
 static int
 js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
 {
-    cJSON        *m, *props, *req, *all, *v;
+    cJSON        *m, *props, *req, *all, *v, *next_v;
     const cJSON  *s, *k, *p, *ap;
     int           i, j, mask = T_ALL, tm, seen_types = 0, rc;
 
@@ -3092,12 +3127,10 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
                     return js_fail(c, "json_schema: allOf at %s: cannot "
                                    "merge two array 'items'", js_at(ptr));
                 }
-                v = cJSON_Duplicate(k, 1);
-                if (v == NULL || !cJSON_AddItemToArray(
-                        cJSON_GetObjectItem(cur, "allOf"), v))
+                if (js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), k)
+                    != JS_OK)
                 {
-                    cJSON_Delete(v);
-                    return js_fail(c, "json_schema: out of memory");
+                    return JS_ERR;
                 }
             } else if (js_in(js_mins, n) || js_in(js_maxs, n)
                        || strcmp(n, "exclusiveMinimum") == 0
@@ -3240,6 +3273,17 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
             return js_fail(c, "json_schema: allOf at %s: the types leave "
                            "non-integer numbers only", js_at(ptr));
         }
+    }
+    for (v = props->child; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(props, v);
+    }
+    js_collapse(m, cJSON_GetObjectItem(m, "additionalProperties"));
+    js_collapse(m, cJSON_GetObjectItem(m, "items"));
+    v = cJSON_GetObjectItem(m, "prefixItems");
+    for (v = v ? v->child : NULL; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(cJSON_GetObjectItem(m, "prefixItems"), v);
     }
     if (props->child == NULL) {
         cJSON_DeleteItemFromObject(m, "properties");

@@ -557,6 +557,11 @@ test_match(void)
         "+{\"a\":1,\"b\":\"x\"}", "-{\"a\":1}", "-{\"b\":\"x\"}",
         "-{\"a\":1,\"b\":\"x\",\"c\":1}", NULL
     };
+    static const char *const rec_allof[] = {
+        "+null", "+[null]", "+[[null,[]],[[[]]]]", "-[]", "-[1]",
+        "-[null,null,null,null]", "+[[],[],[]]", "-[[[null,null,null,null]]]",
+        NULL
+    };
     static const char *const json_obj[] = {
         "+{}", "+{\"a\":[1,{\"b\":null}],\"c\":\"d\"}", "-[]", "-1", NULL
     };
@@ -600,6 +605,9 @@ test_match(void)
            "allOf: additionalProperties false of one schema applies to the "
            "other's properties");
     check("{\"type\":\"object\"}", json_obj);
+    check("{\"$defs\":{\"t\":{\"type\":[\"array\",\"null\"],\"items\":{\"$ref\":"
+          "\"#/$defs/t\"},\"maxItems\":3}},\"allOf\":[{\"$ref\":\"#/$defs/t\"},"
+          "{\"minItems\":1}]}", rec_allof);
 }
 
 
