@@ -981,6 +981,7 @@ js_gen_number(js_ctx *c, const cJSON *s, const char *ptr, int integer,
 typedef struct {
     uint32_t    lo[RE_MAX_RANGES], hi[RE_MAX_RANGES];
     int         n;
+    int         over;       /* more were added than fit */
 } re_class;
 
 typedef struct {
@@ -1036,7 +1037,41 @@ re_add(re_class *k, uint32_t lo, uint32_t hi)
         k->lo[k->n] = lo;
         k->hi[k->n] = hi;
         k->n++;
+    } else {
+        k->over = 1;
     }
+}
+
+
+/* sorted, overlapping and adjacent ranges merged */
+static void
+re_normalize(re_class *k)
+{
+    uint32_t  lo, hi;
+    int       i, j, n = 0;
+
+    for (i = 1; i < k->n; i++) {
+        lo = k->lo[i];
+        hi = k->hi[i];
+        for (j = i; j > 0 && k->lo[j - 1] > lo; j--) {
+            k->lo[j] = k->lo[j - 1];
+            k->hi[j] = k->hi[j - 1];
+        }
+        k->lo[j] = lo;
+        k->hi[j] = hi;
+    }
+    for (i = 0; i < k->n; i++) {
+        if (n > 0 && k->lo[i] <= k->hi[n - 1] + 1) {
+            if (k->hi[i] > k->hi[n - 1]) {
+                k->hi[n - 1] = k->hi[i];
+            }
+            continue;
+        }
+        k->lo[n] = k->lo[i];
+        k->hi[n] = k->hi[i];
+        n++;
+    }
+    k->n = n;
 }
 
 
@@ -1082,6 +1117,7 @@ re_ascii_but(re_class *k, void (*what)(re_class *))
     int       i, in, open = 0;
 
     x.n = 0;
+    x.over = 0;
     what(&x);
     for (ch = 0x20; ch <= 0x7f; ch++) {
         in = ch == 0x7f;
@@ -1277,6 +1313,11 @@ re_emit_class(js_re *r, llm_strbuf *b, re_class *k, int negated)
     uint32_t    lo, hi, ch;
     int         i, n_esc = 0, n_cls = 0, has_q = 0, has_bs = 0;
 
+    re_normalize(k);
+    if (k->over || k->n > RE_MAX_RANGES - 8) {
+        /* the engine's cap on a class's ranges, with ours added */
+        return re_fail(r, "a class with too many ranges");
+    }
     js_buf(c, &cls);
     js_buf(c, &esc);
     js_put(c, &cls, negated ? "[^" : "[");
@@ -1375,6 +1416,7 @@ re_class_parse(js_re *r, llm_strbuf *b)
     int       negated = 0, sh, first = 1;
 
     k.n = 0;
+    k.over = 0;
     if (r->p < r->end && *r->p == '^') {
         negated = 1;
         r->p++;
@@ -1450,24 +1492,28 @@ re_braces(js_re *r, long *min, long *max)
     const char  *p = r->p + 1;
     char        *q;
 
+    long         lo, hi;
+
     if (p >= r->end || *p < '0' || *p > '9') {
         return 0;
     }
-    *min = strtol(p, &q, 10);
-    *max = *min;
+    lo = strtol(p, &q, 10);
+    hi = lo;
     if (*q == ',') {
         q++;
         if (*q == '}') {
-            *max = -1;
+            hi = -1;
         } else if (*q >= '0' && *q <= '9') {
-            *max = strtol(q, &q, 10);
+            hi = strtol(q, &q, 10);
         } else {
             return 0;
         }
     }
     if (*q != '}') {
-        return 0;
+        return 0;       /* a literal '{' (as ECMA's Annex B reads it) */
     }
+    *min = lo;
+    *max = hi;
     r->p = q + 1;
     return 1;
 }
@@ -1485,6 +1531,7 @@ re_atom(js_re *r, llm_strbuf *b)
     int        sh;
 
     k.n = 0;
+    k.over = 0;
     switch (*r->p) {
     case '(':
         r->p++;
@@ -1812,6 +1859,7 @@ js_not_keys(js_ctx *c, llm_strbuf *b, js_key *keys, int n, int d)
     int       i, j, alts = 0, ends_here = 0;
 
     diverge.n = 0;
+    diverge.over = 0;
     js_put(c, b, "( ");
     for (i = 0; i < n; i = j) {
         if (keys[i].len == d) {
@@ -1828,14 +1876,21 @@ js_not_keys(js_ctx *c, llm_strbuf *b, js_key *keys, int n, int d)
         re_char_lit(c, b, keys[i].cp[d]);
         js_put(c, b, " ");
         js_not_keys(c, b, keys + i, j - i, d + 1);
-        if (diverge.n < RE_MAX_RANGES) {
-            re_add(&diverge, keys[i].cp[d], keys[i].cp[d]);
-        }
+        re_add(&diverge, keys[i].cp[d], keys[i].cp[d]);
     }
     js_put(c, b, alts++ ? " | " : "");
     js_put(c, b, "[^");
+    re_normalize(&diverge);
+    if (diverge.over || diverge.n > RE_MAX_RANGES - 8) {
+        js_fail(c, "json_schema: property names begin with too many "
+                "different characters after a shared prefix");
+    }
     for (i = 0; i < diverge.n; i++) {
         re_class_cp(c, b, diverge.lo[i]);
+        if (diverge.hi[i] > diverge.lo[i]) {
+            js_put(c, b, "-");
+            re_class_cp(c, b, diverge.hi[i]);
+        }
     }
     js_put(c, b, "\"\\\\\\x00-\\x1f] ");
     js_need(c, b, N_KCHAR, "kchar");
@@ -3510,6 +3565,63 @@ js_duplicates(js_ctx *c, const cJSON *v, char *ptr, size_t len)
 }
 
 
+/*
+ * The schema text before cJSON reads it: UTF-8 (the grammar's literals are
+ * its bytes), no control bytes (cJSON lets them into strings, JSON does
+ * not), no \u0000 (a C string would cut the name there: "a\u0000b" would
+ * become the property "a").
+ */
+static int
+js_check_text(js_ctx *c, const char *schema, size_t len)
+{
+    const unsigned char  *p = (const unsigned char *) schema;
+    size_t                i, n, k, bs = 0;
+    uint32_t              cp;
+
+    for (i = 0; i < len; i += n) {
+        n = 1;
+        if (p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') {
+            return js_fail(c, "json_schema: the schema has a control byte "
+                           "(0x%02x at byte %zu)", p[i], i);
+        }
+        if (p[i] == '\\') {
+            if (bs % 2 == 0 && len - i >= 6 && memcmp(p + i, "\\u0000", 6) == 0)
+            {
+                return js_fail(c, "json_schema: the schema has \\u0000 (at "
+                               "byte %zu)", i);
+            }
+            bs++;
+            continue;
+        }
+        bs = 0;
+        if (p[i] < 0x80) {
+            continue;
+        }
+        n = p[i] >= 0xf0 ? 4 : p[i] >= 0xe0 ? 3 : p[i] >= 0xc2 ? 2 : 0;
+        if (n == 0 || p[i] > 0xf4 || i + n > len) {
+            goto bad;
+        }
+        cp = p[i] & (0xff >> (n + 1));
+        for (k = 1; k < n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) {
+                goto bad;
+            }
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000
+            || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        {
+            goto bad;
+        }
+    }
+    return JS_OK;
+
+bad:
+    return js_fail(c, "json_schema: the schema is not valid UTF-8 (at byte "
+                   "%zu)", i);
+}
+
+
 /* --- the shared rules ------------------------------------------------- */
 
 static void
@@ -3630,6 +3742,9 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     }
     if (max_ws < 0) {
         return js_fail(&c, "json_schema: max_ws %d is negative", max_ws);
+    }
+    if (js_check_text(&c, schema, len) != JS_OK) {
+        return -1;
     }
     end = NULL;
     c.doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);

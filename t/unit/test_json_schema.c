@@ -395,6 +395,10 @@ test_refused(void)
            "ERR: json_schema: pattern at the root: ^ and $ are supported only "
            "at the ends of the pattern's top-level alternatives (at offset 1)",
            "pattern: ^ inside");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"^a{8,5/$\"}"),
+           "root ::= \"\\\"\" ( \"a\" \"{\" \"8\" \",\" \"5\" \"/\" ) \"\\\"\"\n",
+           "pattern: a '{' that is no quantifier is a literal (found by "
+           "fuzzing)");
     is_str(gbnf("{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":3}"),
            "ERR: json_schema: 'pattern' with minLength/maxLength at the root "
            "is not supported", "pattern with maxLength");
@@ -421,6 +425,16 @@ test_refused(void)
            "JSON (near byte 7)", "not JSON");
     is_str(gbnf("[1]"), "ERR: json_schema: the schema at the root is not an "
            "object or a boolean", "not a schema");
+    is_str(gbnf("{\"enum\":[\"\xc3\"]}"), "ERR: json_schema: the schema is "
+           "not valid UTF-8 (at byte 10)", "not UTF-8");
+    is_str(gbnf("{\"enum\":[\"\xed\xa0\x80\"]}"), "ERR: json_schema: the "
+           "schema is not valid UTF-8 (at byte 10)", "a surrogate in UTF-8");
+    is_str(gbnf("{\"enum\":[\"\x01\"]}"), "ERR: json_schema: the schema has "
+           "a control byte (0x01 at byte 10)", "a control byte in a string");
+    is_str(gbnf("{\"properties\":{\"a\\u0000b\":{}}}"), "ERR: json_schema: "
+           "the schema has \\u0000 (at byte 17)", "\\u0000");
+    ok(strncmp(gbnf("{\"enum\":[\"a\\\\u0000\"]}"), "root ::= ", 9) == 0,
+       "an escaped backslash before u0000 is fine");
     is_str(gbnf("{\"properties\":{\"a\":{},\"b\":{\"type\":\"null\",\"type\":1}}}"),
            "ERR: json_schema: the key 'type' is twice in the object at "
            "/properties/b", "a key twice");
@@ -438,7 +452,7 @@ test_caps(void)
     memset(&out, 0, sizeof(out));
     out.max = 200;
     is_int(llm_json_schema_to_gbnf("{\"type\":\"object\",\"properties\":{\"a\":"
-                                   "{\"type\":\"string\"}}}", 55, "root", 1, &out,
+                                   "{\"type\":\"string\"}}}", 54, "root", 1, &out,
                                    err, sizeof(err)), -1, "over out->max");
     is_str(err, "json_schema: the grammar would be over 200 bytes",
            "its error");
@@ -458,6 +472,19 @@ test_caps(void)
     ok(strstr(gbnf(deep), "ERR: json_schema: the schema at /items/items/")
        && strstr(gbnf(deep), "is nested deeper than 64"),
        "100 nested schemas: an error");
+    free(deep);
+
+    /* 130 names with different first characters: over the engine's
+       ranges in a class, an error (not a name left out of the class) */
+    deep = malloc(20000);
+    n = sprintf(deep, "{\"type\":\"object\",\"properties\":{");
+    for (i = 0; i < 130; i++) {
+        n += sprintf(deep + n, "%s\"\\u%04x\":{}", i ? "," : "", 0x100 + 2 * i);
+    }
+    sprintf(deep + n, "}}");
+    is_str(gbnf(deep), "ERR: json_schema: property names begin with too many "
+           "different characters after a shared prefix",
+           "130 names beginning differently: refused");
     free(deep);
 
     is_str(gbnf("{\"type\":\"string\",\"maxLength\":1001}"),
