@@ -248,7 +248,7 @@ FUZZ_SECS   ?= 30
 # make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
 # seconds of each slow one (7,000-20,000 executions a second here)
 FUZZ_RUNS      ?= 10000000
-FUZZ_SLOW      := chat jinja tokenizer
+FUZZ_SLOW      := chat jinja tokenizer json_schema
 FUZZ_SLOW_SECS ?= $(or $(SECS),600)
 # undefined behaviour stops a run as a crash does
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
