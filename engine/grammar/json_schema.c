@@ -385,7 +385,11 @@ js_noop(const cJSON *s, const cJSON *k)
     const char  *n = k->string;
 
     if (strcmp(n, "uniqueItems") == 0) {
-        return cJSON_IsFalse(k);
+        const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+
+        /* true constrains nothing on arrays of at most one element */
+        return cJSON_IsFalse(k)
+               || (cJSON_IsNumber(mx) && mx->valuedouble <= 1);
     }
     if (strcmp(n, "if") == 0) {
         return !cJSON_HasObjectItem(s, "then")

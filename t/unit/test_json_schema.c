@@ -353,6 +353,8 @@ test_refused(void)
     is_str(gbnf("{\"uniqueItems\":false,\"then\":{},\"patternProperties\":{},"
                 "\"type\":\"null\"}"), "root ::= \"null\"\n",
            "no-op values of refused keywords are accepted");
+    ok(strncmp(gbnf("{\"type\":\"array\",\"uniqueItems\":true,\"maxItems\":1}"),
+               "root ::= ", 9) == 0, "uniqueItems with maxItems 1: a no-op");
     is_str(gbnf("{\"items\":[{\"$ref\":\"other.json#/a\"}]}"),
            "ERR: json_schema: unsupported keyword '$ref' at /items/0: only "
            "references inside the schema ('#/...') are supported, not "
