@@ -164,9 +164,14 @@ row(const char *name, samples *ct, samples *mt, const char *note)
 {
     double  c50 = pct(ct, 0.5), c99 = pct(ct, 0.99);
     double  m50 = pct(mt, 0.5), m99 = pct(mt, 0.99), mmax = pct(mt, 1.0);
+    double  sum = 0;
+    int     i;
 
-    printf("%-22s %9.1f %9.1f %9d %9.1f %9.1f %9.1f  %s\n", name, c50, c99,
-           mt->n, m50, m99, mmax, note);
+    for (i = 0; i < mt->n; i++) {
+        sum += mt->v[i];
+    }
+    printf("%-22s %9.1f %9.1f %9d %9.1f %9.1f %9.1f %9.1f  %s\n", name, c50,
+           c99, mt->n, m50, m99, mmax, mt->n ? sum / mt->n : 0.0, note);
 }
 
 
@@ -389,10 +394,11 @@ main(int argc, char **argv)
     printf("vocabulary: %d tokens, trie of %d nodes built in %.1f ms\n",
            vocab->n_vocab, vocab->n_nodes,
            (double) (llm_grammar_now_ns() - t0) / 1e6);
-    printf("%-22s %9s %9s %9s %9s %9s %9s\n", "grammar", "comp p50",
-           "comp p99", "masks", "mask p50", "mask p99", "mask max");
-    printf("%-22s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
-           "(us)", "(us)", "(us)");
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "grammar", "comp p50",
+           "comp p99", "masks", "mask p50", "mask p99", "mask max",
+           "mean");
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
+           "(us)", "(us)", "(us)", "(us)");
     for (gi = 0; gi < N(grammars); gi++) {
         const bench_grammar  *b = &grammars[gi];
         samples               ct = { 0 }, mt = { 0 };

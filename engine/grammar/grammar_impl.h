@@ -76,6 +76,9 @@ struct llm_grammar_vocab {
     int32_t    *tok_begin;          /* tokens of node i: */
     int32_t    *tok_end;            /*   sorted[tok_begin .. tok_end) */
     int32_t    *sorted;             /* token ids by their bytes */
+    int32_t    *first_tok;          /* [n_nodes + 1]: the tokens of node
+                                       i's subtree are sorted[first_tok[i]
+                                       .. first_tok[i + size[i]]) */
     int         max_depth;
     int32_t    *stop;               /* stop token ids */
     int         n_stop;

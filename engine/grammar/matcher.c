@@ -14,8 +14,13 @@
  * (a few per matcher, evicted round-robin): a mask is one walk of the
  * vocabulary's depth-first trie (vocab.c), each trie edge one array load
  * once its transition is known, a dead byte skipping the whole subtree.
- * History is the list of states, so rollback is a pointer move and gives
- * back exactly the masks it had.
+ * A state's mask is the union of its stacks' local masks: the mask of a
+ * stack cut below its top LOCAL_DEPTH nodes, cached per cut stack, so
+ * that a string in any context costs one trie walk per matcher; the
+ * subtrees a cut stack could not decide (its rule ended, the rest of the
+ * stack matters) are walked from the full state. History is the list of
+ * states, so rollback is a pointer move and gives back exactly the masks
+ * it had.
  *
  * defines: llm_matcher_new, llm_matcher_free, llm_matcher_mask,
  *          llm_matcher_mask_nocache, llm_matcher_accept,
@@ -33,12 +38,29 @@
 #define MASK_SLOTS    128       /* cached masks per matcher */
 #define MAX_STATES    (1 << 20)
 #define MAX_WORK      200000    /* expansions per step */
+#define LOCAL_DEPTH   3         /* stack nodes a local mask depends on */
+#define LOCAL_SLOTS   64        /* cached local masks per matcher */
+#define NODE_BOUNDARY 1         /* bottom of a truncated stack */
 
 
 typedef struct {
     int32_t     pos;
     int32_t     parent;
+    int32_t     local;          /* its local mask's slot, or -1 */
 } mnode;
+
+/*
+ * The mask of one stack truncated to its top LOCAL_DEPTH nodes: what it
+ * allows whatever lies below (accepted), and the trie subtrees that died
+ * only after the truncated stack ran out (unsure: the full state decides
+ * them). xgrammar's context-independent tokens, per truncated stack.
+ */
+typedef struct {
+    uint32_t   *accepted;
+    int32_t    *unsure;         /* trie nodes */
+    int32_t     n_unsure, cap_unsure;
+    int32_t     key;            /* the truncated stack's node, or -1 */
+} mlocal;
 
 typedef struct {
     int32_t     off;            /* the stacks: pool[off .. off + len) */
@@ -46,6 +68,7 @@ typedef struct {
     int32_t    *next;           /* [256] or NULL; SID_UNKNOWN until known */
     int32_t     slot;           /* cached mask, or -1 */
     uint8_t     can_end;
+    uint8_t     at_boundary;    /* a truncated stack ran out here */
     uint8_t     has_token;      /* some top is a named token */
 } mstate;
 
@@ -79,6 +102,10 @@ struct llm_matcher {
     int32_t     slot_sid[MASK_SLOTS];
     int32_t     slot_count[MASK_SLOTS];
     int         slot_next;
+
+    mlocal      locals[LOCAL_SLOTS];
+    int         local_next;
+    uint8_t    *bflag;          /* per trie depth: a boundary was passed */
 };
 
 
@@ -160,6 +187,7 @@ node_get(llm_matcher *m, int32_t pos, int32_t parent)
     id = m->n_nodes++;
     m->nodes[id].pos = pos;
     m->nodes[id].parent = parent;
+    m->nodes[id].local = -1;
     m->node_hash[h] = id + 1;
     if ((uint32_t) m->n_nodes * 2 > m->node_hmask && node_rehash(m) != 0) {
         m->overflow = 1;
@@ -204,6 +232,9 @@ expand(llm_matcher *m, int32_t pos, int32_t parent)
         case GE_ALT:
             if (parent < 0) {
                 return push_tmp(m, 0);
+            }
+            if (parent == NODE_BOUNDARY) {
+                return push_tmp(m, NODE_BOUNDARY);
             }
             pos = m->nodes[parent].pos;
             parent = m->nodes[parent].parent;
@@ -341,9 +372,13 @@ state_get(llm_matcher *m)
     s->next = NULL;
     s->slot = -1;
     s->can_end = set[0] == 0;
+    s->at_boundary = set[0] == NODE_BOUNDARY
+                     || (n > 1 && set[1] == NODE_BOUNDARY);
     s->has_token = 0;
     for (i = 0; i < n; i++) {
-        if (set[i] != 0 && g->el[m->nodes[set[i]].pos].type == GE_TOKEN) {
+        if (set[i] > NODE_BOUNDARY
+            && g->el[m->nodes[set[i]].pos].type == GE_TOKEN)
+        {
             s->has_token = 1;
         }
     }
@@ -368,7 +403,7 @@ step(llm_matcher *m, int32_t sid, int type, int32_t c)
     m->work = 0;
     for (i = 0; i < m->st[sid].len; i++) {
         node = m->pool[m->st[sid].off + i];
-        if (node == 0) {
+        if (node <= NODE_BOUNDARY) {
             continue;
         }
         e = &g->el[m->nodes[node].pos];
@@ -433,17 +468,24 @@ llm_matcher_new(const llm_grammar *g)
     m->st_hash = calloc(m->st_hmask + 1, sizeof(int32_t));
     m->walk = malloc((size_t) ((m->v ? m->v->max_depth : 0) + 1)
                      * sizeof(int32_t));
+    m->bflag = malloc((size_t) (m->v ? m->v->max_depth : 0) + 1);
     if (m->node_hash == NULL || m->st_hash == NULL || m->walk == NULL
-        || grow((void **) &m->nodes, &m->cap_nodes, 1, sizeof(mnode)) != 0)
+        || m->bflag == NULL
+        || grow((void **) &m->nodes, &m->cap_nodes, 2, sizeof(mnode)) != 0)
     {
         llm_matcher_free(m);
         return NULL;
     }
     m->nodes[0].pos = -1;               /* the accept node */
     m->nodes[0].parent = -1;
-    m->n_nodes = 1;
+    m->nodes[0].local = -1;
+    m->nodes[1] = m->nodes[0];          /* NODE_BOUNDARY */
+    m->n_nodes = 2;
     for (a = 0; a < MASK_SLOTS; a++) {
         m->slot_sid[a] = -1;
+    }
+    for (a = 0; a < LOCAL_SLOTS; a++) {
+        m->locals[a].key = -1;
     }
     m->work = 0;
     for (a = g->alt_first[g->root]; a < g->alt_first[g->root + 1]; a++) {
@@ -481,7 +523,12 @@ llm_matcher_free(llm_matcher *m)
     free(m->tmp);
     free(m->hist);
     free(m->walk);
+    free(m->bflag);
     free(m->slots);
+    for (i = 0; i < LOCAL_SLOTS; i++) {
+        free(m->locals[i].accepted);
+        free(m->locals[i].unsure);
+    }
     free(m);
 }
 
@@ -499,25 +546,31 @@ set_bit(uint32_t *mask, int32_t id)
 }
 
 
-/* the walk of the trie from sid */
-static int
-compute_mask(llm_matcher *m, int32_t sid, uint32_t *mask)
+static int32_t
+next_of(llm_matcher *m, int32_t s, uint8_t c)
+{
+    const int32_t  *next = m->st[s].next;
+    int32_t         nx;
+
+    if (next == NULL || (nx = next[c]) == SID_UNKNOWN) {
+        nx = step_byte(m, s, c);
+    }
+    return nx;
+}
+
+
+/* sets the tokens of trie nodes [i0, i1) reachable from m->walk[depth of
+   i0 - 1], a subtree skipped as soon as its first byte is dead */
+static void
+walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
 {
     const llm_grammar_vocab  *v = m->v;
-    const int32_t            *next;
-    int32_t                   i, n, s, nx, t, node;
-    int                       d, count = 0;
+    int32_t                   i, nx, t;
+    int                       d;
 
-    memset(mask, 0, (size_t) m->n_words * 4);
-    m->walk[0] = sid;
-    n = v->n_nodes;
-    for (i = 1; i < n; ) {
+    for (i = i0; i < i1; ) {
         d = v->depth[i];
-        s = m->walk[d - 1];
-        next = m->st[s].next;
-        if (next == NULL || (nx = next[v->byte[i]]) == SID_UNKNOWN) {
-            nx = step_byte(m, s, v->byte[i]);
-        }
+        nx = next_of(m, m->walk[d - 1], v->byte[i]);
         if (nx < 0) {
             i += v->size[i];
             continue;
@@ -525,30 +578,197 @@ compute_mask(llm_matcher *m, int32_t sid, uint32_t *mask)
         m->walk[d] = nx;
         for (t = v->tok_begin[i]; t < v->tok_end[i]; t++) {
             set_bit(mask, v->sorted[t]);
-            count++;
         }
         i++;
     }
+}
+
+
+/* the walk of a truncated stack's state: accepted tokens, unsure roots */
+static int
+walk_local(llm_matcher *m, int32_t lsid, mlocal *L)
+{
+    const llm_grammar_vocab  *v = m->v;
+    int32_t                   i, nx, t, n = v->n_nodes;
+    int                       d;
+
+    memset(L->accepted, 0, (size_t) m->n_words * 4);
+    L->n_unsure = 0;
+    m->walk[0] = lsid;
+    m->bflag[0] = 0;
+    for (i = 1; i < n; ) {
+        d = v->depth[i];
+        nx = next_of(m, m->walk[d - 1], v->byte[i]);
+        if (nx < 0) {
+            if (m->bflag[d - 1]) {
+                if (grow((void **) &L->unsure, &L->cap_unsure,
+                         L->n_unsure + 1, sizeof(int32_t)) != 0)
+                {
+                    return -1;
+                }
+                L->unsure[L->n_unsure++] = i;
+            }
+            i += v->size[i];
+            continue;
+        }
+        m->walk[d] = nx;
+        m->bflag[d] = m->bflag[d - 1] | m->st[nx].at_boundary;
+        for (t = v->tok_begin[i]; t < v->tok_end[i]; t++) {
+            set_bit(L->accepted, v->sorted[t]);
+        }
+        i++;
+    }
+    return 0;
+}
+
+
+/* the stack of node n cut below its top d nodes (bottom NODE_BOUNDARY) */
+static int32_t
+truncate_stack(llm_matcher *m, int32_t n, int d)
+{
+    int32_t  p;
+
+    if (n < 0) {
+        return n;
+    }
+    if (d == 0) {
+        return NODE_BOUNDARY;
+    }
+    p = truncate_stack(m, m->nodes[n].parent, d - 1);
+    if (p == m->nodes[n].parent || m->overflow) {
+        return n;
+    }
+    return node_get(m, m->nodes[n].pos, p);
+}
+
+
+static mlocal *
+local_get(llm_matcher *m, int32_t key)
+{
+    mlocal   *L;
+    int32_t   lsid;
+    int       k = m->nodes[key].local;
+
+    if (k >= 0) {
+        return &m->locals[k];
+    }
+    k = m->local_next;
+    m->local_next = (k + 1) % LOCAL_SLOTS;
+    L = &m->locals[k];
+    if (L->key >= 0) {
+        m->nodes[L->key].local = -1;
+        L->key = -1;
+    }
+    if (L->accepted == NULL
+        && (L->accepted = malloc((size_t) m->n_words * 4)) == NULL)
+    {
+        return NULL;
+    }
+    m->n_tmp = 0;
+    if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0 || walk_local(m, lsid, L) != 0) {
+        return NULL;
+    }
+    L->key = key;
+    m->nodes[key].local = k;
+    return L;
+}
+
+
+/* named tokens where a top names one, stop tokens where it may end */
+static void
+mask_extras(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    const llm_grammar_vocab  *v = m->v;
+    const llm_gelem          *e;
+    int32_t                   i, node;
+
     if (m->st[sid].has_token) {
         for (i = 0; i < m->st[sid].len; i++) {
-            const llm_gelem  *e;
-
             node = m->pool[m->st[sid].off + i];
-            if (node == 0) {
+            if (node <= NODE_BOUNDARY) {
                 continue;
             }
             e = &m->g->el[m->nodes[node].pos];
             if (e->type == GE_TOKEN && e->val < v->n_vocab) {
-                count += set_bit(mask, e->val);
+                set_bit(mask, e->val);
             }
         }
     }
     if (m->st[sid].can_end) {
         for (i = 0; i < v->n_stop; i++) {
-            count += set_bit(mask, v->stop[i]);
+            set_bit(mask, v->stop[i]);
         }
     }
-    return count;
+}
+
+
+static int
+popcount_mask(const llm_matcher *m, const uint32_t *mask)
+{
+    int  i, n = 0;
+
+    for (i = 0; i < m->n_words; i++) {
+        n += __builtin_popcount(mask[i]);
+    }
+    return n;
+}
+
+
+/* the reference: one walk of the whole trie from the full state */
+static int
+compute_mask(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    memset(mask, 0, (size_t) m->n_words * 4);
+    m->walk[0] = sid;
+    walk_full(m, 1, m->v->n_nodes, mask);
+    mask_extras(m, sid, mask);
+    return popcount_mask(m, mask);
+}
+
+
+/*
+ * The fast way: the union of the stacks' local masks, plus the unsure
+ * subtrees walked from the full state (after the bytes that lead to
+ * them). Exact, as the union over stacks is what the full walk computes.
+ */
+static int
+compute_mask_split(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    const llm_grammar_vocab  *v = m->v;
+    const char               *p;
+    mlocal                   *L;
+    size_t                    len;
+    int32_t                   i, j, k, u, s, node, key;
+    int                       d;
+
+    memset(mask, 0, (size_t) m->n_words * 4);
+    for (i = 0; i < m->st[sid].len; i++) {
+        node = m->pool[m->st[sid].off + i];
+        if (node <= NODE_BOUNDARY) {
+            continue;
+        }
+        key = truncate_stack(m, node, LOCAL_DEPTH);
+        if (m->overflow || (L = local_get(m, key)) == NULL) {
+            return compute_mask(m, sid, mask);
+        }
+        for (k = 0; k < m->n_words; k++) {
+            mask[k] |= L->accepted[k];
+        }
+        for (j = 0; j < L->n_unsure; j++) {
+            u = L->unsure[j];
+            d = v->depth[u];
+            p = llm_token_piece(v->tok, v->sorted[v->first_tok[u]], &len);
+            for (s = sid, k = 0; k < d - 1 && s >= 0; k++) {
+                s = next_of(m, s, (uint8_t) p[k]);
+            }
+            if (s >= 0) {
+                m->walk[d - 1] = s;
+                walk_full(m, u, u + v->size[u], mask);
+            }
+        }
+    }
+    mask_extras(m, sid, mask);
+    return popcount_mask(m, mask);
 }
 
 
@@ -582,14 +802,14 @@ llm_matcher_mask(llm_matcher *m, uint32_t *mask)
     if (m->slots == NULL
         && (m->slots = malloc(bytes * MASK_SLOTS)) == NULL)
     {
-        return compute_mask(m, sid, mask);
+        return compute_mask_split(m, sid, mask);
     }
     k = m->slot_next;
     m->slot_next = (k + 1) % MASK_SLOTS;
     if (m->slot_sid[k] >= 0) {
         m->st[m->slot_sid[k]].slot = -1;
     }
-    m->slot_count[k] = compute_mask(m, sid, mask);
+    m->slot_count[k] = compute_mask_split(m, sid, mask);
     memcpy(m->slots + (size_t) k * m->n_words, mask, bytes);
     m->slot_sid[k] = sid;
     m->st[sid].slot = k;

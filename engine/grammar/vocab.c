@@ -47,8 +47,9 @@ vocab_alloc(llm_grammar_vocab *v, size_t n_nodes)
     v->size = malloc(n_nodes * sizeof(int32_t));
     v->tok_begin = malloc(n_nodes * sizeof(int32_t));
     v->tok_end = malloc(n_nodes * sizeof(int32_t));
+    v->first_tok = malloc((n_nodes + 1) * sizeof(int32_t));
     return v->byte && v->depth && v->size && v->tok_begin && v->tok_end
-           ? 0 : -1;
+           && v->first_tok ? 0 : -1;
 }
 
 
@@ -140,6 +141,12 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
         v->size[path[d]] = v->n_nodes - path[d];
     }
     v->size[0] = v->n_nodes;
+    /* depth-first order is the tokens' sorted order */
+    v->first_tok[v->n_nodes] = n_sorted;
+    for (i = v->n_nodes - 1; i >= 0; i--) {
+        v->first_tok[i] = v->tok_end[i] > 0 ? v->tok_begin[i]
+                                             : v->first_tok[i + 1];
+    }
     return v;
 
 oom:
@@ -163,5 +170,6 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
     free(v->size);
     free(v->tok_begin);
     free(v->tok_end);
+    free(v->first_tok);
     free(v);
 }
