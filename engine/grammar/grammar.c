@@ -260,9 +260,13 @@ flatten(llm_gbuild *b, int root)
     g->alt_first = malloc((size_t) (b->n_rules + 1) * sizeof(int32_t));
     g->alt_start = malloc((size_t) n_alt * sizeof(int32_t));
     g->sets = malloc((size_t) (b->n_sets ? b->n_sets : 1) * 32);
+    g->shared = calloc(1, sizeof(llm_gshared));
     if (g->el == NULL || g->rule_start == NULL || g->alt_first == NULL
-        || g->alt_start == NULL || g->sets == NULL)
+        || g->alt_start == NULL || g->sets == NULL || g->shared == NULL
+        || pthread_mutex_init(&g->shared->lock, NULL) != 0)
     {
+        free(g->shared);
+        g->shared = NULL;
         llm_grammar_free(g);
         goto oom;
     }
@@ -427,5 +431,18 @@ llm_grammar_free(llm_grammar *g)
     free(g->alt_first);
     free(g->alt_start);
     free(g->sets);
+    if (g->shared != NULL) {
+        int  i;
+
+        for (i = 0; i < LLM_GRAMMAR_SHARED * 2; i++) {
+            if (g->shared->slot[i] != NULL) {
+                free(g->shared->slot[i]->accepted);
+                free(g->shared->slot[i]->unsure);
+                free(g->shared->slot[i]);
+            }
+        }
+        pthread_mutex_destroy(&g->shared->lock);
+        free(g->shared);
+    }
     free(g);
 }

@@ -16,6 +16,7 @@
 #ifndef NGX_LLM_GRAMMAR_IMPL_H
 #define NGX_LLM_GRAMMAR_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,7 @@
 #define LLM_GRAMMAR_MAX_NEST     256        /* ( ( ( ... nesting */
 #define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
+#define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */
@@ -90,6 +92,24 @@ struct llm_grammar_vocab {
 #define TK_STOP     2   /* only where the grammar may end */
 #define TK_NONE     3   /* never (empty piece) */
 
+/*
+ * A local mask (matcher.c), kept by the grammar for every matcher of it:
+ * key is the cut stack's positions, top first (-1 past a short stack),
+ * then 1 when it was cut (0: it is the whole stack).
+ */
+typedef struct {
+    int32_t     key[4];
+    uint32_t   *accepted;
+    int32_t    *unsure;             /* trie nodes */
+    int32_t     n_unsure;
+} llm_glocal;
+
+typedef struct {
+    pthread_mutex_t   lock;
+    llm_glocal       *slot[LLM_GRAMMAR_SHARED * 2];   /* open addressing */
+    int               n;
+} llm_gshared;
+
 struct llm_grammar {
     const llm_grammar_vocab *vocab;
     llm_gelem  *el;
@@ -101,6 +121,7 @@ struct llm_grammar {
     int         root;
     uint8_t   (*sets)[32];
     int         n_sets;
+    llm_gshared *shared;            /* mutable, behind its lock */
 };
 
 uint64_t llm_grammar_now_ns(void);

@@ -50,15 +50,16 @@ typedef struct {
 } mnode;
 
 /*
- * The mask of one stack truncated to its top LOCAL_DEPTH nodes: what it
- * allows whatever lies below (accepted), and the trie subtrees that died
- * only after the truncated stack ran out (unsure: the full state decides
- * them). xgrammar's context-independent tokens, per truncated stack.
+ * The mask of one stack truncated to its top LOCAL_DEPTH nodes
+ * (llm_glocal): what it allows whatever lies below (accepted), and the
+ * trie subtrees that died only after the truncated stack ran out (unsure:
+ * the full state decides them). xgrammar's context-independent tokens,
+ * per truncated stack. The grammar keeps the first LLM_GRAMMAR_SHARED of
+ * them for all its matchers; a matcher owns the ones past that.
  */
 typedef struct {
-    uint32_t   *accepted;
-    int32_t    *unsure;         /* trie nodes */
-    int32_t     n_unsure, cap_unsure;
+    llm_glocal *l;
+    int         owned;
     int32_t     key;            /* the truncated stack's node, or -1 */
 } mlocal;
 
@@ -107,6 +108,9 @@ struct llm_matcher {
     int         local_next;
     uint8_t    *bflag;          /* per trie depth: a boundary was passed */
 };
+
+
+static void glocal_free(llm_glocal *l);
 
 
 static int
@@ -526,8 +530,9 @@ llm_matcher_free(llm_matcher *m)
     free(m->bflag);
     free(m->slots);
     for (i = 0; i < LOCAL_SLOTS; i++) {
-        free(m->locals[i].accepted);
-        free(m->locals[i].unsure);
+        if (m->locals[i].key >= 0 && m->locals[i].owned) {
+            glocal_free(m->locals[i].l);
+        }
     }
     free(m);
 }
@@ -586,10 +591,10 @@ walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
 
 /* the walk of a truncated stack's state: accepted tokens, unsure roots */
 static int
-walk_local(llm_matcher *m, int32_t lsid, mlocal *L)
+walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
 {
     const llm_grammar_vocab  *v = m->v;
-    int32_t                   i, nx, t, n = v->n_nodes;
+    int32_t                   i, nx, t, n = v->n_nodes, cap = 0;
     int                       d;
 
     memset(L->accepted, 0, (size_t) m->n_words * 4);
@@ -601,8 +606,8 @@ walk_local(llm_matcher *m, int32_t lsid, mlocal *L)
         nx = next_of(m, m->walk[d - 1], v->byte[i]);
         if (nx < 0) {
             if (m->bflag[d - 1]) {
-                if (grow((void **) &L->unsure, &L->cap_unsure,
-                         L->n_unsure + 1, sizeof(int32_t)) != 0)
+                if (grow((void **) &L->unsure, &cap, L->n_unsure + 1,
+                         sizeof(int32_t)) != 0)
                 {
                     return -1;
                 }
@@ -619,6 +624,52 @@ walk_local(llm_matcher *m, int32_t lsid, mlocal *L)
         i++;
     }
     return 0;
+}
+
+
+static uint32_t
+key_hash(const int32_t *k)
+{
+    return (hash2(k[0], k[1]) ^ hash2(k[2], k[3]) * 31u)
+           & (LLM_GRAMMAR_SHARED * 2 - 1);
+}
+
+
+/* the grammar's local mask of key, or NULL; adds l when it has none and
+   room (returns l then, and the grammar owns it) */
+static llm_glocal *
+shared_find_add(const llm_grammar *g, const int32_t *key, llm_glocal *l)
+{
+    llm_gshared  *sh = g->shared;
+    llm_glocal   *found = NULL;
+    uint32_t      h = key_hash(key);
+
+    pthread_mutex_lock(&sh->lock);
+    while (sh->slot[h] != NULL) {
+        if (memcmp(sh->slot[h]->key, key, 4 * sizeof(int32_t)) == 0) {
+            found = sh->slot[h];
+            break;
+        }
+        h = (h + 1) & (LLM_GRAMMAR_SHARED * 2 - 1);
+    }
+    if (found == NULL && l != NULL && sh->n < LLM_GRAMMAR_SHARED) {
+        sh->slot[h] = l;
+        sh->n++;
+        found = l;
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return found;
+}
+
+
+static void
+glocal_free(llm_glocal *l)
+{
+    if (l != NULL) {
+        free(l->accepted);
+        free(l->unsure);
+        free(l);
+    }
 }
 
 
@@ -642,35 +693,63 @@ truncate_stack(llm_matcher *m, int32_t n, int d)
 }
 
 
-static mlocal *
+static llm_glocal *
 local_get(llm_matcher *m, int32_t key)
 {
-    mlocal   *L;
-    int32_t   lsid;
-    int       k = m->nodes[key].local;
+    llm_glocal  *l, *found;
+    mlocal      *L;
+    int32_t      lsid, n, k4[4];
+    int          i, k = m->nodes[key].local;
 
     if (k >= 0) {
-        return &m->locals[k];
+        return m->locals[k].l;
+    }
+    /* the key: positions top first, then whether it was cut */
+    for (i = 0, n = key; i < 3; i++) {
+        k4[i] = n > NODE_BOUNDARY ? m->nodes[n].pos : -1;
+        n = n > NODE_BOUNDARY ? m->nodes[n].parent : n;
+    }
+    k4[3] = n == NODE_BOUNDARY;
+    l = shared_find_add(m->g, k4, NULL);
+    if (l == NULL) {
+        l = calloc(1, sizeof(*l));
+        if (l == NULL
+            || (l->accepted = malloc((size_t) m->n_words * 4)) == NULL)
+        {
+            glocal_free(l);
+            return NULL;
+        }
+        memcpy(l->key, k4, sizeof(k4));
+        m->n_tmp = 0;
+        if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
+            || walk_local(m, lsid, l) != 0)
+        {
+            glocal_free(l);
+            return NULL;
+        }
+        /* another matcher may have added it meanwhile: keep theirs */
+        found = shared_find_add(m->g, k4, l);
+        if (found != l) {
+            if (found != NULL) {
+                glocal_free(l);
+                l = found;
+            }
+        }
     }
     k = m->local_next;
     m->local_next = (k + 1) % LOCAL_SLOTS;
     L = &m->locals[k];
     if (L->key >= 0) {
         m->nodes[L->key].local = -1;
-        L->key = -1;
+        if (L->owned) {
+            glocal_free(L->l);
+        }
     }
-    if (L->accepted == NULL
-        && (L->accepted = malloc((size_t) m->n_words * 4)) == NULL)
-    {
-        return NULL;
-    }
-    m->n_tmp = 0;
-    if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0 || walk_local(m, lsid, L) != 0) {
-        return NULL;
-    }
+    L->l = l;
+    L->owned = shared_find_add(m->g, k4, NULL) != l;
     L->key = key;
     m->nodes[key].local = k;
-    return L;
+    return l;
 }
 
 
@@ -736,7 +815,7 @@ compute_mask_split(llm_matcher *m, int32_t sid, uint32_t *mask)
 {
     const llm_grammar_vocab  *v = m->v;
     const char               *p;
-    mlocal                   *L;
+    llm_glocal               *L;
     size_t                    len;
     int32_t                   i, j, k, u, s, node, key;
     int                       d;

@@ -12,6 +12,7 @@
 #include "grammar/grammar_impl.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,13 +475,15 @@ test_random_walks(void)
           "[\\u00e0-\\u00ff\\u4e00-\\u4e10])* \".\"", 0 },
         { LLM_CONSTRAINT_REGEX, "[A-Z][a-z]{2,8}( [a-z]{1,8}){0,6}\\.", 0 },
     };
-    uint32_t    *mask;
+    uint32_t    *mask, *ref;
     int32_t     *allowed;
     char         text[8192], err[256];
+    int          bad_cache = 0, n_cmp = 0;
     size_t       g_i, len;
     int          seed, step, n, k, bad = 0, bad_json = 0, walks = 0, ended;
 
     mask = malloc((size_t) n_words * 4);
+    ref = malloc((size_t) n_words * 4);
     allowed = malloc((size_t) n_vocab * sizeof(int32_t));
     for (g_i = 0; g_i < sizeof(gs) / sizeof(gs[0]); g_i++) {
         llm_grammar  *g = compile(gs[g_i].kind, gs[g_i].src, err,
@@ -500,6 +503,16 @@ test_random_walks(void)
                 int32_t  id;
 
                 n = llm_matcher_mask(m, mask);
+                if (step % 7 == 0) {
+                    /* the grammar's shared local masks (kept from the
+                       walks before) against a fresh full walk */
+                    n_cmp++;
+                    if (llm_matcher_mask_nocache(m, ref) != n
+                        || memcmp(ref, mask, (size_t) n_words * 4) != 0)
+                    {
+                        bad_cache++;
+                    }
+                }
                 if (n == 0 || llm_matcher_is_done(m)) {
                     ended = 1;
                     break;
@@ -589,8 +602,80 @@ test_random_walks(void)
     is_int(bad, 0, "random walks stay in the grammar");
     is_int(bad_json, 0, "random JSON walks parse as JSON (cJSON)");
     ok(walks >= 60, "%d walks ended and were checked", walks);
+    is_int(bad_cache, 0, "masks from shared local masks equal full walks "
+           "(%d steps)", n_cmp);
+    free(ref);
     free(mask);
     free(allowed);
+}
+
+
+typedef struct {
+    const llm_grammar  *g;
+    const int32_t      *ids;
+    int                 n;
+    int                 bad;
+} thread_arg;
+
+
+static void *
+thread_walk(void *p)
+{
+    thread_arg   *a = p;
+    uint32_t     *mask = malloc((size_t) n_words * 4);
+    uint32_t     *ref = malloc((size_t) n_words * 4);
+    int           r, i, c;
+
+    for (r = 0; r < 4; r++) {
+        llm_matcher  *m = llm_matcher_new(a->g);
+
+        for (i = 0; i < a->n; i++) {
+            c = llm_matcher_mask(m, mask);
+            if (i % 5 == r && (llm_matcher_mask_nocache(m, ref) != c
+                               || memcmp(ref, mask, (size_t) n_words * 4)))
+            {
+                a->bad++;
+            }
+            if (llm_matcher_accept(m, a->ids[i]) != 0) {
+                a->bad++;
+                break;
+            }
+        }
+        llm_matcher_free(m);
+    }
+    free(mask);
+    free(ref);
+    return NULL;
+}
+
+
+/* matchers of one grammar on several threads share its local masks */
+static void
+test_threads(void)
+{
+    llm_grammar  *g;
+    pthread_t     th[4];
+    thread_arg    a[4];
+    int32_t       ids[2048];
+    char          err[256];
+    int           n, i, bad = 0;
+
+    g = compile(LLM_CONSTRAINT_JSON_OBJECT, "", err, sizeof(err));
+    n = llm_tokenize(tok, doc, strlen(doc), 0, 0, ids, 2048);
+    for (i = 0; i < 4; i++) {
+        a[i].g = g;
+        a[i].ids = ids;
+        a[i].n = n;
+        a[i].bad = 0;
+        pthread_create(&th[i], NULL, thread_walk, &a[i]);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += a[i].bad;
+    }
+    is_int(bad, 0, "4 threads, one grammar: every mask exact, every token "
+           "accepted");
+    llm_grammar_free(g);
 }
 
 
@@ -621,6 +706,7 @@ main(void)
     test_special();
     test_json_walk();
     test_random_walks();
+    test_threads();
 
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);
