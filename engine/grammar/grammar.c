@@ -284,7 +284,9 @@ flatten(llm_gbuild *b, int root)
         g->el[k++].val = 0;
     }
     g->alt_first[b->n_rules] = a;
-    memcpy(g->sets, b->sets, (size_t) b->n_sets * 32);
+    if (b->n_sets > 0) {
+        memcpy(g->sets, b->sets, (size_t) b->n_sets * 32);
+    }
     g->n_sets = b->n_sets;
     g->n_el = n_el;
     g->n_rules = b->n_rules;
