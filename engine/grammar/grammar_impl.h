@@ -67,16 +67,22 @@ typedef struct {
     size_t      err_len;
 } llm_gbuild;
 
+/* a trie node, 16 bytes: the mask walk reads them in order */
+typedef struct {
+    uint8_t     byte;               /* the edge from its parent */
+    uint8_t     pad;
+    uint16_t    depth;
+    int32_t     size;               /* nodes in its subtree, itself too */
+    int32_t     tok_begin;          /* its own tokens: */
+    int32_t     tok_end;            /*   sorted[tok_begin .. tok_end) */
+} llm_tnode;
+
 struct llm_grammar_vocab {
     const llm_tokenizer *tok;
     int32_t     n_vocab;
-    /* trie in depth-first order: node i's subtree is [i, i + size[i]) */
+    /* trie in depth-first order: node i's subtree is [i, i + size) */
     int32_t     n_nodes;
-    uint8_t    *byte;
-    uint16_t   *depth;
-    int32_t    *size;
-    int32_t    *tok_begin;          /* tokens of node i: */
-    int32_t    *tok_end;            /*   sorted[tok_begin .. tok_end) */
+    llm_tnode  *node;
     int32_t    *sorted;             /* token ids by their bytes */
     int32_t    *first_tok;          /* [n_nodes + 1]: the tokens of node
                                        i's subtree are sorted[first_tok[i]

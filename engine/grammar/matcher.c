@@ -66,7 +66,6 @@ typedef struct {
 typedef struct {
     int32_t     off;            /* the stacks: pool[off .. off + len) */
     int32_t     len;
-    int32_t    *next;           /* [256] or NULL; SID_UNKNOWN until known */
     int32_t     slot;           /* cached mask, or -1 */
     uint8_t     can_end;
     uint8_t     at_boundary;    /* a truncated stack ran out here */
@@ -83,7 +82,11 @@ struct llm_matcher {
     uint32_t    node_hmask;
 
     mstate     *st;
-    int32_t     n_st, cap_st;
+    int32_t     n_st, cap_st, cap_next, cap_bnd;
+    uint8_t    *bnd;            /* per state: its at_boundary, for the walk */
+    int32_t   **next;           /* per state: [256] or NULL, SID_UNKNOWN
+                                   until known; apart from st: the walk
+                                   reads only these */
     int32_t    *st_hash;
     uint32_t    st_hmask;
     int32_t    *pool;
@@ -348,6 +351,9 @@ state_get(llm_matcher *m)
     }
     if (m->n_st >= MAX_STATES
         || grow((void **) &m->st, &m->cap_st, m->n_st + 1, sizeof(mstate))
+        || grow((void **) &m->next, &m->cap_next, m->n_st + 1,
+                sizeof(int32_t *))
+        || grow((void **) &m->bnd, &m->cap_bnd, m->n_st + 1, 1)
         || m->n_pool + (size_t) n > (size_t) INT32_MAX / 2)
     {
         m->overflow = 1;
@@ -373,11 +379,12 @@ state_get(llm_matcher *m)
     s = &m->st[id];
     s->off = (int32_t) m->n_pool;
     s->len = n;
-    s->next = NULL;
+    m->next[id] = NULL;
     s->slot = -1;
     s->can_end = set[0] == 0;
     s->at_boundary = set[0] == NODE_BOUNDARY
                      || (n > 1 && set[1] == NODE_BOUNDARY);
+    m->bnd[id] = s->at_boundary;
     s->has_token = 0;
     for (i = 0; i < n; i++) {
         if (set[i] > NODE_BOUNDARY
@@ -432,12 +439,12 @@ step_byte(llm_matcher *m, int32_t sid, uint8_t c)
 {
     int32_t  nx, k;
 
-    if (m->st[sid].next != NULL && (nx = m->st[sid].next[c]) != SID_UNKNOWN)
+    if (m->next[sid] != NULL && (nx = m->next[sid][c]) != SID_UNKNOWN)
     {
         return nx;
     }
     nx = step(m, sid, GE_BYTES, c);
-    if (m->st[sid].next == NULL) {
+    if (m->next[sid] == NULL) {
         int32_t  *t = malloc(256 * sizeof(int32_t));
 
         if (t == NULL) {
@@ -446,9 +453,9 @@ step_byte(llm_matcher *m, int32_t sid, uint8_t c)
         for (k = 0; k < 256; k++) {
             t[k] = SID_UNKNOWN;
         }
-        m->st[sid].next = t;
+        m->next[sid] = t;
     }
-    m->st[sid].next[c] = nx;
+    m->next[sid][c] = nx;
     return nx;
 }
 
@@ -517,9 +524,11 @@ llm_matcher_free(llm_matcher *m)
         return;
     }
     for (i = 0; i < m->n_st; i++) {
-        free(m->st[i].next);
+        free(m->next[i]);
     }
     free(m->st);
+    free(m->next);
+    free(m->bnd);
     free(m->st_hash);
     free(m->pool);
     free(m->nodes);
@@ -554,7 +563,7 @@ set_bit(uint32_t *mask, int32_t id)
 static int32_t
 next_of(llm_matcher *m, int32_t s, uint8_t c)
 {
-    const int32_t  *next = m->st[s].next;
+    const int32_t  *next = m->next[s];
     int32_t         nx;
 
     if (next == NULL || (nx = next[c]) == SID_UNKNOWN) {
@@ -574,14 +583,14 @@ walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
     int                       d;
 
     for (i = i0; i < i1; ) {
-        d = v->depth[i];
-        nx = next_of(m, m->walk[d - 1], v->byte[i]);
+        d = v->node[i].depth;
+        nx = next_of(m, m->walk[d - 1], v->node[i].byte);
         if (nx < 0) {
-            i += v->size[i];
+            i += v->node[i].size;
             continue;
         }
         m->walk[d] = nx;
-        for (t = v->tok_begin[i]; t < v->tok_end[i]; t++) {
+        for (t = v->node[i].tok_begin; t < v->node[i].tok_end; t++) {
             set_bit(mask, v->sorted[t]);
         }
         i++;
@@ -602,8 +611,8 @@ walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
     m->walk[0] = lsid;
     m->bflag[0] = 0;
     for (i = 1; i < n; ) {
-        d = v->depth[i];
-        nx = next_of(m, m->walk[d - 1], v->byte[i]);
+        d = v->node[i].depth;
+        nx = next_of(m, m->walk[d - 1], v->node[i].byte);
         if (nx < 0) {
             if (m->bflag[d - 1]) {
                 if (grow((void **) &L->unsure, &cap, L->n_unsure + 1,
@@ -613,12 +622,12 @@ walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
                 }
                 L->unsure[L->n_unsure++] = i;
             }
-            i += v->size[i];
+            i += v->node[i].size;
             continue;
         }
         m->walk[d] = nx;
-        m->bflag[d] = m->bflag[d - 1] | m->st[nx].at_boundary;
-        for (t = v->tok_begin[i]; t < v->tok_end[i]; t++) {
+        m->bflag[d] = m->bflag[d - 1] | m->bnd[nx];
+        for (t = v->node[i].tok_begin; t < v->node[i].tok_end; t++) {
             set_bit(L->accepted, v->sorted[t]);
         }
         i++;
@@ -835,14 +844,14 @@ compute_mask_split(llm_matcher *m, int32_t sid, uint32_t *mask)
         }
         for (j = 0; j < L->n_unsure; j++) {
             u = L->unsure[j];
-            d = v->depth[u];
+            d = v->node[u].depth;
             p = llm_token_piece(v->tok, v->sorted[v->first_tok[u]], &len);
             for (s = sid, k = 0; k < d - 1 && s >= 0; k++) {
                 s = next_of(m, s, (uint8_t) p[k]);
             }
             if (s >= 0) {
                 m->walk[d - 1] = s;
-                walk_full(m, u, u + v->size[u], mask);
+                walk_full(m, u, u + v->node[u].size, mask);
             }
         }
     }

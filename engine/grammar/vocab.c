@@ -42,14 +42,9 @@ piece_cmp(const void *a, const void *b)
 static int
 vocab_alloc(llm_grammar_vocab *v, size_t n_nodes)
 {
-    v->byte = malloc(n_nodes);
-    v->depth = malloc(n_nodes * sizeof(uint16_t));
-    v->size = malloc(n_nodes * sizeof(int32_t));
-    v->tok_begin = malloc(n_nodes * sizeof(int32_t));
-    v->tok_end = malloc(n_nodes * sizeof(int32_t));
+    v->node = malloc(n_nodes * sizeof(llm_tnode));
     v->first_tok = malloc((n_nodes + 1) * sizeof(int32_t));
-    return v->byte && v->depth && v->size && v->tok_begin && v->tok_end
-           && v->first_tok ? 0 : -1;
+    return v->node && v->first_tok ? 0 : -1;
 }
 
 
@@ -101,9 +96,7 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
     if (vocab_alloc(v, total) != 0) {
         goto oom;
     }
-    v->byte[0] = 0;
-    v->depth[0] = 0;
-    v->tok_begin[0] = v->tok_end[0] = 0;
+    memset(&v->node[0], 0, sizeof(llm_tnode));
     v->n_nodes = 1;
     path[0] = 0;
     d = 0;                                  /* depth of the path's end */
@@ -117,20 +110,20 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
             /* shared prefix with the previous piece */
         }
         for ( ; d > common; d--) {           /* close the nodes left */
-            v->size[path[d]] = v->n_nodes - path[d];
+            v->node[path[d]].size = v->n_nodes - path[d];
         }
         for (k = (size_t) d; k < len; k++) {  /* open the new ones */
             int32_t  x = v->n_nodes++;
 
-            v->byte[x] = (uint8_t) p[k];
-            v->depth[x] = (uint16_t) (k + 1);
-            v->tok_begin[x] = v->tok_end[x] = 0;
+            memset(&v->node[x], 0, sizeof(llm_tnode));
+            v->node[x].byte = (uint8_t) p[k];
+            v->node[x].depth = (uint16_t) (k + 1);
             path[++d] = x;
         }
-        if (v->tok_end[path[d]] == 0) {
-            v->tok_begin[path[d]] = i;
+        if (v->node[path[d]].tok_end == 0) {
+            v->node[path[d]].tok_begin = i;
         }
-        v->tok_end[path[d]] = i + 1;
+        v->node[path[d]].tok_end = i + 1;
         if (d > v->max_depth) {
             v->max_depth = d;
         }
@@ -138,14 +131,14 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
         qlen = len;
     }
     for ( ; d > 0; d--) {
-        v->size[path[d]] = v->n_nodes - path[d];
+        v->node[path[d]].size = v->n_nodes - path[d];
     }
-    v->size[0] = v->n_nodes;
+    v->node[0].size = v->n_nodes;
     /* depth-first order is the tokens' sorted order */
     v->first_tok[v->n_nodes] = n_sorted;
     for (i = v->n_nodes - 1; i >= 0; i--) {
-        v->first_tok[i] = v->tok_end[i] > 0 ? v->tok_begin[i]
-                                             : v->first_tok[i + 1];
+        v->first_tok[i] = v->node[i].tok_end > 0 ? v->node[i].tok_begin
+                                                  : v->first_tok[i + 1];
     }
     return v;
 
@@ -165,11 +158,7 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
     free(v->kind);
     free(v->sorted);
     free(v->stop);
-    free(v->byte);
-    free(v->depth);
-    free(v->size);
-    free(v->tok_begin);
-    free(v->tok_end);
+    free(v->node);
     free(v->first_tok);
     free(v);
 }
