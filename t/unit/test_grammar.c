@@ -219,6 +219,46 @@ test_caps(void)
                      || strstr(err, "rules") != NULL),
        "compile time cap: %s", err);
     ok(llm_grammar_now_ns() - t0 < 2000000000ull, "caps fail fast");
+
+    /* deep nesting at run time: 2000 arrays in arrays, then closed */
+    {
+        llm_matcher  *m;
+        uint32_t     *mask = malloc((size_t) n_words * 4);
+
+        llm_grammar_limits_default(&lim);
+        g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR,
+                                "root ::= %json {}", 17, &lim, err,
+                                sizeof(err));
+        m = llm_matcher_new(g);
+        memset(big, '[', 2000);
+        memset(big + 2000, ']', 2000);
+        ok(llm_matcher_accept_bytes(m, big, 2000) == 0
+           && llm_matcher_mask(m, mask) > 0
+           && llm_matcher_accept_bytes(m, big + 2000, 2000) == 0
+           && llm_matcher_can_end(m), "2000 nested arrays");
+        llm_matcher_free(m);
+        llm_grammar_free(g);
+
+        /* ambiguous: the stacks multiply with every "a"; past the cap
+           the step is dead, in bounded time */
+        t0 = llm_grammar_now_ns();
+        g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR,
+                                "root ::= s \"b\"\ns ::= \"a\" s s | "
+                                "\"a\" | \"\"", 36, &lim, err, sizeof(err));
+        ok(g != NULL, "an ambiguous grammar compiles %s", err);
+        m = llm_matcher_new(g);
+        for (i = 0; i < 5000 && llm_matcher_accept_bytes(m, "a", 1) == 0;
+             i++)
+        {
+            /* until a cap refuses */
+        }
+        llm_matcher_mask(m, mask);
+        ok(llm_grammar_now_ns() - t0 < 10000000000ull, "%zu ambiguous "
+           "steps in %.0f ms", i, (llm_grammar_now_ns() - t0) / 1e6);
+        llm_matcher_free(m);
+        llm_grammar_free(g);
+        free(mask);
+    }
     free(big);
 }
 
