@@ -30,6 +30,7 @@
 #define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
 #define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
+#define LLM_GRAMMAR_CACHED       16         /* compiled grammars a vocab keeps */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */
@@ -77,6 +78,28 @@ typedef struct {
     int32_t     tok_end;            /*   sorted[tok_begin .. tok_end) */
 } llm_tnode;
 
+/*
+ * The compiled grammars a vocabulary keeps (least recently used out), so
+ * that requests with the same constraint share one grammar and its local
+ * masks. Key: kind, max_ws and the text. A grammar's refs count the cache
+ * and every caller of llm_grammar_compile, under the lock.
+ */
+typedef struct {
+    llm_grammar    *g;
+    int             kind;
+    int             max_ws;
+    uint64_t        hash;
+    size_t          len;
+    char           *text;
+    uint64_t        used;
+} llm_gcache_entry;
+
+typedef struct {
+    pthread_mutex_t     lock;
+    llm_gcache_entry    e[LLM_GRAMMAR_CACHED];
+    uint64_t            tick;
+} llm_gcache;
+
 struct llm_grammar_vocab {
     const llm_tokenizer *tok;
     int32_t     n_vocab;
@@ -91,6 +114,7 @@ struct llm_grammar_vocab {
     int32_t    *stop;               /* stop token ids */
     int         n_stop;
     uint8_t    *kind;               /* per token: TK_* below */
+    llm_gcache *cache;              /* mutable, behind its lock */
 };
 
 #define TK_BYTES    0   /* matched by its bytes (in the trie) */
@@ -128,6 +152,8 @@ struct llm_grammar {
     uint8_t   (*sets)[32];
     int         n_sets;
     llm_gshared *shared;            /* mutable, behind its lock */
+    llm_gcache  *cache;             /* the cache holding it, or NULL */
+    int          refs;              /* under cache->lock */
 };
 
 uint64_t llm_grammar_now_ns(void);
@@ -138,6 +164,12 @@ int llm_gbnf_parse(llm_gbuild *b, const char *src, size_t len,
 void llm_gbuild_free(llm_gbuild *b);
 /* a grammar from what llm_gbnf_parse built: checks, then flattens */
 llm_grammar *llm_grammar_from_build(llm_gbuild *b);
+/* llm_grammar_compile without the vocabulary's cache (bench, tests) */
+llm_grammar *llm_grammar_compile_uncached(const llm_grammar_vocab *v,
+    int kind, const char *src, size_t len, const llm_grammar_limits *lim,
+    char *err, size_t err_len);
+/* drops the cache's references (llm_grammar_vocab_free) */
+void llm_grammar_cache_clear(llm_gcache *c);
 
 /* a regex for the whole output -> GBNF text (root ::= ...) */
 int llm_regex_to_gbnf(const char *re, size_t len, char **out,

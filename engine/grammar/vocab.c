@@ -65,6 +65,12 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
     }
     v->tok = tok;
     v->n_vocab = n = llm_tokenizer_n_vocab(tok);
+    v->cache = calloc(1, sizeof(llm_gcache));
+    if (v->cache == NULL || pthread_mutex_init(&v->cache->lock, NULL) != 0) {
+        free(v->cache);
+        v->cache = NULL;
+        goto oom;
+    }
     v->kind = malloc((size_t) n);
     v->sorted = malloc((size_t) n * sizeof(int32_t));
     v->n_stop = llm_tokenizer_stop_ids(tok, &stop);
@@ -154,6 +160,11 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
 {
     if (v == NULL) {
         return;
+    }
+    if (v->cache != NULL) {
+        llm_grammar_cache_clear(v->cache);
+        pthread_mutex_destroy(&v->cache->lock);
+        free(v->cache);
     }
     free(v->kind);
     free(v->sorted);

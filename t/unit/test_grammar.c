@@ -650,6 +650,63 @@ test_random_walks(void)
 }
 
 
+/* the vocabulary's grammar cache: same key, same grammar; refs counted */
+static void
+test_cache(void)
+{
+    llm_grammar_limits   lim;
+    llm_grammar         *a, *b, *c, *d, *e, *f, *x[20];
+    llm_matcher         *m;
+    char                 err[256], src[64];
+    int                  i;
+
+    llm_grammar_limits_default(&lim);
+    a = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    b = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    c = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"r\"",
+                            12, &lim, err, sizeof(err));
+    d = llm_grammar_compile(vocab, LLM_CONSTRAINT_REGEX, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    ok(a != NULL && a == b && c != NULL && c != a && d != NULL && d != a,
+       "same text, same grammar; other text or kind, another");
+    llm_grammar_free(d);
+    e = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "x", 1, &lim,
+                            err, sizeof(err));
+    f = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "yy", 2, &lim,
+                            err, sizeof(err));
+    ok(e != NULL && e == f, "json_object: one grammar whatever its text");
+    lim.max_ws = 3;
+    b = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "", 0, &lim,
+                            err, sizeof(err));
+    ok(b != NULL && b != e, "another max_ws, another grammar");
+    llm_grammar_free(b);
+    llm_grammar_free(f);
+    llm_grammar_free(a);
+    /* 20 more push the first ones out; those still held stay usable */
+    for (i = 0; i < 20; i++) {
+        snprintf(src, sizeof(src), "root ::= \"%d\"", i);
+        x[i] = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, src,
+                                   strlen(src), &lim, err, sizeof(err));
+    }
+    m = llm_matcher_new(a);
+    ok(m != NULL && llm_matcher_accept_bytes(m, "q", 1) == 0
+       && llm_matcher_can_end(m), "an evicted grammar still held works");
+    llm_matcher_free(m);
+    llm_grammar_free(a);
+    llm_grammar_free(c);
+    llm_grammar_free(e);
+    for (i = 0; i < 20; i++) {
+        llm_grammar_free(x[i]);
+    }
+    a = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    ok(a != NULL, "compiled again after eviction");
+    llm_grammar_free(a);
+}
+
+
 typedef struct {
     const llm_grammar  *g;
     const int32_t      *ids;
@@ -747,6 +804,7 @@ main(void)
     test_json_walk();
     test_random_walks();
     test_threads();
+    test_cache();
 
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);
