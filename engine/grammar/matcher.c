@@ -39,6 +39,9 @@
 #define MAX_STATES    (1 << 20)
 #define MAX_WORK      200000    /* expansions per step */
 #define LOCAL_DEPTH   3         /* stack nodes a local mask depends on */
+#if LOCAL_DEPTH != 3
+#error "llm_glocal's key holds 3 positions and a cut flag"
+#endif
 #define LOCAL_SLOTS   64        /* cached local masks per matcher */
 #define NODE_BOUNDARY 1         /* bottom of a truncated stack */
 

@@ -175,7 +175,7 @@ test_caps(void)
     llm_grammar_limits   lim;
     llm_grammar         *g;
     uint64_t             t0;
-    size_t               n = 1 << 20, i;
+    size_t               n = 1 << 20, i, k;
     char                *big, err[256];
 
     big = malloc(n + 64);
@@ -205,13 +205,12 @@ test_caps(void)
        "deep nesting refused: %s", err);
 
     /* a grammar that takes long: the compile time limit */
-    big[0] = '\0';
-    strcat(big, "root ::= a0\n");
+    k = (size_t) sprintf(big, "root ::= a0\n");
     for (i = 0; i < 20000; i++) {
-        sprintf(big + strlen(big), "a%zu ::= [a-z]{0,20} a%zu | \"x\"\n", i,
-                i + 1);
+        k += (size_t) sprintf(big + k, "a%zu ::= [a-z]{0,20} a%zu | \"x\"\n",
+                              i, i + 1);
     }
-    sprintf(big + strlen(big), "a%zu ::= \"end\"\n", i);
+    sprintf(big + k, "a%zu ::= \"end\"\n", i);
     lim.max_compile_ns = 2 * 1000000ull;
     g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, big,
                             strlen(big), &lim, err, sizeof(err));
