@@ -30,7 +30,7 @@
 #define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
 #define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
-#define LLM_GRAMMAR_CACHED       16         /* compiled grammars a vocab keeps */
+#define LLM_GRAMMAR_CACHED       16         /* grammars a vocabulary keeps */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */

@@ -76,6 +76,9 @@ error_of_len(int kind, const char *src, size_t len)
 }
 
 
+#define GR  LLM_CONSTRAINT_GRAMMAR
+
+
 static void
 test_syntax(void)
 {
@@ -84,86 +87,88 @@ test_syntax(void)
         "root ::= greeting \" \" name  # trailing\n"
         "greeting ::= \"hi\" | \"hello\"\n"
         "name ::= [A-Z] [a-z]* \"!\"?\n";
-    static const char  *g2 = "root ::= (\"ab\" | \"c\")+ \"\\n\\t\\\"\\\\\\x41\"";
+    static const char  *g2 =
+        "root ::= (\"ab\" | \"c\")+ \"\\n\\t\\\"\\\\\\x41\"";
     static const char  *g3 = "root ::= \"x\"{2} \"y\"{1,3} \"z\"{2,}";
     static const char  *g4 = "root ::=\n  \"a\" |\n  \"b\" (\n \"c\"\n )";
     static const char  *g5 = "root ::= [^a-c] [\\u00e9-\\u00ff] . \"\\u20AC\"";
 
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi Bob!"), 1, "rules, classes");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hello X"), 1, "optional");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hey Bob"), 0, "wrong word");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi bob"), 0, "wrong class");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi Bob!!"), 0, "extra byte");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g2, "abcab\n\t\"\\A"), 1,
+    is_int(matches(GR, g1, "hi Bob!"), 1, "rules, classes");
+    is_int(matches(GR, g1, "hello X"), 1, "optional");
+    is_int(matches(GR, g1, "hey Bob"), 0, "wrong word");
+    is_int(matches(GR, g1, "hi bob"), 0, "wrong class");
+    is_int(matches(GR, g1, "hi Bob!!"), 0, "extra byte");
+    is_int(matches(GR, g2, "abcab\n\t\"\\A"), 1,
            "group +, escapes");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g2, "\n\t\"\\A"), 0,
+    is_int(matches(GR, g2, "\n\t\"\\A"), 0,
            "+ needs one");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyzz"), 1, "{2} {1,3} {2,}");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyyyzzzzzz"), 1, "upper");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyyyyzz"), 0, "{1,3} max");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xyzz"), 0, "{2} exact");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyz"), 0, "{2,} min");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g4, "bc"), 1, "newlines");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa9\xe4\xb8\xad\xe2\x82\xac"),
+    is_int(matches(GR, g3, "xxyzz"), 1, "{2} {1,3} {2,}");
+    is_int(matches(GR, g3, "xxyyyzzzzzz"), 1, "upper");
+    is_int(matches(GR, g3, "xxyyyyzz"), 0, "{1,3} max");
+    is_int(matches(GR, g3, "xyzz"), 0, "{2} exact");
+    is_int(matches(GR, g3, "xxyz"), 0, "{2,} min");
+    is_int(matches(GR, g4, "bc"), 1, "newlines");
+    is_int(matches(GR, g5, "d\xc3\xa9\xe4\xb8\xad\xe2\x82\xac"),
            1, "UTF-8 classes, any char, \\u");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "a\xc3\xa9xx"), 0, "[^a-c]");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa8x\xe2\x82\xac"), 0,
+    is_int(matches(GR, g5, "a\xc3\xa9xx"), 0, "[^a-c]");
+    is_int(matches(GR, g5, "d\xc3\xa8x\xe2\x82\xac"), 0,
            "range below");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa9\xed\xa0\x80\xe2\x82\xac"),
+    is_int(matches(GR, g5, "d\xc3\xa9\xed\xa0\x80\xe2\x82\xac"),
            0, "a surrogate is no char");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= [\\U0001F600-\\U0001F64F]+",
+    is_int(matches(GR, "root ::= [\\U0001F600-\\U0001F64F]+",
                    "\xf0\x9f\x98\x80\xf0\x9f\x99\x8f"), 1, "4-byte range");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= [\\U0001F600-\\U0001F64F]+",
+    is_int(matches(GR, "root ::= [\\U0001F600-\\U0001F64F]+",
                    "\xf0\x9f\x99\x90"), 0, "past the 4-byte range");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= a-b\na-b ::= \"\"", ""),
+    is_int(matches(GR, "root ::= a-b\na-b ::= \"\"", ""),
            1, "empty match");
 
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR,
+    is_str(error_of(GR,
                     "root ::= a\n\na ::= \"x\"\n  | b  foo\nb ::= \"y\"", 38),
            "grammar: undefined rule 'foo' at 4:8", "undefined rule, line:col");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "a ::= \"x\"", 9),
+    is_str(error_of(GR, "a ::= \"x\"", 9),
            "grammar: no rule 'root'", "no root");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\\q\"", 14),
+    is_str(error_of(GR, "root ::= \"x\\q\"", 14),
            "grammar: unknown escape '\\q' at 1:12", "bad escape");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x", 11),
+    is_str(error_of(GR, "root ::= \"x", 11),
            "grammar: unterminated literal at 1:12", "unterminated");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"\nroot ::= \"y\"", 25),
+    is_str(error_of(GR, "root ::= \"x\"\nroot ::= \"y\"", 25),
            "grammar: rule 'root' defined twice at 2:1", "twice");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"x\"", 13),
+    is_str(error_of(GR, "root ::= (\"x\"", 13),
            "grammar: expected ')' at 1:10", "unclosed group");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root = \"x\"", 10),
+    is_str(error_of(GR, "root = \"x\"", 10),
            "grammar: expected '::=' at 1:6", "no ::=");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"{3,2}", 17),
+    is_str(error_of(GR, "root ::= \"x\"{3,2}", 17),
            "grammar: repetition {3,2}: max below min at 1:13", "{3,2}");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"{0,5000}", 20),
+    is_str(error_of(GR, "root ::= \"x\"{0,5000}", 20),
            "grammar: repetition count over 1000 at 1:13", "{0,5000}");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= [b-a]", 14),
+    is_str(error_of(GR, "root ::= [b-a]", 14),
            "grammar: bad range in char class at 1:10", "[b-a]");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= <no-such>", 18),
+    is_str(error_of(GR, "root ::= <no-such>", 18),
            "grammar: the vocabulary has no token '<no-such>' at 1:10",
            "unknown special token");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= <[99999999]>", 21),
+    is_str(error_of(GR, "root ::= <[99999999]>", 21),
            "grammar: bad token id '<[99999999]>' at 1:10", "bad token id");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= root \"x\" | \"y\"",
+    ok(strstr(error_of(GR, "root ::= root \"x\" | \"y\"",
                        23), "left recursion through rule 'root'") != NULL,
        "direct left recursion refused");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR,
-                       "root ::= a\na ::= b \"x\"\nb ::= e a | \"y\"\ne ::= \"\" | \"z\"",
+    ok(strstr(error_of(GR,
+                       "root ::= a\na ::= b \"x\"\nb ::= e a | \"y\"\n"
+                       "e ::= \"\" | \"z\"",
                        46), "left recursion") != NULL,
        "left recursion through an empty rule refused");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"\")*", 14),
+    ok(strstr(error_of(GR, "root ::= (\"\")*", 14),
               "left recursion") != NULL
-       || strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"\")*", 14),
+       || strstr(error_of(GR, "root ::= (\"\")*", 14),
                  "nothing") != NULL, "repeating the empty string refused");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"a\" | b\nb ::= \"x\" b",
+    is_str(error_of(GR, "root ::= \"a\" | b\nb ::= \"x\" b",
                     27),
            "grammar: rule 'b' can never complete (it only recurses)",
            "a rule that never completes");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"type\":\"array\"}",
+    is_str(error_of(GR, "root ::= %json {\"type\":\"array\"}",
                     31),
            "grammar: json_schema: only {\"type\":\"object\"} and {} are "
            "supported for now at 1:10", "%%json error passed through");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR,
+    is_int(matches(GR,
                    "root ::= \"A:\" %json {\"type\": \"object\"} \"!\"",
                    "A:{\"a\": [1, 2.5e3, \"x\"]}!"), 1, "%%json inline");
 }
@@ -314,7 +319,7 @@ test_regex(void)
 }
 
 
-/* --- on SmolLM2's vocabulary ------------------------------------------------ */
+/* --- on SmolLM2's vocabulary --------------------------------------------- */
 
 static const char  *doc =
     "{\"id\": \"chatcmpl-8f3a\", \"object\": \"chat.completion\", "
