@@ -208,7 +208,7 @@ emit_byte_range(llm_gbuild *b, int rule, unsigned lo, unsigned hi)
 }
 
 
-/* --- code points to UTF-8 byte sequences ----------------------------------- */
+/* --- code points to UTF-8 byte sequences ---------------------------------- */
 
 static int
 utf8_encode(uint32_t c, uint8_t *out)
@@ -377,7 +377,7 @@ emit_class(llm_gbuild *b, int parent, cp_range *r, int n, int negate)
 }
 
 
-/* --- lexing ---------------------------------------------------------------- */
+/* --- lexing --------------------------------------------------------------- */
 
 static void
 skip_space(gp *g, int newline_ok)
