@@ -214,7 +214,10 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
-              $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation
+              $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation \
+              $(BUILD)/bench/grammar_bench
+# grammar_bench's folder of JSON Schemas (*.json), when there is one
+GRAMMAR_SCHEMAS ?= $(wildcard t/fixtures/schemas)
 
 $(BUILD)/bench/serve_bench: bench/serve_bench.c
 	@mkdir -p $(dir $@)
@@ -230,6 +233,11 @@ $(BUILD)/bench/isolation: bench/isolation.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUD
 	$(CC) $(CFLAGS) -o $@ bench/isolation.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
+$(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) \
+	    $(LDLIBS) $(CUDA_LIBS)
+
 $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ring/ring_client.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -237,6 +245,7 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 # one run, 3-7 minutes: prints the table, writes docs/perf.md and
 # docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
 bench: all $(BENCH_BINS)
+	$(BUILD)/bench/grammar_bench $(MODEL) $(GRAMMAR_SCHEMAS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 	$(MAKE) bench-isolation
 
@@ -260,7 +269,7 @@ FUZZ_SECS   ?= 30
 # make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
 # seconds of each slow one (7,000-20,000 executions a second here)
 FUZZ_RUNS      ?= 10000000
-FUZZ_SLOW      := chat jinja tokenizer
+FUZZ_SLOW      := chat jinja tokenizer json_schema
 FUZZ_SLOW_SECS ?= $(or $(SECS),600)
 # undefined behaviour stops a run as a crash does
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined

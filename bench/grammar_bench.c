@@ -1,0 +1,468 @@
+/*
+ * Grammar engine benchmark (docs/grammar.md): on a model's vocabulary
+ * (SmolLM2's 49,152 tokens by default), compile time and per-token mask
+ * time, p50/p99/max, for our own GBNF / regex / JSON grammars walked over
+ * real outputs (each text tokenized, a fresh matcher per text as per
+ * request: mask, then accept the text's next token), and for every
+ * *.json schema in a folder (argument 2), walked by seeded random choices
+ * among the allowed tokens.
+ *
+ * usage: grammar_bench MODEL.gguf [SCHEMA_DIR] [ROUNDS]
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_impl.h"
+
+#define MAX_SAMPLES  (1 << 20)
+
+typedef struct {
+    double     *v;
+    int         n;
+} samples;
+
+static llm_tokenizer      *tok;
+static llm_grammar_vocab  *vocab;
+static int                 n_words;
+static uint32_t           *mask;
+static clockid_t           mask_clock = CLOCK_MONOTONIC;
+
+
+/* compile and mask times on the wall clock, or (GRAMMAR_BENCH_CLOCK=cpu)
+   on this thread's CPU clock: on a shared machine preemption is not ours */
+static uint64_t
+mask_now(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(mask_clock, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+
+static void
+add(samples *s, double x)
+{
+    if (s->v == NULL) {
+        s->v = malloc(MAX_SAMPLES * sizeof(double));
+    }
+    if (s->n < MAX_SAMPLES) {
+        s->v[s->n++] = x;
+    }
+}
+
+
+static int
+dcmp(const void *a, const void *b)
+{
+    double  x = *(const double *) a, y = *(const double *) b;
+
+    return x < y ? -1 : x > y;
+}
+
+
+static double
+pct(samples *s, double p)
+{
+    int  i;
+
+    if (s->n == 0) {
+        return 0;
+    }
+    qsort(s->v, (size_t) s->n, sizeof(double), dcmp);
+    i = (int) (p * (s->n - 1) + 0.5);
+    return s->v[i];
+}
+
+
+/* rounds compiles, without the vocabulary's grammar cache (cached 0) or
+   through it (cached 1: the first may compile, the others are hits) */
+static llm_grammar *
+compile_timed(int kind, const char *src, size_t len, samples *ct, int rounds,
+    int cached, char *err, size_t err_len)
+{
+    llm_grammar_limits   lim;
+    llm_grammar         *g = NULL;
+    uint64_t             t0;
+    int                  r;
+
+    llm_grammar_limits_default(&lim);
+    for (r = 0; r < rounds; r++) {
+        llm_grammar_free(g);
+        t0 = mask_now();
+        g = cached ? llm_grammar_compile(vocab, kind, src, len, &lim, err,
+                                         err_len)
+                   : llm_grammar_compile_uncached(vocab, kind, src, len,
+                                                  &lim, err, err_len);
+        add(ct, (double) (mask_now() - t0) / 1e3);
+        if (g == NULL) {
+            return NULL;
+        }
+    }
+    return g;
+}
+
+
+/* masks along the tokens of text; -1 when a token was refused */
+static int
+walk_text(const llm_grammar *g, const char *text, samples *mt)
+{
+    llm_matcher  *m = llm_matcher_new(g);
+    int32_t      *ids;
+    uint64_t      t0;
+    int           n, i, rc = 0;
+
+    ids = malloc(65536 * sizeof(int32_t));
+    n = llm_tokenize(tok, text, strlen(text), 0, 0, ids, 65536);
+    for (i = 0; i < n && i < 65536; i++) {
+        t0 = mask_now();
+        llm_matcher_mask(m, mask);
+        add(mt, (double) (mask_now() - t0) / 1e3);
+        if (llm_matcher_accept(m, ids[i]) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    free(ids);
+    llm_matcher_free(m);
+    return rc;
+}
+
+
+/* seeded random choices among the allowed tokens, up to steps tokens */
+static void
+walk_random(const llm_grammar *g, unsigned seed, int steps, samples *mt)
+{
+    llm_matcher  *m = llm_matcher_new(g);
+    uint64_t      t0;
+    int32_t       id, pick;
+    int           i, n, k;
+
+    srand(seed);
+    for (i = 0; i < steps; i++) {
+        t0 = mask_now();
+        n = llm_matcher_mask(m, mask);
+        add(mt, (double) (mask_now() - t0) / 1e3);
+        if (n == 0 || llm_matcher_is_done(m)) {
+            break;
+        }
+        pick = rand() % n;
+        for (id = 0, k = 0; id < vocab->n_vocab; id++) {
+            if (((mask[id >> 5] >> (id & 31)) & 1) && k++ == pick) {
+                break;
+            }
+        }
+        if (vocab->kind[id] == TK_STOP || llm_matcher_accept(m, id) != 0) {
+            break;
+        }
+    }
+    llm_matcher_free(m);
+}
+
+
+static void
+row(const char *name, samples *ct, samples *mt, const char *note)
+{
+    double  c50 = pct(ct, 0.5), c99 = pct(ct, 0.99);
+    double  m50 = pct(mt, 0.5), m99 = pct(mt, 0.99), mmax = pct(mt, 1.0);
+    double  sum = 0;
+    int     i;
+
+    for (i = 0; i < mt->n; i++) {
+        sum += mt->v[i];
+    }
+    printf("%-22s %9.1f %9.1f %9d %9.1f %9.1f %9.1f %9.1f  %s\n", name, c50,
+           c99, mt->n, m50, m99, mmax, mt->n ? sum / mt->n : 0.0, note);
+}
+
+
+static const char  *json_outputs[] = {
+    "{\"name\": \"Ada Lovelace\", \"born\": 1815, \"died\": 1852, "
+    "\"known_for\": [\"Analytical Engine notes\", \"first algorithm\"], "
+    "\"nationality\": \"British\", \"married\": true}",
+    "{\n  \"city\": \"Paris\",\n  \"country\": \"France\",\n  "
+    "\"population\": 2148271,\n  \"coordinates\": {\"lat\": 48.8566, "
+    "\"lon\": 2.3522},\n  \"landmarks\": [\"Eiffel Tower\", \"Louvre\", "
+    "\"Notre-Dame\"],\n  \"capital\": true\n}",
+    "{\"tool\": \"get_weather\", \"arguments\": {\"location\": "
+    "\"San Francisco, CA\", \"unit\": \"celsius\", \"days\": 3}}",
+    "{\"items\": [{\"id\": 1, \"title\": \"Buy milk\", \"done\": false}, "
+    "{\"id\": 2, \"title\": \"Write the report on Q3 results\", "
+    "\"done\": true, \"tags\": [\"work\", \"urgent\"]}, {\"id\": 3, "
+    "\"title\": \"Call mom\", \"done\": false, \"due\": \"2024-06-01\"}], "
+    "\"count\": 3}",
+    "{\"sentiment\": \"positive\", \"confidence\": 0.93, \"summary\": "
+    "\"The reviewer loved the caf\\u00e9's atmosphere and the "
+    "\\\"amazing\\\" croissants, but found the service slow.\", "
+    "\"aspects\": {\"food\": 5, \"service\": 2, \"ambience\": 4}}",
+    "{\"model\": \"smollm2\", \"layers\": 30, \"hidden\": 576, "
+    "\"heads\": {\"q\": 9, \"kv\": 3}, \"rope_theta\": 100000.0, "
+    "\"vocab\": 49152, \"tied\": true, \"notes\": null}",
+};
+
+static const char  *arith_outputs[] = {
+    "(12 + 3.5) * 4 - 7 / (2 + 1)", "x * (y + 2) - 3 * z",
+    "((1 + 2) * (3 + 4)) / 5",
+};
+
+static const char  *tool_outputs[] = {
+    "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": "
+    "\"nginx modules\", \"limit\": 5}}\n</tool_call>",
+};
+
+static const char  *csv_outputs[] = {
+    "name,age,city\nAlice,30,Berlin\nBob,25,\"New York, NY\"\n"
+    "Carol,41,Tokyo\n",
+};
+
+static const char  *date_outputs[] = {
+    "2024-06-01T12:30:00Z", "1999-12-31T23:59:59Z",
+};
+
+static const char  *email_outputs[] = {
+    "jane.doe@example.com", "a.b-c@mail.co",
+};
+
+typedef struct {
+    const char   *name;
+    int           kind;
+    const char   *src;
+    const char  **texts;
+    int           n_texts;
+} bench_grammar;
+
+#define N(a)  (int) (sizeof(a) / sizeof(a[0]))
+
+static const bench_grammar  grammars[] = {
+    { "json_object", LLM_CONSTRAINT_JSON_OBJECT, "", json_outputs,
+      N(json_outputs) },
+    { "gbnf json (llama.cpp)", LLM_CONSTRAINT_GRAMMAR,
+      "root   ::= object\n"
+      "value  ::= object | array | string | number | (\"true\" | \"false\" "
+      "| \"null\") ws\n"
+      "object ::= \"{\" ws ( string \":\" ws value ( \",\" ws string \":\" "
+      "ws value )* )? \"}\" ws\n"
+      "array  ::= \"[\" ws ( value ( \",\" ws value )* )? \"]\" ws\n"
+      "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" "
+      "([\"\\\\bfnrt/] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+      "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? "
+      "([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+      "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n",
+      json_outputs, N(json_outputs) },
+    { "gbnf arithmetic", LLM_CONSTRAINT_GRAMMAR,
+      "root ::= expr\n"
+      "expr ::= term (ws [-+] ws term)*\n"
+      "term ::= factor (ws [*/] ws factor)*\n"
+      "factor ::= num | var | \"(\" ws expr ws \")\"\n"
+      "num ::= [0-9]+ (\".\" [0-9]+)?\n"
+      "var ::= [a-z]+\n"
+      "ws ::= \" \"?\n", arith_outputs, N(arith_outputs) },
+    { "gbnf tool call", LLM_CONSTRAINT_GRAMMAR,
+      "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n"
+      "call ::= \"{\\\"name\\\": \" name \", \\\"arguments\\\": \" "
+      "%json {\"type\": \"object\"} \"}\"\n"
+      "name ::= \"\\\"\" [a-z_]+ \"\\\"\"\n", tool_outputs,
+      N(tool_outputs) },
+    { "gbnf csv", LLM_CONSTRAINT_GRAMMAR,
+      "root ::= line+\n"
+      "line ::= field (\",\" field)* \"\\n\"\n"
+      "field ::= [^,\"\\n]* | \"\\\"\" [^\"]* \"\\\"\"\n",
+      csv_outputs, N(csv_outputs) },
+    { "regex date-time", LLM_CONSTRAINT_REGEX,
+      "\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?(Z|[+-]\\d{2}:"
+      "\\d{2})", date_outputs, N(date_outputs) },
+    { "regex email", LLM_CONSTRAINT_REGEX,
+      "[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\\.[a-zA-Z]{2,}", email_outputs,
+      N(email_outputs) },
+};
+
+
+static char *
+read_all(const char *path, size_t *len)
+{
+    FILE  *f = fopen(path, "rb");
+    char  *buf;
+    long   n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t) n + 1);
+    if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n) {
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t) n;
+    return buf;
+}
+
+
+static void
+bench_schemas(const char *dir, int rounds, samples *all_ct, samples *all_mt)
+{
+    struct dirent  *e;
+    llm_grammar    *g;
+    samples         ct = { 0 }, mt = { 0 };
+    char            path[4096], err[512], note[64];
+    size_t          len;
+    char           *src;
+    DIR            *d = opendir(dir);
+    int             n_ok = 0, n_bad = 0, seed;
+
+    if (d == NULL) {
+        fprintf(stderr, "grammar_bench: cannot open %s\n", dir);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t  nl = strlen(e->d_name);
+
+        if (nl < 5 || strcmp(e->d_name + nl - 5, ".json") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if ((src = read_all(path, &len)) == NULL) {
+            continue;
+        }
+        g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct, rounds,
+                          0, err, sizeof(err));
+        if (g == NULL) {
+            if (n_bad++ < 5) {
+                printf("# %s: %s\n", e->d_name, err);
+            }
+        } else {
+            n_ok++;
+            for (seed = 1; seed <= 3; seed++) {
+                walk_random(g, (unsigned) seed, 200, &mt);
+            }
+            llm_grammar_free(g);
+        }
+        free(src);
+    }
+    closedir(d);
+    snprintf(note, sizeof(note), "%d compiled, %d refused", n_ok, n_bad);
+    row("schemas (random walk)", &ct, &mt, note);
+    (void) all_ct;
+    (void) all_mt;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    gguf_file    gf;
+    uint64_t     t0;
+    char         err[512], note[64];
+    int          gi, t, rounds, i, bad, mode;
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: grammar_bench MODEL.gguf [SCHEMA_DIR] "
+                "[ROUNDS]\n");
+        return 2;
+    }
+    rounds = argc > 3 ? atoi(argv[3]) : 20;
+    if (getenv("GRAMMAR_BENCH_CLOCK") != NULL
+        && strcmp(getenv("GRAMMAR_BENCH_CLOCK"), "cpu") == 0)
+    {
+        mask_clock = CLOCK_THREAD_CPUTIME_ID;
+    }
+    if (gguf_open(&gf, argv[1]) != 0) {
+        fprintf(stderr, "grammar_bench: %s\n", gf.err);
+        return 1;
+    }
+    tok = llm_tokenizer_load_gguf(&gf, err, sizeof(err));
+    gguf_close(&gf);
+    if (tok == NULL) {
+        fprintf(stderr, "grammar_bench: %s\n", err);
+        return 1;
+    }
+    t0 = llm_grammar_now_ns();
+    vocab = llm_grammar_vocab_new(tok, err, sizeof(err));
+    if (vocab == NULL) {
+        fprintf(stderr, "grammar_bench: %s\n", err);
+        return 1;
+    }
+    n_words = (vocab->n_vocab + 31) / 32;
+    mask = malloc((size_t) n_words * 4);
+    printf("compile and mask times: %s clock\n", mask_clock == CLOCK_MONOTONIC
+           ? "wall" : "thread CPU");
+    printf("vocabulary: %d tokens, trie of %d nodes built in %.1f ms\n",
+           vocab->n_vocab, vocab->n_nodes,
+           (double) (llm_grammar_now_ns() - t0) / 1e6);
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "grammar", "comp p50",
+           "comp p99", "masks", "mask p50", "mask p99", "mask max",
+           "mean");
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
+           "(us)", "(us)", "(us)", "(us)");
+    for (mode = 0; mode < 2; mode++) {
+        samples  all_ct = { 0 }, all_mt = { 0 };
+
+        printf("-- %s\n", mode == 0
+               ? "a grammar compiled per request, without the grammar "
+                 "cache (cold caches each time)"
+               : "through the grammar cache: every request gets the same "
+                 "grammar, and shares its local masks");
+        for (gi = 0; gi < N(grammars); gi++) {
+            const bench_grammar  *b = &grammars[gi];
+            samples               ct = { 0 }, mt = { 0 }, hit = { 0 };
+            llm_grammar          *g;
+
+            g = compile_timed(b->kind, b->src, strlen(b->src), &ct, rounds,
+                              0, err, sizeof(err));
+            if (g == NULL) {
+                printf("%-22s compile failed: %s\n", b->name, err);
+                continue;
+            }
+            bad = 0;
+            for (i = 0; i < 3; i++) {           /* 3 requests per text */
+                for (t = 0; t < b->n_texts; t++) {
+                    llm_grammar_free(g);
+                    g = compile_timed(b->kind, b->src, strlen(b->src),
+                                      mode ? &hit : &ct, 1, mode, err,
+                                      sizeof(err));
+                    bad += walk_text(g, b->texts[t], &mt) != 0;
+                }
+            }
+            if (bad) {
+                snprintf(note, sizeof(note), "%d texts REFUSED", bad);
+            } else if (mode) {
+                snprintf(note, sizeof(note), "cache hit p50 %.1f us",
+                         pct(&hit, 0.5));
+            } else {
+                note[0] = '\0';
+            }
+            free(hit.v);
+            for (i = 0; i < ct.n; i++) {
+                add(&all_ct, ct.v[i]);
+            }
+            for (i = 0; i < mt.n; i++) {
+                add(&all_mt, mt.v[i]);
+            }
+            row(b->name, &ct, &mt, note);
+            llm_grammar_free(g);
+            free(ct.v);
+            free(mt.v);
+        }
+        row("all of the above", &all_ct, &all_mt, "");
+        free(all_ct.v);
+        free(all_mt.v);
+    }
+    if (argc > 2) {
+        samples  sct = { 0 }, smt = { 0 };
+
+        bench_schemas(argv[2], rounds, &sct, &smt);
+    }
+    llm_grammar_vocab_free(vocab);
+    llm_tokenizer_free(tok);
+    free(mask);
+    return 0;
+}
