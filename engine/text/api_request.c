@@ -9,6 +9,7 @@
  */
 #include "text/api_request.h"
 #include "text/json_strict.h"
+#include "text/tools.h"
 #include "ring/ngx_llm_ring.h"
 
 #include <float.h>
@@ -526,7 +527,7 @@ join_text_parts(const cJSON *parts, const char *param, char **out,
 }
 
 
-/* system | developer (-> system) | user | assistant */
+/* system | developer (-> system) | user | assistant | tool */
 static const char *
 normal_role(const char *role)
 {
@@ -538,6 +539,9 @@ normal_role(const char *role)
     }
     if (strcmp(role, "assistant") == 0) {
         return "assistant";
+    }
+    if (strcmp(role, "tool") == 0) {
+        return "tool";
     }
     return NULL;
 }
@@ -581,11 +585,11 @@ static int
 parse_message(llm_api_request *req, const cJSON *m, int i,
     llm_api_error *err)
 {
-    const cJSON  *role, *name;
+    const cJSON  *role, *name, *calls;
     const char   *nrole, *text = "";
     cJSON        *out;
     char          p[64], *owned;
-    int           rc;
+    int           rc, no_content;
 
     snprintf(p, sizeof(p), "messages[%d]", i);
     if (!cJSON_IsObject(m)) {
@@ -603,7 +607,7 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
     if (nrole == NULL) {
         return fail(err, 400, "invalid_value", p,
                     "Invalid value: '%.40s'. Supported values are: 'system', "
-                    "'developer', 'user', and 'assistant'.",
+                    "'developer', 'user', 'assistant', and 'tool'.",
                     role->valuestring);
     }
     snprintf(p, sizeof(p), "messages[%d].name", i);
@@ -616,13 +620,25 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
         return -1;
     }
 
+    /* a turn that only called tools has no content: absent, as vLLM hands
+       it to the template (None, dropped), so "content is none" holds */
+    calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    no_content = text[0] == '\0' && owned == NULL
+                 && cJSON_GetArraySize(calls) > 0;
+
     /* fill first, attach last: a half-built object is deleted here */
     out = cJSON_CreateObject();
     rc = out != NULL
          && cJSON_AddStringToObject(out, "role", nrole) != NULL
-         && cJSON_AddStringToObject(out, "content", text) != NULL
+         && (no_content
+             || cJSON_AddStringToObject(out, "content", text) != NULL)
          && (name == NULL
              || cJSON_AddStringToObject(out, "name", name->valuestring));
+    if (rc && llm_tools_message(m, nrole, i, out, err) != 0) {
+        free(owned);
+        cJSON_Delete(out);
+        return -1;
+    }
     free(owned);
     if (!rc || !cJSON_AddItemToArray(req->messages, out)) {
         cJSON_Delete(out);
@@ -1164,7 +1180,9 @@ parse_fields(llm_api_request *req, const cJSON *root,
         || parse_n(req, root, lim, err) != 0
         || parse_stream(req, root, err) != 0
         || parse_misc(req, root, err) != 0
-        || parse_unsupported(req, root, err) != 0)
+        || parse_unsupported(req, root, err) != 0
+        || (req->endpoint == LLM_API_CHAT
+            && llm_tools_parse(req, root, err) != 0))
     {
         return -1;
     }
@@ -1234,5 +1252,8 @@ llm_api_request_free(llm_api_request *req)
     free(req->stop);
     free(req->stop_ids);
     free(req->user);
+    free(req->constraint);
+    cJSON_Delete(req->tools);
+    free(req->tool_name);
     memset(req, 0, sizeof(*req));
 }
