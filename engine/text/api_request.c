@@ -585,11 +585,11 @@ static int
 parse_message(llm_api_request *req, const cJSON *m, int i,
     llm_api_error *err)
 {
-    const cJSON  *role, *name, *calls;
+    const cJSON  *role, *name;
     const char   *nrole, *text = "";
     cJSON        *out;
     char          p[64], *owned;
-    int           rc, no_content;
+    int           rc;
 
     snprintf(p, sizeof(p), "messages[%d]", i);
     if (!cJSON_IsObject(m)) {
@@ -620,18 +620,11 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
         return -1;
     }
 
-    /* a turn that only called tools has no content: absent, as vLLM hands
-       it to the template (None, dropped), so "content is none" holds */
-    calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-    no_content = text[0] == '\0' && owned == NULL
-                 && cJSON_GetArraySize(calls) > 0;
-
     /* fill first, attach last: a half-built object is deleted here */
     out = cJSON_CreateObject();
     rc = out != NULL
          && cJSON_AddStringToObject(out, "role", nrole) != NULL
-         && (no_content
-             || cJSON_AddStringToObject(out, "content", text) != NULL)
+         && cJSON_AddStringToObject(out, "content", text) != NULL
          && (name == NULL
              || cJSON_AddStringToObject(out, "name", name->valuestring));
     if (rc && llm_tools_message(m, nrole, i, out, err) != 0) {

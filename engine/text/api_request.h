@@ -84,9 +84,9 @@ typedef struct {
     /* chat: [{"role": "system"|"user"|"assistant"|"tool", "content":
        string, "name"?: string, "tool_calls"?: [...], "tool_call_id"?:
        string}], ready for jinja_render's "messages" (developer is mapped
-       to system, text parts joined with "\n", null content "" except in
-       an assistant turn with tool_calls, where it stays absent; arguments
-       of tool_calls parsed to objects, text/tools.h) */
+       to system, text parts joined with "\n", null content "" (Qwen3's
+       template adds it to strings even in a turn of tool_calls);
+       arguments of tool_calls parsed to objects, text/tools.h) */
     cJSON               *messages;
 
     /* completions: the prompt as text or as token ids, exactly one set */

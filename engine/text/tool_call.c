@@ -952,6 +952,7 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
 
     if (format == LLM_TOOL_FMT_GENERIC || format == LLM_TOOL_FMT_NONE) {
         root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "type", "object");
         props = cJSON_AddObjectToObject(root, "properties");
         calls = cJSON_AddObjectToObject(props, "tool_calls");
         req = cJSON_AddArrayToObject(root, "required");
@@ -960,7 +961,6 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
             cJSON_Delete(any);
             return NULL;
         }
-        cJSON_AddStringToObject(root, "type", "object");
         cJSON_AddStringToObject(calls, "type", "array");
         cJSON_AddItemToObject(calls, "items", any);
         cJSON_AddNumberToObject(calls, "minItems", 1);

@@ -699,8 +699,11 @@ llm_tools_template_input(const llm_api_request *req, int format,
 
     *tools = NULL;
     if (format != LLM_TOOL_FMT_GENERIC) {
+        /* as vLLM: the tools even under "none" (templates such as
+           Hermes 2 Pro's iterate them unconditionally); the reply is then
+           not parsed */
         *messages = cJSON_Duplicate(req->messages, 1);
-        *tools = active ? req->tools : NULL;
+        *tools = req->tools;
         return *messages ? 0 : -1;
     }
     *messages = cJSON_CreateArray();
