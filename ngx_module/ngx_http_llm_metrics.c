@@ -204,6 +204,11 @@ ngx_http_llm_engine_metrics(ngx_http_llm_out_t *o,
                                 "counter",
                                 "stalled engines the watchdog replaced",
                                 cnt->watchdog_restarts);
+        ngx_http_llm_out_metric(o, "ngx_llm_tool_call_parse_failures_total",
+                                "counter",
+                                "replies that looked like a tool call and "
+                                "were not one (sent as content)",
+                                cnt->tool_parse_failures);
 
         ngx_http_llm_out(o, "# HELP ngx_llm_http_requests_total API "
                          "requests answered, by status\n"

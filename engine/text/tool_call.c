@@ -820,7 +820,8 @@ llm_tool_call_id(char *id, int format)
         }
     }
     if (n == 24) {
-        p = memcpy(id, "call_", 5) + 5;
+        memcpy(id, "call_", 5);
+        p = id + 5;
     }
     for (i = 0; i < n; i++) {
         /* 62 does not divide 256: a slight bias, harmless for an id */
