@@ -165,7 +165,7 @@ trim_end(const char *s, size_t n)
 static long
 find(const char *s, size_t n, const char *what)
 {
-    const char  *f = memmem(s, n, what, strlen(what));
+    const char  *f = n ? memmem(s, n, what, strlen(what)) : NULL;
 
     return f ? (long) (f - s) : -1;
 }
@@ -192,6 +192,9 @@ starts(const char *s, size_t n, const char *what)
 {
     size_t  w = strlen(what);
 
+    if (n == 0) {
+        return -1;          /* an empty buffer (s may be NULL) */
+    }
     if (n >= w) {
         return memcmp(s, what, w) == 0;
     }
@@ -432,6 +435,9 @@ parse_llama3(llm_out *o, const char *s, size_t n, size_t *rest)
             i = skip_blanks(s, i + 1, n);
         }
     }
+    if (o->n_calls == 0) {
+        return fail_why(o, "<|python_tag|> without a call", NULL);
+    }
     *rest = i;
     return 0;
 }
@@ -603,9 +609,11 @@ tool_run(llm_out *o, int final)
         case T_TEXT:
             at = marker ? find(h->p, h->len, marker) : -1;
             if (at >= 0) {
-                (void) buf_add(o, &o->o_content, h->p,
-                               trim_end(h->p, (size_t) at));
-                buf_cut(h, (size_t) at);
+                /* the blanks before the call stay with it: dropped if it
+                   is one, sent back with it if not */
+                end = trim_end(h->p, (size_t) at);
+                (void) buf_add(o, &o->o_content, h->p, end);
+                buf_cut(h, end);
                 o->t_phase = T_CALL;
                 continue;
             }
@@ -736,6 +744,21 @@ llm_out_init(llm_out *o, int format, int reasoning, int in_think,
     o->r_phase = !reasoning ? R_CONTENT : in_think ? R_THINK : R_DETECT;
     o->r_strip = (reasoning && in_think);
     o->t_phase = T_START;
+
+    /* the buffers are never NULL, so the stages may point into them
+       (a failure here makes the first push fail) */
+    o->r_held.p = malloc(64);
+    o->t_held.p = malloc(64);
+    o->o_reasoning.p = malloc(64);
+    o->o_content.p = malloc(64);
+    if (o->r_held.p && o->t_held.p && o->o_reasoning.p && o->o_content.p) {
+        o->r_held.cap = o->t_held.cap = o->o_reasoning.cap
+                      = o->o_content.cap = 64;
+        o->r_held.p[0] = o->t_held.p[0] = o->o_reasoning.p[0]
+                       = o->o_content.p[0] = '\0';
+    } else {
+        o->oom = 1;
+    }
 }
 
 
@@ -752,6 +775,10 @@ piece_of(llm_out *o, llm_out_piece *piece)
 int
 llm_out_push(llm_out *o, const char *text, size_t len, llm_out_piece *piece)
 {
+    if (o->oom) {
+        memset(piece, 0, sizeof(*piece));
+        return -1;
+    }
     o->o_reasoning.len = 0;
     o->o_content.len = 0;
 
@@ -770,6 +797,10 @@ llm_out_push(llm_out *o, const char *text, size_t len, llm_out_piece *piece)
 int
 llm_out_finish(llm_out *o, llm_out_piece *piece)
 {
+    if (o->oom) {
+        memset(piece, 0, sizeof(*piece));
+        return -1;
+    }
     o->o_reasoning.len = 0;
     o->o_content.len = 0;
 

@@ -11,8 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/json_strict.h"
 #include "text/tools.h"
 #include "text/tool_call.h"
+
+
+/* a name quoted with %.64s may be cut inside a character: the error goes
+   out as JSON and must stay valid UTF-8 (as api_request.c's) */
+static void
+utf8_sanitize(char *s)
+{
+    unsigned char  *p = (unsigned char *) s;
+    size_t          len = strlen(s), i, n;
+
+    for (i = 0; i < len; i += n) {
+        n = llm_utf8_len(p + i, len - i);
+        if (n == 0) {
+            p[i] = '?';
+            n = 1;
+        }
+    }
+}
 
 
 static int
@@ -27,6 +46,8 @@ fail(llm_api_error *err, int status, const char *code, const char *param,
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof(err->message), fmt, ap);
     va_end(ap);
+    utf8_sanitize(err->message);
+    utf8_sanitize(err->param);
     return -1;
 }
 

@@ -15,6 +15,7 @@
 #include "format/gguf.h"
 #include "text/api_request.h"
 #include "text/jinja.h"
+#include "text/json_strict.h"
 #include "text/tokenizer.h"
 #include "text/tool_call.h"
 #include "text/tools.h"
@@ -484,6 +485,26 @@ test_request(void)
         }
         llm_api_request_free(&r);
     }
+
+    /* a quoted value cut inside a character: the message stays UTF-8 */
+    rc = parse_req(&r, "[{\"role\":\"user\",\"content\":\"hi\"}]",
+                   ",\"tools\":[{\"type\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                   "\\u00e9\"}]", &e);
+    {
+        size_t  k, n = strlen(e.message), step;
+        int     utf8 = 1;
+
+        for (k = 0; k < n; k += step) {
+            step = llm_utf8_len((const unsigned char *) e.message + k, n - k);
+            if (step == 0) {
+                utf8 = 0;
+                break;
+            }
+        }
+        ok(rc == -1 && utf8, "an error quoting a cut character is UTF-8: %s",
+           e.message);
+    }
+    llm_api_request_free(&r);
 
     rc = parse_req(&r, "[{\"role\":\"user\",\"content\":\"hi\"}]",
                    ",\"tools\":" TOOLS_JSON, &e);
