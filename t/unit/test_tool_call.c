@@ -769,8 +769,12 @@ test_prompt_in_think(void)
            "Qwen3: the model opens <think> itself");
         free(r);
         cJSON_Delete(vars);
-        vars = jinja_chat_context(msgs, NULL, 1, NULL,
-                                  cJSON_Parse("{\"enable_thinking\":false}"));
+        {
+            cJSON  *extra = cJSON_Parse("{\"enable_thinking\":false}");
+
+            vars = jinja_chat_context(msgs, NULL, 1, NULL, extra);
+            cJSON_Delete(extra);
+        }
         r = NULL;
         ok(t && jinja_render(t, vars, &r, &rlen, err, sizeof(err)) == 0
            && !llm_out_prompt_in_think(r, rlen)
