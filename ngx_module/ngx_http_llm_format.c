@@ -523,15 +523,12 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 /* one delta chunk of a stream: {"tool_calls":[...]} */
 static ngx_int_t
 ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    cJSON *delta)
+    char *json)
 {
-    char       *json;
     size_t      len;
     ngx_buf_t  *b;
     ngx_int_t   rc;
 
-    json = delta ? cJSON_PrintUnformatted(delta) : NULL;
-    cJSON_Delete(delta);
     if (json == NULL) {
         return NGX_ERROR;
     }
@@ -555,42 +552,24 @@ ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 /*
  * A stream's tool calls, in OpenAI's shape, which the SDKs' accumulators
- * rebuild: per call, {"index","id","type","function":{"name","arguments":
- * ""}} first, then {"index","function":{"arguments": the text}}.
+ * rebuild (llm_tool_call_delta): per call, the head with the name and
+ * "arguments": "", then the arguments.
  */
 ngx_int_t
 ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     int             i;
-    cJSON          *d, *c, *fn;
     llm_tool_call  *call;
 
     for (i = 0; i < ctx->out.n_calls; i++) {
         call = &ctx->out.calls[i];
 
-        d = cJSON_CreateObject();
-        c = cJSON_CreateObject();
-        fn = cJSON_CreateObject();
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
-        cJSON_AddNumberToObject(c, "index", i);
-        cJSON_AddStringToObject(c, "id", call->id);
-        cJSON_AddStringToObject(c, "type", "function");
-        cJSON_AddItemToObject(c, "function", fn);
-        cJSON_AddStringToObject(fn, "name", call->name);
-        if (cJSON_AddStringToObject(fn, "arguments", "") == NULL
-            || ngx_http_llm_tool_chunk(ctx, last, d) != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-
-        d = cJSON_CreateObject();
-        c = cJSON_CreateObject();
-        fn = cJSON_CreateObject();
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
-        cJSON_AddNumberToObject(c, "index", i);
-        cJSON_AddItemToObject(c, "function", fn);
-        if (cJSON_AddStringToObject(fn, "arguments", call->arguments) == NULL
-            || ngx_http_llm_tool_chunk(ctx, last, d) != NGX_OK)
+        if (ngx_http_llm_tool_chunk(ctx, last,
+                                    llm_tool_call_delta(call, i, 1))
+            != NGX_OK
+            || ngx_http_llm_tool_chunk(ctx, last,
+                                       llm_tool_call_delta(call, i, 0))
+               != NGX_OK)
         {
             return NGX_ERROR;
         }

@@ -18,7 +18,7 @@
  * defines: llm_tool_format_detect, llm_tool_format_name, llm_out_init,
  *          llm_out_push, llm_out_finish, llm_out_free,
  *          llm_out_prompt_in_think, llm_tool_call_id, llm_tool_calls_json,
- *          llm_tool_grammar
+ *          llm_tool_call_delta, llm_tool_grammar
  */
 #define _GNU_SOURCE     /* memmem */
 #include <stdio.h>
@@ -891,6 +891,39 @@ llm_tool_calls_json(const llm_tool_call *calls, int n, int indexed)
         text = cJSON_PrintUnformatted(arr);
     }
     cJSON_Delete(arr);
+    return text;
+}
+
+
+char *
+llm_tool_call_delta(const llm_tool_call *call, int index, int head)
+{
+    char   *text = NULL;
+    cJSON  *d, *arr, *c, *fn;
+    int     ok;
+
+    d = cJSON_CreateObject();
+    arr = cJSON_AddArrayToObject(d, "tool_calls");
+    c = cJSON_CreateObject();
+    fn = cJSON_CreateObject();
+    ok = arr && c && fn && cJSON_AddNumberToObject(c, "index", index);
+    if (ok && head) {
+        ok = cJSON_AddStringToObject(c, "id", call->id)
+             && cJSON_AddStringToObject(c, "type", "function")
+             && cJSON_AddStringToObject(fn, "name", call->name)
+             && cJSON_AddStringToObject(fn, "arguments", "");
+    } else if (ok) {
+        ok = cJSON_AddStringToObject(fn, "arguments", call->arguments) != NULL;
+    }
+    if (ok) {
+        cJSON_AddItemToObject(c, "function", fn);
+        cJSON_AddItemToArray(arr, c);
+        text = cJSON_PrintUnformatted(d);
+    } else {
+        cJSON_Delete(c);
+        cJSON_Delete(fn);
+    }
+    cJSON_Delete(d);
     return text;
 }
 

@@ -31,7 +31,7 @@
  *
  * defines: llm_tool_format_detect, llm_tool_format_name, llm_out_init,
  *          llm_out_push, llm_out_finish, llm_out_free, llm_tool_call_id,
- *          llm_tool_calls_json, llm_tool_grammar
+ *          llm_tool_calls_json, llm_tool_call_delta, llm_tool_grammar
  */
 #ifndef NGX_LLM_TOOL_CALL_H
 #define NGX_LLM_TOOL_CALL_H
@@ -120,6 +120,14 @@ void llm_tool_call_id(char *id, int format);
 /* OpenAI's tool_calls array (with "index" for a stream when indexed) as
    compact JSON text, malloc'ed; NULL when memory ran out */
 char *llm_tool_calls_json(const llm_tool_call *calls, int n, int indexed);
+
+/*
+ * One call as a stream's delta, OpenAI's shape that the SDKs' accumulators
+ * rebuild: head 1: {"tool_calls":[{"index","id","type","function":{"name",
+ * "arguments":""}}]}; head 0: {"tool_calls":[{"index","function":
+ * {"arguments": the text}}]}. Malloc'ed JSON text, NULL on OOM.
+ */
+char *llm_tool_call_delta(const llm_tool_call *call, int index, int head);
 
 /*
  * The grammar (LLM_CONSTRAINT_GRAMMAR, engine/grammar/grammar.h's dialect)

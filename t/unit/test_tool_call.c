@@ -389,6 +389,16 @@ test_ids_and_json(void)
            "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]",
            "tool_calls JSON: arguments as a string");
     free(j);
+    j = llm_tool_call_delta(&c[0], 2, 1);
+    is_str(j, "{\"tool_calls\":[{\"index\":2,\"id\":\"call_x\",\"type\":"
+           "\"function\",\"function\":{\"name\":\"get_weather\","
+           "\"arguments\":\"\"}}]}", "stream delta: the head of a call");
+    free(j);
+    j = llm_tool_call_delta(&c[0], 2, 0);
+    is_str(j, "{\"tool_calls\":[{\"index\":2,\"function\":{\"arguments\":"
+           "\"{\\\"city\\\":\\\"Paris\\\"}\"}}]}",
+           "stream delta: then its arguments");
+    free(j);
     j = llm_tool_calls_json(c, 1, 1);
     ok(j && strncmp(j, "[{\"index\":0,\"id\"", 16) == 0,
        "stream deltas carry index");
