@@ -251,3 +251,51 @@ GET /v1/models
 --- must_die
 --- error_log
 invalid value "maybe" in "llm_reasoning" directive, it must be "on" or "off"
+
+
+
+=== TEST 20: a generation prompt that opens <think> (as DeepSeek-R1's): the reply starts inside the thinking
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+        chat_template ../html/think.jinja;
+    }
+--- config
+    location /v1/ { llm_api main; llm_reasoning on; }
+--- user_files
+>>> think.jinja
+{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endfor %}{{- '<|im_start|>assistant\n<think>\n' }}
+--- request
+POST /v1/chat/completions
+{"model":"smollm2","messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":0}
+--- error_code: 200
+--- response_body_like: "message":\{"role":"assistant","content":"","reasoning_content":"[^"]+"\},"logprobs":null,"finish_reason":"length"
+--- no_error_log
+[error]
+
+
+
+=== TEST 21: the same streamed: delta.reasoning_content, no content
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+        chat_template ../html/think.jinja;
+    }
+--- config
+    location /v1/ { llm_api main; llm_reasoning on; }
+--- user_files
+>>> think.jinja
+{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endfor %}{{- '<|im_start|>assistant\n<think>\n' }}
+--- request
+POST /v1/chat/completions
+{"model":"smollm2","stream":true,"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":0}
+--- error_code: 200
+--- response_body_like: ^data: [^\n]*"delta":\{"role":"assistant",("content":""|"reasoning_content":"[^"]+")\}[^\n]*\n\n(data: [^\n]*"delta":\{"reasoning_content":"[^"]+"\}[^\n]*\n\n)+data: [^\n]*"delta":\{\},"logprobs":null,"finish_reason":"length"\}\]\}\n\ndata: \[DONE\]\n\n$
+--- no_error_log
+[error]
