@@ -487,6 +487,10 @@ static const ngx_http_llm_family_t  ngx_http_llm_families[] = {
     { "ngx_llm_http_requests_total", "counter",
       "API requests answered, by status",
       ngx_http_llm_series_status, 0, 0 },
+    { "ngx_llm_tool_call_parse_failures_total", "counter",
+      "replies that looked like a tool call and were not one (sent as "
+      "content)",
+      ngx_http_llm_series_zone, ngx_http_llm_zone(tool_parse_failures), 0 },
     { "ngx_llm_model_info", "gauge",
       "the model file's sha256, checked at configuration time",
       ngx_http_llm_series_model_info, 0, 0 },

@@ -141,6 +141,9 @@ ngx_http_llm_parse_template(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf,
         return NGX_CONF_ERROR;
     }
 
+    /* the format its tool calls take: docs/api.md, "Tool calling" */
+    ecf->tool_format = llm_tool_format_detect(src, len);
+
     return NGX_CONF_OK;
 }
 

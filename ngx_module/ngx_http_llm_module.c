@@ -134,6 +134,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_loc_conf_t, fair_key),
       NULL },
 
+    { ngx_string("llm_reasoning"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, reasoning),
+      NULL },
+
     { ngx_string("llm_sampling"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_llm_sampling,
@@ -448,6 +455,7 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     llcf->max_body_size = NGX_CONF_UNSET_SIZE;
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
     llcf->special_in_content = NGX_CONF_UNSET;
+    llcf->reasoning = NGX_CONF_UNSET;
 
     return llcf;
 }
@@ -477,6 +485,7 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* off: a message cannot write a control token (docs/directives.md) */
     ngx_conf_merge_value(conf->special_in_content, prev->special_in_content,
                          0);
+    ngx_conf_merge_value(conf->reasoning, prev->reasoning, 0);
 
     if (conf->sampling_set == 0) {
         conf->sampling = prev->sampling;

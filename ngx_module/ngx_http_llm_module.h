@@ -39,6 +39,8 @@
 #include "text/api_request.h"
 #include "text/stop.h"
 #include "text/sampling_ring.h"
+#include "text/tool_call.h"
+#include "text/tools.h"
 
 #include <cjson/cJSON.h>
 
@@ -50,11 +52,19 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
+/* 1 once the engine enforces a slot's output constraint (the branches
+   constrain and grammar): until then tool_choice "required" and a named
+   function are refused (ngx_http_llm_generate.c) */
+#ifndef NGX_HTTP_LLM_CONSTRAINED
+#define NGX_HTTP_LLM_CONSTRAINED  0
+#endif
+
 /* per engine, in a shared zone: survives engine restarts and reloads */
 typedef struct {
     ngx_atomic_t                engine_starts;
     ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
     ngx_atomic_t                watchdog_restarts;
+    ngx_atomic_t                tool_parse_failures;
     /* made by the master when the zone is made: part of the engine's
        socket name, so nobody can bind it before the engine does */
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
@@ -117,6 +127,8 @@ typedef struct {
      */
     llm_tokenizer              *tokenizer;
     jinja_tmpl                 *chat_template;
+    ngx_uint_t                  tool_format;    /* LLM_TOOL_FMT_*, of the
+                                                   template's text */
     ngx_str_t                   chat_template_file;
     ngx_str_t                   bos_text;
     ngx_str_t                   eos_text;
@@ -143,6 +155,7 @@ typedef struct {
                                                  is told to wait */
     ngx_flag_t                  special_in_content; /* a message may write
                                                        control tokens */
+    ngx_flag_t                  reasoning;  /* <think> -> reasoning_content */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
     ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
@@ -222,6 +235,8 @@ typedef struct {
     ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
     time_t                      created;
     ngx_buf_t                  *text;       /* non-streaming: the reply */
+    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
+    llm_out                     out;        /* reasoning and tool calls */
     ngx_array_t                *lps;        /* non-streaming: logprobs */
     size_t                      text_offset;
     ngx_chain_t                *free;
@@ -238,6 +253,7 @@ typedef struct {
     unsigned                    finished:1;
     unsigned                    req_parsed:1;
     unsigned                    stop_inited:1;
+    unsigned                    out_active:1;   /* llm_out splits the text */
 } ngx_http_llm_ctx_t;
 
 
@@ -337,6 +353,11 @@ ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, const u_char *text, size_t len,
     const llm_out_token *o, ngx_uint_t role);
+ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const llm_out_piece *piece, const llm_out_token *o,
+    ngx_uint_t role);
+ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,

@@ -204,7 +204,8 @@ static const bad_case bad_fields[] = {
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\","
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
       "Invalid value: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?'. Supported "
-      "values are: 'system', 'developer', 'user', and 'assistant'." },
+      "values are: 'system', 'developer', 'user', 'assistant', and "
+      "'tool'." },
 
     /* misc */
     { CHAT, "\"user\":5", NULL, 400, "user", "invalid_type", NULL },
@@ -253,9 +254,9 @@ static const bad_case bad_fields[] = {
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":5,"
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_type", NULL },
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
-      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
-      "Invalid value: 'tool'. Supported values are: 'system', 'developer', "
-      "'user', and 'assistant'." },
+      "\"content\":\"x\"}]}", 400, "messages[0].tool_call_id",
+      "missing_required_parameter",
+      "Missing required parameter: 'messages[0].tool_call_id'." },
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"User\","
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
       NULL },
@@ -432,7 +433,7 @@ test_full_chat(void)
         "\"stop_token_ids\":[2,7],\"logit_bias\":{\"42\":-100,\"7\":2.5},"
         "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"stream\":true,"
         "\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
-        "\"ignore_eos\":true,\"priority\":-5,\"tools\":[{\"x\":1}],"
+        "\"ignore_eos\":true,\"priority\":-5,"
         "\"response_format\":{\"type\":\"text\"},\"unknown\":{\"deep\":[1]}}";
     char            *msgs;
 
