@@ -187,6 +187,9 @@ int llm_regex_to_gbnf(const char *re, size_t len, char **out,
 
 /* tests: feeds bytes; 0, or -1 (the state is kept) when they cannot come */
 int llm_matcher_accept_bytes(llm_matcher *m, const char *s, size_t len);
+/* bench: the states and stack nodes a matcher made, and its bytes */
+void llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
+    size_t *bytes);
 /* tests and bench: masks computed without the cache (the reference) */
 int llm_matcher_mask_nocache(llm_matcher *m, uint32_t *mask);
 
