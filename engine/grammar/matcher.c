@@ -105,8 +105,8 @@ struct llm_matcher {
 
     int32_t    *walk;           /* per trie depth: the state there */
     int         n_words;
-    uint32_t   *slots;          /* up to MASK_SLOTS masks of n_words */
-    int         cap_slots;
+    uint32_t   *slots[MASK_SLOTS];  /* masks of n_words, made as used */
+    int         cap_slots;          /* slots made */
     int32_t     slot_sid[MASK_SLOTS];
     int32_t     slot_count[MASK_SLOTS];
     int         slot_next;
@@ -541,7 +541,9 @@ llm_matcher_free(llm_matcher *m)
     free(m->hist);
     free(m->walk);
     free(m->bflag);
-    free(m->slots);
+    for (i = 0; i < m->cap_slots; i++) {
+        free(m->slots[i]);
+    }
     for (i = 0; i < LOCAL_SLOTS; i++) {
         if (m->locals[i].key >= 0 && m->locals[i].owned) {
             glocal_free(m->locals[i].l);
@@ -888,27 +890,22 @@ llm_matcher_mask(llm_matcher *m, uint32_t *mask)
         return 0;
     }
     if ((k = m->st[sid].slot) >= 0) {
-        memcpy(mask, m->slots + (size_t) k * m->n_words, bytes);
+        memcpy(mask, m->slots[k], bytes);
         return m->slot_count[k];
     }
     k = m->slot_next;
-    if (k >= m->cap_slots) {                /* grown as they are used */
-        int       n = m->cap_slots ? m->cap_slots * 2 : 8;
-        uint32_t *p;
-
-        n = n < MASK_SLOTS ? n : MASK_SLOTS;
-        if ((p = realloc(m->slots, bytes * (size_t) n)) == NULL) {
+    if (k >= m->cap_slots) {                /* made as they are used */
+        if ((m->slots[k] = malloc(bytes)) == NULL) {
             return compute_mask_split(m, sid, mask);
         }
-        m->slots = p;
-        m->cap_slots = n;
+        m->cap_slots = k + 1;
     }
     m->slot_next = (k + 1) % MASK_SLOTS;
     if (m->slot_sid[k] >= 0) {
         m->st[m->slot_sid[k]].slot = -1;
     }
     m->slot_count[k] = compute_mask_split(m, sid, mask);
-    memcpy(m->slots + (size_t) k * m->n_words, mask, bytes);
+    memcpy(m->slots[k], mask, bytes);
     m->slot_sid[k] = sid;
     m->st[sid].slot = k;
     return m->slot_count[k];
