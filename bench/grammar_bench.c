@@ -30,6 +30,7 @@ static llm_grammar_vocab  *vocab;
 static int                 n_words;
 static uint32_t           *mask;
 static clockid_t           mask_clock = CLOCK_MONOTONIC;
+static double              sum_states, sum_kib, n_walks, max_kib;
 
 
 /* compile and mask times on the wall clock, or (GRAMMAR_BENCH_CLOCK=cpu)
@@ -126,6 +127,16 @@ walk_text(const llm_grammar *g, const char *text, samples *mt)
             rc = -1;
             break;
         }
+    }
+    {
+        int     states, nodes;
+        size_t  bytes;
+
+        llm_matcher_stats(m, &states, &nodes, &bytes);
+        sum_states += states;
+        sum_kib += bytes / 1024.0;
+        max_kib = bytes / 1024.0 > max_kib ? bytes / 1024.0 : max_kib;
+        n_walks++;
     }
     free(ids);
     llm_matcher_free(m);
@@ -456,6 +467,9 @@ main(int argc, char **argv)
         free(all_ct.v);
         free(all_mt.v);
     }
+    printf("per request (walk of a text): %.0f states, %.0f KiB on average, "
+           "%.0f KiB at most\n", sum_states / n_walks, sum_kib / n_walks,
+           max_kib);
     if (argc > 2) {
         samples  sct = { 0 }, smt = { 0 };
 

@@ -48,6 +48,7 @@ typedef struct {
 /* one rule while parsing: its elements, then flattened by compile */
 typedef struct {
     char       *name;
+    size_t      name_len;
     llm_gelem  *el;
     int         n_el, cap_el;
     int         defined;
@@ -59,6 +60,15 @@ typedef struct {
     int         n_rules, cap_rules;
     uint8_t   (*sets)[32];          /* byte sets, bit b of byte b/8 */
     int         n_sets, cap_sets;
+    int32_t    *rule_hash;          /* open addressing: rule index + 1 */
+    uint32_t    rule_hmask;
+    int32_t    *set_hash;           /* open addressing: set index + 1 */
+    int32_t     single[256];        /* the set of byte c alone + 1, or 0 */
+    int32_t    *range_set;          /* [65536]: set of bytes lo..hi + 1 */
+    struct llm_gclass *classes;     /* code point classes made, to share
+                                       their rules */
+    int         n_classes, cap_classes;
+    uint32_t    set_hmask;
     const llm_grammar_vocab *vocab;
     int         max_ws;
     uint64_t    deadline_ns;        /* 0: none */
@@ -177,6 +187,9 @@ int llm_regex_to_gbnf(const char *re, size_t len, char **out,
 
 /* tests: feeds bytes; 0, or -1 (the state is kept) when they cannot come */
 int llm_matcher_accept_bytes(llm_matcher *m, const char *s, size_t len);
+/* bench: the states and stack nodes a matcher made, and its bytes */
+void llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
+    size_t *bytes);
 /* tests and bench: masks computed without the cache (the reference) */
 int llm_matcher_mask_nocache(llm_matcher *m, uint32_t *mask);
 

@@ -25,7 +25,7 @@
  * defines: llm_matcher_new, llm_matcher_free, llm_matcher_mask,
  *          llm_matcher_mask_nocache, llm_matcher_accept,
  *          llm_matcher_accept_bytes, llm_matcher_rollback,
- *          llm_matcher_can_end, llm_matcher_is_done
+ *          llm_matcher_can_end, llm_matcher_is_done, llm_matcher_stats
  */
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +105,8 @@ struct llm_matcher {
 
     int32_t    *walk;           /* per trie depth: the state there */
     int         n_words;
-    uint32_t   *slots;          /* MASK_SLOTS masks of n_words */
+    uint32_t   *slots[MASK_SLOTS];  /* masks of n_words, made as used */
+    int         cap_slots;          /* slots made */
     int32_t     slot_sid[MASK_SLOTS];
     int32_t     slot_count[MASK_SLOTS];
     int         slot_next;
@@ -540,7 +541,9 @@ llm_matcher_free(llm_matcher *m)
     free(m->hist);
     free(m->walk);
     free(m->bflag);
-    free(m->slots);
+    for (i = 0; i < m->cap_slots; i++) {
+        free(m->slots[i]);
+    }
     for (i = 0; i < LOCAL_SLOTS; i++) {
         if (m->locals[i].key >= 0 && m->locals[i].owned) {
             glocal_free(m->locals[i].l);
@@ -887,21 +890,22 @@ llm_matcher_mask(llm_matcher *m, uint32_t *mask)
         return 0;
     }
     if ((k = m->st[sid].slot) >= 0) {
-        memcpy(mask, m->slots + (size_t) k * m->n_words, bytes);
+        memcpy(mask, m->slots[k], bytes);
         return m->slot_count[k];
     }
-    if (m->slots == NULL
-        && (m->slots = malloc(bytes * MASK_SLOTS)) == NULL)
-    {
-        return compute_mask_split(m, sid, mask);
-    }
     k = m->slot_next;
+    if (k >= m->cap_slots) {                /* made as they are used */
+        if ((m->slots[k] = malloc(bytes)) == NULL) {
+            return compute_mask_split(m, sid, mask);
+        }
+        m->cap_slots = k + 1;
+    }
     m->slot_next = (k + 1) % MASK_SLOTS;
     if (m->slot_sid[k] >= 0) {
         m->st[m->slot_sid[k]].slot = -1;
     }
     m->slot_count[k] = compute_mask_split(m, sid, mask);
-    memcpy(m->slots + (size_t) k * m->n_words, mask, bytes);
+    memcpy(m->slots[k], mask, bytes);
     m->slot_sid[k] = sid;
     m->st[sid].slot = k;
     return m->slot_count[k];
@@ -1004,4 +1008,31 @@ llm_matcher_is_done(const llm_matcher *m)
 
     return sid == SID_STOPPED
            || (sid >= 0 && m->st[sid].len == 1 && m->st[sid].can_end);
+}
+
+
+void
+llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
+    size_t *bytes)
+{
+    size_t   b;
+    int32_t  i;
+
+    b = sizeof(*m) + (size_t) m->cap_nodes * sizeof(mnode)
+        + (size_t) (m->node_hmask + 1) * 4 + (size_t) m->cap_st
+        * (sizeof(mstate) + sizeof(int32_t *) + 1)
+        + (size_t) (m->st_hmask + 1) * 4 + m->cap_pool * 4
+        + (size_t) m->cap_tmp * 4 + (size_t) m->cap_hist * 4
+        + (size_t) m->cap_slots * m->n_words * 4;
+    for (i = 0; i < m->n_st; i++) {
+        b += m->next[i] ? 256 * sizeof(int32_t) : 0;
+    }
+    for (i = 0; i < LOCAL_SLOTS; i++) {
+        if (m->locals[i].key >= 0 && m->locals[i].owned) {
+            b += (size_t) m->n_words * 4;
+        }
+    }
+    *states = m->n_st;
+    *nodes = m->n_nodes;
+    *bytes = b;
 }

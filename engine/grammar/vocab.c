@@ -43,8 +43,7 @@ static int
 vocab_alloc(llm_grammar_vocab *v, size_t n_nodes)
 {
     v->node = malloc(n_nodes * sizeof(llm_tnode));
-    v->first_tok = malloc((n_nodes + 1) * sizeof(int32_t));
-    return v->node && v->first_tok ? 0 : -1;
+    return v->node ? 0 : -1;
 }
 
 
@@ -140,6 +139,19 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
         v->node[path[d]].size = v->n_nodes - path[d];
     }
     v->node[0].size = v->n_nodes;
+    /* the nodes made, fewer than the bytes of all pieces allocated */
+    {
+        llm_tnode  *shrunk = realloc(v->node, (size_t) v->n_nodes
+                                              * sizeof(llm_tnode));
+
+        if (shrunk != NULL) {
+            v->node = shrunk;
+        }
+    }
+    v->first_tok = malloc((size_t) (v->n_nodes + 1) * sizeof(int32_t));
+    if (v->first_tok == NULL) {
+        goto oom;
+    }
     /* depth-first order is the tokens' sorted order */
     v->first_tok[v->n_nodes] = n_sorted;
     for (i = v->n_nodes - 1; i >= 0; i--) {

@@ -653,6 +653,41 @@ test_random_walks(void)
 }
 
 
+/* more states than the mask cache holds: evicted masks come back exact */
+static void
+test_mask_eviction(void)
+{
+    llm_grammar  *g;
+    llm_matcher  *m;
+    uint32_t     *mask = malloc((size_t) n_words * 4);
+    uint32_t     *ref = malloc((size_t) n_words * 4);
+    char          err[256];
+    int           i, c, bad = 0, steps = 0;
+
+    /* state i wants "abc"[i % 3]: the state that takes an evicted
+       state's slot wants another letter (128 % 3 != 0) */
+    g = compile(LLM_CONSTRAINT_REGEX, "(abc){100}", err, sizeof(err));
+    m = llm_matcher_new(g);
+    for (i = 0; i < 300; i++) {
+        c = llm_matcher_mask(m, mask);
+        bad += llm_matcher_mask_nocache(m, ref) != c
+               || memcmp(ref, mask, (size_t) n_words * 4) != 0;
+        steps += llm_matcher_accept_bytes(m, &"abc"[i % 3], 1) == 0;
+    }
+    ok(steps == 300 && llm_matcher_can_end(m), "300 distinct states");
+    llm_matcher_rollback(m, 290);
+    c = llm_matcher_mask(m, mask);
+    bad += llm_matcher_mask_nocache(m, ref) != c
+           || memcmp(ref, mask, (size_t) n_words * 4) != 0;
+    is_int(bad, 0, "masks exact past the cache's 128 slots and after "
+           "rollback to an evicted state");
+    llm_matcher_free(m);
+    llm_grammar_free(g);
+    free(mask);
+    free(ref);
+}
+
+
 /* the vocabulary's grammar cache: same key, same grammar; refs counted */
 static void
 test_cache(void)
@@ -808,6 +843,7 @@ main(void)
     test_random_walks();
     test_threads();
     test_cache();
+    test_mask_eviction();
 
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);
