@@ -4,6 +4,7 @@
 #   make deps       install missing Debian packages, fetch the default model
 #   make run        deps + build + nginx in the foreground on 127.0.0.1:8080
 #   make test       deps + build + every test suite (what CI runs)
+#   make test-ops   deps + prometheus + the alert rules, dashboard, live Prometheus
 #   make bench      benchmarks (long; not part of test)
 #   make CUDA=0     skip the CUDA objects even when nvcc exists
 
@@ -55,7 +56,8 @@ CUDA_LIBS  :=
 ENGINE_OBJS_CUDA :=
 endif
 
-.PHONY: all engine module unit deps run test t-nginx bench clean fuzz \
+.PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
+        clean fuzz test-ops \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
 all: engine module
@@ -131,6 +133,13 @@ $(BUILD)/t/ring_poke: t/tools/ring_poke.c engine/ring/ngx_llm_ring.h
 t-nginx: all $(BUILD)/t/ring_poke
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) $(or $(T),t/*.t)
 
+# the operations kit (docs/operations.md): promtool on /metrics, the alert
+# rules and their unit tests, the dashboard's metric names, a live
+# Prometheus scraping ngx_llm; deps.sh --ops installs Debian's prometheus
+test-ops: all
+	@tools/deps.sh --ops "$(CACHE_DIR)"
+	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ops/*.t
+
 # the layers of docs/architecture.md, over includes and the objects' symbols
 layer-check: all
 	python3 tools/layer_check.py $(OBJ) $(BUILD)/nginx
@@ -205,7 +214,8 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 # --- benchmarks (docs/perf.md; not part of test) ----------------------------------
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
-              $(BUILD)/bench/ring_ping $(BUILD)/bench/grammar_bench
+              $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation \
+              $(BUILD)/bench/grammar_bench
 # grammar_bench's folder of JSON Schemas (*.json), when there is one
 GRAMMAR_SCHEMAS ?= $(wildcard t/fixtures/schemas)
 
@@ -216,6 +226,11 @@ $(BUILD)/bench/serve_bench: bench/serve_bench.c
 $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
+	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/bench/isolation: bench/isolation.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/isolation.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
@@ -232,6 +247,12 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 bench: all $(BENCH_BINS)
 	$(BUILD)/bench/grammar_bench $(MODEL) $(GRAMMAR_SCHEMAS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
+	$(MAKE) bench-isolation
+
+# interactive TTFT/TPOT beside 32 batch streams, classes against one class
+# (docs/scheduler.md; about 3 minutes; ISOLATION_ARGS adds options)
+bench-isolation: $(BUILD)/bench/isolation
+	$(BUILD)/bench/isolation --model $(MODEL) $(ISOLATION_ARGS)
 
 # --- soak (docs/testing.md; not part of test) ------------------------------------
 
@@ -248,7 +269,7 @@ FUZZ_SECS   ?= 30
 # make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
 # seconds of each slow one (7,000-20,000 executions a second here)
 FUZZ_RUNS      ?= 10000000
-FUZZ_SLOW      := chat jinja tokenizer
+FUZZ_SLOW      := chat jinja tokenizer json_schema
 FUZZ_SLOW_SECS ?= $(or $(SECS),600)
 # undefined behaviour stops a run as a crash does
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined

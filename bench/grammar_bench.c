@@ -30,10 +30,11 @@ static llm_grammar_vocab  *vocab;
 static int                 n_words;
 static uint32_t           *mask;
 static clockid_t           mask_clock = CLOCK_MONOTONIC;
+static double              sum_states, sum_kib, n_walks, max_kib;
 
 
-/* mask times on the wall clock, or (GRAMMAR_BENCH_CLOCK=cpu) on this
-   thread's CPU clock: on a shared machine preemption is not ours */
+/* compile and mask times on the wall clock, or (GRAMMAR_BENCH_CLOCK=cpu)
+   on this thread's CPU clock: on a shared machine preemption is not ours */
 static uint64_t
 mask_now(void)
 {
@@ -79,9 +80,11 @@ pct(samples *s, double p)
 }
 
 
+/* rounds compiles, without the vocabulary's grammar cache (cached 0) or
+   through it (cached 1: the first may compile, the others are hits) */
 static llm_grammar *
 compile_timed(int kind, const char *src, size_t len, samples *ct, int rounds,
-    char *err, size_t err_len)
+    int cached, char *err, size_t err_len)
 {
     llm_grammar_limits   lim;
     llm_grammar         *g = NULL;
@@ -91,9 +94,12 @@ compile_timed(int kind, const char *src, size_t len, samples *ct, int rounds,
     llm_grammar_limits_default(&lim);
     for (r = 0; r < rounds; r++) {
         llm_grammar_free(g);
-        t0 = llm_grammar_now_ns();
-        g = llm_grammar_compile(vocab, kind, src, len, &lim, err, err_len);
-        add(ct, (double) (llm_grammar_now_ns() - t0) / 1e3);
+        t0 = mask_now();
+        g = cached ? llm_grammar_compile(vocab, kind, src, len, &lim, err,
+                                         err_len)
+                   : llm_grammar_compile_uncached(vocab, kind, src, len,
+                                                  &lim, err, err_len);
+        add(ct, (double) (mask_now() - t0) / 1e3);
         if (g == NULL) {
             return NULL;
         }
@@ -121,6 +127,16 @@ walk_text(const llm_grammar *g, const char *text, samples *mt)
             rc = -1;
             break;
         }
+    }
+    {
+        int     states, nodes;
+        size_t  bytes;
+
+        llm_matcher_stats(m, &states, &nodes, &bytes);
+        sum_states += states;
+        sum_kib += bytes / 1024.0;
+        max_kib = bytes / 1024.0 > max_kib ? bytes / 1024.0 : max_kib;
+        n_walks++;
     }
     free(ids);
     llm_matcher_free(m);
@@ -164,9 +180,14 @@ row(const char *name, samples *ct, samples *mt, const char *note)
 {
     double  c50 = pct(ct, 0.5), c99 = pct(ct, 0.99);
     double  m50 = pct(mt, 0.5), m99 = pct(mt, 0.99), mmax = pct(mt, 1.0);
+    double  sum = 0;
+    int     i;
 
-    printf("%-22s %9.1f %9.1f %9d %9.1f %9.1f %9.1f  %s\n", name, c50, c99,
-           mt->n, m50, m99, mmax, note);
+    for (i = 0; i < mt->n; i++) {
+        sum += mt->v[i];
+    }
+    printf("%-22s %9.1f %9.1f %9d %9.1f %9.1f %9.1f %9.1f  %s\n", name, c50,
+           c99, mt->n, m50, m99, mmax, mt->n ? sum / mt->n : 0.0, note);
 }
 
 
@@ -324,10 +345,10 @@ bench_schemas(const char *dir, int rounds, samples *all_ct, samples *all_mt)
             continue;
         }
         g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct, rounds,
-                          err, sizeof(err));
+                          0, err, sizeof(err));
         if (g == NULL) {
             if (n_bad++ < 5) {
-                fprintf(stderr, "# %s: %s\n", e->d_name, err);
+                printf("# %s: %s\n", e->d_name, err);
             }
         } else {
             n_ok++;
@@ -349,11 +370,10 @@ bench_schemas(const char *dir, int rounds, samples *all_ct, samples *all_mt)
 int
 main(int argc, char **argv)
 {
-    samples      all_ct = { 0 }, all_mt = { 0 };
     gguf_file    gf;
     uint64_t     t0;
     char         err[512], note[64];
-    int          gi, t, rounds, i, bad;
+    int          gi, t, rounds, i, bad, mode;
 
     if (argc < 2) {
         fprintf(stderr, "usage: grammar_bench MODEL.gguf [SCHEMA_DIR] "
@@ -384,47 +404,76 @@ main(int argc, char **argv)
     }
     n_words = (vocab->n_vocab + 31) / 32;
     mask = malloc((size_t) n_words * 4);
-    printf("mask times: %s clock\n", mask_clock == CLOCK_MONOTONIC
+    printf("compile and mask times: %s clock\n", mask_clock == CLOCK_MONOTONIC
            ? "wall" : "thread CPU");
     printf("vocabulary: %d tokens, trie of %d nodes built in %.1f ms\n",
            vocab->n_vocab, vocab->n_nodes,
            (double) (llm_grammar_now_ns() - t0) / 1e6);
-    printf("%-22s %9s %9s %9s %9s %9s %9s\n", "grammar", "comp p50",
-           "comp p99", "masks", "mask p50", "mask p99", "mask max");
-    printf("%-22s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
-           "(us)", "(us)", "(us)");
-    for (gi = 0; gi < N(grammars); gi++) {
-        const bench_grammar  *b = &grammars[gi];
-        samples               ct = { 0 }, mt = { 0 };
-        llm_grammar          *g;
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "grammar", "comp p50",
+           "comp p99", "masks", "mask p50", "mask p99", "mask max",
+           "mean");
+    printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
+           "(us)", "(us)", "(us)", "(us)");
+    for (mode = 0; mode < 2; mode++) {
+        samples  all_ct = { 0 }, all_mt = { 0 };
 
-        g = compile_timed(b->kind, b->src, strlen(b->src), &ct, rounds, err,
-                          sizeof(err));
-        if (g == NULL) {
-            printf("%-22s compile failed: %s\n", b->name, err);
-            continue;
-        }
-        bad = 0;
-        for (i = 0; i < 3; i++) {               /* 3 requests per text */
-            for (t = 0; t < b->n_texts; t++) {
-                bad += walk_text(g, b->texts[t], &mt) != 0;
+        printf("-- %s\n", mode == 0
+               ? "a grammar compiled per request, without the grammar "
+                 "cache (cold caches each time)"
+               : "through the grammar cache: every request gets the same "
+                 "grammar, and shares its local masks");
+        for (gi = 0; gi < N(grammars); gi++) {
+            const bench_grammar  *b = &grammars[gi];
+            samples               ct = { 0 }, mt = { 0 }, hit = { 0 };
+            llm_grammar          *g;
+
+            g = compile_timed(b->kind, b->src, strlen(b->src), &ct, rounds,
+                              0, err, sizeof(err));
+            if (g == NULL) {
+                printf("%-22s compile failed: %s\n", b->name, err);
+                continue;
             }
+            bad = 0;
+            for (i = 0; i < 3; i++) {           /* 3 requests per text */
+                for (t = 0; t < b->n_texts; t++) {
+                    llm_grammar_free(g);
+                    g = compile_timed(b->kind, b->src, strlen(b->src),
+                                      mode ? &hit : &ct, 1, mode, err,
+                                      sizeof(err));
+                    bad += walk_text(g, b->texts[t], &mt) != 0;
+                }
+            }
+            if (bad) {
+                snprintf(note, sizeof(note), "%d texts REFUSED", bad);
+            } else if (mode) {
+                snprintf(note, sizeof(note), "cache hit p50 %.1f us",
+                         pct(&hit, 0.5));
+            } else {
+                note[0] = '\0';
+            }
+            free(hit.v);
+            for (i = 0; i < ct.n; i++) {
+                add(&all_ct, ct.v[i]);
+            }
+            for (i = 0; i < mt.n; i++) {
+                add(&all_mt, mt.v[i]);
+            }
+            row(b->name, &ct, &mt, note);
+            llm_grammar_free(g);
+            free(ct.v);
+            free(mt.v);
         }
-        snprintf(note, sizeof(note), bad ? "%d texts REFUSED" : "", bad);
-        for (i = 0; i < ct.n; i++) {
-            add(&all_ct, ct.v[i]);
-        }
-        for (i = 0; i < mt.n; i++) {
-            add(&all_mt, mt.v[i]);
-        }
-        row(b->name, &ct, &mt, note);
-        llm_grammar_free(g);
-        free(ct.v);
-        free(mt.v);
+        row("all of the above", &all_ct, &all_mt, "");
+        free(all_ct.v);
+        free(all_mt.v);
     }
-    row("all of the above", &all_ct, &all_mt, "");
+    printf("per request (walk of a text): %.0f states, %.0f KiB on average, "
+           "%.0f KiB at most\n", sum_states / n_walks, sum_kib / n_walks,
+           max_kib);
     if (argc > 2) {
-        bench_schemas(argv[2], rounds, &all_ct, &all_mt);
+        samples  sct = { 0 }, smt = { 0 };
+
+        bench_schemas(argv[2], rounds, &sct, &smt);
     }
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);

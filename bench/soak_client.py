@@ -246,7 +246,7 @@ def main():
         if abs(f1 - f0) > FD_TOL:
             fails.append("%s: descriptors %d -> %d" % (n, f0, f1))
 
-    total = m.get("ngx_llm_kv_blocks_total", 0)
+    total = m.get("ngx_llm_kv_blocks_capacity", 0)
     used = round(m.get("vllm:kv_cache_usage_perc", 0) * total)
     cached = m.get("ngx_llm_kv_blocks_cached", 0)
     idle = {

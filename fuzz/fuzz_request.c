@@ -81,10 +81,35 @@ check_messages(const cJSON *msgs)
         if (!cJSON_IsString(role) || !cJSON_IsString(content)
             || (strcmp(role->valuestring, "system") != 0
                 && strcmp(role->valuestring, "user") != 0
+                && strcmp(role->valuestring, "assistant") != 0
+                && strcmp(role->valuestring, "tool") != 0))
+        {
+            abort();
+        }
+        /* a tool result names its call; only assistants made calls */
+        if ((strcmp(role->valuestring, "tool") == 0)
+            != cJSON_IsString(cJSON_GetObjectItemCaseSensitive(
+                   m, "tool_call_id"))
+            || (cJSON_HasObjectItem(m, "tool_calls")
                 && strcmp(role->valuestring, "assistant") != 0))
         {
             abort();
         }
+    }
+}
+
+
+/* tools given: tool_choice one of ours, a name only when one is chosen */
+static void
+check_tools(const llm_api_request *r)
+{
+    if (r->tool_choice < LLM_TOOL_CHOICE_NONE
+        || r->tool_choice > LLM_TOOL_CHOICE_NAMED
+        || (r->tool_choice == LLM_TOOL_CHOICE_NAMED) != (r->tool_name != NULL)
+        || (r->tools == NULL && r->tool_choice > LLM_TOOL_CHOICE_AUTO)
+        || (r->tools != NULL && !cJSON_IsArray(r->tools)))
+    {
+        abort();
     }
 }
 
@@ -131,6 +156,7 @@ check_ranges(const llm_api_request *r, const llm_api_limits *lim)
     }
     if (r->endpoint == LLM_API_CHAT) {
         check_messages(r->messages);
+        check_tools(r);
     } else if ((r->prompt == NULL) == (r->prompt_ids == NULL)) {
         abort();    /* exactly one prompt form */
     }

@@ -10,13 +10,23 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "spinwait.h"
 #include "threadpool.h"
 
+/* one thread's time inside jobs, on its own cache line: written by that
+   thread only, read by llm_threadpool_busy_ns */
+typedef struct {
+    _Atomic uint64_t  ns;
+    char              pad[56];
+} busy_clock;
+
 struct llm_threadpool {
     int               n_threads;      /* including the caller */
+    busy_clock       *busy;           /* (n_threads) */
     pthread_t        *threads;        /* n_threads - 1 workers */
     llm_task_fn       fn;
     void             *ctx;
@@ -33,6 +43,30 @@ typedef struct {
 } worker_arg;
 
 
+static uint64_t
+now_ns(void)
+{
+    struct timespec  ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+
+/* fn on thread ith, its time added to that thread's clock */
+static void
+run_timed(llm_threadpool *tp, int ith)
+{
+    uint64_t  t0 = now_ns();
+
+    tp->fn(tp->ctx, ith, tp->n_threads);
+    atomic_store_explicit(&tp->busy[ith].ns,
+                          atomic_load_explicit(&tp->busy[ith].ns,
+                                               memory_order_relaxed)
+                          + (now_ns() - t0), memory_order_relaxed);
+}
+
+
 static void *
 worker_main(void *p)
 {
@@ -47,7 +81,7 @@ worker_main(void *p)
         if (atomic_load(&tp->stop)) {
             return NULL;
         }
-        tp->fn(tp->ctx, ith, tp->n_threads);
+        run_timed(tp, ith);
         if (atomic_fetch_sub(&tp->pending, 1) == 1
             && atomic_load(&tp->caller_sleeping))
         {
@@ -72,9 +106,15 @@ llm_threadpool_create(int n_threads)
     }
     tp->n_threads = 1;
     tp->threads = calloc(n_threads, sizeof(pthread_t));
-    if (tp->threads == NULL) {
+    tp->busy = aligned_alloc(64, n_threads * sizeof(busy_clock));
+    if (tp->threads == NULL || tp->busy == NULL) {
+        free(tp->threads);
+        free(tp->busy);
         free(tp);
         return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) {
+        atomic_init(&tp->busy[i].ns, 0);
     }
     for (int i = 1; i < n_threads; i++) {
         worker_arg *arg = malloc(sizeof(*arg));
@@ -118,16 +158,32 @@ wait_for_workers(llm_threadpool *tp)
 void
 llm_threadpool_run(llm_threadpool *tp, llm_task_fn fn, void *ctx)
 {
-    if (tp == NULL || tp->n_threads == 1) {
+    if (tp == NULL) {
         fn(ctx, 0, 1);
         return;
     }
     tp->fn = fn;
     tp->ctx = ctx;
+    if (tp->n_threads == 1) {
+        run_timed(tp, 0);
+        return;
+    }
     atomic_store(&tp->pending, tp->n_threads - 1);
     llm_wake_bump(&tp->gen, &tp->n_sleeping);
-    fn(ctx, 0, tp->n_threads);
+    run_timed(tp, 0);
     wait_for_workers(tp);
+}
+
+
+uint64_t
+llm_threadpool_busy_ns(const llm_threadpool *tp)
+{
+    uint64_t  ns = 0;
+
+    for (int i = 0; tp != NULL && i < tp->n_threads; i++) {
+        ns += atomic_load_explicit(&tp->busy[i].ns, memory_order_relaxed);
+    }
+    return ns;
 }
 
 
@@ -150,5 +206,6 @@ llm_threadpool_free(llm_threadpool *tp)
         pthread_join(tp->threads[i], NULL);
     }
     free(tp->threads);
+    free(tp->busy);
     free(tp);
 }

@@ -8,10 +8,12 @@
  * The calling thread is worker 0 and takes part in every job.
  *
  * defines: llm_threadpool_create, llm_threadpool_run, llm_threadpool_free,
- *          llm_threadpool_size
+ *          llm_threadpool_size, llm_threadpool_busy_ns
  */
 #ifndef NGX_LLM_THREADPOOL_H
 #define NGX_LLM_THREADPOOL_H
+
+#include <stdint.h>
 
 typedef struct llm_threadpool llm_threadpool;
 
@@ -29,6 +31,10 @@ llm_threadpool *llm_threadpool_create(int n_threads);
 void llm_threadpool_run(llm_threadpool *tp, llm_task_fn fn, void *ctx);
 
 int llm_threadpool_size(const llm_threadpool *tp);   /* 1 for NULL */
+
+/* nanoseconds the threads have spent inside jobs, summed over threads
+   (0 for NULL): over wall time and llm_threadpool_size, the utilisation */
+uint64_t llm_threadpool_busy_ns(const llm_threadpool *tp);
 
 void llm_threadpool_free(llm_threadpool *tp);
 

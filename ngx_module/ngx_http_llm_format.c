@@ -358,6 +358,36 @@ ngx_http_llm_lp_json(ngx_http_llm_ctx_t *ctx, u_char *p,
 }
 
 
+/* a reply that does not stream: text at the end of *bp, which grows */
+static ngx_int_t
+ngx_http_llm_collect(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp,
+    const u_char *text, size_t len)
+{
+    size_t      size;
+    ngx_buf_t  *b = *bp;
+
+    if (b == NULL || (size_t) (b->end - b->last) < len) {
+        size = ngx_max(len, 256);
+        if (b) {
+            size += 2 * (b->last - b->pos);
+        }
+        b = ngx_http_llm_get_buf(ctx, size);
+        if (b == NULL) {
+            return NGX_ERROR;
+        }
+        if (*bp) {
+            b->last = ngx_cpymem(b->last, (*bp)->pos, (*bp)->last - (*bp)->pos);
+        }
+        *bp = b;
+    }
+    if (len) {
+        b->last = ngx_cpymem(b->last, text, len);
+    }
+
+    return NGX_OK;
+}
+
+
 /* one token's text as an SSE chunk (or into the reply being built) */
 ngx_int_t
 ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
@@ -368,23 +398,9 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_buf_t    *b;
 
     if (!ctx->stream) {
-        b = ctx->text;
-        if (b == NULL || (size_t) (b->end - b->last) < len) {
-            size = ngx_max(len, 256);
-            if (b) {
-                size += 2 * (b->last - b->pos);
-            }
-            b = ngx_http_llm_get_buf(ctx, size);
-            if (b == NULL) {
-                return NGX_ERROR;
-            }
-            if (ctx->text) {
-                b->last = ngx_cpymem(b->last, ctx->text->pos,
-                                     ctx->text->last - ctx->text->pos);
-            }
-            ctx->text = b;
+        if (ngx_http_llm_collect(ctx, &ctx->text, text, len) != NGX_OK) {
+            return NGX_ERROR;
         }
-        b->last = ngx_cpymem(b->last, text, len);
 
         ctx->text_offset += len;
         return NGX_OK;
@@ -435,10 +451,145 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 }
 
 
+/*
+ * What the reply's splitter let out (ctx->out, text/tool_call.h): the
+ * thinking as reasoning_content, the answer as content; a stream's chunk
+ * or the reply being built.
+ */
+ngx_int_t
+ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const llm_out_piece *piece, const llm_out_token *o, ngx_uint_t role)
+{
+    size_t       size, clen = piece->content_len, rlen = piece->reasoning_len;
+    u_char      *p;
+    ngx_buf_t   *b;
+
+    if (!ctx->stream) {
+        if (rlen && ngx_http_llm_collect(ctx, &ctx->reasoning,
+                                         (u_char *) piece->reasoning, rlen)
+                    != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+        return ngx_http_llm_format_chunk(ctx, last,
+                                         (u_char *) piece->content, clen, o,
+                                         role);
+    }
+
+    if (rlen == 0) {
+        return ngx_http_llm_format_chunk(ctx, last,
+                                         (u_char *) piece->content, clen, o,
+                                         role);
+    }
+
+    size = ngx_http_llm_chunk_head_len(ctx) + 6 * (clen + rlen) + 160;
+    if (o && ctx->req.sampling.logprobs) {
+        size += ngx_http_llm_lp_size(ctx, o);
+    }
+
+    b = ngx_http_llm_get_buf(ctx, size);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_http_llm_chunk_head(ctx, b->last);
+    p = ngx_sprintf(p, "\"delta\":{%s\"reasoning_content\":\"",
+                    role ? "\"role\":\"assistant\"," : "");
+    p = ngx_http_llm_json_escape(p, (u_char *) piece->reasoning, rlen);
+    if (clen) {
+        p = ngx_sprintf(p, "\",\"content\":\"");
+        p = ngx_http_llm_json_escape(p, (u_char *) piece->content, clen);
+    }
+    p = ngx_sprintf(p, "\"},\"logprobs\":");
+
+    if (o && ctx->req.sampling.logprobs) {
+        ngx_http_llm_lp_t  e;
+
+        e.o = *o;
+        e.offset = ctx->text_offset;
+        p = ngx_http_llm_lp_json(ctx, p, &e, 1);
+    } else {
+        p = ngx_sprintf(p, "null");
+    }
+    ctx->text_offset += clen;
+
+    b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
+    b->flush = 1;
+
+    return ngx_http_llm_append(ctx, last, b);
+}
+
+
+/* one delta chunk of a stream: {"tool_calls":[...]} */
+static ngx_int_t
+ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    char *json)
+{
+    size_t      len;
+    ngx_buf_t  *b;
+    ngx_int_t   rc;
+
+    if (json == NULL) {
+        return NGX_ERROR;
+    }
+    len = ngx_strlen(json);
+
+    rc = NGX_ERROR;
+    b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + len
+                                  + 128);
+    if (b != NULL) {
+        b->last = ngx_http_llm_chunk_head(ctx, b->last);
+        b->last = ngx_sprintf(b->last, "\"delta\":%*s,\"logprobs\":null,"
+                              "\"finish_reason\":null}]}\n\n", len, json);
+        b->flush = 1;
+        rc = ngx_http_llm_append(ctx, last, b);
+    }
+    cJSON_free(json);
+
+    return rc;
+}
+
+
+/*
+ * A stream's tool calls, in OpenAI's shape, which the SDKs' accumulators
+ * rebuild (llm_tool_call_delta): per call, the head with the name and
+ * "arguments": "", then the arguments.
+ */
+ngx_int_t
+ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    int             i;
+    llm_tool_call  *call;
+
+    for (i = 0; i < ctx->out.n_calls; i++) {
+        call = &ctx->out.calls[i];
+
+        if (ngx_http_llm_tool_chunk(ctx, last,
+                                    llm_tool_call_delta(call, i, 1))
+            != NGX_OK
+            || ngx_http_llm_tool_chunk(ctx, last,
+                                       llm_tool_call_delta(call, i, 0))
+               != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
 /* the finish_reason the client sees */
 const char *
 ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
 {
+    if (ctx->out_active && ctx->out.n_calls > 0
+        && (ctx->finish == LLM_FINISH_STOP
+            || ctx->finish == LLM_FINISH_LENGTH))
+    {
+        return "tool_calls";
+    }
+
     return ngx_http_llm_finish_names[ctx->finish <= LLM_FINISH_ERROR
                                      ? ctx->finish : LLM_FINISH_ERROR];
 }
@@ -479,22 +630,70 @@ ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
 }
 
 
+/*
+ * The message of a reply the splitter read: content null when there are
+ * calls and no text, reasoning_content when llm_reasoning is on (null
+ * when the model did not think), tool_calls when it called.
+ */
+static u_char *
+ngx_http_llm_message_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
+    const char *calls)
+{
+    size_t  rlen;
+
+    p = ngx_sprintf(p, "\"message\":{\"role\":\"assistant\",\"content\":");
+    if (tlen == 0 && calls) {
+        p = ngx_sprintf(p, "null");
+    } else {
+        *p++ = '"';
+        if (tlen) {
+            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+        }
+        *p++ = '"';
+    }
+
+    if (ctx->out.reasoning) {
+        rlen = ctx->reasoning ? ctx->reasoning->last - ctx->reasoning->pos
+                              : 0;
+        if (rlen) {
+            p = ngx_sprintf(p, ",\"reasoning_content\":\"");
+            p = ngx_http_llm_json_escape(p, ctx->reasoning->pos, rlen);
+            *p++ = '"';
+        } else {
+            p = ngx_sprintf(p, ",\"reasoning_content\":null");
+        }
+    }
+
+    if (calls) {
+        p = ngx_sprintf(p, ",\"tool_calls\":%s", calls);
+    }
+
+    return ngx_sprintf(p, "},");
+}
+
+
 /* the whole reply of a request that did not stream */
 static u_char *
-ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen)
+ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
+    const char *calls)
 {
     p = ngx_sprintf(p, "{\"id\":\"%V\",\"object\":\"%s\",\"created\":%T,"
                     "\"model\":\"%V\",\"choices\":[{\"index\":0,",
                     &ctx->id, ctx->chat ? "chat.completion"
                                         : "text_completion",
                     ctx->created, &ctx->ecf->served_model_name);
-    p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":\"assistant\","
-                                   "\"content\":\""
-                                 : "\"text\":\"");
-    if (tlen) {
-        p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+    if (ctx->out_active) {
+        p = ngx_http_llm_message_json(ctx, p, tlen, calls);
+
+    } else {
+        p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":"
+                                       "\"assistant\",\"content\":\""
+                                     : "\"text\":\"");
+        if (tlen) {
+            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+        }
+        p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
     }
-    p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
 
     if (ctx->lps) {
         p = ngx_sprintf(p, "\"logprobs\":");
@@ -516,6 +715,7 @@ ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen)
 ngx_int_t
 ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
+    char                *calls;
     size_t               size, tlen;
     ngx_buf_t           *b;
     ngx_uint_t           i;
@@ -525,6 +725,20 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
 
     size = 2 * ngx_http_llm_chunk_head_len(ctx) + 6 * tlen + 512;
+
+    calls = NULL;
+    if (!ctx->stream && ctx->out_active) {
+        if (ctx->out.n_calls) {
+            calls = llm_tool_calls_json(ctx->out.calls, ctx->out.n_calls, 0);
+            if (calls == NULL) {
+                return NGX_ERROR;
+            }
+            size += ngx_strlen(calls);
+        }
+        if (ctx->reasoning) {
+            size += 6 * (ctx->reasoning->last - ctx->reasoning->pos);
+        }
+    }
     if (!ctx->stream && ctx->lps) {
         e = ctx->lps->elts;
         for (i = 0; i < ctx->lps->nelts; i++) {
@@ -534,6 +748,7 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
     b = ngx_http_llm_get_buf(ctx, size);
     if (b == NULL) {
+        free(calls);
         return NGX_ERROR;
     }
 
@@ -541,7 +756,8 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         b->last = ngx_http_llm_final_sse(ctx, b->last);
 
     } else {
-        b->last = ngx_http_llm_final_json(ctx, b->last, tlen);
+        b->last = ngx_http_llm_final_json(ctx, b->last, tlen, calls);
+        free(calls);
 
         r->headers_out.status = NGX_HTTP_OK;
         r->headers_out.content_length_n = b->last - b->pos;

@@ -1,7 +1,7 @@
 /*
  * POST /v1/chat/completions and /v1/completions, from the request to a
  * ring slot: read and validate the body, render the chat template,
- * tokenize, admit (context and token budget), then claim a slot, write the
+ * tokenize, admit (context, priority, token quotas), then claim a slot, write the
  * prompt and the sampling parameters into it and submit it. From there the
  * stream (ngx_http_llm_stream.c) takes the request.
  */
@@ -18,6 +18,8 @@ static void ngx_http_llm_generation_free(void *data);
 static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 
 
 /* ---------------------------------------------------------------------- */
@@ -205,8 +207,9 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     char **text, size_t *len, llm_span **spans, size_t *n_spans)
 {
     char                         err[512];
-    cJSON                       *vars, *special;
+    cJSON                       *vars, *special, *msgs;
     size_t                       i, n;
+    const cJSON                 *tools;
     ngx_int_t                    rc;
     jinja_span                  *js;
     jinja_limits                 lim;
@@ -238,8 +241,17 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                             ecf->eos_text.len ? (char *) ecf->eos_text.data
                                               : "");
 
-    vars = jinja_chat_context(ctx->req.messages, NULL, 1, special, NULL);
+    /* tools and the tool turns as the template's format takes them */
+    if (llm_tools_template_input(&ctx->req, ecf->tool_format, &msgs, &tools)
+        != 0)
+    {
+        cJSON_Delete(special);
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    vars = jinja_chat_context(msgs, tools, 1, special, NULL);
     cJSON_Delete(special);
+    cJSON_Delete(msgs);
     if (vars == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -347,6 +359,75 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 }
 
 
+/*
+ * tool_choice "required" or a named function: the grammar that lets the
+ * model write only calls (text/tool_call.h), in the output constraint the
+ * engine enforces. Until this build's engine enforces constraints
+ * (NGX_HTTP_LLM_CONSTRAINED), they are refused, not answered in prose.
+ */
+static ngx_int_t
+ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    size_t            len;
+    llm_api_error     err;
+    llm_api_request  *req = &ctx->req;
+
+    if (req->tool_choice != LLM_TOOL_CHOICE_REQUIRED
+        && req->tool_choice != LLM_TOOL_CHOICE_NAMED)
+    {
+        return NGX_OK;
+    }
+
+    ngx_memzero(&err, sizeof(err));
+    err.status = NGX_HTTP_BAD_REQUEST;
+    ngx_cpystrn((u_char *) err.param, (u_char *) "tool_choice",
+                sizeof(err.param));
+
+    if (req->constraint_kind != LLM_CONSTRAINT_NONE) {
+        ngx_cpystrn((u_char *) err.code, (u_char *) "invalid_value",
+                    sizeof(err.code));
+        ngx_cpystrn((u_char *) err.message, (u_char *)
+                    "response_format and tool_choice 'required' or a named "
+                    "function cannot be used together.", sizeof(err.message));
+        return ngx_http_llm_send_api_error(r, &err);
+    }
+
+    if (!NGX_HTTP_LLM_CONSTRAINED) {
+        ngx_cpystrn((u_char *) err.code, (u_char *) "unsupported_value",
+                    sizeof(err.code));
+        ngx_cpystrn((u_char *) err.message, (u_char *)
+                    "tool_choice 'required' or a named function needs "
+                    "constrained decoding, which this server's engine does "
+                    "not have yet: use 'auto'.", sizeof(err.message));
+        return ngx_http_llm_send_api_error(r, &err);
+    }
+
+    req->constraint = llm_tool_grammar(ctx->ecf->tool_format, req->tools,
+                                       req->tool_name,
+                                       req->parallel_tool_calls,
+                                       ctx->ecf->tokenizer, &len);
+    if (req->constraint == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    req->constraint_len = len;
+    req->constraint_kind = LLM_CONSTRAINT_GRAMMAR;
+
+    if (len > LLM_CONSTRAINT_MAX_BYTES) {
+        ngx_cpystrn((u_char *) err.param, (u_char *) "tools",
+                    sizeof(err.param));
+        ngx_cpystrn((u_char *) err.code, (u_char *) "invalid_value",
+                    sizeof(err.code));
+        ngx_snprintf((u_char *) err.message, sizeof(err.message) - 1,
+                     "the tools' schemas make a grammar of %uz bytes, more "
+                     "than the %d the engine takes.%Z", len,
+                     LLM_CONSTRAINT_MAX_BYTES);
+        return ngx_http_llm_send_api_error(r, &err);
+    }
+
+    return NGX_OK;
+}
+
+
 /* the body as a request of ours, for the model this location serves */
 static ngx_int_t
 ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
@@ -402,7 +483,40 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_apply_defaults(llcf, &ctx->req);
     ctx->stream = ctx->req.stream;
 
-    return NGX_OK;
+    return ngx_http_llm_tool_choice(r, ctx);
+}
+
+
+/*
+ * The reply's splitter, for a chat request with tools (not "none") or
+ * under llm_reasoning: the format is the template's; a prompt that ends
+ * in <think> (DeepSeek-R1's) makes the reply start inside the thinking.
+ */
+static void
+ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+    const char *prompt, size_t len)
+{
+    int                       format, in_think;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    format = (ctx->req.tools && ctx->req.tool_choice != LLM_TOOL_CHOICE_NONE)
+             ? (int) ctx->ecf->tool_format : LLM_TOOL_FMT_NONE;
+
+    if (format == LLM_TOOL_FMT_NONE && !llcf->reasoning) {
+        return;
+    }
+
+    in_think = llcf->reasoning && llm_out_prompt_in_think(prompt, len);
+
+    llm_out_init(&ctx->out, format, llcf->reasoning, in_think,
+                 ctx->req.parallel_tool_calls, ctx->req.tools);
+    ctx->out_active = 1;
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm: reply split: tools %s, reasoning %i, in think %d",
+                   llm_tool_format_name(format), llcf->reasoning, in_think);
 }
 
 
@@ -431,6 +545,8 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     if (rc != NGX_OK || r->header_sent) {
         return rc;
     }
+
+    ngx_http_llm_split_init(r, ctx, text, len);
 
     /* vLLM's rule: the template wrote the special tokens itself */
     rc = ngx_http_llm_tokenize(r, ctx, text, len, 0, spans, n_spans);
@@ -539,6 +655,15 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
 
     if (rc == NGX_OK && !r->header_sent) {
+        rc = ngx_http_llm_priority(r, ctx);
+    }
+
+    /* last: the tokens it takes go back if a later step refuses */
+    if (rc == NGX_OK && !r->header_sent) {
+        rc = ngx_http_llm_quota_admit(r, ctx);
+    }
+
+    if (rc == NGX_OK && !r->header_sent) {
         rc = ngx_http_llm_output_init(ctx, body, len);
     }
 
@@ -560,6 +685,11 @@ ngx_http_llm_generation_free(void *data)
     if (ctx->stop_inited) {
         llm_stop_free(&ctx->stop);
         ctx->stop_inited = 0;
+    }
+
+    if (ctx->out_active) {
+        llm_out_free(&ctx->out);
+        ctx->out_active = 0;
     }
 }
 
@@ -598,7 +728,8 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     }
     p->n_bias = i;
 
-    sl->priority = req->priority;
+    sl->priority = ctx->priority;
+    sl->fair_key = ctx->fair_key;
     sl->n_prompt = ctx->n_prompt;
     ngx_memcpy(sl->prompt, ctx->prompt, ctx->n_prompt * sizeof(int32_t));
 

@@ -141,6 +141,9 @@ ngx_http_llm_parse_template(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf,
         return NGX_CONF_ERROR;
     }
 
+    /* the format its tool calls take: docs/api.md, "Tool calling" */
+    ecf->tool_format = llm_tool_format_detect(src, len);
+
     return NGX_CONF_OK;
 }
 
@@ -445,6 +448,7 @@ ngx_http_llm_identity(ngx_http_llm_engine_conf_t *ecf, struct stat *mst,
     h = ngx_http_llm_hash(h, &ecf->max_queued_requests, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->kv_cache_memory, sizeof(off_t));
     h = ngx_http_llm_hash(h, &ecf->prefix_caching, sizeof(ngx_flag_t));
+    h = ngx_http_llm_hash(h, &ecf->kv_cache_prealloc, sizeof(ngx_flag_t));
 
     return h;
 }
@@ -468,7 +472,9 @@ ngx_http_llm_model_init(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 
     ecf->model_is_dir = S_ISDIR(mst.st_mode);
 
-    if (ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK) {
+    if (ngx_http_llm_sha256_check(cf, ecf, &mst) != NGX_CONF_OK
+        || ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK)
+    {
         return NGX_CONF_ERROR;
     }
 

@@ -78,6 +78,10 @@ ngx_http_llm_models_handler(ngx_http_request_t *r)
     cJSON_AddNumberToObject(meta, "heads", f->n_heads);
     cJSON_AddNumberToObject(meta, "kv_heads", f->n_kv_heads);
     cJSON_AddNumberToObject(meta, "engine_pid", ring->engine_pid);
+    if (ecf->sha256.len) {
+        /* checked by the master at configuration time (model_sha256) */
+        cJSON_AddStringToObject(meta, "sha256", (char *) ecf->sha256.data);
+    }
 
     return ngx_http_llm_send_json(r, NGX_HTTP_OK, root);
 }

@@ -23,6 +23,8 @@ static char *ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
     void *conf);
 static char *ngx_http_llm_check_word(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post,
+    void *data);
 static char *ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post,
     void *data);
 static char *ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -104,6 +106,41 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_loc_conf_t, special_in_content),
       NULL },
 
+    { ngx_string("llm_token_quota_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE2,
+      ngx_http_llm_quota_zone_conf,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("llm_token_quota"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_2MORE,
+      ngx_http_llm_quota_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_priority"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_priority_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, priority),
+      NULL },
+
+    { ngx_string("llm_fair_key"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, fair_key),
+      NULL },
+
+    { ngx_string("llm_reasoning"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, reasoning),
+      NULL },
+
     { ngx_string("llm_sampling"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
       ngx_http_llm_sampling,
@@ -146,6 +183,10 @@ static ngx_http_llm_conf_words_t  ngx_http_llm_kv_dtypes = {
 
 static ngx_conf_post_t  ngx_http_llm_kv_memory_post = {
     ngx_http_llm_check_kv_memory
+};
+
+static ngx_conf_post_t  ngx_http_llm_sha256_post = {
+    ngx_http_llm_check_sha256
 };
 
 
@@ -268,6 +309,20 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       offsetof(ngx_http_llm_engine_conf_t, prefix_caching),
       NULL },
 
+    { ngx_string("model_sha256"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, model_sha256),
+      &ngx_http_llm_sha256_post },
+
+    { ngx_string("kv_cache_prealloc"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_flag_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, kv_cache_prealloc),
+      NULL },
+
     { ngx_string("kv_cache_memory"),
       NGX_CONF_TAKE1,
       ngx_conf_set_off_slot,
@@ -327,6 +382,10 @@ ngx_module_t  ngx_http_llm_module = {
 static ngx_int_t
 ngx_http_llm_preconfiguration(ngx_conf_t *cf)
 {
+    if (ngx_http_llm_quota_add_variables(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_llm_add_variables(cf);
 }
 
@@ -396,6 +455,7 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     llcf->max_body_size = NGX_CONF_UNSET_SIZE;
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
     llcf->special_in_content = NGX_CONF_UNSET;
+    llcf->reasoning = NGX_CONF_UNSET;
 
     return llcf;
 }
@@ -425,10 +485,15 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* off: a message cannot write a control token (docs/directives.md) */
     ngx_conf_merge_value(conf->special_in_content, prev->special_in_content,
                          0);
+    ngx_conf_merge_value(conf->reasoning, prev->reasoning, 0);
 
     if (conf->sampling_set == 0) {
         conf->sampling = prev->sampling;
         conf->sampling_set = prev->sampling_set;
+    }
+
+    if (ngx_http_llm_quota_merge(cf, prev, conf) != NGX_CONF_OK) {
+        return NGX_CONF_ERROR;
     }
 
     /*
@@ -493,6 +558,8 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
      *     ecf->binary = { 0, NULL };
      *     ecf->backend = { 0, NULL };
      *     ecf->kv_cache_dtype = { 0, NULL };
+     *     ecf->model_sha256 = { 0, NULL };
+     *     ecf->sha256 = { 0, NULL };
      */
 
     ecf->name = value[1];
@@ -503,6 +570,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
     ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
     ecf->prefix_caching = NGX_CONF_UNSET;
+    ecf->kv_cache_prealloc = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
     ecf->watchdog = NGX_CONF_UNSET_MSEC;
@@ -632,6 +700,23 @@ ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post, void *data)
 }
 
 
+/* model_sha256: 64 hex digits, either case */
+static char *
+ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post, void *data)
+{
+    ngx_str_t *hex = data;
+
+    if (ngx_http_llm_sha256_valid(hex->data, hex->len) != NGX_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid model_sha256 \"%V\": 64 hex digits "
+                           "expected", hex);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* watchdog auto | off | time: a time of at least 1s */
 static char *
 ngx_http_llm_set_watchdog(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -707,6 +792,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_queued_requests,
                              LLM_DEFAULT_MAX_QUEUED);
     ngx_conf_init_value(ecf->prefix_caching, LLM_DEFAULT_PREFIX_CACHING);
+    ngx_conf_init_value(ecf->kv_cache_prealloc, LLM_DEFAULT_KV_PREALLOC);
     ngx_conf_init_value(ecf->kv_cache_memory,
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
     ngx_conf_init_msec_value(ecf->ready_timeout,

@@ -13,6 +13,7 @@
  *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
  *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
  *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
+ *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
  *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
  *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_ctx.c       a request's context: created, finished once
@@ -38,6 +39,8 @@
 #include "text/api_request.h"
 #include "text/stop.h"
 #include "text/sampling_ring.h"
+#include "text/tool_call.h"
+#include "text/tools.h"
 
 #include <cjson/cJSON.h>
 
@@ -49,16 +52,34 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
+/* 1 once the engine enforces a slot's output constraint (the branches
+   constrain and grammar): until then tool_choice "required" and a named
+   function are refused (ngx_http_llm_generate.c) */
+#ifndef NGX_HTTP_LLM_CONSTRAINED
+#define NGX_HTTP_LLM_CONSTRAINED  0
+#endif
+
 /* per engine, in a shared zone: survives engine restarts and reloads */
 typedef struct {
     ngx_atomic_t                engine_starts;
     ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
     ngx_atomic_t                watchdog_restarts;
+    ngx_atomic_t                tool_parse_failures;
     /* made by the master when the zone is made: part of the engine's
        socket name, so nobody can bind it before the engine does */
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
 } ngx_http_llm_counters_t;
 typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
+typedef struct ngx_http_llm_quota_req_s  ngx_http_llm_quota_req_t;
+
+
+/* one llm_token_quota: a bucket per key of its zone */
+typedef struct {
+    ngx_shm_zone_t             *shm_zone;
+    uint64_t                    tokens;     /* refilled per `per` */
+    uint64_t                    per;        /* ms */
+    uint64_t                    burst;      /* the bucket's size */
+} ngx_http_llm_quota_t;
 
 
 /* one llm_engine { } block */
@@ -69,6 +90,10 @@ typedef struct {
     ngx_str_t                   backend;
     ngx_str_t                   kv_cache_dtype;     /* f16 or f32 */
     ngx_str_t                   binary;             /* ngx_llm_engine */
+    ngx_str_t                   model_sha256;       /* expected: the
+                                                       directive or
+                                                       <model>.sha256 */
+    ngx_str_t                   sha256;             /* checked, or empty */
     ngx_uint_t                  threads;
     ngx_uint_t                  tensor_parallel;
     ngx_uint_t                  max_num_seqs;
@@ -76,6 +101,7 @@ typedef struct {
     ngx_uint_t                  max_batched_tokens;
     ngx_uint_t                  max_queued_requests;
     ngx_flag_t                  prefix_caching;
+    ngx_flag_t                  kv_cache_prealloc;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
     ngx_msec_t                  watchdog;           /* a time, or
@@ -101,6 +127,8 @@ typedef struct {
      */
     llm_tokenizer              *tokenizer;
     jinja_tmpl                 *chat_template;
+    ngx_uint_t                  tool_format;    /* LLM_TOOL_FMT_*, of the
+                                                   template's text */
     ngx_str_t                   chat_template_file;
     ngx_str_t                   bos_text;
     ngx_str_t                   eos_text;
@@ -127,8 +155,12 @@ typedef struct {
                                                  is told to wait */
     ngx_flag_t                  special_in_content; /* a message may write
                                                        control tokens */
+    ngx_flag_t                  reasoning;  /* <think> -> reasoning_content */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
+    ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
+    ngx_http_complex_value_t   *priority;   /* llm_priority; NULL: 0 */
+    ngx_http_complex_value_t   *fair_key;   /* llm_fair_key */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -190,6 +222,9 @@ typedef struct {
     int32_t                    *prompt;
     uint32_t                    n_prompt;
     uint32_t                    max_tokens;
+    int64_t                     priority;   /* into the slot */
+    uint64_t                    fair_key;
+    ngx_http_llm_quota_req_t   *quota;      /* NULL: no llm_token_quota */
     llm_detok                   detok;
     char                       *detok_buf;
     llm_stop                    stop;
@@ -200,6 +235,8 @@ typedef struct {
     ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
     time_t                      created;
     ngx_buf_t                  *text;       /* non-streaming: the reply */
+    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
+    llm_out                     out;        /* reasoning and tool calls */
     ngx_array_t                *lps;        /* non-streaming: logprobs */
     size_t                      text_offset;
     ngx_chain_t                *free;
@@ -216,6 +253,7 @@ typedef struct {
     unsigned                    finished:1;
     unsigned                    req_parsed:1;
     unsigned                    stop_inited:1;
+    unsigned                    out_active:1;   /* llm_out splits the text */
 } ngx_http_llm_ctx_t;
 
 
@@ -273,6 +311,10 @@ ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 
 /* ngx_http_llm_model.c */
+#define NGX_HTTP_LLM_SHA256_HEX  64
+ngx_int_t ngx_http_llm_sha256_valid(u_char *s, size_t len);
+char *ngx_http_llm_sha256_check(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf, struct stat *mst);
 char *ngx_http_llm_model_init(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf);
 
@@ -290,10 +332,32 @@ ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
+/* ngx_http_llm_quota.c */
+char *ngx_http_llm_quota_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_quota_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_priority_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_quota_merge(ngx_conf_t *cf, ngx_http_llm_loc_conf_t *prev,
+    ngx_http_llm_loc_conf_t *conf);
+ngx_int_t ngx_http_llm_quota_admit(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_quota_spend(ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_quota_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+
 /* ngx_http_llm_format.c */
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, const u_char *text, size_t len,
     const llm_out_token *o, ngx_uint_t role);
+ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const llm_out_piece *piece, const llm_out_token *o,
+    ngx_uint_t role);
+ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,

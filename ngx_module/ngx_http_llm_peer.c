@@ -483,6 +483,8 @@ ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
     LLM_ARG("%O", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
+    LLM_ARG("--kv-prealloc");
+    LLM_ARG("%i", ecf->kv_cache_prealloc);
 
     /* the engine follows the log file when `nginx -s reopen` renames it */
     log_name = &ngx_cycle->log->file->name;
@@ -503,7 +505,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 {
     int                          lfd;
     pid_t                        pid;
-    char                        *argv[42];
+    char                        *argv[44];
     u_char                       buf[2048];
     ngx_http_llm_counters_t     *cnt;
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
@@ -1230,6 +1232,7 @@ ngx_http_llm_peer_claim(ngx_http_llm_peer_t *peer, ngx_http_llm_slot_t *s,
         sl->kind = kind;
         sl->req_seq = ++peer->req_seq;
         sl->priority = 0;
+        sl->fair_key = 0;
         sl->n_prompt = 0;
         sl->finish = LLM_FINISH_NONE;
         sl->error = LLM_ERR_NONE;

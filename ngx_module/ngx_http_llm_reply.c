@@ -209,7 +209,22 @@ ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
 ngx_int_t
 ngx_http_llm_retry_after(ngx_http_request_t *r, ngx_uint_t seconds)
 {
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
     ngx_table_elt_t  *h;
+
+    /* the first one set says it: a quota's wait, not the default second */
+    for (part = &r->headers_out.headers.part; part; part = part->next) {
+        h = part->elts;
+        for (i = 0; i < part->nelts; i++) {
+            if (h[i].hash && h[i].key.len == sizeof("Retry-After") - 1
+                && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
+                                   h[i].key.len) == 0)
+            {
+                return NGX_OK;
+            }
+        }
+    }
 
     h = ngx_list_push(&r->headers_out.headers);
     if (h == NULL) {

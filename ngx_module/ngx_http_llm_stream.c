@@ -18,6 +18,9 @@
 
 static void ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *text, size_t len, llm_out_token *o,
+    ngx_uint_t role);
 static ngx_int_t ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, ngx_uint_t *more);
 static ngx_int_t ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx,
@@ -306,10 +309,88 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         lp->offset = ctx->text_offset;
     }
 
+    if (ctx->out_active) {
+        return ngx_http_llm_stream_split(ctx, last, so.text, so.len, o, role);
+    }
+
     /* OpenAI streams one chunk per token, the first with the role */
     if (so.len || role || (ctx->stream && ctx->req.sampling.logprobs)) {
         return ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
                                          so.len, o, role);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * Text through the splitter (text/tool_call.h): thinking and answer go out
+ * as they come; what may be a tool call waits for the end.
+ */
+static ngx_int_t
+ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const char *text, size_t len, llm_out_token *o, ngx_uint_t role)
+{
+    llm_out_piece  p;
+
+    if (llm_out_push(&ctx->out, text, len, &p) != 0) {
+        return NGX_ERROR;
+    }
+
+    if (p.content_len || p.reasoning_len || role
+        || (o && ctx->stream && ctx->req.sampling.logprobs))
+    {
+        return ngx_http_llm_format_delta(ctx, last, &p, o, role);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The end of a split reply: the held text, then the calls. A reply that
+ * looked like a call and was not one goes out as content, counted and
+ * logged: a client that asked for tools should be able to see why none
+ * came.
+ */
+static ngx_int_t
+ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const char *text, size_t len)
+{
+    llm_out_piece             p;
+    ngx_http_llm_counters_t  *cnt;
+
+    if (len && ngx_http_llm_stream_split(ctx, last, text, len, NULL, 0)
+               != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (llm_out_finish(&ctx->out, &p) != 0) {
+        return NGX_ERROR;
+    }
+
+    if ((p.content_len || p.reasoning_len)
+        && ngx_http_llm_format_delta(ctx, last, &p, NULL, 0) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (ctx->out.failed) {
+        cnt = ngx_http_llm_counters(ctx->ecf);
+        if (cnt) {
+            (void) ngx_atomic_fetch_add(&cnt->tool_parse_failures, 1);
+        }
+        ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0,
+                      "llm: the reply looked like a tool call (%s format) "
+                      "but is not one: %s; sent as content",
+                      llm_tool_format_name(ctx->out.format), ctx->out.why);
+    }
+
+    if (ctx->stream && ctx->out.n_calls
+        && ngx_http_llm_format_tool_calls(ctx, last) != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     return NGX_OK;
@@ -370,6 +451,14 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
            waits there, and the engine holds the sequence when it fills */
         if (ctx->stream && pending > llcf->max_buffered) {
             *more = 1;
+            break;
+        }
+
+        /* the token quota is spent: the generation ends as at max_tokens,
+           and stream_end's release cancels the engine's sequence */
+        if (ngx_http_llm_quota_spend(ctx) != NGX_OK) {
+            ctx->stopped = 1;
+            ctx->finish = LLM_FINISH_LENGTH;
             break;
         }
 
@@ -478,6 +567,7 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
                    ctx->n_completion, ctx->n_cached);
 
     ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
+    ngx_http_llm_quota_settle(ctx);
 
     if (ctx->finish == LLM_FINISH_ERROR && ctx->header_sent) {
         return ngx_http_llm_stream_fail(ctx, last,
@@ -488,12 +578,19 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
     rc = NGX_OK;
 
-    if (!ctx->stopped) {
+    /* a stop string drops what it held back; the quota's cut does not */
+    if (!ctx->stopped || ctx->finish == LLM_FINISH_LENGTH) {
         llm_stop_flush(&ctx->stop, &so);
-        if (so.len) {
+        if (ctx->out_active) {
+            rc = ngx_http_llm_stream_split_end(ctx, last, so.text, so.len);
+
+        } else if (so.len) {
             rc = ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
                                            so.len, NULL, 0);
         }
+
+    } else if (ctx->out_active) {
+        rc = ngx_http_llm_stream_split_end(ctx, last, NULL, 0);
     }
 
     if (rc == NGX_OK && ctx->stream && !ctx->header_sent

@@ -228,7 +228,7 @@ qr/^200 smollm2 31 2 \d+ length chatcmpl-[0-9a-f]+ ttft=\d+\.\d{3} tpot=\d+\.\d{
 --- error_code eval
 [200, 200]
 --- response_body_like eval
-['"completion_tokens":2', '(?m)^vllm:num_requests_running\{model_name="smollm2"\} 0\n.*^vllm:num_requests_waiting\{model_name="smollm2"\} 0\n.*^vllm:kv_cache_usage_perc\{model_name="smollm2"\} 0\.0+\n.*^vllm:generation_tokens_total\{model_name="smollm2"\} [1-9]\d*\n.*^vllm:request_success_total\{model_name="smollm2",finished_reason="length"\} 1\n.*^vllm:time_to_first_token_seconds_bucket\{model_name="smollm2",le="\+Inf"\} 1\n.*^vllm:e2e_request_latency_seconds_count\{model_name="smollm2"\} 1\n.*^ngx_llm_ring_slots_used\{model_name="smollm2"\} 0\n']
+['"completion_tokens":2', '(?m)^vllm:num_requests_running\{model_name="smollm2",engine="main"\} 0\n.*^vllm:num_requests_waiting\{model_name="smollm2",engine="main"\} 0\n.*^vllm:kv_cache_usage_perc\{model_name="smollm2",engine="main"\} 0\.0+\n.*^vllm:generation_tokens_total\{model_name="smollm2",engine="main"\} [1-9]\d*\n.*^vllm:request_success_total\{model_name="smollm2",engine="main",finished_reason="length"\} 1\n.*^vllm:time_to_first_token_seconds_bucket\{model_name="smollm2",engine="main",le="\+Inf"\} 1\n.*^vllm:e2e_request_latency_seconds_count\{model_name="smollm2",engine="main"\} 1\n.*^ngx_llm_ring_slots_used\{model_name="smollm2",engine="main"\} 0\n']
 
 
 

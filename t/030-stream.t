@@ -72,7 +72,7 @@ sleep 0.5;
 is(metric('vllm:generation_tokens_total'), $gen1, 'no token computed for it afterwards');
 cmp_ok($gen1 - $gen0, '<', 1500, ($gen1 - $gen0) . ' of 1500 tokens were computed');
 is(metric('ngx_llm_cancelled_total'), 1, 'the engine counted the cancel');
-is(metric('ngx_llm_kv_blocks_total') > 0
+is(metric('ngx_llm_kv_blocks_capacity') > 0
    && metric('vllm:kv_cache_usage_perc') + 0 == 0, 1, 'its KV blocks are free again');
 is(metric('ngx_llm_ring_slots_used'), 0, 'its ring slot is free again');
 

@@ -80,9 +80,14 @@ my $port = nginx_setup('openai-sdk', <<"EOF");
         $binary
         ready_timeout 0;
     }
+    llm_token_quota_zone \$http_authorization zone=sdk:64k;
     server {
         listen 127.0.0.1:\$PORT sndbuf=4k;
         location /v1/ { llm_api main; }
+        location /quota/v1/ {
+            llm_api main;
+            llm_token_quota zone=sdk tokens=40 per=1d;
+        }
         location /short/v1/ { llm_api main; llm_deadline 2s; }
         location /tiny/v1/ { llm_api tiny; llm_max_buffered 1k; }
         location /bad/v1/ { llm_api bad; }

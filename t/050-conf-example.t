@@ -82,6 +82,31 @@ sub nginx_t {
             'the example of docs/directives.md passes nginx -t');
 }
 
+# --- conf.example/quota.conf (docs/operations.md's worked example) ----------
+
+{
+    my $prefix = "$top/quota";
+    make_path("$prefix/logs");
+    my $conf = slurp("$examples/quota.conf");
+    $conf =~ s{/usr/lib/nginx/modules/ngx_http_llm_module\.so}
+              {$ENV{TEST_NGINX_LOAD_MODULES}}
+        or fail('quota.conf loads the module');
+    $conf =~ s{/var/lib/ngx_llm/SmolLM2-135M-Instruct\.Q4_1\.gguf}
+              {$ENV{TEST_NGINX_MODEL}}
+        or fail('quota.conf names the model');
+    $conf =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1};
+    $conf =~ s{/var/log/ngx_llm/}{$prefix/logs/}g
+        or fail('quota.conf has log paths');
+    $conf =~ s{/run/ngx_llm\.pid}{$prefix/logs/nginx.pid}
+        or fail('quota.conf has a pid path');
+    $conf =~ s{listen  8080;}{listen  127.0.0.1:@{[22000 + $$ % 1000]};}
+        or fail('quota.conf has a listener');
+    unlike($conf, qr{(?<![\w.])/(?:etc|var|run|usr)/}, 'quota.conf: no other absolute path');
+    spew("$prefix/nginx.conf", $conf);
+    nginx_t($prefix, "$prefix/nginx.conf",
+            'conf.example/quota.conf passes nginx -t');
+}
+
 # --- conf.example/production.conf -------------------------------------------
 
 my $prefix = "$top/prod";
@@ -222,7 +247,7 @@ is($st, 404, '/metrics is not on the gateway');
 is($st, 404, 'nor /healthz');
 ($st, $head, $body) = request("http://127.0.0.1:$node/metrics");
 is($st, 200, '/metrics on the node, from an allowed address');
-like($body, qr/^vllm:request_success_total\{model_name="smollm2",finished_reason="length"\} 2$/m,
+like($body, qr/^vllm:request_success_total\{model_name="smollm2",engine="[^"]+",finished_reason="length"\} 2$/m,
      'counts the two requests');
 
 ($st, $head) = request("http://127.0.0.1:$http/v1/models");

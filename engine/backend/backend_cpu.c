@@ -1273,10 +1273,18 @@ cpu_free(llm_backend *be)
 }
 
 
+/* touched now: the engine's RSS is flat from its first request
+ * (docs/operations.md, pre-allocation) */
 static float *
 alloc_rows(int rows, int cols)
 {
-    return malloc((size_t) rows * cols * sizeof(float));
+    size_t   size = (size_t) rows * cols * sizeof(float);
+    float   *p = malloc(size);
+
+    if (p != NULL) {
+        memset(p, 0, size);
+    }
+    return p;
 }
 
 
@@ -1291,6 +1299,7 @@ llm_backend_options_default(llm_backend_options *o, const llm_model *m)
     o->kv_dtype = LLM_KV_F16;
     o->exact = 0;
     o->tp_slices = 0;
+    o->kv_prealloc = 0;
 }
 
 
@@ -1337,6 +1346,16 @@ cpu_slots_init(cpu_ctx *c, const llm_model *m, const llm_backend_options *o,
 }
 
 
+static void
+cpu_usage(llm_backend *be, llm_backend_usage *u)
+{
+    cpu_ctx  *c = be->ctx;
+
+    u->busy_ns += llm_threadpool_busy_ns(c->tp);
+    u->n_threads += llm_threadpool_size(c->tp);
+}
+
+
 /* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
  * NULL), or rank m->tp_rank of a group sharing its slots */
 static llm_backend *
@@ -1360,6 +1379,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     be->iface.forward = cpu_forward;
     be->iface.copy_block = cpu_copy_block;
     be->iface.free = cpu_free;
+    be->iface.usage = cpu_usage;
     be->model = m;
     be->opt = *o;
     be->ctx = c;
@@ -1377,7 +1397,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
                     o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
-                    err_len) != 0)
+                    err_len) != 0
+        || (o->kv_prealloc && llm_kv_prefault(&c->kv, err, err_len) != 0))
     {
         cpu_free(be);
         return NULL;
@@ -1538,6 +1559,21 @@ tp_rank_model(cpu_tp *t, const llm_model *m, int r, char *err,
  * ranks' views are loaded here from the same file. o->n_threads is the
  * total: each rank thread gets n_threads / N (at least 1) for its matmuls.
  */
+/* every rank's pool, summed */
+static void
+tp_usage(llm_backend *be, llm_backend_usage *u)
+{
+    cpu_tp  *t = be->ctx;
+    int      r;
+
+    for (r = 0; r < t->n_ranks; r++) {
+        if (t->ranks[r] != NULL) {
+            cpu_usage(t->ranks[r], u);
+        }
+    }
+}
+
+
 static llm_backend *
 cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
     size_t err_len)
@@ -1571,6 +1607,7 @@ cpu_tp_create(const llm_model *m, const llm_backend_options *o, char *err,
     be->iface.forward = tp_forward;
     be->iface.copy_block = tp_copy_block;
     be->iface.free = tp_free;
+    be->iface.usage = tp_usage;
     be->model = m;
     be->opt = *o;
     be->ctx = t;

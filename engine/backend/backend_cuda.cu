@@ -29,6 +29,7 @@
 extern "C" {
 #include "backend/backend.h"
 #include "backend/backend_cuda.h"
+#include "backend/nvml.h"
 #include "format/gguf.h"
 #include "kernels_cuda.h"
 #include "sample/sampler.h"
@@ -1291,6 +1292,9 @@ set_inv_freq(llm_backend *be, const llm_config *cfg, const llm_model *m)
 }
 
 
+static void cuda_usage(llm_backend *be, llm_backend_usage *u);
+
+
 static llm_backend *
 backend_new(const llm_model *m, const llm_backend_options *o, char *err,
     size_t err_len)
@@ -1309,6 +1313,7 @@ backend_new(const llm_model *m, const llm_backend_options *o, char *err,
     be->iface.forward_sample = llm_backend_cuda_forward_sample;
     be->iface.copy_block = cuda_copy_block;
     be->iface.free = cuda_free;
+    be->iface.usage = cuda_usage;
     be->model = m;
     be->opt = *o;
     be->ctx = c;
@@ -1507,6 +1512,43 @@ static int
 is_tp(const llm_backend *be)
 {
     return be->iface.forward == tp_forward;
+}
+
+
+/* NVML's view of the devices the ranks run on, each device once (ranks
+   may share one): the mean percent busy, the memory summed */
+static void
+cuda_usage(llm_backend *be, llm_backend_usage *u)
+{
+    char       pci[32];
+    int        r, i, n, dev, seen[64], n_seen = 0, util, sum = 0;
+    uint64_t   used, total;
+    cu_tp     *t = is_tp(be) ? (cu_tp *) be->ctx : NULL;
+
+    n = t ? t->n_ranks : 1;
+    for (r = 0; r < n && n_seen < 64; r++) {
+        if (t && t->ranks[r] == NULL) {
+            continue;
+        }
+        dev = ((cu_ctx *) (t ? t->ranks[r]->ctx : be->ctx))->device;
+        for (i = 0; i < n_seen && seen[i] != dev; i++) {
+            /* already counted */
+        }
+        if (i < n_seen
+            || cudaDeviceGetPCIBusId(pci, sizeof(pci), dev) != cudaSuccess
+            || llm_nvml_read(pci, &util, &used, &total) != 0)
+        {
+            continue;
+        }
+        seen[n_seen++] = dev;
+        sum += util;
+        u->device_mem_used += used;
+        u->device_mem_total += total;
+    }
+    if (n_seen > 0) {
+        u->device_valid = 1;
+        u->device_util = sum / n_seen;
+    }
 }
 
 

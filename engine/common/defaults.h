@@ -16,6 +16,10 @@
 #define LLM_DEFAULT_KV_CACHE_BYTES      (1ULL << 30)
 #define LLM_DEFAULT_READY_TIMEOUT_MS    30000
 #define LLM_DEFAULT_PREFIX_CACHING      1
+#define LLM_DEFAULT_BATCH_SHARE         25     /* %: a batch class's share
+                                                  of a step while a lower
+                                                  class runs (scheduler.h) */
+#define LLM_DEFAULT_KV_PREALLOC         1      /* kv_cache_prealloc on */
 #define LLM_KV_BLOCK_SIZE_DEFAULT       16     /* tokens per KV block */
 
 /*

@@ -33,6 +33,14 @@ typedef struct {
     uint32_t    lo, hi;
 } cp_range;
 
+/* a class of code points compiled into a rule, kept to be used again */
+struct llm_gclass {
+    uint32_t    hash;
+    int         n;
+    cp_range   *r;
+    int         rule;
+};
+
 #define CP_MAX  0x10FFFF
 
 
@@ -97,17 +105,84 @@ grow(void **p, int *cap, int need, size_t size)
 }
 
 
+static uint32_t
+bytes_hash(const void *p, size_t len)
+{
+    const uint8_t  *s = p;
+    uint32_t        h = 2166136261u;
+    size_t          i;
+
+    for (i = 0; i < len; i++) {
+        h = (h ^ s[i]) * 16777619u;
+    }
+    return h;
+}
+
+
+/*
+ * Grows an open-addressing table of index + 1 to twice n entries, putting
+ * back every entry by key_of. Tables stay at most half full.
+ */
+static int
+table_grow(int32_t **t, uint32_t *mask, int n, llm_gbuild *b,
+    uint32_t (*key_of)(llm_gbuild *b, int i))
+{
+    uint32_t  size = *mask ? (*mask + 1) * 2 : 256, h;
+    int32_t  *nt;
+    int       i;
+
+    while (size < (uint32_t) n * 2 + 2) {
+        size *= 2;
+    }
+    nt = calloc(size, sizeof(int32_t));
+    if (nt == NULL) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        h = key_of(b, i) & (size - 1);
+        while (nt[h]) {
+            h = (h + 1) & (size - 1);
+        }
+        nt[h] = i + 1;
+    }
+    free(*t);
+    *t = nt;
+    *mask = size - 1;
+    return 0;
+}
+
+
+static uint32_t
+rule_key(llm_gbuild *b, int i)
+{
+    return bytes_hash(b->rules[i].name, b->rules[i].name_len);
+}
+
+
+static uint32_t
+set_key(llm_gbuild *b, int i)
+{
+    return bytes_hash(b->sets[i], 32);
+}
+
+
 static int
 rule_find(llm_gbuild *b, const char *name, size_t len)
 {
-    int  i;
+    uint32_t  h;
+    int32_t   id;
 
-    for (i = b->n_rules - 1; i >= 0; i--) {
-        if (strlen(b->rules[i].name) == len
-            && memcmp(b->rules[i].name, name, len) == 0)
+    if (b->rule_hash == NULL) {
+        return -1;
+    }
+    h = bytes_hash(name, len) & b->rule_hmask;
+    while ((id = b->rule_hash[h]) != 0) {
+        if (b->rules[id - 1].name_len == len
+            && memcmp(b->rules[id - 1].name, name, len) == 0)
         {
-            return i;
+            return id - 1;
         }
+        h = (h + 1) & b->rule_hmask;
     }
     return -1;
 }
@@ -136,7 +211,23 @@ rule_add(llm_gbuild *b, const char *name, size_t len)
     }
     memcpy(r->name, name, len);
     r->name[len] = '\0';
-    return b->n_rules++;
+    r->name_len = len;
+    b->n_rules++;
+    if ((uint32_t) b->n_rules * 2 > b->rule_hmask) {
+        if (table_grow(&b->rule_hash, &b->rule_hmask, b->n_rules, b,
+                       rule_key) != 0)
+        {
+            return build_oom(b);
+        }
+    } else {
+        uint32_t  h = rule_key(b, b->n_rules - 1) & b->rule_hmask;
+
+        while (b->rule_hash[h]) {
+            h = (h + 1) & b->rule_hmask;
+        }
+        b->rule_hash[h] = b->n_rules;
+    }
+    return b->n_rules - 1;
 }
 
 
@@ -177,18 +268,37 @@ emit(llm_gbuild *b, int rule, int type, int32_t val)
 static int
 set_add(llm_gbuild *b, const uint8_t set[32])
 {
-    int  i;
+    uint32_t  h;
+    int32_t   id;
 
-    for (i = 0; i < b->n_sets; i++) {
-        if (memcmp(b->sets[i], set, 32) == 0) {
-            return i;
+    if (b->set_hash != NULL) {
+        h = bytes_hash(set, 32) & b->set_hmask;
+        while ((id = b->set_hash[h]) != 0) {
+            if (memcmp(b->sets[id - 1], set, 32) == 0) {
+                return id - 1;
+            }
+            h = (h + 1) & b->set_hmask;
         }
     }
     if (grow((void **) &b->sets, &b->cap_sets, b->n_sets + 1, 32) != 0) {
         return build_oom(b);
     }
     memcpy(b->sets[b->n_sets], set, 32);
-    return b->n_sets++;
+    b->n_sets++;
+    if ((uint32_t) b->n_sets * 2 > b->set_hmask) {
+        if (table_grow(&b->set_hash, &b->set_hmask, b->n_sets, b, set_key)
+            != 0)
+        {
+            return build_oom(b);
+        }
+    } else {
+        h = set_key(b, b->n_sets - 1) & b->set_hmask;
+        while (b->set_hash[h]) {
+            h = (h + 1) & b->set_hmask;
+        }
+        b->set_hash[h] = b->n_sets;
+    }
+    return b->n_sets - 1;
 }
 
 
@@ -199,16 +309,33 @@ emit_byte_range(llm_gbuild *b, int rule, unsigned lo, unsigned hi)
     unsigned  c;
     int       s;
 
+    if (lo == hi && b->single[lo] > 0) {    /* a literal's byte */
+        return emit(b, rule, GE_BYTES, b->single[lo] - 1);
+    }
+    if (b->range_set == NULL
+        && (b->range_set = calloc(65536, sizeof(int32_t))) == NULL)
+    {
+        return build_oom(b);
+    }
+    if (b->range_set[lo << 8 | hi] > 0) {    /* a UTF-8 sequence's byte */
+        return emit(b, rule, GE_BYTES, b->range_set[lo << 8 | hi] - 1);
+    }
     memset(set, 0, sizeof(set));
     for (c = lo; c <= hi; c++) {
         set[c >> 3] |= (uint8_t) (1u << (c & 7));
     }
     s = set_add(b, set);
+    if (s >= 0 && lo == hi) {
+        b->single[lo] = s + 1;
+    }
+    if (s >= 0) {
+        b->range_set[lo << 8 | hi] = s + 1;
+    }
     return s < 0 ? -1 : emit(b, rule, GE_BYTES, s);
 }
 
 
-/* --- code points to UTF-8 byte sequences ----------------------------------- */
+/* --- code points to UTF-8 byte sequences ---------------------------------- */
 
 static int
 utf8_encode(uint32_t c, uint8_t *out)
@@ -304,7 +431,7 @@ static int
 emit_class(llm_gbuild *b, int parent, cp_range *r, int n, int negate)
 {
     cp_range  out[260];
-    uint32_t  next;
+    uint32_t  next, h;
     int       i, k, rule, n_alt;
 
     qsort(r, (size_t) n, sizeof(*r), range_cmp);
@@ -351,10 +478,27 @@ emit_class(llm_gbuild *b, int parent, cp_range *r, int n, int negate)
         s = set_add(b, set);
         return s < 0 ? -1 : emit(b, parent, GE_BYTES, s);
     }
-    rule = rule_new_helper(b, parent);
-    if (rule < 0) {
-        return -1;
+    h = bytes_hash(out, (size_t) n * sizeof(cp_range));
+    for (i = 0; i < b->n_classes; i++) {
+        if (b->classes[i].hash == h && b->classes[i].n == n
+            && memcmp(b->classes[i].r, out, (size_t) n * sizeof(cp_range))
+               == 0)
+        {
+            return emit(b, parent, GE_RULE, b->classes[i].rule);
+        }
     }
+    rule = rule_new_helper(b, parent);
+    if (rule < 0 || grow((void **) &b->classes, &b->cap_classes,
+                         b->n_classes + 1, sizeof(struct llm_gclass)) != 0
+        || (b->classes[b->n_classes].r = malloc((size_t) n
+                                                * sizeof(cp_range))) == NULL)
+    {
+        return build_oom(b);
+    }
+    memcpy(b->classes[b->n_classes].r, out, (size_t) n * sizeof(cp_range));
+    b->classes[b->n_classes].n = n;
+    b->classes[b->n_classes].hash = h;
+    b->classes[b->n_classes++].rule = rule;
     n_alt = 0;
     for (i = 0; i < n; i++) {
         uint32_t  lo = out[i].lo, hi = out[i].hi;
@@ -377,7 +521,7 @@ emit_class(llm_gbuild *b, int parent, cp_range *r, int n, int negate)
 }
 
 
-/* --- lexing ---------------------------------------------------------------- */
+/* --- lexing --------------------------------------------------------------- */
 
 static void
 skip_space(gp *g, int newline_ok)
@@ -1000,5 +1144,12 @@ llm_gbuild_free(llm_gbuild *b)
     }
     free(b->rules);
     free(b->sets);
+    free(b->rule_hash);
+    free(b->set_hash);
+    free(b->range_set);
+    for (i = 0; i < b->n_classes; i++) {
+        free(b->classes[i].r);
+    }
+    free(b->classes);
     memset(b, 0, sizeof(*b));
 }

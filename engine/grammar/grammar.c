@@ -8,8 +8,13 @@
  * can never complete (a mask would allow a token leading nowhere). The
  * caps of grammar_impl.h and the limits' source size and compile time.
  *
+ * Compiled grammars are kept by the vocabulary (LLM_GRAMMAR_CACHED, least
+ * recently used out, reference counted), so requests with the same
+ * constraint share one grammar and the masks it caches.
+ *
  * defines: llm_grammar_limits_default, llm_grammar_compile,
- *          llm_grammar_free, llm_grammar_from_build
+ *          llm_grammar_compile_uncached, llm_grammar_free,
+ *          llm_grammar_from_build, llm_grammar_cache_clear
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,9 +265,13 @@ flatten(llm_gbuild *b, int root)
     g->alt_first = malloc((size_t) (b->n_rules + 1) * sizeof(int32_t));
     g->alt_start = malloc((size_t) n_alt * sizeof(int32_t));
     g->sets = malloc((size_t) (b->n_sets ? b->n_sets : 1) * 32);
+    g->shared = calloc(1, sizeof(llm_gshared));
     if (g->el == NULL || g->rule_start == NULL || g->alt_first == NULL
-        || g->alt_start == NULL || g->sets == NULL)
+        || g->alt_start == NULL || g->sets == NULL || g->shared == NULL
+        || pthread_mutex_init(&g->shared->lock, NULL) != 0)
     {
+        free(g->shared);
+        g->shared = NULL;
         llm_grammar_free(g);
         goto oom;
     }
@@ -280,7 +289,9 @@ flatten(llm_gbuild *b, int root)
         g->el[k++].val = 0;
     }
     g->alt_first[b->n_rules] = a;
-    memcpy(g->sets, b->sets, (size_t) b->n_sets * 32);
+    if (b->n_sets > 0) {
+        memcpy(g->sets, b->sets, (size_t) b->n_sets * 32);
+    }
     g->n_sets = b->n_sets;
     g->n_el = n_el;
     g->n_rules = b->n_rules;
@@ -341,8 +352,9 @@ done:
 
 
 llm_grammar *
-llm_grammar_compile(const llm_grammar_vocab *v, int kind, const char *src,
-    size_t len, const llm_grammar_limits *lim, char *err, size_t err_len)
+llm_grammar_compile_uncached(const llm_grammar_vocab *v, int kind,
+    const char *src, size_t len, const llm_grammar_limits *lim, char *err,
+    size_t err_len)
 {
     llm_grammar_limits   def;
     llm_grammar         *g = NULL;
@@ -416,8 +428,8 @@ done:
 }
 
 
-void
-llm_grammar_free(llm_grammar *g)
+static void
+grammar_destroy(llm_grammar *g)
 {
     if (g == NULL) {
         return;
@@ -427,5 +439,175 @@ llm_grammar_free(llm_grammar *g)
     free(g->alt_first);
     free(g->alt_start);
     free(g->sets);
+    if (g->shared != NULL) {
+        int  i;
+
+        for (i = 0; i < LLM_GRAMMAR_SHARED * 2; i++) {
+            if (g->shared->slot[i] != NULL) {
+                free(g->shared->slot[i]->accepted);
+                free(g->shared->slot[i]->unsure);
+                free(g->shared->slot[i]);
+            }
+        }
+        pthread_mutex_destroy(&g->shared->lock);
+        free(g->shared);
+    }
     free(g);
+}
+
+
+void
+llm_grammar_free(llm_grammar *g)
+{
+    int  refs;
+
+    if (g == NULL) {
+        return;
+    }
+    if (g->cache != NULL) {
+        pthread_mutex_lock(&g->cache->lock);
+        refs = --g->refs;
+        pthread_mutex_unlock(&g->cache->lock);
+        if (refs > 0) {
+            return;
+        }
+    }
+    grammar_destroy(g);
+}
+
+
+static uint64_t
+text_hash(const char *s, size_t len)
+{
+    uint64_t  h = 14695981039346656037ull;
+    size_t    i;
+
+    for (i = 0; i < len; i++) {
+        h = (h ^ (uint8_t) s[i]) * 1099511628211ull;
+    }
+    return h;
+}
+
+
+/* the cached grammar of this key with one more reference, or NULL */
+static llm_grammar *
+cache_find(llm_gcache *c, int kind, int max_ws, uint64_t h, const char *src,
+    size_t len)
+{
+    llm_gcache_entry  *e;
+    int                i;
+
+    for (i = 0; i < LLM_GRAMMAR_CACHED; i++) {
+        e = &c->e[i];
+        if (e->g != NULL && e->kind == kind && e->max_ws == max_ws
+            && e->hash == h && e->len == len
+            && (len == 0 || memcmp(e->text, src, len) == 0))
+        {
+            e->used = ++c->tick;
+            e->g->refs++;
+            return e->g;
+        }
+    }
+    return NULL;
+}
+
+
+llm_grammar *
+llm_grammar_compile(const llm_grammar_vocab *v, int kind, const char *src,
+    size_t len, const llm_grammar_limits *lim, char *err, size_t err_len)
+{
+    llm_grammar_limits   def;
+    llm_gcache_entry    *e;
+    llm_grammar         *g, *found, *old = NULL;
+    llm_gcache          *c = v != NULL ? v->cache : NULL;
+    uint64_t             h;
+    char                *copy;
+    int                  i;
+
+    if (lim == NULL) {
+        llm_grammar_limits_default(&def);
+        lim = &def;
+    }
+    if (kind == LLM_CONSTRAINT_JSON_OBJECT) {
+        src = "";                           /* its text is ignored */
+        len = 0;
+    }
+    if (c == NULL || len > lim->max_source) {
+        return llm_grammar_compile_uncached(v, kind, src, len, lim, err,
+                                            err_len);
+    }
+    h = text_hash(src, len);
+    pthread_mutex_lock(&c->lock);
+    g = cache_find(c, kind, lim->max_ws, h, src, len);
+    pthread_mutex_unlock(&c->lock);
+    if (g != NULL) {
+        err[0] = '\0';
+        return g;
+    }
+    g = llm_grammar_compile_uncached(v, kind, src, len, lim, err, err_len);
+    if (g == NULL || (copy = malloc(len + 1)) == NULL) {
+        return g;
+    }
+    memcpy(copy, src, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&c->lock);
+    found = cache_find(c, kind, lim->max_ws, h, src, len);
+    if (found == NULL) {                    /* in, the least recent out */
+        e = &c->e[0];
+        for (i = 0; i < LLM_GRAMMAR_CACHED; i++) {
+            if (c->e[i].g == NULL) {
+                e = &c->e[i];
+                break;
+            }
+            if (c->e[i].used < e->used) {
+                e = &c->e[i];
+            }
+        }
+        if (e->g != NULL && --e->g->refs == 0) {
+            old = e->g;
+        }
+        free(e->text);
+        e->g = g;
+        e->kind = kind;
+        e->max_ws = lim->max_ws;
+        e->hash = h;
+        e->len = len;
+        e->text = copy;
+        e->used = ++c->tick;
+        g->cache = c;
+        g->refs = 2;                        /* the cache and the caller */
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(copy);
+    if (old != NULL) {
+        grammar_destroy(old);
+    }
+    if (found != NULL) {                    /* another thread was first */
+        grammar_destroy(g);
+        g = found;
+    }
+    return g;
+}
+
+
+void
+llm_grammar_cache_clear(llm_gcache *c)
+{
+    int  i, refs;
+
+    for (i = 0; i < LLM_GRAMMAR_CACHED; i++) {
+        if (c->e[i].g == NULL) {
+            continue;
+        }
+        pthread_mutex_lock(&c->lock);
+        refs = --c->e[i].g->refs;
+        pthread_mutex_unlock(&c->lock);
+        if (refs == 0) {
+            grammar_destroy(c->e[i].g);
+        }
+        free(c->e[i].text);
+        c->e[i].g = NULL;
+        c->e[i].text = NULL;
+    }
 }

@@ -58,6 +58,10 @@ void llm_grammar_vocab_free(llm_grammar_vocab *v);
  * with a sentence in err that names what is wrong or unsupported (e.g.
  * "json_schema: unsupported keyword 'patternProperties' at
  * /properties/a"): the request then gets a 400 with it.
+ *
+ * The vocabulary keeps the grammars it compiled last: the same kind and
+ * text (and max_ws) may give back the same grammar, counted, so every
+ * compile still takes one llm_grammar_free. Free the vocabulary last.
  */
 llm_grammar *llm_grammar_compile(const llm_grammar_vocab *v, int kind,
     const char *src, size_t len, const llm_grammar_limits *lim,

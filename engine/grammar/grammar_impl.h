@@ -16,6 +16,7 @@
 #ifndef NGX_LLM_GRAMMAR_IMPL_H
 #define NGX_LLM_GRAMMAR_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,8 @@
 #define LLM_GRAMMAR_MAX_NEST     256        /* ( ( ( ... nesting */
 #define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
+#define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
+#define LLM_GRAMMAR_CACHED       16         /* grammars a vocabulary keeps */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */
@@ -45,6 +48,7 @@ typedef struct {
 /* one rule while parsing: its elements, then flattened by compile */
 typedef struct {
     char       *name;
+    size_t      name_len;
     llm_gelem  *el;
     int         n_el, cap_el;
     int         defined;
@@ -56,6 +60,15 @@ typedef struct {
     int         n_rules, cap_rules;
     uint8_t   (*sets)[32];          /* byte sets, bit b of byte b/8 */
     int         n_sets, cap_sets;
+    int32_t    *rule_hash;          /* open addressing: rule index + 1 */
+    uint32_t    rule_hmask;
+    int32_t    *set_hash;           /* open addressing: set index + 1 */
+    int32_t     single[256];        /* the set of byte c alone + 1, or 0 */
+    int32_t    *range_set;          /* [65536]: set of bytes lo..hi + 1 */
+    struct llm_gclass *classes;     /* code point classes made, to share
+                                       their rules */
+    int         n_classes, cap_classes;
+    uint32_t    set_hmask;
     const llm_grammar_vocab *vocab;
     int         max_ws;
     uint64_t    deadline_ns;        /* 0: none */
@@ -65,27 +78,77 @@ typedef struct {
     size_t      err_len;
 } llm_gbuild;
 
+/* a trie node, 16 bytes: the mask walk reads them in order */
+typedef struct {
+    uint8_t     byte;               /* the edge from its parent */
+    uint8_t     pad;
+    uint16_t    depth;
+    int32_t     size;               /* nodes in its subtree, itself too */
+    int32_t     tok_begin;          /* its own tokens: */
+    int32_t     tok_end;            /*   sorted[tok_begin .. tok_end) */
+} llm_tnode;
+
+/*
+ * The compiled grammars a vocabulary keeps (least recently used out), so
+ * that requests with the same constraint share one grammar and its local
+ * masks. Key: kind, max_ws and the text. A grammar's refs count the cache
+ * and every caller of llm_grammar_compile, under the lock.
+ */
+typedef struct {
+    llm_grammar    *g;
+    int             kind;
+    int             max_ws;
+    uint64_t        hash;
+    size_t          len;
+    char           *text;
+    uint64_t        used;
+} llm_gcache_entry;
+
+typedef struct {
+    pthread_mutex_t     lock;
+    llm_gcache_entry    e[LLM_GRAMMAR_CACHED];
+    uint64_t            tick;
+} llm_gcache;
+
 struct llm_grammar_vocab {
     const llm_tokenizer *tok;
     int32_t     n_vocab;
-    /* trie in depth-first order: node i's subtree is [i, i + size[i]) */
+    /* trie in depth-first order: node i's subtree is [i, i + size) */
     int32_t     n_nodes;
-    uint8_t    *byte;
-    uint16_t   *depth;
-    int32_t    *size;
-    int32_t    *tok_begin;          /* tokens of node i: */
-    int32_t    *tok_end;            /*   sorted[tok_begin .. tok_end) */
+    llm_tnode  *node;
     int32_t    *sorted;             /* token ids by their bytes */
+    int32_t    *first_tok;          /* [n_nodes + 1]: the tokens of node
+                                       i's subtree are sorted[first_tok[i]
+                                       .. first_tok[i + size[i]]) */
     int         max_depth;
     int32_t    *stop;               /* stop token ids */
     int         n_stop;
     uint8_t    *kind;               /* per token: TK_* below */
+    llm_gcache *cache;              /* mutable, behind its lock */
 };
 
 #define TK_BYTES    0   /* matched by its bytes (in the trie) */
 #define TK_SPECIAL  1   /* only where the grammar names it */
 #define TK_STOP     2   /* only where the grammar may end */
 #define TK_NONE     3   /* never (empty piece) */
+
+/*
+ * A local mask (matcher.c), kept by the grammar for every matcher of it:
+ * key is the cut stack's positions, top first (-1 past a short stack),
+ * then 1 when it was cut (0: it is the whole stack).
+ */
+typedef struct {
+    int32_t     key[4];
+    uint32_t   *accepted;
+    int32_t    *unsure;             /* trie nodes */
+    int32_t     n_unsure;
+} llm_glocal;
+
+typedef struct {
+    pthread_mutex_t   lock;
+    llm_glocal       *slot[LLM_GRAMMAR_SHARED * 2];   /* open addressing */
+    int               n;
+} llm_gshared;
 
 struct llm_grammar {
     const llm_grammar_vocab *vocab;
@@ -98,6 +161,9 @@ struct llm_grammar {
     int         root;
     uint8_t   (*sets)[32];
     int         n_sets;
+    llm_gshared *shared;            /* mutable, behind its lock */
+    llm_gcache  *cache;             /* the cache holding it, or NULL */
+    int          refs;              /* under cache->lock */
 };
 
 uint64_t llm_grammar_now_ns(void);
@@ -108,6 +174,12 @@ int llm_gbnf_parse(llm_gbuild *b, const char *src, size_t len,
 void llm_gbuild_free(llm_gbuild *b);
 /* a grammar from what llm_gbnf_parse built: checks, then flattens */
 llm_grammar *llm_grammar_from_build(llm_gbuild *b);
+/* llm_grammar_compile without the vocabulary's cache (bench, tests) */
+llm_grammar *llm_grammar_compile_uncached(const llm_grammar_vocab *v,
+    int kind, const char *src, size_t len, const llm_grammar_limits *lim,
+    char *err, size_t err_len);
+/* drops the cache's references (llm_grammar_vocab_free) */
+void llm_grammar_cache_clear(llm_gcache *c);
 
 /* a regex for the whole output -> GBNF text (root ::= ...) */
 int llm_regex_to_gbnf(const char *re, size_t len, char **out,
@@ -115,6 +187,9 @@ int llm_regex_to_gbnf(const char *re, size_t len, char **out,
 
 /* tests: feeds bytes; 0, or -1 (the state is kept) when they cannot come */
 int llm_matcher_accept_bytes(llm_matcher *m, const char *s, size_t len);
+/* bench: the states and stack nodes a matcher made, and its bytes */
+void llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
+    size_t *bytes);
 /* tests and bench: masks computed without the cache (the reference) */
 int llm_matcher_mask_nocache(llm_matcher *m, uint32_t *mask);
 

@@ -15,6 +15,7 @@
  * jsonschema); not every valid text is accepted.
  */
 #include "grammar/json_schema.h"
+#include "grammar/grammar_impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -26,11 +27,12 @@
 
 #define JS_MAX_DEPTH        64      /* nested subschemas, and allOf merges */
 #define JS_MAX_REFS         1024    /* distinct $ref targets */
-#define JS_MAX_REPEAT       10000   /* maxLength, maxItems, {n,m} in pattern */
+#define JS_MAX_REPEAT       LLM_GRAMMAR_MAX_REPEAT  /* maxLength, {n,m}... */
 #define JS_INT_DIGITS       16      /* integer part of a number */
 #define JS_FRAC_DIGITS      16      /* fraction of a number */
 #define JS_MAX_SAFE         9007199254740992.0     /* 2^53: bounds, enum */
 #define JS_MAX_ROOT         64      /* the root rule's name */
+#define JS_MAX_KEYS         256     /* additional-key rules shared */
 
 #define JS_OK               0
 #define JS_EMPTY            1       /* the subschema accepts nothing */
@@ -85,6 +87,9 @@ typedef struct {
     int             n_refs;
     int             depth;
     int             cdepth;     /* objects and arrays open */
+    char           *key_text[JS_MAX_KEYS];  /* additional-key rules made */
+    int             key_id[JS_MAX_KEYS];
+    int             n_keys;
 } js_ctx;
 
 
@@ -380,7 +385,11 @@ js_noop(const cJSON *s, const cJSON *k)
     const char  *n = k->string;
 
     if (strcmp(n, "uniqueItems") == 0) {
-        return cJSON_IsFalse(k);
+        const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+
+        /* true constrains nothing on arrays of at most one element */
+        return cJSON_IsFalse(k)
+               || (cJSON_IsNumber(mx) && mx->valuedouble <= 1);
     }
     if (strcmp(n, "if") == 0) {
         return !cJSON_HasObjectItem(s, "then")
@@ -392,7 +401,13 @@ js_noop(const cJSON *s, const cJSON *k)
     if (strcmp(n, "minContains") == 0 || strcmp(n, "maxContains") == 0) {
         return !cJSON_HasObjectItem(s, "contains");
     }
-    return cJSON_IsObject(k) && k->child == NULL;
+    /* these with {} constrain nothing (not, contains with {} do) */
+    return cJSON_IsObject(k) && k->child == NULL
+           && (strcmp(n, "patternProperties") == 0
+               || strcmp(n, "dependentSchemas") == 0
+               || strcmp(n, "dependentRequired") == 0
+               || strcmp(n, "dependencies") == 0
+               || strcmp(n, "propertyNames") == 0);
 }
 
 
@@ -402,6 +417,14 @@ js_check_keywords(js_ctx *c, const cJSON *s, const char *ptr)
     const cJSON  *k;
 
     for (k = s->child; k; k = k->next) {
+        /* an embedded resource: its "#/..." would be relative to it */
+        if (strcmp(k->string, "$id") == 0 && ptr[0] && cJSON_IsString(k)
+            && k->valuestring[0] != '#')
+        {
+            return js_fail(c, "json_schema: unsupported keyword '$id' at %s: "
+                           "embedded resources are not supported",
+                           js_at(ptr));
+        }
         if (js_in(js_refused, k->string) && !js_noop(s, k)) {
             return js_fail(c, "json_schema: unsupported keyword '%s' at %s",
                            k->string, js_at(ptr));
@@ -713,7 +736,9 @@ js_int_range(js_ctx *c, js_alts *alts, int64_t a, int64_t z)
     for (len = js_len10(a), p10 = 1; p10 * 10 <= a; p10 *= 10) {
         /* p10: 10^(len - 1) */
     }
-    for (; len <= JS_INT_DIGITS && p10 <= z; len++, p10 *= 10) {
+    for (; len <= JS_INT_DIGITS && (len == 1 ? 0 : p10) <= z;
+         len++, p10 *= 10)
+    {
         lo = len == 1 || a > p10 ? a : p10;
         hi = z < p10 * 10 - 1 ? z : p10 * 10 - 1;
         if (lo == p10 && hi == p10 * 10 - 1 && len > 1) {
@@ -751,6 +776,14 @@ js_int_range(js_ctx *c, js_alts *alts, int64_t a, int64_t z)
 
 #define JS_NO_MAX  INT64_MAX
 
+/* fraction digits after integer part i that keep 15 significant digits
+   (DBL_DIG: distinct decimals of 15 digits are distinct doubles) */
+static int
+js_frac_room(int64_t i)
+{
+    return i == 0 ? 15 : 15 - js_len10(i) > 0 ? 15 - js_len10(i) : 0;
+}
+
 /* magnitudes m of a number (ae, be: exclusive), 0 <= a, integer bounds;
    frac: with a fraction part allowed (no exponent when bounded) */
 static void
@@ -761,6 +794,7 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
     js_alts               ints;
     int64_t               lo, hi;
     llm_strbuf            t;
+    int                   fd;
 
     memset(&ints, 0, sizeof(ints));
     js_buf(c, &ints.b);
@@ -785,9 +819,10 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
         return;
     }
 
-    /* integer part in [lo, hi] with any fraction */
+    /* integer part in [lo, hi] with any fraction (below an exclusive b:
+       up to b - 2, b - 1 comes next) */
     lo = ae ? a + 1 : a;
-    hi = b == JS_NO_MAX ? top : b - 1;
+    hi = b == JS_NO_MAX ? top : (be ? b - 2 : b - 1);
     if (lo <= hi) {
         js_int_range(c, &ints, lo, hi);
     }
@@ -802,10 +837,24 @@ js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
     }
     llm_strbuf_free(&t);
     js_buf(c, &t);
+    /* next to an exclusive bound a fraction has at most 15 significant
+       digits: more could read back as the bound itself (19.0000000000000001
+       is the double 19) */
+    if (b != JS_NO_MAX && be && b - 1 >= lo) {
+        fd = js_frac_room(b - 1);
+        js_putf(c, &t, "%s\"%lld\"", sign, (long long) (b - 1));
+        if (fd > 0) {
+            js_putf(c, &t, " ( \".\" [0-9]{1,%d} )?", fd);
+        }
+        js_alt_add(c, alts, t.data);
+    }
+    llm_strbuf_free(&t);
+    js_buf(c, &t);
     /* a + f with f > 0 when a is exclusive */
-    if (ae && (b == JS_NO_MAX || a < b)) {
+    fd = js_frac_room(a);
+    if (ae && (b == JS_NO_MAX || a < b) && fd > 0) {
         js_putf(c, &t, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sign, (long long) a,
-                JS_FRAC_DIGITS - 1);
+                fd - 1);
         js_alt_add(c, alts, t.data);
     }
     llm_strbuf_free(&t);
@@ -936,6 +985,7 @@ js_gen_number(js_ctx *c, const cJSON *s, const char *ptr, int integer,
 typedef struct {
     uint32_t    lo[RE_MAX_RANGES], hi[RE_MAX_RANGES];
     int         n;
+    int         over;       /* more were added than fit */
 } re_class;
 
 typedef struct {
@@ -943,6 +993,7 @@ typedef struct {
     const char  *p, *end;
     const char  *ptr;
     int          depth;
+    const char  *start;
 } js_re;
 
 
@@ -950,7 +1001,7 @@ static int
 re_fail(js_re *r, const char *what)
 {
     return js_fail(r->c, "json_schema: pattern at %s: %s (at offset %d)",
-                   js_at(r->ptr), what, (int) (r->p - (r->end - strlen(r->p))));
+                   js_at(r->ptr), what, (int) (r->p - r->start));
 }
 
 
@@ -990,7 +1041,41 @@ re_add(re_class *k, uint32_t lo, uint32_t hi)
         k->lo[k->n] = lo;
         k->hi[k->n] = hi;
         k->n++;
+    } else {
+        k->over = 1;
     }
+}
+
+
+/* sorted, overlapping and adjacent ranges merged */
+static void
+re_normalize(re_class *k)
+{
+    uint32_t  lo, hi;
+    int       i, j, n = 0;
+
+    for (i = 1; i < k->n; i++) {
+        lo = k->lo[i];
+        hi = k->hi[i];
+        for (j = i; j > 0 && k->lo[j - 1] > lo; j--) {
+            k->lo[j] = k->lo[j - 1];
+            k->hi[j] = k->hi[j - 1];
+        }
+        k->lo[j] = lo;
+        k->hi[j] = hi;
+    }
+    for (i = 0; i < k->n; i++) {
+        if (n > 0 && k->lo[i] <= k->hi[n - 1] + 1) {
+            if (k->hi[i] > k->hi[n - 1]) {
+                k->hi[n - 1] = k->hi[i];
+            }
+            continue;
+        }
+        k->lo[n] = k->lo[i];
+        k->hi[n] = k->hi[i];
+        n++;
+    }
+    k->n = n;
 }
 
 
@@ -1036,6 +1121,7 @@ re_ascii_but(re_class *k, void (*what)(re_class *))
     int       i, in, open = 0;
 
     x.n = 0;
+    x.over = 0;
     what(&x);
     for (ch = 0x20; ch <= 0x7f; ch++) {
         in = ch == 0x7f;
@@ -1231,6 +1317,11 @@ re_emit_class(js_re *r, llm_strbuf *b, re_class *k, int negated)
     uint32_t    lo, hi, ch;
     int         i, n_esc = 0, n_cls = 0, has_q = 0, has_bs = 0;
 
+    re_normalize(k);
+    if (k->over || k->n > RE_MAX_RANGES - 8) {
+        /* the engine's cap on a class's ranges, with ours added */
+        return re_fail(r, "a class with too many ranges");
+    }
     js_buf(c, &cls);
     js_buf(c, &esc);
     js_put(c, &cls, negated ? "[^" : "[");
@@ -1329,6 +1420,7 @@ re_class_parse(js_re *r, llm_strbuf *b)
     int       negated = 0, sh, first = 1;
 
     k.n = 0;
+    k.over = 0;
     if (r->p < r->end && *r->p == '^') {
         negated = 1;
         r->p++;
@@ -1404,24 +1496,28 @@ re_braces(js_re *r, long *min, long *max)
     const char  *p = r->p + 1;
     char        *q;
 
+    long         lo, hi;
+
     if (p >= r->end || *p < '0' || *p > '9') {
         return 0;
     }
-    *min = strtol(p, &q, 10);
-    *max = *min;
+    lo = strtol(p, &q, 10);
+    hi = lo;
     if (*q == ',') {
         q++;
         if (*q == '}') {
-            *max = -1;
+            hi = -1;
         } else if (*q >= '0' && *q <= '9') {
-            *max = strtol(q, &q, 10);
+            hi = strtol(q, &q, 10);
         } else {
             return 0;
         }
     }
     if (*q != '}') {
-        return 0;
+        return 0;       /* a literal '{' (as ECMA's Annex B reads it) */
     }
+    *min = lo;
+    *max = hi;
     r->p = q + 1;
     return 1;
 }
@@ -1439,6 +1535,7 @@ re_atom(js_re *r, llm_strbuf *b)
     int        sh;
 
     k.n = 0;
+    k.over = 0;
     switch (*r->p) {
     case '(':
         r->p++;
@@ -1636,6 +1733,7 @@ js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e)
 
     r.c = c;
     r.p = re;
+    r.start = re;
     r.end = re + strlen(re);
     r.ptr = ptr;
     r.depth = 0;
@@ -1765,6 +1863,7 @@ js_not_keys(js_ctx *c, llm_strbuf *b, js_key *keys, int n, int d)
     int       i, j, alts = 0, ends_here = 0;
 
     diverge.n = 0;
+    diverge.over = 0;
     js_put(c, b, "( ");
     for (i = 0; i < n; i = j) {
         if (keys[i].len == d) {
@@ -1781,14 +1880,21 @@ js_not_keys(js_ctx *c, llm_strbuf *b, js_key *keys, int n, int d)
         re_char_lit(c, b, keys[i].cp[d]);
         js_put(c, b, " ");
         js_not_keys(c, b, keys + i, j - i, d + 1);
-        if (diverge.n < RE_MAX_RANGES) {
-            re_add(&diverge, keys[i].cp[d], keys[i].cp[d]);
-        }
+        re_add(&diverge, keys[i].cp[d], keys[i].cp[d]);
     }
     js_put(c, b, alts++ ? " | " : "");
     js_put(c, b, "[^");
+    re_normalize(&diverge);
+    if (diverge.over || diverge.n > RE_MAX_RANGES - 8) {
+        js_fail(c, "json_schema: property names begin with too many "
+                "different characters after a shared prefix");
+    }
     for (i = 0; i < diverge.n; i++) {
         re_class_cp(c, b, diverge.lo[i]);
+        if (diverge.hi[i] > diverge.lo[i]) {
+            js_put(c, b, "-");
+            re_class_cp(c, b, diverge.hi[i]);
+        }
     }
     js_put(c, b, "\"\\\\\\x00-\\x1f] ");
     js_need(c, b, N_KCHAR, "kchar");
@@ -1819,9 +1925,50 @@ js_utf8_cps(const char *s, uint32_t *cp, int max)
 }
 
 
-/* an additional property's key: any string but the declared names */
+static int js_extra_key_text(js_ctx *c, llm_strbuf *b, const char **names,
+    int n);
+
+
+/* an additional property's key: any string but the declared names; one
+   rule for each set of names (objects often share theirs) */
 static int
 js_extra_key(js_ctx *c, llm_strbuf *b, const char **names, int n)
+{
+    llm_strbuf  t;
+    char        name[96];
+    int         i, rc;
+
+    if (n == 0) {
+        js_need(c, b, N_STRING, "string");
+        return JS_OK;
+    }
+    js_buf(c, &t);
+    rc = js_extra_key_text(c, &t, names, n);
+    for (i = 0; rc == JS_OK && i < c->n_keys; i++) {
+        if (strcmp(c->key_text[i], t.data) == 0) {
+            js_putf(c, b, "%s-keys%d", c->root, c->key_id[i]);
+            llm_strbuf_free(&t);
+            return c->failed ? JS_ERR : JS_OK;
+        }
+    }
+    if (rc == JS_OK) {
+        i = ++c->n_ids;
+        snprintf(name, sizeof(name), "%s-keys%d", c->root, i);
+        rc = js_rule(c, name, &t);
+        js_put(c, b, name);
+        if (c->n_keys < JS_MAX_KEYS) {
+            c->key_id[c->n_keys] = i;
+            c->key_text[c->n_keys++] = t.data;     /* kept */
+            t.data = NULL;
+        }
+    }
+    llm_strbuf_free(&t);
+    return c->failed ? JS_ERR : rc;
+}
+
+
+static int
+js_extra_key_text(js_ctx *c, llm_strbuf *b, const char **names, int n)
 {
     js_key    *keys;
     uint32_t  *cps;
@@ -1896,8 +2043,10 @@ js_kv(js_ctx *c, js_prop *p, const cJSON *extra, int extra_any,
     js_buf(c, &body);
     js_buf(c, &v);
     if (p->schema) {
-        js_child(sub, sizeof(sub), ptr, "properties");
-        js_child(sub, sizeof(sub), sub, p->name);
+        char  props[512];
+
+        js_child(props, sizeof(props), ptr, "properties");
+        js_child(sub, sizeof(sub), props, p->name);
         rc = js_gen(c, p->schema, sub, &v);
     } else if (extra_any) {
         js_need(c, &v, N_VALUE, "value");
@@ -2410,6 +2559,91 @@ done:
 
 /* --- enum and const --------------------------------------------------- */
 
+/* v as compact JSON text; a number in the shortest form that reads back
+   as the same double (a parser must see the value the schema has) */
+static int
+js_json_value(js_ctx *c, llm_strbuf *b, const cJSON *v, const char *ptr)
+{
+    const cJSON  *k;
+    char          num[40];
+    int           prec;
+
+    if (cJSON_IsNull(v)) {
+        js_put(c, b, "null");
+    } else if (cJSON_IsTrue(v)) {
+        js_put(c, b, "true");
+    } else if (cJSON_IsFalse(v)) {
+        js_put(c, b, "false");
+    } else if (cJSON_IsString(v)) {
+        js_json_string(c, b, v->valuestring);
+    } else if (cJSON_IsNumber(v)) {
+        if (!isfinite(v->valuedouble)
+            || (v->valuedouble == floor(v->valuedouble)
+                && fabs(v->valuedouble) > JS_MAX_SAFE))
+        {
+            return js_fail(c, "json_schema: a number in 'enum' or 'const' at "
+                           "%s is beyond 2^53", js_at(ptr));
+        }
+        if (v->valuedouble == floor(v->valuedouble)) {
+            snprintf(num, sizeof(num), "%.0f", v->valuedouble);
+        } else {
+            for (prec = 15; prec <= 17; prec++) {
+                snprintf(num, sizeof(num), "%.*g", prec, v->valuedouble);
+                if (strtod(num, NULL) == v->valuedouble) {
+                    break;
+                }
+            }
+        }
+        js_put(c, b, num);
+    } else if (cJSON_IsArray(v)) {
+        js_put(c, b, "[");
+        for (k = v->child; k; k = k->next) {
+            if (js_json_value(c, b, k, ptr) != JS_OK) {
+                return JS_ERR;
+            }
+            js_put(c, b, k->next ? "," : "");
+        }
+        js_put(c, b, "]");
+    } else {
+        js_put(c, b, "{");
+        for (k = v->child; k; k = k->next) {
+            js_json_string(c, b, k->string);
+            js_put(c, b, ":");
+            if (js_json_value(c, b, k, ptr) != JS_OK) {
+                return JS_ERR;
+            }
+            js_put(c, b, k->next ? "," : "");
+        }
+        js_put(c, b, "}");
+    }
+    return c->failed ? JS_ERR : JS_OK;
+}
+
+
+/* the type a keyword constrains (0: none or several) */
+static int
+js_keyword_type(const char *k)
+{
+    static const char *const str[] = {
+        "minLength", "maxLength", "pattern", "format", NULL
+    };
+    static const char *const num[] = {
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL
+    };
+    static const char *const obj[] = {
+        "properties", "required", "additionalProperties", "minProperties",
+        "maxProperties", NULL
+    };
+    static const char *const arr[] = {
+        "items", "prefixItems", "additionalItems", "minItems", "maxItems",
+        NULL
+    };
+
+    return js_in(str, k) ? T_STR : js_in(num, k) ? T_INT | T_FRAC
+           : js_in(obj, k) ? T_OBJ : js_in(arr, k) ? T_ARR : 0;
+}
+
+
 static int
 js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
     llm_strbuf *e)
@@ -2418,7 +2652,6 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
     const cJSON  *co = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON  *v, *k;
     js_alts       alts;
-    char         *text;
     int           t;
 
     if (en && !cJSON_IsArray(en)) {
@@ -2426,6 +2659,14 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
                        js_at(ptr));
     }
     for (k = s->child; k; k = k->next) {
+        int  kt = js_keyword_type(k->string), vt = 0;
+
+        for (v = en ? en->child : co; v && kt; v = en ? v->next : NULL) {
+            vt |= js_value_type(v);
+        }
+        if (kt && !(kt & vt & mask)) {
+            continue;   /* no value is of the type it constrains */
+        }
         if (js_in(js_supported, k->string) && strcmp(k->string, "enum")
             && strcmp(k->string, "const") && strcmp(k->string, "type"))
         {
@@ -2452,20 +2693,22 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
             return js_fail(c, "json_schema: a number in '%s' at %s is beyond "
                            "2^53", en ? "enum" : "const", js_at(ptr));
         }
-        text = cJSON_PrintUnformatted(v);
-        if (text == NULL) {
-            llm_strbuf_free(&alts.b);
-            return js_fail(c, "json_schema: out of memory");
-        }
         {
-            llm_strbuf  l;
+            llm_strbuf  j, l;
 
+            js_buf(c, &j);
             js_buf(c, &l);
-            js_lit(c, &l, text, strlen(text));
-            js_alt_add(c, &alts, l.data);
+            if (js_json_value(c, &j, v, ptr) == JS_OK) {
+                js_lit(c, &l, j.data, j.len);
+                js_alt_add(c, &alts, l.data);
+            }
+            llm_strbuf_free(&j);
             llm_strbuf_free(&l);
+            if (c->failed) {
+                llm_strbuf_free(&alts.b);
+                return JS_ERR;
+            }
         }
-        free(text);
     }
     return js_alt_end(c, &alts, e);
 }
@@ -2698,11 +2941,54 @@ js_dup_into(js_ctx *c, cJSON *obj, const char *key, const cJSON *v)
 {
     cJSON  *d = cJSON_Duplicate(v, 1);
 
-    if (d == NULL || !cJSON_AddItemToObject(obj, key, d)) {
+    if (d == NULL || !(key ? cJSON_AddItemToObject(obj, key, d)
+                           : cJSON_AddItemToArray(obj, d)))
+    {
         cJSON_Delete(d);
         return js_fail(c, "json_schema: out of memory");
     }
     return JS_OK;
+}
+
+
+/* adds to an array a reference to v (no copy: a $ref inside stays where
+   it is, so its target is the one the memo knows) */
+static int
+js_ref_into(js_ctx *c, cJSON *arr, const cJSON *v)
+{
+    if (arr == NULL || !cJSON_AddItemReferenceToArray(arr, (cJSON *) v)) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    return JS_OK;
+}
+
+
+/* x, an {"allOf": [s]} a merge made, becomes a reference to s itself: a
+   recursive schema merged with something stays one rule, not an endless
+   copy */
+static void
+js_collapse(cJSON *parent, cJSON *x)
+{
+    cJSON  *all, *tmp, *r;
+
+    all = x ? cJSON_GetObjectItem(x, "allOf") : NULL;
+    if (all == NULL || x->child->next != NULL
+        || cJSON_GetArraySize(all) != 1)
+    {
+        return;
+    }
+    tmp = cJSON_CreateArray();
+    if (tmp == NULL || !cJSON_AddItemReferenceToArray(tmp, all->child)) {
+        cJSON_Delete(tmp);
+        return;
+    }
+    r = cJSON_DetachItemFromArray(tmp, 0);
+    cJSON_Delete(tmp);
+    if (cJSON_IsObject(parent)) {
+        cJSON_ReplaceItemInObjectCaseSensitive(parent, x->string, r);
+    } else {
+        cJSON_ReplaceItemViaPointer(parent, x, r);
+    }
 }
 
 
@@ -2722,14 +3008,8 @@ js_prop_add(js_ctx *c, cJSON *props, const char *name, const cJSON *v)
         }
         cur = all;
     }
-    d = cJSON_Duplicate(v, 1);
-    if (d == NULL
-        || !cJSON_AddItemToArray(cJSON_GetObjectItem(cur, "allOf"), d))
-    {
-        cJSON_Delete(d);
-        return js_fail(c, "json_schema: out of memory");
-    }
-    return JS_OK;
+    (void) d;
+    return js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), v);
 }
 
 
@@ -2752,15 +3032,89 @@ static const char *const js_maxs[] = {
 
 /* keywords that cannot be in two of the schemas merged */
 static const char *const js_once[] = {
-    "prefixItems", "additionalItems", "pattern", "format", "anyOf", "oneOf",
-    NULL
+    "pattern", "format", "anyOf", "oneOf", NULL
 };
+
+
+/*
+ * Element i of the merged array meets each schema's element i: its
+ * prefixItems[i] when it has one, its items (the tail) otherwise; the
+ * merged tail meets every tail. (A tail with no prefix applies from 0.)
+ */
+static int
+js_merge_items(js_ctx *c, js_branches *br, cJSON *m, const char *ptr)
+{
+    const cJSON  *pre[JS_MAX_BRANCHES], *tail[JS_MAX_BRANCHES], *items, *x;
+    cJSON        *arr = NULL, *all, *t = NULL;
+    int           i, j, kmax = 0, any_tail = 0;
+
+    for (i = 0; i < br->n; i++) {
+        items = cJSON_GetObjectItemCaseSensitive(br->b[i], "items");
+        pre[i] = cJSON_GetObjectItemCaseSensitive(br->b[i], "prefixItems");
+        tail[i] = items;
+        if (cJSON_IsArray(items)) {
+            if (pre[i]) {
+                return js_fail(c, "json_schema: 'prefixItems' with an array "
+                               "'items' at %s", js_at(ptr));
+            }
+            pre[i] = items;
+            tail[i] = cJSON_GetObjectItemCaseSensitive(br->b[i],
+                                                       "additionalItems");
+        }
+        if (pre[i] && !cJSON_IsArray(pre[i])) {
+            return js_fail(c, "json_schema: 'prefixItems' at %s is not an "
+                           "array", js_at(ptr));
+        }
+        if (cJSON_GetArraySize(pre[i]) > kmax) {
+            kmax = cJSON_GetArraySize(pre[i]);
+        }
+        if (tail[i] && cJSON_IsTrue(tail[i])) {
+            tail[i] = NULL;
+        }
+        any_tail |= tail[i] != NULL;
+    }
+    if (kmax > 0) {
+        arr = cJSON_AddArrayToObject(m, "prefixItems");
+    }
+    if (any_tail) {
+        t = cJSON_AddObjectToObject(m, "items");
+        if (t == NULL || cJSON_AddArrayToObject(t, "allOf") == NULL) {
+            return js_fail(c, "json_schema: out of memory");
+        }
+    }
+    for (j = 0; j < kmax; j++) {
+        all = cJSON_CreateObject();
+        if (arr == NULL || all == NULL || !cJSON_AddItemToArray(arr, all)
+            || cJSON_AddArrayToObject(all, "allOf") == NULL)
+        {
+            cJSON_Delete(all);
+            return js_fail(c, "json_schema: out of memory");
+        }
+        for (i = 0; i < br->n; i++) {
+            x = j < cJSON_GetArraySize(pre[i]) ? cJSON_GetArrayItem(pre[i], j)
+                                                : tail[i];
+            if (x && js_ref_into(c, cJSON_GetObjectItem(all, "allOf"), x)
+                != JS_OK)
+            {
+                return JS_ERR;
+            }
+        }
+    }
+    for (i = 0; i < br->n && t; i++) {
+        if (tail[i] && js_ref_into(c, cJSON_GetObjectItem(t, "allOf"),
+                                   tail[i]) != JS_OK)
+        {
+            return JS_ERR;
+        }
+    }
+    return JS_OK;
+}
 
 
 static int
 js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
 {
-    cJSON        *m, *props, *req, *all, *v;
+    cJSON        *m, *props, *req, *all, *v, *next_v;
     const cJSON  *s, *k, *p, *ap;
     int           i, j, mask = T_ALL, tm, seen_types = 0, rc;
 
@@ -2814,20 +3168,12 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
                         return JS_ERR;
                     }
                 }
-            } else if (strcmp(n, "additionalProperties") == 0
-                       || strcmp(n, "items") == 0)
+            } else if (strcmp(n, "items") == 0
+                       || strcmp(n, "prefixItems") == 0
+                       || strcmp(n, "additionalItems") == 0)
             {
-                if (strcmp(n, "items") == 0 && cJSON_IsArray(k)) {
-                    if (cur) {
-                        return js_fail(c, "json_schema: allOf at %s: cannot "
-                                       "merge two array 'items'",
-                                       js_at(ptr));
-                    }
-                    if (js_dup_into(c, m, n, k) != JS_OK) {
-                        return JS_ERR;
-                    }
-                    continue;
-                }
+                continue;       /* js_merge_items */
+            } else if (strcmp(n, "additionalProperties") == 0) {
                 if (cur == NULL) {
                     cur = cJSON_CreateObject();
                     if (cur == NULL || !cJSON_AddItemToObject(m, n, cur)
@@ -2840,12 +3186,10 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
                     return js_fail(c, "json_schema: allOf at %s: cannot "
                                    "merge two array 'items'", js_at(ptr));
                 }
-                v = cJSON_Duplicate(k, 1);
-                if (v == NULL || !cJSON_AddItemToArray(
-                        cJSON_GetObjectItem(cur, "allOf"), v))
+                if (js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), k)
+                    != JS_OK)
                 {
-                    cJSON_Delete(v);
-                    return js_fail(c, "json_schema: out of memory");
+                    return JS_ERR;
                 }
             } else if (js_in(js_mins, n) || js_in(js_maxs, n)
                        || strcmp(n, "exclusiveMinimum") == 0
@@ -2911,6 +3255,9 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
     }
     if (br->empty || mask == 0) {
         return JS_EMPTY;
+    }
+    if (js_merge_items(c, br, m, ptr) != JS_OK) {
+        return JS_ERR;
     }
 
     /* additionalProperties of each schema apply to the names the others
@@ -2985,6 +3332,23 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
             return js_fail(c, "json_schema: allOf at %s: the types leave "
                            "non-integer numbers only", js_at(ptr));
         }
+    }
+    for (v = props->child; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(props, v);
+    }
+    js_collapse(m, cJSON_GetObjectItem(m, "additionalProperties"));
+    js_collapse(m, cJSON_GetObjectItem(m, "items"));
+    v = cJSON_GetObjectItem(m, "prefixItems");
+    for (v = v ? v->child : NULL; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(cJSON_GetObjectItem(m, "prefixItems"), v);
+    }
+    if (props->child == NULL) {
+        cJSON_DeleteItemFromObject(m, "properties");
+    }
+    if (req->child == NULL) {
+        cJSON_DeleteItemFromObject(m, "required");
     }
     rc = JS_OK;
     *out = m;
@@ -3096,7 +3460,8 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         js_alt_add(c, &alts, "\"null\"");
     }
     if (mask & T_BOOL) {
-        js_alt_add(c, &alts, "\"true\" | \"false\"");
+        js_alt_add(c, &alts, "\"true\"");
+        js_alt_add(c, &alts, "\"false\"");
     }
 #define JS_TYPE(bit, call)                                                   \
     if (rc != JS_ERR && (mask & (bit))) {                                    \
@@ -3162,6 +3527,102 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     }
     c->depth--;
     return c->failed ? JS_ERR : rc;
+}
+
+
+/* a key twice in one object: parsers differ on which one counts (cJSON
+   the first, python the last), so the schema is ambiguous */
+static int
+js_duplicates(js_ctx *c, const cJSON *v, char *ptr, size_t len)
+{
+    const cJSON  *k, *j;
+    size_t        n = strlen(ptr);
+    int           i = 0;
+
+    for (k = v->child; k; k = k->next, i++) {
+        if (cJSON_IsObject(v)) {
+            for (j = v->child; j != k; j = j->next) {
+                if (strcmp(j->string, k->string) == 0) {
+                    return js_fail(c, "json_schema: the key '%s' is twice in "
+                                   "the object at %s", k->string,
+                                   js_at(ptr));
+                }
+            }
+        }
+        if (k->child == NULL) {
+            continue;
+        }
+        if (cJSON_IsObject(v)) {
+            char  tmp[512];
+
+            js_child(tmp, sizeof(tmp), ptr, k->string);
+            snprintf(ptr + n, len - n, "%s", tmp + n);
+        } else {
+            snprintf(ptr + n, len - n, "/%d", i);
+        }
+        if (js_duplicates(c, k, ptr, len) != JS_OK) {
+            return JS_ERR;
+        }
+        ptr[n] = '\0';
+    }
+    return JS_OK;
+}
+
+
+/*
+ * The schema text before cJSON reads it: UTF-8 (the grammar's literals are
+ * its bytes), no control bytes (cJSON lets them into strings, JSON does
+ * not), no \u0000 (a C string would cut the name there: "a\u0000b" would
+ * become the property "a").
+ */
+static int
+js_check_text(js_ctx *c, const char *schema, size_t len)
+{
+    const unsigned char  *p = (const unsigned char *) schema;
+    size_t                i, n, k, bs = 0;
+    uint32_t              cp;
+
+    for (i = 0; i < len; i += n) {
+        n = 1;
+        if (p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') {
+            return js_fail(c, "json_schema: the schema has a control byte "
+                           "(0x%02x at byte %zu)", p[i], i);
+        }
+        if (p[i] == '\\') {
+            if (bs % 2 == 0 && len - i >= 6 && memcmp(p + i, "\\u0000", 6) == 0)
+            {
+                return js_fail(c, "json_schema: the schema has \\u0000 (at "
+                               "byte %zu)", i);
+            }
+            bs++;
+            continue;
+        }
+        bs = 0;
+        if (p[i] < 0x80) {
+            continue;
+        }
+        n = p[i] >= 0xf0 ? 4 : p[i] >= 0xe0 ? 3 : p[i] >= 0xc2 ? 2 : 0;
+        if (n == 0 || p[i] > 0xf4 || i + n > len) {
+            goto bad;
+        }
+        cp = p[i] & (0xff >> (n + 1));
+        for (k = 1; k < n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) {
+                goto bad;
+            }
+            cp = (cp << 6) | (p[i + k] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000
+            || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        {
+            goto bad;
+        }
+    }
+    return JS_OK;
+
+bad:
+    return js_fail(c, "json_schema: the schema is not valid UTF-8 (at byte "
+                   "%zu)", i);
 }
 
 
@@ -3238,8 +3699,12 @@ js_shared(js_ctx *c, llm_strbuf *out)
         js_putf(c, out, "%s-hex ::= [0-9a-fA-F]\n", r);
     }
     if (c->need & N_EMAIL) {
-        js_putf(c, out, "%s-email ::= [a-zA-Z0-9._%%+\\x2d]+ \"@\" "
-                "[a-zA-Z0-9\\x2d]+ ( \".\" [a-zA-Z0-9\\x2d]+ )+\n", r);
+        /* a dot-atom local part (RFC 5322) at a domain of labels */
+        js_putf(c, out, "%s-email ::= %s-atext+ ( \".\" %s-atext+ )* \"@\" "
+                "[a-zA-Z0-9] [a-zA-Z0-9\\x2d]* ( \".\" [a-zA-Z0-9] "
+                "[a-zA-Z0-9\\x2d]* )*\n", r, r, r);
+        js_putf(c, out, "%s-atext ::= [a-zA-Z0-9!#$%%&'*+/=?\\x5e_`{|}~\\x2d]\n",
+                r);
     }
     if (c->need & N_WS) {
         if (c->max_ws > 0) {
@@ -3258,7 +3723,7 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     js_ctx       c;
     llm_strbuf   e;
     const char  *end, *p;
-    int          rc;
+    int          rc, i;
 
     memset(&c, 0, sizeof(c));
     c.err = err;
@@ -3282,11 +3747,14 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     if (max_ws < 0) {
         return js_fail(&c, "json_schema: max_ws %d is negative", max_ws);
     }
+    if (js_check_text(&c, schema, len) != JS_OK) {
+        return -1;
+    }
+    end = NULL;
     c.doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
     if (c.doc == NULL) {
         return js_fail(&c, "json_schema: the schema is not valid JSON (near "
-                       "byte %zu)", (size_t) (cJSON_GetErrorPtr()
-                       ? cJSON_GetErrorPtr() - schema : 0));
+                       "byte %zu)", (size_t) (end ? end - schema : 0));
     }
     c.owned = cJSON_CreateArray();
     c.refs = calloc(JS_MAX_REFS, sizeof(*c.refs));
@@ -3296,7 +3764,14 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     }
     js_buf(&c, &c.rules);
     js_buf(&c, &e);
-    rc = js_gen(&c, c.doc, "", &e);
+    {
+        char  ptr[512] = "";
+
+        rc = js_duplicates(&c, c.doc, ptr, sizeof(ptr));
+    }
+    if (rc == JS_OK) {
+        rc = js_gen(&c, c.doc, "", &e);
+    }
     if (rc == JS_EMPTY) {
         rc = js_fail(&c, "json_schema: the schema accepts no JSON value");
     }
@@ -3313,6 +3788,9 @@ llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     llm_strbuf_free(&c.rules);
 
 done:
+    for (i = 0; i < c.n_keys; i++) {
+        free(c.key_text[i]);
+    }
     free(c.refs);
     cJSON_Delete(c.owned);
     cJSON_Delete((cJSON *) c.doc);

@@ -14,13 +14,18 @@
  * (a few per matcher, evicted round-robin): a mask is one walk of the
  * vocabulary's depth-first trie (vocab.c), each trie edge one array load
  * once its transition is known, a dead byte skipping the whole subtree.
- * History is the list of states, so rollback is a pointer move and gives
- * back exactly the masks it had.
+ * A state's mask is the union of its stacks' local masks: the mask of a
+ * stack cut below its top LOCAL_DEPTH nodes, cached per cut stack, so
+ * that a string in any context costs one trie walk per matcher; the
+ * subtrees a cut stack could not decide (its rule ended, the rest of the
+ * stack matters) are walked from the full state. History is the list of
+ * states, so rollback is a pointer move and gives back exactly the masks
+ * it had.
  *
  * defines: llm_matcher_new, llm_matcher_free, llm_matcher_mask,
  *          llm_matcher_mask_nocache, llm_matcher_accept,
  *          llm_matcher_accept_bytes, llm_matcher_rollback,
- *          llm_matcher_can_end, llm_matcher_is_done
+ *          llm_matcher_can_end, llm_matcher_is_done, llm_matcher_stats
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +38,40 @@
 #define MASK_SLOTS    128       /* cached masks per matcher */
 #define MAX_STATES    (1 << 20)
 #define MAX_WORK      200000    /* expansions per step */
+#define LOCAL_DEPTH   3         /* stack nodes a local mask depends on */
+#if LOCAL_DEPTH != 3
+#error "llm_glocal's key holds 3 positions and a cut flag"
+#endif
+#define LOCAL_SLOTS   64        /* cached local masks per matcher */
+#define NODE_BOUNDARY 1         /* bottom of a truncated stack */
 
 
 typedef struct {
     int32_t     pos;
     int32_t     parent;
+    int32_t     local;          /* its local mask's slot, or -1 */
 } mnode;
+
+/*
+ * The mask of one stack truncated to its top LOCAL_DEPTH nodes
+ * (llm_glocal): what it allows whatever lies below (accepted), and the
+ * trie subtrees that died only after the truncated stack ran out (unsure:
+ * the full state decides them). xgrammar's context-independent tokens,
+ * per truncated stack. The grammar keeps the first LLM_GRAMMAR_SHARED of
+ * them for all its matchers; a matcher owns the ones past that.
+ */
+typedef struct {
+    llm_glocal *l;
+    int         owned;
+    int32_t     key;            /* the truncated stack's node, or -1 */
+} mlocal;
 
 typedef struct {
     int32_t     off;            /* the stacks: pool[off .. off + len) */
     int32_t     len;
-    int32_t    *next;           /* [256] or NULL; SID_UNKNOWN until known */
     int32_t     slot;           /* cached mask, or -1 */
     uint8_t     can_end;
+    uint8_t     at_boundary;    /* a truncated stack ran out here */
     uint8_t     has_token;      /* some top is a named token */
 } mstate;
 
@@ -59,7 +85,11 @@ struct llm_matcher {
     uint32_t    node_hmask;
 
     mstate     *st;
-    int32_t     n_st, cap_st;
+    int32_t     n_st, cap_st, cap_next, cap_bnd;
+    uint8_t    *bnd;            /* per state: its at_boundary, for the walk */
+    int32_t   **next;           /* per state: [256] or NULL, SID_UNKNOWN
+                                   until known; apart from st: the walk
+                                   reads only these */
     int32_t    *st_hash;
     uint32_t    st_hmask;
     int32_t    *pool;
@@ -75,11 +105,19 @@ struct llm_matcher {
 
     int32_t    *walk;           /* per trie depth: the state there */
     int         n_words;
-    uint32_t   *slots;          /* MASK_SLOTS masks of n_words */
+    uint32_t   *slots[MASK_SLOTS];  /* masks of n_words, made as used */
+    int         cap_slots;          /* slots made */
     int32_t     slot_sid[MASK_SLOTS];
     int32_t     slot_count[MASK_SLOTS];
     int         slot_next;
+
+    mlocal      locals[LOCAL_SLOTS];
+    int         local_next;
+    uint8_t    *bflag;          /* per trie depth: a boundary was passed */
 };
+
+
+static void glocal_free(llm_glocal *l);
 
 
 static int
@@ -160,6 +198,7 @@ node_get(llm_matcher *m, int32_t pos, int32_t parent)
     id = m->n_nodes++;
     m->nodes[id].pos = pos;
     m->nodes[id].parent = parent;
+    m->nodes[id].local = -1;
     m->node_hash[h] = id + 1;
     if ((uint32_t) m->n_nodes * 2 > m->node_hmask && node_rehash(m) != 0) {
         m->overflow = 1;
@@ -204,6 +243,9 @@ expand(llm_matcher *m, int32_t pos, int32_t parent)
         case GE_ALT:
             if (parent < 0) {
                 return push_tmp(m, 0);
+            }
+            if (parent == NODE_BOUNDARY) {
+                return push_tmp(m, NODE_BOUNDARY);
             }
             pos = m->nodes[parent].pos;
             parent = m->nodes[parent].parent;
@@ -313,6 +355,9 @@ state_get(llm_matcher *m)
     }
     if (m->n_st >= MAX_STATES
         || grow((void **) &m->st, &m->cap_st, m->n_st + 1, sizeof(mstate))
+        || grow((void **) &m->next, &m->cap_next, m->n_st + 1,
+                sizeof(int32_t *))
+        || grow((void **) &m->bnd, &m->cap_bnd, m->n_st + 1, 1)
         || m->n_pool + (size_t) n > (size_t) INT32_MAX / 2)
     {
         m->overflow = 1;
@@ -338,12 +383,17 @@ state_get(llm_matcher *m)
     s = &m->st[id];
     s->off = (int32_t) m->n_pool;
     s->len = n;
-    s->next = NULL;
+    m->next[id] = NULL;
     s->slot = -1;
     s->can_end = set[0] == 0;
+    s->at_boundary = set[0] == NODE_BOUNDARY
+                     || (n > 1 && set[1] == NODE_BOUNDARY);
+    m->bnd[id] = s->at_boundary;
     s->has_token = 0;
     for (i = 0; i < n; i++) {
-        if (set[i] != 0 && g->el[m->nodes[set[i]].pos].type == GE_TOKEN) {
+        if (set[i] > NODE_BOUNDARY
+            && g->el[m->nodes[set[i]].pos].type == GE_TOKEN)
+        {
             s->has_token = 1;
         }
     }
@@ -368,7 +418,7 @@ step(llm_matcher *m, int32_t sid, int type, int32_t c)
     m->work = 0;
     for (i = 0; i < m->st[sid].len; i++) {
         node = m->pool[m->st[sid].off + i];
-        if (node == 0) {
+        if (node <= NODE_BOUNDARY) {
             continue;
         }
         e = &g->el[m->nodes[node].pos];
@@ -393,12 +443,12 @@ step_byte(llm_matcher *m, int32_t sid, uint8_t c)
 {
     int32_t  nx, k;
 
-    if (m->st[sid].next != NULL && (nx = m->st[sid].next[c]) != SID_UNKNOWN)
+    if (m->next[sid] != NULL && (nx = m->next[sid][c]) != SID_UNKNOWN)
     {
         return nx;
     }
     nx = step(m, sid, GE_BYTES, c);
-    if (m->st[sid].next == NULL) {
+    if (m->next[sid] == NULL) {
         int32_t  *t = malloc(256 * sizeof(int32_t));
 
         if (t == NULL) {
@@ -407,9 +457,9 @@ step_byte(llm_matcher *m, int32_t sid, uint8_t c)
         for (k = 0; k < 256; k++) {
             t[k] = SID_UNKNOWN;
         }
-        m->st[sid].next = t;
+        m->next[sid] = t;
     }
-    m->st[sid].next[c] = nx;
+    m->next[sid][c] = nx;
     return nx;
 }
 
@@ -433,17 +483,24 @@ llm_matcher_new(const llm_grammar *g)
     m->st_hash = calloc(m->st_hmask + 1, sizeof(int32_t));
     m->walk = malloc((size_t) ((m->v ? m->v->max_depth : 0) + 1)
                      * sizeof(int32_t));
+    m->bflag = malloc((size_t) (m->v ? m->v->max_depth : 0) + 1);
     if (m->node_hash == NULL || m->st_hash == NULL || m->walk == NULL
-        || grow((void **) &m->nodes, &m->cap_nodes, 1, sizeof(mnode)) != 0)
+        || m->bflag == NULL
+        || grow((void **) &m->nodes, &m->cap_nodes, 2, sizeof(mnode)) != 0)
     {
         llm_matcher_free(m);
         return NULL;
     }
     m->nodes[0].pos = -1;               /* the accept node */
     m->nodes[0].parent = -1;
-    m->n_nodes = 1;
+    m->nodes[0].local = -1;
+    m->nodes[1] = m->nodes[0];          /* NODE_BOUNDARY */
+    m->n_nodes = 2;
     for (a = 0; a < MASK_SLOTS; a++) {
         m->slot_sid[a] = -1;
+    }
+    for (a = 0; a < LOCAL_SLOTS; a++) {
+        m->locals[a].key = -1;
     }
     m->work = 0;
     for (a = g->alt_first[g->root]; a < g->alt_first[g->root + 1]; a++) {
@@ -471,9 +528,11 @@ llm_matcher_free(llm_matcher *m)
         return;
     }
     for (i = 0; i < m->n_st; i++) {
-        free(m->st[i].next);
+        free(m->next[i]);
     }
     free(m->st);
+    free(m->next);
+    free(m->bnd);
     free(m->st_hash);
     free(m->pool);
     free(m->nodes);
@@ -481,7 +540,15 @@ llm_matcher_free(llm_matcher *m)
     free(m->tmp);
     free(m->hist);
     free(m->walk);
-    free(m->slots);
+    free(m->bflag);
+    for (i = 0; i < m->cap_slots; i++) {
+        free(m->slots[i]);
+    }
+    for (i = 0; i < LOCAL_SLOTS; i++) {
+        if (m->locals[i].key >= 0 && m->locals[i].owned) {
+            glocal_free(m->locals[i].l);
+        }
+    }
     free(m);
 }
 
@@ -499,56 +566,303 @@ set_bit(uint32_t *mask, int32_t id)
 }
 
 
-/* the walk of the trie from sid */
-static int
-compute_mask(llm_matcher *m, int32_t sid, uint32_t *mask)
+static int32_t
+next_of(llm_matcher *m, int32_t s, uint8_t c)
+{
+    const int32_t  *next = m->next[s];
+    int32_t         nx;
+
+    if (next == NULL || (nx = next[c]) == SID_UNKNOWN) {
+        nx = step_byte(m, s, c);
+    }
+    return nx;
+}
+
+
+/* sets the tokens of trie nodes [i0, i1) reachable from m->walk[depth of
+   i0 - 1], a subtree skipped as soon as its first byte is dead */
+static void
+walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
 {
     const llm_grammar_vocab  *v = m->v;
-    const int32_t            *next;
-    int32_t                   i, n, s, nx, t, node;
-    int                       d, count = 0;
+    int32_t                   i, nx, t;
+    int                       d;
 
-    memset(mask, 0, (size_t) m->n_words * 4);
-    m->walk[0] = sid;
-    n = v->n_nodes;
-    for (i = 1; i < n; ) {
-        d = v->depth[i];
-        s = m->walk[d - 1];
-        next = m->st[s].next;
-        if (next == NULL || (nx = next[v->byte[i]]) == SID_UNKNOWN) {
-            nx = step_byte(m, s, v->byte[i]);
-        }
+    for (i = i0; i < i1; ) {
+        d = v->node[i].depth;
+        nx = next_of(m, m->walk[d - 1], v->node[i].byte);
         if (nx < 0) {
-            i += v->size[i];
+            i += v->node[i].size;
             continue;
         }
         m->walk[d] = nx;
-        for (t = v->tok_begin[i]; t < v->tok_end[i]; t++) {
+        for (t = v->node[i].tok_begin; t < v->node[i].tok_end; t++) {
             set_bit(mask, v->sorted[t]);
-            count++;
         }
         i++;
     }
+}
+
+
+/* the walk of a truncated stack's state: accepted tokens, unsure roots */
+static int
+walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
+{
+    const llm_grammar_vocab  *v = m->v;
+    int32_t                   i, nx, t, n = v->n_nodes, cap = 0;
+    int                       d;
+
+    memset(L->accepted, 0, (size_t) m->n_words * 4);
+    L->n_unsure = 0;
+    m->walk[0] = lsid;
+    m->bflag[0] = 0;
+    for (i = 1; i < n; ) {
+        d = v->node[i].depth;
+        nx = next_of(m, m->walk[d - 1], v->node[i].byte);
+        if (nx < 0) {
+            if (m->bflag[d - 1]) {
+                if (grow((void **) &L->unsure, &cap, L->n_unsure + 1,
+                         sizeof(int32_t)) != 0)
+                {
+                    return -1;
+                }
+                L->unsure[L->n_unsure++] = i;
+            }
+            i += v->node[i].size;
+            continue;
+        }
+        m->walk[d] = nx;
+        m->bflag[d] = m->bflag[d - 1] | m->bnd[nx];
+        for (t = v->node[i].tok_begin; t < v->node[i].tok_end; t++) {
+            set_bit(L->accepted, v->sorted[t]);
+        }
+        i++;
+    }
+    return 0;
+}
+
+
+static uint32_t
+key_hash(const int32_t *k)
+{
+    return (hash2(k[0], k[1]) ^ hash2(k[2], k[3]) * 31u)
+           & (LLM_GRAMMAR_SHARED * 2 - 1);
+}
+
+
+/* the grammar's local mask of key, or NULL; adds l when it has none and
+   room (returns l then, and the grammar owns it) */
+static llm_glocal *
+shared_find_add(const llm_grammar *g, const int32_t *key, llm_glocal *l)
+{
+    llm_gshared  *sh = g->shared;
+    llm_glocal   *found = NULL;
+    uint32_t      h = key_hash(key);
+
+    pthread_mutex_lock(&sh->lock);
+    while (sh->slot[h] != NULL) {
+        if (memcmp(sh->slot[h]->key, key, 4 * sizeof(int32_t)) == 0) {
+            found = sh->slot[h];
+            break;
+        }
+        h = (h + 1) & (LLM_GRAMMAR_SHARED * 2 - 1);
+    }
+    if (found == NULL && l != NULL && sh->n < LLM_GRAMMAR_SHARED) {
+        sh->slot[h] = l;
+        sh->n++;
+        found = l;
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return found;
+}
+
+
+static void
+glocal_free(llm_glocal *l)
+{
+    if (l != NULL) {
+        free(l->accepted);
+        free(l->unsure);
+        free(l);
+    }
+}
+
+
+/* the stack of node n cut below its top d nodes (bottom NODE_BOUNDARY) */
+static int32_t
+truncate_stack(llm_matcher *m, int32_t n, int d)
+{
+    int32_t  p;
+
+    if (n < 0) {
+        return n;
+    }
+    if (d == 0) {
+        return NODE_BOUNDARY;
+    }
+    p = truncate_stack(m, m->nodes[n].parent, d - 1);
+    if (p == m->nodes[n].parent || m->overflow) {
+        return n;
+    }
+    return node_get(m, m->nodes[n].pos, p);
+}
+
+
+static llm_glocal *
+local_get(llm_matcher *m, int32_t key)
+{
+    llm_glocal  *l, *found;
+    mlocal      *L;
+    int32_t      lsid, n, k4[4];
+    int          i, k = m->nodes[key].local;
+
+    if (k >= 0) {
+        return m->locals[k].l;
+    }
+    /* the key: positions top first, then whether it was cut */
+    for (i = 0, n = key; i < 3; i++) {
+        k4[i] = n > NODE_BOUNDARY ? m->nodes[n].pos : -1;
+        n = n > NODE_BOUNDARY ? m->nodes[n].parent : n;
+    }
+    k4[3] = n == NODE_BOUNDARY;
+    l = shared_find_add(m->g, k4, NULL);
+    if (l == NULL) {
+        l = calloc(1, sizeof(*l));
+        if (l == NULL
+            || (l->accepted = malloc((size_t) m->n_words * 4)) == NULL)
+        {
+            glocal_free(l);
+            return NULL;
+        }
+        memcpy(l->key, k4, sizeof(k4));
+        m->n_tmp = 0;
+        if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
+            || walk_local(m, lsid, l) != 0)
+        {
+            glocal_free(l);
+            return NULL;
+        }
+        /* another matcher may have added it meanwhile: keep theirs */
+        found = shared_find_add(m->g, k4, l);
+        if (found != l) {
+            if (found != NULL) {
+                glocal_free(l);
+                l = found;
+            }
+        }
+    }
+    k = m->local_next;
+    m->local_next = (k + 1) % LOCAL_SLOTS;
+    L = &m->locals[k];
+    if (L->key >= 0) {
+        m->nodes[L->key].local = -1;
+        if (L->owned) {
+            glocal_free(L->l);
+        }
+    }
+    L->l = l;
+    L->owned = shared_find_add(m->g, k4, NULL) != l;
+    L->key = key;
+    m->nodes[key].local = k;
+    return l;
+}
+
+
+/* named tokens where a top names one, stop tokens where it may end */
+static void
+mask_extras(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    const llm_grammar_vocab  *v = m->v;
+    const llm_gelem          *e;
+    int32_t                   i, node;
+
     if (m->st[sid].has_token) {
         for (i = 0; i < m->st[sid].len; i++) {
-            const llm_gelem  *e;
-
             node = m->pool[m->st[sid].off + i];
-            if (node == 0) {
+            if (node <= NODE_BOUNDARY) {
                 continue;
             }
             e = &m->g->el[m->nodes[node].pos];
             if (e->type == GE_TOKEN && e->val < v->n_vocab) {
-                count += set_bit(mask, e->val);
+                set_bit(mask, e->val);
             }
         }
     }
     if (m->st[sid].can_end) {
         for (i = 0; i < v->n_stop; i++) {
-            count += set_bit(mask, v->stop[i]);
+            set_bit(mask, v->stop[i]);
         }
     }
-    return count;
+}
+
+
+static int
+popcount_mask(const llm_matcher *m, const uint32_t *mask)
+{
+    int  i, n = 0;
+
+    for (i = 0; i < m->n_words; i++) {
+        n += __builtin_popcount(mask[i]);
+    }
+    return n;
+}
+
+
+/* the reference: one walk of the whole trie from the full state */
+static int
+compute_mask(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    memset(mask, 0, (size_t) m->n_words * 4);
+    m->walk[0] = sid;
+    walk_full(m, 1, m->v->n_nodes, mask);
+    mask_extras(m, sid, mask);
+    return popcount_mask(m, mask);
+}
+
+
+/*
+ * The fast way: the union of the stacks' local masks, plus the unsure
+ * subtrees walked from the full state (after the bytes that lead to
+ * them). Exact, as the union over stacks is what the full walk computes.
+ */
+static int
+compute_mask_split(llm_matcher *m, int32_t sid, uint32_t *mask)
+{
+    const llm_grammar_vocab  *v = m->v;
+    const char               *p;
+    llm_glocal               *L;
+    size_t                    len;
+    int32_t                   i, j, k, u, s, node, key;
+    int                       d;
+
+    memset(mask, 0, (size_t) m->n_words * 4);
+    for (i = 0; i < m->st[sid].len; i++) {
+        node = m->pool[m->st[sid].off + i];
+        if (node <= NODE_BOUNDARY) {
+            continue;
+        }
+        key = truncate_stack(m, node, LOCAL_DEPTH);
+        if (m->overflow || (L = local_get(m, key)) == NULL) {
+            return compute_mask(m, sid, mask);
+        }
+        for (k = 0; k < m->n_words; k++) {
+            mask[k] |= L->accepted[k];
+        }
+        for (j = 0; j < L->n_unsure; j++) {
+            u = L->unsure[j];
+            d = v->node[u].depth;
+            p = llm_token_piece(v->tok, v->sorted[v->first_tok[u]], &len);
+            for (s = sid, k = 0; k < d - 1 && s >= 0; k++) {
+                s = next_of(m, s, (uint8_t) p[k]);
+            }
+            if (s >= 0) {
+                m->walk[d - 1] = s;
+                walk_full(m, u, u + v->node[u].size, mask);
+            }
+        }
+    }
+    mask_extras(m, sid, mask);
+    return popcount_mask(m, mask);
 }
 
 
@@ -576,21 +890,22 @@ llm_matcher_mask(llm_matcher *m, uint32_t *mask)
         return 0;
     }
     if ((k = m->st[sid].slot) >= 0) {
-        memcpy(mask, m->slots + (size_t) k * m->n_words, bytes);
+        memcpy(mask, m->slots[k], bytes);
         return m->slot_count[k];
     }
-    if (m->slots == NULL
-        && (m->slots = malloc(bytes * MASK_SLOTS)) == NULL)
-    {
-        return compute_mask(m, sid, mask);
-    }
     k = m->slot_next;
+    if (k >= m->cap_slots) {                /* made as they are used */
+        if ((m->slots[k] = malloc(bytes)) == NULL) {
+            return compute_mask_split(m, sid, mask);
+        }
+        m->cap_slots = k + 1;
+    }
     m->slot_next = (k + 1) % MASK_SLOTS;
     if (m->slot_sid[k] >= 0) {
         m->st[m->slot_sid[k]].slot = -1;
     }
-    m->slot_count[k] = compute_mask(m, sid, mask);
-    memcpy(m->slots + (size_t) k * m->n_words, mask, bytes);
+    m->slot_count[k] = compute_mask_split(m, sid, mask);
+    memcpy(m->slots[k], mask, bytes);
     m->slot_sid[k] = sid;
     m->st[sid].slot = k;
     return m->slot_count[k];
@@ -693,4 +1008,31 @@ llm_matcher_is_done(const llm_matcher *m)
 
     return sid == SID_STOPPED
            || (sid >= 0 && m->st[sid].len == 1 && m->st[sid].can_end);
+}
+
+
+void
+llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
+    size_t *bytes)
+{
+    size_t   b;
+    int32_t  i;
+
+    b = sizeof(*m) + (size_t) m->cap_nodes * sizeof(mnode)
+        + (size_t) (m->node_hmask + 1) * 4 + (size_t) m->cap_st
+        * (sizeof(mstate) + sizeof(int32_t *) + 1)
+        + (size_t) (m->st_hmask + 1) * 4 + m->cap_pool * 4
+        + (size_t) m->cap_tmp * 4 + (size_t) m->cap_hist * 4
+        + (size_t) m->cap_slots * m->n_words * 4;
+    for (i = 0; i < m->n_st; i++) {
+        b += m->next[i] ? 256 * sizeof(int32_t) : 0;
+    }
+    for (i = 0; i < LOCAL_SLOTS; i++) {
+        if (m->locals[i].key >= 0 && m->locals[i].owned) {
+            b += (size_t) m->n_words * 4;
+        }
+    }
+    *states = m->n_st;
+    *nodes = m->n_nodes;
+    *bytes = b;
 }

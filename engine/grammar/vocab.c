@@ -42,13 +42,8 @@ piece_cmp(const void *a, const void *b)
 static int
 vocab_alloc(llm_grammar_vocab *v, size_t n_nodes)
 {
-    v->byte = malloc(n_nodes);
-    v->depth = malloc(n_nodes * sizeof(uint16_t));
-    v->size = malloc(n_nodes * sizeof(int32_t));
-    v->tok_begin = malloc(n_nodes * sizeof(int32_t));
-    v->tok_end = malloc(n_nodes * sizeof(int32_t));
-    return v->byte && v->depth && v->size && v->tok_begin && v->tok_end
-           ? 0 : -1;
+    v->node = malloc(n_nodes * sizeof(llm_tnode));
+    return v->node ? 0 : -1;
 }
 
 
@@ -69,6 +64,12 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
     }
     v->tok = tok;
     v->n_vocab = n = llm_tokenizer_n_vocab(tok);
+    v->cache = calloc(1, sizeof(llm_gcache));
+    if (v->cache == NULL || pthread_mutex_init(&v->cache->lock, NULL) != 0) {
+        free(v->cache);
+        v->cache = NULL;
+        goto oom;
+    }
     v->kind = malloc((size_t) n);
     v->sorted = malloc((size_t) n * sizeof(int32_t));
     v->n_stop = llm_tokenizer_stop_ids(tok, &stop);
@@ -100,9 +101,7 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
     if (vocab_alloc(v, total) != 0) {
         goto oom;
     }
-    v->byte[0] = 0;
-    v->depth[0] = 0;
-    v->tok_begin[0] = v->tok_end[0] = 0;
+    memset(&v->node[0], 0, sizeof(llm_tnode));
     v->n_nodes = 1;
     path[0] = 0;
     d = 0;                                  /* depth of the path's end */
@@ -116,20 +115,20 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
             /* shared prefix with the previous piece */
         }
         for ( ; d > common; d--) {           /* close the nodes left */
-            v->size[path[d]] = v->n_nodes - path[d];
+            v->node[path[d]].size = v->n_nodes - path[d];
         }
         for (k = (size_t) d; k < len; k++) {  /* open the new ones */
             int32_t  x = v->n_nodes++;
 
-            v->byte[x] = (uint8_t) p[k];
-            v->depth[x] = (uint16_t) (k + 1);
-            v->tok_begin[x] = v->tok_end[x] = 0;
+            memset(&v->node[x], 0, sizeof(llm_tnode));
+            v->node[x].byte = (uint8_t) p[k];
+            v->node[x].depth = (uint16_t) (k + 1);
             path[++d] = x;
         }
-        if (v->tok_end[path[d]] == 0) {
-            v->tok_begin[path[d]] = i;
+        if (v->node[path[d]].tok_end == 0) {
+            v->node[path[d]].tok_begin = i;
         }
-        v->tok_end[path[d]] = i + 1;
+        v->node[path[d]].tok_end = i + 1;
         if (d > v->max_depth) {
             v->max_depth = d;
         }
@@ -137,9 +136,28 @@ llm_grammar_vocab_new(const llm_tokenizer *tok, char *err, size_t err_len)
         qlen = len;
     }
     for ( ; d > 0; d--) {
-        v->size[path[d]] = v->n_nodes - path[d];
+        v->node[path[d]].size = v->n_nodes - path[d];
     }
-    v->size[0] = v->n_nodes;
+    v->node[0].size = v->n_nodes;
+    /* the nodes made, fewer than the bytes of all pieces allocated */
+    {
+        llm_tnode  *shrunk = realloc(v->node, (size_t) v->n_nodes
+                                              * sizeof(llm_tnode));
+
+        if (shrunk != NULL) {
+            v->node = shrunk;
+        }
+    }
+    v->first_tok = malloc((size_t) (v->n_nodes + 1) * sizeof(int32_t));
+    if (v->first_tok == NULL) {
+        goto oom;
+    }
+    /* depth-first order is the tokens' sorted order */
+    v->first_tok[v->n_nodes] = n_sorted;
+    for (i = v->n_nodes - 1; i >= 0; i--) {
+        v->first_tok[i] = v->node[i].tok_end > 0 ? v->node[i].tok_begin
+                                                  : v->first_tok[i + 1];
+    }
     return v;
 
 oom:
@@ -155,13 +173,15 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
     if (v == NULL) {
         return;
     }
+    if (v->cache != NULL) {
+        llm_grammar_cache_clear(v->cache);
+        pthread_mutex_destroy(&v->cache->lock);
+        free(v->cache);
+    }
     free(v->kind);
     free(v->sorted);
     free(v->stop);
-    free(v->byte);
-    free(v->depth);
-    free(v->size);
-    free(v->tok_begin);
-    free(v->tok_end);
+    free(v->node);
+    free(v->first_tok);
     free(v);
 }

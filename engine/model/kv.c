@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/mman.h>
 
 
 int
@@ -41,8 +44,15 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
                  n_blocks);
         return -1;
     }
-    /* calloc: untouched pages cost nothing until a block is used */
-    kv->data = calloc(total, kv->elt_size);
+    /* mapped: untouched pages cost nothing until llm_kv_prefault() or a
+     * block's first use */
+    kv->data_bytes = total * kv->elt_size;
+    kv->data = mmap(NULL, kv->data_bytes ? kv->data_bytes : 1,
+                    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                    0);
+    if (kv->data == MAP_FAILED) {
+        kv->data = NULL;
+    }
     kv->free_ids = malloc((size_t) n_blocks * sizeof(int32_t));
     if (kv->data == NULL || kv->free_ids == NULL) {
         snprintf(err, err_len, "KV cache: out of memory for %zu bytes "
@@ -60,10 +70,45 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
 }
 
 
+/*
+ * Every page of the pool faulted in now (docs/operations.md,
+ * pre-allocation): the engine's RSS is flat from its first request, and a
+ * pool the machine cannot hold fails at start. MADV_POPULATE_WRITE
+ * (Linux 5.14) fails with ENOMEM instead of a later OOM kill; older
+ * kernels get a write per page.
+ */
+int
+llm_kv_prefault(llm_kv_cache *kv, char *err, size_t err_len)
+{
+    size_t  off, page = (size_t) sysconf(_SC_PAGESIZE);
+
+    if (kv->data_bytes == 0) {
+        return 0;
+    }
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE  23
+#endif
+    if (madvise(kv->data, kv->data_bytes, MADV_POPULATE_WRITE) == 0) {
+        return 0;
+    }
+    if (errno != EINVAL) {
+        snprintf(err, err_len, "KV cache: cannot fault in %zu bytes: %s",
+                 kv->data_bytes, strerror(errno));
+        return -1;
+    }
+    for (off = 0; off < kv->data_bytes; off += page) {
+        kv->data[off] = 0;
+    }
+    return 0;
+}
+
+
 void
 llm_kv_free(llm_kv_cache *kv)
 {
-    free(kv->data);
+    if (kv->data != NULL) {
+        munmap(kv->data, kv->data_bytes ? kv->data_bytes : 1);
+    }
     free(kv->free_ids);
     kv->data = NULL;
     kv->free_ids = NULL;

@@ -20,7 +20,8 @@
  *
  * defines: llm_kv_cache, llm_kv_init, llm_kv_free, llm_kv_k, llm_kv_v,
  *          llm_kv_bytes_per_token, llm_kv_alloc, llm_kv_release,
- *          llm_kv_n_free, llm_kv_copy_block, llm_kv_dtype_parse
+ *          llm_kv_n_free, llm_kv_copy_block, llm_kv_dtype_parse,
+ *          llm_kv_prefault
  */
 #ifndef NGX_LLM_KV_H
 #define NGX_LLM_KV_H
@@ -41,7 +42,9 @@ typedef struct {
     int       dtype;           /* enum llm_kv_dtype */
     size_t    elt_size;        /* 2 or 4 */
     size_t    block_elts;      /* n_layers * 2 * block_size * kv_dim */
-    uint8_t  *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim) */
+    uint8_t  *data;            /* (n_blocks, n_layers, 2, block_size, kv_dim),
+                                  mapped at init */
+    size_t    data_bytes;
     int32_t  *free_ids;        /* (n_blocks) stack of free block ids */
     int       n_free;
 } llm_kv_cache;
@@ -50,6 +53,8 @@ typedef struct {
 int llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
     int n_blocks, int dtype, char *err, size_t err_len);
 void llm_kv_free(llm_kv_cache *kv);
+/* fault every page of the pool in now; 0, or -1 with a message in err */
+int llm_kv_prefault(llm_kv_cache *kv, char *err, size_t err_len);
 
 /* K (or V) of `layer` in `block`: (block_size, kv_dim) values of dtype */
 static inline void *

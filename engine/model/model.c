@@ -817,6 +817,30 @@ hf_config(llm_model *m, const cJSON *root)
 }
 
 
+int
+llm_model_config_json(llm_model *m, const char *dir, const char *text,
+    size_t len)
+{
+    int     rc;
+    cJSON  *root;
+
+    memset(m, 0, sizeof(*m));
+    m->path = (char *) dir;
+    root = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return model_fail(m, "config.json is not a JSON object");
+    }
+    rc = hf_config(m, root);
+    if (rc == 0) {
+        rc = cfg_int(m, root, "vocab_size", 1, 0, &m->cfg.vocab_size);
+    }
+    cJSON_Delete(root);
+    m->path = NULL;
+    return rc;
+}
+
+
 /* HF tensor names of one layer, after "model.layers.N." */
 static const struct {
     const char  *hf;

@@ -31,7 +31,8 @@
  * with rope_neox = 1, a llama GGUF with 0, a qwen GGUF with 1.
  *
  * defines: llm_config, llm_layer, llm_model, llm_model_load,
- *          llm_model_load_fd, llm_model_free, llm_model_weight_bytes,
+ *          llm_model_load_fd, llm_model_free, llm_model_config_json,
+ *          llm_model_weight_bytes,
  *          llm_model_rope_inv_freq, llm_model_tokenizer,
  *          llm_model_chat_template, llm_hf_chat_template
  */
@@ -139,6 +140,14 @@ int llm_model_load(llm_model *m, const char *path, int tp_rank, int tp_size);
 int llm_model_load_fd(llm_model *m, int fd, const char *path_for_messages,
     int tp_rank, int tp_size);
 void llm_model_free(llm_model *m);
+/*
+ * Only the configuration of a Hugging Face config.json (text, len bytes;
+ * dir names its directory in messages) into m->cfg, vocab_size included,
+ * with the loader's checks: for the memory planner, which plans models it
+ * does not load. 0, or -1 with m->err set; m holds nothing to free.
+ */
+int llm_model_config_json(llm_model *m, const char *dir, const char *text,
+    size_t len);
 
 /* the rope_dim/2 rotary frequencies, as transformers computes them (float
  * pow), divided by the llama3 scaling factors when the model has them */

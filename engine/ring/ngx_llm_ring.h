@@ -31,10 +31,12 @@
 #include <stdatomic.h>
 
 #include "common/constraint.h"
+#include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        3       /* 2: the watchdog's fields,
-                                           3: output constraints */
+#define LLM_RING_VERSION        4       /* 2: the watchdog's fields,
+                                           3: output constraints,
+                                           4: the slot's fair_key */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -146,7 +148,11 @@ typedef struct {
     uint32_t        owner;              /* client_id of the worker */
     uint32_t        kind;               /* enum llm_slot_kind */
     uint64_t        req_seq;            /* worker's number, guards reuse */
-    int64_t         priority;           /* lower runs first; 0 default */
+    int64_t         priority;           /* lower runs first; 0 default;
+                                           classes: common/priority.h */
+    uint64_t        fair_key;           /* hash of llm_fair_key's value:
+                                           round robin among keys within a
+                                           class; 0 = no key */
 
     /* request: written by the worker in CLAIMED */
     llm_sampling    sampling;
@@ -206,6 +212,28 @@ enum llm_hist_kind {
     LLM_HIST_COUNT
 };
 
+/* engine time by what its steps ran: prompt chunks only, decodes only,
+   both in one batch, or no step at all */
+enum llm_phase {
+    LLM_PHASE_PREFILL = 0,
+    LLM_PHASE_DECODE,
+    LLM_PHASE_MIXED,
+    LLM_PHASE_IDLE,
+    LLM_PHASE_COUNT
+};
+
+/* tokens per step, vLLM's vllm:iteration_tokens_total buckets */
+#define LLM_STEP_HIST_BUCKETS   13
+
+static const double llm_step_hist_bounds[LLM_STEP_HIST_BUCKETS] = {
+    1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384
+};
+
+typedef struct {
+    _Atomic uint64_t count[LLM_STEP_HIST_BUCKETS + 1];
+    _Atomic uint64_t sum;
+} llm_step_hist;
+
 typedef struct {
     _Atomic uint64_t requests;          /* generations admitted */
     _Atomic uint64_t prompt_tokens;
@@ -224,6 +252,22 @@ typedef struct {
     _Atomic uint64_t prefix_queries;    /* prompt tokens looked up */
     _Atomic uint64_t finished[LLM_FINISH_ERROR + 1];   /* by llm_finish */
     llm_hist         hist[LLM_HIST_COUNT];
+
+    /* where the engine's time and memory go (docs/operations.md) */
+    _Atomic uint64_t phase_ns[LLM_PHASE_COUNT];         /* by llm_phase */
+    llm_step_hist    step_tokens;       /* tokens fed per step */
+    _Atomic uint64_t compute_busy_ns;   /* cpu: thread-ns inside kernels */
+    _Atomic uint32_t compute_threads;   /* cpu: the pool's threads */
+    _Atomic uint32_t kv_block_size;     /* tokens per KV block */
+    _Atomic uint64_t kv_block_bytes;    /* bytes per KV block, all layers */
+    _Atomic uint64_t rss_bytes;         /* the engine's resident memory */
+    _Atomic uint64_t errors[LLM_ERR_INTERNAL + 1];     /* by llm_slot_error */
+    _Atomic uint32_t compute_util_ppm;  /* busy, parts per million, over
+                                           the last second: cpu pool time
+                                           over wall time, cuda NVML's */
+    _Atomic uint32_t device_valid;      /* 1: device_mem_* were read */
+    _Atomic uint64_t device_mem_used;   /* cuda: NVML bytes */
+    _Atomic uint64_t device_mem_total;
 } llm_ring_stats;
 
 typedef struct {

@@ -12,6 +12,7 @@
 #include "sched/sequence.h"
 #include "common/constraint.h"
 #include "common/defaults.h"
+#include "common/priority.h"
 
 
 struct llm_sched {
@@ -21,7 +22,7 @@ struct llm_sched {
     int                  n_vocab;
     llm_block_manager    bm;
 
-    llm_seq             *wait_head;    /* sorted by (priority, arrival) */
+    llm_seq             *wait_head;    /* sorted by seq_before() */
     llm_seq             *wait_tail;
     int                  n_waiting;
     llm_seq            **running;      /* (max_num_seqs) sorted likewise */
@@ -34,6 +35,11 @@ struct llm_sched {
     int                  mask_words;
     int                  in_step;      /* cancel defers while set */
     int                  preempted_now;    /* a preemption in this step */
+    int                  admit_stopped;    /* a waiting one found no blocks:
+                                              nobody behind it is admitted */
+    int                  giving_way;   /* this step: the batch classes give
+                                          way to a lower one */
+    llm_seq            **cand;         /* (max_num_seqs) running snapshot */
 
     /* the batch being built: one entry per sequence, tokens flattened */
     int                  n_tokens;
@@ -67,12 +73,28 @@ now_ns(void)
 }
 
 
-/* (priority, arrival): does a run before b? */
+/* (class, fair rank, priority, arrival): does a run before b? */
 static int
 seq_before(const llm_seq *a, const llm_seq *b)
 {
-    return a->priority < b->priority
-           || (a->priority == b->priority && a->arrival < b->arrival);
+    if (a->klass != b->klass) {
+        return a->klass < b->klass;
+    }
+    if (a->rank != b->rank) {
+        return a->rank < b->rank;
+    }
+    if (a->priority != b->priority) {
+        return a->priority < b->priority;
+    }
+    return a->arrival < b->arrival;
+}
+
+
+/* the batch classes: LLM_PRIORITY_BATCH's class and every one above it */
+static int
+is_batch_class(int64_t klass)
+{
+    return klass >= llm_priority_class(LLM_PRIORITY_BATCH);
 }
 
 
@@ -294,6 +316,8 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     q->n_stop_ids = req->n_stop_ids;
     q->ignore_eos = req->ignore_eos;
     q->priority = req->priority;
+    q->klass = llm_priority_class(req->priority);
+    q->fair_key = req->fair_key;
     q->user = req->user;
     if (llm_sampler_init(&q->sampler, &req->sampling, s->n_vocab, err,
                          err_len) != 0)
@@ -483,6 +507,48 @@ collect_compiled(llm_sched *s)
 }
 
 
+/*
+ * q's place in its class's round robin over fair keys (start-time fair
+ * queueing with one unit per request): rank = max(V, the key's last
+ * queued rank) + 1, where V is the class's virtual time: the largest rank
+ * running in the class, or just below the smallest one waiting when none
+ * runs. So a key with 50 queued requests takes ranks V+1..V+50 and a key
+ * arriving later with one takes V+1: it runs second, not 51st. Ranks only
+ * compare within a class; a preempted sequence keeps its rank (ahead).
+ */
+static uint64_t
+fair_rank(const llm_sched *s, const llm_seq *q)
+{
+    const llm_seq  *w;
+    uint64_t        v = 0, wmin = UINT64_MAX, last = 0;
+    int             i, running = 0;
+
+    for (i = 0; i < s->n_running; i++) {
+        if (s->running[i]->klass == q->klass) {
+            running = 1;
+            if (s->running[i]->rank > v) {
+                v = s->running[i]->rank;
+            }
+        }
+    }
+    for (w = s->wait_head; w != NULL; w = w->next) {
+        if (w->klass != q->klass) {
+            continue;
+        }
+        if (w->rank < wmin) {
+            wmin = w->rank;
+        }
+        if (w->fair_key == q->fair_key && w->rank > last) {
+            last = w->rank;
+        }
+    }
+    if (!running && wmin != UINT64_MAX) {
+        v = wmin - 1;
+    }
+    return (last > v ? last : v) + 1;
+}
+
+
 int
 llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
     char *err, size_t err_len)
@@ -508,6 +574,7 @@ llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
         return rc;
     }
     q->arrival = s->next_arrival++;
+    q->rank = fair_rank(s, q);
     q->t_arrival_ns = now_ns();
     if (compiling) {
         compiling_insert(s, q);
@@ -572,20 +639,42 @@ batch_add(llm_sched *s, llm_seq *q, int n)
        later in this step shares them instead of computing them again */
     llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed + n);
     q->in_batch = 1;
+    q->last_step = s->st.steps + 1;
     if (q->t_scheduled_ns == 0) {
         q->t_scheduled_ns = now_ns();
     }
 }
 
 
-/* the running sequence to preempt: the last (lowest priority, newest) not
- * already in this step's batch; q itself when nothing after it is left */
+/* the running sequence to preempt: the last in order (the lowest class,
+ * then the newest in its round robin) not already in this step's batch;
+ * q itself when nothing after it is left. Running is sorted by class, so
+ * the victim is never of a higher class than the sequence asking. */
 static llm_seq *
 pick_victim(llm_sched *s)
 {
     int  i;
 
     for (i = s->n_running - 1; i >= 0; i--) {
+        if (!s->running[i]->in_batch) {
+            return s->running[i];
+        }
+    }
+    return NULL;
+}
+
+
+/* a running sequence of a lower class than waiting q (a larger class
+ * number), not in this step's batch, the last one first; NULL if none */
+static llm_seq *
+pick_lower_class_victim(llm_sched *s, const llm_seq *q)
+{
+    int  i;
+
+    for (i = s->n_running - 1; i >= 0; i--) {
+        if (s->running[i]->klass <= q->klass) {
+            return NULL;
+        }
         if (!s->running[i]->in_batch) {
             return s->running[i];
         }
@@ -612,36 +701,78 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
 }
 
 
-/* running sequences: the decodes (one token left) when decodes_only, else
- * the partly prefilled ones */
+/* what a step may still spend: tokens, and of them prefill tokens */
+typedef struct {
+    int  tokens;
+    int  prefill;
+} sched_budget;
+
+
+/* does q give way in this step (a batch class while a lower one runs)? */
+static int
+gives_way(const llm_sched *s, const llm_seq *q)
+{
+    return s->giving_way && is_batch_class(q->klass);
+}
+
+
+/* the yielding sequences share a small budget: least recently run first,
+   so the share goes round the batch class instead of to its first few */
+static int
+cmp_last_step(const void *a, const void *b)
+{
+    const llm_seq  *x = *(llm_seq *const *) a, *y = *(llm_seq *const *) b;
+
+    if (x->last_step != y->last_step) {
+        return x->last_step < y->last_step ? -1 : 1;
+    }
+    return seq_before(x, y) ? -1 : seq_before(y, x);
+}
+
+
+/* running sequences of group `yielding` (gives_way() equal to it): the
+ * decodes (one token left) when decodes_only, else the partly prefilled
+ * ones. Walks a snapshot: preemption changes running[] under it. */
 static void
-schedule_running(llm_sched *s, int decodes_only, int *budget)
+schedule_running(llm_sched *s, int yielding, int decodes_only,
+    sched_budget *b)
 {
     llm_seq  *q;
-    int       i = 0, n;
+    int       i, n, nc = 0;
 
-    while (i < s->n_running && *budget > 0) {
-        q = s->running[i];
+    for (i = 0; i < s->n_running; i++) {
+        if (gives_way(s, s->running[i]) == yielding) {
+            s->cand[nc++] = s->running[i];
+        }
+    }
+    if (yielding) {
+        qsort(s->cand, nc, sizeof(*s->cand), cmp_last_step);
+    }
+    for (i = 0; i < nc && b->tokens > 0; i++) {
+        q = s->cand[i];
         n = q->n_tokens - q->n_computed;
-        if (q->in_batch || (decodes_only && n != 1)
-            || (!decodes_only && n == 1))
+        if (q->state != LLM_SEQ_RUNNING || q->in_batch
+            || (decodes_only && n != 1) || (!decodes_only && n == 1))
         {
-            i++;
             continue;
         }
-        if (n > *budget) {
-            n = *budget;
+        if (!decodes_only && n > b->prefill) {
+            n = b->prefill;
         }
-        if (q->n_computed + n == q->n_tokens && !may_emit(s, q)) {
-            i++;
+        if (n > b->tokens) {
+            n = b->tokens;
+        }
+        if (n == 0 || (q->n_computed + n == q->n_tokens && !may_emit(s, q))) {
             continue;
         }
         if (reserve_running(s, q, n) != 0) {
-            continue;       /* q left running[]; i now names the next one */
+            continue;       /* q went back to the waiting queue */
         }
         batch_add(s, q, n);
-        *budget -= n;
-        i++;
+        b->tokens -= n;
+        if (!decodes_only) {
+            b->prefill -= n;
+        }
     }
 }
 
@@ -655,35 +786,63 @@ admit_watermark(const llm_sched *s)
 }
 
 
+/* do q's next n tokens fit, after preempting running sequences of lower
+ * classes for them (never of q's own class or a higher one)? */
+static int
+admit_fits(llm_sched *s, llm_seq *q, int n)
+{
+    llm_seq  *victim;
+
+    while (llm_blocks_needed(&s->bm, &q->blocks, q->n_computed + n)
+           + admit_watermark(s) > llm_blocks_n_available(&s->bm))
+    {
+        victim = pick_lower_class_victim(s, q);
+        if (victim == NULL) {
+            return 0;
+        }
+        seq_preempt(s, victim);
+    }
+    return 1;
+}
+
+
 static void
-schedule_waiting(llm_sched *s, int *budget)
+schedule_waiting(llm_sched *s, int yielding, sched_budget *b)
 {
     llm_seq  *q, *next;
     int       hit, n, held;
 
-    for (q = s->wait_head; q != NULL && *budget > 0
-         && s->n_running < s->opt.max_num_seqs; q = next)
+    for (q = s->wait_head; q != NULL && b->tokens > 0 && b->prefill > 0
+         && s->n_running < s->opt.max_num_seqs && !s->admit_stopped;
+         q = next)
     {
         next = q->next;
+        if (gives_way(s, q) != yielding) {
+            continue;
+        }
         hit = llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
                                       q->n_tokens);
         q->n_computed = hit;
         n = q->n_tokens - q->n_computed;
-        if (n > *budget) {
-            n = *budget;
+        if (n > b->prefill) {
+            n = b->prefill;
+        }
+        if (n > b->tokens) {
+            n = b->tokens;
         }
         held = q->n_computed + n == q->n_tokens && !may_emit(s, q);
-        if (held
-            || llm_blocks_needed(&s->bm, &q->blocks, q->n_computed + n)
-               + admit_watermark(s) > llm_blocks_n_available(&s->bm))
-        {
+        if (held || !admit_fits(s, q, n)) {
             llm_blocks_release(&s->bm, &q->blocks);
             q->n_computed = 0;
             if (held) {
                 continue;   /* held back by its consumer, not by memory */
             }
-            break;          /* FCFS: no overtaking for memory */
+            s->admit_stopped = 1;   /* FCFS: no overtaking for memory */
+            break;
         }
+        /* a victim preempted for q went back into the queue: after q, as
+           it is of a lower class, so next is read again */
+        next = q->next;
         llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n);
         s->st.prefix_hit_tokens += hit;
         if (q->t_scheduled_ns == 0) {
@@ -692,23 +851,63 @@ schedule_waiting(llm_sched *s, int *budget)
         wait_remove(s, q);
         running_insert(s, q);
         batch_add(s, q, n);
-        *budget -= n;
+        b->tokens -= n;
+        b->prefill -= n;
     }
 }
 
 
+/* one group: its decodes first, then its prefill chunks, then admission
+   (unless this step had to preempt for a running one: it would thrash) */
+static void
+schedule_group(llm_sched *s, int yielding, sched_budget *b)
+{
+    schedule_running(s, yielding, 1, b);
+    schedule_running(s, yielding, 0, b);
+    if (!s->preempted_now) {
+        schedule_waiting(s, yielding, b);
+    }
+}
+
+
+/* does a class below the batch classes have work (running or waiting)?
+   Both queues are sorted by class, so their heads say */
+static int
+lower_class_has_work(const llm_sched *s)
+{
+    return (s->n_running > 0 && !is_batch_class(s->running[0]->klass))
+           || (s->wait_head != NULL && !is_batch_class(s->wait_head->klass));
+}
+
+
+/*
+ * The step's batch. Decodes come first, so every running decode that may
+ * emit gets its token (max_num_seqs <= max_batched_tokens); prefill chunks
+ * (running, then admission) spend at most max_prefill_tokens. While a class
+ * below the batch classes has work, the batch classes form a second group
+ * that may add at most batch_share percent of the first group's tokens
+ * (all of the budget when the first group could schedule nothing: held
+ * back or out of memory), least recently run first.
+ */
 static int
 schedule(llm_sched *s)
 {
-    int  budget = s->opt.max_batched_tokens;
+    sched_budget  b;
+    int           share;
 
+    b.tokens = s->opt.max_batched_tokens;
+    b.prefill = s->opt.max_prefill_tokens;
     s->n_tokens = s->n_seqs = s->n_logits = 0;
     s->preempted_now = 0;
-    schedule_running(s, 1, &budget);
-    schedule_running(s, 0, &budget);
-    /* a step that had to preempt admits nobody (it would thrash) */
-    if (!s->preempted_now) {
-        schedule_waiting(s, &budget);
+    s->admit_stopped = 0;
+    s->giving_way = lower_class_has_work(s);
+    schedule_group(s, 0, &b);
+    if (s->giving_way) {
+        share = (int) ((int64_t) s->n_tokens * s->opt.batch_share / 100);
+        if (s->n_tokens > 0 && share < b.tokens) {
+            b.tokens = share;
+        }
+        schedule_group(s, 1, &b);
     }
     return s->n_tokens;
 }
@@ -970,6 +1169,24 @@ fail_batch(llm_sched *s)
 }
 
 
+/* what the batch just built feeds: a decode entry feeds one generated
+   token, any other entry prompt (or, after preemption, recomputed) ones */
+static void
+count_step(llm_sched *s, int n)
+{
+    llm_seq  *q;
+    int       e, decodes = 0;
+
+    for (e = 0; e < s->n_seqs; e++) {
+        q = s->bseq[e];
+        decodes += s->chunk[e] == 1 && q->n_computed >= q->n_prompt;
+    }
+    s->st.last_step_tokens = n;
+    s->st.last_step_decodes = decodes;
+    s->st.last_step_prefills = s->n_seqs - decodes;
+}
+
+
 int
 llm_sched_step(llm_sched *s)
 {
@@ -981,6 +1198,7 @@ llm_sched_step(llm_sched *s)
     if (n == 0) {
         return 0;
     }
+    count_step(s, n);
     s->in_step = 1;
     if (run_batch(s) == 0) {
         s->st.steps++;
@@ -1032,6 +1250,7 @@ llm_sched_options_default(llm_sched_options *o)
     memset(o, 0, sizeof(*o));
     o->max_num_seqs = LLM_DEFAULT_MAX_NUM_SEQS;
     o->max_queued = LLM_DEFAULT_MAX_QUEUED;
+    o->batch_share = LLM_DEFAULT_BATCH_SHARE;
     o->prefix_caching = 1;
     o->backend_sampling = 1;
 }
@@ -1051,6 +1270,9 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
     if (s->opt.max_model_len == 0) {
         s->opt.max_model_len = ctx;
     }
+    if (s->opt.max_prefill_tokens == 0) {
+        s->opt.max_prefill_tokens = s->opt.max_batched_tokens;
+    }
     if (s->opt.n_blocks == 0) {
         s->opt.n_blocks = be->opt.kv_n_blocks;
     }
@@ -1061,15 +1283,20 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
         || s->opt.max_batched_tokens < 1
         || s->opt.max_batched_tokens > be->opt.max_batch_tokens
         || s->opt.max_model_len < 2 || s->opt.max_model_len > ctx
+        || s->opt.max_prefill_tokens < 1
+        || s->opt.max_prefill_tokens > s->opt.max_batched_tokens
+        || s->opt.batch_share < 0 || s->opt.batch_share > 100
         || s->opt.max_queued < 0 || s->opt.n_blocks < 1
         || s->opt.n_blocks > be->opt.kv_n_blocks || s->opt.n_eos_ids < 0)
     {
         snprintf(err, err_len, "scheduler: invalid options: max_num_seqs %d "
                  "(1..65536), max_batched_tokens %d (1..%d, the backend's), "
-                 "max_model_len %d (2..%d, the model's), max_queued %d, "
-                 "n_blocks %d (1..%d, the backend's pool)",
+                 "max_model_len %d (2..%d, the model's), max_prefill_tokens "
+                 "%d (1..max_batched_tokens), batch_share %d (0..100), "
+                 "max_queued %d, n_blocks %d (1..%d, the backend's pool)",
                  s->opt.max_num_seqs, s->opt.max_batched_tokens,
                  be->opt.max_batch_tokens, s->opt.max_model_len, ctx,
+                 s->opt.max_prefill_tokens, s->opt.batch_share,
                  s->opt.max_queued, s->opt.n_blocks, be->opt.kv_n_blocks);
         return -1;
     }
@@ -1101,6 +1328,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     nt = s->opt.max_batched_tokens;
     s->eos = malloc((s->opt.n_eos_ids + 1) * sizeof(*s->eos));
     s->running = malloc(ns * sizeof(*s->running));
+    s->cand = malloc(ns * sizeof(*s->cand));
     s->tok = malloc(nt * sizeof(*s->tok));
     s->pos = malloc(nt * sizeof(*s->pos));
     s->tok_seq = malloc(nt * sizeof(*s->tok_seq));
@@ -1111,12 +1339,17 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->logit_idx = malloc(ns * sizeof(*s->logit_idx));
     s->logit_seq = malloc(ns * sizeof(*s->logit_seq));
     s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
+    if (s->logits != NULL) {
+        /* touched now, not row by row as the batch first grows */
+        memset(s->logits, 0, (size_t) ns * s->n_vocab * sizeof(*s->logits));
+    }
     s->samplers = malloc(ns * sizeof(*s->samplers));
     s->sampled = malloc(ns * sizeof(*s->sampled));
     s->mask_words = ((s->opt.n_grammar_vocab > s->n_vocab
                       ? s->opt.n_grammar_vocab : s->n_vocab) + 31) / 32;
     s->mask = malloc(s->mask_words * sizeof(*s->mask));
-    if (s->eos == NULL || s->running == NULL || s->tok == NULL
+    if (s->eos == NULL || s->running == NULL || s->cand == NULL
+        || s->tok == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
@@ -1160,6 +1393,7 @@ llm_sched_free(llm_sched *s)
     llm_blocks_free(&s->bm);
     free(s->eos);
     free(s->running);
+    free(s->cand);
     free(s->tok);
     free(s->pos);
     free(s->tok_seq);

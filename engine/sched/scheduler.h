@@ -12,15 +12,22 @@
  *
  * schedule() spends a token budget (max_batched_tokens): first one token
  * for every running sequence that decodes (or the next chunk of one whose
- * prompt is only partly computed), in order of (priority, arrival), then
- * prefill chunks of waiting sequences in the same order while the budget
- * and max_num_seqs allow. A long prompt is thereby split over several
- * steps and running decodes continue every step. A new request joins at
- * the next step; a finished or cancelled one leaves at once.
+ * prompt is only partly computed), then prefill chunks of waiting
+ * sequences, all in queue order, while the budget, max_prefill_tokens and
+ * max_num_seqs allow. A long prompt is thereby split over several steps
+ * and running decodes continue every step. A new request joins at the
+ * next step; a finished or cancelled one leaves at once.
+ *
+ * Queue order (docs/scheduler.md): class (common/priority.h: a band of 100
+ * priority values), then a fair rank (round robin over fair_key within the
+ * class), then priority, then arrival. While a class below the batch
+ * classes has work, the batch classes give way: they get at most
+ * batch_share percent of the tokens the lower classes scheduled in a step.
  *
  * KV memory is paged (block_manager.h). When a running sequence needs a
- * block and none is left, the lowest-priority, newest running sequence is
- * preempted: its blocks are released (full ones stay in the prefix cache),
+ * block and none is left, the last running sequence in queue order (the
+ * lowest class, newest) is preempted; a waiting one that does not fit
+ * preempts running ones of lower classes: its blocks are released (full ones stay in the prefix cache),
  * it goes back to the waiting queue ahead of newer requests, and it is
  * recomputed later from its prompt plus the tokens it already generated.
  * Its sampler is kept, so the tokens that follow are exactly those it would
@@ -79,7 +86,10 @@ typedef struct {
                                            copied */
     int                   n_stop_ids;
     int                   ignore_eos;   /* do not stop on options.eos_ids */
-    int64_t               priority;     /* lower runs first; 0 default */
+    int64_t               priority;     /* lower runs first; 0 default;
+                                           class = common/priority.h */
+    uint64_t              fair_key;     /* round robin among keys within a
+                                           class; 0: no key */
     void                 *user;         /* passed back to every callback */
     int                   constraint_kind;  /* LLM_CONSTRAINT_*: the output
                                                must match it */
@@ -131,6 +141,15 @@ typedef struct {
     int              max_batched_tokens;  /* tokens per step; default and
                                              maximum: the backend's
                                              max_batch_tokens */
+    int              max_prefill_tokens;  /* prefill tokens (prompt chunks,
+                                             recomputes) per step, after the
+                                             decodes; 0 (default):
+                                             max_batched_tokens */
+    int              batch_share;         /* percent: while a class below
+                                             LLM_PRIORITY_BATCH's runs, the
+                                             classes from it up add at most
+                                             this share of that step's
+                                             tokens; default 25, 0: paused */
     int              max_model_len;       /* prompt + output; default: the
                                              model's context length */
     int              max_queued;          /* waiting sequences; default 256 */
@@ -179,6 +198,11 @@ typedef struct {
     uint64_t         steps;               /* forwards run */
     int              compiling;           /* waiting for their constraint */
     uint64_t         constrained;         /* admitted with a constraint */
+    /* the last step that ran: tokens fed, and its batch entries feeding
+       prompt (or recomputed) tokens and feeding one generated token */
+    int              last_step_tokens;
+    int              last_step_prefills;
+    int              last_step_decodes;
 } llm_sched_stats;
 
 /* the defaults above: 0 in a size field means "resolve at create" */

@@ -34,6 +34,11 @@ typedef enum {
 struct llm_seq {
     uint64_t          arrival;      /* admission order, FCFS tie-break */
     int64_t           priority;     /* lower first */
+    int64_t           klass;        /* llm_priority_class(priority) */
+    uint64_t          fair_key;     /* 0: no key (one key of its own) */
+    uint64_t          rank;         /* fair order within the class: start
+                                       tag of the key's round robin */
+    uint64_t          last_step;    /* the step that last ran it */
     llm_seq_state     state;
     void             *user;
 

@@ -4,12 +4,14 @@
  *   ngx_llm_engine serve ...      the engine process nginx starts (server.c)
  *   ngx_llm_engine generate ...   offline generation for users and tests
  *   ngx_llm_engine bench ...      the batching benchmark without nginx
+ *   ngx_llm_engine plan ...       the memory plan of a model and settings
  */
 #include <stdio.h>
 #include <string.h>
 
 int llm_cli_generate(int argc, char **argv);
 int llm_cli_bench(int argc, char **argv);
+int llm_cli_plan(int argc, char **argv);
 int llm_server_main(int argc, char **argv);
 
 
@@ -21,6 +23,8 @@ usage(void)
         "--chat FILE.json) [options]\n"
         "       ngx_llm_engine bench --model PATH [--streams 1,4,16,64] "
         "[options]\n"
+        "       ngx_llm_engine plan (--model PATH | --config config.json | "
+        "--layers N ...) [options]\n"
         "       ngx_llm_engine serve [options]   (started by nginx)\n");
 }
 
@@ -34,6 +38,10 @@ main(int argc, char **argv)
 
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) {
         return llm_cli_bench(argc - 1, argv + 1);
+    }
+
+    if (argc >= 2 && strcmp(argv[1], "plan") == 0) {
+        return llm_cli_plan(argc - 1, argv + 1);
     }
 
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) {

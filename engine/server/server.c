@@ -98,6 +98,9 @@ struct llm_server_s {
     /* the slowest step of this window and of the one before it */
     uint64_t            step_max_ns[2];
     int                 steps_in_window;
+
+    uint64_t            phase_mark_ns;  /* engine time counted up to here
+                                           (ring stats phase_ns) */
 };
 
 /* epoll tags: small integers below LLM_TAG_CLIENT, clients above */
@@ -162,13 +165,16 @@ static const llm_opt  llm_opts[] = {
     OPT("--max-model-len", OPT_INT, max_model_len),
     OPT("--max-batched-tokens", OPT_INT, max_batched_tokens),
     OPT("--max-queued", OPT_INT, max_queued),
+    OPT("--max-prefill-tokens", OPT_INT, max_prefill_tokens),
+    OPT("--batch-share", OPT_INT, batch_share),
     OPT("--kv-cache-memory", OPT_U64, kv_cache_bytes),
     OPT("--prefix-caching", OPT_BOOL, prefix_caching),
+    OPT("--kv-prealloc", OPT_BOOL, kv_prealloc),
     OPT("--tensor-parallel", OPT_INT, tensor_parallel),
 };
 
 
-static void
+void
 llm_server_opts_default(llm_server_opts *o)
 {
     memset(o, 0, sizeof(*o));
@@ -179,9 +185,11 @@ llm_server_opts_default(llm_server_opts *o)
     o->max_model_len = LLM_DEFAULT_MAX_MODEL_LEN;
     o->max_batched_tokens = 0;        /* by backend, after parsing */
     o->max_queued = LLM_DEFAULT_MAX_QUEUED;
+    o->batch_share = LLM_DEFAULT_BATCH_SHARE;
     o->kv_cache_bytes = LLM_DEFAULT_KV_CACHE_BYTES;
     o->prefix_caching = LLM_DEFAULT_PREFIX_CACHING;
     o->kv_dtype = LLM_KV_F16;
+    o->kv_prealloc = LLM_DEFAULT_KV_PREALLOC;
     o->tensor_parallel = LLM_DEFAULT_TENSOR_PARALLEL;
     o->backend = "cpu";
     o->name = "default";
@@ -284,6 +292,34 @@ llm_server_parse_opts(llm_server_opts *o, int argc, char **argv)
 }
 
 
+/* a batch place and a queue place per request, and 16 spare */
+static uint32_t
+llm_server_ring_slots(const llm_server_opts *o)
+{
+    uint32_t  n = (uint32_t) o->max_num_seqs + o->max_queued + 16;
+
+    return n > LLM_RING_MAX_SLOTS ? LLM_RING_MAX_SLOTS : n;
+}
+
+
+void
+llm_server_plan_options(llm_plan_options *po, const llm_server_opts *o)
+{
+    memset(po, 0, sizeof(*po));
+    po->backend = strcmp(o->backend, "cuda") == 0 ? LLM_PLAN_CUDA
+                                                  : LLM_PLAN_CPU;
+    po->tp = o->tensor_parallel;
+    po->kv_dtype = o->kv_dtype;
+    po->max_model_len = o->max_model_len;
+    po->max_num_seqs = o->max_num_seqs;
+    po->max_batched_tokens = o->max_batched_tokens;
+    po->threads = o->threads;
+    po->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
+    po->kv_cache_bytes = o->kv_cache_bytes;
+    po->ring_bytes = llm_ring_size(llm_server_ring_slots(o));
+}
+
+
 /* ---------------------------------------------------------------------- */
 /* the ring                                                               */
 
@@ -293,10 +329,7 @@ llm_ring_create(llm_server *s)
     uint32_t          n_slots;
     llm_ring_header  *h;
 
-    n_slots = s->opt.max_num_seqs + s->opt.max_queued + 16;
-    if (n_slots > LLM_RING_MAX_SLOTS) {
-        n_slots = LLM_RING_MAX_SLOTS;
-    }
+    n_slots = llm_server_ring_slots(&s->opt);
     s->ring_size = llm_ring_size(n_slots);
 
     s->ring_fd = memfd_create("ngx_llm_ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -315,8 +348,10 @@ llm_ring_create(llm_server *s)
         return -1;
     }
 
-    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-             s->ring_fd, 0);
+    /* MAP_POPULATE: every slot's pages now, in the engine's RSS from the
+     * start rather than as the first requests of each slot arrive */
+    h = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_POPULATE, s->ring_fd, 0);
     if (h == MAP_FAILED) {
         llm_log(LLM_LOG_EMERG, "mmap(ring) failed: %s", strerror(errno));
         return -1;
@@ -444,50 +479,76 @@ static int llm_can_emit(void *user);
 
 
 /*
- * The memory plan (docs/directives.md, kv_cache_memory): weights, KV bytes per token, how many blocks
- * and tokens the pool holds, how many full-length sequences fit.
+ * The memory plan (engine/model/plan.h, docs/operations.md): weights, KV
+ * bytes per token, how many blocks and tokens the pool holds, how many
+ * full-length sequences fit; the same rule `ngx_llm_engine plan` prints.
+ * On the CPU the pool and workspaces must fit what this machine still has
+ * (the weights are a file mapping the kernel can page); the CUDA backend
+ * checks its device itself.
  */
 static int
-llm_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
+llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
 {
-    int               kv_dim, tokens;
-    size_t            per_token, per_block;
-    const llm_config *cfg = &s->model.cfg;
+    char               msg[256];
+    llm_plan           p;
+    const char        *what;
+    llm_plan_shape     sh;
+    llm_plan_options   po;
 
-    kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    per_token = llm_kv_bytes_per_token(cfg->n_layers, kv_dim, s->opt.kv_dtype);
-    per_block = per_token * LLM_KV_BLOCK_SIZE_DEFAULT;
+    llm_plan_shape_of(&sh, &s->model);
+    llm_server_plan_options(&po, &s->opt);
 
-    *max_model_len = s->opt.max_model_len < cfg->max_seq_len
-                     ? s->opt.max_model_len : cfg->max_seq_len;
+    /* the CUDA backend checks its device itself (backend_cuda.cu) */
+    what = "MemAvailable";
+    if (po.backend == LLM_PLAN_CPU) {
+        po.device_bytes = llm_plan_host_available(&what);
+    }
+
+    if (llm_plan_compute(&p, &sh, &po) != 0) {
+        llm_log(LLM_LOG_ERR, "%s", p.err);
+        llm_ring_fail(s, p.err);
+        return -1;
+    }
+    *max_model_len = p.max_model_len;
 
     llm_backend_options_default(bo, &s->model);
     bo->n_threads = s->opt.threads;
-    bo->kv_block_size = LLM_KV_BLOCK_SIZE_DEFAULT;
-    bo->kv_n_blocks = (int) (s->opt.kv_cache_bytes / per_block);
+    bo->kv_block_size = po.kv_block_size;
+    bo->kv_n_blocks = p.kv_blocks;
     bo->max_batch_tokens = s->opt.max_batched_tokens;
     bo->kv_dtype = s->opt.kv_dtype;
-    tokens = bo->kv_n_blocks * LLM_KV_BLOCK_SIZE_DEFAULT;
+    bo->kv_prealloc = s->opt.kv_prealloc;
 
     llm_log(LLM_LOG_NOTICE, "memory plan: weights %llu bytes, KV %zu bytes "
             "per token (%s), %d blocks of %d tokens (%d tokens, %llu bytes), "
-            "%d sequences of max_model_len %d fit",
-            (unsigned long long) s->ring->model.weight_bytes, per_token,
-            llm_kv_dtype_name(s->opt.kv_dtype),
-            bo->kv_n_blocks, LLM_KV_BLOCK_SIZE_DEFAULT, tokens,
-            (unsigned long long) bo->kv_n_blocks * per_block,
-            tokens / *max_model_len, *max_model_len);
+            "%d sequences of max_model_len %d fit; workspace %llu bytes, "
+            "%llu bytes in all per rank",
+            (unsigned long long) s->ring->model.weight_bytes,
+            p.kv_token_bytes, po.backend == LLM_PLAN_CUDA ? "bf16"
+                              : llm_kv_dtype_name(s->opt.kv_dtype),
+            p.kv_blocks, po.kv_block_size, p.kv_tokens,
+            (unsigned long long) p.kv_pool_bytes * po.tp, p.seqs_fit,
+            p.max_model_len, (unsigned long long) p.workspace_bytes,
+            (unsigned long long) p.total_bytes);
 
-    if (tokens < *max_model_len) {
-        char msg[256];
-
-        snprintf(msg, sizeof(msg), "kv_cache_memory %llu holds %d tokens, "
-                 "less than one sequence of max_model_len %d",
-                 (unsigned long long) s->opt.kv_cache_bytes, tokens,
-                 *max_model_len);
+    if (p.device_fit == 0) {
+        snprintf(msg, sizeof(msg), "memory plan does not fit: KV pool and "
+                 "workspace need %llu bytes, %s is %llu bytes (lower "
+                 "kv_cache_memory)", (unsigned long long) p.need_bytes, what,
+                 (unsigned long long) po.device_bytes);
         llm_log(LLM_LOG_ERR, "%s", msg);
         llm_ring_fail(s, msg);
         return -1;
+    }
+
+    if (po.device_bytes > 0
+        && p.need_bytes + p.weight_bytes * po.tp > po.device_bytes)
+    {
+        llm_log(LLM_LOG_WARN, "memory plan: weights, KV pool and workspace "
+                "(%llu bytes) exceed %s (%llu bytes): the weights will be "
+                "paged from disk",
+                (unsigned long long) (p.need_bytes + p.weight_bytes * po.tp),
+                what, (unsigned long long) po.device_bytes);
     }
 
     return 0;
@@ -518,21 +579,136 @@ llm_step_timed(llm_server *s, uint64_t ns)
 }
 
 
+/* the time since the last mark to the idle phase */
+static void
+llm_phase_idle(llm_server *s, uint64_t now)
+{
+    if (s->phase_mark_ns != 0 && now > s->phase_mark_ns) {
+        atomic_fetch_add_explicit(&s->ring->stats.phase_ns[LLM_PHASE_IDLE],
+                                  now - s->phase_mark_ns,
+                                  memory_order_relaxed);
+    }
+    s->phase_mark_ns = now;
+}
+
+
+/* a step that ran the model: its time by phase, its tokens */
+static void
+llm_step_account(llm_server *s, llm_sched *sched, uint64_t ns)
+{
+    int               b, phase;
+    llm_ring_stats   *rs = &s->ring->stats;
+    llm_sched_stats   st;
+
+    llm_sched_stats_get(sched, &st);
+
+    phase = st.last_step_decodes == 0 ? LLM_PHASE_PREFILL
+            : st.last_step_prefills == 0 ? LLM_PHASE_DECODE
+            : LLM_PHASE_MIXED;
+    atomic_fetch_add_explicit(&rs->phase_ns[phase], ns,
+                              memory_order_relaxed);
+
+    for (b = 0; b < LLM_STEP_HIST_BUCKETS
+                && st.last_step_tokens > llm_step_hist_bounds[b]; b++)
+    {
+        /* find the bucket */
+    }
+    atomic_fetch_add_explicit(&rs->step_tokens.count[b], 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&rs->step_tokens.sum,
+                              (uint64_t) st.last_step_tokens,
+                              memory_order_relaxed);
+}
+
+
 /* a step of the model, timed when it ran one */
 static int
 llm_step(llm_server *s, llm_sched *sched)
 {
     int       rc;
-    uint64_t  t0;
+    uint64_t  t0, t1;
 
     t0 = llm_now_ns();
+    llm_phase_idle(s, t0);
     rc = llm_sched_step(sched);
 
     if (rc != 0) {
-        llm_step_timed(s, llm_now_ns() - t0);
+        t1 = llm_now_ns();
+        llm_step_timed(s, t1 - t0);
+        llm_step_account(s, sched, t1 - t0);
+        s->phase_mark_ns = t1;
     }
 
     return rc;
+}
+
+
+/* the engine's resident bytes, from /proc/self/statm */
+static uint64_t
+llm_rss_bytes(void)
+{
+    FILE                *f;
+    unsigned long long   size, resident;
+
+    f = fopen("/proc/self/statm", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    if (fscanf(f, "%llu %llu", &size, &resident) != 2) {
+        resident = 0;
+    }
+    fclose(f);
+
+    return resident * (uint64_t) sysconf(_SC_PAGESIZE);
+}
+
+
+/*
+ * Memory and compute gauges, each tick of the ticker thread (NVML may
+ * take a while; the loop must not wait for it). last[] holds the busy and
+ * wall time when the utilisation was last computed: over a second or more,
+ * so one 100 ms tick of a step does not swing it.
+ */
+static void
+llm_sample_usage(llm_server *s, uint64_t last[2])
+{
+    uint64_t            now, wall;
+    llm_ring_stats     *rs = &s->ring->stats;
+    llm_backend_usage   u;
+
+    atomic_store(&rs->rss_bytes, llm_rss_bytes());
+
+    if (atomic_load_explicit(&s->sched, memory_order_acquire) == NULL) {
+        return;             /* the backend is not made yet */
+    }
+
+    llm_backend_usage_get(s->backend, &u);
+    now = llm_now_ns();
+    atomic_store(&rs->compute_busy_ns, u.busy_ns);
+    atomic_store(&rs->compute_threads, (uint32_t) u.n_threads);
+
+    if (u.device_valid) {
+        atomic_store(&rs->compute_util_ppm, (uint32_t) u.device_util * 10000);
+        atomic_store(&rs->device_mem_used, u.device_mem_used);
+        atomic_store(&rs->device_mem_total, u.device_mem_total);
+        atomic_store(&rs->device_valid, 1);
+
+        return;
+    }
+
+    if (last[1] == 0 || u.n_threads == 0) {
+        last[0] = u.busy_ns;
+        last[1] = now;
+        return;
+    }
+
+    if (now - last[1] >= 1000000000ULL) {
+        wall = (now - last[1]) * (uint64_t) u.n_threads;
+        atomic_store(&rs->compute_util_ppm,
+                     (uint32_t) ((u.busy_ns - last[0]) * 1000000 / wall));
+        last[0] = u.busy_ns;
+        last[1] = now;
+    }
 }
 
 
@@ -544,11 +720,13 @@ llm_step(llm_server *s, llm_sched *sched)
 static void *
 llm_alive_thread(void *arg)
 {
+    uint64_t          last[2] = { 0, 0 };
     llm_server       *s = arg;
     struct timespec   ts = { 0, LLM_ALIVE_TICK_NS };
 
     for ( ;; ) {
         atomic_store(&s->ring->alive_ns, llm_now_ns());
+        llm_sample_usage(s, last);
         nanosleep(&ts, NULL);
     }
 
@@ -556,7 +734,16 @@ llm_alive_thread(void *arg)
 }
 
 
-/* a short greedy generation must work before health says ready */
+static void llm_publish_stats(llm_server *s, llm_sched *sched);
+
+
+/*
+ * A short greedy generation must work before health says ready: a 4-token
+ * prefill step, then decode steps, so both step shapes have run. The
+ * workspaces were touched when allocated (docs/operations.md,
+ * pre-allocation); a longer prefill touches nothing more and costs every
+ * engine restart (32 tokens: +0.5 s measured in t/010 on a busy CPU).
+ */
 static int
 llm_warm_up(llm_server *s, llm_sched *sched)
 {
@@ -693,7 +880,7 @@ llm_loader_thread(void *arg)
             s->ring->model.n_layers, s->ring->model.context_length,
             s->ring->model.vocab_size);
 
-    if (llm_plan(s, &bo, &max_model_len) != 0) {
+    if (llm_memory_plan(s, &bo, &max_model_len) != 0) {
         return NULL;
     }
 
@@ -705,11 +892,21 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
+    atomic_store(&s->ring->stats.kv_block_size, (uint32_t) bo.kv_block_size);
+    atomic_store(&s->ring->stats.kv_block_bytes,
+                 llm_kv_bytes_per_token(s->model.cfg.n_layers,
+                                        s->model.cfg.n_kv_heads
+                                        * s->model.cfg.head_dim,
+                                        bo.kv_dtype)
+                 * (uint64_t) bo.kv_block_size);
+
     llm_sched_options_default(&so);
     so.max_num_seqs = s->opt.max_num_seqs;
     so.max_batched_tokens = s->opt.max_batched_tokens;
     so.max_model_len = max_model_len;
     so.max_queued = s->opt.max_queued;
+    so.max_prefill_tokens = s->opt.max_prefill_tokens;
+    so.batch_share = s->opt.batch_share;
     so.prefix_caching = s->opt.prefix_caching;
     so.on_token = llm_on_token;
     so.on_finish = llm_on_finish;
@@ -727,6 +924,7 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
+    llm_publish_stats(s, sched);        /* the pool's size before READY */
     atomic_store_explicit(&s->sched, sched, memory_order_release);
     atomic_store(&s->ring->state, LLM_ENGINE_READY);
     llm_log(LLM_LOG_NOTICE, "ready: warm-up generation done, %d threads, "
@@ -910,9 +1108,14 @@ llm_state_name(uint32_t st)
 
 
 static void
-llm_slot_finish(llm_slot *sl, uint32_t finish, uint32_t error,
-    const char *message)
+llm_slot_finish(llm_server *s, llm_slot *sl, uint32_t finish,
+    uint32_t error, const char *message)
 {
+    if (error != LLM_ERR_NONE && error <= LLM_ERR_INTERNAL) {
+        atomic_fetch_add_explicit(&s->ring->stats.errors[error], 1,
+                                  memory_order_relaxed);
+    }
+
     sl->finish = finish;
     sl->error = error;
     llm_strlcpy(sl->message, message, sizeof(sl->message));
@@ -936,7 +1139,7 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
     case LLM_KIND_PING:
         atomic_fetch_add(&s->ring->stats.pings, 1);
         state = atomic_load(&s->ring->state);
-        llm_slot_finish(sl, LLM_FINISH_STOP, LLM_ERR_NONE,
+        llm_slot_finish(s, sl, LLM_FINISH_STOP, LLM_ERR_NONE,
                         state == LLM_ENGINE_FAILED ? s->ring->reason
                                                    : llm_state_name(state));
         break;
@@ -948,7 +1151,7 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
     default:
         llm_log(LLM_LOG_ERR, "client %u: slot with invalid kind %u",
                 c->id, sl->kind);
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid slot kind");
     }
 
@@ -1119,7 +1322,8 @@ llm_on_finish(void *user, const llm_seq_result *r)
                 r->message);
     }
     u->seq = NULL;
-    llm_slot_finish(sl, finish, error, r->message ? r->message : "");
+    llm_slot_finish(u->server, sl, finish, error,
+                    r->message ? r->message : "");
     llm_wake_owner(u->server, u->owner);
 }
 
@@ -1187,6 +1391,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->constraint_kind = (int) ckind;
     req->constraint = (const char *) (sl->prompt + n_prompt);
     req->constraint_len = clen;
+    req->fair_key = sl->fair_key;
 
     return 0;
 }
@@ -1206,7 +1411,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
     sched = atomic_load_explicit(&s->sched, memory_order_acquire);
     if (sched == NULL || s->quit) {
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
                         sched ? "engine draining" : "engine not ready");
         return;
     }
@@ -1216,7 +1421,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
     {
         llm_log(LLM_LOG_ERR, "client %u: invalid generation slot (%s)",
                 c->id, err);
-        llm_slot_finish(sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid request in the ring");
         return;
     }
@@ -1236,7 +1441,7 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
             llm_log(LLM_LOG_INFO, "slot %u: constraint refused: %s", idx,
                     err);
         }
-        llm_slot_finish(sl, LLM_FINISH_ERROR, ring_error(rc), err);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, ring_error(rc), err);
         return;
     }
 
@@ -1632,6 +1837,7 @@ llm_loop(llm_server *s)
                 }
                 busy = rc != 0;
             }
+            llm_phase_idle(s, llm_now_ns());
             llm_publish_stats(s, sched);     /* cancels change them too */
         }
 

@@ -9,6 +9,7 @@
  */
 #include "text/api_request.h"
 #include "text/json_strict.h"
+#include "text/tools.h"
 #include "ring/ngx_llm_ring.h"
 
 #include <float.h>
@@ -526,7 +527,7 @@ join_text_parts(const cJSON *parts, const char *param, char **out,
 }
 
 
-/* system | developer (-> system) | user | assistant */
+/* system | developer (-> system) | user | assistant | tool */
 static const char *
 normal_role(const char *role)
 {
@@ -538,6 +539,9 @@ normal_role(const char *role)
     }
     if (strcmp(role, "assistant") == 0) {
         return "assistant";
+    }
+    if (strcmp(role, "tool") == 0) {
+        return "tool";
     }
     return NULL;
 }
@@ -603,7 +607,7 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
     if (nrole == NULL) {
         return fail(err, 400, "invalid_value", p,
                     "Invalid value: '%.40s'. Supported values are: 'system', "
-                    "'developer', 'user', and 'assistant'.",
+                    "'developer', 'user', 'assistant', and 'tool'.",
                     role->valuestring);
     }
     snprintf(p, sizeof(p), "messages[%d].name", i);
@@ -623,6 +627,11 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
          && cJSON_AddStringToObject(out, "content", text) != NULL
          && (name == NULL
              || cJSON_AddStringToObject(out, "name", name->valuestring));
+    if (rc && llm_tools_message(m, nrole, i, out, err) != 0) {
+        free(owned);
+        cJSON_Delete(out);
+        return -1;
+    }
     free(owned);
     if (!rc || !cJSON_AddItemToArray(req->messages, out)) {
         cJSON_Delete(out);
@@ -1073,6 +1082,7 @@ parse_misc(llm_api_request *req, const cJSON *root, llm_api_error *err)
         return -1;
     }
     req->priority = g ? (int) v : 0;
+    req->given |= g ? LLM_API_GIVEN_PRIORITY : 0;
     if (user != NULL) {
         req->user = dup_string(user, strlen(user));
         if (req->user == NULL) {
@@ -1349,7 +1359,9 @@ parse_fields(llm_api_request *req, const cJSON *root,
         || parse_stream(req, root, err) != 0
         || parse_misc(req, root, err) != 0
         || parse_unsupported(req, root, err) != 0
-        || parse_response_format(req, root, err) != 0)
+        || parse_response_format(req, root, err) != 0
+        || (req->endpoint == LLM_API_CHAT
+            && llm_tools_parse(req, root, err) != 0))
     {
         return -1;
     }
@@ -1420,5 +1432,7 @@ llm_api_request_free(llm_api_request *req)
     free(req->stop_ids);
     free(req->user);
     free(req->constraint);
+    cJSON_Delete(req->tools);
+    free(req->tool_name);
     memset(req, 0, sizeof(*req));
 }

@@ -34,11 +34,19 @@
 #define LLM_API_CHAT        1   /* POST /v1/chat/completions */
 #define LLM_API_COMPLETION  2   /* POST /v1/completions */
 
+/* tool_choice: "none" (the default without tools), "auto" (with them),
+   "required", or {"type": "function", "function": {"name": ...}} */
+#define LLM_TOOL_CHOICE_NONE      0
+#define LLM_TOOL_CHOICE_AUTO      1
+#define LLM_TOOL_CHOICE_REQUIRED  2
+#define LLM_TOOL_CHOICE_NAMED     3
+
 /* bits of llm_api_request.given: which sampling fields the client set, so
    a location's default sampling values fill in only the others (the bits
    of the sampling fields are in text/sampling.h) */
 #define LLM_API_GIVEN_SEED                0x0080u
 #define LLM_API_GIVEN_MAX_TOKENS          0x0100u
+#define LLM_API_GIVEN_PRIORITY            0x0200u
 
 typedef struct {
     size_t  max_body;          /* bytes; a longer body is a 413 (0: none) */
@@ -75,9 +83,12 @@ typedef struct {
     int                  endpoint;     /* LLM_API_CHAT | LLM_API_COMPLETION */
     char                *model;        /* required, non-empty */
 
-    /* chat: [{"role": "system"|"user"|"assistant", "content": string,
-       "name"?: string}], ready for jinja_render's "messages" (developer is
-       mapped to system, text parts joined with "\n", null content "") */
+    /* chat: [{"role": "system"|"user"|"assistant"|"tool", "content":
+       string, "name"?: string, "tool_calls"?: [...], "tool_call_id"?:
+       string}], ready for jinja_render's "messages" (developer is mapped
+       to system, text parts joined with "\n", null content "" (Qwen3's
+       template adds it to strings even in a turn of tool_calls);
+       arguments of tool_calls parsed to objects, text/tools.h) */
     cJSON               *messages;
 
     /* completions: the prompt as text or as token ids, exactly one set */
@@ -111,6 +122,12 @@ typedef struct {
     int                  constraint_kind;
     char                *constraint;
     size_t               constraint_len;
+
+    /* tool calling (text/tools.h) */
+    cJSON               *tools;        /* the tools array; NULL: none */
+    int                  tool_choice;  /* LLM_TOOL_CHOICE_* */
+    char                *tool_name;    /* the function tool_choice names */
+    int                  parallel_tool_calls;  /* default 1 */
 } llm_api_request;
 
 /*

@@ -3,6 +3,8 @@
  * check that nginx fails the request and not the process.
  *
  *   ring_poke ENGINE_PID head     every RUNNING slot's out_head += 100000
+ *   ring_poke ENGINE_PID slots    each busy slot: index state priority
+ *                                 fair_key (what nginx wrote, t/028)
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -29,8 +31,10 @@ main(int argc, char **argv)
     llm_slot         *sl;
     llm_ring_header  *h;
 
-    if (argc != 3 || strcmp(argv[2], "head") != 0) {
-        fprintf(stderr, "usage: %s ENGINE_PID head\n", argv[0]);
+    if (argc != 3
+        || (strcmp(argv[2], "head") != 0 && strcmp(argv[2], "slots") != 0))
+    {
+        fprintf(stderr, "usage: %s ENGINE_PID head|slots\n", argv[0]);
         return 2;
     }
 
@@ -64,6 +68,18 @@ main(int argc, char **argv)
     if (h == MAP_FAILED || llm_ring_check(h, st.st_size) != 0) {
         fprintf(stderr, "not a ring\n");
         return 1;
+    }
+
+    if (strcmp(argv[2], "slots") == 0) {
+        for (i = 0; i < h->n_slots; i++) {
+            sl = llm_ring_slot(h, i);
+            if (atomic_load(&sl->state) != LLM_SLOT_FREE) {
+                printf("%u %u %lld %llu\n", i, atomic_load(&sl->state),
+                       (long long) sl->priority,
+                       (unsigned long long) sl->fair_key);
+            }
+        }
+        return 0;
     }
 
     n = 0;

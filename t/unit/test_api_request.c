@@ -204,7 +204,8 @@ static const bad_case bad_fields[] = {
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\","
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
       "Invalid value: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa?'. Supported "
-      "values are: 'system', 'developer', 'user', and 'assistant'." },
+      "values are: 'system', 'developer', 'user', 'assistant', and "
+      "'tool'." },
 
     /* misc */
     { CHAT, "\"user\":5", NULL, 400, "user", "invalid_type", NULL },
@@ -307,9 +308,9 @@ static const bad_case bad_fields[] = {
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":5,"
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_type", NULL },
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\","
-      "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
-      "Invalid value: 'tool'. Supported values are: 'system', 'developer', "
-      "'user', and 'assistant'." },
+      "\"content\":\"x\"}]}", 400, "messages[0].tool_call_id",
+      "missing_required_parameter",
+      "Missing required parameter: 'messages[0].tool_call_id'." },
     { CHAT, NULL, "{\"model\":\"m\",\"messages\":[{\"role\":\"User\","
       "\"content\":\"x\"}]}", 400, "messages[0].role", "invalid_value",
       NULL },
@@ -486,7 +487,7 @@ test_full_chat(void)
         "\"stop_token_ids\":[2,7],\"logit_bias\":{\"42\":-100,\"7\":2.5},"
         "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"stream\":true,"
         "\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
-        "\"ignore_eos\":true,\"priority\":-5,\"tools\":[{\"x\":1}],"
+        "\"ignore_eos\":true,\"priority\":-5,"
         "\"response_format\":{\"type\":\"text\"},\"unknown\":{\"deep\":[1]}}";
     char            *msgs;
 
@@ -509,7 +510,7 @@ test_full_chat(void)
     ok(r.sampling.presence_penalty == 0.5f, "presence_penalty");
     ok(r.sampling.frequency_penalty == -0.5f, "frequency_penalty");
     ok(r.sampling.repetition_penalty == 1.1f, "repetition_penalty");
-    is_int(r.given, 0x1ff, "every given bit set");
+    is_int(r.given, 0x3ff, "every given bit set, priority's too");
     is_int(r.n_stop, 2, "two stop strings");
     ok(r.n_stop == 2 && r.stop[0].len == 2 && memcmp(r.stop[0].ptr, "\n\n", 2)
        == 0 && r.stop[1].len == 5 && strcmp(r.stop[1].ptr, "User:") == 0,
@@ -526,6 +527,8 @@ test_full_chat(void)
     is_str(r.user, "u-1", "user");
     ok(r.ignore_eos == 1 && r.priority == -5 && r.n == 1,
        "ignore_eos, priority, n");
+    ok(r.given & LLM_API_GIVEN_PRIORITY, "priority given (the location "
+       "clamps it, llm_priority)");
     ok(r.prompt == NULL && r.prompt_ids == NULL, "no prompt for chat");
     llm_api_request_free(&r);
     ok(r.model == NULL && r.messages == NULL, "free clears");

@@ -12,6 +12,7 @@
 #include "grammar/grammar_impl.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,9 @@ error_of_len(int kind, const char *src, size_t len)
 }
 
 
+#define GR  LLM_CONSTRAINT_GRAMMAR
+
+
 static void
 test_syntax(void)
 {
@@ -83,86 +87,87 @@ test_syntax(void)
         "root ::= greeting \" \" name  # trailing\n"
         "greeting ::= \"hi\" | \"hello\"\n"
         "name ::= [A-Z] [a-z]* \"!\"?\n";
-    static const char  *g2 = "root ::= (\"ab\" | \"c\")+ \"\\n\\t\\\"\\\\\\x41\"";
+    static const char  *g2 =
+        "root ::= (\"ab\" | \"c\")+ \"\\n\\t\\\"\\\\\\x41\"";
     static const char  *g3 = "root ::= \"x\"{2} \"y\"{1,3} \"z\"{2,}";
     static const char  *g4 = "root ::=\n  \"a\" |\n  \"b\" (\n \"c\"\n )";
     static const char  *g5 = "root ::= [^a-c] [\\u00e9-\\u00ff] . \"\\u20AC\"";
 
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi Bob!"), 1, "rules, classes");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hello X"), 1, "optional");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hey Bob"), 0, "wrong word");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi bob"), 0, "wrong class");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g1, "hi Bob!!"), 0, "extra byte");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g2, "abcab\n\t\"\\A"), 1,
+    is_int(matches(GR, g1, "hi Bob!"), 1, "rules, classes");
+    is_int(matches(GR, g1, "hello X"), 1, "optional");
+    is_int(matches(GR, g1, "hey Bob"), 0, "wrong word");
+    is_int(matches(GR, g1, "hi bob"), 0, "wrong class");
+    is_int(matches(GR, g1, "hi Bob!!"), 0, "extra byte");
+    is_int(matches(GR, g2, "abcab\n\t\"\\A"), 1,
            "group +, escapes");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g2, "\n\t\"\\A"), 0,
+    is_int(matches(GR, g2, "\n\t\"\\A"), 0,
            "+ needs one");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyzz"), 1, "{2} {1,3} {2,}");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyyyzzzzzz"), 1, "upper");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyyyyzz"), 0, "{1,3} max");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xyzz"), 0, "{2} exact");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g3, "xxyz"), 0, "{2,} min");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g4, "bc"), 1, "newlines");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa9\xe4\xb8\xad\xe2\x82\xac"),
+    is_int(matches(GR, g3, "xxyzz"), 1, "{2} {1,3} {2,}");
+    is_int(matches(GR, g3, "xxyyyzzzzzz"), 1, "upper");
+    is_int(matches(GR, g3, "xxyyyyzz"), 0, "{1,3} max");
+    is_int(matches(GR, g3, "xyzz"), 0, "{2} exact");
+    is_int(matches(GR, g3, "xxyz"), 0, "{2,} min");
+    is_int(matches(GR, g4, "bc"), 1, "newlines");
+    is_int(matches(GR, g5, "d\xc3\xa9\xe4\xb8\xad\xe2\x82\xac"),
            1, "UTF-8 classes, any char, \\u");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "a\xc3\xa9xx"), 0, "[^a-c]");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa8x\xe2\x82\xac"), 0,
+    is_int(matches(GR, g5, "a\xc3\xa9xx"), 0, "[^a-c]");
+    is_int(matches(GR, g5, "d\xc3\xa8x\xe2\x82\xac"), 0,
            "range below");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, g5, "d\xc3\xa9\xed\xa0\x80\xe2\x82\xac"),
+    is_int(matches(GR, g5, "d\xc3\xa9\xed\xa0\x80\xe2\x82\xac"),
            0, "a surrogate is no char");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= [\\U0001F600-\\U0001F64F]+",
+    is_int(matches(GR, "root ::= [\\U0001F600-\\U0001F64F]+",
                    "\xf0\x9f\x98\x80\xf0\x9f\x99\x8f"), 1, "4-byte range");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= [\\U0001F600-\\U0001F64F]+",
+    is_int(matches(GR, "root ::= [\\U0001F600-\\U0001F64F]+",
                    "\xf0\x9f\x99\x90"), 0, "past the 4-byte range");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR, "root ::= a-b\na-b ::= \"\"", ""),
+    is_int(matches(GR, "root ::= a-b\na-b ::= \"\"", ""),
            1, "empty match");
 
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR,
+    is_str(error_of(GR,
                     "root ::= a\n\na ::= \"x\"\n  | b  foo\nb ::= \"y\"", 38),
            "grammar: undefined rule 'foo' at 4:8", "undefined rule, line:col");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "a ::= \"x\"", 9),
+    is_str(error_of(GR, "a ::= \"x\"", 9),
            "grammar: no rule 'root'", "no root");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\\q\"", 14),
+    is_str(error_of(GR, "root ::= \"x\\q\"", 14),
            "grammar: unknown escape '\\q' at 1:12", "bad escape");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x", 11),
+    is_str(error_of(GR, "root ::= \"x", 11),
            "grammar: unterminated literal at 1:12", "unterminated");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"\nroot ::= \"y\"", 25),
+    is_str(error_of(GR, "root ::= \"x\"\nroot ::= \"y\"", 25),
            "grammar: rule 'root' defined twice at 2:1", "twice");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"x\"", 13),
+    is_str(error_of(GR, "root ::= (\"x\"", 13),
            "grammar: expected ')' at 1:10", "unclosed group");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root = \"x\"", 10),
+    is_str(error_of(GR, "root = \"x\"", 10),
            "grammar: expected '::=' at 1:6", "no ::=");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"{3,2}", 17),
+    is_str(error_of(GR, "root ::= \"x\"{3,2}", 17),
            "grammar: repetition {3,2}: max below min at 1:13", "{3,2}");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"x\"{0,5000}", 20),
+    is_str(error_of(GR, "root ::= \"x\"{0,5000}", 20),
            "grammar: repetition count over 1000 at 1:13", "{0,5000}");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= [b-a]", 14),
+    is_str(error_of(GR, "root ::= [b-a]", 14),
            "grammar: bad range in char class at 1:10", "[b-a]");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= <no-such>", 18),
+    is_str(error_of(GR, "root ::= <no-such>", 18),
            "grammar: the vocabulary has no token '<no-such>' at 1:10",
            "unknown special token");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= <[99999999]>", 21),
+    is_str(error_of(GR, "root ::= <[99999999]>", 21),
            "grammar: bad token id '<[99999999]>' at 1:10", "bad token id");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= root \"x\" | \"y\"",
+    ok(strstr(error_of(GR, "root ::= root \"x\" | \"y\"",
                        23), "left recursion through rule 'root'") != NULL,
        "direct left recursion refused");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR,
-                       "root ::= a\na ::= b \"x\"\nb ::= e a | \"y\"\ne ::= \"\" | \"z\"",
+    ok(strstr(error_of(GR,
+                       "root ::= a\na ::= b \"x\"\nb ::= e a | \"y\"\n"
+                       "e ::= \"\" | \"z\"",
                        46), "left recursion") != NULL,
        "left recursion through an empty rule refused");
-    ok(strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"\")*", 14),
+    ok(strstr(error_of(GR, "root ::= (\"\")*", 14),
               "left recursion") != NULL
-       || strstr(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= (\"\")*", 14),
+       || strstr(error_of(GR, "root ::= (\"\")*", 14),
                  "nothing") != NULL, "repeating the empty string refused");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= \"a\" | b\nb ::= \"x\" b",
+    is_str(error_of(GR, "root ::= \"a\" | b\nb ::= \"x\" b",
                     27),
            "grammar: rule 'b' can never complete (it only recurses)",
            "a rule that never completes");
-    is_str(error_of(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"type\":\"array\"}",
-                    31),
-           "grammar: json_schema: only {\"type\":\"object\"} and {} are "
-           "supported for now at 1:10", "%%json error passed through");
-    is_int(matches(LLM_CONSTRAINT_GRAMMAR,
+    is_str(error_of(GR, "root ::= %json {\"not\":{}}", 25),
+           "grammar: json_schema: unsupported keyword 'not' at the root at "
+           "1:10", "%%json error passed through");
+    is_int(matches(GR,
                    "root ::= \"A:\" %json {\"type\": \"object\"} \"!\"",
                    "A:{\"a\": [1, 2.5e3, \"x\"]}!"), 1, "%%json inline");
 }
@@ -174,7 +179,7 @@ test_caps(void)
     llm_grammar_limits   lim;
     llm_grammar         *g;
     uint64_t             t0;
-    size_t               n = 1 << 20, i;
+    size_t               n = 1 << 20, i, k;
     char                *big, err[256];
 
     big = malloc(n + 64);
@@ -204,13 +209,12 @@ test_caps(void)
        "deep nesting refused: %s", err);
 
     /* a grammar that takes long: the compile time limit */
-    big[0] = '\0';
-    strcat(big, "root ::= a0\n");
+    k = (size_t) sprintf(big, "root ::= a0\n");
     for (i = 0; i < 20000; i++) {
-        sprintf(big + strlen(big), "a%zu ::= [a-z]{0,20} a%zu | \"x\"\n", i,
-                i + 1);
+        k += (size_t) sprintf(big + k, "a%zu ::= [a-z]{0,20} a%zu | \"x\"\n",
+                              i, i + 1);
     }
-    sprintf(big + strlen(big), "a%zu ::= \"end\"\n", i);
+    sprintf(big + k, "a%zu ::= \"end\"\n", i);
     lim.max_compile_ns = 2 * 1000000ull;
     g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, big,
                             strlen(big), &lim, err, sizeof(err));
@@ -218,6 +222,46 @@ test_caps(void)
                      || strstr(err, "rules") != NULL),
        "compile time cap: %s", err);
     ok(llm_grammar_now_ns() - t0 < 2000000000ull, "caps fail fast");
+
+    /* deep nesting at run time: 2000 arrays in arrays, then closed */
+    {
+        llm_matcher  *m;
+        uint32_t     *mask = malloc((size_t) n_words * 4);
+
+        llm_grammar_limits_default(&lim);
+        g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR,
+                                "root ::= %json {}", 17, &lim, err,
+                                sizeof(err));
+        m = llm_matcher_new(g);
+        memset(big, '[', 2000);
+        memset(big + 2000, ']', 2000);
+        ok(llm_matcher_accept_bytes(m, big, 2000) == 0
+           && llm_matcher_mask(m, mask) > 0
+           && llm_matcher_accept_bytes(m, big + 2000, 2000) == 0
+           && llm_matcher_can_end(m), "2000 nested arrays");
+        llm_matcher_free(m);
+        llm_grammar_free(g);
+
+        /* ambiguous: the stacks multiply with every "a"; past the cap
+           the step is dead, in bounded time */
+        t0 = llm_grammar_now_ns();
+        g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR,
+                                "root ::= s \"b\"\ns ::= \"a\" s s | "
+                                "\"a\" | \"\"", 36, &lim, err, sizeof(err));
+        ok(g != NULL, "an ambiguous grammar compiles %s", err);
+        m = llm_matcher_new(g);
+        for (i = 0; i < 5000 && llm_matcher_accept_bytes(m, "a", 1) == 0;
+             i++)
+        {
+            /* until a cap refuses */
+        }
+        llm_matcher_mask(m, mask);
+        ok(llm_grammar_now_ns() - t0 < 10000000000ull, "%zu ambiguous "
+           "steps in %.0f ms", i, (llm_grammar_now_ns() - t0) / 1e6);
+        llm_matcher_free(m);
+        llm_grammar_free(g);
+        free(mask);
+    }
     free(big);
 }
 
@@ -274,7 +318,7 @@ test_regex(void)
 }
 
 
-/* --- on SmolLM2's vocabulary ------------------------------------------------ */
+/* --- on SmolLM2's vocabulary --------------------------------------------- */
 
 static const char  *doc =
     "{\"id\": \"chatcmpl-8f3a\", \"object\": \"chat.completion\", "
@@ -474,13 +518,15 @@ test_random_walks(void)
           "[\\u00e0-\\u00ff\\u4e00-\\u4e10])* \".\"", 0 },
         { LLM_CONSTRAINT_REGEX, "[A-Z][a-z]{2,8}( [a-z]{1,8}){0,6}\\.", 0 },
     };
-    uint32_t    *mask;
+    uint32_t    *mask, *ref;
     int32_t     *allowed;
     char         text[8192], err[256];
+    int          bad_cache = 0, n_cmp = 0;
     size_t       g_i, len;
     int          seed, step, n, k, bad = 0, bad_json = 0, walks = 0, ended;
 
     mask = malloc((size_t) n_words * 4);
+    ref = malloc((size_t) n_words * 4);
     allowed = malloc((size_t) n_vocab * sizeof(int32_t));
     for (g_i = 0; g_i < sizeof(gs) / sizeof(gs[0]); g_i++) {
         llm_grammar  *g = compile(gs[g_i].kind, gs[g_i].src, err,
@@ -500,6 +546,16 @@ test_random_walks(void)
                 int32_t  id;
 
                 n = llm_matcher_mask(m, mask);
+                if (step % 7 == 0) {
+                    /* the grammar's shared local masks (kept from the
+                       walks before) against a fresh full walk */
+                    n_cmp++;
+                    if (llm_matcher_mask_nocache(m, ref) != n
+                        || memcmp(ref, mask, (size_t) n_words * 4) != 0)
+                    {
+                        bad_cache++;
+                    }
+                }
                 if (n == 0 || llm_matcher_is_done(m)) {
                     ended = 1;
                     break;
@@ -589,8 +645,172 @@ test_random_walks(void)
     is_int(bad, 0, "random walks stay in the grammar");
     is_int(bad_json, 0, "random JSON walks parse as JSON (cJSON)");
     ok(walks >= 60, "%d walks ended and were checked", walks);
+    is_int(bad_cache, 0, "masks from shared local masks equal full walks "
+           "(%d steps)", n_cmp);
+    free(ref);
     free(mask);
     free(allowed);
+}
+
+
+/* more states than the mask cache holds: evicted masks come back exact */
+static void
+test_mask_eviction(void)
+{
+    llm_grammar  *g;
+    llm_matcher  *m;
+    uint32_t     *mask = malloc((size_t) n_words * 4);
+    uint32_t     *ref = malloc((size_t) n_words * 4);
+    char          err[256];
+    int           i, c, bad = 0, steps = 0;
+
+    /* state i wants "abc"[i % 3]: the state that takes an evicted
+       state's slot wants another letter (128 % 3 != 0) */
+    g = compile(LLM_CONSTRAINT_REGEX, "(abc){100}", err, sizeof(err));
+    m = llm_matcher_new(g);
+    for (i = 0; i < 300; i++) {
+        c = llm_matcher_mask(m, mask);
+        bad += llm_matcher_mask_nocache(m, ref) != c
+               || memcmp(ref, mask, (size_t) n_words * 4) != 0;
+        steps += llm_matcher_accept_bytes(m, &"abc"[i % 3], 1) == 0;
+    }
+    ok(steps == 300 && llm_matcher_can_end(m), "300 distinct states");
+    llm_matcher_rollback(m, 290);
+    c = llm_matcher_mask(m, mask);
+    bad += llm_matcher_mask_nocache(m, ref) != c
+           || memcmp(ref, mask, (size_t) n_words * 4) != 0;
+    is_int(bad, 0, "masks exact past the cache's 128 slots and after "
+           "rollback to an evicted state");
+    llm_matcher_free(m);
+    llm_grammar_free(g);
+    free(mask);
+    free(ref);
+}
+
+
+/* the vocabulary's grammar cache: same key, same grammar; refs counted */
+static void
+test_cache(void)
+{
+    llm_grammar_limits   lim;
+    llm_grammar         *a, *b, *c, *d, *e, *f, *x[20];
+    llm_matcher         *m;
+    char                 err[256], src[64];
+    int                  i;
+
+    llm_grammar_limits_default(&lim);
+    a = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    b = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    c = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"r\"",
+                            12, &lim, err, sizeof(err));
+    d = llm_grammar_compile(vocab, LLM_CONSTRAINT_REGEX, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    ok(a != NULL && a == b && c != NULL && c != a && d != NULL && d != a,
+       "same text, same grammar; other text or kind, another");
+    llm_grammar_free(d);
+    e = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "x", 1, &lim,
+                            err, sizeof(err));
+    f = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "yy", 2, &lim,
+                            err, sizeof(err));
+    ok(e != NULL && e == f, "json_object: one grammar whatever its text");
+    lim.max_ws = 3;
+    b = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_OBJECT, "", 0, &lim,
+                            err, sizeof(err));
+    ok(b != NULL && b != e, "another max_ws, another grammar");
+    llm_grammar_free(b);
+    llm_grammar_free(f);
+    llm_grammar_free(a);
+    /* 20 more push the first ones out; those still held stay usable */
+    for (i = 0; i < 20; i++) {
+        snprintf(src, sizeof(src), "root ::= \"%d\"", i);
+        x[i] = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, src,
+                                   strlen(src), &lim, err, sizeof(err));
+    }
+    m = llm_matcher_new(a);
+    ok(m != NULL && llm_matcher_accept_bytes(m, "q", 1) == 0
+       && llm_matcher_can_end(m), "an evicted grammar still held works");
+    llm_matcher_free(m);
+    llm_grammar_free(a);
+    llm_grammar_free(c);
+    llm_grammar_free(e);
+    for (i = 0; i < 20; i++) {
+        llm_grammar_free(x[i]);
+    }
+    a = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
+                            12, &lim, err, sizeof(err));
+    ok(a != NULL, "compiled again after eviction");
+    llm_grammar_free(a);
+}
+
+
+typedef struct {
+    const llm_grammar  *g;
+    const int32_t      *ids;
+    int                 n;
+    int                 bad;
+} thread_arg;
+
+
+static void *
+thread_walk(void *p)
+{
+    thread_arg   *a = p;
+    uint32_t     *mask = malloc((size_t) n_words * 4);
+    uint32_t     *ref = malloc((size_t) n_words * 4);
+    int           r, i, c;
+
+    for (r = 0; r < 4; r++) {
+        llm_matcher  *m = llm_matcher_new(a->g);
+
+        for (i = 0; i < a->n; i++) {
+            c = llm_matcher_mask(m, mask);
+            if (i % 5 == r && (llm_matcher_mask_nocache(m, ref) != c
+                               || memcmp(ref, mask, (size_t) n_words * 4)))
+            {
+                a->bad++;
+            }
+            if (llm_matcher_accept(m, a->ids[i]) != 0) {
+                a->bad++;
+                break;
+            }
+        }
+        llm_matcher_free(m);
+    }
+    free(mask);
+    free(ref);
+    return NULL;
+}
+
+
+/* matchers of one grammar on several threads share its local masks */
+static void
+test_threads(void)
+{
+    llm_grammar  *g;
+    pthread_t     th[4];
+    thread_arg    a[4];
+    int32_t       ids[2048];
+    char          err[256];
+    int           n, i, bad = 0;
+
+    g = compile(LLM_CONSTRAINT_JSON_OBJECT, "", err, sizeof(err));
+    n = llm_tokenize(tok, doc, strlen(doc), 0, 0, ids, 2048);
+    for (i = 0; i < 4; i++) {
+        a[i].g = g;
+        a[i].ids = ids;
+        a[i].n = n;
+        a[i].bad = 0;
+        pthread_create(&th[i], NULL, thread_walk, &a[i]);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += a[i].bad;
+    }
+    is_int(bad, 0, "4 threads, one grammar: every mask exact, every token "
+           "accepted");
+    llm_grammar_free(g);
 }
 
 
@@ -621,6 +841,9 @@ main(void)
     test_special();
     test_json_walk();
     test_random_walks();
+    test_threads();
+    test_cache();
+    test_mask_eviction();
 
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "format/gguf.h"
@@ -707,6 +708,18 @@ count_task(void *p, int ith, int nth)
 
 
 static void
+sleep_task(void *p, int ith, int nth)
+{
+    struct timespec ts = { 0, 1000000 };
+
+    (void) p;
+    (void) ith;
+    (void) nth;
+    nanosleep(&ts, NULL);
+}
+
+
+static void
 test_threadpool(void)
 {
     for (int n = 1; n <= 4; n++) {
@@ -725,6 +738,22 @@ test_threadpool(void)
            "per job over %d jobs", n, runs);
         llm_threadpool_free(tp);
     }
+
+    /* busy time: each thread's time inside jobs, summed */
+    for (int n = 1; n <= 2; n++) {
+        llm_threadpool *tp = llm_threadpool_create(n);
+        uint64_t before = llm_threadpool_busy_ns(tp), after;
+
+        for (int k = 0; k < 20; k++) {
+            llm_threadpool_run(tp, sleep_task, NULL);
+        }
+        after = llm_threadpool_busy_ns(tp);
+        ok(before == 0 && after >= (uint64_t) n * 20 * 1000000
+           && after < (uint64_t) n * 20 * 1000000 * 20, "pool of %d: 20 jobs "
+           "of 1 ms on each thread: %.1f ms busy", n, after / 1e6);
+        llm_threadpool_free(tp);
+    }
+    ok(llm_threadpool_busy_ns(NULL) == 0, "no pool: no busy time");
     ok(llm_threadpool_create(0) == NULL, "pool of 0 threads refused");
 }
 

@@ -16,7 +16,11 @@
  * prefill (decodes continue while a long prompt is prefilled), priority,
  * create's out-of-memory path (run it under ASan: see test_create_oom),
  * and a step whose forward runs out of memory (its sequences end with the
- * error, nothing leaks or stays cached, the next step works).
+ * error, nothing leaks or stays cached, the next step works); priority
+ * classes (class order at admission, FCFS within a class, a waiting
+ * interactive request preempts the batch class for blocks, round robin
+ * across fair keys, the prefill budget, the batch class giving way) and the
+ * stress again with classes and keys.
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
  */
 #include <pthread.h>
@@ -35,6 +39,7 @@
 #include "sched/compile.h"
 #include "sched/scheduler.h"
 #include "text/tokenizer.h"
+#include "common/priority.h"
 
 #define MAX_OUT   256
 #define MAX_REQ   600
@@ -118,6 +123,10 @@ make_backend(const llm_model *m, int n_blocks, int max_batch, int threads)
 }
 
 
+/* what make_sched sets beyond its arguments (the class tests change them) */
+static int  opt_max_prefill;        /* 0: max_batched_tokens */
+static int  opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+
 static llm_sched *
 make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
     int max_seqs)
@@ -127,6 +136,8 @@ make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
     char               err[512];
 
     llm_sched_options_default(&o);
+    o.max_prefill_tokens = opt_max_prefill;
+    o.batch_share = opt_batch_share;
     o.n_blocks = n_blocks;
     o.prefix_caching = prefix;
     o.max_batched_tokens = max_batched;
@@ -148,6 +159,7 @@ typedef struct {
     int                  max_tokens;
     llm_sampling_params  sp;
     int64_t              priority;
+    uint64_t             fair_key;
 } job;
 
 
@@ -203,6 +215,7 @@ submit(llm_sched *s, const job *j, rec *r)
     req.sampling = j->sp;
     req.max_tokens = j->max_tokens;
     req.priority = j->priority;
+    req.fair_key = j->fair_key;
     req.user = r;
     rc = llm_sched_add(s, &req, &r->seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
@@ -615,10 +628,11 @@ test_stop_cancel_pause(llm_backend *be, int n_vocab)
 static void
 test_chunked_prefill_priority(llm_backend *be, int n_vocab)
 {
-    static job   j[3];
-    static rec   r[3];
-    llm_sched   *s;
-    int          before;
+    static job       j[3];
+    static rec       r[3];
+    llm_sched       *s;
+    llm_sched_stats  st;
+    int              before, mixed;
 
     /* a decode keeps producing one token per step while a 150-token prompt
        is prefilled in chunks of the 16-token budget */
@@ -627,17 +641,33 @@ test_chunked_prefill_priority(llm_backend *be, int n_vocab)
     s = make_sched(be, 0, 0, 16, 8);
     submit(s, &j[0], &r[0]);
     llm_sched_step(s);
+    llm_sched_stats_get(s, &st);
+    ok(st.last_step_tokens == 4 && st.last_step_prefills == 1
+       && st.last_step_decodes == 0, "a prompt alone: a prefill step of 4 "
+       "tokens (%d, %d prefills, %d decodes)", st.last_step_tokens,
+       st.last_step_prefills, st.last_step_decodes);
     llm_sched_step(s);
+    llm_sched_stats_get(s, &st);
+    ok(st.last_step_tokens == 1 && st.last_step_prefills == 0
+       && st.last_step_decodes == 1, "then a decode step of 1 token (%d, "
+       "%d prefills, %d decodes)", st.last_step_tokens,
+       st.last_step_prefills, st.last_step_decodes);
     submit(s, &j[1], &r[1]);
     before = r[0].n_out;
     cur_step = 0;
+    mixed = 0;
     while (r[1].n_out == 0 && cur_step < 100) {
         llm_sched_step(s);
+        llm_sched_stats_get(s, &st);
+        mixed += st.last_step_tokens == 16 && st.last_step_prefills == 1
+                 && st.last_step_decodes == 1;
         cur_step++;
     }
     is_int(cur_step, 10, "150-token prompt prefilled over 10 steps "
            "(15 tokens each beside the decode)");
     is_int(r[0].n_out - before, 10, "the decode ran in every one of them");
+    is_int(mixed, 10, "each of them a mixed step of 16 tokens (15 of the "
+           "prompt, 1 decode)");
     drain(s, 1000);
     llm_sched_free(s);
 
@@ -664,7 +694,7 @@ test_chunked_prefill_priority(llm_backend *be, int n_vocab)
  */
 
 static void
-test_stress(llm_backend *be, int n_vocab)
+test_stress(llm_backend *be, int n_vocab, int classes)
 {
     static job   jobs[MAX_REQ];
     static rec   got[MAX_REQ], alone[MAX_REQ];
@@ -679,6 +709,12 @@ test_stress(llm_backend *be, int n_vocab)
         make_job(&jobs[i], n_vocab, rnd(3) == 0 ? 16 : 0, 1 + rnd(48),
                  1 + rnd(24), 3);
         jobs[i].priority = rnd(4) == 0 ? -1 : 0;
+        if (classes) {
+            /* a third batch class, five keys: give-way, class preemption
+               and the round robin under the same churn */
+            jobs[i].priority += i % 3 == 0 ? LLM_PRIORITY_BATCH : 0;
+            jobs[i].fair_key = i % 5;
+        }
         if (rnd(4) == 0) {
             jobs[i].sp.temperature = 0.8f;
             jobs[i].sp.seed = i;
@@ -725,6 +761,9 @@ test_stress(llm_backend *be, int n_vocab)
         }
     }
     llm_sched_stats_get(s, &st);
+    if (classes) {
+        printf("# stress again: a third batch class, five fair keys\n");
+    }
     ok(!llm_sched_has_work(s) && steps < 50000,
        "500 requests drained in %d steps (bound 50000)", steps);
     for (i = 0; i < n_req; i++) {
@@ -755,6 +794,276 @@ test_stress(llm_backend *be, int n_vocab)
     }
     ok(bad == 0 && n_cmp > 300, "%d uncancelled stress requests == solo "
        "(%d differ)", n_cmp, bad);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * priority classes, fair keys, prefill budget, giving way
+ */
+
+/* the index in r[0..n) of the k-th sequence to get its first token */
+static int
+nth_first(const rec *r, int n, int k)
+{
+    int  i, j, before;
+
+    for (i = 0; i < n; i++) {
+        for (before = 0, j = 0; j < n; j++) {
+            before += r[j].step_first < r[i].step_first
+                      || (r[j].step_first == r[i].step_first && j < i);
+        }
+        if (before == k) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+
+static void
+test_classes(llm_backend *be, int n_vocab)
+{
+    static job   j[4], big, small;
+    static rec   r[4], rb, rs, alone[2];
+    llm_sched   *s;
+    llm_sched_stats  st;
+    int          i, bad = 0;
+
+    /* out-of-range class options are refused at create */
+    opt_max_prefill = 65;
+    s = make_sched(be, 0, 0, 64, 1);
+    opt_max_prefill = 0;
+    ok(s == NULL, "max_prefill_tokens 65 > max_batched_tokens 64 refused");
+    llm_sched_free(s);
+    opt_batch_share = 101;
+    s = make_sched(be, 0, 0, 64, 1);
+    opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+    ok(s == NULL, "batch_share 101 refused");
+    llm_sched_free(s);
+
+    /* one batch place: classes in order, FCFS inside a class whatever the
+       value (5 before 0: both interactive), batch 150 after batch 100 */
+    s = make_sched(be, 0, 0, 64, 1);
+    for (i = 0; i < 4; i++) {
+        make_job(&j[i], n_vocab, 0, 5, 2, 0);
+    }
+    j[0].priority = LLM_PRIORITY_BATCH;
+    j[1].priority = LLM_PRIORITY_INTERACTIVE + 5;
+    j[2].priority = LLM_PRIORITY_BATCH + 50;
+    j[3].priority = LLM_PRIORITY_INTERACTIVE;
+    cur_step = 0;
+    for (i = 0; i < 4; i++) {
+        submit(s, &j[i], &r[i]);
+    }
+    drain(s, 1000);
+    ok(nth_first(r, 4, 0) == 1 && nth_first(r, 4, 1) == 3
+       && nth_first(r, 4, 2) == 0 && nth_first(r, 4, 3) == 2,
+       "class order at admission: interactive (FCFS: 5 then 0), then batch "
+       "(first tokens at steps %d %d %d %d)", r[0].step_first,
+       r[1].step_first, r[2].step_first, r[3].step_first);
+    llm_sched_free(s);
+
+    /* an 8-block pool held by a batch sequence: an interactive arrival
+       preempts it at once instead of waiting for it to finish */
+    make_job(&big, n_vocab, 0, 100, 20, 0);
+    big.priority = LLM_PRIORITY_BATCH;
+    make_job(&small, n_vocab, 0, 30, 5, 0);
+    run_alone(be, &big, &alone[0], 1);
+    run_alone(be, &small, &alone[1], 1);
+    s = make_sched(be, 8, 0, 64, 4);
+    submit(s, &big, &rb);
+    for (cur_step = 0; cur_step < 4; cur_step++) {
+        llm_sched_step(s);
+    }
+    submit(s, &small, &rs);
+    llm_sched_step(s);
+    cur_step++;
+    ok(rs.n_out == 1 && rb.n_out < 20,
+       "KV pressure: the interactive arrival ran in its first step (%d "
+       "tokens), the batch one not done (%d)", rs.n_out, rb.n_out);
+    drain(s, 1000);
+    llm_sched_stats_get(s, &st);
+    ok(rb.res.n_preempted >= 1 && rs.res.n_preempted == 0
+       && st.preemptions == (uint64_t) rb.res.n_preempted,
+       "the batch class was preempted (%d), the interactive one never",
+       rb.res.n_preempted);
+    ok(same_tokens(&alone[0], &rb, 1, &bad)
+       && same_tokens(&alone[1], &rs, 1, &bad) && idle_and_clean(s),
+       "preempted by class: both == alone, idle and clean");
+    llm_sched_free(s);
+}
+
+
+static void
+test_fair_keys(llm_backend *be, int n_vocab)
+{
+    static job   j[51];
+    static rec   r[51];
+    llm_sched   *s;
+    int          i, k, b_place = -1, unkeyed_ok;
+
+    /* key A queues 50 requests, then key B one: two batch places */
+    s = make_sched(be, 0, 0, 64, 2);
+    for (i = 0; i < 51; i++) {
+        make_job(&j[i], n_vocab, 0, 6, 3, 0);
+        j[i].fair_key = i < 50 ? 0xa : 0xb;
+        submit(s, &j[i], &r[i]);
+    }
+    cur_step = 0;
+    drain(s, 10000);
+    for (k = 0; k < 51; k++) {
+        if (nth_first(r, 51, k) == 50) {
+            b_place = k;
+        }
+    }
+    ok(b_place >= 0 && b_place <= 2, "fair keys: key B's one request was "
+       "served in place %d of 51 behind key A's 50 (first token at step %d)",
+       b_place + 1, r[50].step_first);
+    ok(idle_and_clean(s), "fair keys: idle and clean");
+    llm_sched_free(s);
+
+    /* without keys (all 0) it stays FCFS */
+    s = make_sched(be, 0, 0, 64, 2);
+    for (i = 0; i < 8; i++) {
+        make_job(&j[i], n_vocab, 0, 6, 3, 0);
+        submit(s, &j[i], &r[i]);
+    }
+    cur_step = 0;
+    drain(s, 1000);
+    for (unkeyed_ok = 1, k = 0; k < 8; k++) {
+        unkeyed_ok &= nth_first(r, 8, k) == k;
+    }
+    ok(unkeyed_ok, "no keys: FCFS");
+    llm_sched_free(s);
+}
+
+
+static void
+test_prefill_budget(llm_backend *be, int n_vocab)
+{
+    static job   j[3];
+    static rec   r[3], alone[3];
+    llm_sched   *s;
+    int          n, worst = 0, decode_missed = 0, before0, before1, bad = 0;
+
+    /* two decodes beside two long prompts, max_prefill_tokens 8 of a
+       64-token budget: every step holds the decodes plus at most 8 */
+    make_job(&j[0], n_vocab, 0, 4, 60, 0);
+    make_job(&j[1], n_vocab, 0, 120, 3, 0);
+    make_job(&j[2], n_vocab, 0, 100, 3, 0);
+    run_alone(be, j, alone, 3);
+    opt_max_prefill = 8;
+    s = make_sched(be, 0, 0, 64, 8);
+    opt_max_prefill = 0;
+    submit(s, &j[0], &r[0]);
+    llm_sched_step(s);
+    submit(s, &j[1], &r[1]);
+    submit(s, &j[2], &r[2]);
+    cur_step = 0;
+    while ((r[1].n_out == 0 || r[2].n_out == 0) && cur_step < 100) {
+        before0 = r[0].n_out;
+        before1 = r[1].n_out;
+        n = llm_sched_step(s);
+        cur_step++;
+        /* decodes this step: j[0], and j[1] once its prompt is done */
+        if (n - 1 - (before1 > 0) > worst) {
+            worst = n - 1 - (before1 > 0);
+        }
+        decode_missed += r[0].n_out == before0;
+    }
+    is_int(worst, 8, "prefill budget: at most 8 prefill tokens per step "
+           "beside the decodes");
+    is_int(cur_step, 28, "220 prompt tokens over 28 steps (8 a step: the "
+           "budget bounds the prompts, not the decode)");
+    is_int(decode_missed, 0, "the decode ran in every step");
+    drain(s, 1000);
+    ok(same_tokens(alone, r, 3, &bad) && idle_and_clean(s),
+       "prefill budget: == alone, idle and clean");
+    llm_sched_free(s);
+}
+
+
+static void
+test_give_way(llm_backend *be, int n_vocab)
+{
+    static job   j[6];
+    static rec   r[6], alone[6];
+    llm_sched   *s;
+    int          i, n, steps = 0, over = 0, min_b = 1000, max_b = 0;
+    int          before[6], batch_tokens, inter_tokens, bad = 0;
+
+    /* four batch decodes, then two interactive ones: with batch_share 50
+       the batch class adds at most 50% of the interactive tokens of the
+       step (2 decodes: 1 token), round robin over the four */
+    for (i = 0; i < 6; i++) {
+        make_job(&j[i], n_vocab, 0, 4 + i, i < 4 ? 60 : 20, 0);
+        j[i].priority = i < 4 ? LLM_PRIORITY_BATCH : LLM_PRIORITY_INTERACTIVE;
+    }
+    run_alone(be, j, alone, 6);
+    opt_batch_share = 50;
+    s = make_sched(be, 0, 0, 64, 8);
+    opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+    for (i = 0; i < 4; i++) {
+        submit(s, &j[i], &r[i]);
+    }
+    llm_sched_step(s);
+    llm_sched_step(s);
+    submit(s, &j[4], &r[4]);
+    submit(s, &j[5], &r[5]);
+    llm_sched_step(s);                      /* their prefill */
+    for (i = 0; i < 4; i++) {
+        before[i] = r[i].n_out;
+    }
+    while (r[4].n_out < 20 && r[5].n_out < 20 && steps < 100) {
+        int  b4 = r[4].n_out, b5 = r[5].n_out, bb = 0;
+
+        for (i = 0; i < 4; i++) {
+            bb += r[i].n_out;
+        }
+        n = llm_sched_step(s);
+        steps++;
+        inter_tokens = (r[4].n_out - b4) + (r[5].n_out - b5);
+        for (batch_tokens = -bb, i = 0; i < 4; i++) {
+            batch_tokens += r[i].n_out;
+        }
+        over += batch_tokens > inter_tokens / 2 || inter_tokens != 2
+                || n != inter_tokens + batch_tokens;
+    }
+    for (i = 0; i < 4; i++) {
+        n = r[i].n_out - before[i];
+        min_b = n < min_b ? n : min_b;
+        max_b = n > max_b ? n : max_b;
+    }
+    is_int(over, 0, "give way: every step ran both interactive decodes and "
+           "at most 1 batch token (share 50%)");
+    ok(max_b - min_b <= 1 && min_b >= steps / 4 - 1,
+       "give way: the batch share went round the class (%d..%d tokens "
+       "each in %d steps)", min_b, max_b, steps);
+    drain(s, 1000);
+    ok(same_tokens(alone, r, 6, &bad) && idle_and_clean(s),
+       "give way: == alone (first bad %d), idle and clean", bad);
+    llm_sched_free(s);
+
+    /* share 0: the batch class is paused while an interactive one runs */
+    opt_batch_share = 0;
+    s = make_sched(be, 0, 0, 64, 8);
+    opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+    submit(s, &j[0], &r[0]);
+    llm_sched_step(s);
+    llm_sched_step(s);
+    submit(s, &j[4], &r[4]);
+    before[0] = r[0].n_out;
+    while (llm_sched_has_work(s) && r[4].n_finish == 0 && steps < 1000) {
+        llm_sched_step(s);
+        steps++;
+    }
+    is_int(r[0].n_out - before[0], 0, "share 0: the batch class paused "
+           "while the interactive one ran");
+    drain(s, 1000);
+    ok(same_tokens(alone, r, 1, &bad) && same_tokens(&alone[4], &r[4], 1,
+                                                     &bad)
+       && idle_and_clean(s), "share 0: resumed after it, == alone");
+    llm_sched_free(s);
 }
 
 
@@ -1503,7 +1812,12 @@ main(void)
         TIMED(test_admission(be, m.cfg.vocab_size));
         TIMED(test_stop_cancel_pause(be, m.cfg.vocab_size));
         TIMED(test_chunked_prefill_priority(be, m.cfg.vocab_size));
-        TIMED(test_stress(be, m.cfg.vocab_size));
+        TIMED(test_stress(be, m.cfg.vocab_size, 0));
+        TIMED(test_classes(be, m.cfg.vocab_size));
+        TIMED(test_fair_keys(be, m.cfg.vocab_size));
+        TIMED(test_prefill_budget(be, m.cfg.vocab_size));
+        TIMED(test_give_way(be, m.cfg.vocab_size));
+        TIMED(test_stress(be, m.cfg.vocab_size, 1));
         TIMED(test_backend_sampling(be, m.cfg.vocab_size));
         TIMED(test_constraints(&m, be));
         TIMED(test_create_oom(be));

@@ -1,0 +1,1669 @@
+/*
+ * JSON Schema -> GBNF (engine/grammar/json_schema.c): the rules each
+ * keyword gives, the error each refused keyword gets (keyword and JSON
+ * pointer), the caps; then through the grammar engine, byte by byte: texts
+ * accepted and rejected, every integer of -1100..1100 against random
+ * bounds, the JSON-Schema-Test-Suite's instances (draft 2020-12) for the
+ * keywords we support, the corpus of SchemaStore schemas compiled or
+ * refused (a count, as a diag), and random byte walks through the
+ * grammars of every schema that compiles, each walk's text checked by
+ * python jsonschema (tools/json_schema_check.py): the grammar never
+ * accepts a text the schema rejects.
+ */
+#include "tap.h"
+#include "format/gguf.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_impl.h"
+#include "grammar/json_schema.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static llm_tokenizer      *tok;
+static llm_grammar_vocab  *vocab;
+
+/* every schema that compiled, for the random walks */
+static char   *walk_schemas[4096];
+static int     n_walk_schemas;
+
+
+/* the GBNF of a schema (max_ws 1), or "ERR: <error>"; static */
+static const char *
+gbnf(const char *schema)
+{
+    static char  text[65536];
+    llm_strbuf   out;
+    char         err[512];
+
+    memset(&out, 0, sizeof(out));
+    if (llm_json_schema_to_gbnf(schema, strlen(schema), "root", 1, &out,
+                                err, sizeof(err)) != 0)
+    {
+        snprintf(text, sizeof(text), "ERR: %s", err);
+    } else {
+        snprintf(text, sizeof(text), "%s", out.data);
+    }
+    llm_strbuf_free(&out);
+    return text;
+}
+
+
+/* 1 when the GBNF of schema has the line */
+static int
+has_line(const char *schema, const char *line)
+{
+    const char  *g = gbnf(schema), *p;
+    size_t       n = strlen(line);
+
+    for (p = g; (p = strstr(p, line)) != NULL; p++) {
+        if ((p == g || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) {
+            return 1;
+        }
+    }
+    printf("# no line: %s\n# in:\n", line);
+    for (p = g; *p; ) {
+        const char *e = strchr(p, '\n');
+        int         len = e ? (int) (e - p) : (int) strlen(p);
+
+        printf("#   %.*s\n", len, p);
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+
+static llm_grammar *
+compile(const char *schema, size_t len, char *err, size_t err_len)
+{
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;     /* timing is not what these tests check */
+    return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
+                               len, &lim, err, err_len);
+}
+
+
+/* the corpus' schemas are up to 2.3 MB: the converter and the engine on
+   them, past the request limit */
+static llm_grammar *
+compile_big(const char *schema, size_t len, char *err, size_t err_len)
+{
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
+                               len, &lim, err, err_len);
+}
+
+
+/* 1 when the grammar matches the text whole */
+static int
+accepts(llm_grammar *g, const char *s, size_t len)
+{
+    llm_matcher  *m = llm_matcher_new(g);
+    int           r;
+
+    r = m && llm_matcher_accept_bytes(m, s, len) == 0
+        && llm_matcher_can_end(m);
+    llm_matcher_free(m);
+    return r;
+}
+
+
+/* schema vs texts: each "+text" must be accepted, each "-text" rejected */
+static void
+check(const char *schema, const char *const *texts)
+{
+    llm_grammar  *g;
+    char          err[512];
+    int           bad = 0, n = 0;
+
+    g = compile(schema, strlen(schema), err, sizeof(err));
+    if (g == NULL) {
+        ok(0, "compiles: %s", schema);
+        printf("#   %s\n", err);
+        return;
+    }
+    for (; *texts; texts++, n++) {
+        int  want = (*texts)[0] == '+';
+        int  got = accepts(g, *texts + 1, strlen(*texts + 1));
+
+        if (got != want) {
+            printf("#   %s: %s wrongly %s\n", schema, *texts + 1,
+                   got ? "accepted" : "rejected");
+            bad++;
+        }
+    }
+    ok(bad == 0, "%d texts for %s", n, schema);
+    llm_grammar_free(g);
+}
+
+
+static void
+test_emit(void)
+{
+    ok(has_line("{\"type\":\"string\"}", "root ::= root-string"), "string");
+    ok(has_line("{\"type\":\"string\"}",
+                "root-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( "
+                "[\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | "
+                "[dD] [0-7] [0-9a-fA-F]{2} ) )"),
+       "a string's characters: escapes, no controls, no lone surrogates");
+    ok(has_line("{\"type\":\"integer\"}",
+                "root-integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )"),
+       "integer: at most 16 digits");
+    ok(has_line("{\"type\":\"number\"}",
+                "root-number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" "
+                "[0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?"),
+       "number: 16 + 16 digits, 2 of exponent");
+    ok(has_line("{\"type\":\"boolean\"}", "root ::= ( \"true\" | \"false\" )"),
+       "boolean");
+    ok(has_line("{\"type\":\"null\"}", "root ::= \"null\""), "null");
+    ok(has_line("{\"type\":[\"string\",\"null\"]}",
+                "root ::= ( \"null\" | root-string )"), "type union");
+    ok(has_line("{\"enum\":[\"a\",1,null,[true]]}",
+                "root ::= ( \"\\\"a\\\"\" | \"1\" | \"null\" | \"[true]\" )"),
+       "enum");
+    ok(has_line("{\"type\":\"string\",\"enum\":[\"a\",1]}",
+                "root ::= \"\\\"a\\\"\""), "enum values of the wrong type left out");
+    ok(has_line("{\"const\":{\"a\":[1,2]}}",
+                "root ::= \"{\\\"a\\\":[1,2]}\""), "const: compact");
+    ok(has_line("{\"type\":\"string\",\"minLength\":2,\"maxLength\":5}",
+                "root ::= \"\\\"\" root-char{2,5} \"\\\"\""), "min/maxLength");
+    ok(has_line("{\"type\":\"string\",\"minLength\":1}",
+                "root ::= \"\\\"\" root-char+ \"\\\"\""), "minLength alone");
+    ok(has_line("{\"type\":\"string\",\"pattern\":\"^ab+$\"}",
+                "root ::= \"\\\"\" ( \"a\" ( \"b\" )+ ) \"\\\"\""),
+       "pattern, anchored");
+    ok(has_line("{\"type\":\"string\",\"pattern\":\"b\"}",
+                "root ::= \"\\\"\" ( root-char* \"b\" root-char* ) \"\\\"\""),
+       "pattern, unanchored: anything around");
+    ok(has_line("{\"type\":\"string\",\"pattern\":\"^[a\\\"]\\\\.$\"}",
+                "root ::= \"\\\"\" ( ( [a] | \"\\\\\\\"\" ) \".\" ) \"\\\"\""),
+       "pattern: a quote in a class becomes its escape");
+    ok(has_line("{\"type\":\"string\",\"pattern\":\"^\\\\d{3}[^x]$\"}",
+                "root ::= \"\\\"\" ( ( [0-9] ){3} ( [^x\"\\\\\\x00-\\x1f] | "
+                "\"\\\\\\\"\" | \"\\\\\\\\\" ) ) \"\\\"\""),
+       "pattern: \\d, a negated class");
+    ok(has_line("{\"type\":\"string\",\"format\":\"date\"}",
+                "root ::= \"\\\"\" root-date \"\\\"\""), "format date");
+    ok(has_line("{\"type\":\"string\",\"format\":\"date-time\"}",
+                "root ::= \"\\\"\" root-date \"T\" root-time \"\\\"\""),
+       "format date-time");
+    ok(has_line("{\"type\":\"string\",\"format\":\"uuid\"}",
+                "root-uuid ::= root-hex{8} \"-\" root-hex{4} \"-\" root-hex{4} "
+                "\"-\" root-hex{4} \"-\" root-hex{12}"), "format uuid");
+    ok(has_line("{\"type\":\"integer\",\"minimum\":18,\"maximum\":130}",
+                "root ::= ( ( \"1\" [8-9] | [2-9] [0-9] ) | \"1\" ( [0-2] "
+                "[0-9] | \"3\" \"0\" ) )"), "integer range 18..130");
+    ok(has_line("{\"type\":\"integer\",\"exclusiveMinimum\":-3,"
+                "\"exclusiveMaximum\":3}",
+                "root ::= ( [0-2] | \"-\" [1-2] )"), "exclusive bounds");
+    ok(has_line("{\"type\":\"integer\",\"minimum\":0}",
+                "root ::= ( [0-9] | [1-9] [0-9]{1,15} )"), "minimum 0");
+    ok(has_line("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}",
+                "root ::= ( \"0\" ( \".\" [0-9]{1,16} )? | \"1\" )"),
+       "number in [0, 1]");
+    ok(has_line("{\"type\":\"number\",\"exclusiveMinimum\":0}",
+                "root ::= ( ( [1-9] | [1-9] [0-9]{1,15} ) ( \".\" [0-9]{1,16} "
+                ")? | \"0.\" [0-9]{0,14} [1-9] )"), "number > 0");
+
+    /* objects: properties in order, required ones there, optional ones
+       may be left out, additional ones after */
+    ok(has_line("{\"type\":\"object\"}", "root ::= root-object"),
+       "json_object: any object");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                "\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+                "\"additionalProperties\":false}",
+                "root-kv1 ::= \"\\\"a\\\"\" root-ws \":\" root-ws root-integer"),
+       "a property's key and value");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                "\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+                "\"additionalProperties\":false}",
+                "root-object3-f0 ::= root-kv1 root-object3-a1"),
+       "required a first");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                "\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+                "\"additionalProperties\":false}",
+                "root-object3-a1 ::= ( root-ws \",\" root-ws root-kv2 )?"),
+       "optional b after");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                "\"integer\"},\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+                "\"additionalProperties\":false}",
+                "root-object3 ::= \"{\" root-ws ( root-object3-f0 root-ws ) "
+                "\"}\""), "the object");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"ab\":{}},"
+                "\"additionalProperties\":{\"type\":\"null\"}}",
+                "root-keys2 ::= \"\\\"\" ( \"a\" ( \"b\" ( [^\"\\\\\\x00-\\x1f] "
+                "root-kchar* \"\\\"\" ) | [^b\"\\\\\\x00-\\x1f] root-kchar* "
+                "\"\\\"\" | \"\\\"\" ) | [^a\"\\\\\\x00-\\x1f] root-kchar* "
+                "\"\\\"\" | \"\\\"\" )"),
+       "additional keys: any but the declared names");
+    ok(has_line("{\"type\":\"object\",\"properties\":{\"ab\":{}},"
+                "\"additionalProperties\":{\"type\":\"null\"}}",
+                "root-kv3 ::= root-keys2 root-ws \":\" root-ws \"null\""),
+       "an additional property");
+    ok(has_line("{\"properties\":{\"x\":{\"type\":\"object\",\"properties\":"
+                "{\"ab\":{}}},\"y\":{\"type\":\"object\",\"properties\":"
+                "{\"ab\":{}}}},\"type\":\"object\"}",
+                "root-kv7 ::= root-keys2 root-ws \":\" root-ws root-value"),
+       "objects with the same names share their additional-key rule");
+    ok(has_line("{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+                "\"integer\"},\"maxProperties\":2}",
+                "root-object2 ::= \"{\" root-ws ( root-kv1 ( root-ws \",\" "
+                "root-ws root-kv1 )? root-ws )? \"}\""),
+       "a map with maxProperties");
+
+    /* arrays */
+    ok(has_line("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+                "\"minItems\":1,\"maxItems\":3}",
+                "root-array1 ::= \"[\" root-ws ( root-integer ( root-ws \",\" "
+                "root-ws root-integer ){0,2} root-ws ) \"]\""),
+       "items, minItems, maxItems");
+    ok(has_line("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},"
+                "{\"type\":\"string\"}],\"items\":false}",
+                "root-array1 ::= \"[\" root-ws ( root-integer ( root-ws \",\" "
+                "root-ws root-string )? root-ws )? \"]\""),
+       "prefixItems, items false");
+    ok(has_line("{\"type\":\"array\",\"maxItems\":0}",
+                "root-array1 ::= \"[\" root-ws \"]\""), "maxItems 0");
+
+    /* combinations and references */
+    ok(has_line("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}",
+                "root ::= ( root-integer | root-string )"), "anyOf");
+    ok(has_line("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}",
+                "root ::= ( root-integer | root-string )"), "oneOf as anyOf");
+    ok(has_line("{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}",
+                "root ::= \"\\\"\" root-char{0,3} \"\\\"\""), "allOf merged");
+    ok(has_line("{\"allOf\":[{\"type\":[\"string\",\"integer\"]},"
+                "{\"type\":[\"integer\",\"null\"]}]}",
+                "root ::= root-integer"), "allOf: the types in both");
+    ok(has_line("{\"$defs\":{\"t\":{\"type\":\"array\",\"items\":{\"$ref\":"
+                "\"#/$defs/t\"}}},\"$ref\":\"#/$defs/t\"}",
+                "root-array2 ::= \"[\" root-ws ( root-ref1 ( root-ws \",\" "
+                "root-ws root-ref1 )* root-ws )? \"]\""),
+       "recursive $ref: a recursive rule");
+    ok(has_line("{\"$defs\":{\"t\":{\"type\":\"array\",\"items\":{\"$ref\":"
+                "\"#/$defs/t\"}}},\"$ref\":\"#/$defs/t\"}",
+                "root-ref1 ::= root-array2"), "the $ref's rule");
+    ok(has_line("{\"title\":\"x\",\"description\":\"y\",\"default\":1,"
+                "\"examples\":[],\"$comment\":\"\",\"deprecated\":true,"
+                "\"readOnly\":true,\"x-vendor\":1,\"type\":\"null\"}",
+                "root ::= \"null\""), "annotations ignored");
+    ok(has_line("{}", "root ::= root-value"), "{}: any value");
+    ok(has_line("true", "root ::= root-value"), "true: any value");
+
+    /* whitespace cap */
+    {
+        llm_strbuf  out;
+        char        err[256];
+
+        memset(&out, 0, sizeof(out));
+        is_int(llm_json_schema_to_gbnf("{\"type\":\"object\"}", 17, "root", 0,
+                                       &out, err, sizeof(err)), 0, "max_ws 0");
+        ok(out.data && strstr(out.data, "\nroot-ws ::= \"\"\n"),
+           "max_ws 0: no blanks");
+        llm_strbuf_free(&out);
+        is_int(llm_json_schema_to_gbnf("{\"type\":\"object\"}", 17, "json3",
+                                       7, &out, err, sizeof(err)), 0, "root name");
+        ok(out.data && strstr(out.data, "\njson3-ws ::= [ \\t\\n]{0,7}\n")
+           && strncmp(out.data, "json3 ::= json3-object\n", 23) == 0,
+           "helper rules are named <root>-...");
+        llm_strbuf_free(&out);
+    }
+}
+
+
+static void
+test_refused(void)
+{
+    static const char *const kw[][2] = {
+        { "patternProperties", "{\"^a\":{}}" },
+        { "dependentSchemas", "{\"a\":{}}" },
+        { "dependentRequired", "{\"a\":[\"b\"]}" },
+        { "dependencies", "{\"a\":[\"b\"]}" },
+        { "if", "{}" },
+        { "not", "{}" },
+        { "contains", "{}" },
+        { "uniqueItems", "true" },
+        { "multipleOf", "2" },
+        { "unevaluatedProperties", "false" },
+        { "unevaluatedItems", "false" },
+        { "propertyNames", "{\"maxLength\":3}" },
+        { "$dynamicRef", "\"#x\"" },
+        { "$recursiveRef", "\"#\"" },
+    };
+    char    schema[256], want[256];
+    size_t  i;
+
+    for (i = 0; i < sizeof(kw) / sizeof(kw[0]); i++) {
+        snprintf(schema, sizeof(schema), "{\"properties\":{\"a/b\":{\"%s\":%s"
+                 "%s}}}", kw[i][0], kw[i][1],
+                 strcmp(kw[i][0], "if") ? "" : ",\"then\":{}");
+        snprintf(want, sizeof(want), "ERR: json_schema: unsupported keyword "
+                 "'%s' at /properties/a~1b", kw[i][0]);
+        is_str(gbnf(schema), want, "refused: %s", kw[i][0]);
+    }
+    is_str(gbnf("{\"uniqueItems\":false,\"then\":{},\"patternProperties\":{},"
+                "\"type\":\"null\"}"), "root ::= \"null\"\n",
+           "no-op values of refused keywords are accepted");
+    ok(strncmp(gbnf("{\"type\":\"array\",\"uniqueItems\":true,\"maxItems\":1}"),
+               "root ::= ", 9) == 0, "uniqueItems with maxItems 1: a no-op");
+    is_str(gbnf("{\"items\":[{\"$ref\":\"other.json#/a\"}]}"),
+           "ERR: json_schema: unsupported keyword '$ref' at /items/0: only "
+           "references inside the schema ('#/...') are supported, not "
+           "'other.json#/a'", "remote $ref");
+    is_str(gbnf("{\"properties\":{\"a\":{\"$id\":\"http://x/a.json\","
+                "\"$ref\":\"#/$defs/b\",\"$defs\":{\"b\":{}}}}}"),
+           "ERR: json_schema: unsupported keyword '$id' at /properties/a: "
+           "embedded resources are not supported", "embedded $id");
+    is_str(gbnf("{\"$ref\":\"#foo\"}"),
+           "ERR: json_schema: unsupported keyword '$ref' at the root: anchors "
+           "('#foo') are not supported", "anchor $ref");
+    is_str(gbnf("{\"$ref\":\"#/$defs/none\"}"),
+           "ERR: json_schema: '$ref' '#/$defs/none' at the root names nothing "
+           "in the schema", "dangling $ref");
+    is_str(gbnf("{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}"),
+           "ERR: json_schema: '$ref' at /anyOf/0 is left-recursive (it reaches "
+           "itself before any '{' or '[')", "left recursion");
+    is_str(gbnf("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":"
+                "\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}"),
+           "ERR: json_schema: '$ref' at the root: a circle of references",
+           "a circle of $refs");
+    is_str(gbnf("{\"type\":\"string\",\"format\":\"hostname\"}"),
+           "ERR: json_schema: unsupported format 'hostname' at the root",
+           "unsupported format");
+    is_str(gbnf("{\"type\":\"number\",\"minimum\":0.5}"),
+           "ERR: json_schema: 'minimum' 0.5 at the root: only integer bounds "
+           "are enforced on numbers", "fractional bound on a number");
+    ok(strncmp(gbnf("{\"type\":\"integer\",\"minimum\":0.5}"), "root ::=", 8)
+       == 0, "a fractional bound on an integer is fine");
+    is_str(gbnf("{\"type\":\"integer\",\"maximum\":1e17}"),
+           "ERR: json_schema: 'maximum' 1e+17 at the root is beyond 2^53",
+           "a bound past 2^53");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"a(?=b)\"}"),
+           "ERR: json_schema: pattern at the root: lookaround and (?...) "
+           "groups are not supported (at offset 2)", "pattern: lookahead");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}"),
+           "ERR: json_schema: pattern at the root: \\1 is not supported (at "
+           "offset 5)", "pattern: backreference");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"a^b\"}"),
+           "ERR: json_schema: pattern at the root: ^ and $ are supported only "
+           "at the ends of the pattern's top-level alternatives (at offset 1)",
+           "pattern: ^ inside");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"^a{8,5/$\"}"),
+           "root ::= \"\\\"\" ( \"a\" \"{\" \"8\" \",\" \"5\" \"/\" ) \"\\\"\"\n",
+           "pattern: a '{' that is no quantifier is a literal (found by "
+           "fuzzing)");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":3}"),
+           "ERR: json_schema: 'pattern' with minLength/maxLength at the root "
+           "is not supported", "pattern with maxLength");
+    is_str(gbnf("{\"type\":\"object\",\"properties\":{\"a\":{}},"
+                "\"minProperties\":1}"),
+           "ERR: json_schema: minProperties/maxProperties at the root with "
+           "properties is not supported (beyond what required and "
+           "additionalProperties say)", "minProperties beyond required");
+    is_str(gbnf("{\"allOf\":[{\"pattern\":\"a\"},{\"pattern\":\"b\"}]}"),
+           "ERR: json_schema: allOf at the root: cannot merge two different "
+           "'pattern'", "allOf of two patterns");
+    is_str(gbnf("{\"enum\":[1],\"minimum\":0}"),
+           "ERR: json_schema: 'enum' with 'minimum' at the root is not "
+           "supported", "enum with another keyword");
+    is_str(gbnf("false"),
+           "ERR: json_schema: the schema accepts no JSON value", "false");
+    is_str(gbnf("{\"type\":\"object\",\"required\":[\"a\"],"
+                "\"additionalProperties\":false}"),
+           "ERR: json_schema: the schema accepts no JSON value",
+           "required but not allowed");
+    is_str(gbnf("{\"type\":\"strin\"}"),
+           "ERR: json_schema: unknown type 'strin' at the root", "bad type");
+    is_str(gbnf("{\"type\":"), "ERR: json_schema: the schema is not valid "
+           "JSON (near byte 7)", "not JSON");
+    is_str(gbnf("[1]"), "ERR: json_schema: the schema at the root is not an "
+           "object or a boolean", "not a schema");
+    is_str(gbnf("{\"enum\":[\"\xc3\"]}"), "ERR: json_schema: the schema is "
+           "not valid UTF-8 (at byte 10)", "not UTF-8");
+    is_str(gbnf("{\"enum\":[\"\xed\xa0\x80\"]}"), "ERR: json_schema: the "
+           "schema is not valid UTF-8 (at byte 10)", "a surrogate in UTF-8");
+    is_str(gbnf("{\"enum\":[\"\x01\"]}"), "ERR: json_schema: the schema has "
+           "a control byte (0x01 at byte 10)", "a control byte in a string");
+    is_str(gbnf("{\"properties\":{\"a\\u0000b\":{}}}"), "ERR: json_schema: "
+           "the schema has \\u0000 (at byte 17)", "\\u0000");
+    ok(strncmp(gbnf("{\"enum\":[\"a\\\\u0000\"]}"), "root ::= ", 9) == 0,
+       "an escaped backslash before u0000 is fine");
+    is_str(gbnf("{\"properties\":{\"a\":{},\"b\":{\"type\":\"null\",\"type\":1}}}"),
+           "ERR: json_schema: the key 'type' is twice in the object at "
+           "/properties/b", "a key twice");
+}
+
+
+static void
+test_caps(void)
+{
+    llm_strbuf  out;
+    char        err[256], *deep;
+    int         i, n;
+
+    /* out->max */
+    memset(&out, 0, sizeof(out));
+    out.max = 200;
+    is_int(llm_json_schema_to_gbnf("{\"type\":\"object\",\"properties\":{\"a\":"
+                                   "{\"type\":\"string\"}}}", 54, "root", 1, &out,
+                                   err, sizeof(err)), -1, "over out->max");
+    is_str(err, "json_schema: the grammar would be over 200 bytes",
+           "its error");
+    llm_strbuf_free(&out);
+
+    /* nesting */
+    deep = malloc(20000);
+    n = 0;
+    for (i = 0; i < 100; i++) {
+        n += sprintf(deep + n, "{\"items\":");
+    }
+    n += sprintf(deep + n, "{}");
+    for (i = 0; i < 100; i++) {
+        deep[n++] = '}';
+    }
+    deep[n] = '\0';
+    ok(strstr(gbnf(deep), "ERR: json_schema: the schema at /items/items/")
+       && strstr(gbnf(deep), "is nested deeper than 64"),
+       "100 nested schemas: an error");
+    free(deep);
+
+    /* 130 names with different first characters: over the engine's
+       ranges in a class, an error (not a name left out of the class) */
+    deep = malloc(20000);
+    n = sprintf(deep, "{\"type\":\"object\",\"properties\":{");
+    for (i = 0; i < 130; i++) {
+        n += sprintf(deep + n, "%s\"\\u%04x\":{}", i ? "," : "", 0x100 + 2 * i);
+    }
+    sprintf(deep + n, "}}");
+    is_str(gbnf(deep), "ERR: json_schema: property names begin with too many "
+           "different characters after a shared prefix",
+           "130 names beginning differently: refused");
+    free(deep);
+
+    is_str(gbnf("{\"type\":\"string\",\"maxLength\":1001}"),
+           "ERR: json_schema: 'maxLength' 1001 at the root is over 1000, the "
+           "most the grammar enforces", "maxLength cap");
+    ok(strncmp(gbnf("{\"type\":\"string\",\"maxLength\":1000}"), "root ::=", 8)
+       == 0, "maxLength 1000 is fine");
+    is_str(gbnf("{\"type\":\"array\",\"minItems\":-1}"),
+           "ERR: json_schema: 'minItems' at the root is not a non-negative "
+           "integer", "negative minItems");
+    memset(&out, 0, sizeof(out));
+    is_int(llm_json_schema_to_gbnf("{}", 2, "bad name", 1, &out, err,
+                                   sizeof(err)), -1, "bad root name");
+    is_int(llm_json_schema_to_gbnf("{}", 2, "root", -1, &out, err,
+                                   sizeof(err)), -1, "negative max_ws");
+    llm_strbuf_free(&out);
+}
+
+
+static void
+test_match(void)
+{
+    static const char *const obj[] = {
+        "+{\"a\":1}", "+{\"a\":1,\"b\":\"x\"}", "+{ \"a\" : 1 , \"b\" : \"\" }",
+        "-{\"b\":\"x\",\"a\":1}", "-{\"b\":\"x\"}", "-{}", "-{\"a\":1,\"c\":2}",
+        "-{\"a\":\"1\"}", "-{\"a\":1,}", "-{\"a\":1}x",
+        "+{                    \"a\":1}", "-{                     \"a\":1}",
+        NULL
+    };
+    static const char *const opt[] = {
+        "+{}", "+{\"a\":1}", "+{\"b\":2}", "+{\"a\":1,\"b\":2}",
+        "+{\"a\":1,\"x\":true}", "+{\"x\":[],\"y\":{}}", "+{\"ab\":1}",
+        "-{\"a\":1,\"a\":1}", "-{\"x\":1,\"a\":1}", "-{,}", "-{\"a\":1,}",
+        "-{\"a\\u0041\":1}", NULL
+    };
+    static const char *const arr[] = {
+        "-[]", "+[1]", "+[1,2,3]", "-[1,2,3,4]", "-[1.5]", "+[ 1 , -2 ]",
+        "-[1,]", NULL
+    };
+    static const char *const tuple[] = {
+        "+[]", "+[1]", "+[1,\"a\"]", "+[1,\"a\",null,null]", "-[1,\"a\",2]",
+        "-[\"a\"]", NULL
+    };
+    static const char *const str[] = {
+        "+\"\"", "+\"abc\"", "+\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\"",
+        "+\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"", "-\"\t\"", "-\"\\x\"",
+        "-\"\\ud800\"", "-abc", "-\"abc", NULL
+    };
+    static const char *const len[] = {
+        "-\"a\"", "+\"ab\"", "+\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"",
+        "+\"\\n\\u0041\"", "-\"abcd\"", NULL
+    };
+    static const char *const pat[] = {
+        "+\"ab-12\"", "+\"zz-9999\"", "-\"ab-1\"", "-\"Ab-12\"", "-\"ab12\"",
+        "-\"ab-12x\"", NULL
+    };
+    static const char *const unanch[] = {
+        "+\"foo\"", "+\"xx foo yy\"", "+\"\\\"foo\\\"\"", "-\"fo\"", NULL
+    };
+    static const char *const esc[] = {
+        "+\"a\\\"b\"", "+\"a\\\\b\"", "+\"a\\nb\"", "-\"a\\u000ab\"",
+        "-\"ab\"", NULL
+    };
+    static const char *const date[] = {
+        "+\"2024-02-29\"", "+\"2000-02-29\"", "-\"1900-02-29\"",
+        "-\"2023-02-29\"", "+\"2023-12-31\"", "-\"2023-04-31\"",
+        "-\"2023-13-01\"", "-\"0000-01-01\"", "-\"2023-1-01\"", NULL
+    };
+    static const char *const dt[] = {
+        "+\"2023-06-01T12:30:59Z\"", "+\"2023-06-01T00:00:00.123+05:30\"",
+        "-\"2023-06-01T24:00:00Z\"", "-\"2023-06-01 12:30:59Z\"",
+        "-\"2023-06-01T12:30:59\"", NULL
+    };
+    static const char *const uuid[] = {
+        "+\"123e4567-e89b-12d3-a456-426614174000\"",
+        "-\"123e4567e89b12d3a456426614174000\"",
+        "-\"123e4567-e89b-12d3-a456-42661417400g\"", NULL
+    };
+    static const char *const email[] = {
+        "+\"joe.bloggs@example.com\"", "-\"joe\"", "-\"@example.com\"", NULL
+    };
+    static const char *const num[] = {
+        "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
+        "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
+    };
+    static const char *const nul[] = {
+        "+null", "+\"x\"", "-1", "-nul", NULL
+    };
+    static const char *const rec[] = {
+        "+{\"v\":1}", "+{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}",
+        "-{\"v\":1,\"next\":{\"next\":{}}}", "-{\"v\":1,\"next\":null}", NULL
+    };
+    static const char *const any[] = {
+        "+1", "+\"a\"", "-\"ab\"", "+true", "-2", NULL
+    };
+    static const char *const all[] = {
+        "+{\"a\":1,\"b\":\"x\"}", "-{\"a\":1}", "-{\"b\":\"x\"}",
+        "-{\"a\":1,\"b\":\"x\",\"c\":1}", NULL
+    };
+    static const char *const rec_allof[] = {
+        "+null", "+[null]", "+[[null,[]],[[[]]]]", "-[]", "-[1]",
+        "-[null,null,null,null]", "+[[],[],[]]", "-[[[null,null,null,null]]]",
+        NULL
+    };
+    static const char *const json_obj[] = {
+        "+{}", "+{\"a\":[1,{\"b\":null}],\"c\":\"d\"}", "-[]", "-1", NULL
+    };
+
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+          "\"additionalProperties\":false}", obj);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"integer\"}}}", opt);
+    check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+          "\"minItems\":1,\"maxItems\":3}", arr);
+    check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},"
+          "{\"type\":\"string\"}],\"items\":{\"type\":\"null\"}}", tuple);
+    check("{\"type\":\"string\"}", str);
+    check("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", len);
+    check("{\"type\":\"string\",\"pattern\":\"^[a-z]{2}-\\\\d{2,4}$\"}", pat);
+    check("{\"type\":\"string\",\"pattern\":\"foo\"}", unanch);
+    check("{\"type\":\"string\",\"pattern\":\"^a[\\\"\\\\\\\\\\\\n]b$\"}", esc);
+    check("{\"type\":\"string\",\"format\":\"date\"}", date);
+    check("{\"type\":\"string\",\"format\":\"date-time\"}", dt);
+    check("{\"type\":\"string\",\"format\":\"uuid\"}", uuid);
+    check("{\"type\":\"string\",\"format\":\"email\"}", email);
+    check("{\"type\":\"number\"}", num);
+    check("{\"type\":[\"null\",\"string\"]}", nul);
+    check("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
+          "{\"type\":\"integer\"},\"next\":{\"$ref\":\"#/$defs/n\"}},"
+          "\"required\":[\"v\"],\"additionalProperties\":false}},"
+          "\"$ref\":\"#/$defs/n\"}", rec);
+    check("{\"anyOf\":[{\"type\":\"integer\",\"maximum\":1},{\"type\":"
+          "\"string\",\"maxLength\":1},{\"const\":true}]}", any);
+    check("{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":"
+          "{\"type\":\"integer\"}},\"required\":[\"a\"]},{\"properties\":"
+          "{\"a\":true,\"b\":{\"type\":\"string\"}},\"required\":[\"b\"],"
+          "\"additionalProperties\":false}]}", all);
+    /* additionalProperties false in one schema of an allOf leaves out the
+       names only the others declare: here a required one */
+    is_str(gbnf("{\"allOf\":[{\"properties\":{\"a\":{}},\"required\":"
+                "[\"a\"]},{\"properties\":{\"b\":{}},"
+                "\"additionalProperties\":false}]}"),
+           "ERR: json_schema: the schema accepts no JSON value",
+           "allOf: additionalProperties false of one schema applies to the "
+           "other's properties");
+    check("{\"type\":\"object\"}", json_obj);
+    check("{\"$defs\":{\"t\":{\"type\":[\"array\",\"null\"],\"items\":{\"$ref\":"
+          "\"#/$defs/t\"},\"maxItems\":3}},\"allOf\":[{\"$ref\":\"#/$defs/t\"},"
+          "{\"minItems\":1}]}", rec_allof);
+}
+
+
+/* every integer of -1100..1100 against random bounds (some open, some
+   exclusive): accepted exactly when inside; and numbers in quarters */
+static void
+test_ranges(void)
+{
+    unsigned  seed = 12345;
+    char      schema[256], text[32];
+    int       r, v, bad = 0, checked = 0;
+
+    for (r = 0; r < 24; r++) {
+        int           lo, hi, has_lo, has_hi, lo_x, hi_x, integer = r < 14;
+        llm_grammar  *g;
+        llm_matcher  *m;
+        char          err[256];
+        int           n = 0;
+
+        seed = seed * 1103515245 + 12345;
+        lo = (int) ((seed >> 8) % 2001) - 1000;
+        seed = seed * 1103515245 + 12345;
+        hi = (int) ((seed >> 8) % 2001) - 1000;
+        if (lo > hi) {
+            v = lo, lo = hi, hi = v;
+        }
+        has_lo = r % 5 != 1;
+        has_hi = r % 5 != 2;
+        lo_x = r % 3 == 1;
+        hi_x = r % 4 == 2;
+        if (r == 0) {
+            lo = 0, hi = 999, has_lo = has_hi = 1, lo_x = hi_x = 0;
+        }
+        n = snprintf(schema, sizeof(schema), "{\"type\":\"%s\"",
+                     integer ? "integer" : "number");
+        if (has_lo) {
+            n += snprintf(schema + n, sizeof(schema) - n, ",\"%s\":%d",
+                          lo_x ? "exclusiveMinimum" : "minimum", lo);
+        }
+        if (has_hi) {
+            n += snprintf(schema + n, sizeof(schema) - n, ",\"%s\":%d",
+                          hi_x ? "exclusiveMaximum" : "maximum", hi);
+        }
+        snprintf(schema + n, sizeof(schema) - n, "}");
+        g = compile(schema, strlen(schema), err, sizeof(err));
+        if (g == NULL) {
+            ok(0, "compiles: %s: %s", schema, err);
+            continue;
+        }
+        m = llm_matcher_new(g);
+        for (v = -4400; v <= 4400; v++) {
+            double  x = integer ? v / 4 : v / 4.0;
+            int     want, got;
+
+            if (integer && v % 4) {
+                continue;
+            }
+            want = (!has_lo || (lo_x ? x > lo : x >= lo))
+                   && (!has_hi || (hi_x ? x < hi : x <= hi));
+            if (integer) {
+                snprintf(text, sizeof(text), "%d", v / 4);
+            } else {
+                snprintf(text, sizeof(text), "%.15g", x);
+            }
+            got = 0;
+            if (llm_matcher_accept_bytes(m, text, strlen(text)) == 0) {
+                got = llm_matcher_can_end(m);
+                llm_matcher_rollback(m, 1);
+            }
+            checked++;
+            if (got != want) {
+                if (bad++ < 10) {
+                    printf("#   %s: %s wrongly %s\n", schema, text,
+                           got ? "accepted" : "rejected");
+                }
+            }
+        }
+        llm_matcher_free(m);
+        llm_grammar_free(g);
+    }
+    is_int(bad, 0, "%d numbers against 24 random ranges", checked);
+}
+
+
+/* --- the JSON-Schema-Test-Suite ---------------------------------------- */
+
+static char *
+slurp(const char *path, size_t *len)
+{
+    FILE  *f = fopen(path, "rb");
+    char  *s;
+    long   n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    s = malloc(n + 1);
+    if (s && fread(s, 1, n, f) != (size_t) n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) {
+        s[n] = '\0';
+        *len = (size_t) n;
+    }
+    fclose(f);
+    return s;
+}
+
+
+/* the property names of a schema in document order: an instance's keys
+   are put in this order, the order the grammar writes them in */
+static void
+add_names(const cJSON *v, cJSON *names)
+{
+    const cJSON  *k;
+
+    for (k = v ? v->child : NULL; k; k = k->next) {
+        if (cJSON_IsObject(v) && !cJSON_HasObjectItem(names, k->string)) {
+            cJSON_AddNumberToObject(names, k->string,
+                                    cJSON_GetArraySize(names));
+        }
+        add_names(k, names);
+    }
+}
+
+
+static void
+collect_names(const cJSON *s, cJSON *names)
+{
+    const cJSON  *k;
+
+    if (!cJSON_IsObject(s) && !cJSON_IsArray(s)) {
+        return;
+    }
+    for (k = s->child; k; k = k->next) {
+        if (k->string && (strcmp(k->string, "const") == 0
+                          || strcmp(k->string, "enum") == 0))
+        {
+            add_names(k, names);
+            continue;
+        }
+        if (k->string && strcmp(k->string, "properties") == 0
+            && cJSON_IsObject(k))
+        {
+            const cJSON  *p;
+
+            cJSON_ArrayForEach(p, k) {
+                if (!cJSON_HasObjectItem(names, p->string)) {
+                    cJSON_AddNumberToObject(names, p->string,
+                                            cJSON_GetArraySize(names));
+                }
+            }
+        }
+        collect_names(k, names);
+    }
+}
+
+
+static int
+rank(const cJSON *names, const cJSON *item)
+{
+    const cJSON  *r = cJSON_GetObjectItemCaseSensitive(names, item->string);
+
+    return r ? r->valueint : 1 << 30;
+}
+
+
+/* sorts each object's keys by rank (stable), in place */
+static void
+reorder(cJSON *v, const cJSON *names)
+{
+    cJSON  *k, *sorted[256];
+    int     n = 0, i, j;
+
+    for (k = v ? v->child : NULL; k; k = k->next) {
+        reorder(k, names);
+    }
+    if (!cJSON_IsObject(v)) {
+        return;
+    }
+    while (v->child && n < 256) {
+        sorted[n++] = cJSON_DetachItemViaPointer(v, v->child);
+    }
+    for (i = 1; i < n; i++) {
+        cJSON  *x = sorted[i];
+
+        for (j = i; j > 0 && rank(names, sorted[j - 1]) > rank(names, x); j--) {
+            sorted[j] = sorted[j - 1];
+        }
+        sorted[j] = x;
+    }
+    for (i = 0; i < n; i++) {
+        cJSON_AddItemToObject(v, sorted[i]->string, sorted[i]);
+    }
+}
+
+
+/* v as compact JSON, numbers in their shortest exact form (as the
+   converter writes enum values) */
+static void
+print_json(const cJSON *v, char **buf, size_t *len, size_t *cap)
+{
+    char          num[48], *s;
+    const cJSON  *k;
+    size_t        n;
+    int           prec;
+
+#define PUT(str, l) do {                                                    \
+        n = (l);                                                            \
+        while (*len + n + 1 > *cap) {                                       \
+            *cap = *cap ? *cap * 2 : 256;                                   \
+            *buf = realloc(*buf, *cap);                                     \
+        }                                                                   \
+        memcpy(*buf + *len, (str), n);                                      \
+        *len += n;                                                          \
+        (*buf)[*len] = '\0';                                                \
+    } while (0)
+
+    if (cJSON_IsNumber(v)) {
+        if (v->valuedouble == floor(v->valuedouble)
+            && fabs(v->valuedouble) < 1e17)
+        {
+            snprintf(num, sizeof(num), "%.0f", v->valuedouble);
+        } else {
+            for (prec = 15; prec <= 17; prec++) {
+                snprintf(num, sizeof(num), "%.*g", prec, v->valuedouble);
+                if (strtod(num, NULL) == v->valuedouble) {
+                    break;
+                }
+            }
+        }
+        PUT(num, strlen(num));
+    } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        PUT(cJSON_IsArray(v) ? "[" : "{", 1);
+        for (k = v->child; k; k = k->next) {
+            if (cJSON_IsObject(v)) {
+                cJSON  *key = cJSON_CreateString(k->string);
+
+                s = cJSON_PrintUnformatted(key);
+                PUT(s, strlen(s));
+                PUT(":", 1);
+                free(s);
+                cJSON_Delete(key);
+            }
+            print_json(k, buf, len, cap);
+            if (k->next) {
+                PUT(",", 1);
+            }
+        }
+        PUT(cJSON_IsArray(v) ? "]" : "}", 1);
+    } else {
+        s = cJSON_PrintUnformatted(v);
+        PUT(s, strlen(s));
+        free(s);
+    }
+#undef PUT
+}
+
+
+static char *
+json_text(const cJSON *v)
+{
+    char    *buf = NULL;
+    size_t   len = 0, cap = 0;
+
+    print_json(v, &buf, &len, &cap);
+    return buf;
+}
+
+
+/* a valid instance the grammar may reject by design (docs/json_schema.md):
+   numbers it writes otherwise (1.0, 1e308, -0), keys with escapes */
+static int
+narrowing(const cJSON *v)
+{
+    const cJSON  *k;
+
+    if (cJSON_IsNumber(v)) {
+        return fabs(v->valuedouble) >= 1e16 || (v->valuedouble != 0
+               && fabs(v->valuedouble) < 1e-16);
+    }
+    for (k = v->child; k; k = k->next) {
+        if (narrowing(k)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+/* valid texts a format's grammar leaves out (docs/json_schema.md): leap
+   seconds, lower-case t and z, quoted local parts and address literals */
+static int
+by_design(const char *description)
+{
+    return strstr(description, "leap second")
+           || strstr(description, "case-insensitive")
+           || strstr(description, "quoted string")
+           || strstr(description, "address-literal");
+}
+
+
+typedef struct {
+    int  cases, compiled, refused;
+    int  valid_ok, valid_narrow, valid_bad;
+    int  invalid_ok, invalid_oneof, invalid_bad;
+} suite_count;
+
+
+static void
+suite_file(const char *path, const char *file, suite_count *sc)
+{
+    const cJSON  *c, *t;
+    cJSON        *doc;
+    char         *text, err[512];
+    size_t        len;
+
+    text = slurp(path, &len);
+    doc = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (doc == NULL) {
+        ok(0, "read %s", path);
+        return;
+    }
+    cJSON_ArrayForEach(c, doc) {
+        const cJSON  *schema = cJSON_GetObjectItem(c, "schema");
+        char         *s = json_text(schema);
+        cJSON        *names = cJSON_CreateObject();
+        llm_grammar  *g;
+        int           oneof = strstr(s, "\"oneOf\"") != NULL;
+
+        sc->cases++;
+        collect_names(schema, names);
+        g = compile(s, strlen(s), err, sizeof(err));
+        if (g == NULL) {
+            sc->refused++;
+            free(s);
+            cJSON_Delete(names);
+            continue;
+        }
+        sc->compiled++;
+        if (n_walk_schemas < 4096) {
+            walk_schemas[n_walk_schemas++] = strdup(s);
+        }
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tests")) {
+            cJSON  *data = cJSON_Duplicate(cJSON_GetObjectItem(t, "data"), 1);
+            int     valid = cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"));
+            char   *inst;
+            int     got;
+
+            reorder(data, names);
+            inst = json_text(data);
+            got = accepts(g, inst, strlen(inst));
+            if (valid && got) {
+                sc->valid_ok++;
+            } else if (valid && (narrowing(data)
+                                 || by_design(cJSON_GetObjectItem(t,
+                                              "description")->valuestring)))
+            {
+                sc->valid_narrow++;
+                printf("#   %s: valid %s rejected by design (%s)\n", file,
+                       inst, cJSON_GetObjectItem(t, "description")->valuestring);
+            } else if (valid) {
+                sc->valid_bad++;
+                printf("#   %s: %s: valid %s rejected (%s)\n", file,
+                       cJSON_GetObjectItem(c, "description")->valuestring,
+                       inst, cJSON_GetObjectItem(t, "description")->valuestring);
+            } else if (!got) {
+                sc->invalid_ok++;
+            } else if (oneof) {
+                sc->invalid_oneof++;
+            } else {
+                sc->invalid_bad++;
+                printf("#   %s: %s: invalid %s accepted (%s)\n", file,
+                       cJSON_GetObjectItem(c, "description")->valuestring,
+                       inst, cJSON_GetObjectItem(t, "description")->valuestring);
+            }
+            free(inst);
+            cJSON_Delete(data);
+        }
+        llm_grammar_free(g);
+        free(s);
+        cJSON_Delete(names);
+    }
+    cJSON_Delete(doc);
+}
+
+
+static void
+test_suite(void)
+{
+    /* the files of the keywords we enforce (format: the formats we do) */
+    static const char *const files[] = {
+        "additionalProperties", "allOf", "anyOf", "boolean_schema", "const",
+        "default", "enum", "exclusiveMaximum", "exclusiveMinimum", "items",
+        "maxItems", "maxLength", "maxProperties", "maximum", "minItems",
+        "minLength", "minProperties", "minimum", "oneOf", "pattern",
+        "prefixItems", "properties", "ref", "required", "type",
+        "optional/format/date", "optional/format/date-time",
+        "optional/format/time", "optional/format/uuid",
+        "optional/format/email",
+    };
+    suite_count  sc;
+    char         path[1024], rel[256];
+    size_t       i;
+
+    memset(&sc, 0, sizeof(sc));
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(rel, sizeof(rel), "jsonschema/suite/tests/draft2020-12/%s.json",
+                 files[i]);
+        suite_file(tap_fixture(path, sizeof(path), rel), files[i], &sc);
+    }
+    printf("# JSON-Schema-Test-Suite draft2020-12, %d files: %d schemas, %d "
+           "compile, %d refused\n", (int) i, sc.cases, sc.compiled,
+           sc.refused);
+    printf("#   valid instances: %d accepted, %d rejected by design (number "
+           "caps, format details), %d rejected otherwise\n", sc.valid_ok, sc.valid_narrow,
+           sc.valid_bad);
+    printf("#   invalid instances: %d rejected, %d accepted under oneOf "
+           "(read as anyOf), %d accepted otherwise\n", sc.invalid_ok,
+           sc.invalid_oneof, sc.invalid_bad);
+    ok(sc.compiled >= 100, "%d of the suite's schemas compile", sc.compiled);
+    is_int(sc.valid_bad, 0, "every valid instance (in the grammar's form) "
+           "accepted");
+    is_int(sc.invalid_bad, 0, "every invalid instance rejected (but oneOf's)");
+}
+
+
+/* --- the corpus ---------------------------------------------------------- */
+
+static int
+name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+
+/* why schemas were refused: the error up to " at ", counted */
+typedef struct {
+    char  why[96];
+    int   n;
+} reason;
+
+static reason  reasons[256];
+static int     n_reasons;
+
+
+static void
+count_reason(const char *err)
+{
+    const char  *at = strstr(err, " at ");
+    char         why[96];
+    int          i;
+
+    snprintf(why, sizeof(why), "%.*s", at ? (int) (at - err) : 95, err);
+    for (i = 0; i < n_reasons; i++) {
+        if (strcmp(reasons[i].why, why) == 0) {
+            reasons[i].n++;
+            return;
+        }
+    }
+    if (n_reasons < 256) {
+        snprintf(reasons[n_reasons].why, sizeof(reasons[0].why), "%s", why);
+        reasons[n_reasons++].n = 1;
+    }
+}
+
+
+static int
+reason_cmp(const void *a, const void *b)
+{
+    return ((const reason *) b)->n - ((const reason *) a)->n;
+}
+
+
+/* every schema of the suite's draft2020-12 files, supported keywords or
+   not: compiled or refused */
+static void
+corpus_suite(int *schemas, int *compiled)
+{
+    char           dir[1024], path[1200], err[512], *text, *s;
+    DIR           *d;
+    struct dirent *e;
+    cJSON         *doc;
+    const cJSON   *c;
+    size_t         len;
+
+    d = opendir(tap_fixture(dir, sizeof(dir),
+                            "jsonschema/suite/tests/draft2020-12"));
+    if (d == NULL) {
+        tap_bail_out("no jsonschema/suite in FIXTURES: run make deps");
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t  l = strlen(e->d_name);
+
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        text = slurp(path, &len);
+        doc = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON_ArrayForEach(c, doc) {
+            llm_grammar  *g;
+
+            s = json_text(cJSON_GetObjectItem(c, "schema"));
+            (*schemas)++;
+            g = compile(s, strlen(s), err, sizeof(err));
+            if (g != NULL) {
+                (*compiled)++;
+                llm_grammar_free(g);
+            } else {
+                count_reason(err);
+            }
+            free(s);
+        }
+        cJSON_Delete(doc);
+    }
+    closedir(d);
+}
+
+
+static void
+test_corpus(void)
+{
+    char          dir[1024], path[1200], err[512], *names[256], *text;
+    DIR          *d;
+    struct dirent *e;
+    int           n = 0, i, compiled = 0, refused = 0, big = 0;
+    size_t        len;
+    uint64_t      t0;
+
+    d = opendir(tap_fixture(dir, sizeof(dir), "jsonschema/schemastore"));
+    if (d == NULL) {
+        tap_bail_out("no jsonschema/schemastore in FIXTURES: run make deps");
+    }
+    while ((e = readdir(d)) != NULL && n < 256) {
+        size_t  l = strlen(e->d_name);
+
+        if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0) {
+            names[n++] = strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof(names[0]), name_cmp);
+    for (i = 0; i < n; i++) {
+        llm_grammar  *g;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        text = slurp(path, &len);
+        if (text == NULL) {
+            ok(0, "read %s", path);
+            continue;
+        }
+        t0 = llm_grammar_now_ns();
+        g = compile_big(text, len, err, sizeof(err));
+        if (g != NULL) {
+            compiled++;
+            printf("#   %-28s compiles (%.1f ms, %zu bytes%s)\n", names[i],
+                   (llm_grammar_now_ns() - t0) / 1e6, len,
+                   len > LLM_CONSTRAINT_MAX_BYTES ? ", over the request limit"
+                   : "");
+            big += len > LLM_CONSTRAINT_MAX_BYTES;
+            if (n_walk_schemas < 4096) {
+                walk_schemas[n_walk_schemas++] = strdup(text);
+            }
+            llm_grammar_free(g);
+        } else {
+            refused++;
+            count_reason(err);
+            printf("#   %-28s refused: %s\n", names[i], err);
+            ok(strncmp(err, "json_schema: ", 13) == 0,
+               "%s: refused by the converter, with a reason", names[i]);
+        }
+        free(text);
+        free(names[i]);
+    }
+    printf("# SchemaStore corpus (check-jsonschema's vendored schemas): %d "
+           "schemas, %d compile (%d of them over the %d-byte request limit), "
+           "%d refused\n", n, compiled, big, LLM_CONSTRAINT_MAX_BYTES,
+           refused);
+    ok(n >= 26, "%d SchemaStore schemas read", n);
+    {
+        int  suite = 0, suite_ok = 0;
+
+        corpus_suite(&suite, &suite_ok);
+        printf("# JSON-Schema-Test-Suite draft2020-12, all files: %d schemas, "
+               "%d compile, %d refused\n", suite, suite_ok, suite - suite_ok);
+        printf("# the corpus: %d schemas, %d compile, %d refused; why:\n",
+               n + suite, compiled + suite_ok, refused + suite - suite_ok);
+        qsort(reasons, n_reasons, sizeof(reasons[0]), reason_cmp);
+        for (i = 0; i < n_reasons; i++) {
+            printf("#   %4d  %s\n", reasons[i].n, reasons[i].why);
+        }
+        ok(suite >= 300, "%d schemas in the suite", suite);
+    }
+}
+
+
+/* --- random schemas ------------------------------------------------------ */
+
+static unsigned  gen_seed = 99;
+
+static int
+rnd(int n)
+{
+    gen_seed = gen_seed * 1103515245 + 12345;
+    return (int) ((gen_seed >> 8) % (unsigned) n);
+}
+
+
+static void gen_schema(llm_strbuf *b, int depth);
+
+
+static void
+gen_put(llm_strbuf *b, const char *s)
+{
+    llm_strbuf_append(b, s, strlen(s));
+}
+
+
+static void
+gen_value(llm_strbuf *b)
+{
+    static const char *const v[] = {
+        "null", "true", "false", "0", "-3", "2.5", "\"a\"", "\"\"",
+        "\"x\\\"y\"", "\"\\u00e9\"", "[1,\"b\"]", "{\"k\":1}", "1e3",
+    };
+
+    gen_put(b, v[rnd(13)]);
+}
+
+
+/* one random schema of the keywords the converter enforces */
+static void
+gen_schema(llm_strbuf *b, int depth)
+{
+    static const char *const names[] = { "a", "ab", "b", "c\\\"", "d e" };
+    static const char *const pats[] = {
+        "^[a-c]+$", "x", "^\\\\d{2,3}-[^-]?$", "(ab|c)*$", "^.\\\\s\\\\w$",
+        "^\\\\\\\\[\\\"\\\\n]", "^[^a]{0,3}$", "^\\\\D\\\\W\\\\S$",
+    };
+    static const char *const fmts[] = {
+        "date", "time", "date-time", "uuid", "email"
+    };
+    char  tmp[160];
+    int   k = depth > 2 ? rnd(6) : rnd(13), i, n;
+
+    switch (k) {
+    case 0:
+        gen_put(b, "{\"type\":\"string\"");
+        if (rnd(3) == 0) {
+            snprintf(tmp, sizeof(tmp), ",\"pattern\":\"%s\"", pats[rnd(8)]);
+        } else if (rnd(2)) {
+            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(5)]);
+        } else {
+            n = rnd(4);
+            snprintf(tmp, sizeof(tmp), ",\"minLength\":%d,\"maxLength\":%d",
+                     n, n + rnd(4));
+        }
+        gen_put(b, tmp);
+        gen_put(b, "}");
+        break;
+    case 1: case 2:
+        n = rnd(41) - 20;
+        snprintf(tmp, sizeof(tmp), "{\"type\":\"%s\",\"%s\":%d,\"%s\":%d}",
+                 rnd(2) ? "integer" : "number",
+                 rnd(2) ? "minimum" : "exclusiveMinimum", n,
+                 rnd(2) ? "maximum" : "exclusiveMaximum", n + rnd(30));
+        gen_put(b, tmp);
+        break;
+    case 3:
+        gen_put(b, rnd(2) ? "{\"type\":[\"boolean\",\"null\"]}"
+                          : "{\"type\":\"number\"}");
+        break;
+    case 4:
+        gen_put(b, "{\"enum\":[");
+        for (i = 0, n = 1 + rnd(4); i < n; i++) {
+            gen_put(b, i ? "," : "");
+            gen_value(b);
+        }
+        gen_put(b, "]}");
+        break;
+    case 5:
+        gen_put(b, "{\"const\":");
+        gen_value(b);
+        gen_put(b, "}");
+        break;
+    case 6: case 7: case 8:
+        gen_put(b, "{\"type\":\"object\",\"properties\":{");
+        n = rnd(4);
+        for (i = 0; i < n; i++) {
+            snprintf(tmp, sizeof(tmp), "%s\"%s\":", i ? "," : "", names[i + rnd(2)]);
+            gen_put(b, tmp);
+            gen_schema(b, depth + 1);
+        }
+        gen_put(b, "}");
+        if (n && rnd(2)) {
+            snprintf(tmp, sizeof(tmp), ",\"required\":[\"%s\"]", names[rnd(2)]);
+            gen_put(b, tmp);
+        }
+        i = rnd(4);
+        if (i == 1) {
+            gen_put(b, ",\"additionalProperties\":false");
+        } else if (i == 2) {
+            gen_put(b, ",\"additionalProperties\":");
+            gen_schema(b, depth + 1);
+        } else if (i == 3 && n == 0) {
+            snprintf(tmp, sizeof(tmp), ",\"additionalProperties\":{\"type\":"
+                     "\"integer\"},\"maxProperties\":%d,\"minProperties\":%d",
+                     1 + rnd(3), rnd(2));
+            gen_put(b, tmp);
+        }
+        gen_put(b, "}");
+        break;
+    case 9:
+        gen_put(b, "{\"type\":\"array\"");
+        if (rnd(2)) {
+            gen_put(b, ",\"prefixItems\":[");
+            gen_schema(b, depth + 1);
+            if (rnd(2)) {
+                gen_put(b, ",");
+                gen_schema(b, depth + 1);
+            }
+            gen_put(b, "]");
+        }
+        if (rnd(3)) {
+            gen_put(b, ",\"items\":");
+            if (rnd(4) == 0) {
+                gen_put(b, "false");
+            } else {
+                gen_schema(b, depth + 1);
+            }
+        }
+        n = rnd(3);
+        snprintf(tmp, sizeof(tmp), ",\"minItems\":%d,\"maxItems\":%d}", n,
+                 n + rnd(4));
+        gen_put(b, tmp);
+        break;
+    case 10:
+        gen_put(b, rnd(2) ? "{\"anyOf\":[" : "{\"oneOf\":[");
+        gen_schema(b, depth + 1);
+        gen_put(b, ",");
+        gen_schema(b, depth + 1);
+        gen_put(b, "]}");
+        break;
+    case 11:
+        gen_put(b, "{\"allOf\":[");
+        gen_schema(b, depth + 1);
+        gen_put(b, ",");
+        gen_schema(b, depth + 1);
+        gen_put(b, "]}");
+        break;
+    default:
+        gen_put(b, "{\"$ref\":\"#/$defs/t\"}");
+        break;
+    }
+}
+
+
+/* random schemas (with a recursive $defs/t), for the walks */
+static int
+gen_schemas(int n)
+{
+    llm_strbuf  b;
+    char        err[512];
+    int         i, compiled = 0;
+
+    for (i = 0; i < n && n_walk_schemas < 4096; i++) {
+        llm_grammar  *g;
+
+        memset(&b, 0, sizeof(b));
+        gen_put(&b, "{\"$defs\":{\"t\":{\"type\":[\"array\",\"null\"],"
+                "\"items\":{\"$ref\":\"#/$defs/t\"},\"maxItems\":2}},\"allOf\":[");
+        gen_schema(&b, 0);
+        gen_put(&b, "]}");
+        g = compile(b.data, b.len, err, sizeof(err));
+        if (g != NULL) {
+            compiled++;
+            walk_schemas[n_walk_schemas++] = strdup(b.data);
+            llm_grammar_free(g);
+        } else if (strncmp(err, "json_schema: ", 13) != 0) {
+            printf("#   random schema refused by the engine: %s: %s\n",
+                   b.data, err);
+        }
+        llm_strbuf_free(&b);
+    }
+    return compiled;
+}
+
+
+/* --- random walks, checked by python jsonschema ------------------------- */
+
+/* one random text the grammar accepts, byte by byte; its length, or -1
+   when no end was reached within cap */
+static int
+walk(llm_grammar *g, unsigned *seed, char *out, int cap)
+{
+    llm_matcher  *m = llm_matcher_new(g);
+    int           n = 0, na, i, b, budget;
+    unsigned char allowed[256], ch;
+
+    *seed = *seed * 1103515245 + 12345;
+    budget = 16 + (int) ((*seed >> 8) % 200);
+    while (n < cap - 1) {
+        *seed = *seed * 1103515245 + 12345;
+        if (llm_matcher_can_end(m)
+            && (n >= budget || (*seed >> 8) % 6 == 0 || llm_matcher_is_done(m)))
+        {
+            break;
+        }
+        na = 0;
+        for (b = 0; b < 256; b++) {
+            ch = (unsigned char) b;
+            if (llm_matcher_accept_bytes(m, (char *) &ch, 1) == 0) {
+                allowed[na++] = ch;
+                llm_matcher_rollback(m, 1);
+            }
+        }
+        if (na == 0) {
+            break;
+        }
+        b = -1;
+        if (n >= budget) {
+            /* close what is open */
+            for (i = 0; i < na && b < 0; i++) {
+                if (strchr("\"}]", allowed[i]) && allowed[i]) {
+                    b = allowed[i];
+                }
+            }
+            for (i = 0; i < na && b < 0; i++) {
+                if (allowed[i] < 0x80 && !strchr("[{,", allowed[i])) {
+                    b = allowed[i];
+                }
+            }
+        }
+        if (b < 0) {
+            int  ascii = 0;
+
+            for (i = 0; i < na; i++) {
+                ascii += allowed[i] < 0x80;
+            }
+            *seed = *seed * 1103515245 + 12345;
+            if (ascii && (*seed >> 8) % 10 != 0) {
+                int  k = (int) ((*seed >> 12) % ascii);
+
+                for (i = 0; i < na; i++) {
+                    if (allowed[i] < 0x80 && k-- == 0) {
+                        b = allowed[i];
+                        break;
+                    }
+                }
+            } else {
+                b = allowed[(*seed >> 12) % na];
+            }
+        }
+        ch = (unsigned char) b;
+        llm_matcher_accept_bytes(m, (char *) &ch, 1);
+        out[n++] = (char) ch;
+    }
+    out[n] = '\0';
+    i = llm_matcher_can_end(m);
+    llm_matcher_free(m);
+    return i ? n : -1;
+}
+
+
+static void
+test_walks(void)
+{
+    static const char *const extra[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\","
+        "\"minLength\":1,\"maxLength\":20},\"age\":{\"type\":\"integer\","
+        "\"minimum\":0,\"maximum\":150},\"email\":{\"type\":\"string\","
+        "\"format\":\"email\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
+        "[\"a\",\"b\",\"c\"]},\"maxItems\":3},\"born\":{\"type\":\"string\","
+        "\"format\":\"date\"},\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},"
+        "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\","
+        "\"exclusiveMinimum\":-2,\"maximum\":3}},\"additionalProperties\":"
+        "{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]*\\\\s?\\\\d+$\"}}",
+        "{\"$defs\":{\"tree\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":"
+        "[\"integer\",\"null\"]},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":"
+        "\"#/$defs/tree\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/tree\"}",
+        "{\"type\":\"array\",\"prefixItems\":[{\"const\":\"x\"},{\"type\":"
+        "\"boolean\"}],\"items\":{\"type\":\"string\",\"pattern\":\"\\\\.json$\"},"
+        "\"minItems\":2}",
+        "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"type\":"
+        "\"string\",\"pattern\":\"^[^a-c\\\\\\\\\\\"]+$\"}},\"required\":[\"k\"]},"
+        "{\"properties\":{\"k\":true,\"n\":{\"type\":\"integer\","
+        "\"exclusiveMaximum\":0}},"
+        "\"additionalProperties\":{\"type\":\"null\"}}]}",
+        "{\"type\":\"object\"}",
+        "{\"type\":\"string\",\"format\":\"date-time\"}",
+        "{\"type\":\"string\",\"pattern\":\"(\\\\d\\\\w\\\\s\\\\D\\\\W\\\\S.|x)\"}",
+    };
+    char         out_path[1024], cmd[2400], *text, err[512], line[512];
+    const char  *build = getenv("BUILD");
+    FILE        *f, *p;
+    unsigned     seed = 7;
+    size_t       i;
+    int          s, k, n_walks = 0, n_noend = 0, n_bad = -1, n_ok = -1;
+    int          n_oneof = -1;
+
+    for (i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+        walk_schemas[n_walk_schemas++] = strdup(extra[i]);
+    }
+    /* JSON_SCHEMA_SEED=n: other random schemas (to look for more) */
+    if (getenv("JSON_SCHEMA_SEED")) {
+        gen_seed = (unsigned) atoi(getenv("JSON_SCHEMA_SEED"));
+    }
+    k = gen_schemas(400);
+    printf("# 400 random schemas: %d compile\n", k);
+    ok(k >= 200, "%d random schemas compile", k);
+    snprintf(out_path, sizeof(out_path), "%s/json_schema_walks.jsonl",
+             build && build[0] ? build : "build");
+    f = fopen(out_path, "w");
+    if (f == NULL) {
+        ok(0, "write %s", out_path);
+        return;
+    }
+    text = malloc(8192);
+    for (s = 0; s < n_walk_schemas; s++) {
+        llm_grammar  *g = compile_big(walk_schemas[s],
+                                      strlen(walk_schemas[s]), err,
+                                      sizeof(err));
+        cJSON        *schema = cJSON_Parse(walk_schemas[s]);
+
+        if (g == NULL || schema == NULL) {
+            ok(0, "compiles for the walks: %.80s: %s", walk_schemas[s], err);
+            cJSON_Delete(schema);
+            continue;
+        }
+        for (k = 0; k < 6; k++) {
+            int  n = walk(g, &seed, text, 8192);
+
+            if (n < 0) {
+                n_noend++;
+                continue;
+            }
+            {
+                cJSON  *rec = cJSON_CreateObject();
+                char   *js;
+
+                cJSON_AddItemReferenceToObject(rec, "schema", schema);
+                cJSON_AddStringToObject(rec, "text", text);
+                js = json_text(rec);
+                fprintf(f, "%s\n", js);
+                free(js);
+                cJSON_Delete(rec);
+            }
+            n_walks++;
+        }
+        cJSON_Delete(schema);
+        llm_grammar_free(g);
+    }
+    fclose(f);
+    free(text);
+    printf("# %d random walks over %d grammars (%d found no end within 8 KB)"
+           "\n", n_walks, n_walk_schemas, n_noend);
+
+    snprintf(cmd, sizeof(cmd), "python3 tools/json_schema_check.py %s 2>&1",
+             out_path);
+    p = popen(cmd, "r");
+    if (p == NULL) {
+        ok(0, "run %s", cmd);
+        return;
+    }
+    while (fgets(line, sizeof(line), p)) {
+        if (sscanf(line, "checked %d valid, %d valid under several oneOf "
+                   "branches, %d invalid", &n_ok, &n_oneof, &n_bad) == 3)
+        {
+            continue;
+        }
+        printf("#   %s", line);
+    }
+    if (pclose(p) != 0 && n_ok < 0) {
+        ok(0, "tools/json_schema_check.py ran (python3 with jsonschema: "
+           "make deps installs python3-jsonschema)");
+        return;
+    }
+    printf("# python jsonschema: %d valid, %d valid but for oneOf (read as "
+           "anyOf: the text matches several branches), %d invalid\n", n_ok,
+           n_oneof, n_bad);
+    is_int(n_ok + n_oneof, n_walks, "python jsonschema checked every walk");
+    is_int(n_bad, 0, "no walk's text invalid (but for oneOf read as anyOf)");
+    ok(n_ok > n_walks * 9 / 10, "over 90%% of the walks valid outright");
+}
+
+
+int
+main(void)
+{
+    gguf_file  gf;
+    char       err[512];
+    int        i;
+
+    if (gguf_open(&gf, tap_model()) != 0) {
+        tap_bail_out(gf.err);
+    }
+    tok = llm_tokenizer_load_gguf(&gf, err, sizeof(err));
+    gguf_close(&gf);
+    if (tok == NULL) {
+        tap_bail_out(err);
+    }
+    vocab = llm_grammar_vocab_new(tok, err, sizeof(err));
+    if (vocab == NULL) {
+        tap_bail_out(err);
+    }
+
+    test_emit();
+    test_refused();
+    test_caps();
+    test_match();
+    test_ranges();
+    test_suite();
+    test_corpus();
+    test_walks();
+
+    for (i = 0; i < n_walk_schemas; i++) {
+        free(walk_schemas[i]);
+    }
+    llm_grammar_vocab_free(vocab);
+    llm_tokenizer_free(tok);
+    return tap_done();
+}
