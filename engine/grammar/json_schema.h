@@ -1,8 +1,8 @@
 /*
  * JSON Schema -> GBNF in our dialect (grammar.h): the compiler of
  * LLM_CONSTRAINT_JSON_SCHEMA, LLM_CONSTRAINT_JSON_OBJECT ({"type":
- * "object"}) and of %json { ... } inside a grammar. docs/api.md lists the
- * keywords enforced and the ones refused.
+ * "object"}) and of %json { ... } inside a grammar. docs/json_schema.md
+ * lists the keywords enforced and the ones refused.
  *
  * defines: llm_json_schema_to_gbnf, llm_strbuf_append, llm_strbuf_free
  */
