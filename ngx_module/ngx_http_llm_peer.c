@@ -654,6 +654,8 @@ static ngx_int_t
 ngx_http_llm_peer_replace(ngx_http_llm_peer_t *peer, ngx_msec_t stalled)
 {
     uint32_t                  owner;
+    ngx_err_t                 err;
+    ngx_uint_t                level;
     ngx_http_llm_counters_t  *cnt;
 
     owner = 0;
@@ -676,7 +678,10 @@ ngx_http_llm_peer_replace(ngx_http_llm_peer_t *peer, ngx_msec_t stalled)
                   &peer->ecf->name, peer->engine_pid, stalled);
 
     if (ngx_http_llm_peer_kill(peer) != NGX_OK) {
-        ngx_log_error(NGX_LOG_ALERT, ngx_cycle->log, ngx_errno,
+        err = ngx_errno;
+        /* ESRCH: it died on its own meanwhile (its EOF is on the way) */
+        level = (err == NGX_ESRCH) ? NGX_LOG_INFO : NGX_LOG_ALERT;
+        ngx_log_error(level, ngx_cycle->log, err,
                       "llm: watchdog: kill of engine \"%V\" (pid %P) failed",
                       &peer->ecf->name, peer->engine_pid);
     }

@@ -157,13 +157,16 @@ sub impersonate {
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
         open STDOUT, '>', $out or POSIX::_exit(1);
+        open STDERR, '>&', \*STDOUT or POSIX::_exit(1);
         $) = "$gid $gid";
         POSIX::setgid($gid);
         POSIX::setuid($uid) or POSIX::_exit(1);
         exec('python3', '-c', $impostor_py, $name2, unpack('H*', $hdr),
              $fake_pid, 30) or POSIX::_exit(1);
     }
-    $deadline = time + 5;
+    # python's start and a ring-sized memfd take seconds on a loaded machine:
+    # the workers stay stopped until the impostor holds the name
+    $deadline = time + 20;
     sleep 0.05 until engine_socket_names($master) || time > $deadline;
     kill 'CONT', @workers;
     return $pid;

@@ -16,8 +16,8 @@
  * The API's "priority" (vLLM extension, -2^31..2^31-1) lands in the same
  * field; a client may only lower its own priority: the slot gets the
  * larger of the location's llm_priority and the body's value (the nginx
- * side's rule). Within a class the value only breaks ties (0 and 5 are
- * both interactive: FCFS between them). Constants only: every layer may
+ * side's rule). Within a class the value orders first (0 before 5, as
+ * vLLM's priority), then fairness across keys. Constants only: every layer may
  * include it.
  *
  * defines: LLM_PRIORITY_INTERACTIVE, LLM_PRIORITY_BATCH,

@@ -73,18 +73,23 @@ now_ns(void)
 }
 
 
-/* (class, fair rank, priority, arrival): does a run before b? */
+/*
+ * (class, priority, fair rank, arrival): does a run before b? The value
+ * orders inside its class as vLLM's priority does (a client that moved
+ * itself later, priority 50, waits behind 0 even if it came first);
+ * fairness across keys orders the requests of one value.
+ */
 static int
 seq_before(const llm_seq *a, const llm_seq *b)
 {
     if (a->klass != b->klass) {
         return a->klass < b->klass;
     }
-    if (a->rank != b->rank) {
-        return a->rank < b->rank;
-    }
     if (a->priority != b->priority) {
         return a->priority < b->priority;
+    }
+    if (a->rank != b->rank) {
+        return a->rank < b->rank;
     }
     return a->arrival < b->arrival;
 }

@@ -17,7 +17,7 @@
  * create's out-of-memory path (run it under ASan: see test_create_oom),
  * and a step whose forward runs out of memory (its sequences end with the
  * error, nothing leaks or stays cached, the next step works); priority
- * classes (class order at admission, FCFS within a class, a waiting
+ * classes (class order at admission, the value within a class, a waiting
  * interactive request preempts the batch class for blocks, round robin
  * across fair keys, the prefill budget, the batch class giving way) and the
  * stress again with classes and keys.
@@ -841,8 +841,8 @@ test_classes(llm_backend *be, int n_vocab)
     ok(s == NULL, "batch_share 101 refused");
     llm_sched_free(s);
 
-    /* one batch place: classes in order, FCFS inside a class whatever the
-       value (5 before 0: both interactive), batch 150 after batch 100 */
+    /* one batch place: classes in order, the value inside a class (0
+       before 5, though 5 came first), batch 150 after batch 100 */
     s = make_sched(be, 0, 0, 64, 1);
     for (i = 0; i < 4; i++) {
         make_job(&j[i], n_vocab, 0, 5, 2, 0);
@@ -856,9 +856,9 @@ test_classes(llm_backend *be, int n_vocab)
         submit(s, &j[i], &r[i]);
     }
     drain(s, 1000);
-    ok(nth_first(r, 4, 0) == 1 && nth_first(r, 4, 1) == 3
+    ok(nth_first(r, 4, 0) == 3 && nth_first(r, 4, 1) == 1
        && nth_first(r, 4, 2) == 0 && nth_first(r, 4, 3) == 2,
-       "class order at admission: interactive (FCFS: 5 then 0), then batch "
+       "class order at admission: interactive (0 then 5), then batch "
        "(first tokens at steps %d %d %d %d)", r[0].step_first,
        r[1].step_first, r[2].step_first, r[3].step_first);
     llm_sched_free(s);
