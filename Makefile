@@ -147,16 +147,21 @@ test-ops: all
 	@tools/deps.sh --ops "$(CACHE_DIR)"
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ops/*.t
 
-# the Debian package (docs/operations.md): the tracked tree (and files
-# not yet added, not ignored) copied to build/deb/src with tools/debian/
-# as its debian/, built there by dpkg-buildpackage (CPU only)
+# the Debian package (docs/operations.md): the tree copied to
+# build/deb/src (git's files, tracked or new and not ignored; without git,
+# as in conf.example/docker/Dockerfile, the tree less build/) with
+# tools/debian/ as its debian/, built there by dpkg-buildpackage (CPU
+# only). dpkg-buildpackage names missing build dependencies:
+# tools/deps.sh --package installs them.
 DEB_SRC := $(BUILD)/deb/src
 
 deb:
-	@tools/deps.sh --package "$(CACHE_DIR)"
 	rm -rf $(BUILD)/deb && mkdir -p $(DEB_SRC)
-	git ls-files -z -co --exclude-standard | xargs -0 tar -cf - | tar -xf - -C $(DEB_SRC)
-	cp -r tools/debian $(DEB_SRC)/debian
+	if git rev-parse --show-toplevel >/dev/null 2>&1; then \
+	    git ls-files -z -co --exclude-standard | xargs -0 tar -cf -; \
+	else tar --exclude=./$(BUILD) --exclude=./.git -cf - .; fi \
+	    | tar -xf - -C $(DEB_SRC)
+	rm -rf $(DEB_SRC)/debian && cp -r tools/debian $(DEB_SRC)/debian
 	cd $(DEB_SRC) && DEB_BUILD_OPTIONS="noautodbgsym parallel=$$(nproc)" \
 	    dpkg-buildpackage -us -uc -b > ../build.log 2>&1 \
 	    || { tail -40 ../build.log; exit 1; }
@@ -164,9 +169,11 @@ deb:
 
 # installs the package (root), serves with Debian's nginx and purges it;
 # refuses to run if the package is installed already. Not part of test.
-test-package: deb
+test-package:
+	@tools/deps.sh --package "$(CACHE_DIR)"
+	$(MAKE) deb
 	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_BUILD=$(abspath $(BUILD)) \
-	    prove t/package/package.t
+	    prove t/package/containers.t t/package/package.t
 
 # the playground in Debian's headless Chromium, driven over the DevTools
 # protocol; the screenshot is $(BUILD)/t/playground/playground.png

@@ -6,7 +6,10 @@
 # with only `include /etc/nginx/modules-enabled/*.conf` (no load_module of
 # ours, no `binary`) loads the packaged module, which starts the packaged
 # engine (/usr/lib/nginx/ngx_llm_engine) and answers /v1/models, a chat
-# completion and the playground page. Then dpkg --purge, and the files
+# completion and the playground page. Then the container's configuration
+# (conf.example/docker/nginx.conf) runs on the same package, with the
+# Dockerfile's HEALTHCHECK command and the probes of conf.example/
+# kubernetes/deployment.yaml against it. Then dpkg --purge, and the files
 # dpkg and nginx touch are as they were before.
 use strict;
 use warnings;
@@ -70,12 +73,20 @@ sub master {
     return $pid;
 }
 
+# a zombie is gone
+sub alive {
+    my ($pid) = @_;
+    open my $f, '<', "/proc/$pid/stat" or return 0;
+    my ($state) = (<$f> // '') =~ /\) (\S)/;
+    return defined $state && $state ne 'Z';
+}
+
 sub stop_nginx {
     my $pid = master() or return;
     kill 'QUIT', $pid;
     my $deadline = time + 20;
-    sleep 0.1 while kill(0, $pid) && time < $deadline;
-    kill 'KILL', $pid if kill 0, $pid;
+    sleep 0.1 while alive($pid) && time < $deadline;
+    kill 'KILL', $pid if alive($pid);
     unlink "$dir/nginx.pid";
 }
 
@@ -185,8 +196,70 @@ like($r->{content}, qr{<title>ngx_llm playground</title>}, 'the packaged page');
 
 stop_nginx();
 my $gone = time + 10;
-sleep 0.1 while -e "/proc/$pid" && time < $gone;
-ok(!-e "/proc/$pid", 'the engine follows nginx out');
+sleep 0.1 while alive($pid) && time < $gone;
+ok(!alive($pid), 'the engine follows nginx out');
+
+# --- the container's nginx.conf, HEALTHCHECK and probes, on the package -------------
+
+my $repo = abs_path("$FindBin::Bin/../..");
+my $docker_conf = do { local (@ARGV, $/) = ("$repo/conf.example/docker/nginx.conf"); <> };
+for ([ '/models/model.gguf', $model ], [ 'listen  8080;', "listen  127.0.0.1:$port;" ],
+     [ '/run/nginx.pid', "$dir/nginx.pid" ]) {
+    my ($from, $to) = @$_;
+    ok($docker_conf =~ s/\Q$from\E/$to/g, "docker/nginx.conf has $from");
+}
+open $f, '>', "$dir/docker.conf" or die $!;
+print $f $docker_conf;
+close $f;
+
+my $dockerfile = do { local (@ARGV, $/) = ("$repo/conf.example/docker/Dockerfile"); <> };
+my ($check) = $dockerfile =~ /^HEALTHCHECK\b.*?\\\n\s+CMD (.+)$/m;
+ok($check && $check =~ s{127\.0\.0\.1:8080/}{127.0.0.1:$port/}, 'the HEALTHCHECK command')
+    or diag $check;
+my $probes = `/usr/bin/python3 -c '
+import json, sys, yaml
+d = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "Deployment")
+c = d["spec"]["template"]["spec"]["containers"][0]
+print(json.dumps({k: c[k]["httpGet"]["path"] for k in ("startupProbe", "readinessProbe", "livenessProbe")}))
+' $repo/conf.example/kubernetes/deployment.yaml`;
+$probes = eval { decode_json($probes) } // {};
+is(scalar keys %$probes, 3, "deployment.yaml's three probes");
+
+# daemon off, as in the container: in the background here
+system("$nginx -e $dir/error.log -c $dir/docker.conf > $dir/docker.out 2>&1 &");
+$deadline = time + 90;
+my $checked;
+while (time < $deadline) {
+    $checked = system('sh', '-c', "($check) >/dev/null 2>&1") == 0;
+    last if $checked;
+    sleep 0.5;
+}
+ok($checked, "the HEALTHCHECK passes: $check")
+    or diag `tail -20 $dir/docker.out`;
+for my $probe (sort keys %$probes) {
+    is($http->get("$base$probes->{$probe}")->{status}, 200,
+       "$probe $probes->{$probe} answers 200");
+}
+$r = $http->get("$base/metrics");
+like($r->{content}, qr/^vllm:num_requests_waiting\{/m,
+     "/metrics has hpa.yaml's vllm:num_requests_waiting");
+is($http->get("$base/playground")->{status}, 200, 'the playground in the container conf');
+$r = $http->post("$base/v1/chat/completions", {
+    headers => { 'Content-Type' => 'application/json' },
+    content => '{"model":"smollm2","max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}',
+});
+is($r->{status}, 200, 'a chat completion with the container conf') or diag $r->{content};
+$pid = eval { decode_json($http->get("$base/v1/models")->{content})->{data}[0]{meta}{engine_pid} } // 0;
+my $uid = (stat "/proc/$pid")[4];
+is($uid, scalar getpwnam('www-data'), "the engine runs as the conf's user www-data");
+
+# SIGQUIT, the image's STOPSIGNAL: nginx and its engine go
+my $master = master();
+kill 'QUIT', $master if $master;
+$gone = time + 20;
+sleep 0.1 while (alive($master) || alive($pid)) && time < $gone;
+ok(!alive($master) && !alive($pid), 'SIGQUIT stops nginx and the engine');
+unlink "$dir/nginx.pid";
 
 # --- purge ---------------------------------------------------------------------------
 
