@@ -8,7 +8,8 @@ Opens URL, waits for the model's facts, types PROMPT and sends it, waits
 for the streamed reply, samples the page while it streams, takes a
 screenshot, and prints one JSON object: what window.playground says, what
 the page shows, and how many different lengths of the reply were seen
-while it streamed."""
+while it streamed; then a request the API refuses, and what the page
+shows for it."""
 
 import asyncio
 import base64
@@ -118,6 +119,17 @@ async def drive(ws_url, url, prompt, shot):
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png["data"]))
         out["screenshot"] = shot
+
+        # a request the API refuses (temperature above 2): the page says so
+        await page.eval(
+            "document.getElementById('temperature').value = '3';"
+            "document.getElementById('prompt').value = 'again';"
+            "document.getElementById('send').click(); true")
+        await page.wait("window.playground.state === 'error'", 30)
+        out["refused"] = await page.eval(
+            "[window.playground.state, window.playground.error,"
+            " document.querySelector('#log .msg:last-child').className,"
+            " document.getElementById('send').disabled]")
     return out
 
 

@@ -4,7 +4,8 @@
 # page shows the model's facts from /v1/models and the health, a message
 # typed into it streams a reply from SmolLM2 (seen growing while it
 # streams), and the page shows the time to first token, the tokens and the
-# decode rate. The screenshot is build/t/playground/playground.png.
+# decode rate; a request the API refuses shows its JSON error. The
+# screenshot is build/t/playground/playground.png.
 use strict;
 use warnings;
 
@@ -85,6 +86,13 @@ my @msgs = @{ $r->{messages} // [] };
 is(scalar @msgs, 2, 'two messages in the log');
 like($msgs[0] // '', qr/^msg user: Name three colors\.$/, 'the user message');
 is($msgs[1] // '', "msg assistant: " . ($pg->{text} // ''), 'the streamed reply shown');
+
+my ($state, $error, $last, $disabled) = @{ $r->{refused} // [] };
+is($state, 'error', 'a refused request: the page in error');
+like($error // '', qr/^HTTP 400: decimal_above_max_value: Invalid 'temperature'/,
+     "the API's JSON error shown");
+is($last, 'msg error', 'as an error message in the log');
+ok(defined $disabled && !$disabled, 'Send enabled again');
 
 open my $f, '<:raw', $shot or die "$shot: $!";
 read $f, my $sig, 8;
