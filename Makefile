@@ -5,6 +5,9 @@
 #   make run        deps + build + nginx in the foreground on 127.0.0.1:8080
 #   make test       deps + build + every test suite (what CI runs)
 #   make test-ops   deps + prometheus + the alert rules, dashboard, live Prometheus
+#   make deb        the Debian package libnginx-mod-http-llm (build/deb/)
+#   make test-package  make deb, install it, Debian's nginx serves with it, purge
+#   make test-ui    the playground page in headless Chromium, with a screenshot
 #   make bench      benchmarks (long; not part of test)
 #   make CUDA=0     skip the CUDA objects even when nvcc exists
 
@@ -18,6 +21,9 @@ CACHE_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ngx_llm
 MODEL      ?= $(CACHE_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 # test fixtures: fetched and made by `make deps` (tools/deps.sh)
 FIXTURES   ?= $(CACHE_DIR)/fixtures
+# the engine the module runs unless llm_engine's `binary` says (the
+# Debian package sets its installed path, tools/debian/rules)
+ENGINE_BIN ?= $(abspath $(BUILD))/ngx_llm_engine
 
 CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels
@@ -57,7 +63,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
-        clean fuzz test-ops \
+        clean fuzz test-ops deb test-package test-ui \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
 all: engine module
@@ -100,7 +106,7 @@ $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_
 # config globs these folders: a file added to or removed from one (the
 # folder's mtime) configures again
 $(BUILD)/nginx/Makefile: config ngx_module engine/text engine/format
-	NGX_LLM_ENGINE_BIN=$(abspath $(BUILD))/ngx_llm_engine NGX_LLM_SAN="$(SAN)" \
+	NGX_LLM_ENGINE_BIN=$(ENGINE_BIN) NGX_LLM_SAN="$(SAN)" \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
 # --- set-up, run, test --------------------------------------------------------
@@ -113,6 +119,7 @@ deps:
 run: deps all
 	@mkdir -p $(BUILD)/run/logs $(BUILD)/run/models
 	@ln -sf "$(MODEL)" $(BUILD)/run/models/default.gguf
+	@ln -sfn $(abspath conf.example/playground) $(BUILD)/run/playground
 	@echo "serving $(MODEL) on http://127.0.0.1:8080 (Ctrl-C stops)"
 	nginx -p $(abspath $(BUILD)/run)/ -c $(abspath conf.example/nginx.conf) \
 	    -g 'daemon off;'
@@ -139,6 +146,40 @@ t-nginx: all $(BUILD)/t/ring_poke
 test-ops: all
 	@tools/deps.sh --ops "$(CACHE_DIR)"
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ops/*.t
+
+# the Debian package (docs/operations.md): the tree copied to
+# build/deb/src (git's files, tracked or new and not ignored; without git,
+# as in conf.example/docker/Dockerfile, the tree less build/) with
+# tools/debian/ as its debian/, built there by dpkg-buildpackage (CPU
+# only). dpkg-buildpackage names missing build dependencies:
+# tools/deps.sh --package installs them.
+DEB_SRC := $(BUILD)/deb/src
+
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(DEB_SRC)
+	if git rev-parse --show-toplevel >/dev/null 2>&1; then \
+	    git ls-files -z -co --exclude-standard | xargs -0 tar -cf -; \
+	else tar --exclude=./$(BUILD) --exclude=./.git -cf - .; fi \
+	    | tar -xf - -C $(DEB_SRC)
+	rm -rf $(DEB_SRC)/debian && cp -r tools/debian $(DEB_SRC)/debian
+	cd $(DEB_SRC) && DEB_BUILD_OPTIONS="noautodbgsym parallel=$$(nproc)" \
+	    dpkg-buildpackage -us -uc -b > ../build.log 2>&1 \
+	    || { tail -40 ../build.log; exit 1; }
+	@ls $(BUILD)/deb/*.deb
+
+# installs the package (root), serves with Debian's nginx and purges it;
+# refuses to run if the package is installed already. Not part of test.
+test-package:
+	@tools/deps.sh --package "$(CACHE_DIR)"
+	$(MAKE) deb
+	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_BUILD=$(abspath $(BUILD)) \
+	    prove t/package/containers.t t/package/package.t
+
+# the playground in Debian's headless Chromium, driven over the DevTools
+# protocol; the screenshot is $(BUILD)/t/playground/playground.png
+test-ui: all
+	@tools/deps.sh --ui "$(CACHE_DIR)"
+	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ui/playground.t
 
 # the layers of docs/architecture.md, over includes and the objects' symbols
 layer-check: all

