@@ -8,8 +8,8 @@
  * llm_prefix_hash the body is read in the precontent phase, as the mirror
  * module does, and the phases resume when it is in; the prompt is rendered
  * and tokenized as ngx_http_llm_generate.c does it on the node, and the
- * hash kept for the variable. The body stays for proxy_pass to send
- * (r->preserve_body). The front answers nothing itself: a body it cannot
+ * hash kept for the variable. The body stays in r->request_body, in
+ * memory or its temp file, for proxy_pass to send. The front answers nothing itself: a body it cannot
  * read as a request leaves the variable empty, the upstream's hash falls
  * back to round robin, and the node answers with the error.
  *
@@ -191,8 +191,7 @@ ngx_http_llm_prefix_body(ngx_http_request_t *r)
         }
     }
 
-    /* proxy_pass sends the body we read */
-    r->preserve_body = 1;
+    /* the body stays in r->request_body for proxy_pass to send */
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
 }

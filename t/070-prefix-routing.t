@@ -25,7 +25,7 @@ $ENV{TEST_NGINX_MODEL}
 
 my $nginx = $ENV{TEST_NGINX_BINARY} || '/usr/sbin/nginx';
 my $base = $ENV{TEST_NGINX_PORT} || 19000 + $$ % 900;
-my ($front, $n1, $n2) = ($base, $base + 1, $base + 2);
+my ($front, $n1, $n2, $n3) = ($base, $base + 1, $base + 2, $base + 3);
 my %prefix;
 
 sub start {
@@ -48,7 +48,8 @@ sub lines {
 }
 
 sub node_conf {
-    my ($name) = @_;
+    my ($name, $kv) = @_;
+    $kv //= '64m';
     return <<"EOF";
     log_format node '\$llm_prefix_hash \$llm_prompt_tokens';
     access_log logs/node.log node;
@@ -57,7 +58,7 @@ sub node_conf {
         served_model_name smollm2;
         threads 1;
         max_model_len 1024;
-        kv_cache_memory 64m;
+        kv_cache_memory $kv;
     }
     server {
         listen 127.0.0.1:\$PORT;
@@ -82,6 +83,17 @@ my $front_conf = <<"EOF";
         server 127.0.0.1:$n1 max_fails=1 fail_timeout=5s;
         server 127.0.0.1:$n2 max_fails=1 fail_timeout=5s;
     }
+    # a node whose engine cannot serve (503 engine_unavailable) first
+    upstream retry {
+        hash \$llm_prefix_hash consistent;
+        server 127.0.0.1:$n3 max_fails=0;
+        server 127.0.0.1:$n1 max_fails=0;
+    }
+    upstream noretry {
+        hash \$llm_prefix_hash consistent;
+        server 127.0.0.1:$n3 max_fails=0;
+        server 127.0.0.1:$n1 max_fails=0;
+    }
     server {
         listen 127.0.0.1:\$PORT;
         llm_prefix_hash smollm2;
@@ -90,6 +102,14 @@ my $front_conf = <<"EOF";
             proxy_pass http://nodes;
             proxy_next_upstream error timeout http_503;
             add_header X-Prefix-Hash \$llm_prefix_hash always;
+        }
+        location /retry/ {
+            proxy_pass http://retry/v1/;
+            proxy_next_upstream error timeout http_503 non_idempotent;
+        }
+        location /noretry/ {
+            proxy_pass http://noretry/v1/;
+            proxy_next_upstream error timeout http_503;
         }
         location /small/ {
             client_body_buffer_size 1k;
@@ -123,6 +143,7 @@ EOF
 
 is(start('node1', $n1, node_conf('node1')), 0, 'node1 starts');
 is(start('node2', $n2, node_conf('node2')), 0, 'node2 starts');
+is(start('sick', $n3, node_conf('sick', '8m')), 0, 'a sick node starts');
 is(start('front', $front, $front_conf), 0, 'the front starts');
 
 # the nodes are up when their /healthz says so, through the front too
@@ -246,6 +267,43 @@ is(scalar(keys %by_node), 2, 'eight system prompts: both nodes used')
     unlike($gresp, qr/X-Prefix-Hash/i, 'a GET has no hash');
 }
 
+# --- whole blocks of token ids (llm_prefix_hash_tokens 64) ------------------
+
+{
+    my %h;
+    for my $n (10, 12, 40, 47, 48, 64, 100) {
+        my $ids = join ',', map { 100 + $_ } 1 .. $n;
+        my ($st, undef, $hash) = ask('/v1/completions',
+            qq({"model":"smollm2","prompt":[$ids],"max_tokens":1}));
+        is($st, 200, "prompt of $n token ids: 200");
+        $h{$n} = $hash;
+    }
+    is($h{47}, $h{40}, '40 and 47 ids: the same 2 blocks, one hash');
+    isnt($h{48}, $h{47}, '48 ids: a third block, another hash');
+    is($h{100}, $h{64}, 'past llm_prefix_hash_tokens: only the first 64 count');
+    isnt($h{64}, $h{48}, '64 ids: a fourth block, another hash');
+    isnt($h{12}, $h{10}, 'under one block: all the ids count');
+}
+
+# --- a node whose engine is down: 503, moved on with non_idempotent -----------
+
+{
+    my (%st, %nost);
+    for my $i (0 .. 7) {
+        my ($st) = ask('/retry/chat/completions', chat_body($systems[$i], 'hi'));
+        $st{$st}++;
+        my ($nst) = ask('/noretry/chat/completions', chat_body($systems[$i], 'hi'));
+        $nost{$nst}++;
+    }
+    is_deeply(\%st, { 200 => 8 },
+              'engine down on one node: every POST answered by the other')
+        or diag explain \%st;
+    ok(grep({ /127\.0\.0\.1:$n3, 127\.0\.0\.1:$n1/ } lines('front', 'front.log')),
+       'the 503 was retried on the next node');
+    ok($nost{503}, 'without non_idempotent a POST\'s 503 reaches the client')
+        or diag explain \%nost;
+}
+
 # --- a node down: its requests move to the other one --------------------------
 
 {
@@ -259,7 +317,7 @@ is(scalar(keys %by_node), 2, 'eight system prompts: both nodes used')
     isnt($node2, $node, "$node stopped: by the other node");
 }
 
-stop($_) for qw(front node1 node2);
+stop($_) for qw(front node1 node2 sick);
 sleep 1;
 
 done_testing();
