@@ -53,6 +53,8 @@ sub node_conf {
     return <<"EOF";
     log_format node '\$llm_prefix_hash \$llm_prompt_tokens';
     access_log logs/node.log node;
+    # the front's, so that the node's log shows the same hash
+    llm_prefix_hash_tokens 64;
     llm_engine main {
         model \$MODEL;
         served_model_name smollm2;
