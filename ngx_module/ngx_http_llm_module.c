@@ -1012,6 +1012,28 @@ ngx_http_llm_find_engine(ngx_conf_t *cf, ngx_str_t *name)
 }
 
 
+static ngx_uint_t
+ngx_http_llm_is_tokenizer(ngx_conf_t *cf, ngx_str_t *name)
+{
+    ngx_uint_t                    i;
+    ngx_http_llm_main_conf_t     *lmcf;
+    ngx_http_llm_engine_conf_t  **ep;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    ep = lmcf->tokenizers.elts;
+    for (i = 0; i < lmcf->tokenizers.nelts; i++) {
+        if (ep[i]->name.len == name->len
+            && ngx_strncmp(ep[i]->name.data, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 /* llm_api NAME; llm_health NAME; */
 
 static char *
@@ -1029,6 +1051,14 @@ ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     value = cf->args->elts;
 
     llcf->engine = ngx_http_llm_find_engine(cf, &value[1]);
+    if (llcf->engine == NULL && ngx_http_llm_is_tokenizer(cf, &value[1])) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is an llm_tokenizer, which starts no "
+                           "engine: %V needs an llm_engine", &value[1],
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
     if (llcf->engine == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "unknown llm_engine \"%V\" (define it in http{} "

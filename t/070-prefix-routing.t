@@ -127,6 +127,7 @@ EOF
         'threads 2' => qr/"threads" is an engine's parameter: llm_tokenizer starts no engine/,
         'llm_prefix_hash_tokens 100' => qr/invalid llm_prefix_hash_tokens "100": a multiple of 16/,
         'llm_prefix_hash nosuch' => qr/unknown llm_tokenizer or llm_engine "nosuch"/,
+        'llm_api smollm2' => qr/"smollm2" is an llm_tokenizer, which starts no engine: llm_api needs an llm_engine/,
     );
     for my $line (sort keys %bad) {
         my $conf = $front_conf;
@@ -135,6 +136,7 @@ EOF
         } else {
             $conf =~ s/llm_prefix_hash_tokens 64;/$line;/ if $line =~ /tokens/;
             $conf =~ s/llm_prefix_hash smollm2;/$line;/ if $line =~ /nosuch/;
+            $conf =~ s/(location \/v1\/ \{)/$1 $line;/ if $line =~ /llm_api/;
         }
         nginx_setup('prefix-conf', $conf, port => $front);
         my $p = NgxLlm::Harness::prefix();
