@@ -47,6 +47,18 @@ sub lines {
     return <$f>;
 }
 
+# the lines matching $re, waiting up to 5 s for one: an access log line is
+# written after the response went out
+sub wait_lines {
+    my ($name, $file, $re) = @_;
+    for (1 .. 50) {
+        my @l = grep { $_ =~ $re } lines($name, $file);
+        return @l if @l;
+        sleep 0.1;
+    }
+    return ();
+}
+
 sub node_conf {
     my ($name, $kv) = @_;
     $kv //= '64m';
@@ -214,8 +226,15 @@ my ($h1) = keys %hashes;
 like($h1, qr/^[0-9a-f]{16}$/, 'the hash is 16 hex digits');
 
 # the node hashed the prompt its engine got: the same as the front
-my @node_hashes = map { (split)[0] } map { lines($_, 'node.log') } qw(node1 node2);
-is(scalar(grep { $_ eq $h1 } @node_hashes), 6,
+# (a node writes its log line after the response: wait for the last one)
+my $same = 0;
+for (1 .. 50) {
+    my @node_hashes = map { (split)[0] } map { lines($_, 'node.log') } qw(node1 node2);
+    $same = grep { $_ eq $h1 } @node_hashes;
+    last if $same >= 6;
+    sleep 0.1;
+}
+is($same, 6,
    'the node\'s $llm_prefix_hash of its prompt equals the front\'s');
 
 # --- other prefixes may land elsewhere -----------------------------------------
@@ -302,7 +321,8 @@ is(scalar(keys %by_node), 2, 'eight system prompts: both nodes used')
     is_deeply(\%st, { 200 => 8 },
               'engine down on one node: every POST answered by the other')
         or diag explain \%st;
-    ok(grep({ /127\.0\.0\.1:$n3, 127\.0\.0\.1:$n1/ } lines('front', 'front.log')),
+    ok(scalar wait_lines('front', 'front.log',
+                         qr/127\.0\.0\.1:$n3, 127\.0\.0\.1:$n1/),
        'the 503 was retried on the next node');
     ok($nost{503}, 'without non_idempotent a POST\'s 503 reaches the client')
         or diag explain \%nost;
