@@ -9,9 +9,10 @@
  * module does, and the phases resume when it is in; the prompt is rendered
  * and tokenized as ngx_http_llm_generate.c does it on the node, and the
  * hash kept for the variable. The body stays in r->request_body, in
- * memory or its temp file, for proxy_pass to send. The front answers nothing itself: a body it cannot
- * read as a request leaves the variable empty, the upstream's hash falls
- * back to round robin, and the node answers with the error.
+ * memory or its temp file, for proxy_pass to send. The front answers
+ * nothing itself: a body it cannot read as a request leaves the variable
+ * empty, the upstream's hash falls back to round robin, and the node
+ * answers with the error.
  *
  * In an llm_api location the variable hashes the prompt the engine was
  * given, the same way: a node's access log shows that its front and it
