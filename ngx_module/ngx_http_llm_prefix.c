@@ -352,7 +352,8 @@ ngx_http_llm_prefix_render(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 /* the prompt's ids into ctx->prompt, as ngx_http_llm_prompt() makes them */
 static ngx_int_t
 ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_engine_conf_t *ecf, ngx_flag_t special, const char **why)
+    ngx_http_llm_engine_conf_t *ecf, ngx_http_llm_loc_conf_t *llcf,
+    const char **why)
 {
     int         n, cap, add_special;
     char       *text;
@@ -376,8 +377,8 @@ ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             return NGX_DECLINED;
         }
 
-        rc = ngx_http_llm_prefix_render(r, ctx, ecf, special, &text, &len,
-                                        &spans, &n_spans);
+        rc = ngx_http_llm_prefix_render(r, ctx, ecf, llcf->special_in_content,
+                                        &text, &len, &spans, &n_spans);
         if (rc != NGX_OK) {
             *why = "the chat template refused the messages";
             return rc;
@@ -390,8 +391,9 @@ ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         add_special = 1;
     }
 
-    /* only the first blocks count: no need for more ids than that */
-    cap = (int) ngx_min(len + 8, LLM_RING_MAX_PROMPT + 1);
+    /* only the first ids count: the tokenizer counts the rest, as
+       snprintf does, without a buffer for them */
+    cap = (int) llcf->prefix_tokens;
 
     ids = ngx_palloc(r->pool, cap * sizeof(int32_t));
     if (ids == NULL) {
@@ -501,8 +503,7 @@ ngx_http_llm_prefix_compute(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return NGX_DECLINED;
     }
 
-    rc = ngx_http_llm_prefix_prompt(r, ctx, ecf, llcf->special_in_content,
-                                    why);
+    rc = ngx_http_llm_prefix_prompt(r, ctx, ecf, llcf, why);
     if (rc == NGX_OK && ctx->n_prompt == 0) {
         *why = "the prompt is empty";
         rc = NGX_DECLINED;
