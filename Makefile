@@ -63,6 +63,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
+        bench-routing \
         clean fuzz test-ops deb test-package test-ui \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
@@ -294,6 +295,12 @@ bench: all $(BENCH_BINS)
 # (docs/scheduler.md; about 3 minutes; ISOLATION_ARGS adds options)
 bench-isolation: $(BUILD)/bench/isolation
 	$(BUILD)/bench/isolation --model $(MODEL) $(ISOLATION_ARGS)
+
+# a front with llm_tokenizer and two nodes: prefix-cache hits and TTFT with
+# hash $llm_prefix_hash against round robin (docs/operations.md, Routing;
+# a few minutes; ROUTING_ARGS adds options, e.g. --rounds 2)
+bench-routing: all
+	python3 bench/routing.py --build $(BUILD) --model $(MODEL) $(ROUTING_ARGS)
 
 # --- soak (docs/testing.md; not part of test) ------------------------------------
 

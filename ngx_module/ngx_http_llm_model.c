@@ -482,3 +482,39 @@ ngx_http_llm_model_init(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 
     return NGX_CONF_OK;
 }
+
+
+/*
+ * llm_tokenizer: the model's tokenizer and chat template for a front that
+ * routes (ngx_http_llm_prefix.c), no engine. A model it cannot read is
+ * fatal here: no engine's health would say why every hash is empty.
+ */
+char *
+ngx_http_llm_tokenizer_init(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    struct stat  mst;
+
+    if (ngx_http_llm_open_conf_file(cf, &ecf->model, &ecf->model_fd,
+                                    O_RDONLY, &mst, "model", 1)
+        != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    ecf->model_is_dir = S_ISDIR(mst.st_mode);
+
+    if (ngx_http_llm_sha256_check(cf, ecf, &mst) != NGX_CONF_OK
+        || ngx_http_llm_load_tokenizer(cf, ecf) != NGX_CONF_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
+    if (ecf->tokenizer == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "llm_tokenizer \"%V\": unusable model \"%V\"",
+                           &ecf->name, &ecf->model);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}

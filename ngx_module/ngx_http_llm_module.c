@@ -22,7 +22,10 @@ static char *ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy,
     void *conf);
+static ngx_uint_t ngx_http_llm_tokenizer_param(ngx_str_t *name);
 static char *ngx_http_llm_check_word(ngx_conf_t *cf, void *post, void *data);
+static char *ngx_http_llm_tokenizer_done(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf);
 static char *ngx_http_llm_check_sha256(ngx_conf_t *cf, void *post,
     void *data);
 static char *ngx_http_llm_check_kv_memory(ngx_conf_t *cf, void *post,
@@ -41,6 +44,11 @@ static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
 
 
+static ngx_conf_post_t  ngx_http_llm_prefix_tokens_post = {
+    ngx_http_llm_prefix_tokens_check
+};
+
+
 static ngx_command_t  ngx_http_llm_commands[] = {
 
     { ngx_string("llm_engine"),
@@ -49,6 +57,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
+
+    { ngx_string("llm_tokenizer"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_BLOCK|NGX_CONF_TAKE1,
+      ngx_http_llm_engine_block,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      (void *) 1 },
 
     { ngx_string("llm_api"),
       NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -147,6 +162,20 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
+
+    { ngx_string("llm_prefix_hash"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_prefix_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_prefix_hash_tokens"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, prefix_tokens),
+      &ngx_http_llm_prefix_tokens_post },
 
       ngx_null_command
 };
@@ -348,6 +377,18 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
 };
 
 
+/* what an llm_tokenizer block takes of llm_engine's parameters: the
+   model's files, nothing about an engine */
+static ngx_str_t  ngx_http_llm_tokenizer_params[] = {
+    ngx_string("model"),
+    ngx_string("served_model_name"),
+    ngx_string("chat_template"),
+    ngx_string("model_sha256"),
+    ngx_string("max_model_len"),
+    ngx_null_string
+};
+
+
 static ngx_http_module_t  ngx_http_llm_module_ctx = {
     ngx_http_llm_preconfiguration,         /* preconfiguration */
     ngx_http_llm_postconfiguration,        /* postconfiguration */
@@ -382,7 +423,9 @@ ngx_module_t  ngx_http_llm_module = {
 static ngx_int_t
 ngx_http_llm_preconfiguration(ngx_conf_t *cf)
 {
-    if (ngx_http_llm_quota_add_variables(cf) != NGX_OK) {
+    if (ngx_http_llm_quota_add_variables(cf) != NGX_OK
+        || ngx_http_llm_prefix_add_variables(cf) != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -405,6 +448,10 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
 
     *h = ngx_http_llm_log_handler;
 
+    if (ngx_http_llm_prefix_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     /* nginx's own error pages in llm_api locations, as JSON */
     return ngx_http_llm_reply_filter_init(cf);
 }
@@ -422,7 +469,10 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
 
     if (ngx_array_init(&lmcf->engines, cf->pool, 2,
                        sizeof(ngx_http_llm_engine_conf_t *))
-        != NGX_OK)
+        != NGX_OK
+        || ngx_array_init(&lmcf->tokenizers, cf->pool, 1,
+                          sizeof(ngx_http_llm_engine_conf_t *))
+           != NGX_OK)
     {
         return NULL;
     }
@@ -456,6 +506,8 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
     llcf->special_in_content = NGX_CONF_UNSET;
     llcf->reasoning = NGX_CONF_UNSET;
+    llcf->prefix = NGX_CONF_UNSET_PTR;
+    llcf->prefix_tokens = NGX_CONF_UNSET_UINT;
 
     return llcf;
 }
@@ -486,6 +538,9 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->special_in_content, prev->special_in_content,
                          0);
     ngx_conf_merge_value(conf->reasoning, prev->reasoning, 0);
+    ngx_conf_merge_ptr_value(conf->prefix, prev->prefix, NULL);
+    /* 16 blocks of the engine's 16 tokens: a system prompt's start */
+    ngx_conf_merge_uint_value(conf->prefix_tokens, prev->prefix_tokens, 256);
 
     if (conf->sampling_set == 0) {
         conf->sampling = prev->sampling;
@@ -526,21 +581,30 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     char                         *rv;
     ngx_str_t                    *value;
-    ngx_uint_t                    i;
+    ngx_uint_t                    i, k;
     ngx_conf_t                    save;
+    ngx_array_t                  *a[2];
     ngx_http_llm_engine_conf_t   *ecf, **ep;
 
     value = cf->args->elts;
 
-    ep = lmcf->engines.elts;
-    for (i = 0; i < lmcf->engines.nelts; i++) {
-        if (ep[i]->name.len == value[1].len
-            && ngx_strncmp(ep[i]->name.data, value[1].data, value[1].len)
-               == 0)
-        {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "duplicate llm_engine \"%V\"", &value[1]);
-            return NGX_CONF_ERROR;
+    /* one namespace: llm_prefix_hash takes the name of either */
+    a[0] = &lmcf->engines;
+    a[1] = &lmcf->tokenizers;
+
+    for (k = 0; k < 2; k++) {
+        ep = a[k]->elts;
+        for (i = 0; i < a[k]->nelts; i++) {
+            if (ep[i]->name.len == value[1].len
+                && ngx_strncmp(ep[i]->name.data, value[1].data,
+                               value[1].len)
+                   == 0)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "duplicate %V \"%V\"", &value[0],
+                                   &value[1]);
+                return NGX_CONF_ERROR;
+            }
         }
     }
 
@@ -576,8 +640,9 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->watchdog = NGX_CONF_UNSET_MSEC;
     ecf->model_fd = NGX_INVALID_FILE;
     ecf->binary_fd = NGX_INVALID_FILE;
+    ecf->no_engine = cmd->post != NULL;
 
-    ep = ngx_array_push(&lmcf->engines);
+    ep = ngx_array_push(ecf->no_engine ? &lmcf->tokenizers : &lmcf->engines);
     if (ep == NULL) {
         return NGX_CONF_ERROR;
     }
@@ -595,7 +660,8 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return rv;
     }
 
-    return ngx_http_llm_engine_done(cf, ecf);
+    return ecf->no_engine ? ngx_http_llm_tokenizer_done(cf, ecf)
+                          : ngx_http_llm_engine_done(cf, ecf);
 }
 
 
@@ -627,6 +693,15 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    if (((ngx_http_llm_engine_conf_t *) conf)->no_engine
+        && !ngx_http_llm_tokenizer_param(name))
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is an engine's parameter: llm_tokenizer "
+                           "starts no engine", name);
+        return NGX_CONF_ERROR;
+    }
+
     /* each takes one value (NGX_CONF_TAKE1) */
     if (cf->args->nelts != 2) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
@@ -644,6 +719,23 @@ ngx_http_llm_engine_param(ngx_conf_t *cf, ngx_command_t *dummy, void *conf)
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\" directive %s", name, rv);
 
     return NGX_CONF_ERROR;
+}
+
+
+static ngx_uint_t
+ngx_http_llm_tokenizer_param(ngx_str_t *name)
+{
+    ngx_str_t  *p;
+
+    for (p = ngx_http_llm_tokenizer_params; p->len; p++) {
+        if (p->len == name->len
+            && ngx_strncmp(p->data, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -809,6 +901,27 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
 }
 
 
+/* llm_tokenizer NAME { model PATH; }: the tokenizer and template only */
+static char *
+ngx_http_llm_tokenizer_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
+{
+    if (ecf->model.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "llm_tokenizer \"%V\" has no \"model\"",
+                           &ecf->name);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ecf->served_model_name.len == 0) {
+        ecf->served_model_name = ecf->name;
+    }
+
+    ngx_conf_init_uint_value(ecf->max_model_len, LLM_DEFAULT_MAX_MODEL_LEN);
+
+    return ngx_http_llm_tokenizer_init(cf, ecf);
+}
+
+
 /* llm_sampling temperature=0.7 top_p=0.9 ...: defaults for requests */
 
 static char *
@@ -899,6 +1012,28 @@ ngx_http_llm_find_engine(ngx_conf_t *cf, ngx_str_t *name)
 }
 
 
+static ngx_uint_t
+ngx_http_llm_is_tokenizer(ngx_conf_t *cf, ngx_str_t *name)
+{
+    ngx_uint_t                    i;
+    ngx_http_llm_main_conf_t     *lmcf;
+    ngx_http_llm_engine_conf_t  **ep;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    ep = lmcf->tokenizers.elts;
+    for (i = 0; i < lmcf->tokenizers.nelts; i++) {
+        if (ep[i]->name.len == name->len
+            && ngx_strncmp(ep[i]->name.data, name->data, name->len) == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
 /* llm_api NAME; llm_health NAME; */
 
 static char *
@@ -916,6 +1051,14 @@ ngx_http_llm_location(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     value = cf->args->elts;
 
     llcf->engine = ngx_http_llm_find_engine(cf, &value[1]);
+    if (llcf->engine == NULL && ngx_http_llm_is_tokenizer(cf, &value[1])) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" is an llm_tokenizer, which starts no "
+                           "engine: %V needs an llm_engine", &value[1],
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
     if (llcf->engine == NULL) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "unknown llm_engine \"%V\" (define it in http{} "

@@ -16,6 +16,8 @@
  *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
  *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
  *   ngx_http_llm_ready.c     waiting for the engine to be ready
+ *   ngx_http_llm_prefix.c    $llm_prefix_hash: the body read before the
+ *                            content handler, the prompt's first blocks
  *   ngx_http_llm_ctx.c       a request's context: created, finished once
  *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object
  *   ngx_http_llm_metrics.c   /metrics, $llm_* variables, shared counters
@@ -136,11 +138,13 @@ typedef struct {
     ngx_uint_t                  model_is_dir;       /* Hugging Face */
     char                       *load_error;
     ngx_http_llm_peer_t        *peer;               /* per process */
+    unsigned                    no_engine:1;        /* llm_tokenizer */
 } ngx_http_llm_engine_conf_t;
 
 
 typedef struct {
     ngx_array_t                 engines;    /* ngx_http_llm_engine_conf_t * */
+    ngx_array_t                 tokenizers; /* the same, llm_tokenizer */
 } ngx_http_llm_main_conf_t;
 
 
@@ -161,6 +165,9 @@ typedef struct {
     ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
     ngx_http_complex_value_t   *priority;   /* llm_priority; NULL: 0 */
     ngx_http_complex_value_t   *fair_key;   /* llm_fair_key */
+    ngx_http_llm_engine_conf_t *prefix;     /* llm_prefix_hash: renders and
+                                               tokenizes in a front */
+    ngx_uint_t                  prefix_tokens;  /* llm_prefix_hash_tokens */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -245,6 +252,8 @@ typedef struct {
     uint64_t                    t_scheduled_ns;
     uint64_t                    t_first_ns;
     uint64_t                    t_done_ns;
+    ngx_str_t                   prefix_hash;    /* a front's, when read */
+    ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
     unsigned                    chat:1;
     unsigned                    stream:1;
@@ -317,6 +326,8 @@ char *ngx_http_llm_sha256_check(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf, struct stat *mst);
 char *ngx_http_llm_model_init(ngx_conf_t *cf,
     ngx_http_llm_engine_conf_t *ecf);
+char *ngx_http_llm_tokenizer_init(ngx_conf_t *cf,
+    ngx_http_llm_engine_conf_t *ecf);
 
 /* ngx_http_llm_metrics.c */
 ngx_int_t ngx_http_llm_counters_zone(ngx_conf_t *cf,
@@ -327,6 +338,14 @@ ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
 /* ngx_http_llm_generate.c */
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
+
+/* ngx_http_llm_prefix.c */
+char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_llm_prefix_tokens_check(ngx_conf_t *cf, void *post,
+    void *data);
+ngx_int_t ngx_http_llm_prefix_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_llm_prefix_add_variables(ngx_conf_t *cf);
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,

@@ -107,6 +107,33 @@ sub nginx_t {
             'conf.example/quota.conf passes nginx -t');
 }
 
+# --- conf.example/routing-{front,node}.conf (docs/operations.md, Routing) ------
+
+for my $kind (qw(front node)) {
+    my $prefix = "$top/routing-$kind";
+    make_path("$prefix/logs");
+    my $conf = slurp("$examples/routing-$kind.conf");
+    $conf =~ s{/usr/lib/nginx/modules/ngx_http_llm_module\.so}
+              {$ENV{TEST_NGINX_LOAD_MODULES}}
+        or fail("routing-$kind.conf loads the module");
+    $conf =~ s{/var/lib/ngx_llm/SmolLM2-135M-Instruct\.Q4_1\.gguf}
+              {$ENV{TEST_NGINX_MODEL}}
+        or fail("routing-$kind.conf names the model");
+    $conf =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1}
+        if $kind eq 'node';
+    $conf =~ s{/var/log/ngx_llm/}{$prefix/logs/}g
+        or fail("routing-$kind.conf has log paths");
+    $conf =~ s{/run/ngx_llm-$kind\.pid}{$prefix/logs/nginx.pid}
+        or fail("routing-$kind.conf has a pid path");
+    $conf =~ s{listen  808\d;}{listen  127.0.0.1:@{[23000 + $$ % 1000]};}
+        or fail("routing-$kind.conf has a listener");
+    unlike($conf, qr{(?<![\w.])/(?:etc|var|run|usr)/},
+           "routing-$kind.conf: no other absolute path");
+    spew("$prefix/nginx.conf", $conf);
+    nginx_t($prefix, "$prefix/nginx.conf",
+            "conf.example/routing-$kind.conf passes nginx -t");
+}
+
 # --- conf.example/production.conf -------------------------------------------
 
 my $prefix = "$top/prod";
