@@ -323,7 +323,7 @@ FUZZ_SLOW_SECS ?= $(or $(SECS),600)
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 # the library once, instrumented for coverage; each harness links it
-FUZZ_OBJS   := $(filter-out %/server.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
+FUZZ_OBJS   := $(filter-out %/server.o %/cli_plan.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
 $(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
