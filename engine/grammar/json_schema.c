@@ -2596,9 +2596,10 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
             rc = JS_EMPTY;
             goto done_depth;
         }
-        /* at least one property is what the f-chain below says */
+        /* at least one property is what the f-chain below says, at most
+           one a choice of one */
         if (minp > (n_req > 0 ? n_req : 1)
-            || (maxp >= 0 && (extras || maxp < n_decl)))
+            || (maxp > 1 && (extras || maxp < n_decl)))
         {
             if (maxp >= 0 && maxp < n_req) {
                 rc = JS_EMPTY;
@@ -2623,6 +2624,43 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 
     js_buf(c, &body);
     js_name(c, name, sizeof(name), "object");
+
+    if (n > 0 && maxp == 1) {
+        /* one property at most: the required one, or any one of them */
+        llm_strbuf  alt;
+        int         alts = 0;
+
+        js_buf(c, &alt);
+        for (i = 0; i < n; i++) {
+            if (list[i].kv[0] && (n_req == 0 || list[i].required)) {
+                js_put(c, &alt, alts++ ? " | " : "");
+                js_put(c, &alt, list[i].kv);
+            }
+        }
+        if (extras && n_req == 0) {
+            js_put(c, &alt, alts++ ? " | " : "");
+            js_put(c, &alt, xname);
+        }
+        /* "{" ws ( ( kv | ... ) ws )? "}", the group required when one
+           property must be there */
+        js_put(c, &body, "\"{\" ");
+        js_need(c, &body, N_WS, "ws");
+        if (alts) {
+            js_put(c, &body, " ( ( ");
+            js_put(c, &body, alt.data);
+            js_put(c, &body, " ) ");
+            js_need(c, &body, N_WS, "ws");
+            js_put(c, &body, n_req || minp ? " )" : " )?");
+        }
+        js_put(c, &body, " \"}\"");
+        llm_strbuf_free(&alt);
+        rc = alts || !(n_req || minp) ? js_rule(c, name, &body) : JS_EMPTY;
+        llm_strbuf_free(&body);
+        if (rc == JS_OK) {
+            js_put(c, e, name);
+        }
+        goto done_depth;
+    }
 
     if (n == 0) {
         /* additional properties only */

@@ -678,6 +678,19 @@ test_keys(void)
     static const char *const min1_extra[] = {
         "+{\"a\":1}", "+{\"z\":null}", "-{}", NULL
     };
+    static const char *const one_of[] = {
+        /* exactly one property: a declared one or another */
+        "+{\"a\":1}", "+{\"b\":\"x\"}", "+{\"z\":[]}", "-{}",
+        "-{\"a\":1,\"b\":\"x\"}", "-{\"a\":1,\"z\":2}", "-{\"a\":\"x\"}",
+        NULL
+    };
+    static const char *const at_most_one[] = {
+        "+{}", "+{\"a\":1}", "+{\"b\":\"x\"}", "-{\"z\":1}",
+        "-{\"a\":1,\"b\":\"x\"}", NULL
+    };
+    static const char *const just_req[] = {
+        "+{\"a\":1}", "-{}", "-{\"b\":1}", "-{\"a\":1,\"b\":1}", NULL
+    };
 
     check("{\"type\":\"object\",\"patternProperties\":{\"^[A-Z_][A-Z0-9_]*$\":"
           "{\"type\":\"string\"}},\"additionalProperties\":false}", pat);
@@ -698,6 +711,14 @@ test_keys(void)
           "\"minProperties\":1}", min1);
     check("{\"type\":\"object\",\"properties\":{\"a\":{}},\"minProperties\":1}",
           min1_extra);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"minProperties\":1,\"maxProperties\":1}",
+          one_of);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"additionalProperties\":false,"
+          "\"maxProperties\":1}", at_most_one);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{}},\"required\":[\"a\"],\"maxProperties\":1}", just_req);
     ok(strncmp(gbnf("{\"patternProperties\":{\"^a\":{}},\"type\":\"object\"}"),
                "root ::= root-object", 20) == 0,
        "patternProperties of {} beside any other key: a no-op");
