@@ -756,7 +756,13 @@ main(int argc, char **argv)
                sum_kib / n_walks, max_kib);
     }
     if (n_dirs > 0) {
+        uint64_t  hits;
+        int       kept;
+
         bench_schema_dirs(argv + 2, n_dirs, rounds);
+        kept = llm_grammar_vocab_shared(vocab, &hits);
+        printf("local masks the vocabulary shares across grammars: %d kept, "
+               "%llu walks spared\n", kept, (unsigned long long) hits);
     }
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);

@@ -44,6 +44,8 @@
 #endif
 #define LOCAL_SLOTS   64        /* cached local masks per matcher */
 #define NODE_BOUNDARY 1         /* bottom of a truncated stack */
+#define FP_MAX        2048      /* ints of a fingerprint; past it the cut
+                                   stack's mask is not shared */
 
 
 typedef struct {
@@ -114,6 +116,13 @@ struct llm_matcher {
     mlocal      locals[LOCAL_SLOTS];
     int         local_next;
     uint8_t    *bflag;          /* per trie depth: a boundary was passed */
+
+    int32_t    *fp;             /* a cut stack's structure (fingerprint) */
+    int32_t     n_fp;
+    int32_t    *fp_seen;        /* per rule: fp_gen when met */
+    int32_t    *fp_idx;         /* per rule: its number in this fp */
+    int32_t    *fp_q;           /* the rules met, in order */
+    int32_t     n_q, fp_gen;
 };
 
 
@@ -541,6 +550,10 @@ llm_matcher_free(llm_matcher *m)
     free(m->hist);
     free(m->walk);
     free(m->bflag);
+    free(m->fp);
+    free(m->fp_seen);
+    free(m->fp_idx);
+    free(m->fp_q);
     for (i = 0; i < m->cap_slots; i++) {
         free(m->slots[i]);
     }
@@ -708,12 +721,240 @@ truncate_stack(llm_matcher *m, int32_t n, int d)
 }
 
 
+
+/* --- local masks shared by all grammars of a vocabulary ---------------- */
+
+static int
+fp_put(llm_matcher *m, int32_t x)
+{
+    if (m->n_fp >= FP_MAX) {
+        return -1;
+    }
+    m->fp[m->n_fp++] = x;
+    return 0;
+}
+
+
+/* rule r's number in this fingerprint, queued when first met */
+static int32_t
+fp_rule(llm_matcher *m, int32_t r)
+{
+    if (m->fp_seen[r] != m->fp_gen) {
+        m->fp_seen[r] = m->fp_gen;
+        m->fp_idx[r] = m->n_q;
+        m->fp_q[m->n_q++] = r;
+    }
+    return m->fp_idx[r];
+}
+
+
+/* the elements from pos to the end of its alternative (whole: of its
+   rule), rules by number, byte sets by content */
+static int
+fp_seq(llm_matcher *m, int32_t pos, int whole)
+{
+    const llm_grammar  *g = m->g;
+    const llm_gelem    *e;
+    const uint8_t      *set;
+    int                 k;
+
+    for ( ;; pos++) {
+        e = &g->el[pos];
+        if (fp_put(m, e->type) != 0) {
+            return -1;
+        }
+        switch (e->type) {
+        case GE_END:
+            return 0;
+        case GE_ALT:
+            if (!whole) {
+                return 0;
+            }
+            break;
+        case GE_RULE:
+            if (fp_put(m, fp_rule(m, e->val)) != 0) {
+                return -1;
+            }
+            break;
+        case GE_BYTES:
+            set = g->sets[e->val];
+            for (k = 0; k < 32; k += 4) {
+                if (fp_put(m, (int32_t) ((uint32_t) set[k]
+                                         | (uint32_t) set[k + 1] << 8
+                                         | (uint32_t) set[k + 2] << 16
+                                         | (uint32_t) set[k + 3] << 24))
+                    != 0)
+                {
+                    return -1;
+                }
+            }
+            break;
+        default:
+            if (fp_put(m, e->val) != 0) {
+                return -1;
+            }
+        }
+    }
+}
+
+
+/*
+ * The cut stack of key k4 written so that it does not depend on the
+ * grammar's numbering: its three positions' continuations, then every rule
+ * they reach. Two cut stacks with the same fingerprint consume the same
+ * bytes the same way, so their local masks are equal. -1 when too big.
+ */
+static int
+fingerprint(llm_matcher *m, const int32_t *k4, uint32_t *hash)
+{
+    const llm_grammar  *g = m->g;
+    uint32_t            h = 2166136261u;
+    int32_t             q;
+    int                 i;
+
+    if (m->fp == NULL) {
+        m->fp = malloc(FP_MAX * sizeof(int32_t));
+        m->fp_seen = calloc((size_t) g->n_rules, sizeof(int32_t));
+        m->fp_idx = malloc((size_t) g->n_rules * sizeof(int32_t));
+        m->fp_q = malloc((size_t) g->n_rules * sizeof(int32_t));
+        if (m->fp == NULL || m->fp_seen == NULL || m->fp_idx == NULL
+            || m->fp_q == NULL)
+        {
+            return -1;
+        }
+    }
+    m->fp_gen++;
+    m->n_fp = 0;
+    m->n_q = 0;
+    if (fp_put(m, k4[3]) != 0) {
+        return -1;
+    }
+    for (i = 0; i < 3; i++) {
+        if (k4[i] < 0 ? fp_put(m, -1) != 0 : fp_seq(m, k4[i], 0) != 0) {
+            return -1;
+        }
+    }
+    for (q = 0; q < m->n_q; q++) {
+        if (fp_seq(m, g->rule_start[m->fp_q[q]], 1) != 0) {
+            return -1;
+        }
+    }
+    for (i = 0; i < m->n_fp; i++) {
+        h = (h ^ (uint32_t) m->fp[i]) * 16777619u;
+    }
+    *hash = h;
+    return m->n_fp;
+}
+
+
+/* the vocabulary's local mask of the fingerprint in m->fp copied into l;
+   0, or -1 when it has none */
+static int
+vshared_get(llm_matcher *m, uint32_t h, llm_glocal *l)
+{
+    llm_gcache  *c = m->v->cache;
+    llm_vlocal  *x;
+    uint32_t     i = h & (LLM_GRAMMAR_VSHARED * 2 - 1);
+    int          rc = -1;
+
+    pthread_mutex_lock(&c->lock);
+    for (; (x = c->vl[i]) != NULL; i = (i + 1) & (LLM_GRAMMAR_VSHARED * 2 - 1))
+    {
+        if (x->hash == h && x->n_fp == m->n_fp
+            && memcmp(x->fp, m->fp, (size_t) m->n_fp * 4) == 0)
+        {
+            l->unsure = x->n_unsure
+                        ? malloc((size_t) x->n_unsure * sizeof(int32_t))
+                        : NULL;
+            if (x->n_unsure == 0 || l->unsure != NULL) {
+                memcpy(l->accepted, x->accepted, (size_t) m->n_words * 4);
+                if (x->n_unsure) {
+                    memcpy(l->unsure, x->unsure,
+                           (size_t) x->n_unsure * sizeof(int32_t));
+                }
+                l->n_unsure = x->n_unsure;
+                c->vl_hits++;
+                rc = 0;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+
+/* keeps a copy of l under the fingerprint in m->fp, while there is room */
+static void
+vshared_add(llm_matcher *m, uint32_t h, const llm_glocal *l)
+{
+    llm_gcache  *c = m->v->cache;
+    llm_vlocal  *x;
+    uint32_t     i = h & (LLM_GRAMMAR_VSHARED * 2 - 1);
+
+    if (c->n_vl >= LLM_GRAMMAR_VSHARED) {   /* unlocked peek: a hint */
+        return;
+    }
+    x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        return;
+    }
+    x->hash = h;
+    x->n_fp = m->n_fp;
+    x->n_unsure = l->n_unsure;
+    x->fp = malloc((size_t) m->n_fp * 4);
+    x->accepted = malloc((size_t) m->n_words * 4);
+    x->unsure = malloc((size_t) (l->n_unsure + 1) * sizeof(int32_t));
+    if (x->fp == NULL || x->accepted == NULL || x->unsure == NULL) {
+        goto drop;
+    }
+    memcpy(x->fp, m->fp, (size_t) m->n_fp * 4);
+    memcpy(x->accepted, l->accepted, (size_t) m->n_words * 4);
+    memcpy(x->unsure, l->unsure, (size_t) l->n_unsure * sizeof(int32_t));
+    pthread_mutex_lock(&c->lock);
+    for (; c->vl[i] != NULL; i = (i + 1) & (LLM_GRAMMAR_VSHARED * 2 - 1)) {
+        if (c->vl[i]->hash == h && c->vl[i]->n_fp == m->n_fp
+            && memcmp(c->vl[i]->fp, m->fp, (size_t) m->n_fp * 4) == 0)
+        {
+            break;      /* another matcher was first */
+        }
+    }
+    if (c->vl[i] == NULL && c->n_vl < LLM_GRAMMAR_VSHARED) {
+        c->vl[i] = x;
+        c->n_vl++;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+drop:
+    if (x != NULL) {
+        free(x->fp);
+        free(x->accepted);
+        free(x->unsure);
+        free(x);
+    }
+}
+
+
+int
+llm_grammar_vocab_shared(const llm_grammar_vocab *v, uint64_t *hits)
+{
+    int  n;
+
+    pthread_mutex_lock(&v->cache->lock);
+    n = v->cache->n_vl;
+    *hits = v->cache->vl_hits;
+    pthread_mutex_unlock(&v->cache->lock);
+    return n;
+}
+
+
 static llm_glocal *
 local_get(llm_matcher *m, int32_t key)
 {
     llm_glocal  *l, *found;
     mlocal      *L;
-    int32_t      lsid, n, k4[4];
+    uint32_t     h = 0;
+    int32_t      lsid, n, k4[4], n_fp;
     int          i, k = m->nodes[key].local;
 
     if (k >= 0) {
@@ -735,12 +976,19 @@ local_get(llm_matcher *m, int32_t key)
             return NULL;
         }
         memcpy(l->key, k4, sizeof(k4));
-        m->n_tmp = 0;
-        if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
-            || walk_local(m, lsid, l) != 0)
-        {
-            glocal_free(l);
-            return NULL;
+        /* another grammar's walk of the same structure, or a walk */
+        n_fp = m->v->cache ? fingerprint(m, k4, &h) : -1;
+        if (n_fp < 0 || vshared_get(m, h, l) != 0) {
+            m->n_tmp = 0;
+            if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
+                || walk_local(m, lsid, l) != 0)
+            {
+                glocal_free(l);
+                return NULL;
+            }
+            if (n_fp >= 0 && !m->overflow) {
+                vshared_add(m, h, l);
+            }
         }
         /* another matcher may have added it meanwhile: keep theirs */
         found = shared_find_add(m->g, k4, l);
