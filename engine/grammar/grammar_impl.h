@@ -31,7 +31,7 @@
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
 #define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
 #define LLM_GRAMMAR_CACHED       16         /* grammars a vocabulary keeps */
-#define LLM_GRAMMAR_VSHARED      512        /* local masks it keeps for all */
+#define LLM_GRAMMAR_VSHARED      1024       /* local masks it keeps for all */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */
@@ -167,6 +167,8 @@ typedef struct {
 typedef struct {
     pthread_mutex_t   lock;
     llm_glocal       *slot[LLM_GRAMMAR_SHARED * 2];   /* open addressing */
+    int32_t          *min_bytes;    /* per rule, up to the longest token:
+                                       made by the first matcher needing it */
     int               n;
 } llm_gshared;
 

@@ -44,6 +44,8 @@
 #endif
 #define LOCAL_SLOTS   64        /* cached local masks per matcher */
 #define NODE_BOUNDARY 1         /* bottom of a truncated stack */
+#define FP_HORIZON    32        /* bytes of a shared local mask's walk:
+                                   deeper trie nodes are left unsure */
 #define FP_MAX        2048      /* ints of a fingerprint; past it the cut
                                    stack's mask is not shared */
 
@@ -123,6 +125,12 @@ struct llm_matcher {
     int32_t    *fp_idx;         /* per rule: its number in this fp */
     int32_t    *fp_q;           /* the rules met, in order */
     int32_t     n_q, fp_gen;
+    int32_t    *fp_dseen;       /* per rule: fp_gen when its distance is */
+    int32_t    *fp_dist;        /* per rule: fewest bytes before it */
+    int32_t    *fp_wq;          /* rules whose distance fell: a ring, each
+                                   rule in it once at a time */
+    int32_t     n_wq;
+    uint8_t    *fp_inq;
 };
 
 
@@ -554,6 +562,10 @@ llm_matcher_free(llm_matcher *m)
     free(m->fp_seen);
     free(m->fp_idx);
     free(m->fp_q);
+    free(m->fp_dseen);
+    free(m->fp_dist);
+    free(m->fp_wq);
+    free(m->fp_inq);
     for (i = 0; i < m->cap_slots; i++) {
         free(m->slots[i]);
     }
@@ -619,7 +631,7 @@ walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
 
 /* the walk of a truncated stack's state: accepted tokens, unsure roots */
 static int
-walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
+walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L, int max_d)
 {
     const llm_grammar_vocab  *v = m->v;
     int32_t                   i, nx, t, n = v->n_nodes, cap = 0;
@@ -631,6 +643,17 @@ walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
     m->bflag[0] = 0;
     for (i = 1; i < n; ) {
         d = v->node[i].depth;
+        if (d > max_d) {
+            /* past the horizon: the full state decides */
+            if (grow((void **) &L->unsure, &cap, L->n_unsure + 1,
+                     sizeof(int32_t)) != 0)
+            {
+                return -1;
+            }
+            L->unsure[L->n_unsure++] = i;
+            i += v->node[i].size;
+            continue;
+        }
         nx = next_of(m, m->walk[d - 1], v->node[i].byte);
         if (nx < 0) {
             if (m->bflag[d - 1]) {
@@ -748,18 +771,136 @@ fp_rule(llm_matcher *m, int32_t r)
 }
 
 
-/* the elements from pos to the end of its alternative (whole: of its
-   rule), rules by number, byte sets by content */
+/* per rule: the fewest bytes it consumes, capped at the longest token;
+   the grammar keeps them for all its matchers */
+static const int32_t *
+min_bytes(llm_matcher *m)
+{
+    const llm_grammar  *g = m->g;
+    llm_gshared        *sh = g->shared;
+    int32_t            *mb, r, k, cur, best, cap = m->v->max_depth;
+    int                 changed;
+
+    pthread_mutex_lock(&sh->lock);
+    if (sh->min_bytes == NULL
+        && (mb = malloc((size_t) g->n_rules * sizeof(int32_t))) != NULL)
+    {
+        for (r = 0; r < g->n_rules; r++) {
+            mb[r] = cap;
+        }
+        do {
+            changed = 0;
+            for (r = g->n_rules - 1; r >= 0; r--) {
+                best = cap;
+                cur = 0;
+                for (k = g->rule_start[r]; ; k++) {
+                    int  t = g->el[k].type;
+
+                    if (t == GE_END || t == GE_ALT) {
+                        best = cur < best ? cur : best;
+                        cur = 0;
+                        if (t == GE_END) {
+                            break;
+                        }
+                        continue;
+                    }
+                    cur += t == GE_RULE ? mb[g->el[k].val] : 1;
+                    cur = cur < cap ? cur : cap;
+                }
+                if (best < mb[r]) {
+                    mb[r] = best;
+                    changed = 1;
+                }
+            }
+        } while (changed);
+        sh->min_bytes = mb;
+    }
+    mb = sh->min_bytes;
+    pthread_mutex_unlock(&sh->lock);
+    return mb;
+}
+
+
+/* the distance (bytes before it, at fewest) a rule is entered at */
+static void
+fp_reach(llm_matcher *m, int32_t r, int32_t d)
+{
+    if (m->fp_dseen[r] != m->fp_gen || d < m->fp_dist[r]) {
+        if (m->fp_dseen[r] != m->fp_gen || !m->fp_inq[r]) {
+            m->fp_wq[m->n_wq++ % m->g->n_rules] = r;
+            m->fp_inq[r] = 1;
+        }
+        m->fp_dseen[r] = m->fp_gen;
+        m->fp_dist[r] = d;
+    }
+}
+
+
+/* the rules a sequence from pos (at d bytes) enters before the horizon;
+   returns the distance at its end, or the horizon */
+static int32_t
+fp_walk(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d,
+    int whole)
+{
+    const llm_gelem  *e;
+    int32_t           start = d, hz = FP_HORIZON;
+
+    for ( ;; pos++) {
+        e = &m->g->el[pos];
+        if (e->type == GE_END || (e->type == GE_ALT && !whole)) {
+            return d;
+        }
+        if (e->type == GE_ALT) {
+            d = start;
+            continue;
+        }
+        if (d >= hz) {
+            /* past the horizon: to the next alternative */
+            if (!whole) {
+                return hz;
+            }
+            while (m->g->el[pos + 1].type != GE_ALT
+                   && m->g->el[pos + 1].type != GE_END)
+            {
+                pos++;
+            }
+            continue;
+        }
+        if (e->type == GE_RULE) {
+            fp_reach(m, e->val, d);
+            d += mb[e->val];
+        } else {
+            d++;
+        }
+    }
+}
+
+
+/* the elements from pos (at d bytes) to the end of its alternative (whole:
+   of its rule), cut at the horizon; rules by number, byte sets by
+   content */
 static int
-fp_seq(llm_matcher *m, int32_t pos, int whole)
+fp_seq(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d, int whole)
 {
     const llm_grammar  *g = m->g;
     const llm_gelem    *e;
     const uint8_t      *set;
+    int32_t             start = d, hz = FP_HORIZON;
     int                 k;
 
     for ( ;; pos++) {
         e = &g->el[pos];
+        if (d >= hz && e->type != GE_END && e->type != GE_ALT) {
+            if (fp_put(m, -2) != 0) {           /* the horizon */
+                return -1;
+            }
+            while (g->el[pos + 1].type != GE_ALT
+                   && g->el[pos + 1].type != GE_END)
+            {
+                pos++;
+            }
+            continue;
+        }
         if (fp_put(m, e->type) != 0) {
             return -1;
         }
@@ -770,11 +911,13 @@ fp_seq(llm_matcher *m, int32_t pos, int whole)
             if (!whole) {
                 return 0;
             }
+            d = start;
             break;
         case GE_RULE:
             if (fp_put(m, fp_rule(m, e->val)) != 0) {
                 return -1;
             }
+            d += mb[e->val];
             break;
         case GE_BYTES:
             set = g->sets[e->val];
@@ -788,11 +931,13 @@ fp_seq(llm_matcher *m, int32_t pos, int whole)
                     return -1;
                 }
             }
+            d++;
             break;
         default:
             if (fp_put(m, e->val) != 0) {
                 return -1;
             }
+            d++;
         }
     }
 }
@@ -801,41 +946,76 @@ fp_seq(llm_matcher *m, int32_t pos, int whole)
 /*
  * The cut stack of key k4 written so that it does not depend on the
  * grammar's numbering: its three positions' continuations, then every rule
- * they reach. Two cut stacks with the same fingerprint consume the same
- * bytes the same way, so their local masks are equal. -1 when too big.
+ * they reach, each cut where it lies past the horizon: a walk of the trie
+ * reads at most max_depth bytes (the longest token), so what can only come
+ * after that many bytes cannot change its mask. Two cut stacks with the
+ * same fingerprint consume those bytes the same way: their local masks are
+ * equal. -1 when it is too big.
  */
 static int
 fingerprint(llm_matcher *m, const int32_t *k4, uint32_t *hash)
 {
     const llm_grammar  *g = m->g;
+    const int32_t      *mb;
     uint32_t            h = 2166136261u;
-    int32_t             q;
+    int32_t             q, d, dd[3], r;
     int                 i;
 
     if (m->fp == NULL) {
+        size_t  n = (size_t) g->n_rules;
+
         m->fp = malloc(FP_MAX * sizeof(int32_t));
-        m->fp_seen = calloc((size_t) g->n_rules, sizeof(int32_t));
-        m->fp_idx = malloc((size_t) g->n_rules * sizeof(int32_t));
-        m->fp_q = malloc((size_t) g->n_rules * sizeof(int32_t));
+        m->fp_seen = calloc(n, sizeof(int32_t));
+        m->fp_idx = malloc(n * sizeof(int32_t));
+        m->fp_q = malloc(n * sizeof(int32_t));
+        m->fp_dseen = calloc(n, sizeof(int32_t));
+        m->fp_dist = malloc(n * sizeof(int32_t));
+        m->fp_wq = malloc(n * sizeof(int32_t));
+        m->fp_inq = calloc(n, 1);
         if (m->fp == NULL || m->fp_seen == NULL || m->fp_idx == NULL
-            || m->fp_q == NULL)
+            || m->fp_q == NULL || m->fp_dseen == NULL || m->fp_dist == NULL
+            || m->fp_wq == NULL || m->fp_inq == NULL)
         {
             return -1;
         }
     }
+    if ((mb = min_bytes(m)) == NULL) {
+        return -1;
+    }
     m->fp_gen++;
+
+    /* the fewest bytes before each rule, to the horizon */
+    m->n_wq = 0;
+    for (i = 0, d = 0; i < 3; i++) {
+        dd[i] = d;
+        if (k4[i] >= 0 && d < FP_HORIZON) {
+            d = fp_walk(m, mb, k4[i], d, 0);
+        }
+    }
+    for (q = 0; q < m->n_wq; q++) {
+        r = m->fp_wq[q % g->n_rules];
+        m->fp_inq[r] = 0;
+        fp_walk(m, mb, g->rule_start[r], m->fp_dist[r], 1);
+    }
+
+    /* the structure inside the horizon, rules numbered as met */
     m->n_fp = 0;
     m->n_q = 0;
     if (fp_put(m, k4[3]) != 0) {
         return -1;
     }
     for (i = 0; i < 3; i++) {
-        if (k4[i] < 0 ? fp_put(m, -1) != 0 : fp_seq(m, k4[i], 0) != 0) {
+        if (k4[i] < 0 ? fp_put(m, -1) != 0
+                      : fp_seq(m, mb, k4[i], dd[i], 0) != 0)
+        {
             return -1;
         }
     }
     for (q = 0; q < m->n_q; q++) {
-        if (fp_seq(m, g->rule_start[m->fp_q[q]], 1) != 0) {
+        r = m->fp_q[q];
+        if (fp_put(m, m->fp_dist[r]) != 0
+            || fp_seq(m, mb, g->rule_start[r], m->fp_dist[r], 1) != 0)
+        {
             return -1;
         }
     }
@@ -981,7 +1161,8 @@ local_get(llm_matcher *m, int32_t key)
         if (n_fp < 0 || vshared_get(m, h, l) != 0) {
             m->n_tmp = 0;
             if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
-                || walk_local(m, lsid, l) != 0)
+                || walk_local(m, lsid, l, n_fp >= 0 ? FP_HORIZON
+                                                    : m->v->max_depth) != 0)
             {
                 glocal_free(l);
                 return NULL;
