@@ -15,6 +15,7 @@
  * along the walks' texts tokenized by the model's tokenizer, and along
  * the folder's examples/NAME.json (a hand-written instance of NAME.json).
  * GRAMMAR_BENCH_ONLY=schemas skips the built-in grammars;
+ * GRAMMAR_BENCH_COLD_VOCAB=1 makes cold walks start on a new vocabulary;
  * GRAMMAR_BENCH_VERBOSE=1 prints each refusal.
  */
 #include <dirent.h>
@@ -344,6 +345,27 @@ walk_random_text(const llm_grammar *g, unsigned seed, int steps, samples *mt,
 }
 
 
+/* GRAMMAR_BENCH_COLD_VOCAB=1: a new vocabulary before each cold walk, so
+   that no local mask another grammar left is there (the first request of
+   a fresh engine); else cold is a grammar's first request in an engine
+   that has run the schemas before it */
+static void
+cold_vocab(void)
+{
+    char  err[256];
+
+    if (getenv("GRAMMAR_BENCH_COLD_VOCAB") == NULL) {
+        return;
+    }
+    llm_grammar_vocab_free(vocab);
+    vocab = llm_grammar_vocab_new(tok, err, sizeof(err));
+    if (vocab == NULL) {
+        fprintf(stderr, "grammar_bench: %s\n", err);
+        exit(1);
+    }
+}
+
+
 /* the keyword of a refusal ("unsupported keyword 'X'"), else its kind */
 static void
 refusal_reason(const char *err, char *out, size_t len)
@@ -458,6 +480,7 @@ bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
     ss->n_ok++;
     text = malloc(1 << 16);
     for (seed = 1; seed <= 3; seed++) {
+        cold_vocab();
         g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
                           err, sizeof(err));
         ended = walk_random_text(g, (unsigned) seed, 200, &ss->rand_cold,
@@ -468,6 +491,7 @@ bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
         ss->n_ended += ended;
 
         /* the walk's bytes, on real token boundaries */
+        cold_vocab();
         g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
                           err, sizeof(err));
         if (walk_text(g, text, &ss->gen_cold) != 0) {
@@ -485,6 +509,7 @@ bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
             ex[--ex_len] = '\0';
         }
         ct1.n = 0;
+        cold_vocab();
         g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
                           err, sizeof(err));
         ss->n_ex++;

@@ -119,15 +119,17 @@ typedef struct {
     uint32_t   *accepted;
     int32_t    *unsure;
     int32_t     n_unsure;
+    uint64_t    used;               /* vl_tick when last used */
 } llm_vlocal;
 
 typedef struct {
     pthread_mutex_t     lock;
     llm_gcache_entry    e[LLM_GRAMMAR_CACHED];
     uint64_t            tick;
-    llm_vlocal         *vl[LLM_GRAMMAR_VSHARED * 2];    /* open addressing */
+    llm_vlocal         *vl[LLM_GRAMMAR_VSHARED];    /* sets of two slots:
+                                                       the older one goes */
     int                 n_vl;
-    uint64_t            vl_hits;
+    uint64_t            vl_hits, vl_tick;
 } llm_gcache;
 
 struct llm_grammar_vocab {

@@ -1027,36 +1027,61 @@ fingerprint(llm_matcher *m, const int32_t *k4, uint32_t *hash)
 }
 
 
+static void
+vlocal_free(llm_vlocal *x)
+{
+    if (x != NULL) {
+        free(x->fp);
+        free(x->accepted);
+        free(x->unsure);
+        free(x);
+    }
+}
+
+
+/* the two slots (a set) fingerprint hash h may be in */
+static uint32_t
+vshared_set(uint32_t h)
+{
+    return (h & (LLM_GRAMMAR_VSHARED - 1)) & ~1u;
+}
+
+
+static int
+vshared_is(const llm_vlocal *x, uint32_t h, const llm_matcher *m)
+{
+    return x != NULL && x->hash == h && x->n_fp == m->n_fp
+           && memcmp(x->fp, m->fp, (size_t) m->n_fp * 4) == 0;
+}
+
+
 /* the vocabulary's local mask of the fingerprint in m->fp copied into l;
    0, or -1 when it has none */
 static int
 vshared_get(llm_matcher *m, uint32_t h, llm_glocal *l)
 {
     llm_gcache  *c = m->v->cache;
-    llm_vlocal  *x;
-    uint32_t     i = h & (LLM_GRAMMAR_VSHARED * 2 - 1);
+    llm_vlocal  *x = NULL;
+    uint32_t     i = vshared_set(h);
     int          rc = -1;
 
     pthread_mutex_lock(&c->lock);
-    for (; (x = c->vl[i]) != NULL; i = (i + 1) & (LLM_GRAMMAR_VSHARED * 2 - 1))
-    {
-        if (x->hash == h && x->n_fp == m->n_fp
-            && memcmp(x->fp, m->fp, (size_t) m->n_fp * 4) == 0)
-        {
-            l->unsure = x->n_unsure
-                        ? malloc((size_t) x->n_unsure * sizeof(int32_t))
-                        : NULL;
-            if (x->n_unsure == 0 || l->unsure != NULL) {
-                memcpy(l->accepted, x->accepted, (size_t) m->n_words * 4);
-                if (x->n_unsure) {
-                    memcpy(l->unsure, x->unsure,
-                           (size_t) x->n_unsure * sizeof(int32_t));
-                }
-                l->n_unsure = x->n_unsure;
-                c->vl_hits++;
-                rc = 0;
-            }
-            break;
+    if (vshared_is(c->vl[i], h, m)) {
+        x = c->vl[i];
+    } else if (vshared_is(c->vl[i + 1], h, m)) {
+        x = c->vl[i + 1];
+    }
+    if (x != NULL) {
+        l->unsure = x->n_unsure
+                    ? malloc((size_t) x->n_unsure * sizeof(int32_t)) : NULL;
+        if (x->n_unsure == 0 || l->unsure != NULL) {
+            memcpy(l->accepted, x->accepted, (size_t) m->n_words * 4);
+            memcpy(l->unsure, x->unsure,
+                   (size_t) x->n_unsure * sizeof(int32_t));
+            l->n_unsure = x->n_unsure;
+            x->used = ++c->vl_tick;
+            c->vl_hits++;
+            rc = 0;
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -1064,17 +1089,15 @@ vshared_get(llm_matcher *m, uint32_t h, llm_glocal *l)
 }
 
 
-/* keeps a copy of l under the fingerprint in m->fp, while there is room */
+/* keeps a copy of l under the fingerprint in m->fp, in place of the less
+   recently used of its set */
 static void
 vshared_add(llm_matcher *m, uint32_t h, const llm_glocal *l)
 {
     llm_gcache  *c = m->v->cache;
-    llm_vlocal  *x;
-    uint32_t     i = h & (LLM_GRAMMAR_VSHARED * 2 - 1);
+    llm_vlocal  *x, *old = NULL;
+    uint32_t     i = vshared_set(h);
 
-    if (c->n_vl >= LLM_GRAMMAR_VSHARED) {   /* unlocked peek: a hint */
-        return;
-    }
     x = calloc(1, sizeof(*x));
     if (x == NULL) {
         return;
@@ -1086,32 +1109,28 @@ vshared_add(llm_matcher *m, uint32_t h, const llm_glocal *l)
     x->accepted = malloc((size_t) m->n_words * 4);
     x->unsure = malloc((size_t) (l->n_unsure + 1) * sizeof(int32_t));
     if (x->fp == NULL || x->accepted == NULL || x->unsure == NULL) {
-        goto drop;
+        vlocal_free(x);
+        return;
     }
     memcpy(x->fp, m->fp, (size_t) m->n_fp * 4);
     memcpy(x->accepted, l->accepted, (size_t) m->n_words * 4);
     memcpy(x->unsure, l->unsure, (size_t) l->n_unsure * sizeof(int32_t));
     pthread_mutex_lock(&c->lock);
-    for (; c->vl[i] != NULL; i = (i + 1) & (LLM_GRAMMAR_VSHARED * 2 - 1)) {
-        if (c->vl[i]->hash == h && c->vl[i]->n_fp == m->n_fp
-            && memcmp(c->vl[i]->fp, m->fp, (size_t) m->n_fp * 4) == 0)
+    if (vshared_is(c->vl[i], h, m) || vshared_is(c->vl[i + 1], h, m)) {
+        old = x;                /* another matcher was first */
+    } else {
+        if (c->vl[i] != NULL && (c->vl[i + 1] == NULL
+                                 || c->vl[i + 1]->used < c->vl[i]->used))
         {
-            break;      /* another matcher was first */
+            i++;
         }
-    }
-    if (c->vl[i] == NULL && c->n_vl < LLM_GRAMMAR_VSHARED) {
+        old = c->vl[i];
+        c->n_vl += old == NULL;
+        x->used = ++c->vl_tick;
         c->vl[i] = x;
-        c->n_vl++;
-        x = NULL;
     }
     pthread_mutex_unlock(&c->lock);
-drop:
-    if (x != NULL) {
-        free(x->fp);
-        free(x->accepted);
-        free(x->unsure);
-        free(x);
-    }
+    vlocal_free(old);
 }
 
 

@@ -176,7 +176,7 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
     if (v->cache != NULL) {
         int  i;
 
-        for (i = 0; i < LLM_GRAMMAR_VSHARED * 2; i++) {
+        for (i = 0; i < LLM_GRAMMAR_VSHARED; i++) {
             if (v->cache->vl[i] != NULL) {
                 free(v->cache->vl[i]->fp);
                 free(v->cache->vl[i]->accepted);
