@@ -19,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2036,65 +2038,126 @@ js_required(const cJSON *req, const char *name)
 
 /*
  * patternProperties and propertyNames need to know at compile time
- * whether a declared name is a key they allow: the string schema is
- * compiled alone, with the rules a key would get, and the name's JSON
- * text run through it. The same translation decides both, so the test
- * and the grammar cannot disagree.
+ * whether a declared name is a key they allow. A pattern is run as
+ * ECMA-262 reads it (JSON Schema's dialect), by PCRE2 with ECMAScript's
+ * \uHHHH and \s: the grammar's translation matches a subset of that, so a
+ * name the grammar could write as a pattern key is always found.
  */
-static int
-js_key_tester(js_ctx *c, const cJSON *s, const char *what, const char *ptr,
-    llm_grammar **g)
-{
-    llm_grammar_limits   lim;
-    cJSON               *copy;
-    char                *text, err[256];
+static const char  js_ecma_space[] =
+    "\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f"
+    "\\u205f\\u3000\\ufeff";
 
-    copy = cJSON_IsObject(s) ? cJSON_Duplicate(s, 1) : cJSON_CreateObject();
-    if (copy == NULL) {
-        return js_fail(c, "json_schema: out of memory");
+
+/* 1 when the pattern finds a match in name (patterns are not anchored),
+   0 when not, JS_ERR */
+static int
+js_re_search(js_ctx *c, const char *re, const char *name, const char *what,
+    const char *ptr)
+{
+    pcre2_code        *code;
+    pcre2_match_data  *md;
+    llm_strbuf         t;
+    PCRE2_SIZE         off;
+    const char        *p;
+    int                in_class = 0, rc, e;
+
+    js_buf(c, &t);
+    for (p = re; *p; p++) {
+        if (*p == '\\' && p[1] == 's') {
+            js_put(c, &t, in_class ? "" : "[");
+            js_put(c, &t, js_ecma_space);
+            js_put(c, &t, in_class ? "" : "]");
+            p++;
+        } else if (*p == '\\' && p[1] == 'S' && !in_class) {
+            js_put(c, &t, "[^");
+            js_put(c, &t, js_ecma_space);
+            js_put(c, &t, "]");
+            p++;
+        } else if (*p == '\\' && p[1]) {
+            llm_strbuf_append(&t, p, 2);
+            p++;
+        } else {
+            in_class = *p == '[' ? 1 : *p == ']' ? 0 : in_class;
+            llm_strbuf_append(&t, p, 1);
+        }
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(copy, "type");
-    cJSON_AddStringToObject(copy, "type", "string");
-    text = cJSON_PrintUnformatted(copy);
-    cJSON_Delete(copy);
-    if (text == NULL) {
-        return js_fail(c, "json_schema: out of memory");
+    if (c->failed) {
+        llm_strbuf_free(&t);
+        return JS_ERR;
     }
-    llm_grammar_limits_default(&lim);
-    *g = llm_grammar_compile_uncached(NULL, LLM_CONSTRAINT_JSON_SCHEMA, text,
-                                      strlen(text), &lim, err, sizeof(err));
-    cJSON_free(text);
-    if (*g == NULL) {
-        return js_fail(c, "%s (in '%s' at %s)", err, what, js_at(ptr));
+    code = pcre2_compile((PCRE2_SPTR) t.data, t.len,
+                         PCRE2_UTF | PCRE2_ALT_BSUX, &e, &off, NULL);
+    llm_strbuf_free(&t);
+    if (code == NULL) {
+        return js_fail(c, "json_schema: unsupported keyword '%s' at %s: its "
+                       "pattern '%s' cannot be checked against the declared "
+                       "names", what, js_at(ptr), re);
     }
-    return JS_OK;
+    md = pcre2_match_data_create_from_pattern(code, NULL);
+    rc = md ? pcre2_match(code, (PCRE2_SPTR) name, strlen(name), 0, 0, md,
+                          NULL)
+            : PCRE2_ERROR_NOMEMORY;
+    pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        return js_fail(c, "json_schema: unsupported keyword '%s' at %s: "
+                       "pattern '%s' cannot be run on the name '%s'", what,
+                       js_at(ptr), re, name);
+    }
+    return rc >= 0;
 }
 
 
-/* 1 when the key name is one the tester's string schema accepts */
+/* 1 when propertyNames' string schema pn accepts name, 0 when not,
+   JS_ERR */
 static int
-js_key_allowed(js_ctx *c, const llm_grammar *g, const char *name)
+js_name_allowed(js_ctx *c, const cJSON *pn, const char *name,
+    const char *ptr)
 {
-    llm_matcher  *m;
-    cJSON        *str;
-    char         *text;
-    int           ok;
+    const cJSON  *vals = cJSON_GetObjectItemCaseSensitive(pn, "enum");
+    const cJSON  *cn = cJSON_GetObjectItemCaseSensitive(pn, "const");
+    const cJSON  *pat = cJSON_GetObjectItemCaseSensitive(pn, "pattern");
+    const cJSON  *v;
+    const char   *q;
+    long          min, max, len = 0;
+    int           found;
 
-    str = cJSON_CreateString(name);
-    text = str ? cJSON_PrintUnformatted(str) : NULL;
-    cJSON_Delete(str);
-    m = llm_matcher_new(g);
-    if (text == NULL || m == NULL) {
-        cJSON_free(text);
-        llm_matcher_free(m);
-        js_fail(c, "json_schema: out of memory");
+    if (cJSON_HasObjectItem(pn, "format")) {
+        return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
+                       "at %s: a 'format' for names beside declared "
+                       "properties or an enum", js_at(ptr));
+    }
+    if (js_count(c, pn, "minLength", ptr, 0, &min) != JS_OK
+        || js_count(c, pn, "maxLength", ptr, -1, &max) != JS_OK)
+    {
+        return JS_ERR;
+    }
+    for (q = name; *q; q++) {
+        len += ((unsigned char) *q & 0xC0) != 0x80;     /* code points */
+    }
+    if (len < min || (max >= 0 && len > max)) {
         return 0;
     }
-    ok = llm_matcher_accept_bytes(m, text, strlen(text)) == 0
-         && llm_matcher_can_end(m);
-    cJSON_free(text);
-    llm_matcher_free(m);
-    return ok;
+    if (cn && !(cJSON_IsString(cn) && strcmp(cn->valuestring, name) == 0)) {
+        return 0;
+    }
+    if (vals) {
+        found = 0;
+        cJSON_ArrayForEach(v, vals) {
+            found |= cJSON_IsString(v) && strcmp(v->valuestring, name) == 0;
+        }
+        if (!found) {
+            return 0;
+        }
+    }
+    if (pat) {
+        if (!cJSON_IsString(pat)) {
+            return js_fail(c, "json_schema: 'pattern' at %s/propertyNames is "
+                           "not a string", ptr);
+        }
+        return js_re_search(c, pat->valuestring, name, "propertyNames", ptr);
+    }
+    return 1;
 }
 
 
@@ -2165,7 +2228,6 @@ js_rule_keys(js_ctx *c, llm_strbuf *b, const cJSON *ppat, const cJSON *pn,
     const char **names, int n, const char *ptr)
 {
     const cJSON  *p, *vals, *cn;
-    llm_grammar  *g = NULL;
     char          sub[512];
     int           alts = 0, i, rc = JS_OK;
 
@@ -2188,12 +2250,16 @@ js_rule_keys(js_ctx *c, llm_strbuf *b, const cJSON *ppat, const cJSON *pn,
         return js_gen_string(c, pn, sub, b);    /* n is 0 here */
     }
     /* a finite set: the names it allows, but the declared ones */
-    if (js_key_tester(c, pn, "propertyNames", ptr, &g) != JS_OK) {
-        return JS_ERR;
-    }
     js_put(c, b, "( ");
     for (p = vals ? vals->child : cn; p; p = vals ? p->next : NULL) {
-        if (!cJSON_IsString(p) || !js_key_allowed(c, g, p->valuestring)) {
+        if (!cJSON_IsString(p)) {
+            continue;
+        }
+        rc = js_name_allowed(c, pn, p->valuestring, ptr);
+        if (rc == JS_ERR) {
+            return JS_ERR;
+        }
+        if (rc == 0) {
             continue;
         }
         for (i = 0; i < n && strcmp(names[i], p->valuestring); i++) {
@@ -2206,11 +2272,7 @@ js_rule_keys(js_ctx *c, llm_strbuf *b, const cJSON *ppat, const cJSON *pn,
         js_key_literal(c, b, p->valuestring);
     }
     js_put(c, b, " )");
-    llm_grammar_free(g);
-    if (alts == 0) {
-        rc = JS_EMPTY;
-    }
-    return c->failed ? JS_ERR : rc;
+    return c->failed ? JS_ERR : alts ? JS_OK : JS_EMPTY;
 }
 
 
@@ -2229,9 +2291,9 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
     const cJSON  *pp = cJSON_GetObjectItemCaseSensitive(s,
                                                          "patternProperties");
     const cJSON  *p, *first = NULL, *ap;
-    llm_grammar  *g;
-    cJSON        *ps;
-    int           i, j, rc;
+    llm_strbuf    scratch;
+    char          sub[512];
+    int           i, j, rc = 0;
 
     *ppat = NULL;
     *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
@@ -2271,22 +2333,24 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
                            "needs them all)", js_at(ptr));
         }
         first = p;
-        ps = cJSON_CreateObject();
-        if (ps == NULL || cJSON_AddStringToObject(ps, "pattern", p->string)
-                          == NULL)
-        {
-            cJSON_Delete(ps);
-            return js_fail(c, "json_schema: out of memory");
-        }
-        rc = js_key_tester(c, ps, "patternProperties", ptr, &g);
-        cJSON_Delete(ps);
+        /* our translation's error first (the key rule will need it) */
+        js_buf(c, &scratch);
+        js_child(sub, sizeof(sub), ptr, "patternProperties");
+        rc = js_pattern(c, p->string, sub, &scratch);
+        llm_strbuf_free(&scratch);
         if (rc != JS_OK) {
-            return rc;
+            return JS_ERR;
         }
-        for (i = 0; i < *n && !js_key_allowed(c, g, list[i].name); i++) {
-            /* a declared name the pattern matches? */
+        for (i = 0; i < *n; i++) {
+            rc = js_re_search(c, p->string, list[i].name,
+                              "patternProperties", ptr);
+            if (rc != 0) {
+                break;      /* a declared name the pattern matches */
+            }
         }
-        llm_grammar_free(g);
+        if (rc == JS_ERR) {
+            return JS_ERR;
+        }
         if (i < *n) {
             return js_fail(c, "json_schema: unsupported keyword "
                            "'patternProperties' at %s: property '%s' matches "
@@ -2306,23 +2370,21 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
     } else {
         rc = JS_EMPTY;
     }
-    g = NULL;
-    if (rc == JS_OK && js_key_tester(c, *pn, "propertyNames", ptr, &g)
-                       != JS_OK)
-    {
-        return JS_ERR;
-    }
     /* the declared names it rejects are left out */
     for (i = 0, j = 0; i < *n; i++) {
-        if (g && js_key_allowed(c, g, list[i].name)) {
+        int  ok = rc == JS_OK ? js_name_allowed(c, *pn, list[i].name, ptr)
+                              : 0;
+
+        if (ok == JS_ERR) {
+            return JS_ERR;
+        }
+        if (ok) {
             list[j++] = list[i];
         } else if (list[i].required) {
-            llm_grammar_free(g);
             return JS_EMPTY;
         }
     }
     *n = j;
-    llm_grammar_free(g);
     if (rc == JS_EMPTY) {
         *pn = NULL;     /* no key at all: additional ones are left out */
         return JS_NOKEYS;

@@ -671,6 +671,10 @@ test_keys(void)
         "+{\"a\":1}", "+{\"a\":1,\"c\":2}", "-{\"b\":1}", "-{\"a\":1,\"a\":2}",
         "-{\"a\":1,\"d\":2}", NULL
     };
+    static const char *const names_declared[] = {
+        /* declared A is no name the pattern allows: left out */
+        "+{}", "+{\"ab\":1}", "-{\"A\":1}", "-{\"ab\":1,\"A\":2}", NULL
+    };
     static const char *const min1[] = {
         "+{\"a\":1}", "+{\"b\":\"x\"}", "+{\"a\":1,\"b\":\"x\"}", "-{}",
         "-{\"c\":1}", NULL
@@ -719,6 +723,18 @@ test_keys(void)
           "\"maxProperties\":1}", at_most_one);
     check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
           "\"b\":{}},\"required\":[\"a\"],\"maxProperties\":1}", just_req);
+    check("{\"type\":\"object\",\"properties\":{\"ab\":{},\"A\":{}},"
+          "\"propertyNames\":{\"pattern\":\"^[a-z]+$\"},"
+          "\"additionalProperties\":false}", names_declared);
+    is_str(gbnf("{\"properties\":{\"a\\u00a0b\":{}},\"patternProperties\":"
+                "{\"\\\\s\":{\"type\":\"integer\"}}}"),
+           "ERR: json_schema: unsupported keyword 'patternProperties' at the "
+           "root: property 'a\u00a0b' matches pattern '\\s' (it would need "
+           "both schemas)", "patternProperties: ECMA's \\s matches a "
+           "no-break space");
+    ok(strncmp(gbnf("{\"properties\":{\"ab\":{}},\"patternProperties\":"
+                    "{\"\\\\s\":{\"type\":\"integer\"}}}"), "root ::=", 8)
+       == 0, "patternProperties: no declared name matches: compiles");
     ok(strncmp(gbnf("{\"patternProperties\":{\"^a\":{}},\"type\":\"object\"}"),
                "root ::= root-object", 20) == 0,
        "patternProperties of {} beside any other key: a no-op");
@@ -740,9 +756,9 @@ test_keys(void)
            "root: with 'ab' required but not in properties",
            "patternProperties with a required name not declared: refused");
     is_str(gbnf("{\"patternProperties\":{\"^(?=a)\":{\"type\":\"integer\"}}}"),
-           "ERR: json_schema: pattern at the root: lookaround and (?...) "
-           "groups are not supported (at offset 2) (in 'patternProperties' at "
-           "the root)", "patternProperties: its pattern's error");
+           "ERR: json_schema: pattern at /patternProperties: lookaround and "
+           "(?...) groups are not supported (at offset 2)",
+           "patternProperties: its pattern's error");
     is_str(gbnf("{\"properties\":{\"a\":{}},\"propertyNames\":{\"maxLength\":"
                 "3}}"),
            "ERR: json_schema: unsupported keyword 'propertyNames' at the root: "
