@@ -131,6 +131,7 @@ struct llm_matcher {
                                    rule in it once at a time */
     int32_t     n_wq;
     uint8_t    *fp_inq;
+    int64_t     fp_work;        /* elements fp_walk read */
 };
 
 
@@ -847,6 +848,7 @@ fp_walk(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d,
 
     for ( ;; pos++) {
         e = &m->g->el[pos];
+        m->fp_work++;
         if (e->type == GE_END || (e->type == GE_ALT && !whole)) {
             return d;
         }
@@ -992,10 +994,17 @@ fingerprint(llm_matcher *m, const int32_t *k4, uint32_t *hash)
             d = fp_walk(m, mb, k4[i], d, 0);
         }
     }
+    m->fp_work = 0;
     for (q = 0; q < m->n_wq; q++) {
         r = m->fp_wq[q % g->n_rules];
         m->fp_inq[r] = 0;
         fp_walk(m, mb, g->rule_start[r], m->fp_dist[r], 1);
+        if (m->fp_work > 8 * FP_MAX) {
+            for (; q < m->n_wq; q++) {
+                m->fp_inq[m->fp_wq[q % g->n_rules]] = 0;
+            }
+            return -1;      /* too much within the horizon: not shared */
+        }
     }
 
     /* the structure inside the horizon, rules numbered as met */
