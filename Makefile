@@ -258,8 +258,9 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
               $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation \
               $(BUILD)/bench/grammar_bench
-# grammar_bench's folder of JSON Schemas (*.json), when there is one
-GRAMMAR_SCHEMAS ?= $(wildcard t/fixtures/schemas)
+# grammar_bench's folders of JSON Schemas (*.json): ours (bench/schemas,
+# with examples/) and SchemaStore's from `make deps`
+GRAMMAR_SCHEMAS ?= bench/schemas $(wildcard $(FIXTURES)/jsonschema/schemastore)
 
 $(BUILD)/bench/serve_bench: bench/serve_bench.c
 	@mkdir -p $(dir $@)

@@ -7,7 +7,16 @@
  * *.json schema in a folder (argument 2), walked by seeded random choices
  * among the allowed tokens.
  *
- * usage: grammar_bench MODEL.gguf [SCHEMA_DIR] [ROUNDS]
+ * usage: grammar_bench MODEL.gguf [SCHEMA_DIR ...] [ROUNDS]
+ *
+ * Each schema folder gets a table: how many compile, the refusals by
+ * keyword, compile times, and masks, cold (the first request on a grammar
+ * compiled afresh) and warm (the same request again), along random walks,
+ * along the walks' texts tokenized by the model's tokenizer, and along
+ * the folder's examples/NAME.json (a hand-written instance of NAME.json).
+ * GRAMMAR_BENCH_ONLY=schemas skips the built-in grammars;
+ * GRAMMAR_BENCH_COLD_VOCAB=1 makes cold walks start on a new vocabulary;
+ * GRAMMAR_BENCH_VERBOSE=1 prints each refusal.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -141,37 +150,6 @@ walk_text(const llm_grammar *g, const char *text, samples *mt)
     free(ids);
     llm_matcher_free(m);
     return rc;
-}
-
-
-/* seeded random choices among the allowed tokens, up to steps tokens */
-static void
-walk_random(const llm_grammar *g, unsigned seed, int steps, samples *mt)
-{
-    llm_matcher  *m = llm_matcher_new(g);
-    uint64_t      t0;
-    int32_t       id, pick;
-    int           i, n, k;
-
-    srand(seed);
-    for (i = 0; i < steps; i++) {
-        t0 = mask_now();
-        n = llm_matcher_mask(m, mask);
-        add(mt, (double) (mask_now() - t0) / 1e3);
-        if (n == 0 || llm_matcher_is_done(m)) {
-            break;
-        }
-        pick = rand() % n;
-        for (id = 0, k = 0; id < vocab->n_vocab; id++) {
-            if (((mask[id >> 5] >> (id & 31)) & 1) && k++ == pick) {
-                break;
-            }
-        }
-        if (vocab->kind[id] == TK_STOP || llm_matcher_accept(m, id) != 0) {
-            break;
-        }
-    }
-    llm_matcher_free(m);
 }
 
 
@@ -318,17 +296,250 @@ read_all(const char *path, size_t *len)
 }
 
 
+/* seeded random choices among the allowed tokens, up to steps tokens;
+   the bytes of the tokens taken go to text (a valid prefix of an instance,
+   a whole one when the walk ended) */
+static int
+walk_random_text(const llm_grammar *g, unsigned seed, int steps, samples *mt,
+    char *text, size_t cap)
+{
+    llm_matcher  *m = llm_matcher_new(g);
+    const char   *piece;
+    uint64_t      t0;
+    size_t        len = 0, pl;
+    int32_t       id, pick;
+    int           i, n, k, ended = 0;
+
+    srand(seed);
+    text[0] = '\0';
+    for (i = 0; i < steps; i++) {
+        t0 = mask_now();
+        n = llm_matcher_mask(m, mask);
+        add(mt, (double) (mask_now() - t0) / 1e3);
+        if (n == 0 || llm_matcher_is_done(m)) {
+            ended = 1;
+            break;
+        }
+        pick = rand() % n;
+        for (id = 0, k = 0; id < vocab->n_vocab; id++) {
+            if (((mask[id >> 5] >> (id & 31)) & 1) && k++ == pick) {
+                break;
+            }
+        }
+        if (vocab->kind[id] == TK_STOP) {
+            ended = 1;
+            break;
+        }
+        if (llm_matcher_accept(m, id) != 0) {
+            break;
+        }
+        piece = llm_token_piece(tok, id, &pl);
+        if (len + pl < cap) {
+            memcpy(text + len, piece, pl);
+            len += pl;
+            text[len] = '\0';
+        }
+    }
+    llm_matcher_free(m);
+    return ended;
+}
+
+
+/* GRAMMAR_BENCH_COLD_VOCAB=1: a new vocabulary before each cold walk, so
+   that no local mask another grammar left is there (the first request of
+   a fresh engine); else cold is a grammar's first request in an engine
+   that has run the schemas before it */
 static void
-bench_schemas(const char *dir, int rounds, samples *all_ct, samples *all_mt)
+cold_vocab(void)
+{
+    char  err[256];
+
+    if (getenv("GRAMMAR_BENCH_COLD_VOCAB") == NULL) {
+        return;
+    }
+    llm_grammar_vocab_free(vocab);
+    vocab = llm_grammar_vocab_new(tok, err, sizeof(err));
+    if (vocab == NULL) {
+        fprintf(stderr, "grammar_bench: %s\n", err);
+        exit(1);
+    }
+}
+
+
+/* the keyword of a refusal ("unsupported keyword 'X'"), else its kind */
+static void
+refusal_reason(const char *err, char *out, size_t len)
+{
+    const char  *k = strstr(err, "keyword '");
+    size_t       n;
+
+    if (k != NULL) {
+        k += 9;
+        n = strcspn(k, "'");
+        snprintf(out, len, "%.*s", (int) n, k);
+    } else if (strstr(err, "unsupported format") != NULL) {
+        snprintf(out, len, "format");
+    } else if (strstr(err, "minProperties") != NULL) {
+        snprintf(out, len, "minProperties/maxProperties");
+    } else if (strstr(err, "over the limit") != NULL) {
+        snprintf(out, len, "size cap");
+    } else if (strstr(err, "time limit") != NULL) {
+        snprintf(out, len, "time cap");
+    } else {
+        n = strcspn(err, "'(0123456789");
+        snprintf(out, len, "%.*s", (int) (n > 60 ? 60 : n), err);
+    }
+}
+
+
+typedef struct {
+    char  name[64];
+    int   n;
+} reason;
+
+typedef struct {
+    samples   ct, rand_cold, rand_warm, ex_cold, ex_warm, gen_cold, gen_warm;
+    reason    why[64];
+    int       n_why, n_ok, n_bad, n_ex, ex_refused, gen_refused, n_ended;
+} schema_set;
+
+
+static void
+count_reason(schema_set *ss, const char *err)
+{
+    char  r[64];
+    int   i;
+
+    refusal_reason(err, r, sizeof(r));
+    for (i = 0; i < ss->n_why && strcmp(ss->why[i].name, r); i++) {
+        /* seen? */
+    }
+    if (i == ss->n_why && ss->n_why < 64) {
+        snprintf(ss->why[ss->n_why++].name, sizeof(ss->why[0].name), "%s", r);
+    }
+    if (i < 64) {
+        ss->why[i].n++;
+    }
+}
+
+
+static void
+row_masks(const char *name, samples *mt, const char *note)
+{
+    double  sum = 0;
+    int     i;
+
+    for (i = 0; i < mt->n; i++) {
+        sum += mt->v[i];
+    }
+    printf("  %-34s %8d %9.1f %9.1f %9.1f %9.1f  %s\n", name, mt->n,
+           pct(mt, 0.5), pct(mt, 0.99), pct(mt, 1.0),
+           mt->n ? sum / mt->n : 0.0, note);
+}
+
+
+/*
+ * One schema: compiled rounds times without the grammar cache (compile
+ * times); then, each on a grammar compiled afresh, so that every cache is
+ * cold on its first request: 3 random walks, each done twice (cold, then
+ * warm: the same request again on the same grammar); the text of each
+ * walk tokenized as a model's tokenizer would write it, walked cold and
+ * warm; and the folder's examples/NAME.json when there is one.
+ */
+static void
+bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
+    int verbose)
+{
+    llm_grammar  *g;
+    samples       ct1 = { 0 };
+    char          path[4096], err[512], *src, *ex, *text;
+    size_t        len, ex_len;
+    int           seed, i, ended;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if ((src = read_all(path, &len)) == NULL) {
+        return;
+    }
+    g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, rounds, 0,
+                      err, sizeof(err));
+    for (i = 0; i < ct1.n; i++) {
+        add(&ss->ct, ct1.v[i]);
+    }
+    ct1.n = 0;      /* the later compiles are not counted */
+    if (g == NULL) {
+        ss->n_bad++;
+        count_reason(ss, err);
+        if (verbose) {
+            printf("# %s: %s\n", file, err);
+        }
+        free(ct1.v);
+        free(src);
+        return;
+    }
+    llm_grammar_free(g);
+    ss->n_ok++;
+    text = malloc(1 << 16);
+    for (seed = 1; seed <= 3; seed++) {
+        cold_vocab();
+        g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
+                          err, sizeof(err));
+        ended = walk_random_text(g, (unsigned) seed, 200, &ss->rand_cold,
+                                 text, 1 << 16);
+        walk_random_text(g, (unsigned) seed, 200, &ss->rand_warm, text,
+                         1 << 16);
+        llm_grammar_free(g);
+        ss->n_ended += ended;
+
+        /* the walk's bytes, on real token boundaries */
+        cold_vocab();
+        g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
+                          err, sizeof(err));
+        if (walk_text(g, text, &ss->gen_cold) != 0) {
+            ss->gen_refused++;
+        }
+        walk_text(g, text, &ss->gen_warm);
+        llm_grammar_free(g);
+    }
+    free(text);
+
+    snprintf(path, sizeof(path), "%s/examples/%s", dir, file);
+    if ((ex = read_all(path, &ex_len)) != NULL) {
+        while (ex_len > 0 && (ex[ex_len - 1] == '\n' || ex[ex_len - 1] == ' '))
+        {
+            ex[--ex_len] = '\0';
+        }
+        ct1.n = 0;
+        cold_vocab();
+        g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, 1, 0,
+                          err, sizeof(err));
+        ss->n_ex++;
+        if (walk_text(g, ex, &ss->ex_cold) != 0) {
+            ss->ex_refused++;
+            printf("# %s: its example is REFUSED\n", file);
+        }
+        walk_text(g, ex, &ss->ex_warm);
+        llm_grammar_free(g);
+        free(ex);
+    }
+    free(ct1.v);
+    free(src);
+}
+
+
+static int
+name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+
+static void
+bench_dir(schema_set *ss, const char *dir, int rounds, int verbose)
 {
     struct dirent  *e;
-    llm_grammar    *g;
-    samples         ct = { 0 }, mt = { 0 };
-    char            path[4096], err[512], note[64];
-    size_t          len;
-    char           *src;
+    char          **files = NULL;
     DIR            *d = opendir(dir);
-    int             n_ok = 0, n_bad = 0, seed;
+    int             n = 0, i;
 
     if (d == NULL) {
         fprintf(stderr, "grammar_bench: cannot open %s\n", dir);
@@ -337,33 +548,120 @@ bench_schemas(const char *dir, int rounds, samples *all_ct, samples *all_mt)
     while ((e = readdir(d)) != NULL) {
         size_t  nl = strlen(e->d_name);
 
-        if (nl < 5 || strcmp(e->d_name + nl - 5, ".json") != 0) {
-            continue;
+        if (nl >= 5 && strcmp(e->d_name + nl - 5, ".json") == 0) {
+            files = realloc(files, (size_t) (n + 1) * sizeof(*files));
+            files[n++] = strdup(e->d_name);
         }
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        if ((src = read_all(path, &len)) == NULL) {
-            continue;
-        }
-        g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct, rounds,
-                          0, err, sizeof(err));
-        if (g == NULL) {
-            if (n_bad++ < 5) {
-                printf("# %s: %s\n", e->d_name, err);
-            }
-        } else {
-            n_ok++;
-            for (seed = 1; seed <= 3; seed++) {
-                walk_random(g, (unsigned) seed, 200, &mt);
-            }
-            llm_grammar_free(g);
-        }
-        free(src);
     }
     closedir(d);
-    snprintf(note, sizeof(note), "%d compiled, %d refused", n_ok, n_bad);
-    row("schemas (random walk)", &ct, &mt, note);
-    (void) all_ct;
-    (void) all_mt;
+    qsort(files, (size_t) n, sizeof(*files), name_cmp);
+    for (i = 0; i < n; i++) {
+        bench_schema(ss, dir, files[i], rounds, verbose);
+        free(files[i]);
+    }
+    free(files);
+}
+
+
+static void
+print_set(const char *title, schema_set *ss)
+{
+    char  note[128];
+    int   i;
+
+    printf("-- %s: %d schemas, %d compile, %d refused\n", title,
+           ss->n_ok + ss->n_bad, ss->n_ok, ss->n_bad);
+    if (ss->n_bad) {
+        printf("  refused:");
+        for (i = 0; i < ss->n_why; i++) {
+            printf("%s %s %d", i ? "," : "", ss->why[i].name, ss->why[i].n);
+        }
+        printf("\n");
+    }
+    printf("  %-34s %8d %9.1f %9.1f %9.1f  (us, every compile of every "
+           "schema)\n", "compile (no grammar cache)", ss->ct.n,
+           pct(&ss->ct, 0.5), pct(&ss->ct, 0.99), pct(&ss->ct, 1.0));
+    printf("  %-34s %8s %9s %9s %9s %9s\n", "masks (us)", "n", "p50", "p99",
+           "max", "mean");
+    snprintf(note, sizeof(note), "%d of %d walks ended", ss->n_ended,
+             3 * ss->n_ok);
+    row_masks("random walk, cold", &ss->rand_cold, note);
+    row_masks("random walk, warm", &ss->rand_warm, "");
+    snprintf(note, sizeof(note), "%d texts refused", ss->gen_refused);
+    row_masks("walk's text tokenized, cold", &ss->gen_cold, note);
+    row_masks("walk's text tokenized, warm", &ss->gen_warm, "");
+    if (ss->n_ex) {
+        snprintf(note, sizeof(note), "%d examples, %d refused", ss->n_ex,
+                 ss->ex_refused);
+        row_masks("example tokenized, cold", &ss->ex_cold, note);
+        row_masks("example tokenized, warm", &ss->ex_warm, "");
+    }
+}
+
+
+static void
+merge_samples(samples *to, samples *from)
+{
+    int  i;
+
+    for (i = 0; i < from->n; i++) {
+        add(to, from->v[i]);
+    }
+}
+
+
+static void
+bench_schema_dirs(char **dirs, int n, int rounds)
+{
+    schema_set  *ss = calloc((size_t) n + 1, sizeof(*ss));
+    schema_set  *all = &ss[n];
+    int          i, j;
+
+    for (i = 0; i < n; i++) {
+        bench_dir(&ss[i], dirs[i], rounds, getenv("GRAMMAR_BENCH_VERBOSE")
+                  != NULL);
+        print_set(dirs[i], &ss[i]);
+        merge_samples(&all->ct, &ss[i].ct);
+        merge_samples(&all->rand_cold, &ss[i].rand_cold);
+        merge_samples(&all->rand_warm, &ss[i].rand_warm);
+        merge_samples(&all->gen_cold, &ss[i].gen_cold);
+        merge_samples(&all->gen_warm, &ss[i].gen_warm);
+        merge_samples(&all->ex_cold, &ss[i].ex_cold);
+        merge_samples(&all->ex_warm, &ss[i].ex_warm);
+        all->n_ok += ss[i].n_ok;
+        all->n_bad += ss[i].n_bad;
+        all->n_ex += ss[i].n_ex;
+        all->ex_refused += ss[i].ex_refused;
+        all->gen_refused += ss[i].gen_refused;
+        all->n_ended += ss[i].n_ended;
+        for (j = 0; j < ss[i].n_why; j++) {
+            int  k;
+
+            for (k = 0; k < all->n_why
+                 && strcmp(all->why[k].name, ss[i].why[j].name); k++)
+            {
+                /* seen? */
+            }
+            if (k == all->n_why && k < 64) {
+                all->why[all->n_why++] = ss[i].why[j];
+            } else if (k < 64) {
+                all->why[k].n += ss[i].why[j].n;
+            }
+        }
+    }
+    if (n > 1) {
+        print_set("all schemas", all);
+    }
+    for (i = 0; i <= n; i++) {
+        free(ss[i].ct.v);
+        free(ss[i].rand_cold.v);
+        free(ss[i].rand_warm.v);
+        free(ss[i].gen_cold.v);
+        free(ss[i].gen_warm.v);
+        free(ss[i].ex_cold.v);
+        free(ss[i].ex_warm.v);
+    }
+    free(ss);
 }
 
 
@@ -373,19 +671,29 @@ main(int argc, char **argv)
     gguf_file    gf;
     uint64_t     t0;
     char         err[512], note[64];
-    int          gi, t, rounds, i, bad, mode;
+    int          only_schemas;
+    int          gi, t, rounds, i, bad, mode, n_dirs;
 
     if (argc < 2) {
-        fprintf(stderr, "usage: grammar_bench MODEL.gguf [SCHEMA_DIR] "
+        fprintf(stderr, "usage: grammar_bench MODEL.gguf [SCHEMA_DIR ...] "
                 "[ROUNDS]\n");
         return 2;
     }
-    rounds = argc > 3 ? atoi(argv[3]) : 20;
+    rounds = 20;
+    n_dirs = argc - 2;
+    if (n_dirs > 0 && strspn(argv[argc - 1], "0123456789")
+                      == strlen(argv[argc - 1]))
+    {
+        rounds = atoi(argv[argc - 1]);
+        n_dirs--;
+    }
     if (getenv("GRAMMAR_BENCH_CLOCK") != NULL
         && strcmp(getenv("GRAMMAR_BENCH_CLOCK"), "cpu") == 0)
     {
         mask_clock = CLOCK_THREAD_CPUTIME_ID;
     }
+    only_schemas = getenv("GRAMMAR_BENCH_ONLY") != NULL
+                   && strcmp(getenv("GRAMMAR_BENCH_ONLY"), "schemas") == 0;
     if (gguf_open(&gf, argv[1]) != 0) {
         fprintf(stderr, "grammar_bench: %s\n", gf.err);
         return 1;
@@ -414,7 +722,7 @@ main(int argc, char **argv)
            "mean");
     printf("%-22s %9s %9s %9s %9s %9s %9s %9s\n", "", "(us)", "(us)", "",
            "(us)", "(us)", "(us)", "(us)");
-    for (mode = 0; mode < 2; mode++) {
+    for (mode = 0; mode < 2 && !only_schemas; mode++) {
         samples  all_ct = { 0 }, all_mt = { 0 };
 
         printf("-- %s\n", mode == 0
@@ -467,13 +775,19 @@ main(int argc, char **argv)
         free(all_ct.v);
         free(all_mt.v);
     }
-    printf("per request (walk of a text): %.0f states, %.0f KiB on average, "
-           "%.0f KiB at most\n", sum_states / n_walks, sum_kib / n_walks,
-           max_kib);
-    if (argc > 2) {
-        samples  sct = { 0 }, smt = { 0 };
+    if (!only_schemas) {
+        printf("per request (walk of a text): %.0f states, %.0f KiB on "
+               "average, %.0f KiB at most\n", sum_states / n_walks,
+               sum_kib / n_walks, max_kib);
+    }
+    if (n_dirs > 0) {
+        uint64_t  hits;
+        int       kept;
 
-        bench_schemas(argv[2], rounds, &sct, &smt);
+        bench_schema_dirs(argv + 2, n_dirs, rounds);
+        kept = llm_grammar_vocab_shared(vocab, &hits);
+        printf("local masks the vocabulary shares across grammars: %d kept, "
+               "%llu walks spared\n", kept, (unsigned long long) hits);
     }
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);

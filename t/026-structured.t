@@ -172,10 +172,10 @@ sub error_of {
 }
 
 my ($est, $err, $eraw) = error_of({ response_format => { type => 'json_schema',
-    json_schema => { name => 'x', schema => { type => 'object',
-                     patternProperties => { '^a' => { type => 'string' } } } } } });
+    json_schema => { name => 'x', schema => { type => 'array',
+                     contains => { type => 'string' } } } } });
 is($est, 400, 'an unsupported keyword: 400') or diag($eraw);
-like($err->{message} // '', qr/patternProperties/, 'naming the keyword: '
+like($err->{message} // '', qr/'contains'/, 'naming the keyword: '
      . ($err->{message} // ''));
 
 ($est, $err, $eraw) = error_of({ response_format => { type => 'grammar',

@@ -450,6 +450,7 @@ grammar_destroy(llm_grammar *g)
             }
         }
         pthread_mutex_destroy(&g->shared->lock);
+        free(g->shared->min_bytes);
         free(g->shared);
     }
     free(g);

@@ -31,6 +31,7 @@
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
 #define LLM_GRAMMAR_SHARED       256        /* local masks a grammar keeps */
 #define LLM_GRAMMAR_CACHED       16         /* grammars a vocabulary keeps */
+#define LLM_GRAMMAR_VSHARED      1024       /* local masks it keeps for all */
 
 enum {
     GE_END = 0,     /* end of the rule's last alternative */
@@ -104,10 +105,31 @@ typedef struct {
     uint64_t        used;
 } llm_gcache_entry;
 
+/*
+ * A local mask kept by the vocabulary for every grammar (matcher.c): key
+ * is the cut stack's structure written canonically (its elements to the
+ * end of their alternatives, the rules they reach, renumbered in the order
+ * met, byte sets by content), so that grammars that share a rule shape
+ * (a JSON string's characters, a number, ws) share its walk.
+ */
+typedef struct {
+    uint32_t    hash;
+    int32_t     n_fp;
+    int32_t    *fp;
+    uint32_t   *accepted;
+    int32_t    *unsure;
+    int32_t     n_unsure;
+    uint64_t    used;               /* vl_tick when last used */
+} llm_vlocal;
+
 typedef struct {
     pthread_mutex_t     lock;
     llm_gcache_entry    e[LLM_GRAMMAR_CACHED];
     uint64_t            tick;
+    llm_vlocal         *vl[LLM_GRAMMAR_VSHARED];    /* sets of two slots:
+                                                       the older one goes */
+    int                 n_vl;
+    uint64_t            vl_hits, vl_tick;
 } llm_gcache;
 
 struct llm_grammar_vocab {
@@ -147,6 +169,8 @@ typedef struct {
 typedef struct {
     pthread_mutex_t   lock;
     llm_glocal       *slot[LLM_GRAMMAR_SHARED * 2];   /* open addressing */
+    int32_t          *min_bytes;    /* per rule, up to the longest token:
+                                       made by the first matcher needing it */
     int               n;
 } llm_gshared;
 
@@ -190,6 +214,9 @@ int llm_matcher_accept_bytes(llm_matcher *m, const char *s, size_t len);
 /* bench: the states and stack nodes a matcher made, and its bytes */
 void llm_matcher_stats(const llm_matcher *m, int *states, int *nodes,
     size_t *bytes);
+/* tests and bench: local masks the vocabulary keeps, and how often one
+   spared a walk */
+int llm_grammar_vocab_shared(const llm_grammar_vocab *v, uint64_t *hits);
 /* tests and bench: masks computed without the cache (the reference) */
 int llm_matcher_mask_nocache(llm_matcher *m, uint32_t *mask);
 

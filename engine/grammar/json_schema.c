@@ -19,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +38,7 @@
 
 #define JS_OK               0
 #define JS_EMPTY            1       /* the subschema accepts nothing */
+#define JS_NOKEYS           2       /* propertyNames allows no key */
 #define JS_ERR              (-1)
 
 /* the JSON types; "number" is T_INT | T_FRAC */
@@ -359,10 +362,10 @@ js_in(const char *const *list, const char *s)
 
 /* validation keywords we cannot enforce: refused */
 static const char *const js_refused[] = {
-    "patternProperties", "dependentSchemas", "dependentRequired",
+    "dependentSchemas", "dependentRequired",
     "dependencies", "if", "then", "else", "not", "contains", "minContains",
     "maxContains", "uniqueItems", "multipleOf", "unevaluatedProperties",
-    "unevaluatedItems", "propertyNames", "$dynamicRef", "$dynamicAnchor",
+    "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
     "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
     "divisibleBy", NULL
 };
@@ -373,7 +376,8 @@ static const char *const js_supported[] = {
     "prefixItems", "additionalItems", "enum", "const", "anyOf", "oneOf",
     "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "minItems", "maxItems", "minProperties", "maxProperties", NULL
+    "minItems", "maxItems", "minProperties", "maxProperties",
+    "patternProperties", "propertyNames", NULL
 };
 
 
@@ -2031,6 +2035,364 @@ js_required(const cJSON *req, const char *name)
 }
 
 
+
+/*
+ * patternProperties and propertyNames need to know at compile time
+ * whether a declared name is a key they allow. A pattern is run as
+ * ECMA-262 reads it (JSON Schema's dialect), by PCRE2 with ECMAScript's
+ * \uHHHH and \s: the grammar's translation matches a subset of that, so a
+ * name the grammar could write as a pattern key is always found.
+ */
+static const char  js_ecma_space[] =
+    "\\t\\n\\u000b\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f"
+    "\\u205f\\u3000\\ufeff";
+
+
+/* 1 when the pattern finds a match in name (patterns are not anchored),
+   0 when not, JS_ERR */
+static int
+js_re_search(js_ctx *c, const char *re, const char *name, const char *what,
+    const char *ptr)
+{
+    pcre2_code        *code;
+    pcre2_match_data  *md;
+    llm_strbuf         t;
+    PCRE2_SIZE         off;
+    const char        *p;
+    int                in_class = 0, rc, e;
+
+    js_buf(c, &t);
+    for (p = re; *p; p++) {
+        if (*p == '\\' && p[1] == 's') {
+            js_put(c, &t, in_class ? "" : "[");
+            js_put(c, &t, js_ecma_space);
+            js_put(c, &t, in_class ? "" : "]");
+            p++;
+        } else if (*p == '\\' && p[1] == 'S' && !in_class) {
+            js_put(c, &t, "[^");
+            js_put(c, &t, js_ecma_space);
+            js_put(c, &t, "]");
+            p++;
+        } else if (*p == '\\' && p[1]) {
+            llm_strbuf_append(&t, p, 2);
+            p++;
+        } else {
+            in_class = *p == '[' ? 1 : *p == ']' ? 0 : in_class;
+            llm_strbuf_append(&t, p, 1);
+        }
+    }
+    if (c->failed) {
+        llm_strbuf_free(&t);
+        return JS_ERR;
+    }
+    code = pcre2_compile((PCRE2_SPTR) t.data, t.len,
+                         PCRE2_UTF | PCRE2_ALT_BSUX, &e, &off, NULL);
+    llm_strbuf_free(&t);
+    if (code == NULL) {
+        return js_fail(c, "json_schema: unsupported keyword '%s' at %s: its "
+                       "pattern '%s' cannot be checked against the declared "
+                       "names", what, js_at(ptr), re);
+    }
+    md = pcre2_match_data_create_from_pattern(code, NULL);
+    rc = md ? pcre2_match(code, (PCRE2_SPTR) name, strlen(name), 0, 0, md,
+                          NULL)
+            : PCRE2_ERROR_NOMEMORY;
+    pcre2_match_data_free(md);
+    pcre2_code_free(code);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        return js_fail(c, "json_schema: unsupported keyword '%s' at %s: "
+                       "pattern '%s' cannot be run on the name '%s'", what,
+                       js_at(ptr), re, name);
+    }
+    return rc >= 0;
+}
+
+
+/* 1 when propertyNames' string schema pn accepts name, 0 when not,
+   JS_ERR */
+static int
+js_name_allowed(js_ctx *c, const cJSON *pn, const char *name,
+    const char *ptr)
+{
+    const cJSON  *vals = cJSON_GetObjectItemCaseSensitive(pn, "enum");
+    const cJSON  *cn = cJSON_GetObjectItemCaseSensitive(pn, "const");
+    const cJSON  *pat = cJSON_GetObjectItemCaseSensitive(pn, "pattern");
+    const cJSON  *v;
+    const char   *q;
+    long          min, max, len = 0;
+    int           found;
+
+    if (cJSON_HasObjectItem(pn, "format")) {
+        return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
+                       "at %s: a 'format' for names beside declared "
+                       "properties or an enum", js_at(ptr));
+    }
+    if (js_count(c, pn, "minLength", ptr, 0, &min) != JS_OK
+        || js_count(c, pn, "maxLength", ptr, -1, &max) != JS_OK)
+    {
+        return JS_ERR;
+    }
+    for (q = name; *q; q++) {
+        len += ((unsigned char) *q & 0xC0) != 0x80;     /* code points */
+    }
+    if (len < min || (max >= 0 && len > max)) {
+        return 0;
+    }
+    if (cn && !(cJSON_IsString(cn) && strcmp(cn->valuestring, name) == 0)) {
+        return 0;
+    }
+    if (vals) {
+        found = 0;
+        cJSON_ArrayForEach(v, vals) {
+            found |= cJSON_IsString(v) && strcmp(v->valuestring, name) == 0;
+        }
+        if (!found) {
+            return 0;
+        }
+    }
+    if (pat) {
+        if (!cJSON_IsString(pat)) {
+            return js_fail(c, "json_schema: 'pattern' at %s/propertyNames is "
+                           "not a string", ptr);
+        }
+        return js_re_search(c, pat->valuestring, name, "propertyNames", ptr);
+    }
+    return 1;
+}
+
+
+/* propertyNames: a schema of strings only (keys are strings) */
+static int
+js_check_names_schema(js_ctx *c, const cJSON *pn, const char *ptr)
+{
+    static const char *const ok[] = {
+        "type", "enum", "const", "pattern", "format", "minLength",
+        "maxLength", NULL
+    };
+    const cJSON  *k, *t;
+
+    if (!cJSON_IsObject(pn)) {
+        return js_fail(c, "json_schema: 'propertyNames' at %s is not a "
+                       "schema", js_at(ptr));
+    }
+    for (k = pn->child; k; k = k->next) {
+        if ((js_in(js_supported, k->string) || js_in(js_refused, k->string))
+            && !js_in(ok, k->string))
+        {
+            return js_fail(c, "json_schema: unsupported keyword '%s' in "
+                           "'propertyNames' at %s (a string schema of type, "
+                           "enum, const, pattern, format, minLength, "
+                           "maxLength is)", k->string, js_at(ptr));
+        }
+    }
+    t = cJSON_GetObjectItemCaseSensitive(pn, "type");
+    if (t == NULL || (cJSON_IsString(t)
+                      && strcmp(t->valuestring, "string") == 0))
+    {
+        return JS_OK;
+    }
+    if (cJSON_IsArray(t)) {
+        cJSON_ArrayForEach(k, t) {
+            if (cJSON_IsString(k) && strcmp(k->valuestring, "string") == 0) {
+                return JS_OK;
+            }
+        }
+    }
+    return JS_EMPTY;    /* no string is of its type: no key */
+}
+
+
+/* a key of an enum/const propertyNames, as a literal */
+static void
+js_key_literal(js_ctx *c, llm_strbuf *b, const char *name)
+{
+    llm_strbuf  t;
+
+    js_buf(c, &t);
+    js_json_string(c, &t, name);
+    if (!c->failed) {
+        js_lit(c, b, t.data, t.len);
+    }
+    llm_strbuf_free(&t);
+}
+
+
+/*
+ * The keys of additional properties under patternProperties or
+ * propertyNames (ppat: the patterns, one schema for all; pn: the names
+ * schema), the declared names n of names[] not among them (checked by the
+ * caller). JS_EMPTY when no key is allowed.
+ */
+static int
+js_rule_keys(js_ctx *c, llm_strbuf *b, const cJSON *ppat, const cJSON *pn,
+    const char **names, int n, const char *ptr)
+{
+    const cJSON  *p, *vals, *cn;
+    char          sub[512];
+    int           alts = 0, i, rc = JS_OK;
+
+    if (ppat) {
+        js_put(c, b, "( ");
+        cJSON_ArrayForEach(p, ppat) {
+            js_put(c, b, alts++ ? " | " : "");
+            js_child(sub, sizeof(sub), ptr, "patternProperties");
+            if (js_pattern(c, p->string, sub, b) != JS_OK) {
+                return JS_ERR;
+            }
+        }
+        js_put(c, b, " )");
+        return c->failed ? JS_ERR : JS_OK;
+    }
+    js_child(sub, sizeof(sub), ptr, "propertyNames");
+    vals = cJSON_GetObjectItemCaseSensitive(pn, "enum");
+    cn = cJSON_GetObjectItemCaseSensitive(pn, "const");
+    if (vals == NULL && cn == NULL) {
+        return js_gen_string(c, pn, sub, b);    /* n is 0 here */
+    }
+    /* a finite set: the names it allows, but the declared ones */
+    js_put(c, b, "( ");
+    for (p = vals ? vals->child : cn; p; p = vals ? p->next : NULL) {
+        if (!cJSON_IsString(p)) {
+            continue;
+        }
+        rc = js_name_allowed(c, pn, p->valuestring, ptr);
+        if (rc == JS_ERR) {
+            return JS_ERR;
+        }
+        if (rc == 0) {
+            continue;
+        }
+        for (i = 0; i < n && strcmp(names[i], p->valuestring); i++) {
+            /* declared? */
+        }
+        if (i < n) {
+            continue;
+        }
+        js_put(c, b, alts++ ? " | " : "");
+        js_key_literal(c, b, p->valuestring);
+    }
+    js_put(c, b, " )");
+    return c->failed ? JS_ERR : alts ? JS_OK : JS_EMPTY;
+}
+
+
+/*
+ * patternProperties and propertyNames against the declared names list[]:
+ * a declared name that a pattern matches would need both schemas (and the
+ * pattern's key rule would let it repeat), so it is refused; a declared
+ * name that propertyNames rejects is left out (or, required, the object
+ * accepts nothing). *ppat is the patterns (NULL: none), *pn the names
+ * schema (NULL: none).
+ */
+static int
+js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
+    int *n, const cJSON **ppat, const cJSON **pn)
+{
+    const cJSON  *pp = cJSON_GetObjectItemCaseSensitive(s,
+                                                         "patternProperties");
+    const cJSON  *p, *first = NULL, *ap;
+    llm_strbuf    scratch;
+    char          sub[512];
+    int           i, j, rc = 0;
+
+    *ppat = NULL;
+    *pn = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
+    if (pp && !cJSON_IsObject(pp)) {
+        return js_fail(c, "json_schema: 'patternProperties' at %s is not an "
+                       "object", js_at(ptr));
+    }
+    if (*pn && (cJSON_IsTrue(*pn)
+                || (cJSON_IsObject(*pn) && !js_constrains(*pn, NULL))))
+    {
+        *pn = NULL;     /* true, {}: any key */
+    }
+    if (pp && pp->child && *pn) {
+        return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
+                       "at %s: with patternProperties", js_at(ptr));
+    }
+    ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (ap == NULL || cJSON_IsTrue(ap)) {
+        /* patterns of schemas that constrain nothing change nothing when
+           every other key is allowed too */
+        cJSON_ArrayForEach(p, pp) {
+            if (!cJSON_IsTrue(p) && !(cJSON_IsObject(p)
+                                      && !js_constrains(p, NULL)))
+            {
+                break;
+            }
+        }
+        if (p == NULL) {
+            pp = NULL;
+        }
+    }
+    cJSON_ArrayForEach(p, pp) {
+        if (first && !cJSON_Compare(first, p, 1)) {
+            return js_fail(c, "json_schema: unsupported keyword "
+                           "'patternProperties' at %s: patterns with "
+                           "different schemas (a key that matches several "
+                           "needs them all)", js_at(ptr));
+        }
+        first = p;
+        /* our translation's error first (the key rule will need it) */
+        js_buf(c, &scratch);
+        js_child(sub, sizeof(sub), ptr, "patternProperties");
+        rc = js_pattern(c, p->string, sub, &scratch);
+        llm_strbuf_free(&scratch);
+        if (rc != JS_OK) {
+            return JS_ERR;
+        }
+        for (i = 0; i < *n; i++) {
+            rc = js_re_search(c, p->string, list[i].name,
+                              "patternProperties", ptr);
+            if (rc != 0) {
+                break;      /* a declared name the pattern matches */
+            }
+        }
+        if (rc == JS_ERR) {
+            return JS_ERR;
+        }
+        if (i < *n) {
+            return js_fail(c, "json_schema: unsupported keyword "
+                           "'patternProperties' at %s: property '%s' matches "
+                           "pattern '%s' (it would need both schemas)",
+                           js_at(ptr), list[i].name, p->string);
+        }
+        *ppat = pp;
+    }
+    if (*pn == NULL) {
+        return c->failed ? JS_ERR : JS_OK;
+    }
+    if (!cJSON_IsFalse(*pn)) {
+        rc = js_check_names_schema(c, *pn, ptr);
+        if (rc == JS_ERR) {
+            return rc;
+        }
+    } else {
+        rc = JS_EMPTY;
+    }
+    /* the declared names it rejects are left out */
+    for (i = 0, j = 0; i < *n; i++) {
+        int  ok = rc == JS_OK ? js_name_allowed(c, *pn, list[i].name, ptr)
+                              : 0;
+
+        if (ok == JS_ERR) {
+            return JS_ERR;
+        }
+        if (ok) {
+            list[j++] = list[i];
+        } else if (list[i].required) {
+            return JS_EMPTY;
+        }
+    }
+    *n = j;
+    if (rc == JS_EMPTY) {
+        *pn = NULL;     /* no key at all: additional ones are left out */
+        return JS_NOKEYS;
+    }
+    return c->failed ? JS_ERR : JS_OK;
+}
+
+
 /* kv ::= "\"name\"" ws ":" ws value */
 static int
 js_kv(js_ctx *c, js_prop *p, const cJSON *extra, int extra_any,
@@ -2106,9 +2468,10 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     const char  **names = NULL;
     llm_strbuf    body, xkey, xkv;
     char          name[96], xname[96], rest[128], prev[128];
+    const cJSON  *ppat, *pn, *pp, *pnames;
     long          minp, maxp;
     int           n = 0, cap, i, j, rc = JS_ERR, n_req = 0, extras;
-    int           extra_any;
+    int           extra_any, keyed;
 
     if (props && !cJSON_IsObject(props)) {
         return js_fail(c, "json_schema: 'properties' at %s is not an object",
@@ -2135,10 +2498,13 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     }
     extras = ap == NULL || !cJSON_IsFalse(ap);
     extra_any = ap == NULL || cJSON_IsTrue(ap);
+    pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
+    pnames = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
+    keyed = (pp && pp->child) || (pnames && !cJSON_IsTrue(pnames));
 
     /* {"type": "object"}: any object */
     if (cJSON_GetArraySize(props) == 0 && cJSON_GetArraySize(req) == 0
-        && extra_any && minp == 0 && maxp < 0)
+        && extra_any && minp == 0 && maxp < 0 && !keyed)
     {
         js_put(c, e, c->root);
         js_put(c, e, "-object");
@@ -2169,6 +2535,12 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         if (i < n) {
             continue;
         }
+        if (!extras && pp && pp->child) {
+            rc = js_fail(c, "json_schema: unsupported keyword "
+                         "'patternProperties' at %s: with '%s' required but "
+                         "not in properties", js_at(ptr), r->valuestring);
+            goto done;
+        }
         if (!extras) {
             rc = JS_EMPTY;      /* required but not allowed */
             goto done;
@@ -2177,6 +2549,27 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         list[n].schema = NULL;
         list[n].required = 1;
         n++;
+    }
+    /* patternProperties, propertyNames: the keys of additional ones */
+    rc = js_key_rules(c, s, ptr, list, &n, &ppat, &pn);
+    if (rc == JS_ERR || rc == JS_EMPTY) {
+        goto done;
+    }
+    if (rc == JS_NOKEYS) {
+        extras = 0;
+    }
+    if (ppat) {
+        extras = 1;     /* keys that match no pattern are left out */
+        extra_any = 0;
+    }
+    if (pn && extras && n > 0
+        && !cJSON_HasObjectItem(pn, "enum") && !cJSON_HasObjectItem(pn, "const"))
+    {
+        rc = js_fail(c, "json_schema: unsupported keyword 'propertyNames' at "
+                     "%s: a pattern or length for additional keys beside "
+                     "properties (an additional key must not repeat one)",
+                     js_at(ptr));
+        goto done;
     }
     for (i = 0; i < n; i++) {
         names[i] = list[i].name;
@@ -2208,10 +2601,17 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         memset(&x, 0, sizeof(x));
         js_buf(c, &xkey);
         js_buf(c, &xkv);
-        rc = js_extra_key(c, &xkey, names, n);
+        rc = ppat || pn ? js_rule_keys(c, &xkey, ppat, pn, names, n, ptr)
+                        : js_extra_key(c, &xkey, names, n);
         if (rc == JS_OK) {
             x.name = "";
-            if (extra_any) {
+            if (ppat) {
+                char  sub[512], pat[512];
+
+                js_child(pat, sizeof(pat), ptr, "patternProperties");
+                js_child(sub, sizeof(sub), pat, ppat->child->string);
+                rc = js_gen(c, ppat->child, sub, &xkv);
+            } else if (extra_any) {
                 js_need(c, &xkv, N_VALUE, "value");
             } else {
                 char  sub[512];
@@ -2258,7 +2658,11 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
             rc = JS_EMPTY;
             goto done_depth;
         }
-        if (minp > n_req || (maxp >= 0 && (extras || maxp < n_decl))) {
+        /* at least one property is what the f-chain below says, at most
+           one a choice of one */
+        if (minp > (n_req > 0 ? n_req : 1)
+            || (maxp > 1 && (extras || maxp < n_decl)))
+        {
             if (maxp >= 0 && maxp < n_req) {
                 rc = JS_EMPTY;
                 goto done_depth;
@@ -2282,6 +2686,43 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 
     js_buf(c, &body);
     js_name(c, name, sizeof(name), "object");
+
+    if (n > 0 && maxp == 1) {
+        /* one property at most: the required one, or any one of them */
+        llm_strbuf  alt;
+        int         alts = 0;
+
+        js_buf(c, &alt);
+        for (i = 0; i < n; i++) {
+            if (list[i].kv[0] && (n_req == 0 || list[i].required)) {
+                js_put(c, &alt, alts++ ? " | " : "");
+                js_put(c, &alt, list[i].kv);
+            }
+        }
+        if (extras && n_req == 0) {
+            js_put(c, &alt, alts++ ? " | " : "");
+            js_put(c, &alt, xname);
+        }
+        /* "{" ws ( ( kv | ... ) ws )? "}", the group required when one
+           property must be there */
+        js_put(c, &body, "\"{\" ");
+        js_need(c, &body, N_WS, "ws");
+        if (alts) {
+            js_put(c, &body, " ( ( ");
+            js_put(c, &body, alt.data);
+            js_put(c, &body, " ) ");
+            js_need(c, &body, N_WS, "ws");
+            js_put(c, &body, n_req || minp ? " )" : " )?");
+        }
+        js_put(c, &body, " \"}\"");
+        llm_strbuf_free(&alt);
+        rc = alts || !(n_req || minp) ? js_rule(c, name, &body) : JS_EMPTY;
+        llm_strbuf_free(&body);
+        if (rc == JS_OK) {
+            js_put(c, e, name);
+        }
+        goto done_depth;
+    }
 
     if (n == 0) {
         /* additional properties only */
@@ -2632,7 +3073,7 @@ js_keyword_type(const char *k)
     };
     static const char *const obj[] = {
         "properties", "required", "additionalProperties", "minProperties",
-        "maxProperties", NULL
+        "maxProperties", "patternProperties", "propertyNames", NULL
     };
     static const char *const arr[] = {
         "items", "prefixItems", "additionalItems", "minItems", "maxItems",
@@ -3032,7 +3473,7 @@ static const char *const js_maxs[] = {
 
 /* keywords that cannot be in two of the schemas merged */
 static const char *const js_once[] = {
-    "pattern", "format", "anyOf", "oneOf", NULL
+    "pattern", "format", "anyOf", "oneOf", "propertyNames", NULL
 };
 
 
@@ -3240,6 +3681,34 @@ js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
                     }
                 } else if (!cJSON_Compare(cur, k, 1)) {
                     br->empty = 1;
+                }
+            } else if (strcmp(n, "patternProperties") == 0) {
+                /* exact only when no other schema says which keys are
+                   additional (its additionalProperties would change) */
+                if (k->child == NULL) {
+                    continue;
+                }
+                for (j = 0; j < br->n; j++) {
+                    static const char *const objk[] = {
+                        "properties", "required", "additionalProperties",
+                        "patternProperties", "propertyNames",
+                        "minProperties", "maxProperties", NULL
+                    };
+                    const cJSON  *o;
+
+                    for (o = j == i ? NULL : br->b[j]->child; o;
+                         o = o->next)
+                    {
+                        if (js_in(objk, o->string)) {
+                            return js_fail(c, "json_schema: allOf at %s: "
+                                           "cannot merge 'patternProperties' "
+                                           "with another schema's '%s'",
+                                           js_at(ptr), o->string);
+                        }
+                    }
+                }
+                if (js_dup_into(c, m, n, k) != JS_OK) {
+                    return JS_ERR;
                 }
             } else if (js_in(js_once, n)) {
                 if (cur && !cJSON_Compare(cur, k, 1)) {

@@ -28,7 +28,7 @@ void llm_strbuf_free(llm_strbuf *b);
  * most max_ws blanks in a row between tokens); the helper rules it makes
  * are named root-<suffix>, so several schemas can share one grammar.
  * Returns 0, or -1 with a sentence in err naming the keyword and where it
- * is ("json_schema: unsupported keyword 'patternProperties' at
+ * is ("json_schema: unsupported keyword 'uniqueItems' at
  * /properties/a").
  */
 int llm_json_schema_to_gbnf(const char *schema, size_t len,

@@ -44,6 +44,10 @@
 #endif
 #define LOCAL_SLOTS   64        /* cached local masks per matcher */
 #define NODE_BOUNDARY 1         /* bottom of a truncated stack */
+#define FP_HORIZON    32        /* bytes of a shared local mask's walk:
+                                   deeper trie nodes are left unsure */
+#define FP_MAX        2048      /* ints of a fingerprint; past it the cut
+                                   stack's mask is not shared */
 
 
 typedef struct {
@@ -114,6 +118,20 @@ struct llm_matcher {
     mlocal      locals[LOCAL_SLOTS];
     int         local_next;
     uint8_t    *bflag;          /* per trie depth: a boundary was passed */
+
+    int32_t    *fp;             /* a cut stack's structure (fingerprint) */
+    int32_t     n_fp;
+    int32_t    *fp_seen;        /* per rule: fp_gen when met */
+    int32_t    *fp_idx;         /* per rule: its number in this fp */
+    int32_t    *fp_q;           /* the rules met, in order */
+    int32_t     n_q, fp_gen;
+    int32_t    *fp_dseen;       /* per rule: fp_gen when its distance is */
+    int32_t    *fp_dist;        /* per rule: fewest bytes before it */
+    int32_t    *fp_wq;          /* rules whose distance fell: a ring, each
+                                   rule in it once at a time */
+    int32_t     n_wq;
+    uint8_t    *fp_inq;
+    int64_t     fp_work;        /* elements fp_walk read */
 };
 
 
@@ -541,6 +559,14 @@ llm_matcher_free(llm_matcher *m)
     free(m->hist);
     free(m->walk);
     free(m->bflag);
+    free(m->fp);
+    free(m->fp_seen);
+    free(m->fp_idx);
+    free(m->fp_q);
+    free(m->fp_dseen);
+    free(m->fp_dist);
+    free(m->fp_wq);
+    free(m->fp_inq);
     for (i = 0; i < m->cap_slots; i++) {
         free(m->slots[i]);
     }
@@ -606,7 +632,7 @@ walk_full(llm_matcher *m, int32_t i0, int32_t i1, uint32_t *mask)
 
 /* the walk of a truncated stack's state: accepted tokens, unsure roots */
 static int
-walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
+walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L, int max_d)
 {
     const llm_grammar_vocab  *v = m->v;
     int32_t                   i, nx, t, n = v->n_nodes, cap = 0;
@@ -618,6 +644,17 @@ walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L)
     m->bflag[0] = 0;
     for (i = 1; i < n; ) {
         d = v->node[i].depth;
+        if (d > max_d) {
+            /* past the horizon: the full state decides */
+            if (grow((void **) &L->unsure, &cap, L->n_unsure + 1,
+                     sizeof(int32_t)) != 0)
+            {
+                return -1;
+            }
+            L->unsure[L->n_unsure++] = i;
+            i += v->node[i].size;
+            continue;
+        }
         nx = next_of(m, m->walk[d - 1], v->node[i].byte);
         if (nx < 0) {
             if (m->bflag[d - 1]) {
@@ -708,12 +745,424 @@ truncate_stack(llm_matcher *m, int32_t n, int d)
 }
 
 
+
+/* --- local masks shared by all grammars of a vocabulary ---------------- */
+
+static int
+fp_put(llm_matcher *m, int32_t x)
+{
+    if (m->n_fp >= FP_MAX) {
+        return -1;
+    }
+    m->fp[m->n_fp++] = x;
+    return 0;
+}
+
+
+/* rule r's number in this fingerprint, queued when first met */
+static int32_t
+fp_rule(llm_matcher *m, int32_t r)
+{
+    if (m->fp_seen[r] != m->fp_gen) {
+        m->fp_seen[r] = m->fp_gen;
+        m->fp_idx[r] = m->n_q;
+        m->fp_q[m->n_q++] = r;
+    }
+    return m->fp_idx[r];
+}
+
+
+/* per rule: the fewest bytes it consumes, capped at the longest token;
+   the grammar keeps them for all its matchers */
+static const int32_t *
+min_bytes(llm_matcher *m)
+{
+    const llm_grammar  *g = m->g;
+    llm_gshared        *sh = g->shared;
+    int32_t            *mb, r, k, cur, best, cap = m->v->max_depth;
+    int                 changed;
+
+    pthread_mutex_lock(&sh->lock);
+    if (sh->min_bytes == NULL
+        && (mb = malloc((size_t) g->n_rules * sizeof(int32_t))) != NULL)
+    {
+        for (r = 0; r < g->n_rules; r++) {
+            mb[r] = cap;
+        }
+        do {
+            changed = 0;
+            for (r = g->n_rules - 1; r >= 0; r--) {
+                best = cap;
+                cur = 0;
+                for (k = g->rule_start[r]; ; k++) {
+                    int  t = g->el[k].type;
+
+                    if (t == GE_END || t == GE_ALT) {
+                        best = cur < best ? cur : best;
+                        cur = 0;
+                        if (t == GE_END) {
+                            break;
+                        }
+                        continue;
+                    }
+                    cur += t == GE_RULE ? mb[g->el[k].val] : 1;
+                    cur = cur < cap ? cur : cap;
+                }
+                if (best < mb[r]) {
+                    mb[r] = best;
+                    changed = 1;
+                }
+            }
+        } while (changed);
+        sh->min_bytes = mb;
+    }
+    mb = sh->min_bytes;
+    pthread_mutex_unlock(&sh->lock);
+    return mb;
+}
+
+
+/* the distance (bytes before it, at fewest) a rule is entered at */
+static void
+fp_reach(llm_matcher *m, int32_t r, int32_t d)
+{
+    if (m->fp_dseen[r] != m->fp_gen || d < m->fp_dist[r]) {
+        if (m->fp_dseen[r] != m->fp_gen || !m->fp_inq[r]) {
+            m->fp_wq[m->n_wq++ % m->g->n_rules] = r;
+            m->fp_inq[r] = 1;
+        }
+        m->fp_dseen[r] = m->fp_gen;
+        m->fp_dist[r] = d;
+    }
+}
+
+
+/* the rules a sequence from pos (at d bytes) enters before the horizon;
+   returns the distance at its end, or the horizon */
+static int32_t
+fp_walk(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d,
+    int whole)
+{
+    const llm_gelem  *e;
+    int32_t           start = d, hz = FP_HORIZON;
+
+    for ( ;; pos++) {
+        e = &m->g->el[pos];
+        m->fp_work++;
+        if (e->type == GE_END || (e->type == GE_ALT && !whole)) {
+            return d;
+        }
+        if (e->type == GE_ALT) {
+            d = start;
+            continue;
+        }
+        if (d >= hz) {
+            /* past the horizon: to the next alternative */
+            if (!whole) {
+                return hz;
+            }
+            while (m->g->el[pos + 1].type != GE_ALT
+                   && m->g->el[pos + 1].type != GE_END)
+            {
+                pos++;
+            }
+            continue;
+        }
+        if (e->type == GE_RULE) {
+            fp_reach(m, e->val, d);
+            d += mb[e->val];
+        } else {
+            d++;
+        }
+    }
+}
+
+
+/* the elements from pos (at d bytes) to the end of its alternative (whole:
+   of its rule), cut at the horizon; rules by number, byte sets by
+   content */
+static int
+fp_seq(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d, int whole)
+{
+    const llm_grammar  *g = m->g;
+    const llm_gelem    *e;
+    const uint8_t      *set;
+    int32_t             start = d, hz = FP_HORIZON;
+    int                 k;
+
+    for ( ;; pos++) {
+        e = &g->el[pos];
+        if (d >= hz && e->type != GE_END && e->type != GE_ALT) {
+            if (fp_put(m, -2) != 0) {           /* the horizon */
+                return -1;
+            }
+            while (g->el[pos + 1].type != GE_ALT
+                   && g->el[pos + 1].type != GE_END)
+            {
+                pos++;
+            }
+            continue;
+        }
+        if (fp_put(m, e->type) != 0) {
+            return -1;
+        }
+        switch (e->type) {
+        case GE_END:
+            return 0;
+        case GE_ALT:
+            if (!whole) {
+                return 0;
+            }
+            d = start;
+            break;
+        case GE_RULE:
+            if (fp_put(m, fp_rule(m, e->val)) != 0) {
+                return -1;
+            }
+            d += mb[e->val];
+            break;
+        case GE_BYTES:
+            set = g->sets[e->val];
+            for (k = 0; k < 32; k += 4) {
+                if (fp_put(m, (int32_t) ((uint32_t) set[k]
+                                         | (uint32_t) set[k + 1] << 8
+                                         | (uint32_t) set[k + 2] << 16
+                                         | (uint32_t) set[k + 3] << 24))
+                    != 0)
+                {
+                    return -1;
+                }
+            }
+            d++;
+            break;
+        default:
+            if (fp_put(m, e->val) != 0) {
+                return -1;
+            }
+            d++;
+        }
+    }
+}
+
+
+/*
+ * The cut stack of key k4 written so that it does not depend on the
+ * grammar's numbering: its three positions' continuations, then every rule
+ * they reach, each cut where it lies past the horizon: a walk of the trie
+ * reads at most max_depth bytes (the longest token), so what can only come
+ * after that many bytes cannot change its mask. Two cut stacks with the
+ * same fingerprint consume those bytes the same way: their local masks are
+ * equal. -1 when it is too big.
+ */
+static int
+fingerprint(llm_matcher *m, const int32_t *k4, uint32_t *hash)
+{
+    const llm_grammar  *g = m->g;
+    const int32_t      *mb;
+    uint32_t            h = 2166136261u;
+    int32_t             q, d, dd[3], r;
+    int                 i;
+
+    if (m->fp == NULL) {
+        size_t  n = (size_t) g->n_rules;
+
+        m->fp = malloc(FP_MAX * sizeof(int32_t));
+        m->fp_seen = calloc(n, sizeof(int32_t));
+        m->fp_idx = malloc(n * sizeof(int32_t));
+        m->fp_q = malloc(n * sizeof(int32_t));
+        m->fp_dseen = calloc(n, sizeof(int32_t));
+        m->fp_dist = malloc(n * sizeof(int32_t));
+        m->fp_wq = malloc(n * sizeof(int32_t));
+        m->fp_inq = calloc(n, 1);
+        if (m->fp == NULL || m->fp_seen == NULL || m->fp_idx == NULL
+            || m->fp_q == NULL || m->fp_dseen == NULL || m->fp_dist == NULL
+            || m->fp_wq == NULL || m->fp_inq == NULL)
+        {
+            return -1;
+        }
+    }
+    if ((mb = min_bytes(m)) == NULL) {
+        return -1;
+    }
+    m->fp_gen++;
+
+    /* the fewest bytes before each rule, to the horizon */
+    m->n_wq = 0;
+    for (i = 0, d = 0; i < 3; i++) {
+        dd[i] = d;
+        if (k4[i] >= 0 && d < FP_HORIZON) {
+            d = fp_walk(m, mb, k4[i], d, 0);
+        }
+    }
+    m->fp_work = 0;
+    for (q = 0; q < m->n_wq; q++) {
+        r = m->fp_wq[q % g->n_rules];
+        m->fp_inq[r] = 0;
+        fp_walk(m, mb, g->rule_start[r], m->fp_dist[r], 1);
+        if (m->fp_work > 8 * FP_MAX) {
+            for (; q < m->n_wq; q++) {
+                m->fp_inq[m->fp_wq[q % g->n_rules]] = 0;
+            }
+            return -1;      /* too much within the horizon: not shared */
+        }
+    }
+
+    /* the structure inside the horizon, rules numbered as met */
+    m->n_fp = 0;
+    m->n_q = 0;
+    if (fp_put(m, k4[3]) != 0) {
+        return -1;
+    }
+    for (i = 0; i < 3; i++) {
+        if (k4[i] < 0 ? fp_put(m, -1) != 0
+                      : fp_seq(m, mb, k4[i], dd[i], 0) != 0)
+        {
+            return -1;
+        }
+    }
+    for (q = 0; q < m->n_q; q++) {
+        r = m->fp_q[q];
+        if (fp_put(m, m->fp_dist[r]) != 0
+            || fp_seq(m, mb, g->rule_start[r], m->fp_dist[r], 1) != 0)
+        {
+            return -1;
+        }
+    }
+    for (i = 0; i < m->n_fp; i++) {
+        h = (h ^ (uint32_t) m->fp[i]) * 16777619u;
+    }
+    *hash = h;
+    return m->n_fp;
+}
+
+
+static void
+vlocal_free(llm_vlocal *x)
+{
+    if (x != NULL) {
+        free(x->fp);
+        free(x->accepted);
+        free(x->unsure);
+        free(x);
+    }
+}
+
+
+/* the two slots (a set) fingerprint hash h may be in */
+static uint32_t
+vshared_set(uint32_t h)
+{
+    return (h & (LLM_GRAMMAR_VSHARED - 1)) & ~1u;
+}
+
+
+static int
+vshared_is(const llm_vlocal *x, uint32_t h, const llm_matcher *m)
+{
+    return x != NULL && x->hash == h && x->n_fp == m->n_fp
+           && memcmp(x->fp, m->fp, (size_t) m->n_fp * 4) == 0;
+}
+
+
+/* the vocabulary's local mask of the fingerprint in m->fp copied into l;
+   0, or -1 when it has none */
+static int
+vshared_get(llm_matcher *m, uint32_t h, llm_glocal *l)
+{
+    llm_gcache  *c = m->v->cache;
+    llm_vlocal  *x = NULL;
+    uint32_t     i = vshared_set(h);
+    int          rc = -1;
+
+    pthread_mutex_lock(&c->lock);
+    if (vshared_is(c->vl[i], h, m)) {
+        x = c->vl[i];
+    } else if (vshared_is(c->vl[i + 1], h, m)) {
+        x = c->vl[i + 1];
+    }
+    if (x != NULL) {
+        l->unsure = x->n_unsure
+                    ? malloc((size_t) x->n_unsure * sizeof(int32_t)) : NULL;
+        if (x->n_unsure == 0 || l->unsure != NULL) {
+            memcpy(l->accepted, x->accepted, (size_t) m->n_words * 4);
+            memcpy(l->unsure, x->unsure,
+                   (size_t) x->n_unsure * sizeof(int32_t));
+            l->n_unsure = x->n_unsure;
+            x->used = ++c->vl_tick;
+            c->vl_hits++;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+
+/* keeps a copy of l under the fingerprint in m->fp, in place of the less
+   recently used of its set */
+static void
+vshared_add(llm_matcher *m, uint32_t h, const llm_glocal *l)
+{
+    llm_gcache  *c = m->v->cache;
+    llm_vlocal  *x, *old = NULL;
+    uint32_t     i = vshared_set(h);
+
+    x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        return;
+    }
+    x->hash = h;
+    x->n_fp = m->n_fp;
+    x->n_unsure = l->n_unsure;
+    x->fp = malloc((size_t) m->n_fp * 4);
+    x->accepted = malloc((size_t) m->n_words * 4);
+    x->unsure = malloc((size_t) (l->n_unsure + 1) * sizeof(int32_t));
+    if (x->fp == NULL || x->accepted == NULL || x->unsure == NULL) {
+        vlocal_free(x);
+        return;
+    }
+    memcpy(x->fp, m->fp, (size_t) m->n_fp * 4);
+    memcpy(x->accepted, l->accepted, (size_t) m->n_words * 4);
+    memcpy(x->unsure, l->unsure, (size_t) l->n_unsure * sizeof(int32_t));
+    pthread_mutex_lock(&c->lock);
+    if (vshared_is(c->vl[i], h, m) || vshared_is(c->vl[i + 1], h, m)) {
+        old = x;                /* another matcher was first */
+    } else {
+        if (c->vl[i] != NULL && (c->vl[i + 1] == NULL
+                                 || c->vl[i + 1]->used < c->vl[i]->used))
+        {
+            i++;
+        }
+        old = c->vl[i];
+        c->n_vl += old == NULL;
+        x->used = ++c->vl_tick;
+        c->vl[i] = x;
+    }
+    pthread_mutex_unlock(&c->lock);
+    vlocal_free(old);
+}
+
+
+int
+llm_grammar_vocab_shared(const llm_grammar_vocab *v, uint64_t *hits)
+{
+    int  n;
+
+    pthread_mutex_lock(&v->cache->lock);
+    n = v->cache->n_vl;
+    *hits = v->cache->vl_hits;
+    pthread_mutex_unlock(&v->cache->lock);
+    return n;
+}
+
+
 static llm_glocal *
 local_get(llm_matcher *m, int32_t key)
 {
     llm_glocal  *l, *found;
     mlocal      *L;
-    int32_t      lsid, n, k4[4];
+    uint32_t     h = 0;
+    int32_t      lsid, n, k4[4], n_fp;
     int          i, k = m->nodes[key].local;
 
     if (k >= 0) {
@@ -735,12 +1184,20 @@ local_get(llm_matcher *m, int32_t key)
             return NULL;
         }
         memcpy(l->key, k4, sizeof(k4));
-        m->n_tmp = 0;
-        if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
-            || walk_local(m, lsid, l) != 0)
-        {
-            glocal_free(l);
-            return NULL;
+        /* another grammar's walk of the same structure, or a walk */
+        n_fp = m->v->cache ? fingerprint(m, k4, &h) : -1;
+        if (n_fp < 0 || vshared_get(m, h, l) != 0) {
+            m->n_tmp = 0;
+            if (push_tmp(m, key) != 0 || (lsid = state_get(m)) < 0
+                || walk_local(m, lsid, l, n_fp >= 0 ? FP_HORIZON
+                                                    : m->v->max_depth) != 0)
+            {
+                glocal_free(l);
+                return NULL;
+            }
+            if (n_fp >= 0 && !m->overflow) {
+                vshared_add(m, h, l);
+            }
         }
         /* another matcher may have added it meanwhile: keep theirs */
         found = shared_find_add(m->g, k4, l);

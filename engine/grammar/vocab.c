@@ -174,6 +174,16 @@ llm_grammar_vocab_free(llm_grammar_vocab *v)
         return;
     }
     if (v->cache != NULL) {
+        int  i;
+
+        for (i = 0; i < LLM_GRAMMAR_VSHARED; i++) {
+            if (v->cache->vl[i] != NULL) {
+                free(v->cache->vl[i]->fp);
+                free(v->cache->vl[i]->accepted);
+                free(v->cache->vl[i]->unsure);
+                free(v->cache->vl[i]);
+            }
+        }
         llm_grammar_cache_clear(v->cache);
         pthread_mutex_destroy(&v->cache->lock);
         free(v->cache);

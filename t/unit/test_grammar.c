@@ -653,6 +653,85 @@ test_random_walks(void)
 }
 
 
+/* local masks shared across grammars of one vocabulary (by the cut
+   stack's structure): grammars of the same shape under other texts and
+   rule numbers get another grammar's masks, and every mask stays exact */
+static void
+test_vocab_shared(void)
+{
+    static const char *const schemas[] = {
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}",
+        "{\"items\":{\"type\":\"string\"},\"type\":\"array\"}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},"
+        "\"n\":{\"type\":\"integer\",\"maximum\":99}},\"required\":[\"a\"]}",
+        "{\"$defs\":{\"x\":{\"type\":\"integer\"}},\"type\":\"object\","
+        "\"properties\":{\"q\":{\"type\":\"string\"},\"m\":{\"$ref\":"
+        "\"#/$defs/x\"}},\"required\":[\"q\"]}",
+        "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]+$\":{\"type\":"
+        "\"string\"}},\"additionalProperties\":false}",
+    };
+    llm_grammar_vocab  *v;
+    llm_grammar_limits  lim;
+    uint32_t           *mask, *ref;
+    uint64_t            hits;
+    char                err[256];
+    size_t              i;
+    int                 seed, step, n, k, bad = 0, steps = 0, kept;
+    int32_t             id;
+
+    v = llm_grammar_vocab_new(tok, err, sizeof(err));
+    mask = malloc((size_t) n_words * 4);
+    ref = malloc((size_t) n_words * 4);
+    llm_grammar_limits_default(&lim);
+    for (i = 0; v && i < sizeof(schemas) / sizeof(schemas[0]); i++) {
+        llm_grammar  *g = llm_grammar_compile_uncached(v,
+                              LLM_CONSTRAINT_JSON_SCHEMA, schemas[i],
+                              strlen(schemas[i]), &lim, err, sizeof(err));
+
+        if (g == NULL) {
+            ok(0, "shared: %s: %s", schemas[i], err);
+            continue;
+        }
+        for (seed = 1; seed <= 4; seed++) {
+            llm_matcher  *m = llm_matcher_new(g);
+
+            srand((unsigned) (seed * 31 + (int) i));
+            for (step = 0; step < 60; step++) {
+                n = llm_matcher_mask(m, mask);
+                steps++;
+                bad += llm_matcher_mask_nocache(m, ref) != n
+                       || memcmp(ref, mask, (size_t) n_words * 4) != 0;
+                if (n == 0 || llm_matcher_is_done(m)) {
+                    break;
+                }
+                k = rand() % n;
+                for (id = 0; id < n_vocab; id++) {
+                    if (((mask[id >> 5] >> (id & 31)) & 1) && k-- == 0) {
+                        break;
+                    }
+                }
+                if (llm_token_is_stop(tok, id)
+                    || llm_matcher_accept(m, id) != 0)
+                {
+                    break;
+                }
+            }
+            llm_matcher_free(m);
+        }
+        llm_grammar_free(g);
+    }
+    kept = v ? llm_grammar_vocab_shared(v, &hits) : 0;
+    ok(kept > 0 && hits > 0, "grammars share local masks through the "
+       "vocabulary (%d kept, %llu walks spared)", kept,
+       (unsigned long long) hits);
+    is_int(bad, 0, "masks from another grammar's local masks equal full "
+           "walks (%d steps)", steps);
+    llm_grammar_vocab_free(v);
+    free(mask);
+    free(ref);
+}
+
+
 /* more states than the mask cache holds: evicted masks come back exact */
 static void
 test_mask_eviction(void)
@@ -844,6 +923,7 @@ main(void)
     test_threads();
     test_cache();
     test_mask_eviction();
+    test_vocab_shared();
 
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);

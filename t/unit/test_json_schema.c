@@ -324,7 +324,6 @@ static void
 test_refused(void)
 {
     static const char *const kw[][2] = {
-        { "patternProperties", "{\"^a\":{}}" },
         { "dependentSchemas", "{\"a\":{}}" },
         { "dependentRequired", "{\"a\":[\"b\"]}" },
         { "dependencies", "{\"a\":[\"b\"]}" },
@@ -335,7 +334,6 @@ test_refused(void)
         { "multipleOf", "2" },
         { "unevaluatedProperties", "false" },
         { "unevaluatedItems", "false" },
-        { "propertyNames", "{\"maxLength\":3}" },
         { "$dynamicRef", "\"#x\"" },
         { "$recursiveRef", "\"#\"" },
     };
@@ -405,7 +403,7 @@ test_refused(void)
            "ERR: json_schema: 'pattern' with minLength/maxLength at the root "
            "is not supported", "pattern with maxLength");
     is_str(gbnf("{\"type\":\"object\",\"properties\":{\"a\":{}},"
-                "\"minProperties\":1}"),
+                "\"minProperties\":2}"),
            "ERR: json_schema: minProperties/maxProperties at the root with "
            "properties is not supported (beyond what required and "
            "additionalProperties say)", "minProperties beyond required");
@@ -637,6 +635,155 @@ test_match(void)
     check("{\"$defs\":{\"t\":{\"type\":[\"array\",\"null\"],\"items\":{\"$ref\":"
           "\"#/$defs/t\"},\"maxItems\":3}},\"allOf\":[{\"$ref\":\"#/$defs/t\"},"
           "{\"minItems\":1}]}", rec_allof);
+}
+
+
+/* patternProperties, propertyNames, minProperties 1: through the grammar */
+static void
+test_keys(void)
+{
+    static const char *const pat[] = {
+        "+{}", "+{\"A\":\"x\"}", "+{\"PATH\":\"/bin\",\"HOME_2\":\"/root\"}",
+        "-{\"a\":\"x\"}", "-{\"A\":1}", "-{\"2A\":\"x\"}", "-{\"A-B\":\"x\"}",
+        NULL
+    };
+    static const char *const pat_props[] = {
+        "+{\"v\":1}", "+{\"v\":1,\"ff_x\":true}", "+{\"v\":2,\"ff_a\":false,"
+        "\"ff_b_2\":true}", "-{}", "-{\"ff_x\":true}", "-{\"v\":1,\"ff_x\":1}",
+        "-{\"v\":1,\"w\":true}", "-{\"v\":1,\"ff_\":true}", NULL
+    };
+    static const char *const pat_open[] = {
+        /* additionalProperties absent: keys that match no pattern are left
+           out (valid, not written); matching ones take the schema */
+        "+{\"x-a\":1}", "-{\"x-a\":\"s\"}", "-{\"b\":1}", "+{\"a\":\"s\"}",
+        "+{\"a\":\"s\",\"x-b\":2}", "-{\"a\":1}", NULL
+    };
+    static const char *const names_pat[] = {
+        "+{}", "+{\"ab\":1}", "+{\"a-b\":null,\"cd\":[]}", "-{\"Ab\":1}",
+        "-{\"abcde\":1}", "-{\"a b\":1}", "-{\"\":1}", NULL
+    };
+    static const char *const names_enum[] = {
+        "+{\"en\":\"Hello\"}", "+{\"en\":\"Hi\",\"fr\":\"Salut\"}",
+        "-{}", "-{\"it\":\"Ciao\"}", "-{\"en\":\"\"}", "-{\"en\":1}", NULL
+    };
+    static const char *const names_props[] = {
+        /* declared b is no allowed name: left out; a is */
+        "+{\"a\":1}", "+{\"a\":1,\"c\":2}", "-{\"b\":1}", "-{\"a\":1,\"a\":2}",
+        "-{\"a\":1,\"d\":2}", NULL
+    };
+    static const char *const names_declared[] = {
+        /* declared A is no name the pattern allows: left out */
+        "+{}", "+{\"ab\":1}", "-{\"A\":1}", "-{\"ab\":1,\"A\":2}", NULL
+    };
+    static const char *const min1[] = {
+        "+{\"a\":1}", "+{\"b\":\"x\"}", "+{\"a\":1,\"b\":\"x\"}", "-{}",
+        "-{\"c\":1}", NULL
+    };
+    static const char *const min1_extra[] = {
+        "+{\"a\":1}", "+{\"z\":null}", "-{}", NULL
+    };
+    static const char *const one_of[] = {
+        /* exactly one property: a declared one or another */
+        "+{\"a\":1}", "+{\"b\":\"x\"}", "+{\"z\":[]}", "-{}",
+        "-{\"a\":1,\"b\":\"x\"}", "-{\"a\":1,\"z\":2}", "-{\"a\":\"x\"}",
+        NULL
+    };
+    static const char *const at_most_one[] = {
+        "+{}", "+{\"a\":1}", "+{\"b\":\"x\"}", "-{\"z\":1}",
+        "-{\"a\":1,\"b\":\"x\"}", NULL
+    };
+    static const char *const just_req[] = {
+        "+{\"a\":1}", "-{}", "-{\"b\":1}", "-{\"a\":1,\"b\":1}", NULL
+    };
+
+    check("{\"type\":\"object\",\"patternProperties\":{\"^[A-Z_][A-Z0-9_]*$\":"
+          "{\"type\":\"string\"}},\"additionalProperties\":false}", pat);
+    check("{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"}},"
+          "\"patternProperties\":{\"^ff_[a-z0-9_]+$\":{\"type\":\"boolean\"}},"
+          "\"required\":[\"v\"],\"additionalProperties\":false}", pat_props);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},"
+          "\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}}}", pat_open);
+    check("{\"type\":\"object\",\"propertyNames\":{\"pattern\":"
+          "\"^[a-z-]{1,4}$\"}}", names_pat);
+    check("{\"type\":\"object\",\"propertyNames\":{\"enum\":[\"en\",\"fr\","
+          "\"de\"]},\"additionalProperties\":{\"type\":\"string\","
+          "\"minLength\":1},\"minProperties\":1}", names_enum);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},"
+          "\"propertyNames\":{\"enum\":[\"a\",\"c\"]}}", names_props);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"additionalProperties\":false,"
+          "\"minProperties\":1}", min1);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{}},\"minProperties\":1}",
+          min1_extra);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"minProperties\":1,\"maxProperties\":1}",
+          one_of);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"additionalProperties\":false,"
+          "\"maxProperties\":1}", at_most_one);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{}},\"required\":[\"a\"],\"maxProperties\":1}", just_req);
+    check("{\"type\":\"object\",\"properties\":{\"ab\":{},\"A\":{}},"
+          "\"propertyNames\":{\"pattern\":\"^[a-z]+$\"},"
+          "\"additionalProperties\":false}", names_declared);
+    is_str(gbnf("{\"properties\":{\"a\\u00a0b\":{}},\"patternProperties\":"
+                "{\"\\\\s\":{\"type\":\"integer\"}}}"),
+           "ERR: json_schema: unsupported keyword 'patternProperties' at the "
+           "root: property 'a\u00a0b' matches pattern '\\s' (it would need "
+           "both schemas)", "patternProperties: ECMA's \\s matches a "
+           "no-break space");
+    ok(strncmp(gbnf("{\"properties\":{\"ab\":{}},\"patternProperties\":"
+                    "{\"\\\\s\":{\"type\":\"integer\"}}}"), "root ::=", 8)
+       == 0, "patternProperties: no declared name matches: compiles");
+    ok(strncmp(gbnf("{\"patternProperties\":{\"^a\":{}},\"type\":\"object\"}"),
+               "root ::= root-object", 20) == 0,
+       "patternProperties of {} beside any other key: a no-op");
+
+    is_str(gbnf("{\"properties\":{\"ab\":{}},\"patternProperties\":{\"^a\":"
+                "{\"type\":\"integer\"}}}"),
+           "ERR: json_schema: unsupported keyword 'patternProperties' at the "
+           "root: property 'ab' matches pattern '^a' (it would need both "
+           "schemas)", "patternProperties overlapping a property: refused");
+    is_str(gbnf("{\"patternProperties\":{\"^a\":{\"type\":\"integer\"},"
+                "\"b\":{\"type\":\"string\"}}}"),
+           "ERR: json_schema: unsupported keyword 'patternProperties' at the "
+           "root: patterns with different schemas (a key that matches "
+           "several needs them all)", "patterns of different schemas: "
+           "refused");
+    is_str(gbnf("{\"patternProperties\":{\"^a\":{\"type\":\"integer\"}},"
+                "\"required\":[\"ab\"],\"additionalProperties\":false}"),
+           "ERR: json_schema: unsupported keyword 'patternProperties' at the "
+           "root: with 'ab' required but not in properties",
+           "patternProperties with a required name not declared: refused");
+    is_str(gbnf("{\"patternProperties\":{\"^(?=a)\":{\"type\":\"integer\"}}}"),
+           "ERR: json_schema: pattern at /patternProperties: lookaround and "
+           "(?...) groups are not supported (at offset 2)",
+           "patternProperties: its pattern's error");
+    is_str(gbnf("{\"properties\":{\"a\":{}},\"propertyNames\":{\"maxLength\":"
+                "3}}"),
+           "ERR: json_schema: unsupported keyword 'propertyNames' at the root: "
+           "a pattern or length for additional keys beside properties (an "
+           "additional key must not repeat one)",
+           "propertyNames pattern beside properties and additional ones: "
+           "refused");
+    is_str(gbnf("{\"propertyNames\":{\"not\":{\"const\":\"a\"}}}"),
+           "ERR: json_schema: unsupported keyword 'not' in 'propertyNames' at "
+           "the root (a string schema of type, enum, const, pattern, format, "
+           "minLength, maxLength is)", "propertyNames: not a string schema");
+    is_str(gbnf("{\"propertyNames\":{\"maxLength\":3},\"patternProperties\":"
+                "{\"^a\":{\"type\":\"integer\"}}}"),
+           "ERR: json_schema: unsupported keyword 'propertyNames' at the root: "
+           "with patternProperties", "propertyNames with patternProperties: "
+           "refused");
+    is_str(gbnf("{\"allOf\":[{\"patternProperties\":{\"^a\":{\"type\":"
+                "\"integer\"}}},{\"properties\":{\"b\":{}}}]}"),
+           "ERR: json_schema: allOf at the root: cannot merge "
+           "'patternProperties' with another schema's 'properties'",
+           "allOf: patternProperties beside another's properties: refused");
+    is_str(gbnf("{\"type\":\"object\",\"required\":[\"a\"],"
+                "\"propertyNames\":{\"enum\":[\"b\"]}}"),
+           "ERR: json_schema: the schema accepts no JSON value",
+           "propertyNames rejecting a required name: nothing");
 }
 
 
@@ -1038,7 +1185,8 @@ test_suite(void)
         "default", "enum", "exclusiveMaximum", "exclusiveMinimum", "items",
         "maxItems", "maxLength", "maxProperties", "maximum", "minItems",
         "minLength", "minProperties", "minimum", "oneOf", "pattern",
-        "prefixItems", "properties", "ref", "required", "type",
+        "patternProperties", "prefixItems", "properties", "propertyNames",
+        "ref", "required", "type",
         "optional/format/date", "optional/format/date-time",
         "optional/format/time", "optional/format/uuid",
         "optional/format/email",
@@ -1655,6 +1803,7 @@ main(void)
     test_refused();
     test_caps();
     test_match();
+    test_keys();
     test_ranges();
     test_suite();
     test_corpus();
