@@ -314,7 +314,7 @@ soak: all
 
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_SECS   ?= 30
+FUZZ_SECS   ?= 20
 # make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
 # seconds of each slow one (7,000-20,000 executions a second here)
 FUZZ_RUNS      ?= 10000000
