@@ -483,6 +483,12 @@ ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
     LLM_ARG("%O", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
+    LLM_ARG("--speculative-ngram");
+    LLM_ARG("%i", ecf->speculative_ngram);
+    LLM_ARG("--speculative-draft-tokens");
+    LLM_ARG("%ui", ecf->speculative_draft_tokens);
+    LLM_ARG("--speculative-ngram-size");
+    LLM_ARG("%ui", ecf->speculative_ngram_size);
     LLM_ARG("--kv-prealloc");
     LLM_ARG("%i", ecf->kv_cache_prealloc);
 

@@ -326,6 +326,7 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     q->fair_key = req->fair_key;
     q->user = req->user;
     q->spec = req->speculative >= 0 ? s->opt.spec_draft_tokens : 0;
+    q->spec_len = q->spec;
     if (llm_sampler_init(&q->sampler, &req->sampling, s->n_vocab, err,
                          err_len) != 0)
     {
@@ -768,7 +769,7 @@ emit_room(const llm_sched *s, const llm_seq *q)
 static void
 plan_drafts(llm_sched *s, llm_seq *q, int tokens_left, int decodes_after)
 {
-    int  max = q->spec;
+    int  max = q->spec_len;
 
     q->n_draft = 0;
     if (max <= 0 || q->matcher != NULL) {
@@ -1233,6 +1234,11 @@ verify_drafts(llm_sched *s, llm_seq *q, int e, int nd)
         }
         hit = id == draft;
         s->st.spec_accepted_tokens += hit;
+        if (i < nd) {
+            /* the next draft length: one past the run that stood, so a
+               sequence whose drafts fail feeds few tokens for nothing */
+            q->spec_len = hit ? (i + 2 < q->spec ? i + 2 : q->spec) : i + 1;
+        }
         q->n_computed += hit;       /* its K/V, computed with it, stands */
         if (publish(s, q, id, lpp, 0)) {
             return;                 /* ended, or cancelled: reaped after */

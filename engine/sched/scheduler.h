@@ -71,12 +71,12 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "common/defaults.h"
 #include "sample/sampler.h"
 #include "sched/compile.h"
 
-#define LLM_SPEC_MAX_DRAFT      16  /* spec_draft_tokens' maximum */
-#define LLM_SPEC_MAX_NGRAM      8   /* spec_ngram's maximum */
-#define LLM_SPEC_DEFAULT_NGRAM  3
+/* LLM_SPEC_MAX_DRAFT, LLM_SPEC_MAX_NGRAM: common/defaults.h */
+#define LLM_SPEC_DEFAULT_NGRAM  LLM_DEFAULT_SPEC_NGRAM_SIZE
 #define LLM_SPEC_MAX_SEQS       16  /* sequences that speculate in a step
                                        (the draft logit rows it holds) */
 

@@ -50,6 +50,9 @@ struct llm_seq {
     int               max_tokens;   /* generated tokens allowed */
     int               spec;         /* drafts a step may verify (0: no
                                        speculation) */
+    int               spec_len;     /* drafts the next step proposes: one
+                                       past the last run accepted, up to
+                                       spec */
     int               n_draft;      /* drafts in this step's batch, at
                                        tokens[n_tokens ..] (cap holds them:
                                        at most max_tokens - 1 left) */
