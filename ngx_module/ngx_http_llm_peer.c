@@ -511,7 +511,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 {
     int                          lfd;
     pid_t                        pid;
-    char                        *argv[44];
+    char                        *argv[64];  /* peer_argv's 46 and NULL */
     u_char                       buf[2048];
     ngx_http_llm_counters_t     *cnt;
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;
