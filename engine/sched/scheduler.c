@@ -763,8 +763,9 @@ emit_room(const llm_sched *s, const llm_seq *q)
  * Drafts for decode q, whose one real token already has its block: as many
  * as its setting, its remaining max_tokens, the consumer's room, the
  * token budget (leaving one per decode still to schedule) and the step's
- * draft logit rows allow, and only on blocks free now (drafts never
- * preempt). Sets q->n_draft.
+ * draft logit rows allow, and only on blocks free now, leaving one for
+ * each decode still to schedule (drafts never cause a preemption). Sets
+ * q->n_draft.
  */
 static void
 plan_drafts(llm_sched *s, llm_seq *q, int tokens_left, int decodes_after)
@@ -791,8 +792,13 @@ plan_drafts(llm_sched *s, llm_seq *q, int tokens_left, int decodes_after)
         return;
     }
     max = propose_drafts(s, q, max);
+    /* a block left for each decode still to come, so that drafts never
+       make a later decode preempt someone */
     while (max > 0
-           && llm_blocks_ensure(&s->bm, &q->blocks, q->n_tokens + max) != 0)
+           && (llm_blocks_needed(&s->bm, &q->blocks, q->n_tokens + max)
+               > llm_blocks_n_available(&s->bm) - decodes_after
+               || llm_blocks_ensure(&s->bm, &q->blocks, q->n_tokens + max)
+                  != 0))
     {
         max--;
     }

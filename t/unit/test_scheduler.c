@@ -1132,6 +1132,8 @@ blocks_tight(const llm_backend *be, const rec *r, int n)
 
 /* jobs (submitted at once, max_seqs at a time in the batch) with draft
  * tokens a step (0: off); *tight: blocks_tight held after every step */
+static int  spec_pool;      /* run_spec's KV blocks; 0: the whole pool */
+
 static void
 run_spec(llm_backend *be, const job *jobs, rec *recs, int n, int draft,
     int max_seqs, int *tight, llm_sched_stats *st)
@@ -1140,7 +1142,7 @@ run_spec(llm_backend *be, const job *jobs, rec *recs, int n, int draft,
     int         i, steps = 0;
 
     opt_spec_draft = draft;
-    s = make_sched(be, 0, 0, 64, max_seqs);
+    s = make_sched(be, spec_pool, 0, 64, max_seqs);
     opt_spec_draft = 0;
     for (i = 0; i < n; i++) {
         submit(s, &jobs[i], &recs[i]);
@@ -1202,6 +1204,17 @@ test_spec_greedy(const char *name, llm_backend *be, int n_vocab, int n,
            (unsigned long long) st.generation_tokens);
     ok(tight, "%s: after every step each sequence holds only its "
        "computed tokens' blocks; idle: none used", name);
+
+    /* a small pool: preemption and recompute under speculation */
+    spec_pool = n < NSJ ? 5 : 12;
+    run_spec(be, jobs, off, n, 0, 64, &tight, &st);
+    run_spec(be, jobs, on, n, 5, 64, &tight1, &st1);
+    spec_pool = 0;
+    ok(same_tokens(off, on, n, &bad) && same_logprobs(off, on, n) && tight1
+       && st.preemptions > 0 && st1.spec_accepted_tokens > 0,
+       "%s: %d-block pool: on == off (first bad %d), %llu and %llu "
+       "preemptions", name, n < NSJ ? 5 : 12, bad, (unsigned long long) st.preemptions,
+       (unsigned long long) st1.preemptions);
 
     /* one at a time: max_num_seqs 1, drafts of 3 */
     run_spec(be, jobs, alone, n, 3, 1, &tight1, &st1);
@@ -2145,7 +2158,10 @@ main(void)
     be = make_backend(&m, 64, 64, 2);
     if (be != NULL) {
         TIMED(test_batching("SmolLM2", be, m.cfg.vocab_size, 1));
+        /* 1-gram lookup: random-token prompts give few longer matches */
+        opt_spec_ngram = 1;
         TIMED(test_spec_greedy("SmolLM2", be, m.cfg.vocab_size, 6, 16));
+        opt_spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
     }
     llm_backend_free(be);
     llm_model_free(&m);
