@@ -63,7 +63,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
-        bench-routing \
+        bench-routing bench-spec \
         clean fuzz test-ops deb test-package test-ui \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
@@ -291,6 +291,15 @@ bench: all $(BENCH_BINS)
 	$(BUILD)/bench/grammar_bench $(MODEL) $(GRAMMAR_SCHEMAS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 	$(MAKE) bench-isolation
+	$(MAKE) bench-spec
+
+# prompt-lookup speculative decoding off and on, interleaved, on the
+# input-grounded workload at 1 and 16 streams (docs/scheduler.md; about 5
+# minutes; SPEC_ARGS adds options, e.g. --speculative 3 --ngram 2)
+bench-spec: all
+	$(BUILD)/ngx_llm_engine bench --model $(MODEL) --threads 2 \
+	    --workload grounded --streams 1,16 --tokens 128 --spec-compare \
+	    --speculative 5 --repeat 5 $(SPEC_ARGS)
 
 # interactive TTFT/TPOT beside 32 batch streams, classes against one class
 # (docs/scheduler.md; about 3 minutes; ISOLATION_ARGS adds options)

@@ -574,6 +574,15 @@ ngx_http_llm_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                                        "the prompt is empty");
     }
 
+    if (ctx->req.speculative == 1 && !ecf->speculative_ngram) {
+        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                       "invalid_request_error",
+                                       "speculative",
+                                       "speculative decoding is not enabled "
+                                       "for this model (speculative_ngram "
+                                       "in its llm_engine block)");
+    }
+
     if (ctx->n_prompt >= ecf->context_length) {
         return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
                                        "invalid_request_error",
@@ -730,6 +739,7 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 
     sl->priority = ctx->priority;
     sl->fair_key = ctx->fair_key;
+    sl->speculative = req->speculative == 0;    /* 1: off for it */
     sl->n_prompt = ctx->n_prompt;
     ngx_memcpy(sl->prompt, ctx->prompt, ctx->n_prompt * sizeof(int32_t));
 

@@ -448,6 +448,11 @@ ngx_http_llm_identity(ngx_http_llm_engine_conf_t *ecf, struct stat *mst,
     h = ngx_http_llm_hash(h, &ecf->max_queued_requests, sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->kv_cache_memory, sizeof(off_t));
     h = ngx_http_llm_hash(h, &ecf->prefix_caching, sizeof(ngx_flag_t));
+    h = ngx_http_llm_hash(h, &ecf->speculative_ngram, sizeof(ngx_flag_t));
+    h = ngx_http_llm_hash(h, &ecf->speculative_draft_tokens,
+                          sizeof(ngx_uint_t));
+    h = ngx_http_llm_hash(h, &ecf->speculative_ngram_size,
+                          sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->kv_cache_prealloc, sizeof(ngx_flag_t));
 
     return h;

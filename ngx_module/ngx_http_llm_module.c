@@ -227,6 +227,14 @@ static ngx_conf_num_bounds_t  ngx_http_llm_tensor_parallel_bounds = {
     ngx_conf_check_num_bounds, 1, 64
 };
 
+static ngx_conf_num_bounds_t  ngx_http_llm_spec_draft_bounds = {
+    ngx_conf_check_num_bounds, 1, LLM_SPEC_MAX_DRAFT
+};
+
+static ngx_conf_num_bounds_t  ngx_http_llm_spec_ngram_bounds = {
+    ngx_conf_check_num_bounds, 1, LLM_SPEC_MAX_NGRAM
+};
+
 static ngx_conf_num_bounds_t  ngx_http_llm_max_num_seqs_bounds = {
     ngx_conf_check_num_bounds, 1, 1024
 };
@@ -337,6 +345,27 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       0,
       offsetof(ngx_http_llm_engine_conf_t, prefix_caching),
       NULL },
+
+    { ngx_string("speculative_ngram"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_flag_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, speculative_ngram),
+      NULL },
+
+    { ngx_string("speculative_draft_tokens"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, speculative_draft_tokens),
+      &ngx_http_llm_spec_draft_bounds },
+
+    { ngx_string("speculative_ngram_size"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, speculative_ngram_size),
+      &ngx_http_llm_spec_ngram_bounds },
 
     { ngx_string("model_sha256"),
       NGX_CONF_TAKE1,
@@ -634,6 +663,9 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->max_batched_tokens = NGX_CONF_UNSET_UINT;
     ecf->max_queued_requests = NGX_CONF_UNSET_UINT;
     ecf->prefix_caching = NGX_CONF_UNSET;
+    ecf->speculative_ngram = NGX_CONF_UNSET;
+    ecf->speculative_draft_tokens = NGX_CONF_UNSET_UINT;
+    ecf->speculative_ngram_size = NGX_CONF_UNSET_UINT;
     ecf->kv_cache_prealloc = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
@@ -884,6 +916,11 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->max_queued_requests,
                              LLM_DEFAULT_MAX_QUEUED);
     ngx_conf_init_value(ecf->prefix_caching, LLM_DEFAULT_PREFIX_CACHING);
+    ngx_conf_init_value(ecf->speculative_ngram, LLM_DEFAULT_SPEC_NGRAM);
+    ngx_conf_init_uint_value(ecf->speculative_draft_tokens,
+                             LLM_DEFAULT_SPEC_DRAFT_TOKENS);
+    ngx_conf_init_uint_value(ecf->speculative_ngram_size,
+                             LLM_DEFAULT_SPEC_NGRAM_SIZE);
     ngx_conf_init_value(ecf->kv_cache_prealloc, LLM_DEFAULT_KV_PREALLOC);
     ngx_conf_init_value(ecf->kv_cache_memory,
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);

@@ -103,6 +103,9 @@ typedef struct {
     ngx_uint_t                  max_batched_tokens;
     ngx_uint_t                  max_queued_requests;
     ngx_flag_t                  prefix_caching;
+    ngx_flag_t                  speculative_ngram;
+    ngx_uint_t                  speculative_draft_tokens;
+    ngx_uint_t                  speculative_ngram_size;
     ngx_flag_t                  kv_cache_prealloc;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;

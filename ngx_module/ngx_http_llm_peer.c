@@ -483,6 +483,12 @@ ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
     LLM_ARG("%O", ecf->kv_cache_memory);
     LLM_ARG("--prefix-caching");
     LLM_ARG("%i", ecf->prefix_caching);
+    LLM_ARG("--speculative-ngram");
+    LLM_ARG("%i", ecf->speculative_ngram);
+    LLM_ARG("--speculative-draft-tokens");
+    LLM_ARG("%ui", ecf->speculative_draft_tokens);
+    LLM_ARG("--speculative-ngram-size");
+    LLM_ARG("%ui", ecf->speculative_ngram_size);
     LLM_ARG("--kv-prealloc");
     LLM_ARG("%i", ecf->kv_cache_prealloc);
 
@@ -505,7 +511,7 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
 {
     int                          lfd;
     pid_t                        pid;
-    char                        *argv[44];
+    char                        *argv[64];  /* peer_argv's 46 and NULL */
     u_char                       buf[2048];
     ngx_http_llm_counters_t     *cnt;
     ngx_http_llm_engine_conf_t  *ecf = peer->ecf;

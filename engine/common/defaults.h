@@ -16,6 +16,13 @@
 #define LLM_DEFAULT_KV_CACHE_BYTES      (1ULL << 30)
 #define LLM_DEFAULT_READY_TIMEOUT_MS    30000
 #define LLM_DEFAULT_PREFIX_CACHING      1
+/* prompt-lookup speculative decoding (docs/scheduler.md): off; when on,
+   drafts per step and the n-gram looked up */
+#define LLM_DEFAULT_SPEC_NGRAM          0
+#define LLM_DEFAULT_SPEC_DRAFT_TOKENS   5
+#define LLM_DEFAULT_SPEC_NGRAM_SIZE     3
+#define LLM_SPEC_MAX_DRAFT              16
+#define LLM_SPEC_MAX_NGRAM              8
 #define LLM_DEFAULT_BATCH_SHARE         25     /* %: a batch class's share
                                                   of a step while a lower
                                                   class runs (scheduler.h) */

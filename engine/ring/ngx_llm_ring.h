@@ -34,9 +34,11 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        4       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        5       /* 2: the watchdog's fields,
                                            3: output constraints,
-                                           4: the slot's fair_key */
+                                           4: the slot's fair_key,
+                                           5: speculative decoding: the
+                                           slot's speculative, its stats */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -159,7 +161,9 @@ typedef struct {
     uint32_t        n_prompt;
     uint32_t        constraint_kind;    /* LLM_CONSTRAINT_* */
     uint32_t        constraint_len;     /* bytes, after the prompt ids */
-    uint32_t        reserved0;
+    uint32_t        speculative;        /* 0: the engine's speculative
+                                           decoding setting; 1: off for
+                                           this request */
 
     /* progress: written by the engine, read by the worker */
     _Atomic uint32_t out_head;          /* tokens published (monotonic) */
@@ -268,6 +272,11 @@ typedef struct {
     _Atomic uint32_t device_valid;      /* 1: device_mem_* were read */
     _Atomic uint64_t device_mem_used;   /* cuda: NVML bytes */
     _Atomic uint64_t device_mem_total;
+    /* speculative decoding (prompt lookup): verifications, drafts fed,
+       drafts accepted */
+    _Atomic uint64_t spec_drafts;
+    _Atomic uint64_t spec_draft_tokens;
+    _Atomic uint64_t spec_accepted_tokens;
 } llm_ring_stats;
 
 typedef struct {

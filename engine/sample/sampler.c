@@ -1282,40 +1282,49 @@ truncate(llm_sampler *s, const float *l, int n, kept_set *k)
 }
 
 
-/* inverse CDF over the kept set, in its own (deterministic) order */
+/* inverse CDF over the kept set, in its own (deterministic) order, with
+   token `exclude` (mass ex of the kept set's z; -1 and 0: none) left out:
+   the residual of a rejected speculative draft */
 static int
-draw(llm_sampler *s, const float *l, int n, const kept_set *k)
+draw(llm_sampler *s, const float *l, int n, const kept_set *k, int exclude,
+    double ex)
 {
     float x[BLOCK], e[BLOCK], pad[BLOCK], top;
-    double target = rng_uniform(s->rng) * k->z, acc = 0.0;
+    double target = rng_uniform(s->rng) * (k->z - ex), acc = 0.0, mass;
     int b, last = -1;
 
     if (k->listed) {
         for (size_t i = 0; i < k->n_kept; i++) {
+            if (s->cand[i].token == exclude) {
+                continue;
+            }
             acc += s->cand[i].e;
+            last = s->cand[i].token;
             if (target < acc) {
-                return s->cand[i].token;
+                return last;
             }
         }
-        return s->cand[k->n_kept - 1].token;   /* rounding at the top end */
+        return last;                /* rounding at the top end */
     }
 
     /* find the block by its mass, then the token inside it */
     for (b = 0; b < n; b += BLOCK) {
-        if (s->blocks[b / BLOCK] > 0.0) {
+        mass = s->blocks[b / BLOCK]
+               - (exclude >= 0 && exclude / BLOCK == b / BLOCK ? ex : 0.0);
+        if (mass > 0.0) {
             last = b;
         }
-        if (target < acc + s->blocks[b / BLOCK]) {
+        if (target < acc + mass) {
             break;
         }
-        acc += s->blocks[b / BLOCK];
+        acc += mass;
     }
     b = b < n ? b : last;
 
     exp_block(row_block(l, n, b, pad), k->max, k->inv_t, k->lo, x, e, &top);
     last = -1;
     for (int j = 0; j < BLOCK; j++) {
-        if (e[j] > 0.0f) {
+        if (e[j] > 0.0f && b + j != exclude) {
             acc += e[j];
             last = b + j;
             if (target < acc) {
@@ -1324,6 +1333,47 @@ draw(llm_sampler *s, const float *l, int n, const kept_set *k)
         }
     }
     return last;
+}
+
+
+/* exp(x) of token id in the kept set (0: dropped), as draw() weighs it */
+static double
+kept_mass(const llm_sampler *s, const float *l, int n, const kept_set *k,
+    int32_t id)
+{
+    float x[BLOCK], e[BLOCK], pad[BLOCK], top;
+    int b = id / BLOCK * BLOCK;
+
+    if (k->listed) {
+        for (size_t i = 0; i < k->n_kept; i++) {
+            if (s->cand[i].token == id) {
+                return s->cand[i].e;
+            }
+        }
+        return 0.0;
+    }
+    exp_block(row_block(l, n, b, pad), k->max, k->inv_t, k->lo, x, e, &top);
+    return e[id - b];
+}
+
+
+/*
+ * Speculative sampling with a deterministic draft (its distribution is a
+ * point mass on `draft`): accept it with probability p(draft), else draw
+ * from p with draft removed, renormalised. The token that comes out is
+ * distributed as p exactly; the RNG is read once on acceptance, twice on
+ * rejection.
+ */
+static int
+draw_speculative(llm_sampler *s, const float *l, int n, const kept_set *k,
+    int32_t draft)
+{
+    double ex = kept_mass(s, l, n, k, draft);
+
+    if (rng_uniform(s->rng) * k->z < ex || k->z - ex <= 0.0) {
+        return draft;
+    }
+    return draw(s, l, n, k, draft, ex);
 }
 
 
@@ -1433,8 +1483,10 @@ is_greedy(const llm_sampler *s)
 }
 
 
-int
-llm_sample(llm_sampler *s, float *logits, int n_vocab, llm_sample_out *out)
+/* llm_sample's body; draft >= 0: llm_sample_draft's */
+static int
+sample_row(llm_sampler *s, float *logits, int n_vocab, int32_t draft,
+    llm_sample_out *out)
 {
     const llm_sampling_params *p = &s->params;
     int want = p->logprobs && out != NULL;
@@ -1465,7 +1517,8 @@ llm_sample(llm_sampler *s, float *logits, int n_vocab, llm_sample_out *out)
     } else if (truncate(s, logits, n_vocab, &k) != 0) {
         id = -1;
     } else {
-        id = draw(s, logits, n_vocab, &k);
+        id = draft >= 0 ? draw_speculative(s, logits, n_vocab, &k, draft)
+                        : draw(s, logits, n_vocab, &k, -1, 0.0);
         if (want && p->logprobs_mode == LLM_LOGPROBS_PROCESSED) {
             processed_logprobs_kept(s, logits, n_vocab, &k, id, out);
         }
@@ -1483,6 +1536,25 @@ llm_sample(llm_sampler *s, float *logits, int n_vocab, llm_sample_out *out)
         return -1;
     }
     return id;
+}
+
+
+int
+llm_sample(llm_sampler *s, float *logits, int n_vocab, llm_sample_out *out)
+{
+    return sample_row(s, logits, n_vocab, -1, out);
+}
+
+
+int
+llm_sample_draft(llm_sampler *s, float *logits, int n_vocab, int32_t draft,
+    llm_sample_out *out)
+{
+    if (draft < 0 || draft >= s->n_vocab) {
+        return sampler_fail(s, "sampler: draft token %d outside the "
+                            "vocabulary of %d", draft, s->n_vocab);
+    }
+    return sample_row(s, logits, n_vocab, draft, out);
 }
 
 

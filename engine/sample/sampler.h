@@ -23,7 +23,8 @@
  * the vocabulary (150k vocab x 64 sequences would cost 38 MB dense).
  *
  * defines: llm_sampler_init, llm_sampler_free, llm_sampler_add_prompt,
- *          llm_sampler_accept, llm_sample, llm_sampler_distribution,
+ *          llm_sampler_accept, llm_sample, llm_sample_draft,
+ *          llm_sampler_distribution,
  *          llm_sampler_count, llm_is_stop_token
  */
 #ifndef NGX_LLM_SAMPLER_H
@@ -108,6 +109,18 @@ int llm_sampler_accept(llm_sampler *s, int32_t id);
  */
 int llm_sample(llm_sampler *s, float *logits, int n_vocab,
     llm_sample_out *out);
+
+/*
+ * llm_sample at a position where a speculative draft proposed `draft`:
+ * greedy picks the argmax as llm_sample does (the caller compares it with
+ * the draft); sampled accepts draft with probability p(draft) under the
+ * processed distribution p, else draws from p without draft, renormalised
+ * (speculative sampling for a point-mass draft: the token is distributed
+ * as llm_sample's). The token is recorded and returned, logprobs as
+ * llm_sample's; -1 as llm_sample, or when draft is outside the vocabulary.
+ */
+int llm_sample_draft(llm_sampler *s, float *logits, int n_vocab,
+    int32_t draft, llm_sample_out *out);
 
 /*
  * The distribution llm_sample would draw from now, without drawing or

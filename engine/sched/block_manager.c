@@ -406,6 +406,20 @@ llm_blocks_release(llm_block_manager *bm, llm_block_table *t)
 }
 
 
+void
+llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t, int n_tokens)
+{
+    int  keep = (n_tokens + bm->block_size - 1) / bm->block_size;
+
+    if (keep < t->n_hashed) {
+        keep = t->n_hashed;     /* registered content is never dropped */
+    }
+    while (t->n > keep) {
+        drop_block(bm, t->ids[--t->n]);
+    }
+}
+
+
 /* ---------------------------------------------------------------------------
  * counters
  */

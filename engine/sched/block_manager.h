@@ -41,6 +41,7 @@
  *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
  *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
  *          llm_blocks_commit, llm_blocks_forget, llm_blocks_release,
+ *          llm_blocks_truncate,
  *          llm_blocks_n_available,
  *          llm_blocks_n_used, llm_blocks_n_cached
  */
@@ -131,6 +132,12 @@ void llm_blocks_forget(llm_block_manager *bm, llm_block_table *t);
 /* drop every block of the table (last ones first, so they are evicted
  * first); the table is empty afterwards and can be reused */
 void llm_blocks_release(llm_block_manager *bm, llm_block_table *t);
+
+/* keep only the blocks holding positions 0..n_tokens-1: the ones taken
+ * for speculative drafts that were rejected go back (never a registered
+ * block: drafts are committed only once accepted) */
+void llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t,
+    int n_tokens);
 
 /* free + evictable blocks: what an allocation can get */
 int llm_blocks_n_available(const llm_block_manager *bm);

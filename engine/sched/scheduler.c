@@ -2,6 +2,7 @@
  * The continuous batcher. scheduler.h explains the policy; sequence.h the
  * per-sequence state; block_manager.h the KV blocks and the prefix cache.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,11 +53,16 @@ struct llm_sched {
     const int32_t      **tables;       /* (max_num_seqs) block tables */
     int32_t             *table_len;    /* (max_num_seqs) */
     int                  n_logits;
-    int32_t             *logit_idx;    /* (max_num_seqs) token index */
-    llm_seq            **logit_seq;    /* (max_num_seqs) */
-    float               *logits;       /* (max_num_seqs, n_vocab) */
-    llm_sampler        **samplers;     /* (max_num_seqs) of logit_seq */
-    int32_t             *sampled;      /* (max_num_seqs) ids the backend drew */
+    int32_t             *logit_idx;    /* (max_logits) token index */
+    llm_seq            **logit_seq;    /* (max_logits); a speculating
+                                          sequence's 1 + n_draft rows
+                                          follow each other */
+    float               *logits;       /* (max_logits, n_vocab) */
+    llm_sampler        **samplers;     /* (max_logits) of logit_seq */
+    int32_t             *sampled;      /* (max_logits) ids the backend drew */
+    int                  max_logits;   /* max_num_seqs + spec_rows */
+    int                  spec_rows;    /* logit rows for drafts per step */
+    int                  draft_rows;   /* of them used in this step */
     int                  on_backend;   /* this step sampled by the backend */
 
     llm_sched_stats      st;           /* counters; gauges filled on read */
@@ -324,6 +330,8 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     q->klass = llm_priority_class(req->priority);
     q->fair_key = req->fair_key;
     q->user = req->user;
+    q->spec = req->speculative >= 0 ? s->opt.spec_draft_tokens : 0;
+    q->spec_len = q->spec;
     if (llm_sampler_init(&q->sampler, &req->sampling, s->n_vocab, err,
                          err_len) != 0)
     {
@@ -619,11 +627,13 @@ may_emit(llm_sched *s, llm_seq *q)
 }
 
 
-/* feed tokens[n_computed .. n_computed + n) of q in this step */
+/* feed tokens[n_computed .. n_computed + n) of q in this step; the last
+   q->n_draft of them are speculative drafts (beyond n_tokens), each with
+   its logits row */
 static void
 batch_add(llm_sched *s, llm_seq *q, int n)
 {
-    int  e = s->n_seqs++, i;
+    int  e = s->n_seqs++, i, real = n - q->n_draft;
 
     s->bseq[e] = q;
     s->chunk[e] = n;
@@ -635,14 +645,17 @@ batch_add(llm_sched *s, llm_seq *q, int n)
         s->tok_seq[s->n_tokens] = e;
         s->n_tokens++;
     }
-    if (q->n_computed + n == q->n_tokens) {
-        s->logit_idx[s->n_logits] = s->n_tokens - 1;
-        s->logit_seq[s->n_logits] = q;
-        s->n_logits++;
+    if (q->n_computed + real == q->n_tokens) {
+        for (i = q->n_draft; i >= 0; i--) {
+            s->logit_idx[s->n_logits] = s->n_tokens - 1 - i;
+            s->logit_seq[s->n_logits] = q;
+            s->n_logits++;
+        }
     }
     /* register the blocks this chunk fills now, so a sequence admitted
-       later in this step shares them instead of computing them again */
-    llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed + n);
+       later in this step shares them instead of computing them again
+       (not the drafts': they are registered once accepted) */
+    llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed + real);
     q->in_batch = 1;
     q->last_step = s->st.steps + 1;
     if (q->t_scheduled_ns == 0) {
@@ -703,6 +716,99 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
         }
     }
     return 0;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * speculative decoding: n-gram drafts from the sequence's own tokens
+ */
+
+/*
+ * Prompt lookup: the last k tokens (k = spec_ngram down to 2, or 1 when
+ * spec_ngram is 1) found earlier in prompt + output, latest occurrence
+ * first; the tokens that followed it, at most max, are copied to
+ * tokens[n_tokens..]. Returns how many (0: no match).
+ */
+static int
+propose_drafts(const llm_sched *s, llm_seq *q, int max)
+{
+    const int32_t  *t = q->tokens;
+    int             n = q->n_tokens, k, i, j, d, k_min;
+
+    k_min = s->opt.spec_ngram < 2 ? s->opt.spec_ngram : 2;
+    for (k = s->opt.spec_ngram; k >= k_min; k--) {
+        if (k >= n) {
+            continue;
+        }
+        for (i = n - k - 1; i >= 0; i--) {
+            for (j = 0; j < k && t[i + j] == t[n - k + j]; j++) {
+                /* compare */
+            }
+            if (j < k) {
+                continue;
+            }
+            for (d = 0; d < max && i + k + d < n; d++) {
+                q->tokens[n + d] = t[i + k + d];
+            }
+            return d;
+        }
+    }
+    return 0;
+}
+
+
+static int
+emit_room(const llm_sched *s, const llm_seq *q)
+{
+    return s->opt.emit_room != NULL ? s->opt.emit_room(q->user) : INT_MAX;
+}
+
+
+/*
+ * Drafts for decode q, whose one real token already has its block: as many
+ * as its setting, its remaining max_tokens, the consumer's room, the
+ * token budget (leaving one per decode still to schedule) and the step's
+ * draft logit rows allow, and only on blocks free now, leaving one for
+ * each decode still to schedule (drafts never cause a preemption). Sets
+ * q->n_draft.
+ */
+static void
+plan_drafts(llm_sched *s, llm_seq *q, int tokens_left, int decodes_after)
+{
+    int  max = q->spec_len;
+
+    q->n_draft = 0;
+    if (max <= 0 || q->matcher != NULL) {
+        return;
+    }
+    if (max > q->max_tokens - (q->n_tokens - q->n_prompt) - 1) {
+        max = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+    }
+    if (max > emit_room(s, q) - 1) {
+        max = emit_room(s, q) - 1;
+    }
+    if (max > tokens_left - 1 - decodes_after) {
+        max = tokens_left - 1 - decodes_after;
+    }
+    if (max > s->spec_rows - s->draft_rows) {
+        max = s->spec_rows - s->draft_rows;
+    }
+    if (max <= 0) {
+        return;
+    }
+    max = propose_drafts(s, q, max);
+    /* a block left for each decode still to come, so that drafts never
+       make a later decode preempt someone */
+    while (max > 0
+           && (llm_blocks_needed(&s->bm, &q->blocks, q->n_tokens + max)
+               > llm_blocks_n_available(&s->bm) - decodes_after
+               || llm_blocks_ensure(&s->bm, &q->blocks, q->n_tokens + max)
+                  != 0))
+    {
+        max--;
+    }
+    q->n_draft = max;
+    s->draft_rows += max;
 }
 
 
@@ -772,6 +878,10 @@ schedule_running(llm_sched *s, int yielding, int decodes_only,
         }
         if (reserve_running(s, q, n) != 0) {
             continue;       /* q went back to the waiting queue */
+        }
+        if (decodes_only) {
+            plan_drafts(s, q, b->tokens, nc - i - 1);
+            n += q->n_draft;
         }
         batch_add(s, q, n);
         b->tokens -= n;
@@ -903,6 +1013,7 @@ schedule(llm_sched *s)
     b.tokens = s->opt.max_batched_tokens;
     b.prefill = s->opt.max_prefill_tokens;
     s->n_tokens = s->n_seqs = s->n_logits = 0;
+    s->draft_rows = 0;
     s->preempted_now = 0;
     s->admit_stopped = 0;
     s->giving_way = lower_class_has_work(s);
@@ -933,7 +1044,8 @@ backend_samples(const llm_sched *s)
     }
     for (int e = 0; e < s->n_logits; e++) {
         if (s->logit_seq[e]->sampler.params.logprobs
-            || s->logit_seq[e]->matcher != NULL)
+            || s->logit_seq[e]->matcher != NULL
+            || s->logit_seq[e]->n_draft > 0)
         {
             return 0;
         }
@@ -979,8 +1091,9 @@ is_stop(const llm_sched *s, const llm_seq *q, int32_t id)
 
 
 /* q's next token id (drawn by its sampler: logprobs in lpp when wanted),
-   sent; q ends when it is done (done: its constraint is complete) */
-static void
+   sent; q ends when it is done (done: its constraint is complete).
+   Returns 1 when q ended (freed) or was cancelled from on_token */
+static int
 publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp,
     int done)
 {
@@ -993,7 +1106,7 @@ publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp,
         s->opt.on_token(q->user, id, lpp);
     }
     if (q->cancel_pending) {
-        return;             /* cancelled from on_token: reaped after */
+        return 1;           /* cancelled from on_token: reaped after */
     }
     if (is_stop(s, q, id)) {
         seq_finish(s, q, LLM_SEQ_STOP, "", id);
@@ -1001,7 +1114,10 @@ publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp,
         seq_finish(s, q, LLM_SEQ_STOP, "", -1);
     } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
         seq_finish(s, q, LLM_SEQ_LENGTH, "", -1);
+    } else {
+        return 0;
     }
+    return 1;
 }
 
 
@@ -1096,20 +1212,78 @@ sample_and_publish(llm_sched *s, llm_seq *q, int e)
 }
 
 
+/*
+ * Verify q's drafts, tokens[n_tokens .. n_tokens + nd), with logit rows
+ * e .. e + nd: row i gives the token at the i-th draft's place, drawn by
+ * llm_sample_draft (greedy: the argmax; sampled: accepted with p(draft),
+ * else the residual). A draft that came out stands and its K/V is kept; the
+ * first one that did not ends the run with the token drawn instead; when
+ * all stand, row nd gives one more token. Every token goes through
+ * publish, so stop tokens and max_tokens cut the run where they fall. The
+ * blocks taken for rejected drafts go back.
+ */
+static void
+verify_drafts(llm_sched *s, llm_seq *q, int e, int nd)
+{
+    llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
+    float           *row;
+    int32_t          id, draft;
+    int              i, hit;
+
+    q->n_draft = 0;
+    s->st.spec_drafts++;
+    s->st.spec_draft_tokens += nd;
+    for (i = 0; i <= nd; i++) {
+        row = s->logits + (size_t) (e + i) * s->n_vocab;
+        draft = i < nd ? q->tokens[q->n_tokens] : -1;
+        id = draft >= 0 ? llm_sample_draft(&q->sampler, row, s->n_vocab,
+                                           draft, lpp)
+                        : llm_sample(&q->sampler, row, s->n_vocab, lpp);
+        if (id < 0) {
+            seq_finish(s, q, LLM_SEQ_ERROR, q->sampler.err, -1);
+            return;
+        }
+        hit = id == draft;
+        s->st.spec_accepted_tokens += hit;
+        if (i < nd) {
+            /* the next draft length: one past the run that stood, so a
+               sequence whose drafts fail feeds few tokens for nothing */
+            q->spec_len = hit ? (i + 2 < q->spec ? i + 2 : q->spec) : i + 1;
+        }
+        q->n_computed += hit;       /* its K/V, computed with it, stands */
+        if (publish(s, q, id, lpp, 0)) {
+            return;                 /* ended, or cancelled: reaped after */
+        }
+        if (!hit) {
+            break;
+        }
+    }
+    /* the rejected drafts' K/V past n_computed is overwritten later; their
+       blocks were never registered */
+    llm_blocks_truncate(&s->bm, &q->blocks, q->n_computed);
+    llm_blocks_commit(&s->bm, &q->blocks, q->tokens, q->n_computed);
+}
+
+
 static void
 postprocess(llm_sched *s)
 {
     llm_seq  *q;
-    int       e;
+    int       e, nd;
 
     for (e = 0; e < s->n_seqs; e++) {
         q = s->bseq[e];
         q->in_batch = 0;
-        q->n_computed += s->chunk[e];
+        q->n_computed += s->chunk[e] - q->n_draft;
     }
-    for (e = 0; e < s->n_logits; e++) {
+    for (e = 0; e < s->n_logits; e += 1 + nd) {
         q = s->logit_seq[e];
-        if (!q->cancel_pending) {
+        nd = q->n_draft;
+        if (q->cancel_pending) {
+            q->n_draft = 0;
+        } else if (nd > 0) {
+            verify_drafts(s, q, e, nd);
+        } else {
             sample_and_publish(s, q, e);
         }
     }
@@ -1184,7 +1358,8 @@ count_step(llm_sched *s, int n)
 
     for (e = 0; e < s->n_seqs; e++) {
         q = s->bseq[e];
-        decodes += s->chunk[e] == 1 && q->n_computed >= q->n_prompt;
+        decodes += s->chunk[e] - q->n_draft == 1
+                   && q->n_computed >= q->n_prompt;
     }
     s->st.last_step_tokens = n;
     s->st.last_step_decodes = decodes;
@@ -1258,6 +1433,7 @@ llm_sched_options_default(llm_sched_options *o)
     o->batch_share = LLM_DEFAULT_BATCH_SHARE;
     o->prefix_caching = 1;
     o->backend_sampling = 1;
+    o->spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
 }
 
 
@@ -1292,17 +1468,24 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
         || s->opt.max_prefill_tokens > s->opt.max_batched_tokens
         || s->opt.batch_share < 0 || s->opt.batch_share > 100
         || s->opt.max_queued < 0 || s->opt.n_blocks < 1
-        || s->opt.n_blocks > be->opt.kv_n_blocks || s->opt.n_eos_ids < 0)
+        || s->opt.n_blocks > be->opt.kv_n_blocks || s->opt.n_eos_ids < 0
+        || s->opt.spec_draft_tokens < 0
+        || s->opt.spec_draft_tokens > LLM_SPEC_MAX_DRAFT
+        || (s->opt.spec_draft_tokens > 0
+            && (s->opt.spec_ngram < 1 || s->opt.spec_ngram > LLM_SPEC_MAX_NGRAM)))
     {
         snprintf(err, err_len, "scheduler: invalid options: max_num_seqs %d "
                  "(1..65536), max_batched_tokens %d (1..%d, the backend's), "
                  "max_model_len %d (2..%d, the model's), max_prefill_tokens "
                  "%d (1..max_batched_tokens), batch_share %d (0..100), "
-                 "max_queued %d, n_blocks %d (1..%d, the backend's pool)",
+                 "max_queued %d, n_blocks %d (1..%d, the backend's pool), "
+                 "spec_draft_tokens %d (0..%d), spec_ngram %d (1..%d)",
                  s->opt.max_num_seqs, s->opt.max_batched_tokens,
                  be->opt.max_batch_tokens, s->opt.max_model_len, ctx,
                  s->opt.max_prefill_tokens, s->opt.batch_share,
-                 s->opt.max_queued, s->opt.n_blocks, be->opt.kv_n_blocks);
+                 s->opt.max_queued, s->opt.n_blocks, be->opt.kv_n_blocks,
+                 s->opt.spec_draft_tokens, LLM_SPEC_MAX_DRAFT,
+                 s->opt.spec_ngram, LLM_SPEC_MAX_NGRAM);
         return -1;
     }
     return 0;
@@ -1331,6 +1514,10 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     }
     ns = s->opt.max_num_seqs;
     nt = s->opt.max_batched_tokens;
+    /* draft rows for up to LLM_SPEC_MAX_SEQS speculating sequences a step */
+    s->spec_rows = (ns < LLM_SPEC_MAX_SEQS ? ns : LLM_SPEC_MAX_SEQS)
+                   * s->opt.spec_draft_tokens;
+    s->max_logits = ns + s->spec_rows;
     s->eos = malloc((s->opt.n_eos_ids + 1) * sizeof(*s->eos));
     s->running = malloc(ns * sizeof(*s->running));
     s->cand = malloc(ns * sizeof(*s->cand));
@@ -1341,15 +1528,17 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->chunk = malloc(ns * sizeof(*s->chunk));
     s->tables = malloc(ns * sizeof(*s->tables));
     s->table_len = malloc(ns * sizeof(*s->table_len));
-    s->logit_idx = malloc(ns * sizeof(*s->logit_idx));
-    s->logit_seq = malloc(ns * sizeof(*s->logit_seq));
-    s->logits = malloc((size_t) ns * s->n_vocab * sizeof(*s->logits));
+    s->logit_idx = malloc(s->max_logits * sizeof(*s->logit_idx));
+    s->logit_seq = malloc(s->max_logits * sizeof(*s->logit_seq));
+    s->logits = malloc((size_t) s->max_logits * s->n_vocab
+                       * sizeof(*s->logits));
     if (s->logits != NULL) {
         /* touched now, not row by row as the batch first grows */
-        memset(s->logits, 0, (size_t) ns * s->n_vocab * sizeof(*s->logits));
+        memset(s->logits, 0, (size_t) s->max_logits * s->n_vocab
+                             * sizeof(*s->logits));
     }
-    s->samplers = malloc(ns * sizeof(*s->samplers));
-    s->sampled = malloc(ns * sizeof(*s->sampled));
+    s->samplers = malloc(s->max_logits * sizeof(*s->samplers));
+    s->sampled = malloc(s->max_logits * sizeof(*s->sampled));
     s->mask_words = ((s->opt.n_grammar_vocab > s->n_vocab
                       ? s->opt.n_grammar_vocab : s->n_vocab) + 31) / 32;
     s->mask = malloc(s->mask_words * sizeof(*s->mask));

@@ -71,8 +71,14 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "common/defaults.h"
 #include "sample/sampler.h"
 #include "sched/compile.h"
+
+/* LLM_SPEC_MAX_DRAFT, LLM_SPEC_MAX_NGRAM: common/defaults.h */
+#define LLM_SPEC_DEFAULT_NGRAM  LLM_DEFAULT_SPEC_NGRAM_SIZE
+#define LLM_SPEC_MAX_SEQS       16  /* sequences that speculate in a step
+                                       (the draft logit rows it holds) */
 
 typedef struct llm_sched  llm_sched;
 typedef struct llm_seq    llm_seq;
@@ -96,6 +102,8 @@ typedef struct {
     const char           *constraint;   /* (constraint_len) its text,
                                            copied */
     size_t                constraint_len;
+    int                   speculative;  /* 0: as options.spec_draft_tokens
+                                           says; -1: no speculation */
 } llm_request;
 
 /* what llm_sched_add answers (the server maps these to the ring's codes) */
@@ -169,6 +177,12 @@ typedef struct {
                                              outlives the scheduler */
     int              n_grammar_vocab;     /* tokens the compiler's vocabulary
                                              has (0: the model's) */
+    int              spec_draft_tokens;   /* prompt-lookup speculative
+                                             decoding: drafts per step and
+                                             sequence, 0 (default): off;
+                                             1..LLM_SPEC_MAX_DRAFT */
+    int              spec_ngram;          /* the n-gram looked up (n down
+                                             to 2); default 3 */
 
     /* a token for the sequence (lp: NULL unless sampling.logprobs) */
     void           (*on_token)(void *user, int32_t token,
@@ -178,6 +192,10 @@ typedef struct {
     /* (optional, NULL: always 1) 0: the consumer is full, skip this
        sequence in this step */
     int            (*can_emit)(void *user);
+    /* (optional, NULL: unlimited) tokens the consumer takes now; a
+       speculating sequence verifies at most this many minus one drafts,
+       as a step may then send it 1 + drafts tokens */
+    int            (*emit_room)(void *user);
 } llm_sched_options;
 
 typedef struct {
@@ -203,6 +221,11 @@ typedef struct {
     int              last_step_tokens;
     int              last_step_prefills;
     int              last_step_decodes;
+    /* speculative decoding: verifications run (a sequence's drafts in
+       one step), drafts fed, drafts that stood */
+    uint64_t         spec_drafts;
+    uint64_t         spec_draft_tokens;
+    uint64_t         spec_accepted_tokens;
 } llm_sched_stats;
 
 /* the defaults above: 0 in a size field means "resolve at create" */

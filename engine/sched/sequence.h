@@ -48,6 +48,14 @@ struct llm_seq {
     int               cap;          /* n_prompt + max_tokens */
     int               n_computed;   /* leading tokens with K/V in blocks */
     int               max_tokens;   /* generated tokens allowed */
+    int               spec;         /* drafts a step may verify (0: no
+                                       speculation) */
+    int               spec_len;     /* drafts the next step proposes: one
+                                       past the last run accepted, up to
+                                       spec */
+    int               n_draft;      /* drafts in this step's batch, at
+                                       tokens[n_tokens ..] (cap holds them:
+                                       at most max_tokens - 1 left) */
 
     int32_t          *stop_ids;     /* (n_stop_ids) */
     int               n_stop_ids;

@@ -5,7 +5,8 @@
  *
  *   ngx_llm_engine bench --model PATH [--streams 1,4,16,64] [--tokens 64]
  *       [--threads 2] [--no-prefix-cache] [--max-batched-tokens 512]
- *       [--repeat 1]
+ *       [--repeat 1] [--workload chat|grounded] [--speculative N]
+ *       [--ngram K] [--spec-compare]
  *
  * Workload: 16 different one-sentence user messages rendered with the
  * model's own chat template (~40 tokens each on SmolLM2), N of them
@@ -15,6 +16,15 @@
  * p50/p95/p99, and the mean forward time of pure decode steps at full
  * batch (the batched matmul's share). Then the ratio of aggregate
  * throughput at 16 streams to 1.
+ *
+ * --workload grounded: 8 input-grounded requests instead (edit, extract,
+ * summarise or copy a given paragraph: the output copies spans of the
+ * prompt), greedy, ending at EOS or `tokens`. --speculative N: prompt-
+ * lookup speculative decoding with N drafts (--ngram K, default 3).
+ * --spec-compare: for each stream count, `repeat` rounds of one run
+ * without speculation and one with it, interleaved (so load from others
+ * on the machine hits both alike); every run printed with the load
+ * average, then the median tokens/s of each and their ratio.
  *
  * defines: llm_cli_bench
  */
@@ -34,6 +44,49 @@
 #define BENCH_MAX_STREAMS  1024
 #define BENCH_MAX_PROMPT   256
 #define BENCH_N_MESSAGES   16
+
+/* input-grounded: the answer copies spans of the given text */
+#define BENCH_N_GROUNDED   8
+
+static const char *bench_grounded[BENCH_N_GROUNDED] = {
+    "Rewrite the following text, replacing every \"cat\" with \"dog\". "
+    "Keep everything else the same.\n\nThe cat sat by the window every "
+    "morning. When the sun rose, the cat stretched and yawned. Our "
+    "neighbour said the cat was the laziest animal on the street, but the "
+    "cat did not care. At noon the cat ate its food and went back to "
+    "sleep.",
+    "Copy the following paragraph exactly, but fix the spelling "
+    "mistakes.\n\nThe train to the city leaves the station at eight "
+    "oclock. Passengers should by their tickets before they get on the "
+    "train. The jouney takes about two hours, and there is a small cafe "
+    "in the middle car where you can buy coffee and sandwiches.",
+    "Extract every sentence that mentions water from this text and list "
+    "them.\n\nThe garden needs care in the summer. Water the tomatoes "
+    "every evening. The roses like full sun. Do not water the cactus more "
+    "than once a month. Pick the beans when they are long and green. "
+    "Fresh water in the bird bath keeps the birds coming back.",
+    "Summarize this text in two sentences, using its own words where you "
+    "can.\n\nThe library on Main Street will close for repairs from "
+    "the first of June to the end of August. During the repairs, books "
+    "can be returned at the town hall. The children's reading club will "
+    "meet in the park on Saturday mornings. The library will reopen in "
+    "September with a new computer room.",
+    "Repeat the following list, adding a price of 2 dollars after each "
+    "item.\n\n- apples\n- bread\n- milk\n- eggs\n- butter\n"
+    "- cheese\n- rice\n- tea",
+    "Change the following text from the past tense to the present tense."
+    "\n\nTom walked to school. He carried a red bag and a green "
+    "umbrella. At school he met his friend Anna. They played football in "
+    "the yard and then they went to the classroom.",
+    "Correct the grammar of this email and keep its content.\n\nDear "
+    "Mr Smith, I am writing for ask about the meeting on Friday. Can we "
+    "moving it to Monday? I has a doctor appointment on Friday morning. "
+    "Thank you for you help. Best regards, Maria",
+    "Turn this text into a numbered list of steps.\n\nFirst, boil "
+    "water in a large pot. Then add salt and the pasta. Cook the pasta "
+    "for ten minutes. Meanwhile, warm the tomato sauce in a pan. Drain "
+    "the pasta, mix it with the sauce and serve it with cheese.",
+};
 
 static const char *bench_messages[BENCH_N_MESSAGES] = {
     "What is the capital of France and why is it famous?",
@@ -63,7 +116,14 @@ typedef struct {
     int          prefix_caching;
     int          max_batched;
     int          repeat;       /* runs per stream count; the fastest kept */
+    int          grounded;     /* --workload grounded */
+    int          spec_draft;   /* --speculative: drafts a step, 0 off */
+    int          spec_ngram;
+    int          spec_compare; /* off and on interleaved, medians */
+    int          first;        /* request i gets message first + i */
 } bench_opts;
+
+static int32_t  bench_eos = -1;     /* the model's end token (grounded) */
 
 /* one request's record */
 typedef struct {
@@ -132,7 +192,9 @@ usage(void)
         "usage: ngx_llm_engine bench --model PATH [--streams 1,4,16,64] "
         "[--tokens 64]\n"
         "       [--threads 2] [--no-prefix-cache] "
-        "[--max-batched-tokens 512] [--repeat 1]\n");
+        "[--max-batched-tokens 512] [--repeat 1]\n"
+        "       [--workload chat|grounded] [--speculative N] [--ngram K] "
+        "[--spec-compare]\n");
 }
 
 
@@ -183,11 +245,16 @@ parse_opts(bench_opts *o, int argc, char **argv)
     o->prefix_caching = 1;
     o->max_batched = 256;          /* the CPU engine's default */
     o->repeat = 1;
+    o->spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
     for (i = 1; i < argc; i++) {
         const char  *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
         if (strcmp(a, "--no-prefix-cache") == 0) {
             o->prefix_caching = 0;
+            continue;
+        }
+        if (strcmp(a, "--spec-compare") == 0) {
+            o->spec_compare = 1;
             continue;
         }
         if (v == NULL) {
@@ -218,6 +285,25 @@ parse_opts(bench_opts *o, int argc, char **argv)
                 fprintf(stderr, "bench: --repeat \"%s\": 1..100\n", v);
                 return -1;
             }
+        } else if (strcmp(a, "--workload") == 0) {
+            if (strcmp(v, "chat") != 0 && strcmp(v, "grounded") != 0) {
+                fprintf(stderr, "bench: --workload \"%s\": chat or "
+                        "grounded\n", v);
+                return -1;
+            }
+            o->grounded = strcmp(v, "grounded") == 0;
+        } else if (strcmp(a, "--speculative") == 0) {
+            if (parse_int(v, 0, LLM_SPEC_MAX_DRAFT, &o->spec_draft) != 0) {
+                fprintf(stderr, "bench: --speculative \"%s\": 0..%d\n", v,
+                        LLM_SPEC_MAX_DRAFT);
+                return -1;
+            }
+        } else if (strcmp(a, "--ngram") == 0) {
+            if (parse_int(v, 1, LLM_SPEC_MAX_NGRAM, &o->spec_ngram) != 0) {
+                fprintf(stderr, "bench: --ngram \"%s\": 1..%d\n", v,
+                        LLM_SPEC_MAX_NGRAM);
+                return -1;
+            }
         } else if (strcmp(a, "--max-batched-tokens") == 0) {
             if (parse_int(v, 1, 65536, &o->max_batched) != 0) {
                 fprintf(stderr, "bench: --max-batched-tokens \"%s\": "
@@ -232,6 +318,9 @@ parse_opts(bench_opts *o, int argc, char **argv)
     if (o->model == NULL) {
         fprintf(stderr, "bench: --model PATH is required\n");
         return -1;
+    }
+    if (o->spec_compare && o->spec_draft == 0) {
+        o->spec_draft = 5;
     }
     return 0;
 }
@@ -305,7 +394,8 @@ render_message(const llm_model *m, const llm_tokenizer *tok,
 
 /* the 16 prompts as token ids; 0, or -1 with a message printed */
 static int
-make_prompts(const llm_model *m, int32_t ids[][BENCH_MAX_PROMPT], int *n_ids)
+make_prompts(const llm_model *m, int grounded,
+    int32_t ids[][BENCH_MAX_PROMPT], int *n_ids)
 {
     llm_tokenizer        *tok;
     jinja_tmpl           *t = NULL;
@@ -326,8 +416,11 @@ make_prompts(const llm_model *m, int32_t ids[][BENCH_MAX_PROMPT], int *n_ids)
         }
         free(src);
     }
+    bench_eos = llm_tokenizer_eos(tok);
     for (i = 0; i < BENCH_N_MESSAGES && rc == 0; i++) {
-        text = render_message(m, tok, t, bench_messages[i]);
+        text = render_message(m, tok, t, grounded
+                              ? bench_grounded[i % BENCH_N_GROUNDED]
+                              : bench_messages[i]);
         if (text == NULL) {
             rc = -1;
             break;
@@ -410,6 +503,10 @@ run_streams(llm_backend *be, const bench_opts *o, int n,
     so.max_queued = n;
     so.on_token = on_token;
     so.on_finish = on_finish;
+    so.spec_draft_tokens = o->spec_draft;
+    so.spec_ngram = o->spec_ngram;
+    so.eos_ids = &bench_eos;
+    so.n_eos_ids = o->grounded && bench_eos >= 0;
     s = llm_sched_create(be, &so, err, sizeof(err));
     if (s == NULL) {
         fprintf(stderr, "bench: %s\n", err);
@@ -427,13 +524,13 @@ run_streams(llm_backend *be, const bench_opts *o, int n,
     c0 = cpu_s();
     for (i = 0; i < n; i++) {
         memset(&rq, 0, sizeof(rq));
-        k = i % BENCH_N_MESSAGES;
+        k = (o->first + i) % BENCH_N_MESSAGES;
         rq.prompt = prompts[k];
         rq.n_prompt = n_ids[k];
         llm_sampling_params_default(&rq.sampling);
         rq.sampling.temperature = 0.0f;
         rq.max_tokens = o->tokens;
-        rq.ignore_eos = 1;
+        rq.ignore_eos = !o->grounded;
         rq.user = &reqs[i];
         if (llm_sched_add(s, &rq, &q, err, sizeof(err)) != LLM_SCHED_OK) {
             fprintf(stderr, "bench: request %d refused: %s\n", i, err);
@@ -521,6 +618,101 @@ run_best(llm_backend *be, const bench_opts *o, int n,
 }
 
 
+static int
+cmp_double_asc(const void *a, const void *b)
+{
+    double  x = *(const double *) a, y = *(const double *) b;
+
+    return (x > y) - (x < y);
+}
+
+
+/* the median of n values (sorted in place) */
+static double
+median(double *v, int n)
+{
+    qsort(v, n, sizeof(*v), cmp_double_asc);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+
+static double load_average(void);
+
+/*
+ * --spec-compare at n streams: off, on, off, on ... (repeat rounds), each
+ * run printed; the medians and their ratio. Greedy: both generate the
+ * same tokens, so tokens/s compare like for like.
+ */
+static int
+run_compare(llm_backend *be, const bench_opts *o, int n,
+    int32_t prompts[][BENCH_MAX_PROMPT], const int *n_ids, double *ratio)
+{
+    static bench_result  off[100], on[100];
+    static double        ws[2][100], cs[2][100], pair[2][100];
+    bench_opts           v = *o;
+    bench_result        *r, part;
+    double               mo, mn, co, la;
+    int                  k, spec, b, n_msg;
+
+    /* fewer streams than messages: the batches one after another, so
+       every run covers every message once */
+    n_msg = o->grounded ? BENCH_N_GROUNDED : BENCH_N_MESSAGES;
+    for (k = 0; k < o->repeat; k++) {
+        for (spec = 0; spec < 2; spec++) {
+            v.spec_draft = spec ? o->spec_draft : 0;
+            r = spec ? &on[k] : &off[k];
+            la = load_average();
+            for (b = 0; b == 0 || b * n < n_msg; b++) {
+                v.first = b * n;
+                if (run_streams(be, &v, n, prompts, n_ids, &part) != 0) {
+                    return -1;
+                }
+                if (b == 0) {
+                    *r = part;
+                    continue;
+                }
+                r->generated += part.generated;
+                r->wall += part.wall;
+                r->cpu += part.cpu;
+                r->st.steps += part.st.steps;
+                r->st.spec_drafts += part.st.spec_drafts;
+                r->st.spec_draft_tokens += part.st.spec_draft_tokens;
+                r->st.spec_accepted_tokens += part.st.spec_accepted_tokens;
+            }
+            r->tok_s = r->generated / r->wall;
+            ws[spec][k] = r->tok_s;
+            cs[spec][k] = r->generated / r->cpu;
+            printf("%4s %7d %8ld %7.2f %6.2f %8.1f %8.1f %8llu %8llu %8llu "
+                   "%5.1f%% %6llu %6.2f\n", spec ? "on" : "off", n,
+                   r->generated, r->wall, r->cpu / r->wall, r->tok_s,
+                   r->generated / r->cpu,
+                   (unsigned long long) r->st.spec_drafts,
+                   (unsigned long long) r->st.spec_draft_tokens,
+                   (unsigned long long) r->st.spec_accepted_tokens,
+                   r->st.spec_draft_tokens > 0
+                   ? 100.0 * r->st.spec_accepted_tokens
+                     / r->st.spec_draft_tokens : 0.0,
+                   (unsigned long long) r->st.steps, la);
+            fflush(stdout);
+        }
+    }
+    /* each round's on / off: the pair ran back to back, under about
+       the same load */
+    for (k = 0; k < o->repeat; k++) {
+        pair[0][k] = ws[1][k] / ws[0][k];
+        pair[1][k] = cs[1][k] / cs[0][k];
+    }
+    *ratio = median(pair[0], o->repeat);
+    co = median(pair[1], o->repeat);
+    mo = median(ws[0], o->repeat);
+    mn = median(ws[1], o->repeat);
+    printf("# %d streams, %d rounds: median tok/s off %.1f, on %.1f; median "
+           "of the rounds' on/off ratios: %.2fx wall, %.2fx per CPU "
+           "second\n", n, o->repeat, mo, mn, *ratio, co);
+    return 0;
+}
+
+
 static void
 print_result(const bench_result *r)
 {
@@ -581,7 +773,7 @@ llm_cli_bench(int argc, char **argv)
         llm_model_free(&m);
         return 1;
     }
-    if (make_prompts(&m, prompts, n_ids) != 0) {
+    if (make_prompts(&m, o.grounded, prompts, n_ids) != 0) {
         llm_model_free(&m);
         return 1;
     }
@@ -605,10 +797,12 @@ llm_cli_bench(int argc, char **argv)
         return 1;
     }
     printf("# bench: %s, %d threads, prompts %d..%d tokens (%d messages), "
-           "%d generated each (EOS ignored), prefix cache %s, "
+           "%d generated each (%s), prefix cache %s, "
            "max_batched_tokens %d, %d KV blocks of %d, best of %d, "
            "load average %.2f\n",
-           o.model, o.threads, min_p, max_p, BENCH_N_MESSAGES, o.tokens,
+           o.model, o.threads, min_p, max_p,
+           o.grounded ? BENCH_N_GROUNDED : BENCH_N_MESSAGES, o.tokens,
+           o.grounded ? "at most, to EOS" : "EOS ignored",
            o.prefix_caching ? "on" : "off", o.max_batched, bo.kv_n_blocks,
            bo.kv_block_size, o.repeat, load_average());
 
@@ -617,6 +811,28 @@ llm_cli_bench(int argc, char **argv)
         llm_backend_free(be);
         llm_model_free(&m);
         return 1;
+    }
+    if (o.spec_compare) {
+        double  ratio;
+
+        printf("# speculative decoding (prompt lookup): %d drafts, %d-gram, "
+               "%s workload, greedy, interleaved off/on\n", o.spec_draft,
+               o.spec_ngram, o.grounded ? "grounded" : "chat");
+        printf("%4s %7s %8s %7s %6s %8s %8s %8s %8s %8s %6s %6s %6s\n",
+               "spec", "streams", "gen_tok", "wall_s", "cores", "tok/s",
+               "tok/cpus", "verifs", "drafted", "accepted", "acc", "steps",
+               "load");
+        for (i = 0; i < o.n_streams; i++) {
+            if (run_compare(be, &o, o.streams[i], prompts, n_ids, &ratio)
+                != 0)
+            {
+                break;
+            }
+        }
+        printf("# load average now %.2f\n", load_average());
+        llm_backend_free(be);
+        llm_model_free(&m);
+        return i == o.n_streams ? 0 : 1;
     }
     printf("%7s %8s %7s %6s %8s %7s %7s %7s %7s %7s %7s %8s %6s %5s %6s\n",
            "streams", "gen_tok", "wall_s", "cores", "tok/s", "ttft50", "ttft95",

@@ -171,6 +171,9 @@ static const llm_opt  llm_opts[] = {
     OPT("--prefix-caching", OPT_BOOL, prefix_caching),
     OPT("--kv-prealloc", OPT_BOOL, kv_prealloc),
     OPT("--tensor-parallel", OPT_INT, tensor_parallel),
+    OPT("--speculative-ngram", OPT_BOOL, speculative_ngram),
+    OPT("--speculative-draft-tokens", OPT_INT, speculative_draft_tokens),
+    OPT("--speculative-ngram-size", OPT_INT, speculative_ngram_size),
 };
 
 
@@ -191,6 +194,9 @@ llm_server_opts_default(llm_server_opts *o)
     o->kv_dtype = LLM_KV_F16;
     o->kv_prealloc = LLM_DEFAULT_KV_PREALLOC;
     o->tensor_parallel = LLM_DEFAULT_TENSOR_PARALLEL;
+    o->speculative_ngram = LLM_DEFAULT_SPEC_NGRAM;
+    o->speculative_draft_tokens = LLM_DEFAULT_SPEC_DRAFT_TOKENS;
+    o->speculative_ngram_size = LLM_DEFAULT_SPEC_NGRAM_SIZE;
     o->backend = "cpu";
     o->name = "default";
 }
@@ -476,6 +482,7 @@ llm_fill_facts(llm_model_facts *f, const llm_model *m)
 static void llm_on_token(void *user, int32_t token, const llm_sample_out *lp);
 static void llm_on_finish(void *user, const llm_seq_result *r);
 static int llm_can_emit(void *user);
+static int llm_emit_room(void *user);
 
 
 /*
@@ -911,6 +918,10 @@ llm_loader_thread(void *arg)
     so.on_token = llm_on_token;
     so.on_finish = llm_on_finish;
     so.can_emit = llm_can_emit;
+    so.emit_room = llm_emit_room;
+    so.spec_draft_tokens = s->opt.speculative_ngram
+                           ? s->opt.speculative_draft_tokens : 0;
+    so.spec_ngram = s->opt.speculative_ngram_size;
     llm_grammar_setup(s, &so);
 
     sched = llm_sched_create(s->backend, &so, err, sizeof(err));
@@ -1225,6 +1236,26 @@ llm_on_token(void *user, int32_t token, const llm_sample_out *lp)
 }
 
 
+/* entries free in the slot's stream: what one step may send it (a
+   speculating sequence up to 1 + drafts) */
+static int
+llm_emit_room(void *user)
+{
+    uint32_t        head, tail, used;
+    llm_slot       *sl;
+    llm_slot_user  *u = user;
+
+    if (u == NULL) {
+        return LLM_RING_OUT_CAP;
+    }
+    sl = llm_ring_slot(u->server->ring, u->index);
+    head = atomic_load_explicit(&sl->out_head, memory_order_relaxed);
+    tail = atomic_load_explicit(&sl->out_tail, memory_order_acquire);
+    used = head - tail;
+    return used < LLM_RING_OUT_CAP ? (int) (LLM_RING_OUT_CAP - used) : 0;
+}
+
+
 /* the worker has not read the stream: hold the sequence, do not block */
 static int
 llm_can_emit(void *user)
@@ -1392,6 +1423,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->constraint = (const char *) (sl->prompt + n_prompt);
     req->constraint_len = clen;
     req->fair_key = sl->fair_key;
+    req->speculative = sl->speculative != 0 ? -1 : 0;
 
     return 0;
 }
@@ -1492,6 +1524,9 @@ llm_publish_stats(llm_server *s, llm_sched *sched)
     atomic_store(&rs->preemptions, st.preemptions);
     atomic_store(&rs->cancelled, st.cancelled);
     atomic_store(&rs->steps, st.steps);
+    atomic_store(&rs->spec_drafts, st.spec_drafts);
+    atomic_store(&rs->spec_draft_tokens, st.spec_draft_tokens);
+    atomic_store(&rs->spec_accepted_tokens, st.spec_accepted_tokens);
 }
 
 

@@ -33,6 +33,9 @@ typedef struct {
     int          prefix_caching;    /* 1 (default): share full prompt blocks */
     int          kv_dtype;          /* enum llm_kv_dtype, f16 by default */
     int          kv_prealloc;       /* 1 (default): fault the pool in */
+    int          speculative_ngram;         /* 1: prompt-lookup drafts */
+    int          speculative_draft_tokens;  /* drafts per step */
+    int          speculative_ngram_size;    /* n-gram looked up */
 } llm_server_opts;
 
 void llm_server_opts_default(llm_server_opts *o);

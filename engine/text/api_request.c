@@ -1076,6 +1076,7 @@ parse_misc(llm_api_request *req, const cJSON *root, llm_api_error *err)
     int          g;
 
     if (read_bool(root, "ignore_eos", &req->ignore_eos, err) != 0
+        || read_bool(root, "speculative", &req->speculative, err) != 0
         || read_int(root, "priority", INT32_MIN, INT32_MAX, &v, &g, err) != 0
         || read_string(root, "user", &user, err) != 0)
     {
@@ -1392,6 +1393,7 @@ llm_api_parse(llm_api_request *req, const char *body, size_t len,
     memset(err, 0, sizeof(*err));
     llm_sampling_params_default(&req->sampling);
     req->n = 1;
+    req->speculative = -1;
     req->endpoint = endpoint;
     if (lim == NULL) {
         llm_api_limits_default(&defaults);

@@ -112,6 +112,8 @@ typedef struct {
     int                  stream;
     int                  include_usage; /* stream_options.include_usage */
     int                  ignore_eos;   /* vLLM extension */
+    int                  speculative;  /* -1: not given (the engine's
+                                          setting), 0: off, 1: on */
     int                  priority;     /* vLLM extension: lower runs first */
     char                *user;         /* NULL when not given */
 

@@ -211,6 +211,8 @@ static const bad_case bad_fields[] = {
     { CHAT, "\"user\":5", NULL, 400, "user", "invalid_type", NULL },
     { CHAT, "\"ignore_eos\":1", NULL, 400, "ignore_eos", "invalid_type",
       NULL },
+    { CHAT, "\"speculative\":\"yes\"", NULL, 400, "speculative",
+      "invalid_type", NULL },
     { CHAT, "\"priority\":1.5", NULL, 400, "priority", "invalid_type", NULL },
     { CHAT, "\"priority\":3e9", NULL, 400, "priority",
       "integer_above_max_value", NULL },
@@ -487,7 +489,7 @@ test_full_chat(void)
         "\"stop_token_ids\":[2,7],\"logit_bias\":{\"42\":-100,\"7\":2.5},"
         "\"logprobs\":true,\"top_logprobs\":3,\"n\":1,\"stream\":true,"
         "\"stream_options\":{\"include_usage\":true},\"user\":\"u-1\","
-        "\"ignore_eos\":true,\"priority\":-5,"
+        "\"ignore_eos\":true,\"priority\":-5,\"speculative\":false,"
         "\"response_format\":{\"type\":\"text\"},\"unknown\":{\"deep\":[1]}}";
     char            *msgs;
 
@@ -527,6 +529,7 @@ test_full_chat(void)
     is_str(r.user, "u-1", "user");
     ok(r.ignore_eos == 1 && r.priority == -5 && r.n == 1,
        "ignore_eos, priority, n");
+    is_int(r.speculative, 0, "speculative false");
     ok(r.given & LLM_API_GIVEN_PRIORITY, "priority given (the location "
        "clamps it, llm_priority)");
     ok(r.prompt == NULL && r.prompt_ids == NULL, "no prompt for chat");
@@ -550,7 +553,7 @@ test_defaults(void)
     ok(r.max_tokens == 0 && r.given == 0 && r.n == 1 && r.stream == 0
        && r.include_usage == 0 && r.n_stop == 0 && r.n_stop_ids == 0
        && r.n_logit_bias == 0 && r.user == NULL && r.ignore_eos == 0
-       && r.priority == 0, "nothing else set");
+       && r.priority == 0 && r.speculative == -1, "nothing else set");
     llm_api_request_free(&r);
 
     /* null is "not given" for every optional field */

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define N_ELEMS(a)  ((int) (sizeof(a) / sizeof((a)[0])))
@@ -865,6 +866,136 @@ bench(void)
 }
 
 
+/* ------------------------------------------------------------------------
+ * speculative drafts: llm_sample_draft draws from the same distribution as
+ * llm_sample whatever the draft (a likely one, a middling one, one that
+ * truncation drops), on both draw paths (listed candidates, block masses)
+ * ------------------------------------------------------------------------ */
+
+#define SPEC_N      40000
+#define SPEC_VOCAB  1000
+
+/* the token with the k-th largest probability */
+static int
+kth_token(const float *probs, int n, int k)
+{
+    int best = -1;
+
+    for (int r = 0; r <= k; r++) {
+        int b = -1;
+
+        for (int i = 0; i < n; i++) {
+            if ((best < 0 || probs[i] < probs[best]
+                 || (probs[i] == probs[best] && i > best))
+                && (b < 0 || probs[i] > probs[b]))
+            {
+                b = i;
+            }
+        }
+        best = b;
+    }
+    return best;
+}
+
+
+/* every one of the 12 likeliest tokens and the draft: its frequency within
+   5 standard deviations (+1e-3) of its probability */
+static int
+matches(const int *hist, const float *probs, int n, int draft)
+{
+    int ok_all = 1;
+
+    for (int k = 0; k <= 12; k++) {
+        int t = k < 12 ? kth_token(probs, n, k) : draft;
+        double p = probs[t], f = (double) hist[t] / SPEC_N;
+
+        if (fabs(f - p) > 5.0 * sqrt(p * (1 - p) / SPEC_N) + 1e-3) {
+            printf("#   token %d: frequency %.4f, probability %.4f\n", t, f,
+                   p);
+            ok_all = 0;
+        }
+    }
+    return ok_all;
+}
+
+
+static void
+test_speculative(void)
+{
+    static float l[SPEC_VOCAB], probs[SPEC_VOCAB];
+    static int hist[SPEC_VOCAB];
+    static const char *names[] = { "no truncation", "top_k 20",
+                                   "top_p 0.9", "min_p 0.05" };
+    llm_sampling_params p;
+    llm_sampler s, s2;
+    int draft, drafts[3], same = 1, got;
+
+    lcg_state = 777;
+    random_logits(l, SPEC_VOCAB, 1.5f);
+    for (int c = 0; c < 4; c++) {
+        llm_sampling_params_default(&p);
+        p.temperature = 0.9f;
+        p.has_seed = 1;
+        p.seed = 42 + c;
+        p.top_k = c == 1 ? 20 : 0;
+        p.top_p = c == 2 ? 0.9f : 1.0f;
+        p.min_p = c == 3 ? 0.05f : 0.0f;
+        s = make(&p, SPEC_VOCAB);
+        llm_sampler_distribution(&s, l, SPEC_VOCAB, probs);
+        drafts[0] = kth_token(probs, SPEC_VOCAB, 0);
+        drafts[1] = kth_token(probs, SPEC_VOCAB, 3);
+        drafts[2] = kth_token(probs, SPEC_VOCAB, SPEC_VOCAB - 1);
+        for (int d = 0; d < 3; d++) {
+            draft = drafts[d];
+            memset(hist, 0, sizeof(hist));
+            for (int i = 0; i < SPEC_N; i++) {
+                got = llm_sample_draft(&s, l, SPEC_VOCAB, draft, NULL);
+                if (got < 0 || got >= SPEC_VOCAB) {
+                    break;
+                }
+                hist[got]++;
+            }
+            ok(matches(hist, probs, SPEC_VOCAB, draft),
+               "draft %s, %s: %d draws follow the distribution (p(draft) "
+               "%.4f, drawn %.4f)", d == 0 ? "likeliest" : d == 1
+               ? "4th" : "least likely", names[c], SPEC_N, probs[draft],
+               (double) hist[draft] / SPEC_N);
+        }
+        llm_sampler_free(&s);
+    }
+
+    /* seeded: the same draws again */
+    llm_sampling_params_default(&p);
+    p.temperature = 1.0f;
+    p.has_seed = 1;
+    p.seed = 9;
+    s = make(&p, SPEC_VOCAB);
+    s2 = make(&p, SPEC_VOCAB);
+    for (int i = 0; i < 2000; i++) {
+        same = same && llm_sample_draft(&s, l, SPEC_VOCAB, i % 7, NULL)
+                       == llm_sample_draft(&s2, l, SPEC_VOCAB, i % 7, NULL);
+    }
+    ok(same, "seeded speculative draws are reproducible");
+    llm_sampler_free(&s);
+    llm_sampler_free(&s2);
+
+    /* greedy: the argmax whatever the draft; bad draft ids refused */
+    greedy_params(&p);
+    s = make(&p, SPEC_VOCAB);
+    got = 0;
+    for (int i = 1; i < SPEC_VOCAB; i++) {
+        got = l[i] > l[got] ? i : got;
+    }
+    is_int(llm_sample_draft(&s, l, SPEC_VOCAB, drafts[2], NULL), got,
+           "greedy: the argmax, not the draft");
+    is_int(llm_sample_draft(&s, l, SPEC_VOCAB, -1, NULL), -1,
+           "draft -1 refused");
+    is_int(llm_sample_draft(&s, l, SPEC_VOCAB, SPEC_VOCAB, NULL), -1,
+           "draft past the vocabulary refused");
+    llm_sampler_free(&s);
+}
+
+
 int
 main(void)
 {
@@ -878,6 +1009,7 @@ main(void)
     test_seed();
     test_logprobs();
     test_params_and_stop();
+    test_speculative();
     bench();
     return tap_done();
 }

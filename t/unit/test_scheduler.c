@@ -23,6 +23,7 @@
  * stress again with classes and keys.
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include "grammar/grammar.h"
 #include "sched/compile.h"
 #include "sched/scheduler.h"
+#include "sched/sequence.h"
 #include "text/tokenizer.h"
 #include "common/priority.h"
 
@@ -46,6 +48,7 @@
 
 typedef struct {
     int32_t          out[MAX_OUT];
+    float            lp[MAX_OUT];      /* logprob of out[i], 0 without */
     int              n_out;
     int              n_finish;         /* on_finish calls: must end as 1 */
     llm_seq_result   res;              /* res.message: NULL, see msg */
@@ -66,7 +69,6 @@ on_token(void *user, int32_t token, const llm_sample_out *lp)
 {
     rec  *r = user;
 
-    (void) lp;
     if (r->cancelled) {
         r->after_cancel++;
     }
@@ -75,6 +77,7 @@ on_token(void *user, int32_t token, const llm_sample_out *lp)
     }
     if (r->n_out < MAX_OUT) {
         r->out[r->n_out] = token;
+        r->lp[r->n_out] = lp != NULL ? lp->logprob : 0.0f;
     }
     r->n_out++;
 }
@@ -126,6 +129,8 @@ make_backend(const llm_model *m, int n_blocks, int max_batch, int threads)
 /* what make_sched sets beyond its arguments (the class tests change them) */
 static int  opt_max_prefill;        /* 0: max_batched_tokens */
 static int  opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
+static int  opt_spec_draft;         /* spec_draft_tokens; 0: off */
+static int  opt_spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
 
 static llm_sched *
 make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
@@ -138,6 +143,8 @@ make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
     llm_sched_options_default(&o);
     o.max_prefill_tokens = opt_max_prefill;
     o.batch_share = opt_batch_share;
+    o.spec_draft_tokens = opt_spec_draft;
+    o.spec_ngram = opt_spec_ngram;
     o.n_blocks = n_blocks;
     o.prefix_caching = prefix;
     o.max_batched_tokens = max_batched;
@@ -160,6 +167,7 @@ typedef struct {
     llm_sampling_params  sp;
     int64_t              priority;
     uint64_t             fair_key;
+    const int32_t       *stop;          /* one stop id, or NULL */
 } job;
 
 
@@ -216,6 +224,8 @@ submit(llm_sched *s, const job *j, rec *r)
     req.max_tokens = j->max_tokens;
     req.priority = j->priority;
     req.fair_key = j->fair_key;
+    req.stop_ids = j->stop;
+    req.n_stop_ids = j->stop != NULL;
     req.user = r;
     rc = llm_sched_add(s, &req, &r->seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
@@ -1068,6 +1078,308 @@ test_give_way(llm_backend *be, int n_vocab)
 
 
 /* ---------------------------------------------------------------------------
+ * speculative decoding (prompt lookup, scheduler.h): greedy output equals
+ * decoding without it bit for bit (tokens and logprobs), seeded sampling
+ * is reproducible and draws from the same distribution, the blocks of
+ * rejected drafts go back at once, a stop token inside an accepted run
+ * ends the output where it falls
+ */
+
+#define NSJ  12
+
+/* job i: a random phrase repeated (the drafts find it), every third one
+ * random tokens; i % 4 == 0 asks for logprobs */
+static void
+make_spec_job(job *j, int n_vocab, int i, int max_tokens)
+{
+    int  k, period = 3 + i % 5, len = 12 + (i * 7) % 30;
+
+    make_job(j, n_vocab, 0, len, max_tokens, 0);
+    if (i % 3 != 2) {
+        for (k = period; k < len; k++) {
+            j->prompt[k] = j->prompt[k - period];
+        }
+    }
+    j->sp.logprobs = i % 4 == 0;
+}
+
+
+/* every running sequence holds exactly the blocks its computed tokens
+ * fill (nothing left over from rejected drafts) */
+static int
+blocks_tight(const llm_backend *be, const rec *r, int n)
+{
+    int  i, bs = be->opt.kv_block_size;
+
+    for (i = 0; i < n; i++) {
+        const llm_seq  *q = r[i].seq;
+
+        if (q == NULL || r[i].n_finish != 0) {
+            continue;
+        }
+        if (q->n_draft != 0
+            || q->blocks.n != (q->state == LLM_SEQ_RUNNING
+                               ? (q->n_computed + bs - 1) / bs : 0))
+        {
+            printf("# seq %d: %d blocks for %d computed tokens\n", i,
+                   q->blocks.n, q->n_computed);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+/* jobs (submitted at once, max_seqs at a time in the batch) with draft
+ * tokens a step (0: off); *tight: blocks_tight held after every step */
+static int  spec_pool;      /* run_spec's KV blocks; 0: the whole pool */
+
+static void
+run_spec(llm_backend *be, const job *jobs, rec *recs, int n, int draft,
+    int max_seqs, int *tight, llm_sched_stats *st)
+{
+    llm_sched  *s;
+    int         i, steps = 0;
+
+    opt_spec_draft = draft;
+    s = make_sched(be, spec_pool, 0, 64, max_seqs);
+    opt_spec_draft = 0;
+    for (i = 0; i < n; i++) {
+        submit(s, &jobs[i], &recs[i]);
+    }
+    *tight = 1;
+    while (llm_sched_has_work(s) && steps++ < 10000) {
+        if (llm_sched_step(s) < 0) {
+            break;
+        }
+        *tight = *tight && blocks_tight(be, recs, n);
+    }
+    llm_sched_stats_get(s, st);
+    *tight = *tight && idle_and_clean(s);
+    llm_sched_free(s);
+}
+
+
+static int
+same_logprobs(const rec *a, const rec *b, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        if (memcmp(a[i].lp, b[i].lp, a[i].n_out * sizeof(float)) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+static void
+test_spec_greedy(const char *name, llm_backend *be, int n_vocab, int n,
+    int max_tokens)
+{
+    static job   jobs[NSJ];
+    static rec   off[NSJ], on[NSJ], alone[NSJ];
+    llm_sched_stats  st, st1;
+    int          i, bad = -1, tight, tight1;
+
+    for (i = 0; i < n; i++) {
+        make_spec_job(&jobs[i], n_vocab, i, 3 + (i * 11) % max_tokens);
+    }
+    run_spec(be, jobs, off, n, 0, 64, &tight, &st);
+    ok(st.spec_drafts == 0, "%s: spec off: no draft", name);
+
+    run_spec(be, jobs, on, n, 5, 64, &tight, &st);
+    ok(same_tokens(off, on, n, &bad) && same_logprobs(off, on, n),
+       "%s: greedy, %d requests together: speculation on == off, tokens "
+       "and logprobs (first bad %d)", name, n, bad);
+    ok(st.spec_accepted_tokens > 0
+       && st.spec_accepted_tokens < st.spec_draft_tokens,
+       "%s: drafts accepted and rejected (%llu verifications, %llu "
+       "drafts, %llu accepted)", name, (unsigned long long) st.spec_drafts,
+       (unsigned long long) st.spec_draft_tokens,
+       (unsigned long long) st.spec_accepted_tokens);
+    printf("# %s: %llu steps for %llu tokens\n", name,
+           (unsigned long long) st.steps,
+           (unsigned long long) st.generation_tokens);
+    ok(tight, "%s: after every step each sequence holds only its "
+       "computed tokens' blocks; idle: none used", name);
+
+    /* a small pool: preemption and recompute under speculation */
+    spec_pool = n < NSJ ? 5 : 12;
+    run_spec(be, jobs, off, n, 0, 64, &tight, &st);
+    run_spec(be, jobs, on, n, 5, 64, &tight1, &st1);
+    spec_pool = 0;
+    ok(same_tokens(off, on, n, &bad) && same_logprobs(off, on, n) && tight1
+       && st.preemptions > 0 && st1.spec_accepted_tokens > 0,
+       "%s: %d-block pool: on == off (first bad %d), %llu and %llu "
+       "preemptions", name, n < NSJ ? 5 : 12, bad, (unsigned long long) st.preemptions,
+       (unsigned long long) st1.preemptions);
+
+    /* one at a time: max_num_seqs 1, drafts of 3 */
+    run_spec(be, jobs, alone, n, 3, 1, &tight1, &st1);
+    ok(same_tokens(off, alone, n, &bad) && same_logprobs(off, alone, n)
+       && tight1 && st1.spec_accepted_tokens > 0,
+       "%s: one at a time, 3 drafts: == off (first bad %d), %llu "
+       "accepted", name, bad, (unsigned long long) st1.spec_accepted_tokens);
+}
+
+
+/* a stop token inside an accepted run: spec on ends where spec off does */
+static void
+test_spec_stop(llm_backend *be, int n_vocab)
+{
+    static job   jobs[NSJ];
+    static rec   ref[NSJ], off[NSJ], on[NSJ];
+    llm_sched_stats  st;
+    int          i, bad = -1, tight, stopped = 1;
+    static int32_t stop[NSJ];
+
+    for (i = 0; i < NSJ; i++) {
+        make_spec_job(&jobs[i], n_vocab, i, 40);
+    }
+    run_spec(be, jobs, ref, NSJ, 0, 64, &tight, &st);
+    for (i = 0; i < NSJ; i++) {
+        stop[i] = ref[i].out[ref[i].n_out * 2 / 3];
+        jobs[i].stop = &stop[i];
+    }
+    run_spec(be, jobs, off, NSJ, 0, 64, &tight, &st);
+    run_spec(be, jobs, on, NSJ, 6, 64, &tight, &st);
+    for (i = 0; i < NSJ; i++) {
+        stopped = stopped && on[i].res.finish == LLM_SEQ_STOP
+                  && on[i].res.stop_token == stop[i]
+                  && on[i].out[on[i].n_out - 1] == stop[i];
+    }
+    ok(same_tokens(off, on, NSJ, &bad) && stopped && tight
+       && st.spec_accepted_tokens > 0,
+       "stop token inside the drafts: on == off (first bad %d), each "
+       "ends STOP on it, %llu drafts accepted", bad,
+       (unsigned long long) st.spec_accepted_tokens);
+}
+
+
+/* seeded sampling: reproducible, and the same distribution as without
+ * speculation: histograms of the 2nd and 3rd token over many seeds */
+#define NSEEDS  1536
+
+static double
+tv_distance(const int *a, const int *b, int n_vocab, int total)
+{
+    double  d = 0.0;
+    int     t;
+
+    for (t = 0; t < n_vocab; t++) {
+        d += fabs((double) a[t] - b[t]) / total;
+    }
+    return d / 2;
+}
+
+
+static void
+run_seeds(llm_backend *be, job *j, int n_vocab, int draft, uint64_t seed0,
+    int *hist1, int *hist2, uint64_t *accepted, uint64_t *drafted)
+{
+    static rec   r[64];
+    llm_sched_stats  st;
+    int          i, k, tight;
+    static job   js[64];
+
+    *accepted = *drafted = 0;
+    memset(hist1, 0, n_vocab * sizeof(int));
+    memset(hist2, 0, n_vocab * sizeof(int));
+    for (i = 0; i < NSEEDS; i += 16) {
+        for (k = 0; k < 16; k++) {
+            js[k] = *j;
+            js[k].sp.seed = seed0 + i + k;
+        }
+        run_spec(be, js, r, 16, draft, 16, &tight, &st);
+        *accepted += st.spec_accepted_tokens;
+        *drafted += st.spec_draft_tokens;
+        for (k = 0; k < 16; k++) {
+            if (r[k].n_out >= 3) {
+                hist1[r[k].out[1]]++;
+                hist2[r[k].out[2]]++;
+            }
+        }
+    }
+}
+
+
+static void
+test_spec_sampled(llm_backend *be, int n_vocab)
+{
+    static job   jobs[NSJ];
+    static rec   a[NSJ], b[NSJ];
+    static int   h1_off[1024], h2_off[1024], h1_on[1024], h2_on[1024],
+                 h1_null[1024], h2_null[1024];
+    llm_sched_stats  st;
+    uint64_t     acc, dr, acc0, dr0;
+    double       d1, d2, n1, n2;
+    job          j;
+    int          i, bad = -1, tight;
+
+    for (i = 0; i < NSJ; i++) {
+        make_spec_job(&jobs[i], n_vocab, i, 30);
+        jobs[i].sp.temperature = 0.8f;
+        jobs[i].sp.has_seed = 1;
+        jobs[i].sp.seed = 1000 + i;
+        jobs[i].sp.top_p = i % 2 ? 0.9f : 1.0f;
+    }
+    run_spec(be, jobs, a, NSJ, 5, 64, &tight, &st);
+    run_spec(be, jobs, b, NSJ, 5, 64, &tight, &st);
+    ok(same_tokens(a, b, NSJ, &bad) && same_logprobs(a, b, NSJ) && tight
+       && st.spec_draft_tokens > 0,
+       "seeded sampling with speculation: reproducible (first bad %d), "
+       "%llu drafts, %llu accepted", bad,
+       (unsigned long long) st.spec_draft_tokens,
+       (unsigned long long) st.spec_accepted_tokens);
+
+    if (n_vocab > 1024) {
+        return;
+    }
+    /* a repeated phrase, top_k 5 at temperature 1, 1-gram lookup: most
+       steps draft, the drafts are often right and often not, so both the
+       acceptance and the residual draw run. Other seeds for each run, so
+       the histograms are independent samples (the same seeds would agree
+       wherever nothing was drafted) */
+    /* the model's own greedy text after BOS, then its start again: a
+       text it copies */
+    make_job(&j, n_vocab, 0, 1, 24, 0);
+    j.prompt[0] = 1;
+    run_spec(be, &j, a, 1, 0, 1, &tight, &st);
+    for (i = 0; i < a[0].n_out + 8; i++) {
+        j.prompt[1 + i] = a[0].out[i % a[0].n_out];
+    }
+    j.n_prompt = 1 + a[0].n_out + 8;
+
+    j.max_tokens = 4;
+    j.sp.temperature = 1.0f;
+    j.sp.top_k = 5;
+    j.sp.has_seed = 1;
+    j.sp.logprobs = 0;
+    opt_spec_ngram = 1;
+    run_seeds(be, &j, n_vocab, 0, 1, h1_off, h2_off, &acc0, &dr0);
+    run_seeds(be, &j, n_vocab, 0, 1 + NSEEDS, h1_null, h2_null, &acc0,
+              &dr0);
+    run_seeds(be, &j, n_vocab, 4, 1 + 2 * NSEEDS, h1_on, h2_on, &acc, &dr);
+    opt_spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
+    d1 = tv_distance(h1_off, h1_on, n_vocab, NSEEDS);
+    d2 = tv_distance(h2_off, h2_on, n_vocab, NSEEDS);
+    n1 = tv_distance(h1_off, h1_null, n_vocab, NSEEDS);
+    n2 = tv_distance(h2_off, h2_null, n_vocab, NSEEDS);
+    printf("# %d seeds: total variation on/off %.4f %.4f, off/off (other "
+           "seeds) %.4f %.4f; %llu drafts, %llu accepted\n", NSEEDS, d1,
+           d2, n1, n2, (unsigned long long) dr, (unsigned long long) acc);
+    ok(dr > (uint64_t) NSEEDS / 4 && acc > 0 && acc < dr,
+       "distribution test drafts (%llu) and both accepts and rejects "
+       "(%llu accepted)", (unsigned long long) dr, (unsigned long long) acc);
+    ok(d1 < 0.12 && d2 < 0.12, "2nd and 3rd token over %d seeds: on and "
+       "off within total variation 0.12 (%.4f, %.4f; off vs off on other "
+       "seeds: %.4f, %.4f)", NSEEDS, d1, d2, n1, n2);
+}
+
+
+/* ---------------------------------------------------------------------------
  * create out of memory
  */
 
@@ -1822,6 +2134,9 @@ main(void)
         TIMED(test_constraints(&m, be));
         TIMED(test_create_oom(be));
         TIMED(test_step_oom(&m, be, m.cfg.vocab_size));
+        TIMED(test_spec_greedy("tiny260K", be, m.cfg.vocab_size, NSJ, 40));
+        TIMED(test_spec_stop(be, m.cfg.vocab_size));
+        TIMED(test_spec_sampled(be, m.cfg.vocab_size));
     }
     llm_backend_free(be);
     llm_model_free(&m);
@@ -1843,6 +2158,10 @@ main(void)
     be = make_backend(&m, 64, 64, 2);
     if (be != NULL) {
         TIMED(test_batching("SmolLM2", be, m.cfg.vocab_size, 1));
+        /* 1-gram lookup: random-token prompts give few longer matches */
+        opt_spec_ngram = 1;
+        TIMED(test_spec_greedy("SmolLM2", be, m.cfg.vocab_size, 6, 16));
+        opt_spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
     }
     llm_backend_free(be);
     llm_model_free(&m);
