@@ -1831,6 +1831,51 @@ test_choices(llm_backend *be, int n_vocab)
 }
 
 
+/* n constrained choices: each fork has its own matcher, each output is
+   one of the grammar's answers and the solo constrained run of its seed */
+static void
+test_choices_constrained(llm_backend *be, int n_vocab)
+{
+    static job     j, js[NCH];
+    static rec     got[NCH], alone[NCH];
+    char           text[512], err[512];
+    llm_compiler  *c = make_compiler(0);
+    llm_sched     *s;
+    int            i, n_alt = 0, same = 0;
+
+    make_job(&j, n_vocab, 0, 5, 40, 777);
+    j.sp.temperature = 1.0f;
+    j.sp.seed = 31;
+    j.sp.has_seed = 1;
+    for (i = 0; i < NCH; i++) {
+        js[i] = j;
+        js[i].sp.seed = j.sp.seed + (uint64_t) i;
+        s = make_constrained_sched(be, c, 0, 4);
+        submit_constrained(s, &js[i], &alone[i], LLM_CONSTRAINT_GRAMMAR,
+                           CONSTRAINT_GBNF, err, sizeof(err));
+        drain_constrained(s, 30);
+        llm_sched_free(s);
+    }
+    s = make_constrained_sched(be, c, 0, 8);
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_GRAMMAR, CONSTRAINT_GBNF);
+    ok(drain_constrained(s, 30) > 0, "constrained choices drain");
+    for (i = 0; i < NCH; i++) {
+        rec_text(&got[i], text, sizeof(text));
+        n_alt += is_alternative(text) && got[i].res.finish == LLM_SEQ_STOP;
+        same += got[i].n_out == alone[i].n_out && got[i].n_finish == 1
+                && memcmp(got[i].out, alone[i].out,
+                          got[i].n_out * sizeof(int32_t)) == 0;
+    }
+    is_int(n_alt, NCH, "constrained n=3: every choice is one of the "
+           "grammar's answers, ended STOP");
+    is_int(same, NCH, "constrained n=3: choice i == the solo constrained run "
+           "with seed + i");
+    ok(idle_and_clean(s), "constrained n=3: no block leaks");
+    llm_sched_free(s);
+    llm_compiler_free(c);
+}
+
+
 static void
 test_constraints(const llm_model *m, llm_backend *be)
 {
@@ -1847,6 +1892,7 @@ test_constraints(const llm_model *m, llm_backend *be)
         test_constraint_outputs(be, m->cfg.vocab_size);
         test_constraint_compile_thread(be, m->cfg.vocab_size);
         test_constraint_preempt(be, m->cfg.vocab_size);
+        test_choices_constrained(be, m->cfg.vocab_size);
     } else {
         printf("# %s\n", err);
     }
