@@ -15,6 +15,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
+use IO::Socket::INET;
 use JSON::PP;
 use Test::More;
 
@@ -25,7 +26,8 @@ $ENV{TEST_NGINX_MODEL}
 
 my $binary = $ENV{TEST_NGINX_ENGINE} ? "binary $ENV{TEST_NGINX_ENGINE};" : '';
 
-nginx_setup('nchoice', <<"EOF", port => $ENV{TEST_NGINX_PORT});
+my $port = nginx_setup('nchoice', <<"EOF", $ENV{TEST_NGINX_19120} ? (port => $ENV{TEST_NGINX_19120}) : ());
+    llm_token_quota_zone \$http_x_key zone=nkeys:1m;
     llm_engine main {
         model \$MODEL;
         served_model_name smollm2;
@@ -37,6 +39,10 @@ nginx_setup('nchoice', <<"EOF", port => $ENV{TEST_NGINX_PORT});
         listen 127.0.0.1:\$PORT;
         location /v1/ { llm_api main; }
         location /two/v1/ { llm_api main; llm_max_n 2; }
+        location /quota/v1/ {
+            llm_api main;
+            llm_token_quota zone=nkeys tokens=40 per=1d;
+        }
         location = /healthz { llm_health main; }
         location = /metrics { llm_metrics; }
     }
@@ -161,6 +167,36 @@ is($st, 400, 'n=9 over the default llm_max_n 8: 400') or diag($raw);
 ($st, $d, $raw) = chat({ n => 0 });
 is($st, 400, 'n=0: 400') or diag($raw);
 
+# --- a token quota reserves the prompt once and n x max_tokens -------------
+
+# a 5-token prompt (ids), greedy, every token generated
+sub quota_req {
+    my ($key, $n) = @_;
+    my $body = $json->encode({
+        model => 'smollm2', prompt => [1, 2, 3, 4, 5], max_tokens => 12,
+        temperature => 0, ignore_eos => JSON::PP::true, n => $n });
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port,
+                                  Proto => 'tcp') or die "connect: $!";
+    print $s "POST /quota/v1/completions HTTP/1.0\r\nHost: localhost\r\n"
+        . "X-Key: $key\r\nContent-Type: application/json\r\n"
+        . "Content-Length: " . length($body) . "\r\n\r\n$body";
+    local $/;
+    my $resp = <$s> // '';
+    my ($status) = $resp =~ m{^HTTP/1\.[01] (\d+)};
+    my ($left) = $resp =~ /^X-RateLimit-Remaining-Tokens: (\d+)/mi;
+    my ($rbody) = $resp =~ /\r\n\r\n(.*)$/s;
+    return ($status // 0, $left, eval { decode_json($rbody // '') } // {});
+}
+
+my ($qst, $qleft, $qd) = quota_req('a', 3);
+is($qst, 429, 'quota 40: n=3 x 12 + 5 = 41 tokens do not fit');
+($qst, $qleft, $qd) = quota_req('a', 1);
+is($qst, 200, 'quota 40: n=1 x 12 + 5 = 17 fit');
+($qst, $qleft, $qd) = quota_req('b', 2);
+is($qst, 200, 'quota 40: n=2 x 12 + 5 = 29 fit');
+is($qd->{usage}{completion_tokens}, 24, 'n=2: 24 completion tokens');
+is($qleft, 40 - 29, 'n=2: the bucket holds 40 - 5 - 2 x 12');
+
 # --- a constraint holds for every choice --------------------------------------
 
 ($st, $d, $raw) = chat({ n => 3, seed => 11, max_tokens => 200,
@@ -193,4 +229,5 @@ is($running, 0, 'a client gone mid-stream: no choice runs on');
 is((metric('ngx_llm_cancelled_total') // 0) - $before, 3,
    'and all three were cancelled');
 
+nginx_cmd('-s', 'stop');
 done_testing();
