@@ -1718,6 +1718,7 @@ test_choices(llm_backend *be, int n_vocab)
     static rec        got[NCH], alone[NCH];
     llm_sched_stats   st;
     llm_sched        *s;
+    uint64_t          saved = rng_state;
     int               i, bad = -1, differ = 0, same, prefix, rc;
 
     scrub_kv(be, n_vocab);
@@ -1828,6 +1829,7 @@ test_choices(llm_backend *be, int n_vocab)
     is_int(rc, LLM_SCHED_TOO_LONG, "choices: n x max_tokens over the pool "
            "is refused TOO_LONG (one choice would fit)");
     llm_sched_free(s);
+    rng_state = saved;      /* the later tests' prompts stay as they were */
 }
 
 
@@ -1841,6 +1843,7 @@ test_choices_constrained(llm_backend *be, int n_vocab)
     char           text[512], err[512];
     llm_compiler  *c = make_compiler(0);
     llm_sched     *s;
+    uint64_t       saved = rng_state;
     int            i, n_alt = 0, same = 0;
 
     make_job(&j, n_vocab, 0, 5, 40, 777);
@@ -1873,6 +1876,7 @@ test_choices_constrained(llm_backend *be, int n_vocab)
     ok(idle_and_clean(s), "constrained n=3: no block leaks");
     llm_sched_free(s);
     llm_compiler_free(c);
+    rng_state = saved;
 }
 
 
