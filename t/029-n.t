@@ -28,6 +28,7 @@ my $binary = $ENV{TEST_NGINX_ENGINE} ? "binary $ENV{TEST_NGINX_ENGINE};" : '';
 
 my $port = nginx_setup('nchoice', <<"EOF", $ENV{TEST_NGINX_19120} ? (port => $ENV{TEST_NGINX_19120}) : ());
     llm_token_quota_zone \$http_x_key zone=nkeys:1m;
+    log_format ntokens '\$llm_completion_tokens';
     llm_engine main {
         model \$MODEL;
         served_model_name smollm2;
@@ -37,6 +38,7 @@ my $port = nginx_setup('nchoice', <<"EOF", $ENV{TEST_NGINX_19120} ? (port => $EN
     }
     server {
         listen 127.0.0.1:\$PORT;
+        access_log logs/ntokens.log ntokens;
         location /v1/ { llm_api main; }
         location /two/v1/ { llm_api main; llm_max_n 2; }
         location /quota/v1/ {
@@ -192,10 +194,22 @@ my ($qst, $qleft, $qd) = quota_req('a', 3);
 is($qst, 429, 'quota 40: n=3 x 12 + 5 = 41 tokens do not fit');
 ($qst, $qleft, $qd) = quota_req('a', 1);
 is($qst, 200, 'quota 40: n=1 x 12 + 5 = 17 fit');
+# the access log's lines ($llm_completion_tokens) equal to $v, once the
+# requests before settled (a line can come after its client read the end)
+sub logged {
+    my ($v) = @_;
+    select undef, undef, undef, 0.5;
+    open my $lf, '<', NgxLlm::Harness::prefix() . '/logs/ntokens.log'
+        or die "ntokens.log: $!";
+    return scalar grep { /^\Q$v\E$/ } <$lf>;
+}
+my $n_logged = logged(24);
 ($qst, $qleft, $qd) = quota_req('b', 2);
 is($qst, 200, 'quota 40: n=2 x 12 + 5 = 29 fit');
 is($qd->{usage}{completion_tokens}, 24, 'n=2: 24 completion tokens');
 is($qleft, 40 - 29, 'n=2: the bucket holds 40 - 5 - 2 x 12');
+is(logged(24), $n_logged + 1,
+   '$llm_completion_tokens counts every choice (24 logged)');
 
 # --- a constraint holds for every choice --------------------------------------
 
