@@ -9,13 +9,27 @@
 #include "ngx_http_llm_module.h"
 
 
+/* every choice's slot goes back (the engine cancels what still runs) */
+void
+ngx_http_llm_release_choices(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_uint_t  i;
+
+    ctx = ngx_http_llm_main_ctx(ctx);
+
+    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
+        ngx_http_llm_peer_release(&ngx_http_llm_choice(ctx, i)->slot);
+    }
+}
+
+
 static void
 ngx_http_llm_ctx_cleanup(void *data)
 {
     ngx_http_llm_ctx_t *ctx = data;
 
     ngx_http_llm_peer_unwait(&ctx->waiter);
-    ngx_http_llm_peer_release(&ctx->slot);
+    ngx_http_llm_release_choices(ctx);
 
     if (ctx->deadline.timer_set) {
         ngx_del_timer(&ctx->deadline);
@@ -59,6 +73,8 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 void
 ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc)
 {
+    ctx = ngx_http_llm_main_ctx(ctx);      /* a choice ends its request */
+
     if (ctx->finished) {
         return;
     }

@@ -137,8 +137,9 @@ ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
     ngx_buf_t    *b;
     ngx_chain_t  *cl, **ll;
 
-    /* a long stream reuses the buffers the client has taken */
-    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
+    /* a long stream reuses the buffers the client has taken (the
+       request's: every choice's output goes out on one connection) */
+    for (ll = &ngx_http_llm_main_ctx(ctx)->free; *ll; ll = &(*ll)->next) {
         cl = *ll;
         b = cl->buf;
         if ((size_t) (b->end - b->start) >= size) {
@@ -186,7 +187,7 @@ ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     return NGX_OK;
 }
 
-/* the head of every chunk: data: {"id":...,"choices":[{"index":0, */
+/* the head of every chunk: data: {"id":...,"choices":[{"index":i, */
 static u_char *
 ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, u_char *p)
 {
@@ -194,10 +195,10 @@ ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, u_char *p)
 
     return ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
                        "\"created\":%T,\"model\":\"%V\",\"choices\":"
-                       "[{\"index\":0,",
+                       "[{\"index\":%ui,",
                        &ctx->id, ctx->chat ? "chat.completion.chunk"
                                            : "text_completion",
-                       ctx->created, model);
+                       ctx->created, model, ctx->index);
 }
 
 
@@ -595,26 +596,52 @@ ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
 }
 
 
+/* the prompt once, every choice's completion (as OpenAI counts n) */
 static u_char *
 ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
 {
+    uint32_t    completion = 0;
+    ngx_uint_t  i;
+
+    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
+        completion += ngx_http_llm_choice(ctx, i)->n_completion;
+    }
+
     return ngx_sprintf(p, "\"usage\":{\"prompt_tokens\":%uD,"
                        "\"completion_tokens\":%uD,\"total_tokens\":%uD,"
                        "\"prompt_tokens_details\":{\"cached_tokens\":%uD}}",
-                       ctx->n_prompt, ctx->n_completion,
-                       ctx->n_prompt + ctx->n_completion, ctx->n_cached);
+                       ctx->n_prompt, completion,
+                       ctx->n_prompt + completion, ctx->n_cached);
 }
 
 
-/* a stream's last chunk, its usage chunk if asked for, [DONE] */
+/* a choice's last chunk of a stream: its finish_reason */
+ngx_int_t
+ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    u_char     *p;
+    ngx_buf_t  *b;
+
+    b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_http_llm_chunk_head(ctx, b->last);
+    b->last = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":"
+                          "\"%s\"}]}\n\n",
+                          ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
+                          ngx_http_llm_finish_name(ctx));
+    b->flush = 1;
+
+    return ngx_http_llm_append(ctx, last, b);
+}
+
+
+/* a stream's usage chunk if asked for, [DONE] (ctx: the request's) */
 static u_char *
 ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
 {
-    p = ngx_http_llm_chunk_head(ctx, p);
-    p = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}"
-                    "\n\n", ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
-                    ngx_http_llm_finish_name(ctx));
-
     if (ctx->req.include_usage) {
         p = ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
                         "\"created\":%T,\"model\":\"%V\","
@@ -672,16 +699,12 @@ ngx_http_llm_message_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
 }
 
 
-/* the whole reply of a request that did not stream */
+/* one choice of a reply that did not stream: {"index":i,...} */
 static u_char *
-ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
+ngx_http_llm_choice_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
     const char *calls)
 {
-    p = ngx_sprintf(p, "{\"id\":\"%V\",\"object\":\"%s\",\"created\":%T,"
-                    "\"model\":\"%V\",\"choices\":[{\"index\":0,",
-                    &ctx->id, ctx->chat ? "chat.completion"
-                                        : "text_completion",
-                    ctx->created, &ctx->ecf->served_model_name);
+    p = ngx_sprintf(p, "{\"index\":%ui,", ctx->index);
     if (ctx->out_active) {
         p = ngx_http_llm_message_json(ctx, p, tlen, calls);
 
@@ -703,61 +726,119 @@ ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
         p = ngx_sprintf(p, "\"logprobs\":null,");
     }
 
-    p = ngx_sprintf(p, "\"finish_reason\":\"%s\"}],",
-                    ngx_http_llm_finish_name(ctx));
-    p = ngx_http_llm_usage_json(ctx, p);
-
-    return ngx_sprintf(p, "}\n");
+    return ngx_sprintf(p, "\"finish_reason\":\"%s\"}",
+                       ngx_http_llm_finish_name(ctx));
 }
 
 
-/* the final chunk(s) of a stream, or the whole JSON reply */
+/* the room one choice's JSON takes, and its tool calls (free them) */
+static ngx_int_t
+ngx_http_llm_choice_size(ngx_http_llm_ctx_t *ctx, size_t *size,
+    char **calls)
+{
+    size_t              tlen;
+    ngx_uint_t          i;
+    ngx_http_llm_lp_t  *e;
+
+    tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
+    *size += 6 * tlen + 256;
+    *calls = NULL;
+
+    if (ctx->out_active) {
+        if (ctx->out.n_calls) {
+            *calls = llm_tool_calls_json(ctx->out.calls, ctx->out.n_calls, 0);
+            if (*calls == NULL) {
+                return NGX_ERROR;
+            }
+            *size += ngx_strlen(*calls);
+        }
+        if (ctx->reasoning) {
+            *size += 6 * (ctx->reasoning->last - ctx->reasoning->pos);
+        }
+    }
+    if (ctx->lps) {
+        e = ctx->lps->elts;
+        for (i = 0; i < ctx->lps->nelts; i++) {
+            *size += ngx_http_llm_lp_size(ctx, &e[i].o);
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* the whole reply of a request that did not stream: every choice */
+static ngx_int_t
+ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
+{
+    char                *calls[LLM_RING_MAX_CHOICES];
+    u_char              *p;
+    size_t               size, tlen;
+    ngx_int_t            rc;
+    ngx_uint_t           i, n = ngx_http_llm_n_choices(ctx);
+    ngx_buf_t           *b;
+    ngx_http_llm_ctx_t  *c;
+
+    size = ngx_http_llm_chunk_head_len(ctx) + 512;
+    rc = NGX_OK;
+
+    for (i = 0; i < n; i++) {
+        calls[i] = NULL;
+        if (rc == NGX_OK) {
+            rc = ngx_http_llm_choice_size(ngx_http_llm_choice(ctx, i), &size,
+                                          &calls[i]);
+        }
+    }
+
+    b = (rc == NGX_OK) ? ngx_http_llm_get_buf(ctx, size) : NULL;
+
+    if (b != NULL) {
+        p = ngx_sprintf(b->last, "{\"id\":\"%V\",\"object\":\"%s\","
+                        "\"created\":%T,\"model\":\"%V\",\"choices\":[",
+                        &ctx->id, ctx->chat ? "chat.completion"
+                                            : "text_completion",
+                        ctx->created, &ctx->ecf->served_model_name);
+        for (i = 0; i < n; i++) {
+            c = ngx_http_llm_choice(ctx, i);
+            tlen = c->text ? (size_t) (c->text->last - c->text->pos) : 0;
+            if (i > 0) {
+                *p++ = ',';
+            }
+            p = ngx_http_llm_choice_json(c, p, tlen, calls[i]);
+        }
+        p = ngx_sprintf(p, "],");
+        p = ngx_http_llm_usage_json(ctx, p);
+        b->last = ngx_sprintf(p, "}\n");
+    }
+
+    for (i = 0; i < n; i++) {
+        free(calls[i]);
+    }
+
+    *bp = b;
+    return b ? NGX_OK : NGX_ERROR;
+}
+
+
+/* the request's last chunks (usage, [DONE]; each choice sent its finish
+   chunk), or the whole JSON reply of every choice */
 ngx_int_t
 ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
-    char                *calls;
-    size_t               size, tlen;
     ngx_buf_t           *b;
-    ngx_uint_t           i;
-    ngx_http_llm_lp_t   *e;
     ngx_http_request_t  *r = ctx->request;
 
-    tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
-
-    size = 2 * ngx_http_llm_chunk_head_len(ctx) + 6 * tlen + 512;
-
-    calls = NULL;
-    if (!ctx->stream && ctx->out_active) {
-        if (ctx->out.n_calls) {
-            calls = llm_tool_calls_json(ctx->out.calls, ctx->out.n_calls, 0);
-            if (calls == NULL) {
-                return NGX_ERROR;
-            }
-            size += ngx_strlen(calls);
-        }
-        if (ctx->reasoning) {
-            size += 6 * (ctx->reasoning->last - ctx->reasoning->pos);
-        }
-    }
-    if (!ctx->stream && ctx->lps) {
-        e = ctx->lps->elts;
-        for (i = 0; i < ctx->lps->nelts; i++) {
-            size += ngx_http_llm_lp_size(ctx, &e[i].o);
-        }
-    }
-
-    b = ngx_http_llm_get_buf(ctx, size);
-    if (b == NULL) {
-        free(calls);
-        return NGX_ERROR;
-    }
-
     if (ctx->stream) {
+        b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
+        if (b == NULL) {
+            return NGX_ERROR;
+        }
         b->last = ngx_http_llm_final_sse(ctx, b->last);
 
     } else {
-        b->last = ngx_http_llm_final_json(ctx, b->last, tlen, calls);
-        free(calls);
+        if (ngx_http_llm_final_json(ctx, &b) != NGX_OK) {
+            return NGX_ERROR;
+        }
 
         r->headers_out.status = NGX_HTTP_OK;
         r->headers_out.content_length_n = b->last - b->pos;

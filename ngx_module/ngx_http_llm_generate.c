@@ -18,6 +18,8 @@ static void ngx_http_llm_generation_free(void *data);
 static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_choices_init(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
@@ -445,6 +447,7 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     lim.max_prompt_ids = LLM_RING_MAX_PROMPT;
     lim.max_stop_ids = LLM_RING_MAX_STOP_IDS - 4;   /* room for EOS ids */
     lim.max_logit_bias = LLM_RING_MAX_BIAS;
+    lim.max_n = (int) llcf->max_n;
     if (ecf->tokenizer) {
         lim.vocab_size = llm_tokenizer_n_vocab(ecf->tokenizer);
     }
@@ -513,6 +516,8 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     llm_out_init(&ctx->out, format, llcf->reasoning, in_think,
                  ctx->req.parallel_tool_calls, ctx->req.tools);
     ctx->out_active = 1;
+    ctx->out_format = format;
+    ctx->out_in_think = in_think;
 
     ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "llm: reply split: tools %s, reasoning %i, in think %d",
@@ -643,6 +648,65 @@ ngx_http_llm_output_init(ngx_http_llm_ctx_t *ctx, u_char *body, size_t len)
 
 
 /*
+ * n choices: a ctx for each further one, a copy of the request's with its
+ * own slot, detokenizer, stop matcher, splitter and text (the parsed
+ * request, prompt, quota and id stay the request's).
+ */
+static ngx_int_t
+ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+    u_char *body, size_t len)
+{
+    ngx_uint_t                i, n = (ngx_uint_t) ctx->req.n;
+    ngx_http_llm_ctx_t       *c;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    ctx->choices = ngx_pcalloc(r->pool, n * sizeof(ngx_http_llm_ctx_t *));
+    if (ctx->choices == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx->choices[0] = ctx;
+    ctx->n_choices = 1;
+
+    for (i = 1; i < n; i++) {
+        c = ngx_palloc(r->pool, sizeof(ngx_http_llm_ctx_t));
+        if (c == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        *c = *ctx;
+        c->main = ctx;
+        c->choices = NULL;
+        c->n_choices = 0;
+        c->index = i;
+        c->req_parsed = 0;      /* the request's to free */
+        c->stop_inited = 0;
+        c->out_active = 0;
+        ngx_memzero(&c->slot, sizeof(c->slot));
+        c->slot.data = c;
+        c->slot.log = r->connection->log;
+        c->free = NULL;
+        c->busy = NULL;
+
+        /* in the list before the inits: generation_free frees them */
+        ctx->choices[ctx->n_choices++] = c;
+
+        if (ngx_http_llm_output_init(c, body, len) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (ctx->out_active) {
+            llm_out_init(&c->out, ctx->out_format, llcf->reasoning,
+                         ctx->out_in_think, ctx->req.parallel_tool_calls,
+                         ctx->req.tools);
+            c->out_active = 1;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/*
  * The steps from body to a prompt the engine can take. A step that refused
  * the request has sent its error: then r->header_sent, and rc is the
  * result of sending it.
@@ -676,6 +740,10 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         rc = ngx_http_llm_output_init(ctx, body, len);
     }
 
+    if (rc == NGX_OK && !r->header_sent && ctx->req.n > 1) {
+        rc = ngx_http_llm_choices_init(r, ctx, body, len);
+    }
+
     return rc;
 }
 
@@ -684,7 +752,20 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 static void
 ngx_http_llm_generation_free(void *data)
 {
-    ngx_http_llm_ctx_t *ctx = data;
+    ngx_uint_t           i;
+    ngx_http_llm_ctx_t  *c, *ctx = data;
+
+    for (i = 1; ctx->choices && i < ctx->n_choices; i++) {
+        c = ctx->choices[i];
+        if (c->stop_inited) {
+            llm_stop_free(&c->stop);
+            c->stop_inited = 0;
+        }
+        if (c->out_active) {
+            llm_out_free(&c->out);
+            c->out_active = 0;
+        }
+    }
 
     if (ctx->req_parsed) {
         llm_api_request_free(&ctx->req);
@@ -776,12 +857,37 @@ ngx_http_llm_constraint_too_big(ngx_http_request_t *r,
 }
 
 
+/* a CHOICE slot for each further choice, listed in choice 0's */
+static ngx_int_t
+ngx_http_llm_claim_choices(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_int_t            rc;
+    ngx_uint_t           i;
+    ngx_http_llm_ctx_t  *c;
+
+    ctx->slot.slot->n_choices = (uint32_t) ngx_http_llm_n_choices(ctx);
+
+    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
+        c = ngx_http_llm_choice(ctx, i);
+        rc = ngx_http_llm_peer_claim(ctx->peer, &c->slot, LLM_KIND_CHOICE);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+        c->slot.slot->n_choices = 0;
+        ctx->slot.slot->choice_slots[i - 1] = c->slot.index;
+    }
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_submit(ngx_http_request_t *r)
 {
     ngx_int_t             rc;
+    ngx_uint_t            i;
     ngx_table_elt_t      *h;
-    ngx_http_llm_ctx_t   *ctx;
+    ngx_http_llm_ctx_t   *ctx, *c;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
@@ -812,6 +918,19 @@ ngx_http_llm_submit(ngx_http_request_t *r)
         return ngx_http_llm_unavailable(r, ctx->peer);
     }
 
+    rc = ngx_http_llm_claim_choices(ctx);
+    if (rc != NGX_OK) {
+        ngx_http_llm_release_choices(ctx);
+        if (rc == NGX_BUSY) {
+            return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
+                                           "rate_limit_error", "queue_full",
+                                           "too many requests in flight "
+                                           "for %ui choices, retry later",
+                                           ngx_http_llm_n_choices(ctx));
+        }
+        return ngx_http_llm_unavailable(r, ctx->peer);
+    }
+
     ngx_http_llm_fill_slot(ctx, ctx->slot.slot);
     ctx->created = ngx_time();
     ctx->t_submit_ns = ngx_http_llm_now_ns();
@@ -835,6 +954,16 @@ ngx_http_llm_submit(ngx_http_request_t *r)
     h->hash = 1;
     ngx_str_set(&h->key, "X-Request-Id");
     h->value = ctx->id;
+
+    /* the choices' slots first: the engine takes them with choice 0's */
+    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
+        c = ngx_http_llm_choice(ctx, i);
+        c->created = ctx->created;
+        c->id = ctx->id;
+        if (ngx_http_llm_peer_submit(&c->slot) != NGX_OK) {
+            return ngx_http_llm_unavailable(r, ctx->peer);
+        }
+    }
 
     if (ngx_http_llm_peer_submit(&ctx->slot) != NGX_OK) {
         return ngx_http_llm_unavailable(r, ctx->peer);

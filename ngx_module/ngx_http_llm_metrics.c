@@ -768,7 +768,9 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     uintptr_t data)
 {
     u_char              *p;
+    uint32_t             n;
     uint64_t             ns;
+    ngx_uint_t           i;
     ngx_http_llm_ctx_t  *ctx;
     static const char   *finish[] = {
         "", "stop", "length", "cancelled", "error"
@@ -803,7 +805,11 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         return NGX_OK;
 
     case NGX_HTTP_LLM_VAR_COMPLETION_TOKENS:
-        v->len = ngx_sprintf(p, "%uD", ctx->n_completion) - p;
+        /* every choice's, as the reply's usage counts them */
+        for (i = 0, n = 0; i < ngx_http_llm_n_choices(ctx); i++) {
+            n += ngx_http_llm_choice(ctx, i)->n_completion;
+        }
+        v->len = ngx_sprintf(p, "%uD", n) - p;
         return NGX_OK;
 
     case NGX_HTTP_LLM_VAR_CACHED_TOKENS:

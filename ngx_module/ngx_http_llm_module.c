@@ -49,6 +49,13 @@ static ngx_conf_post_t  ngx_http_llm_prefix_tokens_post = {
 };
 
 
+/* llm_max_n: the choices a request may ask for (the ring carries
+   LLM_RING_MAX_CHOICES slots per request) */
+static ngx_conf_num_bounds_t  ngx_http_llm_max_n_bounds = {
+    ngx_conf_check_num_bounds, 1, LLM_RING_MAX_CHOICES
+};
+
+
 static ngx_command_t  ngx_http_llm_commands[] = {
 
     { ngx_string("llm_engine"),
@@ -92,6 +99,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_llm_loc_conf_t, max_tokens),
       NULL },
+
+    { ngx_string("llm_max_n"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_n),
+      &ngx_http_llm_max_n_bounds },
 
     { ngx_string("llm_deadline"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -530,6 +544,7 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
      */
 
     llcf->max_tokens = NGX_CONF_UNSET_UINT;
+    llcf->max_n = NGX_CONF_UNSET_UINT;
     llcf->deadline = NGX_CONF_UNSET_MSEC;
     llcf->max_body_size = NGX_CONF_UNSET_SIZE;
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
@@ -556,6 +571,8 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     }
 
     ngx_conf_merge_uint_value(conf->max_tokens, prev->max_tokens, 0);
+    ngx_conf_merge_uint_value(conf->max_n, prev->max_n,
+                              NGX_HTTP_LLM_DEFAULT_MAX_N);
     /* every generation holds a non-cancelable timer: a graceful reload
      * waits for it instead of cutting the stream */
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);

@@ -52,6 +52,8 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_N_STATUS  12
 
+#define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
+
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
 /* 1: the engine enforces a slot's output constraint (the branches
@@ -72,6 +74,7 @@ typedef struct {
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
 } ngx_http_llm_counters_t;
 typedef struct ngx_http_llm_slot_s  ngx_http_llm_slot_t;
+typedef struct ngx_http_llm_ctx_s  ngx_http_llm_ctx_t;
 typedef struct ngx_http_llm_quota_req_s  ngx_http_llm_quota_req_t;
 
 
@@ -171,6 +174,7 @@ typedef struct {
     ngx_http_llm_engine_conf_t *prefix;     /* llm_prefix_hash: renders and
                                                tokenizes in a front */
     ngx_uint_t                  prefix_tokens;  /* llm_prefix_hash_tokens */
+    ngx_uint_t                  max_n;      /* llm_max_n: choices */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -217,7 +221,7 @@ typedef struct {
 
 
 /* one request's state, also what the $llm_* variables read */
-typedef struct {
+struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
     ngx_http_llm_peer_t        *peer;
     ngx_http_llm_engine_conf_t *ecf;
@@ -266,7 +270,22 @@ typedef struct {
     unsigned                    req_parsed:1;
     unsigned                    stop_inited:1;
     unsigned                    out_active:1;   /* llm_out splits the text */
-} ngx_http_llm_ctx_t;
+    unsigned                    out_in_think:1; /* llm_out_init's, again
+                                                   for each choice */
+    unsigned                    ended:1;    /* this choice's end is out */
+    unsigned                    failed:1;   /* the request's error event
+                                               is out: nothing follows */
+
+    /* n choices (docs/api.md): one ctx per choice, each with its own ring
+       slot, detokenizer, stop matcher, text; the request's ctx is choice
+       0 and holds the others, which point back at it */
+    ngx_uint_t                  index;      /* "index" in the reply */
+    int                         out_format; /* llm_out_init's */
+    ngx_http_llm_ctx_t         *main;       /* choice > 0: the request's */
+    ngx_http_llm_ctx_t        **choices;    /* (n_choices), choice 0 first;
+                                               NULL when n is 1 */
+    ngx_uint_t                  n_choices;
+};
 
 
 extern ngx_module_t  ngx_http_llm_module;
@@ -308,6 +327,7 @@ ngx_int_t ngx_http_llm_reply_filter_init(ngx_conf_t *cf);
 ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
 void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
+void ngx_http_llm_release_choices(ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_ready.c */
 ngx_int_t ngx_http_llm_when_ready(ngx_http_request_t *r,
@@ -380,6 +400,8 @@ ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
     ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
@@ -394,6 +416,30 @@ static ngx_inline ngx_http_llm_counters_t *
 ngx_http_llm_counters(ngx_http_llm_engine_conf_t *ecf)
 {
     return ecf->zone ? ecf->zone->data : NULL;
+}
+
+
+/* the request's ctx of a choice's */
+static ngx_inline ngx_http_llm_ctx_t *
+ngx_http_llm_main_ctx(ngx_http_llm_ctx_t *ctx)
+{
+    return ctx->main ? ctx->main : ctx;
+}
+
+
+static ngx_inline ngx_uint_t
+ngx_http_llm_n_choices(ngx_http_llm_ctx_t *ctx)
+{
+    ctx = ngx_http_llm_main_ctx(ctx);
+    return ctx->choices ? ctx->n_choices : 1;
+}
+
+
+static ngx_inline ngx_http_llm_ctx_t *
+ngx_http_llm_choice(ngx_http_llm_ctx_t *ctx, ngx_uint_t i)
+{
+    ctx = ngx_http_llm_main_ctx(ctx);
+    return ctx->choices ? ctx->choices[i] : ctx;
 }
 
 

@@ -742,7 +742,9 @@ ngx_http_llm_quota_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ctx->quota = qr;
 
     given = (ctx->req.given & LLM_API_GIVEN_MAX_TOKENS) != 0;
-    completion = ctx->max_tokens;
+    /* every choice may write max_tokens */
+    completion = (uint64_t) ctx->max_tokens
+                 * (ctx->req.n > 1 ? (uint64_t) ctx->req.n : 1);
     q = llcf->quotas->elts;
 
     for (i = 0; i < llcf->quotas->nelts; i++) {

@@ -25,6 +25,8 @@ static ngx_int_t ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, ngx_uint_t *more);
 static ngx_int_t ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_stream_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
 static ngx_int_t ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t *out);
 static void ngx_http_llm_stream_write_handler(ngx_http_request_t *r);
@@ -39,7 +41,12 @@ ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
-    ctx->slot.handler = ngx_http_llm_stream_on_slot;
+    ngx_uint_t                i;
+
+    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
+        ngx_http_llm_choice(ctx, i)->slot.handler =
+                                                ngx_http_llm_stream_on_slot;
+    }
 
     /*
      * Always a timer, and not cancelable: an old worker exits on reload
@@ -58,7 +65,53 @@ ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 static void
 ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s)
 {
-    ngx_http_llm_stream_run(s->data);
+    ngx_http_llm_stream_run(ngx_http_llm_main_ctx(s->data));
+}
+
+
+/*
+ * The read and end halves of every choice still going, in index order
+ * (a stream interleaves their chunks as they come), then the request's
+ * end once every choice ended. Answers as the halves do.
+ */
+static ngx_int_t
+ngx_http_llm_stream_choices(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t *more)
+{
+    ngx_int_t            rc;
+    ngx_uint_t           i, n, ended;
+    ngx_http_llm_ctx_t  *c;
+
+    n = ngx_http_llm_n_choices(ctx);
+    ended = 0;
+
+    for (i = 0; i < n; i++) {
+        c = ngx_http_llm_choice(ctx, i);
+        if (c->ended) {
+            ended++;
+            continue;
+        }
+
+        rc = ngx_http_llm_stream_read(c, last, more);
+
+        if (rc == NGX_DONE) {
+            rc = ngx_http_llm_stream_end(c, last);
+            if (rc == NGX_OK && !ctx->failed) {
+                c->ended = 1;
+                ended++;
+            }
+        }
+
+        if (rc != NGX_OK || ctx->failed) {
+            return rc;
+        }
+    }
+
+    if (ended == n) {
+        return ngx_http_llm_stream_done(ctx, last);
+    }
+
+    return NGX_OK;
 }
 
 
@@ -81,11 +134,7 @@ ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx)
         last = &out;
         more = 0;
 
-        rc = ngx_http_llm_stream_read(ctx, &last, &more);
-
-        if (rc == NGX_DONE) {
-            rc = ngx_http_llm_stream_end(ctx, &last);
-        }
+        rc = ngx_http_llm_stream_choices(ctx, &last, &more);
 
         if (rc != NGX_OK) {
             return;
@@ -146,7 +195,7 @@ ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
     ngx_str_set(&h->key, "X-Accel-Buffering");
     ngx_str_set(&h->value, "no");
 
-    ctx->header_sent = 1;
+    ngx_http_llm_main_ctx(ctx)->header_sent = 1;
 
     rc = ngx_http_send_header(r);
     if (rc == NGX_ERROR || rc > NGX_OK) {
@@ -174,6 +223,7 @@ ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
                   "llm: %ui stream ended by an error: %s", status, msg);
 
     ctx->finish = LLM_FINISH_ERROR;
+    ngx_http_llm_main_ctx(ctx)->failed = 1;    /* no choice follows */
 
     if (ngx_http_llm_format_error(ctx, last, code, msg) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
@@ -188,7 +238,7 @@ ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 static ngx_int_t
 ngx_http_llm_stream_lost(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
-    if (!ctx->header_sent) {
+    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
         ngx_http_llm_ctx_finish(ctx, ngx_http_llm_unavailable(ctx->request,
                                                               ctx->peer));
         return NGX_ERROR;
@@ -215,7 +265,7 @@ ngx_http_llm_stream_corrupt(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_http_llm_peer_release(&ctx->slot);
     ctx->finish = LLM_FINISH_ERROR;
 
-    if (!ctx->header_sent) {
+    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
         ngx_http_llm_ctx_finish(ctx,
             ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                     "server_error", "engine_error",
@@ -419,7 +469,7 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     llcf = ngx_http_get_module_loc_conf(ctx->request, ngx_http_llm_module);
 
-    pending = ngx_http_llm_pending(ctx->busy);
+    pending = ngx_http_llm_pending(ngx_http_llm_main_ctx(ctx)->busy);
     if (pending > llcf->max_buffered) {
         return NGX_AGAIN;
     }
@@ -437,7 +487,7 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return ngx_http_llm_stream_corrupt(ctx, last, head);
     }
 
-    if (ctx->stream && !ctx->header_sent && head != ctx->consumed
+    if (ctx->stream && !ngx_http_llm_main_ctx(ctx)->header_sent && head != ctx->consumed
         && ngx_http_llm_stream_header(ctx) != NGX_OK)
     {
         return NGX_ERROR;
@@ -554,7 +604,7 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         ctx->finish = sl->finish;
 
         if (ctx->finish == LLM_FINISH_ERROR && ctx->n_completion == 0
-            && !ctx->header_sent)
+            && !ngx_http_llm_main_ctx(ctx)->header_sent)
         {
             ngx_http_llm_stream_refused(ctx);
             return NGX_ERROR;
@@ -567,9 +617,8 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
                    ctx->n_completion, ctx->n_cached);
 
     ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
-    ngx_http_llm_quota_settle(ctx);
 
-    if (ctx->finish == LLM_FINISH_ERROR && ctx->header_sent) {
+    if (ctx->finish == LLM_FINISH_ERROR && ngx_http_llm_main_ctx(ctx)->header_sent) {
         return ngx_http_llm_stream_fail(ctx, last,
                                         NGX_HTTP_INTERNAL_SERVER_ERROR,
                                         "engine_error",
@@ -593,17 +642,35 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         rc = ngx_http_llm_stream_split_end(ctx, last, NULL, 0);
     }
 
-    if (rc == NGX_OK && ctx->stream && !ctx->header_sent
+    if (rc == NGX_OK && ctx->stream && !ngx_http_llm_main_ctx(ctx)->header_sent
         && ngx_http_llm_stream_header(ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_OK) {
-        rc = ngx_http_llm_format_final(ctx, last);
+    if (rc == NGX_OK && ctx->stream) {
+        rc = ngx_http_llm_format_finish(ctx, last);
     }
 
     if (rc != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* every choice ended: the quota settles, the last chunks or the reply */
+static ngx_int_t
+ngx_http_llm_stream_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    ngx_int_t            rc;
+    ngx_http_request_t  *r = ctx->request;
+
+    ngx_http_llm_quota_settle(ctx);
+
+    if (ngx_http_llm_format_final(ctx, last) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return NGX_ERROR;
     }
@@ -614,7 +681,7 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
             ngx_http_llm_ctx_finish(ctx, rc);
             return NGX_ERROR;
         }
-        ctx->header_sent = 1;
+        ngx_http_llm_main_ctx(ctx)->header_sent = 1;
     }
 
     return NGX_OK;
@@ -644,6 +711,26 @@ ngx_http_llm_wait_writable(ngx_http_request_t *r)
 }
 
 
+/* every choice ended and let its slot go */
+static ngx_uint_t
+ngx_http_llm_request_ended(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_uint_t           i;
+    ngx_http_llm_ctx_t  *c;
+
+    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
+        c = ngx_http_llm_choice(ctx, i);
+        if (c->slot.slot != NULL
+            || (c->finish == LLM_FINISH_NONE && !c->stopped))
+        {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
 /* NGX_OK: nginx took all of it; NGX_AGAIN: some waits for the client */
 static ngx_int_t
 ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx, ngx_chain_t *out)
@@ -669,9 +756,7 @@ ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx, ngx_chain_t *out)
         return NGX_ERROR;
     }
 
-    if (ctx->slot.slot == NULL
-        && (ctx->finish != LLM_FINISH_NONE || ctx->stopped))
-    {
+    if (ctx->failed || ngx_http_llm_request_ended(ctx)) {
         /* everything is queued: nginx flushes it and closes */
         ngx_http_llm_ctx_finish(ctx, rc);
         return NGX_DONE;
@@ -736,9 +821,9 @@ ngx_http_llm_stream_deadline(ngx_event_t *ev)
                   "llm: 504 deadline passed after %uD tokens, sequence "
                   "aborted", ctx->n_completion);
 
-    ngx_http_llm_peer_release(&ctx->slot);      /* the engine drops it */
+    ngx_http_llm_release_choices(ctx);          /* the engine drops them */
 
-    if (!ctx->header_sent) {
+    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
         ngx_http_llm_ctx_finish(ctx,
                                 ngx_http_llm_send_error(ctx->request,
                                     NGX_HTTP_GATEWAY_TIME_OUT,

@@ -119,13 +119,13 @@ POST /v1/completions
 
 
 
-=== TEST 7: bad JSON, wrong types, out of range, missing model: 400 naming the field
+=== TEST 7: bad JSON, wrong types, out of range (n over llm_max_n's default 8 too), missing model: 400 naming the field
 --- request eval
-["POST /v1/chat/completions\n{\"model\":", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":\"hi\"}", "POST /v1/completions\n{\"prompt\":\"x\"}", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}"]
+["POST /v1/chat/completions\n{\"model\":", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":3}", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":\"hi\"}", "POST /v1/completions\n{\"prompt\":\"x\"}", "POST /v1/chat/completions\n{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}"]
 --- error_code eval
 [400, 400, 400, 400, 400]
 --- response_body_like eval
-['"code":"invalid_json"', '"param":"temperature","code":"decimal_above_max_value"', '"param":"messages","code":"invalid_type"', '"param":"model","code":"missing_required_parameter"', '"param":"n","code":"unsupported_value"']
+['"code":"invalid_json"', '"param":"temperature","code":"decimal_above_max_value"', '"param":"messages","code":"invalid_type"', '"param":"model","code":"missing_required_parameter"', '"param":"n","code":"integer_above_max_value"']
 --- no_error_log
 [error]
 

@@ -137,6 +137,37 @@ def chat_stream():
        "chat stream without usage: no usage chunk")
 
 
+def n_choices():
+    """n=3: choices[0..2] through the SDK's types, streamed and not; the
+    seeded choices stream the same texts they have unstreamed"""
+    kw = dict(model="smollm2", messages=HI, max_tokens=6, temperature=1,
+              seed=5, n=3)
+    r = client().chat.completions.create(**kw)
+    is_([c.index for c in r.choices], [0, 1, 2], "n=3: choices 0, 1, 2")
+    ok(all(c.finish_reason in ("stop", "length") for c in r.choices),
+       "n=3: each choice has its finish_reason",
+       [c.finish_reason for c in r.choices])
+    texts, finishes, usage = {}, {}, None
+    for chunk in client().chat.completions.create(
+            stream=True, stream_options={"include_usage": True}, **kw):
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                finishes[c.index] = c.finish_reason
+    is_(sorted(finishes), [0, 1, 2], "n=3 stream: every index finishes")
+    is_([texts.get(i) for i in range(3)],
+        [c.message.content for c in r.choices],
+        "n=3 stream: each index streams its unstreamed text (same seed)")
+    is_((usage.prompt_tokens, usage.completion_tokens) if usage else None,
+        (r.usage.prompt_tokens, r.usage.completion_tokens),
+        "n=3 stream: usage counts every choice, the prompt once")
+    g = client().chat.completions.create(model="smollm2", messages=HI,
+                                         max_tokens=2, temperature=0, n=2)
+    is_([c.message.content for c in g.choices], ["Hello!", "Hello!"],
+        "n=2 greedy: identical choices")
+
+
 def chat_stream_timing():
     """Tokens reach the SDK as they are produced, not in one burst."""
     stream = client().chat.completions.create(
@@ -587,6 +618,7 @@ def main():
     for name, fn in [("models", models), ("chat", chat),
                      ("chat stream", chat_stream),
                      ("chat stream timing", chat_stream_timing),
+                     ("n", n_choices),
                      ("completion", completion),
                      ("completion stream", completion_stream),
                      ("logprobs", logprobs), ("errors", errors),

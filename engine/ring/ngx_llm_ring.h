@@ -34,11 +34,12 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        5       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        6       /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
-                                           slot's speculative, its stats */
+                                           slot's speculative, its stats,
+                                           6: n choices (choice_slots) */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -47,6 +48,7 @@
 #define LLM_RING_MAX_BIAS       64
 #define LLM_RING_MAX_TOP_LP     20
 #define LLM_RING_REASON_LEN     256
+#define LLM_RING_MAX_CHOICES    16              /* n of one request */
 
 /* engine state, llm_ring_header.state */
 enum llm_engine_state {
@@ -79,6 +81,9 @@ enum llm_slot_state {
 enum llm_slot_kind {
     LLM_KIND_PING = 1,          /* health: the engine's loop answers */
     LLM_KIND_GENERATE = 2,
+    LLM_KIND_CHOICE = 3,        /* the stream of choice i > 0 of the
+                                   GENERATE slot that lists it; taken with
+                                   that slot, never on its own */
 };
 
 enum llm_finish {
@@ -164,6 +169,11 @@ typedef struct {
     uint32_t        speculative;        /* 0: the engine's speculative
                                            decoding setting; 1: off for
                                            this request */
+    uint32_t        n_choices;          /* GENERATE: 0, 1: one; n > 1:
+                                           choice_slots[0..n-2] are the
+                                           CHOICE slots of choices 1..n-1,
+                                           SUBMITTED before this one */
+    uint32_t        choice_slots[LLM_RING_MAX_CHOICES - 1];
 
     /* progress: written by the engine, read by the worker */
     _Atomic uint32_t out_head;          /* tokens published (monotonic) */
@@ -182,6 +192,9 @@ typedef struct {
     int32_t         prompt[LLM_RING_MAX_PROMPT];    /* then the constraint's
                                                        text */
 } llm_slot;
+
+_Static_assert(offsetof(llm_slot, out_head) % 8 == 0,
+               "llm_slot: the engine's progress fields aligned");
 
 /* the constraint's text: constraint_len bytes right after the prompt ids;
    n_prompt * 4 + constraint_len <= sizeof prompt, checked by the reader */

@@ -377,6 +377,36 @@ llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
 }
 
 
+int
+llm_blocks_fork(llm_block_manager *bm, llm_block_table *t,
+    const llm_block_table *src, int n_tokens, int32_t *copy_src,
+    int32_t *copy_dst)
+{
+    int  k, full = n_tokens / bm->block_size,
+         partial = n_tokens % bm->block_size != 0;
+
+    *copy_src = *copy_dst = -1;
+    if (t->n != 0 || full + partial > src->n || full + partial > t->cap
+        || (partial && llm_blocks_n_available(bm) < 1))
+    {
+        return -1;
+    }
+    for (k = 0; k < full; k++) {
+        bm->ref[src->ids[k]]++;         /* held by src: not in the LRU */
+        t->ids[t->n++] = src->ids[k];
+    }
+    if (partial) {
+        *copy_src = src->ids[full];
+        *copy_dst = take_block(bm);
+        t->ids[t->n++] = *copy_dst;
+    }
+    /* only full blocks are registered: the chain continues from there */
+    t->n_hashed = src->n_hashed;
+    t->last_hash = src->last_hash;
+    return 0;
+}
+
+
 void
 llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
 {

@@ -40,8 +40,8 @@
  * defines: llm_block_table, llm_block_manager, llm_blocks_init,
  *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
  *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
- *          llm_blocks_commit, llm_blocks_forget, llm_blocks_release,
- *          llm_blocks_truncate,
+ *          llm_blocks_commit, llm_blocks_fork, llm_blocks_forget,
+ *          llm_blocks_release, llm_blocks_truncate,
  *          llm_blocks_n_available,
  *          llm_blocks_n_used, llm_blocks_n_cached
  */
@@ -124,6 +124,17 @@ int llm_blocks_ensure(llm_block_manager *bm, llm_block_table *t,
  * in the prefix cache */
 void llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
     const int32_t *tokens, int n_computed);
+
+/*
+ * On an empty table t: share src's blocks holding positions [0, n_tokens)
+ * (a forked choice, scheduler.h): a reference on each full one, a fresh
+ * block for a partial last one, which the caller fills from *copy_src
+ * (*copy_dst; both -1 when n_tokens ends on a block boundary). 0, or -1
+ * and nothing taken when no block is left.
+ */
+int llm_blocks_fork(llm_block_manager *bm, llm_block_table *t,
+    const llm_block_table *src, int n_tokens, int32_t *copy_src,
+    int32_t *copy_dst);
 
 /* take the table's blocks out of the prefix cache (their content is not
  * to be trusted: the forward that was to compute them failed) */

@@ -386,6 +386,13 @@ llm_compiled_error(const llm_compiled *e)
 
 
 void
+llm_compiled_ref(llm_compiled *e)
+{
+    e->refs++;
+}
+
+
+void
 llm_compiled_release(llm_compiler *c, llm_compiled *e)
 {
     (void) c;

@@ -24,7 +24,8 @@
  *          llm_compiler_options_default, llm_compiler_create,
  *          llm_compiler_free, llm_compiler_get, llm_compiler_take,
  *          llm_compiler_forget, llm_compiled_grammar, llm_compiled_error,
- *          llm_compiled_release, llm_compiler_stats_get
+ *          llm_compiled_ref, llm_compiled_release,
+ *          llm_compiler_stats_get
  */
 #ifndef NGX_LLM_COMPILE_H
 #define NGX_LLM_COMPILE_H
@@ -87,6 +88,8 @@ void llm_compiler_forget(llm_compiler *c, void *waiter);
 /* NULL when the text was refused: then llm_compiled_error says why */
 const llm_grammar *llm_compiled_grammar(const llm_compiled *e);
 const char *llm_compiled_error(const llm_compiled *e);
+/* one more reference on e (a forked choice's), from the engine's thread */
+void llm_compiled_ref(llm_compiled *e);
 void llm_compiled_release(llm_compiler *c, llm_compiled *e);
 
 void llm_compiler_stats_get(llm_compiler *c, llm_compiler_stats *st);

@@ -64,6 +64,9 @@ struct llm_sched {
     int                  spec_rows;    /* logit rows for drafts per step */
     int                  draft_rows;   /* of them used in this step */
     int                  on_backend;   /* this step sampled by the backend */
+    float               *fork_row;     /* (n_vocab) a forking parent's logits
+                                          before its own sample */
+    float               *fork_scratch; /* (n_vocab) one choice's copy */
 
     llm_sched_stats      st;           /* counters; gauges filled on read */
 };
@@ -227,6 +230,10 @@ compiling_remove(llm_sched *s, llm_seq *q)
 static void
 seq_free(llm_sched *s, llm_seq *q)
 {
+    while (q->n_forks > 0) {
+        seq_free(s, q->forks[--q->n_forks]);
+    }
+    free(q->forks);
     llm_matcher_free(q->matcher);
     if (q->compiled != NULL) {
         llm_compiled_release(s->opt.compiler, q->compiled);
@@ -236,6 +243,52 @@ seq_free(llm_sched *s, llm_seq *q)
     free(q->tokens);
     free(q->stop_ids);
     free(q);
+}
+
+
+static void seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
+    const char *message, int32_t stop_token);
+
+
+/* a FORKING choice leaves its parent's list (order kept) */
+static void
+fork_remove(llm_seq *q)
+{
+    llm_seq  *p = q->parent;
+    int       i;
+
+    for (i = 0; p != NULL && i < p->n_forks; i++) {
+        if (p->forks[i] == q) {
+            memmove(p->forks + i, p->forks + i + 1,
+                    (p->n_forks - i - 1) * sizeof(*p->forks));
+            p->n_forks--;
+            break;
+        }
+    }
+    q->parent = NULL;
+}
+
+
+/* choice 0 ended before its first token: the choices waiting for it end
+   the same way (a STOP or LENGTH without a token cannot happen) */
+static void
+forks_finish(llm_sched *s, llm_seq *p, llm_seq_finish finish,
+    const char *message)
+{
+    llm_seq  *c;
+    int       i;
+
+    /* a cancel of one of them from an on_finish below is ignored */
+    for (i = 0; i < p->n_forks; i++) {
+        p->forks[i]->cancel_pending = -1;
+        p->forks[i]->parent = NULL;
+    }
+    while (p->n_forks > 0) {
+        c = p->forks[0];
+        memmove(p->forks, p->forks + 1, (p->n_forks - 1) * sizeof(*p->forks));
+        p->n_forks--;
+        seq_finish(s, c, finish, message, -1);
+    }
 }
 
 
@@ -250,10 +303,15 @@ seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
         wait_remove(s, q);
     } else if (q->state == LLM_SEQ_COMPILING) {
         compiling_remove(s, q);
+    } else if (q->state == LLM_SEQ_FORKING) {
+        fork_remove(q);
     } else {
         running_remove(s, q);
     }
     llm_blocks_release(&s->bm, &q->blocks);
+    if (q->n_forks > 0) {
+        forks_finish(s, q, finish, message);
+    }
 
     memset(&r, 0, sizeof(r));
     r.finish = finish;
@@ -358,7 +416,8 @@ static int
 check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     char *err, size_t err_len)
 {
-    int  i, len = s->opt.max_model_len, need, waiting;
+    int      i, len = s->opt.max_model_len, waiting;
+    int64_t  need;
 
     if (req->n_prompt < 1 || req->prompt == NULL) {
         snprintf(err, err_len, "the prompt is empty");
@@ -391,10 +450,24 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     /* the last generated token is never fed back, so it needs no KV */
     need = (req->n_prompt + *max_tokens - 1 + s->bm.block_size - 1)
            / s->bm.block_size;
+    if (req->n_choices < 0 || req->n_choices > LLM_SCHED_MAX_CHOICES
+        || (req->n_choices > 1
+            && (req->choice_users == NULL || req->choice_out == NULL)))
+    {
+        snprintf(err, err_len, "invalid choice count %d (1..%d)",
+                 req->n_choices, LLM_SCHED_MAX_CHOICES);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    /* each further choice shares the prompt's full blocks only */
+    if (req->n_choices > 1) {
+        need += (int64_t) (req->n_choices - 1)
+                * (need - req->n_prompt / s->bm.block_size);
+    }
     if (need > s->bm.n_blocks) {
-        snprintf(err, err_len, "prompt (%d tokens) + max_tokens (%d) needs "
-                 "%d KV blocks of %d tokens; the whole pool has %d",
-                 req->n_prompt, *max_tokens, need, s->bm.block_size,
+        snprintf(err, err_len, "prompt (%d tokens) + %d x max_tokens (%d) "
+                 "needs %d KV blocks of %d tokens; the whole pool has %d",
+                 req->n_prompt, req->n_choices > 1 ? req->n_choices : 1,
+                 *max_tokens, (int) need, s->bm.block_size,
                  s->bm.n_blocks);
         return LLM_SCHED_TOO_LONG;
     }
@@ -562,12 +635,44 @@ fair_rank(const llm_sched *s, const llm_seq *q)
 }
 
 
+/* choices 1..n-1 of q's request: FORKING, each with its own sampler
+   (seed + i where a seed is given, else its own drawn one) */
+static int
+forks_create(llm_sched *s, llm_seq *q, const llm_request *req,
+    int max_tokens, char *err, size_t err_len)
+{
+    llm_request  cr;
+    llm_seq     *c;
+    int          i, rc;
+
+    q->forks = calloc(req->n_choices - 1, sizeof(*q->forks));
+    if (q->forks == NULL) {
+        snprintf(err, err_len, "out of memory for %d choices",
+                 req->n_choices);
+        return LLM_SCHED_NO_MEMORY;
+    }
+    for (i = 1; i < req->n_choices; i++) {
+        cr = *req;
+        cr.user = req->choice_users[i - 1];
+        cr.sampling.seed = req->sampling.seed + (uint64_t) i;
+        rc = seq_create(s, &cr, max_tokens, &c, err, err_len);
+        if (rc != LLM_SCHED_OK) {
+            return rc;      /* seq_free(q) frees the ones made */
+        }
+        c->state = LLM_SEQ_FORKING;
+        c->parent = q;
+        q->forks[q->n_forks++] = c;
+    }
+    return LLM_SCHED_OK;
+}
+
+
 int
 llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
     char *err, size_t err_len)
 {
     llm_seq  *q;
-    int       rc, max_tokens = 0, compiling = 0;
+    int       i, rc, max_tokens = 0, compiling = 0;
 
     *out = NULL;
     rc = check_request(s, req, &max_tokens, err, err_len);
@@ -577,6 +682,12 @@ llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
     if (rc == LLM_SCHED_OK) {
         rc = seq_create(s, req, max_tokens, &q, err, err_len);
     }
+    if (rc == LLM_SCHED_OK && req->n_choices > 1) {
+        rc = forks_create(s, q, req, max_tokens, err, err_len);
+        if (rc != LLM_SCHED_OK) {
+            seq_free(s, q);
+        }
+    }
     if (rc == LLM_SCHED_OK) {
         rc = constraint_start(s, q, req, &compiling, err, err_len);
         if (rc != LLM_SCHED_OK) {
@@ -585,6 +696,10 @@ llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
     }
     if (rc != LLM_SCHED_OK) {
         return rc;
+    }
+    for (i = 0; i < q->n_forks; i++) {
+        req->choice_out[i] = q->forks[i];
+        q->forks[i]->t_arrival_ns = now_ns();
     }
     q->arrival = s->next_arrival++;
     q->rank = fair_rank(s, q);
@@ -1045,7 +1160,8 @@ backend_samples(const llm_sched *s)
     for (int e = 0; e < s->n_logits; e++) {
         if (s->logit_seq[e]->sampler.params.logprobs
             || s->logit_seq[e]->matcher != NULL
-            || s->logit_seq[e]->n_draft > 0)
+            || s->logit_seq[e]->n_draft > 0
+            || s->logit_seq[e]->n_forks > 0)
         {
             return 0;
         }
@@ -1174,20 +1290,15 @@ constraint_accept(llm_sched *s, llm_seq *q, int32_t id, int *done)
 }
 
 
-/* logit row e's token: drawn by the backend this step, or sampled here */
+/* q's token from its logits row (masked and sampled here) */
 static void
-sample_and_publish(llm_sched *s, llm_seq *q, int e)
+sample_row(llm_sched *s, llm_seq *q, float *row)
 {
     llm_sample_out   lp, *lpp = q->sampler.params.logprobs ? &lp : NULL;
-    float           *row = s->logits + (size_t) e * s->n_vocab;
     int32_t          id;
     int              done = 0;
     char             msg[96];
 
-    if (s->on_backend) {
-        publish(s, q, s->sampled[e], NULL, 0);
-        return;
-    }
     if (q->matcher != NULL && llm_matcher_is_done(q->matcher)) {
         seq_finish(s, q, LLM_SEQ_STOP, "", -1);     /* an empty match */
         return;
@@ -1265,6 +1376,99 @@ verify_drafts(llm_sched *s, llm_seq *q, int e, int nd)
 }
 
 
+/*
+ * Choice c of p's request takes p's prompt KV: references on the full
+ * blocks, a backend copy of the partial last one, its own matcher. 1: it
+ * runs and samples now; 0: it queued (no batch place, block or copy) and
+ * computes the prompt itself; -1: it ended (out of memory).
+ */
+static int
+fork_one(llm_sched *s, llm_seq *p, llm_seq *c)
+{
+    int32_t  src, dst;
+
+    if (p->compiled != NULL) {
+        llm_compiled_ref(p->compiled);
+        c->compiled = p->compiled;
+        c->matcher = llm_matcher_new(llm_compiled_grammar(p->compiled));
+        if (c->matcher == NULL) {
+            seq_finish(s, c, LLM_SEQ_ERROR, "out of memory for a grammar "
+                       "matcher", -1);
+            return -1;
+        }
+    }
+    c->arrival = p->arrival;
+    c->rank = p->rank;
+    if (s->n_running >= s->opt.max_num_seqs
+        || s->be->iface.copy_block == NULL
+        || llm_blocks_fork(&s->bm, &c->blocks, &p->blocks, p->n_computed,
+                           &src, &dst) != 0)
+    {
+        c->state = LLM_SEQ_WAITING;
+        wait_insert(s, c);
+        return 0;
+    }
+    if (dst >= 0 && s->be->iface.copy_block(s->be, dst, src) != 0) {
+        llm_blocks_release(&s->bm, &c->blocks);
+        c->state = LLM_SEQ_WAITING;
+        wait_insert(s, c);
+        return 0;
+    }
+    c->n_computed = p->n_computed;
+    c->n_cached = p->n_cached;
+    c->t_scheduled_ns = p->t_scheduled_ns;
+    c->last_step = p->last_step;
+    c->state = LLM_SEQ_RUNNING;
+    running_insert(s, c);
+    return 1;
+}
+
+
+/* p's prompt is computed and row holds its logits: its waiting choices
+   fork now, p draws its token, then each choice draws its own from the
+   same row */
+static void
+fork_and_sample(llm_sched *s, llm_seq *p, float *row)
+{
+    llm_seq  **forks = p->forks;
+    uint8_t    run[LLM_SCHED_MAX_CHOICES];
+    size_t     bytes = (size_t) s->n_vocab * sizeof(*row);
+    int        i, n = p->n_forks;
+
+    memcpy(s->fork_row, row, bytes);
+    p->forks = NULL;
+    p->n_forks = 0;
+    for (i = 0; i < n; i++) {
+        forks[i]->parent = NULL;
+        run[i] = fork_one(s, p, forks[i]) == 1;
+    }
+    sample_row(s, p, row);
+    for (i = 0; i < n; i++) {
+        if (run[i] && !forks[i]->cancel_pending) {
+            memcpy(s->fork_scratch, s->fork_row, bytes);
+            sample_row(s, forks[i], s->fork_scratch);
+        }
+    }
+    free(forks);
+}
+
+
+/* logit row e's token: drawn by the backend this step, or sampled here */
+static void
+sample_and_publish(llm_sched *s, llm_seq *q, int e)
+{
+    float  *row = s->logits + (size_t) e * s->n_vocab;
+
+    if (s->on_backend) {
+        publish(s, q, s->sampled[e], NULL, 0);
+    } else if (q->n_forks > 0) {
+        fork_and_sample(s, q, row);
+    } else {
+        sample_row(s, q, row);
+    }
+}
+
+
 static void
 postprocess(llm_sched *s)
 {
@@ -1290,6 +1494,46 @@ postprocess(llm_sched *s)
 }
 
 
+/* a FORKING choice cancelled during the step, or NULL */
+static llm_seq *
+fork_cancelled(llm_seq *p)
+{
+    int  i;
+
+    for (i = 0; i < p->n_forks; i++) {
+        if (p->forks[i]->cancel_pending == 1) {
+            return p->forks[i];
+        }
+    }
+    return NULL;
+}
+
+
+static llm_seq *
+find_cancelled_fork(llm_sched *s)
+{
+    llm_seq  *q, *c;
+    int       i;
+
+    for (i = 0; i < s->n_running; i++) {
+        if ((c = fork_cancelled(s->running[i])) != NULL) {
+            return c;
+        }
+    }
+    for (q = s->wait_head; q != NULL; q = q->next) {
+        if ((c = fork_cancelled(q)) != NULL) {
+            return c;
+        }
+    }
+    for (q = s->compiling; q != NULL; q = q->next) {
+        if ((c = fork_cancelled(q)) != NULL) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+
 /* the first sequence cancelled from a callback during the step, or NULL */
 static llm_seq *
 find_cancelled(llm_sched *s)
@@ -1312,7 +1556,7 @@ find_cancelled(llm_sched *s)
             return q;
         }
     }
-    return NULL;
+    return find_cancelled_fork(s);
 }
 
 
@@ -1542,12 +1786,15 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->mask_words = ((s->opt.n_grammar_vocab > s->n_vocab
                       ? s->opt.n_grammar_vocab : s->n_vocab) + 31) / 32;
     s->mask = malloc(s->mask_words * sizeof(*s->mask));
+    s->fork_row = malloc(s->n_vocab * sizeof(*s->fork_row));
+    s->fork_scratch = malloc(s->n_vocab * sizeof(*s->fork_scratch));
     if (s->eos == NULL || s->running == NULL || s->cand == NULL
         || s->tok == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
-        || s->samplers == NULL || s->sampled == NULL || s->mask == NULL)
+        || s->samplers == NULL || s->sampled == NULL || s->mask == NULL
+        || s->fork_row == NULL || s->fork_scratch == NULL)
     {
         /* the message before the free: it reads s->n_vocab */
         snprintf(err, err_len, "scheduler: out of memory for %d sequences "
@@ -1600,6 +1847,8 @@ llm_sched_free(llm_sched *s)
     free(s->samplers);
     free(s->sampled);
     free(s->mask);
+    free(s->fork_row);
+    free(s->fork_scratch);
     free(s->logits);
     free(s);
 }

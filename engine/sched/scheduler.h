@@ -51,6 +51,17 @@
  * sampled on the backend, and preemption keeps its matcher (recompute
  * feeds its tokens again, accepts none).
  *
+ * n choices (docs/scheduler.md): a request with n_choices n > 1 is n
+ * sequences. Choice 0 runs as any other; the others wait in no queue
+ * (FORKING) until choice 0 has computed its prompt. Then, at its first
+ * sample, each takes references on the prompt's full blocks, a copy of
+ * the partial last one (backend copy_block), a fresh matcher of the same
+ * grammar, and samples its first token from the same logits row with its
+ * own sampler (seed + i when seeded). Where no batch place, block or
+ * copy_block is left, a choice queues instead and computes the prompt
+ * itself (the prefix cache shares the full blocks). A choice 0 that ends
+ * before its first token ends the waiting choices with it.
+ *
  * Backpressure: a sequence whose can_emit(user) says 0 is skipped in that
  * step (it keeps its blocks and is not preempted for it), so a slow client
  * never blocks the engine.
@@ -79,6 +90,7 @@
 #define LLM_SPEC_DEFAULT_NGRAM  LLM_DEFAULT_SPEC_NGRAM_SIZE
 #define LLM_SPEC_MAX_SEQS       16  /* sequences that speculate in a step
                                        (the draft logit rows it holds) */
+#define LLM_SCHED_MAX_CHOICES   128     /* n_choices of one request */
 
 typedef struct llm_sched  llm_sched;
 typedef struct llm_seq    llm_seq;
@@ -104,6 +116,13 @@ typedef struct {
     size_t                constraint_len;
     int                   speculative;  /* 0: as options.spec_draft_tokens
                                            says; -1: no speculation */
+    int                   n_choices;    /* 0, 1: one; n > 1: n sequences
+                                           share the prompt's prefill and
+                                           fork before the first token */
+    void *const          *choice_users; /* (n_choices - 1) user of choices
+                                           1..n-1 (choice 0's is user) */
+    llm_seq             **choice_out;   /* (n_choices - 1) their handles,
+                                           each valid until its on_finish */
 } llm_request;
 
 /* what llm_sched_add answers (the server maps these to the ring's codes) */

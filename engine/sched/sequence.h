@@ -29,6 +29,9 @@ typedef enum {
     LLM_SEQ_RUNNING = 1,        /* holds a batch place and blocks */
     LLM_SEQ_COMPILING = 2,      /* its constraint is being compiled
                                    (sched/compile.h); then WAITING */
+    LLM_SEQ_FORKING = 3,        /* choice 1.. of a request with n > 1: in
+                                   no queue, waits for its parent's prompt
+                                   (docs/scheduler.md, "n choices") */
 } llm_seq_state;
 
 struct llm_seq {
@@ -72,6 +75,11 @@ struct llm_seq {
     int               n_preempted;
     int               cancel_pending;   /* cancelled during a step */
     int               in_batch;     /* scheduled in the current step */
+
+    llm_seq         **forks;        /* (n_forks) choices 1.. waiting for
+                                       this one's first token (FORKING) */
+    int               n_forks;
+    llm_seq          *parent;       /* FORKING: the choice 0 it forks from */
 
     uint64_t          t_arrival_ns;
     uint64_t          t_scheduled_ns;

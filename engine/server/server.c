@@ -1429,14 +1429,69 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
 }
 
 
+static uint32_t
+llm_slot_index(llm_server *s, llm_slot *sl)
+{
+    return (uint32_t) (((char *) sl - ((char *) s->ring
+                                       + s->ring->slots_offset))
+                       / s->ring->slot_size);
+}
+
+
+/*
+ * The CHOICE slots a GENERATE slot of n choices lists: each in range, the
+ * client's, SUBMITTED, of kind CHOICE, listed once and not the parent.
+ * 0 and idx[] (the n - 1 indexes, read once), or -1 with why in err.
+ */
+static int
+llm_slot_choices(llm_server *s, llm_client *c, llm_slot *sl, uint32_t n,
+    uint32_t *idx, char *err, size_t errlen)
+{
+    uint32_t   i, k, self = llm_slot_index(s, sl);
+    llm_slot  *cs;
+
+    if (n > LLM_RING_MAX_CHOICES) {
+        snprintf(err, errlen, "%u choices (at most %d)", n,
+                 LLM_RING_MAX_CHOICES);
+        return -1;
+    }
+    for (i = 0; i + 1 < n; i++) {
+        idx[i] = sl->choice_slots[i];
+        if (idx[i] >= s->ring->n_slots || idx[i] == self) {
+            snprintf(err, errlen, "choice %u: slot %u", i + 1, idx[i]);
+            return -1;
+        }
+        for (k = 0; k < i; k++) {
+            if (idx[k] == idx[i]) {
+                snprintf(err, errlen, "choice %u: slot %u listed twice",
+                         i + 1, idx[i]);
+                return -1;
+            }
+        }
+        cs = llm_ring_slot(s->ring, idx[i]);
+        if (cs->owner != c->id || cs->kind != LLM_KIND_CHOICE
+            || atomic_load_explicit(&cs->state, memory_order_acquire)
+               != LLM_SLOT_SUBMITTED)
+        {
+            snprintf(err, errlen, "choice %u: slot %u is not a submitted "
+                     "choice slot of this client", i + 1, idx[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+
 /* a GENERATE slot: validate what the worker wrote, hand it over */
 static void
 llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 {
     int              rc;
     char             err[256];
-    uint32_t         idx;
-    llm_seq         *seq;
+    uint32_t         idx, i, n, cidx[LLM_RING_MAX_CHOICES];
+    llm_seq         *seq, *cseq[LLM_RING_MAX_CHOICES];
+    void            *cusers[LLM_RING_MAX_CHOICES];
+    llm_slot        *cs;
     llm_sched       *sched;
     llm_request      req;
     llm_logit_bias   bias[LLM_RING_MAX_BIAS];
@@ -1458,13 +1513,36 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
         return;
     }
 
-    idx = (uint32_t) (((char *) sl - ((char *) s->ring + s->ring->slots_offset))
-                      / s->ring->slot_size);
+    n = sl->n_choices;
+    if (n > 1 && llm_slot_choices(s, c, sl, n, cidx, err, sizeof(err)) != 0)
+    {
+        llm_log(LLM_LOG_ERR, "client %u: invalid generation slot (%s)",
+                c->id, err);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "invalid choice slots in the ring");
+        return;
+    }
+    n = n > 1 ? n : 1;
+
+    idx = llm_slot_index(s, sl);
     s->users[idx].server = s;
     s->users[idx].index = idx;
     s->users[idx].owner = c->id;
     s->users[idx].seq = NULL;
     req.user = &s->users[idx];
+    for (i = 0; i + 1 < n; i++) {
+        cs = llm_ring_slot(s->ring, cidx[i]);
+        atomic_store(&cs->state, LLM_SLOT_RUNNING);
+        cs->t_submit_ns = sl->t_submit_ns;
+        s->users[cidx[i]].server = s;
+        s->users[cidx[i]].index = cidx[i];
+        s->users[cidx[i]].owner = c->id;
+        s->users[cidx[i]].seq = NULL;
+        cusers[i] = &s->users[cidx[i]];
+    }
+    req.n_choices = (int) n;
+    req.choice_users = cusers;
+    req.choice_out = cseq;
 
     rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
@@ -1474,10 +1552,17 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
                     err);
         }
         llm_slot_finish(s, sl, LLM_FINISH_ERROR, ring_error(rc), err);
+        for (i = 0; i + 1 < n; i++) {
+            llm_slot_finish(s, llm_ring_slot(s->ring, cidx[i]),
+                            LLM_FINISH_ERROR, ring_error(rc), err);
+        }
         return;
     }
 
     s->users[idx].seq = seq;
+    for (i = 0; i + 1 < n; i++) {
+        s->users[cidx[i]].seq = cseq[i];
+    }
 }
 
 
@@ -1541,9 +1626,9 @@ llm_scan_slots(llm_server *s, llm_client *c)
         sl = llm_ring_slot(s->ring, i);
         if (atomic_load_explicit(&sl->state, memory_order_acquire)
                 != LLM_SLOT_SUBMITTED
-            || sl->owner != c->id)
+            || sl->owner != c->id || sl->kind == LLM_KIND_CHOICE)
         {
-            continue;
+            continue;       /* a CHOICE slot goes with its GENERATE one */
         }
         llm_slot_take(s, c, sl);
     }

@@ -3,7 +3,8 @@
  * prefixes, the last block never matched, chained hashes, LRU eviction,
  * and a seeded random run checked against the invariants after every
  * operation (counts add up, references equal table entries, every
- * registered block is found by its own content).
+ * registered block is found by its own content); a fork (n choices)
+ * shares the full blocks and gets its own copy of a partial last one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -277,6 +278,57 @@ test_random(void)
 }
 
 
+static void
+test_fork(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    p, c, d;
+    int32_t            src, dst, toks[12];
+    char               err[256];
+
+    if (!ok(llm_blocks_init(&bm, 8, BS, 1, err, sizeof(err)) == 0,
+            "fork: init 8 blocks")) {
+        return;
+    }
+    fill(toks, 10, 100);
+    llm_blocks_table_init(&p, &bm, 20);
+    llm_blocks_table_init(&c, &bm, 20);
+    llm_blocks_table_init(&d, &bm, 20);
+    llm_blocks_ensure(&bm, &p, 10);
+    llm_blocks_commit(&bm, &p, toks, 10);
+    ok(llm_blocks_fork(&bm, &c, &p, 10, &src, &dst) == 0 && c.n == 3,
+       "fork of 10 tokens: 3 blocks");
+    ok(c.ids[0] == p.ids[0] && c.ids[1] == p.ids[1]
+       && bm.ref[p.ids[0]] == 2 && bm.ref[p.ids[1]] == 2,
+       "the 2 full blocks are shared, referenced twice");
+    ok(src == p.ids[2] && dst == c.ids[2] && dst != src && bm.ref[dst] == 1,
+       "the partial last block: a fresh one to copy into (%d <- %d)", dst,
+       src);
+    ok(c.n_hashed == p.n_hashed && c.last_hash == p.last_hash
+       && c.n_hashed == 2, "the hash chain continues from the full blocks");
+    is_int(llm_blocks_n_used(&bm), 4, "4 blocks used, not 6");
+    ok(llm_blocks_fork(&bm, &c, &p, 10, &src, &dst) == -1,
+       "a second fork into a non-empty table is refused");
+    llm_blocks_release(&bm, &c);
+    ok(llm_blocks_ensure(&bm, &d, 5 * BS) == 0
+       && llm_blocks_n_available(&bm) == 0, "the pool filled up");
+    ok(llm_blocks_fork(&bm, &c, &p, 10, &src, &dst) == -1 && c.n == 0
+       && bm.ref[p.ids[0]] == 1,
+       "no block for the partial copy: refused, nothing taken");
+    llm_blocks_release(&bm, &d);
+    ok(llm_blocks_fork(&bm, &c, &p, 8, &src, &dst) == 0 && c.n == 2
+       && src == -1 && dst == -1, "fork on a block boundary: nothing to copy");
+    llm_blocks_release(&bm, &p);
+    llm_blocks_release(&bm, &c);
+    is_int(llm_blocks_n_used(&bm), 0, "fork: every reference released");
+    is_int(llm_blocks_n_available(&bm), 8, "fork: all blocks available");
+    llm_blocks_table_free(&p);
+    llm_blocks_table_free(&c);
+    llm_blocks_table_free(&d);
+    llm_blocks_free(&bm);
+}
+
+
 int
 main(void)
 {
@@ -284,5 +336,6 @@ main(void)
     test_prefix_sharing();
     test_lru_eviction();
     test_random();
+    test_fork();
     return tap_done();
 }

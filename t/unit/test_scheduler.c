@@ -1951,6 +1951,247 @@ test_constraint_preempt(llm_backend *be, int n_vocab)
 }
 
 
+/* ---------------------------------------------------------------------------
+ * n choices (scheduler.h): one prefill, then forks sharing its blocks
+ */
+
+#define NCH  3
+
+/* j as one request of n choices into recs[0..n) (choice i: recs[i]) */
+static int
+submit_choices(llm_sched *s, const job *j, rec *recs, int n, int kind,
+    const char *src)
+{
+    llm_request  req;
+    void        *users[NCH];
+    llm_seq     *seqs[NCH];
+    char         err[512];
+    int          i, rc;
+
+    memset(&req, 0, sizeof(req));
+    for (i = 0; i < n; i++) {
+        memset(&recs[i], 0, sizeof(recs[i]));
+        users[i] = &recs[i + 1];
+    }
+    req.prompt = j->prompt;
+    req.n_prompt = j->n_prompt;
+    req.sampling = j->sp;
+    req.max_tokens = j->max_tokens;
+    req.user = &recs[0];
+    req.n_choices = n;
+    req.choice_users = users;
+    req.choice_out = seqs;
+    req.constraint_kind = kind;
+    req.constraint = src;
+    req.constraint_len = src ? strlen(src) : 0;
+    rc = llm_sched_add(s, &req, &recs[0].seq, err, sizeof(err));
+    if (rc != LLM_SCHED_OK) {
+        printf("# add: %s\n", err);
+        return rc;
+    }
+    for (i = 1; i < n; i++) {
+        recs[i].seq = seqs[i - 1];
+    }
+    return rc;
+}
+
+
+/* the n solo runs of j with seeds seed, seed + 1, ... */
+static void
+run_seeds_alone(llm_backend *be, const job *j, rec *alone, int n)
+{
+    static job  js[NCH];
+    int         i;
+
+    for (i = 0; i < n; i++) {
+        js[i] = *j;
+        js[i].sp.seed = j->sp.seed + (uint64_t) i;
+    }
+    run_alone(be, js, alone, n);
+}
+
+
+static int
+generated_fed(const rec *r, int n)
+{
+    int  i, t = 0;
+
+    for (i = 0; i < n; i++) {
+        t += r[i].n_out - 1;    /* the last token is never fed back */
+    }
+    return t;
+}
+
+
+static void
+test_choices(llm_backend *be, int n_vocab)
+{
+    static job        j, g;
+    static rec        got[NCH], alone[NCH];
+    llm_sched_stats   st;
+    llm_sched        *s;
+    uint64_t          saved = rng_state;
+    int               i, bad = -1, differ = 0, same, prefix, rc;
+
+    scrub_kv(be, n_vocab);
+    /* 21 prompt tokens: a partial last block of 16, copied per fork */
+    make_job(&j, n_vocab, 0, 21, 14, 500);
+    j.sp.temperature = 1.0f;
+    j.sp.seed = 4242;
+    j.sp.has_seed = 1;
+    run_seeds_alone(be, &j, alone, NCH);
+    for (i = 1; i < NCH; i++) {
+        differ += alone[i].n_out != alone[0].n_out
+                  || memcmp(alone[i].out, alone[0].out,
+                            alone[0].n_out * sizeof(int32_t)) != 0;
+    }
+    ok(differ == NCH - 1, "choices: the solo runs of seeds s, s+1, s+2 "
+       "differ (the test can tell forks apart)");
+
+    for (prefix = 0; prefix <= 1; prefix++) {
+        s = make_sched(be, 0, prefix, 0, 8);
+        rc = submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+        ok(rc == LLM_SCHED_OK && drain(s, 200) > 0,
+           "choices (prefix cache %d): n=3 drains", prefix);
+        llm_sched_stats_get(s, &st);
+        ok(same_tokens(got, alone, NCH, &bad),
+           "choices (prefix cache %d): choice i == the solo run with seed "
+           "+ i, token for token (first bad %d)", prefix, bad);
+        is_int((int) st.computed_tokens, j.n_prompt + generated_fed(got, NCH),
+               "choices (prefix cache %d): the prompt is computed once",
+               prefix);
+        ok(st.requests == 1 && st.prompt_tokens == (uint64_t) j.n_prompt
+           && st.finished == NCH,
+           "choices (prefix cache %d): one request, its prompt counted "
+           "once, %d finished", prefix, NCH);
+        ok(idle_and_clean(s), "choices (prefix cache %d): no block leaks",
+           prefix);
+        llm_sched_free(s);
+    }
+
+    /* a prompt ending on a block boundary: no partial block to copy */
+    j.n_prompt = 16;
+    run_seeds_alone(be, &j, alone, NCH);
+    s = make_sched(be, 0, 0, 0, 8);
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    drain(s, 200);
+    llm_sched_stats_get(s, &st);
+    ok(same_tokens(got, alone, NCH, &bad)
+       && (int) st.computed_tokens == j.n_prompt + generated_fed(got, NCH)
+       && idle_and_clean(s),
+       "choices: a 16-token prompt (full blocks only) forks too (first bad "
+       "%d)", bad);
+    llm_sched_free(s);
+    j.n_prompt = 21;
+
+    /* no batch place for the forks: they queue and compute the prompt */
+    run_seeds_alone(be, &j, alone, NCH);
+    s = make_sched(be, 0, 1, 0, 1);
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    drain(s, 300);
+    ok(same_tokens(got, alone, NCH, &bad) && idle_and_clean(s),
+       "choices: max_num_seqs 1, the forks queue; still == solo (first bad "
+       "%d)", bad);
+    llm_sched_free(s);
+
+    /* greedy: n identical choices */
+    make_job(&g, n_vocab, 0, 21, 14, 501);
+    run_alone(be, &g, alone, 1);
+    s = make_sched(be, 0, 1, 0, 8);
+    submit_choices(s, &g, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    drain(s, 200);
+    for (i = 0, same = 0; i < NCH; i++) {
+        same += same_tokens(&got[i], alone, 1, &bad);
+    }
+    is_int(same, NCH, "choices: greedy, every choice == the solo greedy run");
+    ok(idle_and_clean(s), "choices: greedy, no block leaks");
+
+    /* cancel before the fork: every choice ends CANCELLED, nothing leaks */
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    llm_sched_cancel(s, got[0].seq);
+    for (i = 0, same = 0; i < NCH; i++) {
+        same += got[i].n_finish == 1 && got[i].n_out == 0
+                && got[i].res.finish == LLM_SEQ_CANCELLED;
+    }
+    is_int(same, NCH, "choices: choice 0 cancelled before the fork ends "
+           "the others too");
+    ok(idle_and_clean(s), "choices: cancel before the fork, no leak");
+
+    /* cancel a waiting fork alone, then the rest after a few tokens */
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    llm_sched_cancel(s, got[2].seq);
+    ok(got[2].n_finish == 1 && got[2].res.finish == LLM_SEQ_CANCELLED
+       && got[0].n_finish == 0,
+       "choices: one waiting fork cancelled, choice 0 goes on");
+    for (i = 0; i < 4; i++) {
+        llm_sched_step(s);
+    }
+    ok(got[0].n_out > 0 && got[1].n_out > 0 && got[1].n_finish == 0,
+       "choices: the others run (%d, %d tokens)", got[0].n_out,
+       got[1].n_out);
+    llm_sched_cancel(s, got[0].seq);
+    llm_sched_cancel(s, got[1].seq);
+    ok(got[0].n_finish == 1 && got[1].n_finish == 1 && idle_and_clean(s),
+       "choices: cancel after the fork, no leak");
+
+    /* admission counts every choice's tokens */
+    g.max_tokens = 400;
+    g.n_prompt = 8;
+    rc = submit_choices(s, &g, got, NCH, LLM_CONSTRAINT_NONE, NULL);
+    is_int(rc, LLM_SCHED_TOO_LONG, "choices: n x max_tokens over the pool "
+           "is refused TOO_LONG (one choice would fit)");
+    llm_sched_free(s);
+    rng_state = saved;      /* the later tests' prompts stay as they were */
+}
+
+
+/* n constrained choices: each fork has its own matcher, each output is
+   one of the grammar's answers and the solo constrained run of its seed */
+static void
+test_choices_constrained(llm_backend *be, int n_vocab)
+{
+    static job     j, js[NCH];
+    static rec     got[NCH], alone[NCH];
+    char           text[512], err[512];
+    llm_compiler  *c = make_compiler(0);
+    llm_sched     *s;
+    uint64_t       saved = rng_state;
+    int            i, n_alt = 0, same = 0;
+
+    make_job(&j, n_vocab, 0, 5, 40, 777);
+    j.sp.temperature = 1.0f;
+    j.sp.seed = 31;
+    j.sp.has_seed = 1;
+    for (i = 0; i < NCH; i++) {
+        js[i] = j;
+        js[i].sp.seed = j.sp.seed + (uint64_t) i;
+        s = make_constrained_sched(be, c, 0, 4);
+        submit_constrained(s, &js[i], &alone[i], LLM_CONSTRAINT_GRAMMAR,
+                           CONSTRAINT_GBNF, err, sizeof(err));
+        drain_constrained(s, 30);
+        llm_sched_free(s);
+    }
+    s = make_constrained_sched(be, c, 0, 8);
+    submit_choices(s, &j, got, NCH, LLM_CONSTRAINT_GRAMMAR, CONSTRAINT_GBNF);
+    ok(drain_constrained(s, 30) > 0, "constrained choices drain");
+    for (i = 0; i < NCH; i++) {
+        rec_text(&got[i], text, sizeof(text));
+        n_alt += is_alternative(text) && got[i].res.finish == LLM_SEQ_STOP;
+        same += got[i].n_out == alone[i].n_out && got[i].n_finish == 1
+                && memcmp(got[i].out, alone[i].out,
+                          got[i].n_out * sizeof(int32_t)) == 0;
+    }
+    is_int(n_alt, NCH, "constrained n=3: every choice is one of the "
+           "grammar's answers, ended STOP");
+    is_int(same, NCH, "constrained n=3: choice i == the solo constrained run "
+           "with seed + i");
+    ok(idle_and_clean(s), "constrained n=3: no block leaks");
+    llm_sched_free(s);
+    llm_compiler_free(c);
+    rng_state = saved;
+}
+
+
 static void
 test_constraints(const llm_model *m, llm_backend *be)
 {
@@ -1967,6 +2208,7 @@ test_constraints(const llm_model *m, llm_backend *be)
         test_constraint_outputs(be, m->cfg.vocab_size);
         test_constraint_compile_thread(be, m->cfg.vocab_size);
         test_constraint_preempt(be, m->cfg.vocab_size);
+        test_choices_constrained(be, m->cfg.vocab_size);
     } else {
         printf("# %s\n", err);
     }
@@ -2131,6 +2373,7 @@ main(void)
         TIMED(test_give_way(be, m.cfg.vocab_size));
         TIMED(test_stress(be, m.cfg.vocab_size, 1));
         TIMED(test_backend_sampling(be, m.cfg.vocab_size));
+        TIMED(test_choices(be, m.cfg.vocab_size));
         TIMED(test_constraints(&m, be));
         TIMED(test_create_oom(be));
         TIMED(test_step_oom(&m, be, m.cfg.vocab_size));
