@@ -948,8 +948,9 @@ js_gen_number(js_ctx *c, const cJSON *s, const char *ptr, int integer,
                 integer ? "integer" : "number");
         return JS_OK;
     }
-    l = (int64_t) lo;
-    h = (int64_t) hi;
+    /* an absent bound's value is not set: converting it is undefined */
+    l = has_lo ? (int64_t) lo : 0;
+    h = has_hi ? (int64_t) hi : 0;
     memset(&alts, 0, sizeof(alts));
     js_buf(c, &alts.b);
 
