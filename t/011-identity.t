@@ -151,8 +151,20 @@ sub impersonate {
     push @old, engines($master);
     kill 'KILL', @old;
     wait_gone(5, @old);
-    my $deadline = time + 5;
-    sleep 0.05 while engine_socket_names($master) && time < $deadline;
+    # an engine a worker was starting (forked, not yet exec'd) when the
+    # workers stopped comes up later and would take the name: kill what
+    # appears until the name stays free for a second
+    my $deadline = time + 15;
+    my $quiet = time;
+    while (time < $deadline && time - $quiet < 1) {
+        my @late = engines($master);
+        if (@late || engine_socket_names($master)) {
+            kill 'KILL', @late;
+            wait_gone(5, @late);
+            $quiet = time;
+        }
+        sleep 0.05;
+    }
 
     my $pid = fork // die "fork: $!";
     if ($pid == 0) {
