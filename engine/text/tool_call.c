@@ -501,7 +501,7 @@ static void
 parse_calls(llm_out *o)
 {
     int           rc;
-    size_t        rest = 0, n = o->t_held.len;
+    size_t        rest = 0, end, n = o->t_held.len;
     const char   *s = o->t_held.p;
     llm_out_buf   answer = { NULL, 0, 0 };
 
@@ -521,8 +521,12 @@ parse_calls(llm_out *o)
     }
 
     if (rc == 0) {
-        /* text after the calls is the answer's too */
-        (void) buf_add(o, &o->o_content, s + rest, trim_end(s, n) - rest);
+        /* text after the calls is the answer's too (a parser may have
+           taken the trailing blanks already: rest past the trimmed end) */
+        end = trim_end(s, n);
+        if (end > rest) {
+            (void) buf_add(o, &o->o_content, s + rest, end - rest);
+        }
         while (!o->parallel && o->n_calls > 1) {
             o->n_calls--;
             free(o->calls[o->n_calls].name);
