@@ -1123,7 +1123,9 @@ vshared_add(llm_matcher *m, uint32_t h, const llm_glocal *l)
     }
     memcpy(x->fp, m->fp, (size_t) m->n_fp * 4);
     memcpy(x->accepted, l->accepted, (size_t) m->n_words * 4);
-    memcpy(x->unsure, l->unsure, (size_t) l->n_unsure * sizeof(int32_t));
+    if (l->n_unsure > 0) {     /* unsure may be NULL when there are none */
+        memcpy(x->unsure, l->unsure, (size_t) l->n_unsure * sizeof(int32_t));
+    }
     pthread_mutex_lock(&c->lock);
     if (vshared_is(c->vl[i], h, m) || vshared_is(c->vl[i + 1], h, m)) {
         old = x;                /* another matcher was first */
