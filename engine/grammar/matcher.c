@@ -1085,8 +1085,10 @@ vshared_get(llm_matcher *m, uint32_t h, llm_glocal *l)
                     ? malloc((size_t) x->n_unsure * sizeof(int32_t)) : NULL;
         if (x->n_unsure == 0 || l->unsure != NULL) {
             memcpy(l->accepted, x->accepted, (size_t) m->n_words * 4);
-            memcpy(l->unsure, x->unsure,
-                   (size_t) x->n_unsure * sizeof(int32_t));
+            if (x->n_unsure > 0) {
+                memcpy(l->unsure, x->unsure,
+                       (size_t) x->n_unsure * sizeof(int32_t));
+            }
             l->n_unsure = x->n_unsure;
             x->used = ++c->vl_tick;
             c->vl_hits++;
