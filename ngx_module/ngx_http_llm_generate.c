@@ -199,22 +199,101 @@ static const char *const  ngx_http_llm_trusted[] = {
 
 
 /*
- * Renders the chat template. *spans (pool memory, *n_spans of them) are
+ * Renders ecf's chat template for ctx's request as transformers'
+ * apply_chat_template does. *spans (pool memory, *n_spans of them) are
  * the bytes of the text that came from the request, which the tokenizer
  * reads as plain text so a message cannot write a control token (open a
  * system turn, docs/jinja.md); none with llm_special_tokens_in_content.
+ * NGX_DECLINED: the template refused the conversation (err says why);
+ * NGX_ERROR: out of memory. The node and a routing front
+ * (ngx_http_llm_prefix.c) both render with it, so both see the same ids.
  */
+ngx_int_t
+ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_engine_conf_t *ecf, ngx_flag_t special_in_content,
+    char **text, size_t *len, llm_span **spans, size_t *n_spans, char *err,
+    size_t err_len)
+{
+    cJSON         *vars, *special, *msgs;
+    size_t         i, n;
+    const cJSON   *tools;
+    ngx_int_t      rc;
+    jinja_span    *js;
+    jinja_limits   lim;
+
+    *spans = NULL;
+    *n_spans = 0;
+
+    /* what transformers' apply_chat_template passes to the template */
+    special = cJSON_CreateObject();
+    if (special == NULL) {
+        return NGX_ERROR;
+    }
+    cJSON_AddStringToObject(special, "bos_token",
+                            ecf->bos_text.len ? (char *) ecf->bos_text.data
+                                              : "");
+    cJSON_AddStringToObject(special, "eos_token",
+                            ecf->eos_text.len ? (char *) ecf->eos_text.data
+                                              : "");
+
+    /* tools and the tool turns as the template's format takes them */
+    if (llm_tools_template_input(&ctx->req, ecf->tool_format, &msgs, &tools)
+        != 0)
+    {
+        cJSON_Delete(special);
+        return NGX_ERROR;
+    }
+
+    vars = jinja_chat_context(msgs, tools, 1, special, NULL);
+    cJSON_Delete(special);
+    cJSON_Delete(msgs);
+    if (vars == NULL) {
+        return NGX_ERROR;
+    }
+
+    rc = NGX_OK;
+    js = NULL;
+    n = 0;
+    lim = jinja_limits_default();
+
+    if ((special_in_content
+         ? jinja_render_ex(ecf->chat_template, vars, &lim, text, len, err,
+                           err_len)
+         : jinja_render_spans(ecf->chat_template, vars, ngx_http_llm_trusted,
+                              &lim, text, len, &js, &n, err, err_len))
+        != 0)
+    {
+        *text = NULL;
+        rc = NGX_DECLINED;
+
+    } else if (n > 0) {
+        *spans = ngx_palloc(pool, n * sizeof(llm_span));
+        if (*spans == NULL) {
+            free(*text);
+            *text = NULL;
+            rc = NGX_ERROR;
+
+        } else {
+            for (i = 0; i < n; i++) {
+                (*spans)[i].start = js[i].start;
+                (*spans)[i].end = js[i].end;
+            }
+            *n_spans = n;
+        }
+    }
+
+    free(js);
+    cJSON_Delete(vars);
+    return rc;
+}
+
+
 static ngx_int_t
 ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     char **text, size_t *len, llm_span **spans, size_t *n_spans)
 {
     char                         err[512];
-    cJSON                       *vars, *special, *msgs;
-    size_t                       i, n;
-    const cJSON                 *tools;
     ngx_int_t                    rc;
-    jinja_span                  *js;
-    jinja_limits                 lim;
     ngx_http_llm_loc_conf_t     *llcf;
     ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
 
@@ -231,71 +310,19 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                                        "chat_template in llm_engine");
     }
 
-    /* what transformers' apply_chat_template passes to the template */
-    special = cJSON_CreateObject();
-    if (special == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    cJSON_AddStringToObject(special, "bos_token",
-                            ecf->bos_text.len ? (char *) ecf->bos_text.data
-                                              : "");
-    cJSON_AddStringToObject(special, "eos_token",
-                            ecf->eos_text.len ? (char *) ecf->eos_text.data
-                                              : "");
-
-    /* tools and the tool turns as the template's format takes them */
-    if (llm_tools_template_input(&ctx->req, ecf->tool_format, &msgs, &tools)
-        != 0)
-    {
-        cJSON_Delete(special);
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    vars = jinja_chat_context(msgs, tools, 1, special, NULL);
-    cJSON_Delete(special);
-    cJSON_Delete(msgs);
-    if (vars == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    rc = NGX_OK;
-    js = NULL;
-    n = 0;
-    lim = jinja_limits_default();
-
-    if ((llcf->special_in_content
-         ? jinja_render_ex(ecf->chat_template, vars, &lim, text, len, err,
-                           sizeof(err))
-         : jinja_render_spans(ecf->chat_template, vars, ngx_http_llm_trusted,
-                              &lim, text, len, &js, &n, err, sizeof(err)))
-        != 0)
-    {
+    rc = ngx_http_llm_render_template(r->pool, ctx, ecf,
+                                      llcf->special_in_content, text, len,
+                                      spans, n_spans, err, sizeof(err));
+    if (rc == NGX_DECLINED) {
         /* raise_exception() in a template is the template rejecting the
            conversation (roles out of order, say): the client's fault */
-        rc = ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                     "invalid_request_error",
-                                     "invalid_messages",
-                                     "chat template: %s", err);
-
-    } else if (n > 0) {
-        *spans = ngx_palloc(r->pool, n * sizeof(llm_span));
-        if (*spans == NULL) {
-            free(*text);
-            *text = NULL;
-            rc = NGX_HTTP_INTERNAL_SERVER_ERROR;
-
-        } else {
-            for (i = 0; i < n; i++) {
-                (*spans)[i].start = js[i].start;
-                (*spans)[i].end = js[i].end;
-            }
-            *n_spans = n;
-        }
+        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                       "invalid_request_error",
+                                       "invalid_messages",
+                                       "chat template: %s", err);
     }
 
-    free(js);
-    cJSON_Delete(vars);
-    return rc;
+    return rc == NGX_OK ? NGX_OK : NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 

@@ -361,6 +361,10 @@ ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
 /* ngx_http_llm_generate.c */
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
+ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
+    ngx_http_llm_ctx_t *ctx, ngx_http_llm_engine_conf_t *ecf,
+    ngx_flag_t special_in_content, char **text, size_t *len,
+    llm_span **spans, size_t *n_spans, char *err, size_t err_len);
 
 /* ngx_http_llm_prefix.c */
 char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,

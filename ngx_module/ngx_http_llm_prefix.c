@@ -262,93 +262,6 @@ ngx_http_llm_prefix_bytes(ngx_http_request_t *r, size_t max, size_t *len,
 }
 
 
-/* the special tokens are the template's own text (as in generate.c) */
-static const char *const  ngx_http_llm_prefix_trusted[] = {
-    "bos_token", "eos_token", NULL
-};
-
-
-/*
- * The chat template rendered as ngx_http_llm_render_chat() renders it on
- * the node: the same context, the same spans of request text.
- */
-static ngx_int_t
-ngx_http_llm_prefix_render(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_engine_conf_t *ecf, ngx_flag_t special, char **text,
-    size_t *len, llm_span **spans, size_t *n_spans)
-{
-    char           err[256];
-    cJSON         *vars, *sp, *msgs;
-    size_t         i, n;
-    ngx_int_t      rc;
-    jinja_span    *js;
-    const cJSON   *tools;
-    jinja_limits   lim;
-
-    sp = cJSON_CreateObject();
-    if (sp == NULL) {
-        return NGX_ERROR;
-    }
-    cJSON_AddStringToObject(sp, "bos_token",
-                            ecf->bos_text.len ? (char *) ecf->bos_text.data
-                                              : "");
-    cJSON_AddStringToObject(sp, "eos_token",
-                            ecf->eos_text.len ? (char *) ecf->eos_text.data
-                                              : "");
-
-    if (llm_tools_template_input(&ctx->req, ecf->tool_format, &msgs, &tools)
-        != 0)
-    {
-        cJSON_Delete(sp);
-        return NGX_ERROR;
-    }
-
-    vars = jinja_chat_context(msgs, tools, 1, sp, NULL);
-    cJSON_Delete(sp);
-    cJSON_Delete(msgs);
-    if (vars == NULL) {
-        return NGX_ERROR;
-    }
-
-    js = NULL;
-    n = 0;
-    lim = jinja_limits_default();
-    rc = NGX_OK;
-
-    if ((special
-         ? jinja_render_ex(ecf->chat_template, vars, &lim, text, len, err,
-                           sizeof(err))
-         : jinja_render_spans(ecf->chat_template, vars,
-                              ngx_http_llm_prefix_trusted, &lim, text, len,
-                              &js, &n, err, sizeof(err)))
-        != 0)
-    {
-        /* the node refuses it with a 400 */
-        *text = NULL;
-        rc = NGX_DECLINED;
-
-    } else if (n > 0) {
-        *spans = ngx_palloc(r->pool, n * sizeof(llm_span));
-        if (*spans == NULL) {
-            free(*text);
-            *text = NULL;
-            rc = NGX_ERROR;
-
-        } else {
-            for (i = 0; i < n; i++) {
-                (*spans)[i].start = js[i].start;
-                (*spans)[i].end = js[i].end;
-            }
-            *n_spans = n;
-        }
-    }
-
-    free(js);
-    cJSON_Delete(vars);
-    return rc;
-}
-
-
 /* the prompt's ids into ctx->prompt, as ngx_http_llm_prompt() makes them */
 static ngx_int_t
 ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
@@ -356,6 +269,7 @@ ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     const char **why)
 {
     int         n, cap, add_special;
+    char        err[256];
     char       *text;
     size_t      len, n_spans;
     int32_t    *ids;
@@ -377,8 +291,10 @@ ngx_http_llm_prefix_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             return NGX_DECLINED;
         }
 
-        rc = ngx_http_llm_prefix_render(r, ctx, ecf, llcf->special_in_content,
-                                        &text, &len, &spans, &n_spans);
+        rc = ngx_http_llm_render_template(r->pool, ctx, ecf,
+                                          llcf->special_in_content, &text,
+                                          &len, &spans, &n_spans, err,
+                                          sizeof(err));
         if (rc != NGX_OK) {
             *why = "the chat template refused the messages";
             return rc;
