@@ -8,6 +8,7 @@
  * optional field, as in OpenAI's schema where they are nullable.
  */
 #include "text/api_request.h"
+#include "text/api_error.h"
 #include "text/json_strict.h"
 #include "text/tools.h"
 #include "ring/ngx_llm_ring.h"
@@ -24,59 +25,6 @@
 /* ---------------------------------------------------------------------------
  * errors, worded like OpenAI's
  */
-
-/* a value quoted with %.40s may be cut inside a character, and so may a
-   message at its buffer's end: the error is sent as JSON, so it must stay
-   valid UTF-8 */
-static void
-utf8_sanitize(char *s)
-{
-    unsigned char  *p = (unsigned char *) s;
-    size_t          len = strlen(s), i, n;
-
-    for (i = 0; i < len; i += n) {
-        n = llm_utf8_len(p + i, len - i);
-        if (n == 0) {
-            p[i] = '?';
-            n = 1;
-        }
-    }
-}
-
-
-static int
-fail(llm_api_error *err, int status, const char *code, const char *param,
-    const char *fmt, ...)
-{
-    va_list  ap;
-
-    err->status = status;
-    snprintf(err->code, sizeof(err->code), "%s", code);
-    snprintf(err->param, sizeof(err->param), "%s", param);
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    utf8_sanitize(err->message);
-    utf8_sanitize(err->param);
-    return -1;
-}
-
-
-static int
-fail_oom(llm_api_error *err)
-{
-    return fail(err, 500, "internal_error", "",
-                "The server ran out of memory while reading the request.");
-}
-
-
-static int
-fail_missing(llm_api_error *err, const char *param)
-{
-    return fail(err, 400, "missing_required_parameter", param,
-                "Missing required parameter: '%s'.", param);
-}
-
 
 /* how OpenAI names a JSON value's type in "but got ... instead" */
 static const char *
@@ -110,9 +58,10 @@ static int
 fail_type(llm_api_error *err, const char *param, const char *expected,
     const cJSON *got)
 {
-    return fail(err, 400, "invalid_type", param,
-                "Invalid type for '%s': expected %s, but got %s instead.",
-                param, expected, json_kind(got));
+    return llm_api_fail(err, 400, "invalid_type", param,
+                        "Invalid type for '%s': expected %s, but got %s "
+                        "instead.",
+                        param, expected, json_kind(got));
 }
 
 
@@ -120,11 +69,12 @@ static int
 fail_below(llm_api_error *err, const char *param, int integer,
     const char *op, double min, double got)
 {
-    return fail(err, 400,
-                integer ? "integer_below_min_value" : "decimal_below_min_value",
-                param, "Invalid '%s': %s below minimum value. Expected a "
-                "value %s %.15g, but got %.15g instead.", param,
-                integer ? "integer" : "decimal", op, min, got);
+    return llm_api_fail(err, 400,
+                        integer ? "integer_below_min_value"
+                                : "decimal_below_min_value",
+                        param, "Invalid '%s': %s below minimum value. "
+                        "Expected a value %s %.15g, but got %.15g instead.",
+                        param, integer ? "integer" : "decimal", op, min, got);
 }
 
 
@@ -132,38 +82,40 @@ static int
 fail_above(llm_api_error *err, const char *param, int integer,
     const char *op, double max, double got)
 {
-    return fail(err, 400,
-                integer ? "integer_above_max_value" : "decimal_above_max_value",
-                param, "Invalid '%s': %s above maximum value. Expected a "
-                "value %s %.15g, but got %.15g instead.", param,
-                integer ? "integer" : "decimal", op, max, got);
+    return llm_api_fail(err, 400,
+                        integer ? "integer_above_max_value"
+                                : "decimal_above_max_value",
+                        param, "Invalid '%s': %s above maximum value. "
+                        "Expected a value %s %.15g, but got %.15g instead.",
+                        param, integer ? "integer" : "decimal", op, max, got);
 }
 
 
 static int
 fail_too_long(llm_api_error *err, const char *param, int max, int got)
 {
-    return fail(err, 400, "array_above_max_length", param,
-                "Invalid '%s': array too long. Expected an array with "
-                "maximum length %d, but got an array with length %d "
-                "instead.", param, max, got);
+    return llm_api_fail(err, 400, "array_above_max_length", param,
+                        "Invalid '%s': array too long. Expected an array with "
+                        "maximum length %d, but got an array with length %d "
+                        "instead.", param, max, got);
 }
 
 
 static int
 fail_empty_array(llm_api_error *err, const char *param)
 {
-    return fail(err, 400, "empty_array", param,
-                "Invalid '%s': empty array. Expected an array with minimum "
-                "length 1, but got an empty array instead.", param);
+    return llm_api_fail(err, 400, "empty_array", param,
+                        "Invalid '%s': empty array. Expected an array with "
+                        "minimum length 1, but got an empty array instead.",
+                        param);
 }
 
 
 static int
 fail_unsupported(llm_api_error *err, const char *param, const char *why)
 {
-    return fail(err, 400, "unsupported_value", param,
-                "Unsupported value for '%s': %s", param, why);
+    return llm_api_fail(err, 400, "unsupported_value", param,
+                        "Unsupported value for '%s': %s", param, why);
 }
 
 
@@ -199,9 +151,9 @@ fail_json(llm_api_error *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    return fail(err, 400, "invalid_json", "",
-                "We could not parse the JSON body of your request: %s. "
-                "The API expects a JSON object.", why);
+    return llm_api_fail(err, 400, "invalid_json", "",
+                        "We could not parse the JSON body of your request: "
+                        "%s. The API expects a JSON object.", why);
 }
 
 
@@ -243,12 +195,13 @@ fail_strict(llm_api_error *err, const llm_json_result *res,
         return fail_json(err, "unexpected data after the JSON value at byte "
                          "%zu", at);
     case LLM_JSON_DEPTH:
-        return fail(err, 400, "invalid_json", "", "The JSON body nests arrays "
-                    "and objects deeper than %d levels.", lim->max_depth);
+        return llm_api_fail(err, 400, "invalid_json", "",
+                            "The JSON body nests arrays and objects deeper "
+                            "than %d levels.", lim->max_depth);
     case LLM_JSON_VALUES:
-        return fail(err, 400, "invalid_json", "",
-                    "The JSON body has more than %zu values.",
-                    lim->max_values);
+        return llm_api_fail(err, 400, "invalid_json", "",
+                            "The JSON body has more than %zu values.",
+                            lim->max_values);
     default:
         return fail_json(err, "syntax error near byte %zu", at);
     }
@@ -269,9 +222,9 @@ parse_body(const char *body, size_t len, const llm_api_limits *lim,
     llm_json_result   res;
 
     if (lim->max_body > 0 && len > lim->max_body) {
-        fail(err, 413, "request_too_large", "",
-             "The request body is %zu bytes, more than the limit of %zu "
-             "bytes.", len, lim->max_body);
+        llm_api_fail(err, 413, "request_too_large", "",
+                     "The request body is %zu bytes, more than the limit of "
+                     "%zu bytes.", len, lim->max_body);
         return NULL;
     }
     if (llm_json_check(body, len, lim->max_depth, lim->max_values,
@@ -284,13 +237,13 @@ parse_body(const char *body, size_t len, const llm_api_limits *lim,
        when it runs out of memory */
     root = cJSON_ParseWithLength(body, len);
     if (root == NULL) {
-        fail_oom(err);
+        llm_api_fail_oom(err);
         return NULL;
     }
     if (!cJSON_IsObject(root)) {
-        fail(err, 400, "invalid_type", "",
-             "Invalid type for the request body: expected an object, but "
-             "got %s instead.", json_kind(root));
+        llm_api_fail(err, 400, "invalid_type", "",
+                     "Invalid type for the request body: expected an object, "
+                     "but got %s instead.", json_kind(root));
         cJSON_Delete(root);
         return NULL;
     }
@@ -301,15 +254,6 @@ parse_body(const char *body, size_t len, const llm_api_limits *lim,
 /* ---------------------------------------------------------------------------
  * field readers: absent and null are "not given" (*given = 0)
  */
-
-static cJSON *
-field(const cJSON *obj, const char *name)
-{
-    cJSON  *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    return cJSON_IsNull(v) ? NULL : v;
-}
-
 
 static int
 is_integer(const cJSON *v)
@@ -342,7 +286,7 @@ static int
 read_int(const cJSON *obj, const char *name, double min, double max,
     double *out, int *given, llm_api_error *err)
 {
-    cJSON  *v = field(obj, name);
+    cJSON  *v = llm_api_field(obj, name);
 
     *given = (v != NULL);
     return v ? int_value(v, name, min, max, out, err) : 0;
@@ -354,7 +298,7 @@ static int
 read_decimal(const cJSON *obj, const char *name, double min, int min_open,
     double max, float *out, int *given, llm_api_error *err)
 {
-    cJSON   *v = field(obj, name);
+    cJSON   *v = llm_api_field(obj, name);
     float    f;
     double   d;
 
@@ -367,9 +311,9 @@ read_decimal(const cJSON *obj, const char *name, double min, int min_open,
     }
     d = v->valuedouble;
     if (!isfinite(d)) {
-        return fail(err, 400, "invalid_value", name,
-                    "Invalid '%s': expected a finite number, but got %g "
-                    "instead.", name, d);
+        return llm_api_fail(err, 400, "invalid_value", name,
+                            "Invalid '%s': expected a finite number, but got "
+                            "%g instead.", name, d);
     }
     if (min_open ? d <= min : d < min) {
         return fail_below(err, name, 0, min_open ? ">" : ">=", min, d);
@@ -396,7 +340,7 @@ read_decimal(const cJSON *obj, const char *name, double min, int min_open,
 static int
 read_bool(const cJSON *obj, const char *name, int *out, llm_api_error *err)
 {
-    cJSON  *v = field(obj, name);
+    cJSON  *v = llm_api_field(obj, name);
 
     if (v == NULL) {
         return 0;
@@ -414,7 +358,7 @@ static int
 read_string(const cJSON *obj, const char *name, const char **out,
     llm_api_error *err)
 {
-    cJSON  *v = field(obj, name);
+    cJSON  *v = llm_api_field(obj, name);
 
     *out = NULL;
     if (v == NULL) {
@@ -451,18 +395,19 @@ parse_model(llm_api_request *req, const cJSON *root, llm_api_error *err)
     cJSON  *v = cJSON_GetObjectItemCaseSensitive(root, "model");
 
     if (v == NULL) {
-        return fail_missing(err, "model");
+        return llm_api_fail_missing(err, "model");
     }
     if (!cJSON_IsString(v)) {
         return fail_type(err, "model", "a string", v);
     }
     if (v->valuestring[0] == '\0') {
-        return fail(err, 400, "empty_string", "model",
-                    "Invalid 'model': empty string. Expected a string with "
-                    "minimum length 1, but got an empty string instead.");
+        return llm_api_fail(err, 400, "empty_string", "model",
+                            "Invalid 'model': empty string. Expected a string "
+                            "with minimum length 1, but got an empty string "
+                            "instead.");
     }
     req->model = dup_string(v->valuestring, strlen(v->valuestring));
-    return req->model ? 0 : fail_oom(err);
+    return req->model ? 0 : llm_api_fail_oom(err);
 }
 
 
@@ -487,21 +432,21 @@ join_text_parts(const cJSON *parts, const char *param, char **out,
         snprintf(p, sizeof(p), "%s[%d].type", param, j);
         type = cJSON_GetObjectItemCaseSensitive(part, "type");
         if (type == NULL) {
-            return fail_missing(err, p);
+            return llm_api_fail_missing(err, p);
         }
         if (!cJSON_IsString(type)) {
             return fail_type(err, p, "a string", type);
         }
         if (strcmp(type->valuestring, "text") != 0) {
-            return fail(err, 400, "unsupported_value", p,
-                        "Unsupported content part type '%.40s' in '%s': "
-                        "this server accepts only 'text' parts.",
-                        type->valuestring, p);
+            return llm_api_fail(err, 400, "unsupported_value", p,
+                                "Unsupported content part type '%.40s' in "
+                                "'%s': this server accepts only 'text' parts.",
+                                type->valuestring, p);
         }
         snprintf(p, sizeof(p), "%s[%d].text", param, j);
         text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (text == NULL) {
-            return fail_missing(err, p);
+            return llm_api_fail_missing(err, p);
         }
         if (!cJSON_IsString(text)) {
             return fail_type(err, p, "a string", text);
@@ -511,7 +456,7 @@ join_text_parts(const cJSON *parts, const char *param, char **out,
     }
     *out = malloc(total);
     if (*out == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     cJSON_ArrayForEach(part, parts) {
         text = cJSON_GetObjectItemCaseSensitive(part, "text");
@@ -563,7 +508,7 @@ message_content(const cJSON *m, const char *role, const char *param,
         }
         return c ? fail_type(err, param, "a string or an array of content "
                              "parts", c)
-                 : fail_missing(err, param);
+                 : llm_api_fail_missing(err, param);
     }
     if (cJSON_IsString(c)) {
         *text = c->valuestring;
@@ -598,20 +543,21 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
     snprintf(p, sizeof(p), "messages[%d].role", i);
     role = cJSON_GetObjectItemCaseSensitive(m, "role");
     if (role == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(role)) {
         return fail_type(err, p, "a string", role);
     }
     nrole = normal_role(role->valuestring);
     if (nrole == NULL) {
-        return fail(err, 400, "invalid_value", p,
-                    "Invalid value: '%.40s'. Supported values are: 'system', "
-                    "'developer', 'user', 'assistant', and 'tool'.",
-                    role->valuestring);
+        return llm_api_fail(err, 400, "invalid_value", p,
+                            "Invalid value: '%.40s'. Supported values are: "
+                            "'system', 'developer', 'user', 'assistant', and "
+                            "'tool'.",
+                            role->valuestring);
     }
     snprintf(p, sizeof(p), "messages[%d].name", i);
-    name = field(m, "name");
+    name = llm_api_field(m, "name");
     if (name != NULL && !cJSON_IsString(name)) {
         return fail_type(err, p, "a string", name);
     }
@@ -635,7 +581,7 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
     free(owned);
     if (!rc || !cJSON_AddItemToArray(req->messages, out)) {
         cJSON_Delete(out);
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     return 0;
 }
@@ -650,7 +596,7 @@ parse_messages(llm_api_request *req, const cJSON *root,
 
     msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (msgs == NULL) {
-        return fail_missing(err, "messages");
+        return llm_api_fail_missing(err, "messages");
     }
     if (!cJSON_IsArray(msgs)) {
         return fail_type(err, "messages", "an array", msgs);
@@ -664,7 +610,7 @@ parse_messages(llm_api_request *req, const cJSON *root,
     }
     req->messages = cJSON_CreateArray();
     if (req->messages == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     cJSON_ArrayForEach(m, msgs) {
         if (parse_message(req, m, i++, err) != 0) {
@@ -697,7 +643,7 @@ parse_token_ids(const cJSON *arr, const char *param, int max_n, int vocab,
     }
     *out = malloc((size_t) n * sizeof(**out));
     if (*out == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     cJSON_ArrayForEach(v, arr) {
         /* the fast path: a 32k-id prompt must not pay for error texts */
@@ -724,7 +670,7 @@ parse_prompt(llm_api_request *req, const cJSON *root,
 
     p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (p == NULL) {
-        return fail_missing(err, "prompt");
+        return llm_api_fail_missing(err, "prompt");
     }
     if (cJSON_IsString(p)) {
         first = p;
@@ -740,10 +686,10 @@ parse_prompt(llm_api_request *req, const cJSON *root,
         return fail_type(err, "prompt[0]", "a string, an integer or an array "
                          "of integers", p->child);
     } else if (n > 1) {
-        return fail(err, 400, "unsupported_value", "prompt",
-                    "Unsupported value for 'prompt': batched prompts are not "
-                    "supported (got %d prompts); send one prompt per "
-                    "request.", n);
+        return llm_api_fail(err, 400, "unsupported_value", "prompt",
+                            "Unsupported value for 'prompt': batched prompts "
+                            "are not supported (got %d prompts); send one "
+                            "prompt per request.", n);
     } else if (cJSON_IsArray(p->child)) {
         return parse_token_ids(p->child, "prompt[0]", lim->max_prompt_ids,
                                lim->vocab_size, 0, &req->prompt_ids,
@@ -753,7 +699,7 @@ parse_prompt(llm_api_request *req, const cJSON *root,
     }
     req->prompt_len = strlen(first->valuestring);
     req->prompt = dup_string(first->valuestring, req->prompt_len);
-    return req->prompt ? 0 : fail_oom(err);
+    return req->prompt ? 0 : llm_api_fail_oom(err);
 }
 
 
@@ -839,20 +785,22 @@ add_stop(llm_api_request *req, const cJSON *v, const char *param,
     }
     len = strlen(v->valuestring);
     if (len == 0) {
-        return fail(err, 400, "empty_string", param,
-                    "Invalid '%s': empty string. Expected a string with "
-                    "minimum length 1, but got an empty string instead.",
-                    param);
+        return llm_api_fail(err, 400, "empty_string", param,
+                            "Invalid '%s': empty string. Expected a string "
+                            "with minimum length 1, but got an empty string "
+                            "instead.",
+                            param);
     }
     if (len > lim->max_stop_len) {
-        return fail(err, 400, "string_above_max_length", param,
-                    "Invalid '%s': string too long. Expected a string with "
-                    "maximum length %zu, but got a string with length %zu "
-                    "instead.", param, lim->max_stop_len, len);
+        return llm_api_fail(err, 400, "string_above_max_length", param,
+                            "Invalid '%s': string too long. Expected a string "
+                            "with maximum length %zu, but got a string with "
+                            "length %zu instead.",
+                            param, lim->max_stop_len, len);
     }
     s->ptr = dup_string(v->valuestring, len);
     if (s->ptr == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     s->len = len;
     req->n_stop++;
@@ -868,7 +816,7 @@ parse_stop(llm_api_request *req, const cJSON *root, const llm_api_limits *lim,
     char          p[64];
     int           n, i = 0;
 
-    stop = field(root, "stop");
+    stop = llm_api_field(root, "stop");
     if (stop == NULL) {
         return 0;
     }
@@ -885,7 +833,7 @@ parse_stop(llm_api_request *req, const cJSON *root, const llm_api_limits *lim,
     }
     req->stop = calloc((size_t) n, sizeof(*req->stop));
     if (req->stop == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     if (cJSON_IsString(stop)) {
         return add_stop(req, stop, "stop", lim, err);
@@ -929,7 +877,7 @@ parse_logit_bias(llm_api_request *req, const cJSON *root,
     double        max_id;
     int           n, i = 0;
 
-    lb = field(root, "logit_bias");
+    lb = llm_api_field(root, "logit_bias");
     if (lb == NULL) {
         return 0;
     }
@@ -938,31 +886,35 @@ parse_logit_bias(llm_api_request *req, const cJSON *root,
     }
     n = cJSON_GetArraySize(lb);
     if (n > lim->max_logit_bias) {
-        return fail(err, 400, "object_above_max_properties", "logit_bias",
-                    "Invalid 'logit_bias': too many entries. Expected at most "
-                    "%d, but got %d instead.", lim->max_logit_bias, n);
+        return llm_api_fail(err, 400, "object_above_max_properties",
+                            "logit_bias",
+                            "Invalid 'logit_bias': too many entries. Expected "
+                            "at most %d, but got %d instead.",
+                            lim->max_logit_bias, n);
     }
     if (n == 0) {
         return 0;
     }
     req->logit_bias = malloc((size_t) n * sizeof(*req->logit_bias));
     if (req->logit_bias == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     max_id = lim->vocab_size > 0 ? lim->vocab_size - 1 : INT32_MAX;
     cJSON_ArrayForEach(v, lb) {
         llm_logit_bias  *b = &req->logit_bias[i++];
 
         if (token_key(v->string, max_id, &b->token) != 0) {
-            return fail(err, 400, "invalid_value", "logit_bias",
-                        "Invalid key in 'logit_bias': %.40s. Keys must be "
-                        "token ids: non-negative integers below %.15g.",
-                        v->string, max_id + 1);
+            return llm_api_fail(err, 400, "invalid_value", "logit_bias",
+                                "Invalid key in 'logit_bias': %.40s. Keys "
+                                "must be token ids: non-negative integers "
+                                "below %.15g.",
+                                v->string, max_id + 1);
         }
         if (!cJSON_IsNumber(v) || !(fabs(v->valuedouble) <= 100.0)) {
-            return fail(err, 400, "invalid_value", "logit_bias",
-                        "Invalid value in 'logit_bias' for key %.40s: "
-                        "expected a number in [-100, 100].", v->string);
+            return llm_api_fail(err, 400, "invalid_value", "logit_bias",
+                                "Invalid value in 'logit_bias' for key %.40s: "
+                                "expected a number in [-100, 100].",
+                                v->string);
         }
         b->bias = (float) v->valuedouble;
     }
@@ -998,9 +950,9 @@ parse_logprobs(llm_api_request *req, const cJSON *root,
         return -1;
     }
     if (g && !s->logprobs) {
-        return fail(err, 400, "invalid_value", "top_logprobs",
-                    "Invalid value for 'top_logprobs': 'logprobs' must be "
-                    "true when 'top_logprobs' is set.");
+        return llm_api_fail(err, 400, "invalid_value", "top_logprobs",
+                            "Invalid value for 'top_logprobs': 'logprobs' "
+                            "must be true when 'top_logprobs' is set.");
     }
     s->top_logprobs = g ? (int) v : 0;
     return 0;
@@ -1011,7 +963,7 @@ static int
 parse_n(llm_api_request *req, const cJSON *root, const llm_api_limits *lim,
     llm_api_error *err)
 {
-    cJSON   *v = field(root, "n");
+    cJSON   *v = llm_api_field(root, "n");
     double   n;
 
     req->n = 1;
@@ -1023,9 +975,9 @@ parse_n(llm_api_request *req, const cJSON *root, const llm_api_limits *lim,
     }
     if (n > lim->max_n) {
         if (lim->max_n == 1) {
-            return fail(err, 400, "unsupported_value", "n",
-                        "Unsupported value for 'n': n > 1 is not supported "
-                        "by this server (got %.15g).", n);
+            return llm_api_fail(err, 400, "unsupported_value", "n",
+                                "Unsupported value for 'n': n > 1 is not "
+                                "supported by this server (got %.15g).", n);
         }
         return fail_above(err, "n", 1, "<=", lim->max_n, n);
     }
@@ -1042,7 +994,7 @@ parse_stream(llm_api_request *req, const cJSON *root, llm_api_error *err)
     if (read_bool(root, "stream", &req->stream, err) != 0) {
         return -1;
     }
-    so = field(root, "stream_options");
+    so = llm_api_field(root, "stream_options");
     if (so == NULL) {
         return 0;
     }
@@ -1050,9 +1002,9 @@ parse_stream(llm_api_request *req, const cJSON *root, llm_api_error *err)
         return fail_type(err, "stream_options", "an object", so);
     }
     if (!req->stream) {
-        return fail(err, 400, "invalid_value", "stream_options",
-                    "The 'stream_options' parameter is only allowed when "
-                    "'stream' is true.");
+        return llm_api_fail(err, 400, "invalid_value", "stream_options",
+                            "The 'stream_options' parameter is only allowed "
+                            "when 'stream' is true.");
     }
     if (read_bool(so, "include_usage", &req->include_usage, err) != 0) {
         snprintf(err->param, sizeof(err->param),
@@ -1087,7 +1039,7 @@ parse_misc(llm_api_request *req, const cJSON *root, llm_api_error *err)
     if (user != NULL) {
         req->user = dup_string(user, strlen(user));
         if (req->user == NULL) {
-            return fail_oom(err);
+            return llm_api_fail_oom(err);
         }
     }
     return 0;
@@ -1138,7 +1090,7 @@ static int
 nested_string(const cJSON *obj, const char *name, const char *param,
     const char **out, llm_api_error *err)
 {
-    cJSON  *v = field(obj, name);
+    cJSON  *v = llm_api_field(obj, name);
 
     *out = NULL;
     if (v == NULL) {
@@ -1163,14 +1115,14 @@ check_schema_name(const cJSON *js, llm_api_error *err)
         return -1;
     }
     if (name == NULL) {
-        return fail_missing(err, param);
+        return llm_api_fail_missing(err, param);
     }
     len = strlen(name);
     if (len > 64) {
-        return fail(err, 400, "string_above_max_length", param,
-                    "Invalid '%s': string too long. Expected a string with "
-                    "maximum length 64, but got a string with length %zu "
-                    "instead.", param, len);
+        return llm_api_fail(err, 400, "string_above_max_length", param,
+                            "Invalid '%s': string too long. Expected a string "
+                            "with maximum length 64, but got a string with "
+                            "length %zu instead.", param, len);
     }
     for (i = 0; i < len; i++) {
         if (!(name[i] >= 'a' && name[i] <= 'z')
@@ -1182,10 +1134,11 @@ check_schema_name(const cJSON *js, llm_api_error *err)
         }
     }
     if (len == 0 || i < len) {
-        return fail(err, 400, "invalid_value", param,
-                    "Invalid '%s': string does not match pattern. Expected "
-                    "a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
-                    param);
+        return llm_api_fail(err, 400, "invalid_value", param,
+                            "Invalid '%s': string does not match pattern. "
+                            "Expected a string that matches the pattern "
+                            "'^[a-zA-Z0-9_-]+$'.",
+                            param);
     }
     return 0;
 }
@@ -1197,16 +1150,17 @@ set_constraint(llm_api_request *req, int kind, const char *text, size_t len,
     const char *what, llm_api_error *err)
 {
     if (len > LLM_CONSTRAINT_MAX_BYTES) {
-        return fail(err, 400, "string_above_max_length", "response_format",
-                    "Invalid 'response_format': the %s is %zu bytes%s; at "
-                    "most %d are accepted.", what, len,
-                    kind == LLM_CONSTRAINT_JSON_SCHEMA ? " once compacted"
-                                                       : "",
-                    LLM_CONSTRAINT_MAX_BYTES);
+        return llm_api_fail(err, 400, "string_above_max_length",
+                            "response_format",
+                            "Invalid 'response_format': the %s is %zu "
+                            "bytes%s; at most %d are accepted.", what, len,
+                            kind == LLM_CONSTRAINT_JSON_SCHEMA
+                            ? " once compacted" : "",
+                            LLM_CONSTRAINT_MAX_BYTES);
     }
     req->constraint = dup_string(text, len);
     if (req->constraint == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     req->constraint_kind = kind;
     req->constraint_len = len;
@@ -1217,14 +1171,14 @@ set_constraint(llm_api_request *req, int kind, const char *text, size_t len,
 static int
 parse_json_schema(llm_api_request *req, const cJSON *rf, llm_api_error *err)
 {
-    const cJSON  *js, *schema;
+    const cJSON  *js, *schema, *strict;
     const char   *desc;
     char         *text;
     int           rc;
 
-    js = field(rf, "json_schema");
+    js = llm_api_field(rf, "json_schema");
     if (js == NULL) {
-        return fail_missing(err, "response_format.json_schema");
+        return llm_api_fail_missing(err, "response_format.json_schema");
     }
     if (!cJSON_IsObject(js)) {
         return fail_type(err, "response_format.json_schema", "an object",
@@ -1237,14 +1191,15 @@ parse_json_schema(llm_api_request *req, const cJSON *rf, llm_api_error *err)
     {
         return -1;
     }
-    if (field(js, "strict") != NULL && !cJSON_IsBool(field(js, "strict"))) {
+    strict = llm_api_field(js, "strict");
+    if (strict != NULL && !cJSON_IsBool(strict)) {
         return fail_type(err, "response_format.json_schema.strict",
-                         "a boolean", field(js, "strict"));
+                         "a boolean", strict);
     }
     /* strict or not, the schema is enforced (docs/api.md) */
-    schema = field(js, "schema");
+    schema = llm_api_field(js, "schema");
     if (schema == NULL) {
-        return fail_missing(err, "response_format.json_schema.schema");
+        return llm_api_fail_missing(err, "response_format.json_schema.schema");
     }
     if (!cJSON_IsObject(schema)) {
         return fail_type(err, "response_format.json_schema.schema",
@@ -1252,7 +1207,7 @@ parse_json_schema(llm_api_request *req, const cJSON *rf, llm_api_error *err)
     }
     text = cJSON_PrintUnformatted(schema);
     if (text == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     rc = set_constraint(req, LLM_CONSTRAINT_JSON_SCHEMA, text, strlen(text),
                         "schema", err);
@@ -1274,11 +1229,12 @@ parse_source(llm_api_request *req, const cJSON *rf, const char *name,
         return -1;
     }
     if (src == NULL) {
-        return fail_missing(err, param);
+        return llm_api_fail_missing(err, param);
     }
     if (src[0] == '\0') {
-        return fail(err, 400, "invalid_value", param,
-                    "Invalid '%s': expected a non-empty string.", param);
+        return llm_api_fail(err, 400, "invalid_value", param,
+                            "Invalid '%s': expected a non-empty string.",
+                            param);
     }
     return set_constraint(req, kind, src, strlen(src), name, err);
 }
@@ -1296,7 +1252,7 @@ parse_response_format(llm_api_request *req, const cJSON *root,
     const cJSON  *rf, *type;
     const char   *t;
 
-    rf = field(root, "response_format");
+    rf = llm_api_field(root, "response_format");
     if (rf == NULL) {
         return 0;
     }
@@ -1305,7 +1261,7 @@ parse_response_format(llm_api_request *req, const cJSON *root,
     }
     type = cJSON_GetObjectItemCaseSensitive(rf, "type");
     if (type == NULL) {
-        return fail_missing(err, "response_format.type");
+        return llm_api_fail_missing(err, "response_format.type");
     }
     if (!cJSON_IsString(type)) {
         return fail_type(err, "response_format.type", "a string", type);
@@ -1327,10 +1283,11 @@ parse_response_format(llm_api_request *req, const cJSON *root,
     if (strcmp(t, "regex") == 0) {
         return parse_source(req, rf, "regex", LLM_CONSTRAINT_REGEX, err);
     }
-    return fail(err, 400, "unsupported_value", "response_format.type",
-                "Unsupported value for 'response_format.type': '%.40s' is "
-                "not supported; expected 'text', 'json_object', "
-                "'json_schema', 'grammar' or 'regex'.", t);
+    return llm_api_fail(err, 400, "unsupported_value", "response_format.type",
+                        "Unsupported value for 'response_format.type': "
+                        "'%.40s' is not supported; expected 'text', "
+                        "'json_object', 'json_schema', 'grammar' or 'regex'.",
+                        t);
 }
 
 
@@ -1367,7 +1324,7 @@ parse_fields(llm_api_request *req, const cJSON *root,
         return -1;
     }
     {
-        const cJSON  *ids = field(root, "stop_token_ids");
+        const cJSON  *ids = llm_api_field(root, "stop_token_ids");
 
         if (ids != NULL
             && parse_token_ids(ids, "stop_token_ids", lim->max_stop_ids,
@@ -1400,8 +1357,8 @@ llm_api_parse(llm_api_request *req, const char *body, size_t len,
         lim = &defaults;
     }
     if (endpoint != LLM_API_CHAT && endpoint != LLM_API_COMPLETION) {
-        return fail(err, 500, "internal_error", "",
-                    "Unknown API endpoint %d.", endpoint);
+        return llm_api_fail(err, 500, "internal_error", "",
+                            "Unknown API endpoint %d.", endpoint);
     }
     root = parse_body(body, len, lim, err);
     if (root == NULL) {

@@ -12,77 +12,17 @@
 #include <string.h>
 
 #include "text/json_strict.h"
+#include "text/api_error.h"
 #include "text/tools.h"
 #include "text/tool_call.h"
-
-
-/* a name quoted with %.64s may be cut inside a character: the error goes
-   out as JSON and must stay valid UTF-8 (as api_request.c's) */
-static void
-utf8_sanitize(char *s)
-{
-    unsigned char  *p = (unsigned char *) s;
-    size_t          len = strlen(s), i, n;
-
-    for (i = 0; i < len; i += n) {
-        n = llm_utf8_len(p + i, len - i);
-        if (n == 0) {
-            p[i] = '?';
-            n = 1;
-        }
-    }
-}
-
-
-static int
-fail(llm_api_error *err, int status, const char *code, const char *param,
-    const char *fmt, ...)
-{
-    va_list  ap;
-
-    err->status = status;
-    snprintf(err->code, sizeof(err->code), "%s", code);
-    snprintf(err->param, sizeof(err->param), "%s", param);
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    utf8_sanitize(err->message);
-    utf8_sanitize(err->param);
-    return -1;
-}
-
-
-static int
-fail_oom(llm_api_error *err)
-{
-    return fail(err, 500, "internal_error", "",
-                "The server ran out of memory while reading the request.");
-}
-
-
-static int
-fail_missing(llm_api_error *err, const char *param)
-{
-    return fail(err, 400, "missing_required_parameter", param,
-                "Missing required parameter: '%s'.", param);
-}
 
 
 static int
 fail_type(llm_api_error *err, const char *param, const char *expected)
 {
-    return fail(err, 400, "invalid_type", param,
-                "Invalid type for '%s': expected %s.", param, expected);
-}
-
-
-/* a JSON null is an absent field */
-static const cJSON *
-field(const cJSON *obj, const char *name)
-{
-    const cJSON  *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    return cJSON_IsNull(v) ? NULL : v;
+    return llm_api_fail(err, 400, "invalid_type", param,
+                        "Invalid type for '%s': expected %s.",
+                        param, expected);
 }
 
 
@@ -121,39 +61,40 @@ parse_tool(const cJSON *t, int i, const cJSON *tools, llm_api_error *err)
         return fail_type(err, p, "an object");
     }
     snprintf(p, sizeof(p), "tools[%d].type", i);
-    type = field(t, "type");
+    type = llm_api_field(t, "type");
     if (type == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(type)) {
         return fail_type(err, p, "a string");
     }
     if (strcmp(type->valuestring, "function") != 0) {
-        return fail(err, 400, "unsupported_value", p,
-                    "Unsupported value for '%s': tools of type '%.40s' are "
-                    "not supported; only 'function' is.", p,
-                    type->valuestring);
+        return llm_api_fail(err, 400, "unsupported_value", p,
+                            "Unsupported value for '%s': tools of type "
+                            "'%.40s' are not supported; only 'function' is.",
+                            p,
+                            type->valuestring);
     }
     snprintf(p, sizeof(p), "tools[%d].function", i);
-    fn = field(t, "function");
+    fn = llm_api_field(t, "function");
     if (fn == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsObject(fn)) {
         return fail_type(err, p, "an object");
     }
     snprintf(p, sizeof(p), "tools[%d].function.name", i);
-    name = field(fn, "name");
+    name = llm_api_field(fn, "name");
     if (name == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(name)) {
         return fail_type(err, p, "a string");
     }
     if (!valid_name(name->valuestring)) {
-        return fail(err, 400, "invalid_value", p,
-                    "Invalid '%s': '%.64s' does not match "
-                    "'^[a-zA-Z0-9_-]{1,64}$'.", p, name->valuestring);
+        return llm_api_fail(err, 400, "invalid_value", p,
+                            "Invalid '%s': '%.64s' does not match "
+                            "'^[a-zA-Z0-9_-]{1,64}$'.", p, name->valuestring);
     }
     cJSON_ArrayForEach(u, tools) {
         if (j++ == i) {
@@ -163,33 +104,34 @@ parse_tool(const cJSON *t, int i, const cJSON *tools, llm_api_error *err)
                        cJSON_GetObjectItemCaseSensitive(u, "function"),
                        "name")->valuestring, name->valuestring) == 0)
         {
-            return fail(err, 400, "invalid_value", p,
-                        "Invalid '%s': the function name '%s' is used "
-                        "twice.", p, name->valuestring);
+            return llm_api_fail(err, 400, "invalid_value", p,
+                                "Invalid '%s': the function name '%s' is used "
+                                "twice.", p, name->valuestring);
         }
     }
     snprintf(p, sizeof(p), "tools[%d].function.description", i);
-    desc = field(fn, "description");
+    desc = llm_api_field(fn, "description");
     if (desc != NULL && !cJSON_IsString(desc)) {
         return fail_type(err, p, "a string");
     }
     snprintf(p, sizeof(p), "tools[%d].function.parameters", i);
-    params = field(fn, "parameters");
+    params = llm_api_field(fn, "parameters");
     if (params != NULL) {
         if (!cJSON_IsObject(params)) {
             return fail_type(err, p, "an object (a JSON Schema)");
         }
-        pt = field(params, "type");
+        pt = llm_api_field(params, "type");
         if (pt != NULL
             && !(cJSON_IsString(pt) && strcmp(pt->valuestring, "object") == 0))
         {
-            return fail(err, 400, "invalid_value", p,
-                        "Invalid '%s': the schema of a function's parameters "
-                        "must have \"type\": \"object\".", p);
+            return llm_api_fail(err, 400, "invalid_value", p,
+                                "Invalid '%s': the schema of a function's "
+                                "parameters must have \"type\": \"object\".",
+                                p);
         }
     }
     snprintf(p, sizeof(p), "tools[%d].function.strict", i);
-    strict = field(fn, "strict");
+    strict = llm_api_field(fn, "strict");
     if (strict != NULL && !cJSON_IsBool(strict)) {
         return fail_type(err, p, "a boolean");
     }
@@ -210,25 +152,25 @@ parse_tool_choice(llm_api_request *req, const cJSON *tc, llm_api_error *err)
                            : strcmp(s, "required") == 0
                              ? LLM_TOOL_CHOICE_REQUIRED : -1;
         if (req->tool_choice < 0) {
-            return fail(err, 400, "invalid_value", "tool_choice",
-                        "Invalid value: '%.40s'. Supported values are: "
-                        "'none', 'auto', and 'required'.", s);
+            return llm_api_fail(err, 400, "invalid_value", "tool_choice",
+                                "Invalid value: '%.40s'. Supported values "
+                                "are: 'none', 'auto', and 'required'.", s);
         }
     } else if (cJSON_IsObject(tc)) {
-        type = field(tc, "type");
+        type = llm_api_field(tc, "type");
         if (type == NULL) {
-            return fail_missing(err, "tool_choice.type");
+            return llm_api_fail_missing(err, "tool_choice.type");
         }
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
         {
-            return fail(err, 400, "invalid_value", "tool_choice.type",
-                        "Invalid value for 'tool_choice.type': only "
-                        "'function' is supported.");
+            return llm_api_fail(err, 400, "invalid_value", "tool_choice.type",
+                                "Invalid value for 'tool_choice.type': only "
+                                "'function' is supported.");
         }
-        fn = field(tc, "function");
-        name = fn ? field(fn, "name") : NULL;
+        fn = llm_api_field(tc, "function");
+        name = fn ? llm_api_field(fn, "name") : NULL;
         if (name == NULL) {
-            return fail_missing(err, "tool_choice.function.name");
+            return llm_api_fail_missing(err, "tool_choice.function.name");
         }
         if (!cJSON_IsString(name)) {
             return fail_type(err, "tool_choice.function.name", "a string");
@@ -242,14 +184,14 @@ parse_tool_choice(llm_api_request *req, const cJSON *tc, llm_api_error *err)
             }
         }
         if (t == NULL) {
-            return fail(err, 400, "invalid_value",
-                        "tool_choice.function.name",
-                        "Invalid value for 'tool_choice': no function named "
-                        "'%.64s' in tools.", name->valuestring);
+            return llm_api_fail(err, 400, "invalid_value",
+                                "tool_choice.function.name",
+                                "Invalid value for 'tool_choice': no function "
+                                "named '%.64s' in tools.", name->valuestring);
         }
         req->tool_name = strdup(name->valuestring);
         if (req->tool_name == NULL) {
-            return fail_oom(err);
+            return llm_api_fail_oom(err);
         }
         req->tool_choice = LLM_TOOL_CHOICE_NAMED;
     } else {
@@ -259,9 +201,9 @@ parse_tool_choice(llm_api_request *req, const cJSON *tc, llm_api_error *err)
     if (req->tools == NULL && req->tool_choice != LLM_TOOL_CHOICE_NONE
         && req->tool_choice != LLM_TOOL_CHOICE_AUTO)
     {
-        return fail(err, 400, "invalid_value", "tool_choice",
-                    "Invalid value for 'tool_choice': 'tool_choice' is only "
-                    "allowed when 'tools' are specified.");
+        return llm_api_fail(err, 400, "invalid_value", "tool_choice",
+                            "Invalid value for 'tool_choice': 'tool_choice' "
+                            "is only allowed when 'tools' are specified.");
     }
     return 0;
 }
@@ -276,32 +218,34 @@ llm_tools_parse(llm_api_request *req, const cJSON *root, llm_api_error *err)
     req->parallel_tool_calls = 1;
     req->tool_choice = LLM_TOOL_CHOICE_NONE;
 
-    if (field(root, "functions") != NULL) {
-        return fail(err, 400, "unsupported_parameter", "functions",
-                    "Unsupported parameter: 'functions' is deprecated and "
-                    "not supported: use 'tools'.");
+    if (llm_api_field(root, "functions") != NULL) {
+        return llm_api_fail(err, 400, "unsupported_parameter", "functions",
+                            "Unsupported parameter: 'functions' is deprecated "
+                            "and not supported: use 'tools'.");
     }
-    if (field(root, "function_call") != NULL) {
-        return fail(err, 400, "unsupported_parameter", "function_call",
-                    "Unsupported parameter: 'function_call' is deprecated "
-                    "and not supported: use 'tool_choice'.");
+    if (llm_api_field(root, "function_call") != NULL) {
+        return llm_api_fail(err, 400, "unsupported_parameter", "function_call",
+                            "Unsupported parameter: 'function_call' is "
+                            "deprecated and not supported: use "
+                            "'tool_choice'.");
     }
 
-    tools = field(root, "tools");
+    tools = llm_api_field(root, "tools");
     if (tools != NULL) {
         if (!cJSON_IsArray(tools)) {
             return fail_type(err, "tools", "an array");
         }
         if (cJSON_GetArraySize(tools) == 0) {
-            return fail(err, 400, "empty_array", "tools",
-                        "Invalid 'tools': empty array. Expected an array "
-                        "with minimum length 1, but got an empty array "
-                        "instead.");
+            return llm_api_fail(err, 400, "empty_array", "tools",
+                                "Invalid 'tools': empty array. Expected an "
+                                "array with minimum length 1, but got an "
+                                "empty array instead.");
         }
         if (cJSON_GetArraySize(tools) > LLM_TOOLS_MAX) {
-            return fail(err, 400, "array_above_max_length", "tools",
-                        "Invalid 'tools': array too long. Expected an array "
-                        "with maximum length %d.", LLM_TOOLS_MAX);
+            return llm_api_fail(err, 400, "array_above_max_length", "tools",
+                                "Invalid 'tools': array too long. Expected an "
+                                "array with maximum length %d.",
+                                LLM_TOOLS_MAX);
         }
         cJSON_ArrayForEach(t, tools) {
             if (parse_tool(t, i++, tools, err) != 0) {
@@ -310,17 +254,17 @@ llm_tools_parse(llm_api_request *req, const cJSON *root, llm_api_error *err)
         }
         req->tools = cJSON_Duplicate(tools, 1);
         if (req->tools == NULL) {
-            return fail_oom(err);
+            return llm_api_fail_oom(err);
         }
         req->tool_choice = LLM_TOOL_CHOICE_AUTO;
     }
 
-    tc = field(root, "tool_choice");
+    tc = llm_api_field(root, "tool_choice");
     if (tc != NULL && parse_tool_choice(req, tc, err) != 0) {
         return -1;
     }
 
-    par = field(root, "parallel_tool_calls");
+    par = llm_api_field(root, "parallel_tool_calls");
     if (par != NULL) {
         if (!cJSON_IsBool(par)) {
             return fail_type(err, "parallel_tool_calls", "a boolean");
@@ -348,43 +292,44 @@ parse_past_call(const cJSON *c, const char *p0, int j, cJSON *list,
         return fail_type(err, p, "an object");
     }
     snprintf(p, sizeof(p), "%s[%d].id", p0, j);
-    id = field(c, "id");
+    id = llm_api_field(c, "id");
     if (id == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(id)) {
         return fail_type(err, p, "a string");
     }
     snprintf(p, sizeof(p), "%s[%d].type", p0, j);
-    type = field(c, "type");
+    type = llm_api_field(c, "type");
     if (type != NULL
         && !(cJSON_IsString(type) && strcmp(type->valuestring, "function")
              == 0))
     {
-        return fail(err, 400, "invalid_value", p,
-                    "Invalid value for '%s': only 'function' is supported.",
-                    p);
+        return llm_api_fail(err, 400, "invalid_value", p,
+                            "Invalid value for '%s': only 'function' is "
+                            "supported.",
+                            p);
     }
     snprintf(p, sizeof(p), "%s[%d].function", p0, j);
-    fn = field(c, "function");
+    fn = llm_api_field(c, "function");
     if (fn == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsObject(fn)) {
         return fail_type(err, p, "an object");
     }
     snprintf(p, sizeof(p), "%s[%d].function.name", p0, j);
-    name = field(fn, "name");
+    name = llm_api_field(fn, "name");
     if (name == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(name)) {
         return fail_type(err, p, "a string");
     }
     snprintf(p, sizeof(p), "%s[%d].function.arguments", p0, j);
-    args = field(fn, "arguments");
+    args = llm_api_field(fn, "arguments");
     if (args == NULL) {
-        return fail_missing(err, p);
+        return llm_api_fail_missing(err, p);
     }
     if (!cJSON_IsString(args) && !cJSON_IsObject(args)) {
         return fail_type(err, p, "a string");
@@ -412,7 +357,7 @@ parse_past_call(const cJSON *c, const char *p0, int j, cJSON *list,
         cJSON_Delete(a);
         cJSON_Delete(out);
         cJSON_Delete(ofn);
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     cJSON_AddItemToObject(ofn, "arguments", a);
     cJSON_AddItemToObject(out, "function", ofn);
@@ -432,25 +377,26 @@ llm_tools_message(const cJSON *m, const char *role, int i, cJSON *out,
 
     if (strcmp(role, "tool") == 0) {
         snprintf(p, sizeof(p), "messages[%d].tool_call_id", i);
-        id = field(m, "tool_call_id");
+        id = llm_api_field(m, "tool_call_id");
         if (id == NULL) {
-            return fail_missing(err, p);
+            return llm_api_fail_missing(err, p);
         }
         if (!cJSON_IsString(id)) {
             return fail_type(err, p, "a string");
         }
         return cJSON_AddStringToObject(out, "tool_call_id", id->valuestring)
-               ? 0 : fail_oom(err);
+               ? 0 : llm_api_fail_oom(err);
     }
     snprintf(p, sizeof(p), "messages[%d].tool_calls", i);
-    calls = field(m, "tool_calls");
+    calls = llm_api_field(m, "tool_calls");
     if (calls == NULL) {
         return 0;
     }
     if (strcmp(role, "assistant") != 0) {
-        return fail(err, 400, "invalid_value", p,
-                    "Invalid '%s': only assistant messages have tool_calls.",
-                    p);
+        return llm_api_fail(err, 400, "invalid_value", p,
+                            "Invalid '%s': only assistant messages have "
+                            "tool_calls.",
+                            p);
     }
     if (!cJSON_IsArray(calls)) {
         return fail_type(err, p, "an array");
@@ -460,7 +406,7 @@ llm_tools_message(const cJSON *m, const char *role, int i, cJSON *out,
     }
     list = cJSON_AddArrayToObject(out, "tool_calls");
     if (list == NULL) {
-        return fail_oom(err);
+        return llm_api_fail_oom(err);
     }
     cJSON_ArrayForEach(c, calls) {
         if (parse_past_call(c, p, j++, list, err) != 0) {
