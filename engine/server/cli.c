@@ -23,6 +23,7 @@
  * defines: llm_cli_generate
  */
 #include "backend/backend.h"
+#include "server/cli.h"
 #include "model/kv.h"
 #include "text/jinja.h"
 #include "model/model.h"
@@ -183,19 +184,20 @@ parse_args(int argc, char **argv, cli_args *a)
  * prompt
  */
 
-static char *
-read_whole_file(const char *path, size_t *len)
+char *
+llm_cli_read_file(const char *who, const char *path, size_t max, size_t *len)
 {
     FILE  *f = fopen(path, "rb");
     char  *buf = NULL;
     long   n;
 
     if (f == NULL) {
-        fprintf(stderr, "generate: %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s: %s: %s\n", who, path, strerror(errno));
         return NULL;
     }
     if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0
-        && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc(n + 1)) != NULL)
+        && (max == 0 || (size_t) n < max) && fseek(f, 0, SEEK_SET) == 0
+        && (buf = malloc(n + 1)) != NULL)
     {
         if (fread(buf, 1, n, f) != (size_t) n) {
             free(buf);
@@ -207,7 +209,7 @@ read_whole_file(const char *path, size_t *len)
     }
     fclose(f);
     if (buf == NULL) {
-        fprintf(stderr, "generate: %s: cannot read\n", path);
+        fprintf(stderr, "%s: %s: cannot read\n", who, path);
     }
     return buf;
 }
@@ -250,7 +252,7 @@ render_chat(const char *path, const llm_model *m, const llm_tokenizer *tok)
                 err[0] ? err : "the model has no chat template");
         return NULL;
     }
-    json = read_whole_file(path, &len);
+    json = llm_cli_read_file("generate", path, 0, &len);
     if (json == NULL) {
         free(src);
         return NULL;

@@ -36,6 +36,7 @@
 #include <cjson/cJSON.h>
 
 #include "backend/backend.h"
+#include "server/cli.h"
 #include "text/jinja.h"
 #include "model/model.h"
 #include "sched/scheduler.h"

@@ -27,6 +27,7 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/plan.h"
+#include "server/cli.h"
 #include "server/server.h"
 #include "tensor_type.h"
 
@@ -184,37 +185,6 @@ plan_arg(plan_args *a, const char *opt, const char *val)
 }
 
 
-static char *
-plan_read_file(const char *path, size_t *len)
-{
-    FILE  *f = fopen(path, "rb");
-    char  *buf = NULL;
-    long   n;
-
-    if (f == NULL) {
-        fprintf(stderr, "plan: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0
-        && n < (long) HF_MAX_JSON && fseek(f, 0, SEEK_SET) == 0
-        && (buf = malloc(n + 1)) != NULL)
-    {
-        if (fread(buf, 1, n, f) != (size_t) n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            *len = n;
-        }
-    }
-    fclose(f);
-    if (buf == NULL) {
-        fprintf(stderr, "plan: %s: cannot read\n", path);
-    }
-    return buf;
-}
-
-
 /* config.json: its shape, and torch_dtype as the weights' type unless
  * --dtype says otherwise */
 static int
@@ -227,7 +197,7 @@ plan_shape_config(plan_args *a)
     llm_model      m;
     const cJSON   *dt;
 
-    text = plan_read_file(a->config, &len);
+    text = llm_cli_read_file("plan", a->config, HF_MAX_JSON, &len);
     if (text == NULL) {
         return -1;
     }

@@ -9,10 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int llm_cli_generate(int argc, char **argv);
-int llm_cli_bench(int argc, char **argv);
-int llm_cli_plan(int argc, char **argv);
-int llm_server_main(int argc, char **argv);
+#include "server/cli.h"
+#include "server/server.h"
 
 
 static void
