@@ -1756,13 +1756,47 @@ js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e)
 
 /* --- strings ---------------------------------------------------------- */
 
+
+/* the formats enforced: a quoted string of the node's grammar, a
+   date-time being a date, "T" and a time */
+static int
+js_format(js_ctx *c, const char *f, const char *ptr, llm_strbuf *e)
+{
+    static const struct {
+        const char  *name;
+        unsigned     node;
+    } formats[] = {
+        { "date", N_DATE }, { "time", N_TIME }, { "uuid", N_UUID },
+        { "email", N_EMAIL }, { "date-time", 0 },
+    };
+    size_t  i, n = sizeof(formats) / sizeof(formats[0]);
+
+    for (i = 0; i < n && strcmp(f, formats[i].name) != 0; i++) {
+        /* void */
+    }
+    if (i == n) {
+        return js_fail(c, "json_schema: unsupported format '%s' at %s", f,
+                       js_at(ptr));
+    }
+
+    js_put(c, e, "\"\\\"\" ");
+    if (formats[i].node == 0) {
+        js_need(c, e, N_DATE, "date");
+        js_put(c, e, " \"T\" ");
+        js_need(c, e, N_TIME, "time");
+    } else {
+        js_need(c, e, formats[i].node, formats[i].name);
+    }
+    js_put(c, e, " \"\\\"\"");
+    return c->failed ? JS_ERR : JS_OK;
+}
+
 static int
 js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 {
     const cJSON  *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON  *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     long          min, max;
-    const char   *f;
 
     if (js_count(c, s, "minLength", ptr, 0, &min) != JS_OK
         || js_count(c, s, "maxLength", ptr, -1, &max) != JS_OK)
@@ -1789,34 +1823,8 @@ js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         return js_pattern(c, pat->valuestring, ptr, e);
     }
     if (fmt) {
-        f = cJSON_IsString(fmt) ? fmt->valuestring : "";
-        if (strcmp(f, "date") == 0) {
-            js_put(c, e, "\"\\\"\" ");
-            js_need(c, e, N_DATE, "date");
-            js_put(c, e, " \"\\\"\"");
-        } else if (strcmp(f, "time") == 0) {
-            js_put(c, e, "\"\\\"\" ");
-            js_need(c, e, N_TIME, "time");
-            js_put(c, e, " \"\\\"\"");
-        } else if (strcmp(f, "date-time") == 0) {
-            js_put(c, e, "\"\\\"\" ");
-            js_need(c, e, N_DATE, "date");
-            js_put(c, e, " \"T\" ");
-            js_need(c, e, N_TIME, "time");
-            js_put(c, e, " \"\\\"\"");
-        } else if (strcmp(f, "uuid") == 0) {
-            js_put(c, e, "\"\\\"\" ");
-            js_need(c, e, N_UUID, "uuid");
-            js_put(c, e, " \"\\\"\"");
-        } else if (strcmp(f, "email") == 0) {
-            js_put(c, e, "\"\\\"\" ");
-            js_need(c, e, N_EMAIL, "email");
-            js_put(c, e, " \"\\\"\"");
-        } else {
-            return js_fail(c, "json_schema: unsupported format '%s' at %s",
-                           f, js_at(ptr));
-        }
-        return c->failed ? JS_ERR : JS_OK;
+        return js_format(c, cJSON_IsString(fmt) ? fmt->valuestring : "",
+                         ptr, e);
     }
     if (min == 0 && max < 0) {
         js_need(c, e, N_STRING, "string");
