@@ -7,12 +7,14 @@
  *       bench/decode.c bench/membw.c <engine library objects> \
  *       -lpcre2-8 -lcjson -lutf8proc -lm -o build/bench_decode
  *   build/bench_decode [--model PATH] [--threads N] [--prompt N]
- *                      [--decode N]
+ *                      [--decode N] [--bw 0|1]
  *
  * Prints one table: bandwidth, weight bytes, prefill tokens/s (one batch
  * of --prompt tokens, best of 3), decode tokens/s (--decode steps after
  * that prompt, best of 3, mean beside it) and decode as a fraction of the
- * roofline.
+ * roofline. --bw 0 skips the bandwidth pass (1 GiB read 15 times; the
+ * kernels table of make bench's peer mode needs only the two speeds):
+ * bandwidth, roofline and the fraction then print as 0.
  */
 #include "backend/backend.h"
 #include "membw.h"
@@ -71,6 +73,7 @@ main(int argc, char **argv)
 {
     const char           *path = getenv("MODEL");
     int                   threads = 2, n_prompt = 128, n_decode = 64;
+    int                   measure_bw = 1;
     llm_model             m;
     llm_backend_options   o;
     bench_seq             s;
@@ -85,6 +88,7 @@ main(int argc, char **argv)
         else if (strcmp(argv[i], "--threads") == 0) threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--prompt") == 0) n_prompt = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--decode") == 0) n_decode = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--bw") == 0) measure_bw = atoi(argv[i + 1]);
     }
     if (path == NULL) {
         fprintf(stderr, "bench: no model: --model FILE or MODEL=FILE "
@@ -117,7 +121,7 @@ main(int argc, char **argv)
         return 1;
     }
 
-    bw = llm_measure_read_bw(threads, 0);
+    bw = measure_bw ? llm_measure_read_bw(threads, 0) : 0;
     wbytes = llm_model_weight_bytes(&m);
 
     ids = malloc(sizeof(int32_t) * (n_prompt + n_decode));
@@ -161,7 +165,7 @@ main(int argc, char **argv)
            prefill, n_prompt);
     printf("decode           %.1f tokens/s (batch 1, %d steps after %d, "
            "best of 3; mean %.1f)\n", decode, n_decode, n_prompt, mean);
-    printf("decode/roofline  %.1f%%\n", 100.0 * decode / roof);
+    printf("decode/roofline  %.1f%%\n", roof > 0 ? 100.0 * decode / roof : 0);
 
     llm_backend_free(s.be);
     llm_model_free(&m);
