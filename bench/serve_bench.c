@@ -25,6 +25,13 @@
  * different users' messages would. --response-format puts its JSON text
  * (e.g. {"type":"json_object"}) in every request: constrained streams.
  *
+ * The stream is read as the SSE format allows any server to send it
+ * (LF or CRLF lines, "data:" with or without a space, comments, other
+ * fields, data split over lines, chunks split anywhere across reads), so
+ * that the same client measures llama-server and ik_llama.cpp's server in
+ * make bench's peer mode. A server that sends no usage object has its
+ * content chunks counted as tokens (no_usage=N in the RESULT line).
+ *
  * Per request: TTFT = first SSE chunk with content - request start;
  * TPOT = (last content chunk - first) / (completion_tokens - 1); ITL = the
  * gaps between successive content chunks (per token: the module sends one
@@ -108,6 +115,7 @@ typedef struct {
     int          cached;        /* usage.prompt_tokens_details.cached_tokens */
     int          prompt;        /* usage.prompt_tokens */
     int          n_chunks;      /* content chunks seen */
+    int          usage;         /* a usage object was seen */
     double       t_start;
     double       t_first;
     double       t_last;
@@ -128,6 +136,10 @@ typedef struct {
     char        *body;          /* de-chunked body, not yet parsed as SSE */
     size_t       body_len;
     size_t       body_cap;
+    char        *data;          /* the SSE event being read: its data lines */
+    size_t       data_len;
+    size_t       data_cap;
+    int          has_data;      /* a data field seen since the last event */
     int          headers_done;
     int          status;
     int          chunked;
@@ -158,6 +170,7 @@ typedef struct {
     size_t       lat_cap;
     long         http_ok;
     long         http_failed;
+    int          no_usage;      /* streams whose server sent no usage */
 } sb_bench;
 
 
@@ -354,6 +367,8 @@ reset_response(sb_conn *c)
 {
     c->in_len = 0;
     c->body_len = 0;
+    c->data_len = 0;
+    c->has_data = 0;
     c->headers_done = 0;
     c->status = 0;
     c->chunked = 0;
@@ -571,6 +586,7 @@ sse_event(sb_bench *b, sb_conn *c, const char *data, double t)
     }
     usage = cJSON_GetObjectItem(root, "usage");
     if (cJSON_IsObject(usage)) {
+        r->usage = 1;
         x = cJSON_GetObjectItem(usage, "completion_tokens");
         r->tokens = cJSON_IsNumber(x) ? x->valueint : 0;
         x = cJSON_GetObjectItem(usage, "prompt_tokens");
@@ -583,25 +599,94 @@ sse_event(sb_bench *b, sb_conn *c, const char *data, double t)
 }
 
 
-/* each complete "data: ...\n\n" event in the body */
+/* an event is over (a blank line): its data, if any, is one JSON chunk */
+static void
+sse_dispatch(sb_bench *b, sb_conn *c, double t)
+{
+    if (c->has_data) {
+        sse_event(b, c, c->data != NULL ? c->data : "", t);
+    }
+    c->data_len = 0;
+    c->has_data = 0;
+    if (c->data != NULL) {
+        c->data[0] = '\0';
+    }
+}
+
+
+/*
+ * The body as a text/event-stream (the SSE format of the HTML standard,
+ * which every OpenAI-compatible server follows, each in its own way):
+ * lines end in LF or CRLF (a lone CR is taken as an end of line too); a
+ * blank line ends an event; "data:" with or without one space, several
+ * data lines joined by LF; comments (":" first, e.g. keep-alive pings) and
+ * other fields (event:, id:, retry:) are skipped. Only whole lines are
+ * taken from the body; the rest waits for the next read.
+ */
 static void
 parse_sse(sb_bench *b, sb_conn *c, double t)
 {
-    char    *end;
-    size_t   n;
+    char    *line, *eol, *v;
+    size_t   n, len;
 
     /* headers read alone (llama-server sends them before any chunk): no
        body yet, and strstr(NULL) was the crash against its streams */
     if (c->body == NULL) {
         return;
     }
-    while ((end = strstr(c->body, "\n\n")) != NULL) {
-        *end = '\0';
-        n = end + 2 - c->body;
-        if (strncmp(c->body, "data: ", 6) == 0) {
-            sse_event(b, c, c->body + 6, t);
+    for ( ;; ) {
+        line = c->body;
+        eol = memchr(line, '\n', c->body_len);
+        v = memchr(line, '\r', eol != NULL ? (size_t) (eol - line)
+                                           : c->body_len);
+        if (v != NULL && (eol == NULL || v < eol)) {
+            /* CR: the end of a line, with an LF after it or alone; a CR
+               last in the buffer may have its LF in the next read */
+            if (v + 1 == line + c->body_len && !c->complete) {
+                break;
+            }
+            eol = v;
+            n = (size_t) (eol - line) + (eol[1] == '\n' ? 2 : 1);
+        } else if (eol != NULL) {
+            n = (size_t) (eol - line) + 1;
+        } else {
+            break;
+        }
+        len = (size_t) (eol - line);
+        *eol = '\0';
+        if (len == 0) {
+            sse_dispatch(b, c, t);
+        } else if (line[0] != ':'
+                   && strncmp(line, "data", 4) == 0
+                   && (line[4] == ':' || line[4] == '\0'))
+        {
+            v = line[4] == ':' ? line + 5 : line + 4;
+            v += *v == ' ';
+            if ((c->has_data
+                 && append(&c->data, &c->data_len, &c->data_cap, "\n", 1)
+                    != 0)
+                || append(&c->data, &c->data_len, &c->data_cap, v,
+                          strlen(v)) != 0)
+            {
+                return;
+            }
+            c->has_data = 1;
         }
         consume(c->body, &c->body_len, n);
+    }
+    /* a stream that ends without its last blank line: take what it had */
+    if (c->complete) {
+        if (c->body_len > 0 && strncmp(c->body, "data:", 5) == 0) {
+            v = c->body + 5;
+            v += *v == ' ';
+            if (append(&c->data, &c->data_len, &c->data_cap, v, strlen(v))
+                == 0)
+            {
+                c->has_data = 1;
+            }
+            c->body_len = 0;
+        }
+        sse_dispatch(b, c, t);
     }
 }
 
@@ -612,6 +697,12 @@ finish_stream(sb_bench *b, sb_conn *c)
     sb_record  *r = &b->rec[c->request_id];
 
     r->status = c->status;
+    if (!r->usage && r->n_chunks > 0) {
+        /* no usage object (stream_options.include_usage is optional for a
+           server): one content chunk per token, as servers stream them */
+        r->tokens = r->n_chunks;
+        b->no_usage++;
+    }
     r->ok = c->status == 200 && c->complete && r->tokens > 0
             && r->n_chunks > 0;
     if (!r->ok) {
@@ -810,9 +901,15 @@ report_stream(sb_bench *b, double wall)
     }
     qsort(ttft, n_ok, sizeof(double), cmp_double);
     qsort(tpot, n_ok, sizeof(double), cmp_double);
-    qsort(b->itl, b->n_itl, sizeof(double), cmp_double);
+    if (b->n_itl > 0) {
+        qsort(b->itl, b->n_itl, sizeof(double), cmp_double);
+    }
     tok_s = n_ok > 0 && t1 > t0 ? tokens / (t1 - t0) : 0;
 
+    if (b->no_usage > 0) {
+        fprintf(stderr, "serve_bench: %d of %d streams had no usage object: "
+                "their content chunks counted as tokens\n", b->no_usage, n);
+    }
     printf("%d streams, %d/%d requests ok, %ld tokens in %.2f s: "
            "%.1f tokens/s; TTFT p50 %.0f ms; TPOT p50 %.1f ms\n",
            b->o.streams, n_ok, n, tokens, wall, tok_s,
@@ -821,14 +918,14 @@ report_stream(sb_bench *b, double wall)
            "prompt_tokens=%ld cached_tokens=%ld wall_s=%.3f tok_s=%.2f "
            "ttft_p50_ms=%.1f ttft_p95_ms=%.1f ttft_p99_ms=%.1f "
            "tpot_p50_ms=%.2f tpot_p95_ms=%.2f tpot_p99_ms=%.2f "
-           "itl_p50_ms=%.2f itl_p95_ms=%.2f itl_p99_ms=%.2f\n",
+           "itl_p50_ms=%.2f itl_p95_ms=%.2f itl_p99_ms=%.2f no_usage=%d\n",
            b->o.streams, n, n_ok, tokens, prompt, cached, wall, tok_s,
            percentile(ttft, n_ok, 50) * 1e3, percentile(ttft, n_ok, 95) * 1e3,
            percentile(ttft, n_ok, 99) * 1e3, percentile(tpot, n_ok, 50) * 1e3,
            percentile(tpot, n_ok, 95) * 1e3, percentile(tpot, n_ok, 99) * 1e3,
            percentile(b->itl, b->n_itl, 50) * 1e3,
            percentile(b->itl, b->n_itl, 95) * 1e3,
-           percentile(b->itl, b->n_itl, 99) * 1e3);
+           percentile(b->itl, b->n_itl, 99) * 1e3, b->no_usage);
     free(ttft);
     free(tpot);
     return n_ok == n ? 0 : 1;
@@ -884,7 +981,9 @@ run_http(sb_bench *b)
         return -1;
     }
     wall = now_s() - t0;
-    qsort(b->lat, b->n_lat, sizeof(double), cmp_double);
+    if (b->n_lat > 0) {
+        qsort(b->lat, b->n_lat, sizeof(double), cmp_double);
+    }
 
     printf("GET %s, %d connections, %.1f s: %.0f requests/s, "
            "p50 %.0f us, p99 %.0f us, %ld failed\n", b->o.path,
