@@ -8,7 +8,12 @@
 #   make deb        the Debian package libnginx-mod-http-llm (build/deb/)
 #   make test-package  make deb, install it, Debian's nginx serves with it, purge
 #   make test-ui    the playground page in headless Chromium, with a screenshot
-#   make bench      benchmarks (long; not part of test)
+#   make bench      benchmarks (long; not part of test); with LLAMA_BIN=DIR
+#                   and/or IK_LLAMA_BIN=DIR (folders of llama-bench and
+#                   llama-server that you built from llama.cpp's /
+#                   ik_llama.cpp's public sources, outside this tree) also
+#                   against them, interleaved (docs/perf.md, peer mode)
+#   make bench-peers  only that comparison (the same variables)
 #   make CUDA=0     skip the CUDA objects even when nvcc exists
 
 SHELL      := /bin/bash
@@ -26,7 +31,8 @@ FIXTURES   ?= $(CACHE_DIR)/fixtures
 ENGINE_BIN ?= $(abspath $(BUILD))/ngx_llm_engine
 
 CFLAGS     ?= -O2 -g
-CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels
+CFLAGS     += -std=gnu11 -Wall -Wextra -fPIC -pthread -Iengine -Ikernels \
+              -ffp-contract=off
 # sanitizers for every object, the engine, the unit tests and the module
 # (make test-asan sets them, in a tree of its own)
 SAN        ?=
@@ -63,7 +69,7 @@ ENGINE_OBJS_CUDA :=
 endif
 
 .PHONY: all engine module unit deps run test t-nginx bench bench-isolation \
-        bench-routing bench-spec \
+        bench-routing bench-spec bench-peers \
         clean fuzz test-ops deb test-package test-ui \
         fuzz-smoke cuda-check layer-check unit-asan test-asan soak
 
@@ -286,12 +292,20 @@ $(BUILD)/bench/ring_ping: bench/ring_ping.c engine/ring/ngx_llm_ring.h engine/ri
 	$(CC) $(CFLAGS) -o $@ $<
 
 # one run, 3-7 minutes: prints the table, writes docs/perf.md and
-# docs/perf.svg (ROUNDS=n interleaves n rounds of every variant)
+# docs/perf.svg (ROUNDS=n interleaves n rounds of every variant);
+# LLAMA_BIN / IK_LLAMA_BIN (from the environment or make's command line)
+# add the peers to bench/run.sh's rounds and their block to docs/perf.md
 bench: all $(BENCH_BINS)
 	$(BUILD)/bench/grammar_bench $(MODEL) $(GRAMMAR_SCHEMAS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) bench/run.sh
 	$(MAKE) bench-isolation
 	$(MAKE) bench-spec
+
+# ngx_llm against llama.cpp and/or ik_llama.cpp only: bench/run.sh with
+# PEERS_ONLY=1 (LLAMA_BIN and/or IK_LLAMA_BIN required; ROUNDS, PEER_SIZES,
+# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE: docs/perf.md)
+bench-peers: all $(BENCH_BINS)
+	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) PEERS_ONLY=1 bench/run.sh
 
 # prompt-lookup speculative decoding off and on, interleaved, on the
 # input-grounded workload at 1 and 16 streams (docs/scheduler.md; about 5

@@ -26,6 +26,7 @@
  *          llm_backend_options_default
  */
 #include "alloc.h"
+#include "attention.h"
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "matmul.h"
@@ -61,10 +62,9 @@ typedef struct {
     float           *att;        /* (n, q_dim) attention output */
     float           *hb;         /* (n, hidden) gate, then silu(gate)*up */
     float           *hb2;        /* (n, hidden) up */
-    float           *scores;     /* (n_threads, ATT_G * max_seq_len) */
-    int32_t         *att_first;  /* (max_batch_tokens) attention groups:
-                                    first token of each */
-    int              att_n_groups;
+    struct att_item *att_items;  /* (max_batch_tokens * n_heads) this
+                                    step's attention work items */
+    int              att_n_items;
     float           *inv_freq;   /* (rope_dim/2) rope frequencies */
     /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
        down) is n_slices column slices whose partials go to slot[set][s]
@@ -82,9 +82,6 @@ typedef struct {
                                     alias it); tp > 1: NULL, shared */
     float           *xs;         /* exact mode: (n, widest slice) the
                                     contiguous input of one slice */
-    float           *kvbuf;      /* (n_threads, 2 * head_dim) f16 K/V
-                                    rows as floats, for attention */
-    int              f16c;       /* the CPU converts f16 in registers */
     uint8_t         *act_buf;    /* fused jobs' prepared activations */
     size_t           act_buf_size;
     /* a matmul of this step had no memory for its activations (alloc.h):
@@ -213,32 +210,26 @@ typedef struct {
 } layer_job;
 
 
-/* one token's K or V (kv_dim floats) into element `slot` of a cache row
- * block, rounded to f16 (nearest even) or as is */
+/* one token's V (kv_dim floats) into slot `slot` of a block's V rows
+ * (block_size, kv_dim), or its K into column `slot` of the block's K
+ * stored transposed (kv_dim, block_size: kernels/attention.h); rounded
+ * to f16 (nearest even) or as is */
 static void
-kv_store(const llm_kv_cache *kv, void *base, size_t slot, const float *x)
+kv_store(const llm_kv_cache *kv, void *base, int slot, const float *x,
+    int transposed)
 {
-    uint16_t  *h = (uint16_t *) base + slot;
+    size_t     at = transposed ? (size_t) slot : (size_t) slot * kv->kv_dim;
+    size_t     step = transposed ? (size_t) kv->block_size : 1;
+    uint16_t  *h = (uint16_t *) base + at;
+    float     *f = (float *) base + at;
     int        e;
 
-    if (kv->dtype == LLM_KV_F32) {
-        memcpy((float *) base + slot, x, kv->kv_dim * sizeof(float));
-        return;
-    }
     for (e = 0; e < kv->kv_dim; e++) {
-        h[e] = llm_fp32_to_fp16(x[e]);
-    }
-}
-
-
-/* n f16 values as floats */
-static void
-f16_row(float *dst, const uint16_t *src, int n)
-{
-    int  i;
-
-    for (i = 0; i < n; i++) {
-        dst[i] = llm_fp16_to_fp32(src[i]);
+        if (kv->dtype == LLM_KV_F32) {
+            f[e * step] = x[e];
+        } else {
+            h[e * step] = llm_fp32_to_fp16(x[e]);
+        }
     }
 }
 
@@ -260,7 +251,7 @@ qkv_finish_task(void *arg, int ith, int nth)
         float    *v = c->v + (size_t) i * c->kv_dim;
         int       p = b->pos[i];
         int32_t   blk = b->block_table[b->seq[i]][p / bs];
-        size_t    slot = (size_t) (p % bs) * c->kv_dim;
+        int       slot = p % bs;
 
         if (l->bq != NULL) {
             for (e = 0; e < c->q_dim; e++) q[e] += l->bq[e];
@@ -283,537 +274,124 @@ qkv_finish_task(void *arg, int ith, int nth)
             rope_head(k + h * hd, p, c->inv_freq, cfg->rope_dim,
                       cfg->rope_neox);
         }
-        kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k);
-        kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v);
+        kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k, 1);
+        kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v, 0);
     }
 }
-
-
-/* 4 floats: GCC vector extension (SSE on any x86-64), lane-wise with no
- * reassociation, so vectorizing never changes a result */
-typedef float v4f __attribute__((vector_size(16)));
-
-
-static inline v4f
-load4(const float *p)
-{
-    v4f  v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-
-/* q . k over one head in a fixed order: 8 lane sums (element e in lane
- * e % 8) added pairwise at the end; the result never depends on the batch */
-static float
-dot(const float *a, const float *b, int n)
-{
-    v4f    lo = { 0 }, hi = { 0 };
-    float  l[8];
-    int    i;
-
-    for (i = 0; i + 8 <= n; i += 8) {
-        lo += load4(a + i) * load4(b + i);
-        hi += load4(a + i + 4) * load4(b + i + 4);
-    }
-    memcpy(l, &lo, sizeof(lo));
-    memcpy(l + 4, &hi, sizeof(hi));
-    for (; i < n; i++) {
-        l[i % 8] += a[i] * b[i];
-    }
-    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-}
-
-
-/* out += w * v, elementwise (no reduction: any vectorization is exact) */
-static void
-axpy(float *out, float w, const float *v, int n)
-{
-    v4f  o;
-    int  i;
-
-    for (i = 0; i + 4 <= n; i += 4) {
-        o = load4(out + i) + w * load4(v + i);
-        memcpy(out + i, &o, sizeof(o));
-    }
-    for (; i < n; i++) {
-        out[i] += w * v[i];
-    }
-}
-
-
-/* 8 floats: on a machine without AVX two SSE halves; lane l of a sum
- * is exactly dot's lane l, so both paths give the same bits */
-typedef float v8f __attribute__((vector_size(32)));
-
-
-/* a macro, not a function: a v8f return value would change the ABI */
-#define LOAD8(p)  ({ v8f v8_; memcpy(&v8_, (p), sizeof(v8_)); v8_; })
-
-
-/* dot's final reduction of 8 lane sums */
-static inline float
-lanes8_sum(const v8f *a)
-{
-    float  l[8];
-
-    memcpy(l, a, sizeof(l));
-    return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-}
-
-
-/* one (token, head) of attention: where its q, cache rows and output are */
-typedef struct {
-    const llm_kv_cache  *kv;
-    const int32_t       *table;     /* the sequence's block table */
-    int                  layer;
-    int                  hd;
-    int                  t0, p;     /* positions t0..p */
-    size_t               off;       /* the head's first value in a K/V row */
-    const float         *q;
-    float               *out;       /* (hd) */
-    float               *scores;    /* (p + 1) */
-    float                scale;
-} att_head;
-
-
-/* element index, in its block's K (or V) rows, of value o of position t */
-#define ATT_AT(a, t, o)                                                      \
-    ((size_t) ((t) % (a)->kv->block_size) * (a)->kv->kv_dim + (a)->off + (o))
-#define ATT_K(a, t)  llm_kv_k((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
-                              (a)->layer)
-#define ATT_V(a, t)  llm_kv_v((a)->kv, (a)->table[(t) / (a)->kv->block_size], \
-                              (a)->layer)
-
-
-/* 8 cache values from element i of a row block, as floats (f16 -> f32 is
- * exact, so every loader gives the same bits) */
-typedef void (*att_ld8_fn)(v8f *o, const void *base, size_t i);
-
-static inline __attribute__((always_inline)) void
-att_ld8_f32(v8f *o, const void *base, size_t i)
-{
-    memcpy(o, (const float *) base + i, sizeof(*o));
-}
-
-
-static inline __attribute__((always_inline)) void
-att_ld8_f16(v8f *o, const void *base, size_t i)
-{
-    const uint16_t  *h = (const uint16_t *) base + i;
-    float            f[8];
-    int              k;
-
-    for (k = 0; k < 8; k++) {
-        f[k] = llm_fp16_to_fp32(h[k]);
-    }
-    memcpy(o, f, sizeof(f));
-}
-
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-
-__attribute__((target("avx,f16c")))
-static inline __attribute__((always_inline)) void
-att_ld8_f16c(v8f *o, const void *base, size_t i)
-{
-    __m256  v;
-
-    v = _mm256_cvtph_ps(_mm_loadu_si128(
-            (const __m128i *) ((const uint16_t *) base + i)));
-    memcpy(o, &v, sizeof(*o));
-}
-#endif
 
 
 /*
- * attention for one (token, head), head_dim a multiple of 8, on 8-float
- * vectors: q . k for 4 positions at once (four independent chains, what
- * decode waits on), then 32 outputs kept in registers across positions.
- * Each score and output element sees the same operations in the same
- * order as the plain loops (dot: lane e % 8, pairwise lane sum; axpy), so
- * the result never depends on the path, the batch or the loader.
+ * Attention work items (kernels/attention.h): the queries of one item
+ * share one kv head of one sequence and every K and V load. A prefill
+ * run of consecutive tokens gives items of up to LLM_ATT_MAX_Q queries
+ * (tokens times the heads of the kv head); a decode token gives one item
+ * per kv head, or one per head when there are too few items to keep the
+ * threads busy. A query's result does not depend on its item's other
+ * queries (the kernels' canonical order), so this grouping is free.
  */
-static inline __attribute__((always_inline)) void
-attend_vec(const att_head *a, att_ld8_fn ld8)
-{
-    int          t, tt, j, i, c0, hd = a->hd, p = a->p;
-    float        max, sum, w, s, *scores = a->scores;
-    const void  *kb[4], *vb;
-    size_t       ki[4], vi;
-    v8f          a0, a1, a2, a3, qv, x, o0, o1, o2, o3;
-
-    max = -INFINITY;
-    for (t = a->t0; t <= p; t += 4) {
-        for (j = 0; j < 4; j++) {
-            tt = t + j <= p ? t + j : t;
-            kb[j] = ATT_K(a, tt);
-            ki[j] = ATT_AT(a, tt, 0);
-        }
-        if (t + 8 <= p) {
-            /* the next rows come from another block every 16 positions:
-               ask for them before the hardware's prefetcher would */
-            for (j = 8; j < 12 && t + j <= p; j++) {
-                const char *r = (const char *) ATT_K(a, t + j)
-                                + ATT_AT(a, t + j, 0) * a->kv->elt_size;
-                __builtin_prefetch(r);
-                __builtin_prefetch(r + (size_t) hd * a->kv->elt_size - 1);
-            }
-        }
-        a0 = a1 = a2 = a3 = (v8f) { 0 };
-        for (i = 0; i < hd; i += 8) {
-            qv = LOAD8(a->q + i);
-            ld8(&x, kb[0], ki[0] + i);
-            a0 += qv * x;
-            ld8(&x, kb[1], ki[1] + i);
-            a1 += qv * x;
-            ld8(&x, kb[2], ki[2] + i);
-            a2 += qv * x;
-            ld8(&x, kb[3], ki[3] + i);
-            a3 += qv * x;
-        }
-        for (j = 0; j < 4 && t + j <= p; j++) {
-            s = lanes8_sum(j == 0 ? &a0 : j == 1 ? &a1 : j == 2 ? &a2 : &a3);
-            scores[t + j] = s * a->scale;
-            max = scores[t + j] > max ? scores[t + j] : max;
-        }
-    }
-    sum = 0.0f;
-    for (t = a->t0; t <= p; t++) {
-        scores[t] = expf(scores[t] - max);
-        sum += scores[t];
-    }
-
-    for (c0 = 0; c0 + 32 <= hd; c0 += 32) {
-        o0 = o1 = o2 = o3 = (v8f) { 0 };
-        for (t = a->t0; t <= p; t++) {
-            if (t + 4 <= p) {
-                const char *r = (const char *) ATT_V(a, t + 4)
-                                + ATT_AT(a, t + 4, c0) * a->kv->elt_size;
-                __builtin_prefetch(r);
-                __builtin_prefetch(r + 32 * a->kv->elt_size - 1);
-            }
-            vb = ATT_V(a, t);
-            vi = ATT_AT(a, t, c0);
-            w = scores[t] / sum;
-            ld8(&x, vb, vi);
-            o0 += w * x;
-            ld8(&x, vb, vi + 8);
-            o1 += w * x;
-            ld8(&x, vb, vi + 16);
-            o2 += w * x;
-            ld8(&x, vb, vi + 24);
-            o3 += w * x;
-        }
-        memcpy(a->out + c0, &o0, sizeof(o0));
-        memcpy(a->out + c0 + 8, &o1, sizeof(o1));
-        memcpy(a->out + c0 + 16, &o2, sizeof(o2));
-        memcpy(a->out + c0 + 24, &o3, sizeof(o3));
-    }
-    for (; c0 < hd; c0 += 8) {
-        o0 = (v8f) { 0 };
-        for (t = a->t0; t <= p; t++) {
-            ld8(&x, ATT_V(a, t), ATT_AT(a, t, c0));
-            o0 += scores[t] / sum * x;
-        }
-        memcpy(a->out + c0, &o0, sizeof(o0));
-    }
-}
+typedef struct att_item {
+    int32_t  first;     /* first token */
+    int16_t  n_tok;     /* consecutive tokens of one sequence */
+    int16_t  head;      /* first head */
+    int16_t  n_head;    /* heads of one kv head */
+} att_item;
 
 
-#if defined(__x86_64__)
-/* cpuid, not __builtin_cpu_supports: clang 14 (the fuzz build) has no
- * "f16c" there */
-static int
-cpu_has_avx2_f16c(void)
-{
-    unsigned  a, b, c, d;
-
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C)) {
-        return 0;
-    }
-    return __builtin_cpu_supports("avx2");
-}
-
-
-/* the f16 cache on a CPU with F16C: conversion in registers */
-__attribute__((target("avx2,f16c")))
+/* the items of the batch into c->att_items; per kv head, tokens grouped
+ * by runs (same sequence, consecutive positions) */
 static void
-attend_vec_f16c(const att_head *a)
+attention_items(cpu_ctx *c, const llm_batch *b)
 {
-    attend_vec(a, att_ld8_f16c);
-}
-#endif
-
-
-/*
- * Attention for a group of n (2..ATT_G) consecutive tokens of one sequence
- * (prefill), one head: token g is at position p0 + g and sees t0..p0 + g.
- * K and V rows are loaded once for all n queries instead of n times. Each
- * query's scores, softmax and output see exactly attend_vec's operations
- * in its order (positions ascending; a query's own last positions come
- * after the shared ones), so grouping never changes a bit.
- */
-#define ATT_G  4
-
-static inline __attribute__((always_inline)) void
-attend_group(const att_head *a, int n, att_ld8_fn ld8)
-{
-    int          t, j, i, g, c0, two, hd = a->hd, p0 = a[0].p;
-    int          plast = a[n - 1].p;
-    float        max[ATT_G], sum[ATT_G], w[ATT_G], s;
-    const void  *kb[2], *vb;
-    size_t       ki[2], vi;
-    v8f          acc[ATT_G][2], qv, x0, x1;
-
-    for (g = 0; g < n; g++) {
-        max[g] = -INFINITY;
-    }
-    for (t = a->t0; t <= plast; t += 2) {
-        for (j = 0; j < 2; j++) {
-            int tt = t + j <= plast ? t + j : t;
-            kb[j] = ATT_K(a, tt);
-            ki[j] = ATT_AT(a, tt, 0);
-        }
-#pragma GCC unroll 4
-        for (g = 0; g < ATT_G; g++) {
-            acc[g][0] = acc[g][1] = (v8f) { 0 };
-        }
-        for (i = 0; i < hd; i += 8) {
-            ld8(&x0, kb[0], ki[0] + i);
-            ld8(&x1, kb[1], ki[1] + i);
-#pragma GCC unroll 4
-            for (g = 0; g < ATT_G; g++) {
-                if (g < n) {
-                    qv = LOAD8(a[g].q + i);
-                    acc[g][0] += qv * x0;
-                    acc[g][1] += qv * x1;
-                }
-            }
-        }
-        for (g = 0; g < n; g++) {
-            for (j = 0; j < 2 && t + j <= a[g].p; j++) {
-                s = lanes8_sum(&acc[g][j]);
-                a[g].scores[t + j] = s * a->scale;
-                max[g] = a[g].scores[t + j] > max[g] ? a[g].scores[t + j]
-                                                     : max[g];
-            }
-        }
-    }
-    for (g = 0; g < n; g++) {
-        sum[g] = 0.0f;
-        for (t = a->t0; t <= a[g].p; t++) {
-            a[g].scores[t] = expf(a[g].scores[t] - max[g]);
-            sum[g] += a[g].scores[t];
-        }
-    }
-
-    for (c0 = 0; c0 < hd; c0 += two ? 16 : 8) {
-        two = c0 + 16 <= hd;        /* else the last 8 values */
-
-#pragma GCC unroll 4
-        for (g = 0; g < ATT_G; g++) {
-            acc[g][0] = acc[g][1] = (v8f) { 0 };
-        }
-        for (t = a->t0; t <= p0; t++) {
-            vb = ATT_V(a, t);
-            vi = ATT_AT(a, t, c0);
-            ld8(&x0, vb, vi);
-            if (two) {
-                ld8(&x1, vb, vi + 8);
-            }
-#pragma GCC unroll 4
-            for (g = 0; g < ATT_G; g++) {
-                if (g < n) {
-                    w[g] = a[g].scores[t] / sum[g];
-                    acc[g][0] += w[g] * x0;
-                    if (two) {
-                        acc[g][1] += w[g] * x1;
-                    }
-                }
-            }
-        }
-        for (g = 1; g < n; g++) {
-            for (t = p0 + 1; t <= a[g].p; t++) {
-                vb = ATT_V(a, t);
-                vi = ATT_AT(a, t, c0);
-                w[g] = a[g].scores[t] / sum[g];
-                ld8(&x0, vb, vi);
-                acc[g][0] += w[g] * x0;
-                if (two) {
-                    ld8(&x1, vb, vi + 8);
-                    acc[g][1] += w[g] * x1;
-                }
-            }
-        }
-        for (g = 0; g < n; g++) {
-            memcpy(a[g].out + c0, &acc[g][0], sizeof(v8f));
-            if (two) {
-                memcpy(a[g].out + c0 + 8, &acc[g][1], sizeof(v8f));
-            }
-        }
-    }
-}
-
-
-#if defined(__x86_64__)
-__attribute__((target("avx2,f16c")))
-static void
-attend_group_f16c(const att_head *a, int n)
-{
-    attend_group(a, n, att_ld8_f16c);
-}
-#endif
-
-
-/* any head_dim: one row at a time into floats (f16 converted into buf,
- * 2 * hd floats), the plain dot and axpy */
-static void
-attend_rows(const att_head *a, float *buf)
-{
-    int           t, e, hd = a->hd;
-    float         max, sum, *scores = a->scores;
-    const float  *row;
-
-#define ATT_ROW(base, t)                                                     \
-    (a->kv->dtype == LLM_KV_F32                                              \
-     ? (const float *) (base) + ATT_AT(a, t, 0)                              \
-     : (f16_row(buf, (const uint16_t *) (base) + ATT_AT(a, t, 0), hd), buf))
-
-    max = -INFINITY;
-    for (t = a->t0; t <= a->p; t++) {
-        row = ATT_ROW(ATT_K(a, t), t);
-        scores[t] = dot(a->q, row, hd) * a->scale;
-        max = scores[t] > max ? scores[t] : max;
-    }
-    sum = 0.0f;
-    for (t = a->t0; t <= a->p; t++) {
-        scores[t] = expf(scores[t] - max);
-        sum += scores[t];
-    }
-    for (e = 0; e < hd; e++) {
-        a->out[e] = 0.0f;
-    }
-    for (t = a->t0; t <= a->p; t++) {
-        row = ATT_ROW(ATT_V(a, t), t);
-        axpy(a->out, scores[t] / sum, row, hd);
-    }
-#undef ATT_ROW
-}
-
-
-/* att_head of token i, head h */
-static inline __attribute__((always_inline)) void
-att_head_init(att_head *a, llm_backend *be, const llm_batch *b, int layer,
-    int i, int h, float *scores)
-{
-    cpu_ctx     *c = be->ctx;
-    int          hd = be->model->cfg.head_dim;
-    int          sw = be->model->cfg.sliding_window;
-
-    a->kv = &c->kv;
-    a->table = b->block_table[b->seq[i]];
-    a->layer = layer;
-    a->hd = hd;
-    a->p = b->pos[i];
-    /* sliding window (mistral): only the last sw positions, t0..p */
-    a->t0 = sw > 0 && a->p >= sw ? a->p - sw + 1 : 0;
-    a->off = (size_t) (h / (c->n_heads / c->n_kv_heads)) * hd;
-    a->q = c->q + (size_t) i * c->q_dim + h * hd;
-    a->out = c->att + (size_t) i * c->q_dim + h * hd;
-    a->scores = scores;
-    a->scale = 1.0f / sqrtf((float) hd);
-}
-
-
-/* Tokens i..i+n-1 (one attention group), head h: causal attention over
- * each one's cached 0..pos, on the best path for the cache's dtype, the
- * CPU and the group */
-static inline __attribute__((always_inline)) void
-attend(llm_backend *be, const llm_batch *b, int layer, int i, int n, int h,
-    float *scores, int ith)
-{
-    cpu_ctx     *c = be->ctx;
-    int          hd = be->model->cfg.head_dim, g;
-    att_head     a[ATT_G];
-
-    for (g = 0; g < n; g++) {
-        att_head_init(&a[g], be, b, layer, i + g, h,
-                      scores + (size_t) g * be->model->cfg.max_seq_len);
-    }
-
-    if (hd % 8 != 0) {
-        for (g = 0; g < n; g++) {
-            attend_rows(&a[g], c->kvbuf + (size_t) ith * 2 * hd);
-        }
-    } else if (n > 1) {
-        if (c->kv.dtype == LLM_KV_F32) {
-            attend_group(a, n, att_ld8_f32);
-#if defined(__x86_64__)
-        } else if (c->f16c) {
-            attend_group_f16c(a, n);
-#endif
-        } else {
-            attend_group(a, n, att_ld8_f16);
-        }
-    } else if (c->kv.dtype == LLM_KV_F32) {
-        attend_vec(&a[0], att_ld8_f32);
-#if defined(__x86_64__)
-    } else if (c->f16c) {
-        attend_vec_f16c(&a[0]);
-#endif
-    } else {
-        attend_vec(&a[0], att_ld8_f16);
-    }
-}
-
-
-/* attention groups of the batch: runs of up to ATT_G consecutive tokens
- * of one sequence at consecutive positions (prefill) share their K/V
- * loads; a decode batch is all groups of one. Not with a sliding window
- * (the members' windows start at different positions). */
-static void
-attention_groups(cpu_ctx *c, const llm_batch *b, int sliding_window)
-{
-    int  i, n = 0, len = 0;
+    int  i, run, t, h, kh, g = c->n_heads / c->n_kv_heads, per_item, tok, hs;
+    int  n = 0, runs = 0;
 
     for (i = 0; i < b->n_tokens; i++) {
-        if (len > 0 && len < ATT_G && sliding_window == 0
-            && b->seq[i] == b->seq[i - 1] && b->pos[i] == b->pos[i - 1] + 1)
-        {
-            len++;
-            continue;
-        }
-        c->att_first[n++] = i;
-        len = 1;
+        runs += i == 0 || b->seq[i] != b->seq[i - 1]
+                || b->pos[i] != b->pos[i - 1] + 1;
     }
-    c->att_first[n] = b->n_tokens;
-    c->att_n_groups = n;
+    /* heads per item: the kv head's g, or 1 when the items would be
+       fewer than two per thread (a decode of one or two sequences) */
+    hs = g <= LLM_ATT_MAX_Q ? g : LLM_ATT_MAX_Q;
+    if (runs == b->n_tokens && (size_t) runs * c->n_kv_heads
+                               < 2 * (size_t) c->n_threads)
+    {
+        hs = 1;
+    }
+    per_item = LLM_ATT_MAX_Q / hs;
+
+    for (i = 0; i < b->n_tokens; i = run) {
+        for (run = i + 1; run < b->n_tokens && b->seq[run] == b->seq[i]
+                          && b->pos[run] == b->pos[run - 1] + 1; run++)
+        {
+            /* void */
+        }
+        for (kh = 0; kh < c->n_kv_heads; kh++) {
+            for (h = kh * g; h < (kh + 1) * g; h += hs) {
+                int nh = (kh + 1) * g - h < hs ? (kh + 1) * g - h : hs;
+                for (t = i; t < run; t += tok) {
+                    tok = run - t < per_item ? run - t : per_item;
+                    c->att_items[n].first = t;
+                    c->att_items[n].n_tok = (int16_t) tok;
+                    c->att_items[n].head = (int16_t) h;
+                    c->att_items[n].n_head = (int16_t) nh;
+                    n++;
+                }
+            }
+        }
+    }
+    c->att_n_items = n;
 }
 
 
-/* the vector loops of attend compiled for AVX2 where the CPU has it (no
- * FMA: a fused multiply-add would round differently from the SSE path) */
-__attribute__((target_clones("avx2", "default")))
+static void
+attention_item(llm_backend *be, const llm_batch *b, int layer,
+    const att_item *it)
+{
+    cpu_ctx          *c = be->ctx;
+    const llm_config *cfg = &be->model->cfg;
+    int               hd = cfg->head_dim, sw = cfg->sliding_window;
+    int               g = c->n_heads / c->n_kv_heads, t, h, nq = 0;
+    llm_att_seq       s;
+    llm_att_query     q[LLM_ATT_MAX_Q];
+    const uint8_t    *k0 = llm_kv_k(&c->kv, 0, layer);
+
+    s.pool = c->kv.data;
+    s.block_bytes = c->kv.block_elts * c->kv.elt_size;
+    s.k_off = (size_t) (k0 - c->kv.data);
+    s.v_off = (size_t) ((const uint8_t *) llm_kv_v(&c->kv, 0, layer)
+                        - c->kv.data);
+    s.table = b->block_table[b->seq[it->first]];
+    s.block_size = c->kv.block_size;
+    s.kv_dim = c->kv_dim;
+    s.f16 = c->kv.dtype == LLM_KV_F16;
+    s.head_off = it->head / g * hd;
+    s.hd = hd;
+
+    for (t = it->first; t < it->first + it->n_tok; t++) {
+        for (h = it->head; h < it->head + it->n_head; h++) {
+            q[nq].q = c->q + (size_t) t * c->q_dim + (size_t) h * hd;
+            q[nq].out = c->att + (size_t) t * c->q_dim + (size_t) h * hd;
+            q[nq].p = b->pos[t];
+            /* sliding window (mistral): only the last sw positions */
+            q[nq].t0 = sw > 0 && b->pos[t] >= sw ? b->pos[t] - sw + 1 : 0;
+            nq++;
+        }
+    }
+    llm_attention(&s, q, nq, 1.0f / sqrtf((float) hd));
+}
+
+
 static void
 attention_task(void *arg, int ith, int nth)
 {
     layer_job  *j = arg;
     cpu_ctx    *c = j->be->ctx;
-    float      *scores = c->scores + (size_t) ith * ATT_G
-                                     * j->be->model->cfg.max_seq_len;
-    int         n = c->att_n_groups * c->n_heads, w, g;
+    int         w;
 
     /* strided, not in halves: later tokens of a prefill see more
        positions, so halves would give the last thread most of the work */
-    for (w = ith; w < n; w += nth) {
-        g = w / c->n_heads;
-        attend(j->be, j->batch, j->layer, c->att_first[g],
-               c->att_first[g + 1] - c->att_first[g], w % c->n_heads,
-               scores, ith);
+    for (w = ith; w < c->att_n_items; w += nth) {
+        attention_item(j->be, j->batch, j->layer, &c->att_items[w]);
     }
 }
 
@@ -1143,7 +721,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
     run_job(c, qkv_finish_task, &lj,
             (size_t) n * (c->q_dim + c->kv_dim) * CPU_COST_ROPE);
-    attention_groups(c, b, cfg->sliding_window);
+    attention_items(c, b);
     run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
     matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
 
@@ -1257,15 +835,13 @@ cpu_free(llm_backend *be)
         free(c->slot_mem);
         free(c->xs);
         free(c->act_buf);
-        free(c->kvbuf);
         free(c->q);
         free(c->k);
         free(c->v);
         free(c->att);
         free(c->hb);
         free(c->hb2);
-        free(c->scores);
-        free(c->att_first);
+        free(c->att_items);
         free(c->inv_freq);
         free(c);
     }
@@ -1390,10 +966,16 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->q_dim = c->n_heads * cfg->head_dim;
     c->kv_dim = c->n_kv_heads * cfg->head_dim;
     c->hidden = cfg->hidden_dim / m->tp_size;
-#if defined(__x86_64__)
-    /* LLM_ISA=scalar (or llm_kernels_set_isa) turns it off, for tests */
-    c->f16c = llm_kernels_isa() >= LLM_ISA_AVX2 && cpu_has_avx2_f16c();
-#endif
+    if (o->kv_block_size % LLM_ATT_TILE != 0
+        || cfg->head_dim > LLM_ATT_MAX_HD)
+    {
+        snprintf(err, err_len, "cpu backend: attention needs a KV block "
+                 "size that is a multiple of %d (got %d) and a head_dim of "
+                 "at most %d (got %d)", LLM_ATT_TILE, o->kv_block_size,
+                 LLM_ATT_MAX_HD, cfg->head_dim);
+        cpu_free(be);
+        return NULL;
+    }
     /* exact mode is the fp32 reference's twin: no rounding in the cache */
     if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
                     o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
@@ -1413,9 +995,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->att = alloc_rows(n, c->q_dim);
     c->hb = alloc_rows(n, c->hidden);
     c->hb2 = alloc_rows(n, c->hidden);
-    c->scores = alloc_rows(o->n_threads, ATT_G * cfg->max_seq_len);
-    c->att_first = malloc(sizeof(int32_t) * (n + 1));
-    c->kvbuf = alloc_rows(o->n_threads, 2 * (size_t) cfg->head_dim);
+    c->att_items = malloc(sizeof(att_item) * (size_t) n * c->n_heads);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
     c->group = group;
@@ -1425,8 +1005,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     }
     if (c->x == NULL || c->xb == NULL || c->q == NULL
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
-        || c->hb2 == NULL || c->scores == NULL || c->kvbuf == NULL
-        || c->att_first == NULL
+        || c->hb2 == NULL || c->att_items == NULL
         || c->inv_freq == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
         || cpu_slots_init(c, m, o, n, shared) != 0)

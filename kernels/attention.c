@@ -1,0 +1,431 @@
+/*
+ * Causal attention over a paged KV cache (attention.h): the scalar
+ * definition, and an AVX-512 kernel that computes the same operations
+ * lane for lane for up to LLM_ATT_MAX_Q queries at once.
+ *
+ * The AVX-512 kernel's lanes are the 16 positions of a tile: K is stored
+ * transposed, so one load gives dimension d of all 16 keys and a score
+ * needs no horizontal sum; each loaded K (and V) vector serves every
+ * query of the call (a prefill's consecutive tokens times the heads that
+ * share the kv head), which is what makes prefill attention cheap.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention.h"
+#include "matmul.h"
+#include "quant.h"
+
+#define ATT_LOG2E   1.44269504088896341f
+#define ATT_LN2_HI  0.693359375f
+#define ATT_LN2_LO  -2.12194440e-4f
+#define ATT_EXP_MIN -87.0f      /* below: 0 (2^n stays normal above) */
+
+/* 1/k!, k = 7 .. 2, then 1 and 1: Taylor on |r| <= ln2/2, error < 6e-9 */
+static const float att_exp_c[6] = {
+    1.98412698e-4f, 1.38888889e-3f, 8.33333333e-3f, 4.16666667e-2f,
+    1.66666667e-1f, 0.5f,
+};
+
+
+float
+llm_att_exp(float x)
+{
+    float     n, r, p, two_n;
+    uint32_t  bits;
+    int       k;
+
+    if (!(x >= ATT_EXP_MIN)) {
+        return 0.0f;
+    }
+    n = rintf(x * ATT_LOG2E);
+    r = fmaf(n, -ATT_LN2_HI, x);
+    r = fmaf(n, -ATT_LN2_LO, r);
+    p = att_exp_c[0];
+    for (k = 1; k < 6; k++) {
+        p = fmaf(p, r, att_exp_c[k]);
+    }
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    bits = (uint32_t) ((int32_t) n + 127) << 23;
+    memcpy(&two_n, &bits, sizeof(two_n));
+    return p * two_n;
+}
+
+
+/* the fixed pairwise tree of 16 lanes: halves, quarters, eighths, pair */
+static float
+hsum16_ref(const float v[16])
+{
+    float  s8[8], s4[4], s2[2];
+    int    i;
+
+    for (i = 0; i < 8; i++) s8[i] = v[i] + v[i + 8];
+    for (i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+    for (i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+
+
+static float
+cache_val(const uint8_t *base, size_t i, int f16)
+{
+    if (f16) {
+        uint16_t h;
+        memcpy(&h, base + 2 * i, 2);
+        return llm_fp16_to_fp32(h);
+    }
+    float f;
+    memcpy(&f, base + 4 * i, 4);
+    return f;
+}
+
+
+/* the block holding tile c: K and V bases, and the tile's first slot */
+static void
+tile_at(const llm_att_seq *s, int c, const uint8_t **kb, const uint8_t **vb,
+    int *slot0)
+{
+    int            t = c * LLM_ATT_TILE;
+    const uint8_t *blk = s->pool + (size_t) s->table[t / s->block_size]
+                                   * s->block_bytes;
+
+    *kb = blk + s->k_off;
+    *vb = blk + s->v_off;
+    *slot0 = t % s->block_size;
+}
+
+
+static void
+att_ref_one(const llm_att_seq *s, const llm_att_query *q, float scale)
+{
+    float           o[LLM_ATT_MAX_HD], sc[16], pr[16], a[4];
+    float           m = -INFINITY, l = 0.0f, tmax, mn, alpha;
+    int             c, j, d, t, slot0, hd = s->hd;
+    const uint8_t  *kb, *vb;
+
+    memset(o, 0, sizeof(float) * hd);
+    for (c = q->t0 / LLM_ATT_TILE; c <= q->p / LLM_ATT_TILE; c++) {
+        tile_at(s, c, &kb, &vb, &slot0);
+        tmax = -INFINITY;
+        for (j = 0; j < 16; j++) {
+            t = c * LLM_ATT_TILE + j;
+            sc[j] = -INFINITY;
+            if (t < q->t0 || t > q->p) {
+                continue;
+            }
+            a[0] = a[1] = a[2] = a[3] = 0.0f;
+            for (d = 0; d < hd; d++) {
+                size_t i = (size_t) (s->head_off + d) * s->block_size
+                           + slot0 + j;
+                a[d % 4] = fmaf(q->q[d], cache_val(kb, i, s->f16), a[d % 4]);
+            }
+            sc[j] = ((a[0] + a[1]) + (a[2] + a[3])) * scale;
+            tmax = sc[j] > tmax ? sc[j] : tmax;
+        }
+        mn = m > tmax ? m : tmax;
+        alpha = llm_att_exp(m - mn);
+        for (j = 0; j < 16; j++) {
+            pr[j] = llm_att_exp(sc[j] - mn);
+        }
+        l = fmaf(l, alpha, hsum16_ref(pr));
+        for (d = 0; d < hd; d++) {
+            o[d] *= alpha;
+            for (j = 0; j < 16; j++) {
+                t = c * LLM_ATT_TILE + j;
+                if (t >= q->t0 && t <= q->p) {
+                    size_t i = (size_t) (slot0 + j) * s->kv_dim
+                               + s->head_off + d;
+                    o[d] = fmaf(pr[j], cache_val(vb, i, s->f16), o[d]);
+                }
+            }
+        }
+        m = mn;
+    }
+    for (d = 0; d < hd; d++) {
+        q->out[d] = o[d] / l;
+    }
+}
+
+
+void
+llm_attention_ref(const llm_att_seq *s, const llm_att_query *q, int nq,
+    float scale)
+{
+    int  i;
+
+    for (i = 0; i < nq; i++) {
+        att_ref_one(s, &q[i], scale);
+    }
+}
+
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#define TGT __attribute__((target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) inline
+
+
+TGT static INLINE __m512
+ld16(const uint8_t *base, size_t i, const int f16)
+{
+    if (f16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(
+                   (const __m256i *) (base + 2 * i)));
+    }
+    return _mm512_loadu_ps((const float *) base + i);
+}
+
+
+TGT static INLINE __m512
+ld16_mask(const uint8_t *base, size_t i, const int f16, __mmask16 k)
+{
+    if (f16) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, base + 2 * i));
+    }
+    return _mm512_maskz_loadu_ps(k, (const float *) base + i);
+}
+
+
+/* llm_att_exp lane by lane: the same operations */
+TGT static INLINE __m512
+exp16(__m512 x)
+{
+    __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ATT_EXP_MIN),
+                                      _CMP_GE_OQ);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(ATT_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT
+                                    | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-ATT_LN2_HI), x);
+    __m512 p = _mm512_set1_ps(att_exp_c[0]);
+    __m512i e;
+
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-ATT_LN2_LO), r);
+#pragma GCC unroll 8
+    for (int k = 1; k < 6; k++) {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(att_exp_c[k]));
+    }
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
+                                           _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+}
+
+
+/* hsum16_ref's tree */
+TGT static INLINE float
+hsum16(__m512 v)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
+                          _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+
+
+/* N queries' 16 scores of tile c: four chains over d per query */
+TGT static INLINE void
+tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
+    const int F16, const uint8_t *kb, int slot0, __m512 sc[],
+    float scale)
+{
+    __m512  a[LLM_ATT_MAX_Q][4], kv;
+    int     d, i, r, hd = s->hd, bs = s->block_size;
+    const uint8_t *col = kb + ((size_t) s->head_off * bs + slot0)
+                              * (F16 ? 2 : 4);
+
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm512_setzero_ps();
+    }
+    for (d = 0; d + 4 <= hd; d += 4) {
+#pragma GCC unroll 4
+        for (r = 0; r < 4; r++) {
+            kv = ld16(col, (size_t) (d + r) * bs, F16);
+#pragma GCC unroll 8
+            for (i = 0; i < N; i++) {
+                a[i][r] = _mm512_fmadd_ps(_mm512_set1_ps(q[i].q[d + r]), kv,
+                                          a[i][r]);
+            }
+        }
+    }
+    for (r = 0; d < hd; d++, r++) {
+        kv = ld16(col, (size_t) d * bs, F16);
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            a[i][r] = _mm512_fmadd_ps(_mm512_set1_ps(q[i].q[d]), kv, a[i][r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        sc[i] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
+                                            _mm512_add_ps(a[i][2], a[i][3])),
+                              _mm512_set1_ps(scale));
+    }
+}
+
+
+/* o[i] = o[i] * alpha[i] + sum_j p[i][j] v_j over the lanes of vm[i] */
+TGT static INLINE void
+tile_values(const llm_att_seq *s, const int N, const int F16,
+    const uint8_t *vb, int slot0, float (*o)[LLM_ATT_MAX_HD],
+    float (*pr)[16], const float *alpha, const __mmask16 *vm)
+{
+    int        k, i, j, hd = s->hd, full = 1;
+    __m512     ov[LLM_ATT_MAX_Q], vv;
+    __mmask16  km;
+
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        full &= vm[i] == 0xffff;
+    }
+    for (k = 0; k < hd; k += 16) {
+        km = hd - k >= 16 ? 0xffff : (__mmask16) ((1u << (hd - k)) - 1);
+        const uint8_t *row = vb + ((size_t) slot0 * s->kv_dim + s->head_off
+                                   + k) * (F16 ? 2 : 4);
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            ov[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, o[i] + k),
+                                  _mm512_set1_ps(alpha[i]));
+        }
+        if (full) {
+            for (j = 0; j < 16; j++) {
+                vv = ld16_mask(row, (size_t) j * s->kv_dim, F16, km);
+#pragma GCC unroll 8
+                for (i = 0; i < N; i++) {
+                    ov[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i][j]), vv,
+                                            ov[i]);
+                }
+            }
+        } else {
+            for (j = 0; j < 16; j++) {
+                vv = ld16_mask(row, (size_t) j * s->kv_dim, F16, km);
+#pragma GCC unroll 8
+                for (i = 0; i < N; i++) {
+                    if (vm[i] >> j & 1) {
+                        ov[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i][j]), vv,
+                                                ov[i]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            if (vm[i]) {
+                _mm512_mask_storeu_ps(o[i] + k, km, ov[i]);
+            }
+        }
+    }
+}
+
+
+TGT static INLINE void
+att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
+    const int F16, float scale)
+{
+    float      o[LLM_ATT_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(64)));
+    float      pr[LLM_ATT_MAX_Q][16] __attribute__((aligned(64)));
+    float      m[LLM_ATT_MAX_Q], l[LLM_ATT_MAX_Q], alpha[LLM_ATT_MAX_Q];
+    float      tmax, mn;
+    __mmask16  vm[LLM_ATT_MAX_Q];
+    __m512     sc[LLM_ATT_MAX_Q], p;
+    __m512i    pos;
+    int        i, d, c, c_lo, c_hi, slot0, hd = s->hd;
+    const uint8_t *kb, *vb;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                           10, 11, 12, 13, 14, 15);
+
+    c_lo = q[0].t0;
+    c_hi = q[0].p;
+    for (i = 0; i < N; i++) {
+        memset(o[i], 0, sizeof(float) * hd);
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
+        c_hi = q[i].p > c_hi ? q[i].p : c_hi;
+    }
+    c_lo /= LLM_ATT_TILE;
+    c_hi /= LLM_ATT_TILE;
+
+    for (c = c_lo; c <= c_hi; c++) {
+        tile_at(s, c, &kb, &vb, &slot0);
+        pos = _mm512_add_epi32(_mm512_set1_epi32(c * LLM_ATT_TILE), iota);
+        tile_scores(s, q, N, F16, kb, slot0, sc, scale);
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            vm[i] = _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].t0),
+                                          _MM_CMPINT_NLT)
+                    & _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].p),
+                                            _MM_CMPINT_LE);
+            if (vm[i] == 0) {
+                continue;
+            }
+            sc[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vm[i],
+                                       sc[i]);
+            tmax = _mm512_reduce_max_ps(sc[i]);
+            mn = m[i] > tmax ? m[i] : tmax;
+            alpha[i] = llm_att_exp(m[i] - mn);
+            p = exp16(_mm512_sub_ps(sc[i], _mm512_set1_ps(mn)));
+            l[i] = fmaf(l[i], alpha[i], hsum16(p));
+            _mm512_store_ps(pr[i], p);
+            m[i] = mn;
+        }
+        tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
+    }
+    for (i = 0; i < N; i++) {
+        for (d = 0; d < hd; d++) {
+            q[i].out[d] = o[i][d] / l[i];
+        }
+    }
+}
+
+
+#define ATT_VARIANT(name, F16)                                               \
+TGT static void                                                              \
+name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale)     \
+{                                                                            \
+    switch (nq) {                                                            \
+    case 1: att_avx512(s, q, 1, F16, scale); break;                          \
+    case 2: att_avx512(s, q, 2, F16, scale); break;                          \
+    case 3: att_avx512(s, q, 3, F16, scale); break;                          \
+    case 4: att_avx512(s, q, 4, F16, scale); break;                          \
+    case 5: att_avx512(s, q, 5, F16, scale); break;                          \
+    default: att_avx512(s, q, 6, F16, scale); break;                         \
+    }                                                                        \
+}
+
+ATT_VARIANT(att_avx512_f16, 1)
+ATT_VARIANT(att_avx512_f32, 0)
+
+#endif
+
+
+void
+llm_attention(const llm_att_seq *s, const llm_att_query *q, int nq,
+    float scale)
+{
+    if (nq <= 0) {
+        return;
+    }
+#if defined(__x86_64__)
+    if (llm_kernels_isa() == LLM_ISA_AVX512) {
+        for ( /* void */ ; nq > 0; q += LLM_ATT_MAX_Q, nq -= LLM_ATT_MAX_Q) {
+            int n = nq < LLM_ATT_MAX_Q ? nq : LLM_ATT_MAX_Q;
+            if (s->f16) {
+                att_avx512_f16(s, q, n, scale);
+            } else {
+                att_avx512_f32(s, q, n, scale);
+            }
+        }
+        return;
+    }
+#endif
+    llm_attention_ref(s, q, nq, scale);
+}
