@@ -31,11 +31,30 @@
 #          (the module, no engine) and GET /healthz (one ring round trip);
 #   2. bench/plot.py: table to stdout, docs/perf.md, docs/perf.svg.
 #
+# Peer mode (docs/perf.md, "Against llama.cpp and ik_llama.cpp"): with
+# LLAMA_BIN and/or IK_LLAMA_BIN set to folders holding llama-bench and
+# llama-server, built by the user from llama.cpp's / ik_llama.cpp's public
+# sources outside this repository, every round also runs, interleaved with
+# ngx_llm on the same model and THREADS, the engines' order rotating each
+# round:
+#   - kernels: for each N of PEER_SIZES, prefill of one N-token prompt and
+#     batch-1 decode after N tokens (128 tokens after 128, 64 after more):
+#     bench/decode --bw 0 against llama-bench -o json (ik_llama.cpp: -gp
+#     for the decode, -rtr 0 and -rtr 1);
+#   - serving: PEER_STREAMS concurrent streaming clients (bench/serve_bench,
+#     the workload above) against our nginx and each peer's llama-server
+#     (-np 16 -c 8192, started once before the rounds);
+# then bench/peers.py writes its two tables between its own markers in
+# docs/perf.md. Without LLAMA_BIN and IK_LLAMA_BIN none of this runs.
+# PEERS_ONLY=1 runs only the peer sections (and leaves plot.py's block).
+#
 # Every result line records the load average and the CPU cores the engine
 # actually got, because other jobs on a 2-core machine stretch wall time.
 #
 # Environment: BUILD, MODEL, ROUNDS (3), THREADS (2), PORT, NGINX,
-# PERF_MD, PERF_SVG.
+# PERF_MD, PERF_SVG; peer mode: LLAMA_BIN, IK_LLAMA_BIN, PEERS_ONLY (0),
+# PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_REPS (3,
+# llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1).
 
 set -uo pipefail
 
@@ -48,6 +67,14 @@ PORT=${PORT:-$((20000 + $$ % 20000))}
 NGINX=${NGINX:-/usr/sbin/nginx}
 PERF_MD=${PERF_MD:-$ROOT/docs/perf.md}
 PERF_SVG=${PERF_SVG:-$ROOT/docs/perf.svg}
+LLAMA_BIN=${LLAMA_BIN:-}
+IK_LLAMA_BIN=${IK_LLAMA_BIN:-}
+PEERS_ONLY=${PEERS_ONLY:-0}
+PEER_SIZES=${PEER_SIZES:-128 1024 4096}
+PEER_STREAMS=${PEER_STREAMS:-1 16 64}
+PEER_REPS=${PEER_REPS:-3}
+PEER_KERNELS=${PEER_KERNELS:-1}
+PEER_SERVE=${PEER_SERVE:-1}
 
 B=$BUILD/bench
 P=$B/nginx
@@ -62,6 +89,23 @@ for f in "$MODEL" "$BUILD/modules/ngx_http_llm_module.so" \
     [ -e "$f" ] || die "\"$f\" is missing (run make bench, MODEL=...)"
 done
 command -v "$NGINX" >/dev/null || die "no nginx at \"$NGINX\""
+
+# peers: name -> folder of llama-bench and llama-server (peer mode)
+declare -A PEER_DIR=()
+[ -n "$LLAMA_BIN" ] && PEER_DIR[llama]=$LLAMA_BIN
+[ -n "$IK_LLAMA_BIN" ] && PEER_DIR[ik]=$IK_LLAMA_BIN
+PEERS=()
+for e in llama ik; do
+    [ -n "${PEER_DIR[$e]:-}" ] || continue
+    for f in llama-bench llama-server; do
+        [ -x "${PEER_DIR[$e]}/$f" ] \
+            || die "${PEER_DIR[$e]}/$f is missing (LLAMA_BIN / IK_LLAMA_BIN:" \
+                   "folders of llama-bench and llama-server, docs/perf.md)"
+    done
+    PEERS+=("$e")
+done
+[ "$PEERS_ONLY" = 1 ] && [ ${#PEERS[@]} = 0 ] \
+    && die "PEERS_ONLY=1 without LLAMA_BIN or IK_LLAMA_BIN"
 
 # copy, then rename: a running process keeps the inode it mapped
 mkdir -p "$B/bin"
@@ -206,6 +250,15 @@ if "$NGINX" -t -q -p "$P/" -c conf/probe.conf 2>/dev/null; then
 fi
 write_conf "$P/conf/nginx.conf" "$NOCACHE"
 
+declare -A PEER_PID=() PEER_PORT=()
+stop_peers() {  # the llama-servers this script started, by their pids
+    local e
+    for e in "${!PEER_PID[@]}"; do
+        kill "${PEER_PID[$e]}" 2>/dev/null
+        wait "${PEER_PID[$e]}" 2>/dev/null
+        unset "PEER_PID[$e]"
+    done
+}
 stop_nginx() {
     [ -s "$P/logs/nginx.pid" ] || return 0
     "$NGINX" -p "$P/" -c conf/nginx.conf -s stop 2>/dev/null
@@ -214,7 +267,7 @@ stop_nginx() {
         sleep 0.1
     done
 }
-trap stop_nginx EXIT
+trap 'stop_nginx; stop_peers' EXIT
 stop_nginx
 "$NGINX" -p "$P/" -c conf/nginx.conf || die "nginx did not start (see $P/logs/error.log)"
 
@@ -256,7 +309,7 @@ run_variant() {
     local round=$1 name=$2 port=$3 pid t0 t1 w0 w1 out line wall cores la
     local wcores
     shift 3
-    pid=$(engine_pid "$port")
+    pid=${SERVER_PID:-$(engine_pid "$port")}
     la=$(loadavg)
     t0=$(cpu_ticks "$pid")
     w0=$(workers_ticks)
@@ -298,8 +351,132 @@ run_engine_bench() {
                    $1, $1, $5, $6, $9, $4 }' <<<"$out"
 }
 
+# --- peer mode: llama.cpp and ik_llama.cpp, interleaved with ours -----------
+
+PEER_OUT=$B/peers
+[ ${#PEERS[@]} -gt 0 ] && mkdir -p "$PEER_OUT"
+
+start_peers() {  # each peer's llama-server on a port of its own
+    local e i=10 code jinja
+    for e in "${PEERS[@]}"; do
+        PEER_PORT[$e]=$((PORT + i)); i=$((i + 1))
+        # --jinja: the model's own chat template, as ours applies it (without
+        # it ik_llama.cpp's server uses a built-in chatml with no default
+        # system block: half the prompt tokens)
+        jinja=
+        "${PEER_DIR[$e]}/llama-server" --help 2>&1 | grep -q -- '--jinja' \
+            && jinja=--jinja
+        "${PEER_DIR[$e]}/llama-server" -m "$MODEL" -t "$THREADS" -np 16 \
+            -c 8192 $jinja --host 127.0.0.1 --port "${PEER_PORT[$e]}" \
+            > "$PEER_OUT/$e-server.log" 2>&1 &
+        PEER_PID[$e]=$!
+    done
+    for e in "${PEERS[@]}"; do
+        for _ in $(seq 240); do
+            code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' \
+                   "http://127.0.0.1:${PEER_PORT[$e]}/health")
+            [ "$code" = 200 ] && break
+            kill -0 "${PEER_PID[$e]}" 2>/dev/null \
+                || die "$e's llama-server exited (see $PEER_OUT/$e-server.log)"
+            sleep 0.5
+        done
+        [ "$code" = 200 ] \
+            || die "$e's llama-server not ready after 120 s ($PEER_OUT/$e-server.log)"
+        echo "   $e: llama-server on 127.0.0.1:${PEER_PORT[$e]} (pid ${PEER_PID[$e]})"
+    done
+}
+
+rotate() {  # rotate ROUND WORDS...: the words, starting at (ROUND-1) mod n
+    local r=$1 n k
+    shift
+    n=$#
+    for k in $(seq 0 $((n - 1))); do
+        local j=$(( (k + r - 1) % n + 1 ))
+        printf '%s ' "${!j}"
+    done
+}
+
+peer_bench() {  # peer_bench ENGINE KIND CTX ROUND [RTR] -- llama-bench args
+    local e=$1 kind=$2 ctx=$3 r=$4 rtr=$5 la out line v
+    shift 6
+    la=$(loadavg)
+    out=$PEER_OUT/$e-bench.json
+    v=kern-$e${rtr:+-rtr$rtr}-$kind-$ctx
+    if ! "${PEER_DIR[$e]}/llama-bench" -m "$MODEL" -t "$THREADS" \
+            -r "$PEER_REPS" "$@" ${rtr:+-rtr "$rtr"} -o json \
+            > "$out" 2> "$PEER_OUT/$e-bench.log"; then
+        echo "bench: $e llama-bench $* failed (see $PEER_OUT/$e-bench.log)" >&2
+        return
+    fi
+    line=$(python3 "$ROOT/bench/peers.py" bench-result --json "$out" \
+           --engine "$e" --kind "$kind" --ctx "$ctx" ${rtr:+--rtr "$rtr"} \
+           --tail "threads=$THREADS round=$r variant=$v load=$la") \
+        || { echo "bench: $e: no result in $out" >&2; return; }
+    echo "$line" >> "$RES"
+    printf '  %-24s %s tok/s (mean %s)  [load %s]\n' "$v" \
+        "$(sed -n 's/.* tok_s=\([0-9.]*\).*/\1/p' <<<"$line")" \
+        "$(sed -n 's/.* mean_tok_s=\([0-9.]*\).*/\1/p' <<<"$line")" "$la"
+}
+
+run_peer_kernels() {  # run_peer_kernels ROUND
+    local r=$1 n d e la out pre dec mean
+    for n in $PEER_SIZES; do
+        d=64; [ "$n" -le 128 ] && d=128
+        for e in $(rotate "$r" ours "${PEERS[@]}"); do
+            case $e in
+            ours)
+                la=$(loadavg)
+                out=$("$B/decode" --model "$MODEL" --threads "$THREADS" \
+                      --prompt "$n" --decode "$d" --bw 0) \
+                    || { echo "bench: bench/decode --prompt $n failed" >&2
+                         continue; }
+                pre=$(awk '/^prefill/ {print $2}' <<<"$out")
+                dec=$(awk '/^decode / {print $2}' <<<"$out")
+                mean=$(sed -n 's/^decode .*mean \([0-9.]*\).*/\1/p' <<<"$out")
+                record "RESULT mode=kern engine=ours kind=prefill ctx=$n n_prompt=$n n_gen=0 tok_s=$pre threads=$THREADS" \
+                       "round=$r variant=kern-ours-prefill-$n load=$la"
+                record "RESULT mode=kern engine=ours kind=decode ctx=$n n_prompt=$n n_gen=$d tok_s=$dec mean_tok_s=$mean threads=$THREADS" \
+                       "round=$r variant=kern-ours-decode-$n load=$la"
+                printf '  %-24s prefill %s tok/s, decode %s tok/s after %s (mean %s)  [load %s]\n' \
+                    "kern-ours-$n" "$pre" "$dec" "$n" "$mean" "$la"
+                ;;
+            llama)
+                peer_bench llama prefill "$n" "$r" "" -- -p "$n" -n 0
+                peer_bench llama decode "$n" "$r" "" -- -p 0 -n "$d" -d "$n"
+                ;;
+            ik)
+                # run-time repacking of the weights on and off: the better
+                # one is the table's
+                for rtr in 0 1; do
+                    peer_bench ik prefill "$n" "$r" "$rtr" -- -p "$n" -n 0
+                    peer_bench ik decode "$n" "$r" "$rtr" -- -p 0 -n 0 \
+                        -gp "$n,$d"
+                done
+                ;;
+            esac
+        done
+    done
+}
+
+run_peer_serve() {  # run_peer_serve ROUND
+    local r=$1 n e
+    for n in $PEER_STREAMS; do
+        for e in $(rotate "$r" ours "${PEERS[@]}"); do
+            if [ "$e" = ours ]; then
+                run_variant "$r" "peer-serve-ours-$n" "$PORT" stream \
+                    --streams "$n" --tokens 64 --tag "r$r-$n-p"
+            else
+                SERVER_PID=${PEER_PID[$e]} run_variant "$r" \
+                    "peer-serve-$e-$n" "${PEER_PORT[$e]}" stream \
+                    --streams "$n" --tokens 64 --tag "r$r-$n-p"
+            fi
+        done
+    done
+}
+
 echo
 echo "== 1. bench/decode, bench/ring_ping and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
+[ ${#PEERS[@]} -gt 0 ] && echo "   peer mode: ngx_llm against ${PEERS[*]} in every round"
 if [ "$NOCACHE" = 1 ]; then
     echo "   prefix caching off: a second engine with prefix_caching off"
     OFF_PORT=$((PORT + 1)); OFF_ARGS=()
@@ -308,8 +485,16 @@ else
          "a unique first block per request defeats the cache instead"
     OFF_PORT=$PORT
 fi
+if [ ${#PEERS[@]} -gt 0 ] && [ "$PEER_SERVE" = 1 ]; then
+    start_peers
+fi
 for r in $(seq "$ROUNDS"); do
     echo " round $r"
+    if [ ${#PEERS[@]} -gt 0 ]; then
+        [ "$PEER_KERNELS" = 1 ] && run_peer_kernels "$r"
+        [ "$PEER_SERVE" = 1 ] && run_peer_serve "$r"
+    fi
+    [ "$PEERS_ONLY" = 1 ] && continue
     run_decode "$r"
     run_ring "$r"
     for n in 1 4 16 64; do
@@ -334,7 +519,17 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 stop_nginx
+stop_peers
 trap - EXIT
+
+if [ ${#PEERS[@]} -gt 0 ]; then
+    echo
+    echo "== peers: ngx_llm against ${PEERS[*]} (bench/peers.py)"
+    python3 "$ROOT/bench/peers.py" report --results "$RES" --md "$PERF_MD" \
+        --model "$MODEL" \
+        --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+fi
+[ "$PEERS_ONLY" = 1 ] && exit 0
 
 # constrained / unconstrained tokens/s, per round (the two ran back to back),
 # of the wall clock and per engine CPU second
