@@ -348,6 +348,7 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
         memset(o[i], 0, sizeof(float) * hd);
         m[i] = -INFINITY;
         l[i] = 0.0f;
+        alpha[i] = 1.0f;
         c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
         c_hi = q[i].p > c_hi ? q[i].p : c_hi;
     }

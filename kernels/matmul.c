@@ -206,8 +206,10 @@ SCALAR_TILE(tile_q4_K, GGML_TYPE_Q4_K)
 SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
 
 const llm_kernel_set llm_kernels_scalar = {
-    tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K, 0, NULL, NULL,
+    .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
+    .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
+    .q6_K = tile_q6_K, .q4_0p = llm_tile_q4_0p_scalar,
+    .q4_1p = llm_tile_q4_1p_scalar, .q8_0p = llm_tile_q8_0p_scalar,
 };
 
 
@@ -296,6 +298,36 @@ llm_kernels_set_isa(int isa)
 
 
 static llm_tile_fn
+pick_packed(const llm_kernel_set *set, uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_Q4_0: return set->q4_0p;
+    case GGML_TYPE_Q4_1: return set->q4_1p;
+    case GGML_TYPE_Q8_0: return set->q8_0p;
+    default:             return NULL;
+    }
+}
+
+
+/* the kernel of the best set (current instruction set or below) for
+ * packed weights of type */
+static llm_tile_fn
+packed_kernel(uint32_t type)
+{
+    static const llm_kernel_set *sets[] = {
+        &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
+    };
+
+    for (int isa = llm_kernels_isa(); isa > 0; isa--) {
+        if (pick_packed(sets[isa], type)) {
+            return pick_packed(sets[isa], type);
+        }
+    }
+    return pick_packed(&llm_kernels_scalar, type);
+}
+
+
+static llm_tile_fn
 pick_kernel(const llm_kernel_set *set, uint32_t type)
 {
     switch (type) {
@@ -338,7 +370,7 @@ kernels_for(uint32_t type, int n_x)
 llm_tensor
 llm_tensor_make(const void *data, uint32_t type, int rows, int cols)
 {
-    llm_tensor w = { data, type, rows, cols, 0 };
+    llm_tensor w = { data, type, rows, cols, 0, 0 };
     int blk = llm_quant_block(type);
 
     if (blk > 0) {
@@ -361,7 +393,8 @@ llm_tensor_cols(const llm_tensor *w, int col0, int n)
         abort();
     }
     v.data = (const uint8_t *) w->data
-             + (size_t) (col0 / blk) * llm_quant_block_bytes(w->type);
+             + (size_t) (col0 / blk) * llm_quant_block_bytes(w->type)
+               * (w->pack ? LLM_PACK_ROWS : 1);
     v.cols = n;
     return v;
 }
@@ -372,12 +405,16 @@ llm_tensor_rows(const llm_tensor *w, int row0, int n)
 {
     llm_tensor v = *w;
 
-    if (row0 < 0 || n < 0 || row0 + n > w->rows) {
+    if (row0 < 0 || n < 0 || row0 + n > w->rows
+        || (w->pack && row0 % w->pack != 0))
+    {
         fprintf(stderr, "llm_tensor_rows: rows %d..%d of a matrix with %d "
-                "rows\n", row0, row0 + n, w->rows);
+                "rows%s\n", row0, row0 + n, w->rows,
+                w->pack ? " packed by 16" : "");
         abort();
     }
-    v.data = (const uint8_t *) w->data + (size_t) row0 * w->row_stride;
+    v.data = (const uint8_t *) w->data
+             + (size_t) (w->pack ? row0 / w->pack : row0) * w->row_stride;
     v.rows = n;
     return v;
 }
@@ -398,7 +435,16 @@ llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)
                  "columns, not %d", ggml_type_name(w->type), blk, w->cols);
         return -1;
     }
-    if (w->row_stride < (size_t) (w->cols / blk) * llm_quant_block_bytes(w->type)) {
+    if (w->pack != 0 && (w->pack != LLM_PACK_ROWS || blk != LLM_QK
+                         || pick_packed(&llm_kernels_scalar, w->type) == NULL))
+    {
+        snprintf(err, err_len, "a %s matrix cannot be packed by %d rows",
+                 ggml_type_name(w->type), w->pack);
+        return -1;
+    }
+    if (w->row_stride < (size_t) (w->cols / blk) * llm_quant_block_bytes(w->type)
+                        * (w->pack ? LLM_PACK_ROWS : 1))
+    {
         snprintf(err, err_len, "row stride %zu is shorter than a row of %d "
                  "%s elements", w->row_stride, w->cols, ggml_type_name(w->type));
         return -1;
@@ -440,6 +486,24 @@ typedef struct {
 } matmul_job;
 
 
+/* one row of q8a blocks as the kernels of packed weights read them */
+static void
+act_p_row(const llm_block_q8a *q, int nb, llm_act_p *a)
+{
+    for (int b = 0; b < nb; b++) {
+        int sum = 0;
+        for (int j = 0; j < LLM_QK; j++) {
+            sum += q[b].qs[j];
+        }
+        memcpy(a[b].qs, q[b].qs, LLM_QK);
+        a[b].d = q[b].d;
+        a[b].s = q[b].s;
+        a[b].sum = sum;
+        a[b].pad = 0;
+    }
+}
+
+
 static void
 quantize_rows(matmul_job *job, int i0, int i1, int ith)
 {
@@ -455,6 +519,9 @@ quantize_rows(matmul_job *job, int i0, int i1, int ith)
         const float *x = job->x + i * job->ld_x;
         if (job->act_type == GGML_TYPE_Q8_K) {
             llm_quantize_row_q8k(x, (llm_block_q8k *) dst, cols);
+        } else if (job->w->pack) {
+            llm_quantize_row_q8a(x, tmp, cols);
+            act_p_row(tmp, cols / LLM_QK, (llm_act_p *) dst);
         } else if (tmp) {
             llm_quantize_row_q8a(x, tmp, cols);
             job->set->q32_pack(job->w->type, tmp, cols / LLM_QK, job->n_x,
@@ -495,15 +562,18 @@ matmul_task(void *ctx, int ith, int nth)
     t.n = w->cols;
     t.ld_out = job->ld_out;
 
+    int step = w->pack ? w->pack : ROWS_PER_TILE;
+
     for ( ;; ) {
         int r0 = atomic_fetch_add(&job->next_row, job->chunk);
         if (r0 >= w->rows) {
             return;
         }
         int r1 = r0 + job->chunk < w->rows ? r0 + job->chunk : w->rows;
-        for (int r = r0; r < r1; r += ROWS_PER_TILE) {
-            t.w = (const uint8_t *) w->data + (size_t) r * w->row_stride;
-            t.n_w = r1 - r < ROWS_PER_TILE ? r1 - r : ROWS_PER_TILE;
+        for (int r = r0; r < r1; r += step) {
+            t.w = (const uint8_t *) w->data
+                  + (size_t) (w->pack ? r / w->pack : r) * w->row_stride;
+            t.n_w = r1 - r < step ? r1 - r : step;
             t.out = job->out + r;
             job->kernel(&t);
         }
@@ -564,6 +634,10 @@ act_plan(const llm_kernel_set *set, const llm_tensor *w, int n_x,
         return 0;
     case LLM_QK:
         *act_type = GGML_TYPE_Q8_0;
+        if (w->pack) {
+            *act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_act_p);
+            return *act_stride * n_x;
+        }
         *act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
         if (set->q32_pack) {
             bytes = set->q32_layout(w->cols / LLM_QK, n_x, act_stride);
@@ -593,7 +667,8 @@ job_init(matmul_job *job, const llm_tensor *w, float *out, size_t ld_out,
     memset(job, 0, sizeof(*job));
     job->w = w;
     job->set = kernels_for(w->type, n_x);
-    job->kernel = pick_kernel(job->set, w->type);
+    job->kernel = w->pack ? packed_kernel(w->type)
+                          : pick_kernel(job->set, w->type);
     job->n_x = n_x;
     job->out = out;
     job->ld_out = ld_out;
@@ -624,7 +699,9 @@ act_threads(const matmul_job *job, llm_threadpool *tp)
 static size_t
 pack_tmp_size(const matmul_job *job)
 {
-    if (job->act_type != GGML_TYPE_Q8_0 || job->set->q32_pack == NULL) {
+    if (job->act_type != GGML_TYPE_Q8_0
+        || (job->set->q32_pack == NULL && !job->w->pack))
+    {
         return 0;
     }
     return ALIGN64(sizeof(llm_block_q8a) * (size_t) (job->w->cols / LLM_QK));
@@ -650,7 +727,9 @@ act_fill(matmul_job *job, void *buf, size_t bytes, llm_threadpool *tp)
     job->act = buf;
     job->pack_tmp_size = pack_tmp_size(job);
     if (job->pack_tmp_size) {
-        memset(buf, 0, bytes);
+        if (!job->w->pack) {
+            memset(buf, 0, bytes);        /* padding rows of the layout */
+        }
         job->pack_tmp = (uint8_t *) buf + ALIGN64(bytes);
     }
     if (act_threads(job, tp) > 1) {
@@ -687,7 +766,7 @@ llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out, const float *x,
     /* about four work items per thread, in whole tiles, so a thread that
      * is descheduled for a while does not hold up the others */
     job.chunk = (w->rows + 4 * nth - 1) / (4 * nth);
-    job.chunk = (job.chunk + ROWS_PER_TILE - 1) / ROWS_PER_TILE * ROWS_PER_TILE;
+    job.chunk = (job.chunk + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS * LLM_PACK_ROWS;
     atomic_init(&job.next_row, 0);
     llm_threadpool_run(tp, matmul_task, &job);
     return 0;
@@ -724,6 +803,7 @@ llm_act_make(llm_act *a, void *buf, const float *x, size_t ld_x, int n_x,
         act_fill(&job, buf, bytes, NULL);
     }
     a->type = w->type;
+    a->pack = w->pack;
     a->cols = w->cols;
     a->n_x = n_x;
     a->data = job.act;
@@ -737,10 +817,11 @@ llm_matmul_act(float *out, size_t ld_out, const llm_act *a,
 {
     matmul_job job;
 
-    if (w->type != a->type || w->cols != a->cols) {
-        fprintf(stderr, "llm_matmul_act: activations made for %s x %d, "
-                "used with %s x %d\n", ggml_type_name(a->type), a->cols,
-                ggml_type_name(w->type), w->cols);
+    if (w->type != a->type || w->cols != a->cols || w->pack != a->pack) {
+        fprintf(stderr, "llm_matmul_act: activations made for %s x %d "
+                "(pack %d), used with %s x %d (pack %d)\n",
+                ggml_type_name(a->type), a->cols, a->pack,
+                ggml_type_name(w->type), w->cols, w->pack);
         abort();
     }
     if (a->n_x <= 0 || w->rows == 0) {

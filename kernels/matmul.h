@@ -35,8 +35,32 @@ typedef struct {
     uint32_t     type;         /* enum ggml_type */
     int          rows;         /* output features */
     int          cols;         /* input features, a multiple of the block */
-    size_t       row_stride;   /* bytes from one row to the next */
+    size_t       row_stride;   /* bytes from one row to the next; packed:
+                                  from one group of 16 rows to the next */
+    int          pack;         /* 0: rows as stored in GGUF; LLM_PACK_ROWS:
+                                  rows interleaved by 16 (llm_pack) */
 } llm_tensor;
+
+/*
+ * Packed weights (Q4_0, Q4_1, Q8_0): 16 rows interleaved block by block,
+ * so that one 64-byte vector holds the same 4-byte group of 16 rows and
+ * the kernels need no transposes: per group of 16 rows and per block,
+ * the 16 scales d (f16), Q4_1's 16 minimums m (f16), then the quants as
+ * vectors of 16 dwords (lane l: row l's bytes 4k..4k+3; Q8_0's stored as
+ * w + 128, unsigned). The canonical order of every output is unchanged:
+ * a packed matrix gives the bits of the same matrix unpacked. Row views
+ * of a packed matrix start at a multiple of 16 rows.
+ */
+#define LLM_PACK_ROWS  16
+
+/* 1 if llm_pack takes w's type (and the CPU has the kernels that make
+ * packing pay: AVX-512), else 0 */
+int llm_pack_useful(const llm_tensor *w);
+/* bytes of w packed (its rows rounded up to 16) */
+size_t llm_pack_size(const llm_tensor *w);
+/* w (any unpacked view of a packable type) into dst (llm_pack_size
+ * bytes, 64-byte aligned); *out is the packed matrix */
+void llm_pack(const llm_tensor *w, void *dst, llm_tensor *out);
 
 /* a whole contiguous matrix as stored in GGUF (ne[0] = cols, ne[1] = rows) */
 llm_tensor llm_tensor_make(const void *data, uint32_t type, int rows,
@@ -81,6 +105,7 @@ int llm_matmul_ld(llm_threadpool *tp, float *out, size_t ld_out,
  */
 typedef struct {
     uint32_t        type;       /* the weights' type they were made for */
+    int             pack;       /* and their packing */
     int             cols;
     int             n_x;
     const uint8_t  *data;

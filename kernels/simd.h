@@ -44,11 +44,40 @@ typedef void (*llm_tile_fn)(const llm_tile *t);
  * activation rows on (below that, the next lower set's). */
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
+    /* packed weights (matmul.h, llm_pack), against llm_act_p rows: a
+       tile is one group of 16 rows (n_w of them stored), w its first
+       block, w_stride unused */
+    llm_tile_fn     q4_0p, q4_1p, q8_0p;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
                               int n_x, int i, uint8_t *act);
 } llm_kernel_set;
+
+/* one activation block for packed weights: q8a's values, and the exact
+ * sum of qs (Q4_0 and Q8_0 quants are unsigned w + 8, w + 128: the
+ * kernels subtract 8 or 128 times it) */
+typedef struct {
+    int8_t    qs[32];
+    float     d;
+    float     s;
+    int32_t   sum;
+    int32_t   pad;
+} llm_act_p;
+
+_Static_assert(sizeof(llm_act_p) == 48, "llm_act_p is 48 bytes");
+
+/* where the parts of block b of a packed group are */
+static inline size_t
+llm_pack_block_bytes(uint32_t type_bytes)
+{
+    return (size_t) 16 * type_bytes;
+}
+
+/* pack.c: the scalar kernels of packed weights */
+void llm_tile_q4_0p_scalar(const llm_tile *t);
+void llm_tile_q4_1p_scalar(const llm_tile *t);
+void llm_tile_q8_0p_scalar(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

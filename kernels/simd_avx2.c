@@ -513,8 +513,10 @@ TILE(tile_q4_K, dot_q4_K(t->n, w, x))
 TILE(tile_q6_K, dot_q6_K(t->n, w, x))
 
 const llm_kernel_set llm_kernels_avx2 = {
-    tile_f32, tile_f16, tile_bf16, tile_q4_0, tile_q4_1, tile_q8_0,
-    tile_q4_K, tile_q6_K, 1, q32_layout, q32_pack,
+    .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
+    .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
+    .q6_K = tile_q6_K, .q32_min_n_x = 1, .q32_layout = q32_layout,
+    .q32_pack = q32_pack,
 };
 
 #else

@@ -581,8 +581,151 @@ tile_q8_0(const llm_tile *t)
 }
 
 
+/* --- packed weights (pack.c): lanes are 16 weight rows ------------------ */
+
+/*
+ * One group of 16 packed rows against X <= 4 activation rows. A block's
+ * 8 quant vectors are loaded (and for 4-bit types unpacked) once for the
+ * X rows; each activation dword is broadcast to the 16 rows. The eight
+ * accumulators of the canonical order are taken one at a time (blocks
+ * j, j + 8, ... into accumulator j), so only X of them are live.
+ */
+TGT static INLINE void
+packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
+    const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
+    __mmask16 rows)
+{
+    __m512 ra[4][8], rm[4][8];
+    const int qa = kind == Q4_1 ? 64 : 32;
+    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
+                                               : GGML_TYPE_Q8_0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+    for (int j = 0; j < 8; j++) {
+        __m512 acc[4], macc[4];
+
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            acc[x] = macc[x] = _mm512_setzero_ps();
+        }
+        for (int b = j; b < nb; b += 8) {
+            const uint8_t *blk = w + (size_t) b * pb;
+            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+            __m512 mw = _mm512_setzero_ps();
+            __m512i g[8];
+
+            if (kind == Q4_1) {
+                mw = _mm512_cvtph_ps(_mm256_loadu_si256(
+                         (const __m256i *) (blk + 32)));
+            }
+            if (kind == Q8_0) {
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
+                }
+            } else {
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
+                    g[q] = _mm512_and_si512(v, m4);
+                    g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+            }
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                const llm_act_p *a = (const llm_act_p *) (act + x * act_stride)
+                                     + b;
+                const int32_t *qd = (const int32_t *) a->qs;
+                __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
+                                          : _mm512_set1_epi32(bias * a->sum);
+                __m512i i1 = _mm512_setzero_si512();
+
+                i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_set1_epi32(qd[0]));
+                i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_set1_epi32(qd[1]));
+                i0 = _mm512_dpbusd_epi32(i0, g[2], _mm512_set1_epi32(qd[2]));
+                i1 = _mm512_dpbusd_epi32(i1, g[3], _mm512_set1_epi32(qd[3]));
+                i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_set1_epi32(qd[4]));
+                i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_set1_epi32(qd[5]));
+                i0 = _mm512_dpbusd_epi32(i0, g[6], _mm512_set1_epi32(qd[6]));
+                i1 = _mm512_dpbusd_epi32(i1, g[7], _mm512_set1_epi32(qd[7]));
+                acc[x] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a->d)),
+                                         _mm512_cvtepi32_ps(
+                                             _mm512_add_epi32(i0, i1)),
+                                         acc[x]);
+                if (kind == Q4_1) {
+                    macc[x] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s),
+                                              macc[x]);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            ra[x][j] = acc[x];
+            rm[x][j] = macc[x];
+        }
+    }
+    for (int x = 0; x < X; x++) {
+        __m512 r = hsum8_regs(ra[x]);
+        if (kind == Q4_1) {
+            r = _mm512_add_ps(r, hsum8_regs(rm[x]));
+        }
+        _mm512_mask_storeu_ps(out + x * ld_out, rows, r);
+    }
+}
+
+
+TGT static INLINE void
+tile_packed(const int kind, const int bytes, const llm_tile *t)
+{
+    size_t pb = (size_t) 16 * bytes;
+    int nb = t->n / LLM_QK, i;
+    __mmask16 rows = (__mmask16) ((1u << t->n_w) - 1);
+
+    for (i = 0; i + 4 <= t->n_x; i += 4) {
+        packed_x(kind, 4, t->w, pb, nb, t->act + i * t->act_stride,
+                 t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
+    }
+    switch (t->n_x - i) {
+    case 3:
+        packed_x(kind, 3, t->w, pb, nb, t->act + i * t->act_stride,
+                 t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
+        break;
+    case 2:
+        packed_x(kind, 2, t->w, pb, nb, t->act + i * t->act_stride,
+                 t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
+        break;
+    case 1:
+        packed_x(kind, 1, t->w, pb, nb, t->act + i * t->act_stride,
+                 t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
+        break;
+    }
+}
+
+
+TGT static void
+tile_q4_0p(const llm_tile *t)
+{
+    tile_packed(Q4_0, sizeof(llm_block_q4_0), t);
+}
+
+
+TGT static void
+tile_q4_1p(const llm_tile *t)
+{
+    tile_packed(Q4_1, sizeof(llm_block_q4_1), t);
+}
+
+
+TGT static void
+tile_q8_0p(const llm_tile *t)
+{
+    tile_packed(Q8_0, sizeof(llm_block_q8_0), t);
+}
+
+
 const llm_kernel_set llm_kernels_avx512 = {
     .q4_0 = tile_q4_0, .q4_1 = tile_q4_1, .q8_0 = tile_q8_0,
+    .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p, .q8_0p = tile_q8_0p,
     .q32_min_n_x = 1, .q32_layout = q32_layout, .q32_pack = q32_pack,
 };
 

@@ -39,6 +39,8 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,13 @@
 
 typedef struct {
     llm_kv_cache     kv;
+    /* the weights the matmuls read: the model's layers and classifier,
+       with the tensors the kernels run faster packed (matmul.h,
+       llm_pack) swapped for packed copies in `packed` */
+    llm_layer       *layers;     /* (n_layers) */
+    llm_tensor       output;
+    uint8_t         *packed;
+    size_t           packed_bytes;
     llm_threadpool  *tp;
     int              n_threads;
     int              q_dim;      /* this rank's n_heads/tp * head_dim */
@@ -241,7 +250,7 @@ qkv_finish_task(void *arg, int ith, int nth)
     layer_job          *j = arg;
     cpu_ctx            *c = j->be->ctx;
     const llm_config   *cfg = &j->be->model->cfg;
-    const llm_layer    *l = &j->be->model->layers[j->layer];
+    const llm_layer    *l = &c->layers[j->layer];
     const llm_batch    *b = j->batch;
     int                 i, h, e, hd = cfg->head_dim, bs = c->kv.block_size;
 
@@ -505,6 +514,7 @@ fused_run(cpu_ctx *c, fused_job *j)
         for (q = 0; q < p; q++) {
             if (j->act_of[q] == q && j->x[q] == j->x[p]
                 && j->ld_x[q] == j->ld_x[p] && j->w[q].type == j->w[p].type
+                && j->w[q].pack == j->w[p].pack
                 && j->w[q].cols == j->w[p].cols)
             {
                 break;
@@ -607,7 +617,7 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
      * fixed cost per item; not re-measured since llm_act made that once) */
     per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
     chunk = (w->rows + per_slice - 1) / per_slice;
-    chunk = (chunk + 7) / 8 * 8;
+    chunk = (chunk + 15) / 16 * 16;          /* packed: whole groups */
     memset(&j, 0, sizeof(j));
     j.n = n;
     for (s = 0; s < c->my_slices; s++) {
@@ -707,7 +717,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
 {
     cpu_ctx           *c = be->ctx;
     const llm_config  *cfg = &be->model->cfg;
-    const llm_layer   *l = &be->model->layers[layer];
+    const llm_layer   *l = &c->layers[layer];
     int                n = b->n_tokens;
     layer_job          lj = { be, b, layer };
     swiglu_job         sj = { c->hb, c->hb2, (size_t) n * c->hidden };
@@ -733,6 +743,20 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
 }
 
 
+/* the first vocabulary row of rank r's share (a packed classifier's
+ * shares start at a multiple of its 16-row groups) */
+static int
+logits_row(const cpu_ctx *c, int vocab, int r, int n_ranks)
+{
+    int  row = (int) ((long long) vocab * r / n_ranks);
+
+    if (r == n_ranks) {
+        return vocab;
+    }
+    return c->output.pack ? row / c->output.pack * c->output.pack : row;
+}
+
+
 /* logits(n_logits, vocab) = xb @ output^T; with tp ranks each computes a
  * range of vocabulary rows (rows are independent dot products, so the
  * split changes no bit); exact mode leaves them all to rank 0 */
@@ -747,13 +771,13 @@ logits_rows(llm_backend *be, const llm_batch *b)
 
     if (be->opt.exact) {
         if (c->rank == 0) {
-            matmul(be, b->logits, c->xb, b->n_logits, &m->output);
+            matmul(be, b->logits, c->xb, b->n_logits, &c->output);
         }
         return;
     }
-    lo = (int) ((long long) vocab * c->rank / n_ranks);
-    hi = (int) ((long long) vocab * (c->rank + 1) / n_ranks);
-    v = llm_tensor_rows(&m->output, lo, hi - lo);
+    lo = logits_row(c, vocab, c->rank, n_ranks);
+    hi = logits_row(c, vocab, c->rank + 1, n_ranks);
+    v = llm_tensor_rows(&c->output, lo, hi - lo);
     c->oom |= llm_matmul_ld(c->tp, b->logits + lo, vocab, c->xb, m->cfg.dim,
                             b->n_logits, &v) != 0;
 }
@@ -843,6 +867,8 @@ cpu_free(llm_backend *be)
         free(c->hb2);
         free(c->att_items);
         free(c->inv_freq);
+        free(c->layers);
+        free(c->packed);
         free(c);
     }
     free(be);
@@ -934,6 +960,80 @@ cpu_usage(llm_backend *be, llm_backend_usage *u)
 
 /* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
  * NULL), or rank m->tp_rank of a group sharing its slots */
+/* the weight tensors of a layer the matmuls read */
+#define CPU_LAYER_TENSORS(l)                                                  \
+    { &(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up,       \
+      &(l)->w_down }
+
+
+/* a packed copy of *w in c->packed at *off, or just its size when
+ * c->packed is NULL; the pages it came from are let go (the mapping is
+ * read-only: a later read faults them in again) */
+static void
+pack_one(cpu_ctx *c, llm_tensor *w, size_t *off)
+{
+    llm_tensor  src = *w;
+    uintptr_t   lo, hi, page = 4096;
+
+    if (!llm_pack_useful(w)) {
+        return;
+    }
+    if (c->packed != NULL) {
+        llm_pack(&src, c->packed + *off, w);
+        lo = ((uintptr_t) src.data + page - 1) & ~(page - 1);
+        hi = ((uintptr_t) src.data + (size_t) src.rows * src.row_stride)
+             & ~(page - 1);
+        if (hi > lo) {
+            (void) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+        }
+    }
+    *off += (llm_pack_size(&src) + 63) & ~(size_t) 63;
+}
+
+
+/* c->layers and c->output: the model's, with every tensor the CPU's
+ * kernels read faster packed (not in exact mode: llm_matmul_ref reads
+ * plain rows); 0, or -1 when out of memory */
+static int
+cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
+{
+    size_t  size = 0;
+    int     l, k, pass;
+
+    c->layers = malloc(sizeof(llm_layer) * m->cfg.n_layers);
+    if (c->layers == NULL) {
+        return -1;
+    }
+    for (pass = 0; pass < 2 && !exact; pass++) {
+        size_t off = 0;
+        memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
+        c->output = m->output;
+        for (l = 0; l < m->cfg.n_layers; l++) {
+            llm_tensor *w[] = CPU_LAYER_TENSORS(&c->layers[l]);
+            for (k = 0; k < (int) (sizeof(w) / sizeof(w[0])); k++) {
+                pack_one(c, w[k], &off);
+            }
+        }
+        pack_one(c, &c->output, &off);
+        if (pass == 0) {
+            if (off == 0) {
+                break;
+            }
+            if ((c->packed = llm_alloc_aligned(off)) == NULL) {
+                return -1;
+            }
+            size = off;
+        }
+    }
+    if (exact || size == 0) {
+        memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
+        c->output = m->output;
+    }
+    c->packed_bytes = size;
+    return 0;
+}
+
+
 static llm_backend *
 cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     llm_tp_group *group, float *shared, char *err, size_t err_len)
@@ -1008,7 +1108,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
         || c->hb2 == NULL || c->att_items == NULL
         || c->inv_freq == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
-        || cpu_slots_init(c, m, o, n, shared) != 0)
+        || cpu_slots_init(c, m, o, n, shared) != 0
+        || cpu_pack_weights(c, m, o->exact) != 0)
     {
         snprintf(err, err_len, "cpu backend: out of memory (or no threads) "
                  "for a batch of %d tokens", n);

@@ -573,6 +573,89 @@ test_views(uint32_t type, llm_threadpool *tp)
 }
 
 
+/* packed weights (llm_pack): every kernel on them, any n_x, threads,
+ * prepared activations and row/column views give the unpacked matrix's
+ * bits; the packing itself refused where it cannot apply */
+static void
+test_packed(const test_matrix *m, llm_threadpool **pools)
+{
+    enum { NX = 21 };
+    const char *tn = ggml_type_name(m->type);
+    int isa0 = llm_kernels_isa(), diff = 0, runs = 0, n_rows;
+    size_t on = (size_t) NX * m->rows;
+    float *x = malloc(sizeof(float) * NX * m->cols);
+    float *want = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    void *buf = NULL, *pd;
+    llm_tensor p, v, vp;
+    llm_act a;
+
+    if (llm_quant_block(m->type) != LLM_QK) {
+        return;
+    }
+    for (int k = 0; k < NX * m->cols; k++) {
+        x[k] = rndf();
+    }
+    pd = llm_alloc_aligned(llm_pack_size(&m->t));
+    llm_pack(&m->t, pd, &p);
+    n_rows = (m->rows + 15) / 16 * 16;
+    ok(p.pack == LLM_PACK_ROWS && p.rows == m->rows
+       && llm_pack_size(&m->t) == (size_t) n_rows * m->t.row_stride,
+       "%s %dx%d packed: %d rows in groups of 16, the same bytes per row",
+       tn, m->rows, m->cols, m->rows);
+
+    for (int isa = LLM_ISA_SCALAR; isa <= LLM_ISA_AVX512; isa++) {
+        if (llm_kernels_set_isa(isa) != 0) {
+            continue;
+        }
+        for (int n = 1; n <= NX; n += n < 6 ? 1 : 5) {
+            for (int th = 0; th < 3; th++) {
+                llm_kernels_set_isa(LLM_ISA_SCALAR);
+                llm_matmul(NULL, want, x, n, &m->t);
+                llm_kernels_set_isa(isa);
+                memset(got, 0xff, sizeof(float) * n * m->rows);
+                llm_matmul(pools[th], got, x, n, &p);
+                diff += memcmp(got, want, sizeof(float) * n * m->rows) != 0;
+                runs++;
+            }
+            /* prepared activations over row ranges of whole groups */
+            free(buf);
+            buf = llm_alloc_aligned(llm_act_size(&p, n));
+            llm_act_make(&a, buf, x, m->cols, n, &p);
+            memset(got, 0xff, sizeof(float) * n * m->rows);
+            for (int r0 = 0; r0 < m->rows; r0 += 32) {
+                int nr = m->rows - r0 < 32 ? m->rows - r0 : 32;
+                v = llm_tensor_rows(&p, r0, nr);
+                llm_matmul_act(got + r0, m->rows, &a, &v);
+            }
+            diff += memcmp(got, want, sizeof(float) * n * m->rows) != 0;
+            runs++;
+        }
+    }
+    llm_kernels_set_isa(isa0);
+    ok(runs > 0 && diff == 0, "%s %dx%d packed == unpacked, bit for bit "
+       "(every instruction set, n_x 1..%d, 1-3 threads, prepared row "
+       "ranges: %d runs)", tn, m->rows, m->cols, NX, runs);
+
+    /* a column range of the packed matrix == of the unpacked one */
+    if (m->cols >= 3 * LLM_QK) {
+        v = llm_tensor_cols(&m->t, LLM_QK, m->cols - 2 * LLM_QK);
+        vp = llm_tensor_cols(&p, LLM_QK, m->cols - 2 * LLM_QK);
+        vp = llm_tensor_rows(&vp, 16, m->rows - 16);
+        v = llm_tensor_rows(&v, 16, m->rows - 16);
+        llm_matmul(pools[1], want, x, 3, &v);
+        llm_matmul(pools[1], got, x, 3, &vp);
+        ok(memcmp(got, want, sizeof(float) * 3 * v.rows) == 0, "%s packed: "
+           "view of columns %d..%d, rows 16.. == unpacked view", tn, LLM_QK,
+           m->cols - LLM_QK - 1);
+    }
+    free(pd);
+    free(buf);
+    free(x);
+    free(want);
+    free(got);
+}
+
+
 static void
 test_checks(void)
 {
@@ -796,6 +879,8 @@ main(void)
         test_matmul_invariants(&big, pools);
         test_prepared(&m);
         test_prepared(&big);
+        test_packed(&m, pools);
+        test_packed(&big, pools);
         test_views(types[t], pools[1]);
         free(m.data);
         free(big.data);
