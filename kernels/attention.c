@@ -1,7 +1,8 @@
 /*
  * Causal attention over a paged KV cache (attention.h): the scalar
- * definition, and an AVX-512 kernel that computes the same operations
- * lane for lane for up to LLM_ATT_MAX_Q queries at once.
+ * definition, and AVX-512 and AVX2 kernels that compute the same
+ * operations lane for lane for up to LLM_ATT_MAX_Q (AVX2: 3) queries at
+ * once.
  *
  * The AVX-512 kernel's lanes are the 16 positions of a tile: K is stored
  * transposed, so one load gives dimension d of all 16 keys and a score
@@ -405,6 +406,243 @@ name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale)     \
 ATT_VARIANT(att_avx512_f16, 1)
 ATT_VARIANT(att_avx512_f32, 0)
 
+
+/* --- AVX2: the same operations on pairs of 8-lane vectors ---------------- */
+
+#define TGT2 __attribute__((target("avx2,fma,f16c")))
+#define ATT2_MAX_Q  3        /* 16 ymm registers: 3 queries x 4 chains */
+
+TGT2 static INLINE __m256
+ld8(const uint8_t *base, size_t i, const int f16)
+{
+    if (f16) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(
+                   (const __m128i *) (base + 2 * i)));
+    }
+    return _mm256_loadu_ps((const float *) base + i);
+}
+
+
+/* the last n < 8 values, zero beyond */
+TGT2 static INLINE __m256
+ld8_tail(const uint8_t *base, size_t i, const int f16, int n)
+{
+    float  f[8] = { 0 };
+    int    e;
+
+    for (e = 0; e < n; e++) {
+        f[e] = f16 ? llm_fp16_to_fp32(((const uint16_t *) base)[i + e])
+                   : ((const float *) base)[i + e];
+    }
+    return _mm256_loadu_ps(f);
+}
+
+
+/* llm_att_exp lane by lane */
+TGT2 static INLINE __m256
+exp8(__m256 x)
+{
+    __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(ATT_EXP_MIN), _CMP_GE_OQ);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(ATT_LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_HI), x);
+    __m256 p = _mm256_set1_ps(att_exp_c[0]);
+    __m256i e;
+
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_LO), r);
+#pragma GCC unroll 8
+    for (int k = 1; k < 6; k++) {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(att_exp_c[k]));
+    }
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                           _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
+}
+
+
+/* hsum16_ref's tree over lanes lo[0..7], hi[0..7] */
+TGT2 static INLINE float
+hsum16_2(__m256 lo, __m256 hi)
+{
+    __m256 a = _mm256_add_ps(lo, hi);
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a),
+                          _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+
+
+TGT2 static INLINE float
+max16_2(__m256 lo, __m256 hi)
+{
+    __m256 a = _mm256_max_ps(lo, hi);
+    __m128 b = _mm_max_ps(_mm256_castps256_ps128(a),
+                          _mm256_extractf128_ps(a, 1));
+
+    b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_max_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+
+
+/* scores of one half (lanes 8h..8h+7) of tile c for N queries */
+TGT2 static INLINE void
+half_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
+    const int F16, const uint8_t *col, __m256 sc[], float scale)
+{
+    __m256  a[ATT2_MAX_Q][4], kv;
+    int     d, i, r, hd = s->hd, bs = s->block_size;
+
+#pragma GCC unroll 4
+    for (i = 0; i < N; i++) {
+        a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm256_setzero_ps();
+    }
+    for (d = 0; d + 4 <= hd; d += 4) {
+#pragma GCC unroll 4
+        for (r = 0; r < 4; r++) {
+            kv = ld8(col, (size_t) (d + r) * bs, F16);
+#pragma GCC unroll 4
+            for (i = 0; i < N; i++) {
+                a[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(q[i].q[d + r]), kv,
+                                          a[i][r]);
+            }
+        }
+    }
+    for (r = 0; d < hd; d++, r++) {
+        kv = ld8(col, (size_t) d * bs, F16);
+#pragma GCC unroll 4
+        for (i = 0; i < N; i++) {
+            a[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(q[i].q[d]), kv, a[i][r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (i = 0; i < N; i++) {
+        sc[i] = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]),
+                                            _mm256_add_ps(a[i][2], a[i][3])),
+                              _mm256_set1_ps(scale));
+    }
+}
+
+
+/* lanes of positions base..base+7 inside t0..p, as a float mask */
+TGT2 static INLINE __m256
+valid8(int base, int t0, int p)
+{
+    __m256i pos = _mm256_add_epi32(_mm256_set1_epi32(base),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(t0), pos);
+    __m256i hi = _mm256_cmpgt_epi32(pos, _mm256_set1_epi32(p));
+
+    return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_or_si256(lo, hi),
+                                                   _mm256_set1_epi32(-1)));
+}
+
+
+TGT2 static INLINE void
+att_avx2(const llm_att_seq *s, const llm_att_query *q, const int N,
+    const int F16, float scale)
+{
+    float      o[ATT2_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(32)));
+    float      pr[ATT2_MAX_Q][16] __attribute__((aligned(32)));
+    float      m[ATT2_MAX_Q], l[ATT2_MAX_Q], alpha[ATT2_MAX_Q], tmax, mn;
+    unsigned   vm[ATT2_MAX_Q];
+    __m256     lo[ATT2_MAX_Q], hi[ATT2_MAX_Q], ov[ATT2_MAX_Q], vv, ml, mh;
+    __m256     ninf = _mm256_set1_ps(-INFINITY);
+    int        i, j, k, d, c, c_lo, c_hi, slot0, hd = s->hd, full;
+    size_t     esz = F16 ? 2 : 4;
+    const uint8_t *kb, *vb, *col, *row;
+
+    c_lo = q[0].t0;
+    c_hi = q[0].p;
+    for (i = 0; i < N; i++) {
+        memset(o[i], 0, sizeof(float) * hd);
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+        alpha[i] = 1.0f;
+        c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
+        c_hi = q[i].p > c_hi ? q[i].p : c_hi;
+    }
+    c_lo /= LLM_ATT_TILE;
+    c_hi /= LLM_ATT_TILE;
+
+    for (c = c_lo; c <= c_hi; c++) {
+        tile_at(s, c, &kb, &vb, &slot0);
+        col = kb + ((size_t) s->head_off * s->block_size + slot0) * esz;
+        half_scores(s, q, N, F16, col, lo, scale);
+        half_scores(s, q, N, F16, col + 8 * esz, hi, scale);
+        full = 1;
+        for (i = 0; i < N; i++) {
+            ml = valid8(c * LLM_ATT_TILE, q[i].t0, q[i].p);
+            mh = valid8(c * LLM_ATT_TILE + 8, q[i].t0, q[i].p);
+            vm[i] = (unsigned) _mm256_movemask_ps(ml)
+                    | (unsigned) _mm256_movemask_ps(mh) << 8;
+            full &= vm[i] == 0xffff;
+            if (vm[i] == 0) {
+                continue;
+            }
+            lo[i] = _mm256_blendv_ps(ninf, lo[i], ml);
+            hi[i] = _mm256_blendv_ps(ninf, hi[i], mh);
+            tmax = max16_2(lo[i], hi[i]);
+            mn = m[i] > tmax ? m[i] : tmax;
+            alpha[i] = llm_att_exp(m[i] - mn);
+            lo[i] = exp8(_mm256_sub_ps(lo[i], _mm256_set1_ps(mn)));
+            hi[i] = exp8(_mm256_sub_ps(hi[i], _mm256_set1_ps(mn)));
+            l[i] = fmaf(l[i], alpha[i], hsum16_2(lo[i], hi[i]));
+            _mm256_store_ps(pr[i], lo[i]);
+            _mm256_store_ps(pr[i] + 8, hi[i]);
+            m[i] = mn;
+        }
+        for (k = 0; k < hd; k += 8) {
+            int n = hd - k < 8 ? hd - k : 8;
+            row = vb + ((size_t) slot0 * s->kv_dim + s->head_off + k) * esz;
+            for (i = 0; i < N; i++) {
+                ov[i] = _mm256_mul_ps(_mm256_loadu_ps(o[i] + k),
+                                      _mm256_set1_ps(alpha[i]));
+            }
+            for (j = 0; j < 16; j++) {
+                vv = n == 8 ? ld8(row, (size_t) j * s->kv_dim, F16)
+                            : ld8_tail(row, (size_t) j * s->kv_dim, F16, n);
+#pragma GCC unroll 4
+                for (i = 0; i < N; i++) {
+                    if (full || (vm[i] >> j & 1)) {
+                        ov[i] = _mm256_fmadd_ps(_mm256_set1_ps(pr[i][j]), vv,
+                                                ov[i]);
+                    }
+                }
+            }
+            for (i = 0; i < N; i++) {
+                if (vm[i]) {
+                    float t[8];
+                    _mm256_storeu_ps(t, ov[i]);
+                    memcpy(o[i] + k, t, sizeof(float) * n);
+                }
+            }
+        }
+    }
+    for (i = 0; i < N; i++) {
+        for (d = 0; d < hd; d++) {
+            q[i].out[d] = o[i][d] / l[i];
+        }
+    }
+}
+
+
+#define ATT2_VARIANT(name, F16)                                              \
+TGT2 static void                                                             \
+name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale)     \
+{                                                                            \
+    switch (nq) {                                                            \
+    case 1: att_avx2(s, q, 1, F16, scale); break;                            \
+    case 2: att_avx2(s, q, 2, F16, scale); break;                            \
+    default: att_avx2(s, q, 3, F16, scale); break;                           \
+    }                                                                        \
+}
+
+ATT2_VARIANT(att_avx2_f16, 1)
+ATT2_VARIANT(att_avx2_f32, 0)
+
 #endif
 
 
@@ -423,6 +661,17 @@ llm_attention(const llm_att_seq *s, const llm_att_query *q, int nq,
                 att_avx512_f16(s, q, n, scale);
             } else {
                 att_avx512_f32(s, q, n, scale);
+            }
+        }
+        return;
+    }
+    if (llm_kernels_isa() == LLM_ISA_AVX2) {
+        for ( /* void */ ; nq > 0; q += ATT2_MAX_Q, nq -= ATT2_MAX_Q) {
+            int n = nq < ATT2_MAX_Q ? nq : ATT2_MAX_Q;
+            if (s->f16) {
+                att_avx2_f16(s, q, n, scale);
+            } else {
+                att_avx2_f32(s, q, n, scale);
             }
         }
         return;

@@ -184,7 +184,6 @@ test_config(int hd, int n_kv, int bs, int f16, int window)
     float      *got = malloc(sizeof(float) * N_Q * N_POS * hd);
     double      o[LLM_ATT_MAX_HD], worst = 0.0, bound = 0.0;
     int         h, p, d, k, n, same_single = 1, same_group = 1, acc = 1;
-    int         has512 = llm_kernels_isa() == LLM_ISA_AVX512;
     float       scale = 1.0f / sqrtf((float) hd);
     char        what[128];
 
@@ -227,7 +226,7 @@ test_config(int hd, int n_kv, int bs, int f16, int window)
         }
     }
     ok(same_single, "%s: %s kernel, one query a call == reference, bit for "
-       "bit", what, has512 ? "AVX-512" : "reference");
+       "bit", what, llm_kernels_isa_name(llm_kernels_isa()));
 
     /* prefill shapes: n consecutive positions times k heads a call, every
      * size 1..LLM_ATT_MAX_Q, from every start position */
@@ -298,10 +297,19 @@ main(void)
     test_config(64, 2, 16, 1, 21);     /* sliding window */
     test_config(64, 2, 32, 0, 40);
 
-    /* the same through the reference path chosen by LLM_ISA=scalar */
-    if (llm_kernels_isa() != LLM_ISA_SCALAR
-        && llm_kernels_set_isa(LLM_ISA_SCALAR) == 0)
+    /* the same through the AVX2 kernel and the reference path (as
+     * LLM_ISA=avx2 or scalar choose them) */
+    if (llm_kernels_isa() > LLM_ISA_AVX2
+        && llm_kernels_set_isa(LLM_ISA_AVX2) == 0)
     {
+        test_config(64, 3, 16, 1, 0);
+        test_config(128, 2, 32, 1, 0);
+        test_config(8, 8, 16, 1, 0);
+        test_config(18, 2, 16, 1, 0);
+        test_config(20, 2, 16, 0, 0);
+        test_config(64, 2, 16, 1, 21);
+    }
+    if (llm_kernels_set_isa(LLM_ISA_SCALAR) == 0) {
         test_config(64, 3, 16, 1, 0);
     }
     return tap_done();
