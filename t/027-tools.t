@@ -188,10 +188,10 @@ qq{POST /v1/chat/completions
 
 
 
-=== TEST 14: tool_choice required is enforced by the engine's grammar: a call, never prose
+=== TEST 14: tool_choice required is enforced by the engine's grammar: a call, never prose (one call: the greedy path may list several, past max_tokens)
 --- request eval
 qq{POST /v1/chat/completions
-{"model":"smollm2","messages":[{"role":"user","content":"Hi"}],"tools":$ENV{TEST_NGINX_TOOLS},"tool_choice":"required","max_tokens":80,"temperature":0}}
+{"model":"smollm2","messages":[{"role":"user","content":"Hi"}],"tools":$ENV{TEST_NGINX_TOOLS},"tool_choice":"required","parallel_tool_calls":false,"max_tokens":80,"temperature":0}}
 --- error_code: 200
 --- response_body_like: "content":null,"tool_calls":\[\{"id":"call_\w+","type":"function","function":\{"name":"get_weather","arguments":"\{\\"city\\":.*"finish_reason":"tool_calls"
 --- no_error_log
