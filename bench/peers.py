@@ -44,9 +44,12 @@ def bench_result(a):
     best, mean = max(samples), sum(samples) / len(samples)
     # mainline: n_depth; ik_llama.cpp's -gp: n_prompt is the depth
     depth = t.get("n_depth", 0) or (t["n_prompt"] if t.get("n_gen") else 0)
+    # ik_llama.cpp: a bool; llama.cpp: its enum (-1 auto, 0 off, 1 on)
     fa = t.get("flash_attn", "?")
-    fa = {True: "on", False: "off"}.get(fa, fa) if isinstance(fa, bool) \
-        else str(fa).replace(" ", "_")
+    if isinstance(fa, bool):
+        fa = "on" if fa else "off"
+    else:
+        fa = {-1: "auto", 0: "off", 1: "on"}.get(fa, str(fa).replace(" ", "_"))
     print("RESULT mode=kern engine=%s kind=%s ctx=%d%s n_prompt=%d "
           "n_gen=%d depth=%d tok_s=%.2f mean_tok_s=%.2f reps=%d "
           "flash_attn=%s build=%s %s"

@@ -357,18 +357,21 @@ PEER_OUT=$B/peers
 [ ${#PEERS[@]} -gt 0 ] && mkdir -p "$PEER_OUT"
 
 start_peers() {  # each peer's llama-server on a port of its own
-    local e i=10 code jinja
+    local e i=10 code jinja cmd
     for e in "${PEERS[@]}"; do
         PEER_PORT[$e]=$((PORT + i)); i=$((i + 1))
         # --jinja: the model's own chat template, as ours applies it (without
         # it ik_llama.cpp's server uses a built-in chatml with no default
         # system block: half the prompt tokens)
-        jinja=
-        "${PEER_DIR[$e]}/llama-server" --help 2>&1 | grep -q -- '--jinja' \
-            && jinja=--jinja
-        "${PEER_DIR[$e]}/llama-server" -m "$MODEL" -t "$THREADS" -np 16 \
-            -c 8192 $jinja --host 127.0.0.1 --port "${PEER_PORT[$e]}" \
-            > "$PEER_OUT/$e-server.log" 2>&1 &
+        # (the help read whole first: grep -q stops reading, and pipefail
+        # would take the server's SIGPIPE for a missing flag)
+        jinja=$("${PEER_DIR[$e]}/llama-server" --help 2>&1)
+        grep -q -- '--jinja' <<<"$jinja" && jinja=--jinja || jinja=
+        cmd=("${PEER_DIR[$e]}/llama-server" -m "$MODEL" -t "$THREADS" \
+             -np 16 -c 8192 $jinja --host 127.0.0.1 \
+             --port "${PEER_PORT[$e]}")
+        echo "${cmd[*]}" > "$PEER_OUT/$e-server.log"
+        "${cmd[@]}" >> "$PEER_OUT/$e-server.log" 2>&1 &
         PEER_PID[$e]=$!
     done
     for e in "${PEERS[@]}"; do
