@@ -102,8 +102,11 @@ for e in llama ik; do
             || die "${PEER_DIR[$e]}/$f is missing (LLAMA_BIN / IK_LLAMA_BIN:" \
                    "folders of llama-bench and llama-server, docs/perf.md)"
     done
+    PEER_DIR[$e]=$(realpath "${PEER_DIR[$e]}")
     PEERS+=("$e")
 done
+# the peers run in build/bench/peers: absolute paths
+[ ${#PEERS[@]} -gt 0 ] && MODEL=$(realpath "$MODEL")
 [ "$PEERS_ONLY" = 1 ] && [ ${#PEERS[@]} = 0 ] \
     && die "PEERS_ONLY=1 without LLAMA_BIN or IK_LLAMA_BIN"
 
@@ -371,7 +374,9 @@ start_peers() {  # each peer's llama-server on a port of its own
              -np 16 -c 8192 $jinja --host 127.0.0.1 \
              --port "${PEER_PORT[$e]}")
         echo "${cmd[*]}" > "$PEER_OUT/$e-server.log"
-        "${cmd[@]}" >> "$PEER_OUT/$e-server.log" 2>&1 &
+        # in build/bench/peers: ik_llama.cpp's server writes llama.log in
+        # its working directory
+        (cd "$PEER_OUT" && exec "${cmd[@]}" >> "$e-server.log" 2>&1) &
         PEER_PID[$e]=$!
     done
     for e in "${PEERS[@]}"; do
@@ -405,9 +410,10 @@ peer_bench() {  # peer_bench ENGINE KIND CTX ROUND [RTR] -- llama-bench args
     la=$(loadavg)
     out=$PEER_OUT/$e-bench.json
     v=kern-$e${rtr:+-rtr$rtr}-$kind-$ctx
-    if ! "${PEER_DIR[$e]}/llama-bench" -m "$MODEL" -t "$THREADS" \
-            -r "$PEER_REPS" "$@" ${rtr:+-rtr "$rtr"} -o json \
-            > "$out" 2> "$PEER_OUT/$e-bench.log"; then
+    if ! (cd "$PEER_OUT" && exec "${PEER_DIR[$e]}/llama-bench" \
+            -m "$MODEL" -t "$THREADS" -r "$PEER_REPS" "$@" \
+            ${rtr:+-rtr "$rtr"} -o json) > "$out" 2> "$PEER_OUT/$e-bench.log"
+    then
         echo "bench: $e llama-bench $* failed (see $PEER_OUT/$e-bench.log)" >&2
         return
     fi
