@@ -583,8 +583,7 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     const char *tn = ggml_type_name(m->type);
     int isa0 = llm_kernels_isa(), diff = 0, runs = 0, n_rows;
     size_t on = (size_t) NX * m->rows;
-    float *x = malloc(sizeof(float) * NX * m->cols);
-    float *want = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    float *x, *want, *got;
     void *buf = NULL, *pd;
     llm_tensor p, v, vp;
     llm_act a;
@@ -592,6 +591,9 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     if (llm_quant_block(m->type) != LLM_QK) {
         return;
     }
+    x = malloc(sizeof(float) * NX * m->cols);
+    want = malloc(sizeof(float) * on);
+    got = malloc(sizeof(float) * on);
     for (int k = 0; k < NX * m->cols; k++) {
         x[k] = rndf();
     }
