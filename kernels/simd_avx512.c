@@ -590,10 +590,48 @@ tile_q8_0(const llm_tile *t)
  * accumulators of the canonical order are taken one at a time (blocks
  * j, j + 8, ... into accumulator j), so only X of them are live.
  */
+/* a block of a packed group made ready once for many activation rows:
+ * the 8 quant vectors as unsigned bytes, then d and Q4_1's m as floats */
+#define UB_BYTES   640
+#define UB_BLOCKS  64           /* 40 KB on the stack: L1 and a bit of L2 */
+
+TGT static INLINE void
+unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
+{
+    const int qa = kind == Q4_1 ? 64 : 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t) b * pb;
+        uint8_t *u = ub + (size_t) b * UB_BYTES;
+
+        if (kind == Q8_0) {
+            for (int k = 0; k < 8; k++) {
+                _mm512_store_si512(u + 64 * k,
+                                   _mm512_loadu_si512(blk + qa + 64 * k));
+            }
+        } else {
+            for (int q = 0; q < 4; q++) {
+                __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
+                _mm512_store_si512(u + 64 * q, _mm512_and_si512(v, m4));
+                _mm512_store_si512(u + 64 * (q + 4), _mm512_and_si512(
+                                       _mm512_srli_epi16(v, 4), m4));
+            }
+        }
+        _mm512_store_ps(u + 512, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                     (const __m256i *) blk)));
+        if (kind == Q4_1) {
+            _mm512_store_ps(u + 576, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                         (const __m256i *) (blk + 32))));
+        }
+    }
+}
+
+
 TGT static INLINE void
 packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
-    const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
-    __mmask16 rows)
+    const uint8_t *ub, const uint8_t *act, size_t act_stride, float *out,
+    size_t ld_out, __mmask16 rows)
 {
     __m512 ra[4][8], rm[4][8];
     const int qa = kind == Q4_1 ? 64 : 32;
@@ -610,20 +648,35 @@ packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
         }
         for (int b = j; b < nb; b += 8) {
             const uint8_t *blk = w + (size_t) b * pb;
-            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-            __m512 mw = _mm512_setzero_ps();
+            __m512 dw, mw = _mm512_setzero_ps();
             __m512i g[8];
 
-            if (kind == Q4_1) {
-                mw = _mm512_cvtph_ps(_mm256_loadu_si256(
-                         (const __m256i *) (blk + 32)));
-            }
-            if (kind == Q8_0) {
+            if (ub != NULL) {
+                const uint8_t *u = ub + (size_t) b * UB_BYTES;
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    g[k] = _mm512_load_si512(u + 64 * k);
+                }
+                dw = _mm512_load_ps(u + 512);
+                if (kind == Q4_1) {
+                    mw = _mm512_load_ps(u + 576);
+                }
+            } else if (kind == Q8_0) {
+                dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
 #pragma GCC unroll 8
                 for (int k = 0; k < 8; k++) {
                     g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
                 }
             } else {
+                dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+                if (kind == Q4_1) {
+                    mw = _mm512_cvtph_ps(_mm256_loadu_si256(
+                             (const __m256i *) (blk + 32)));
+                }
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
+                }
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
@@ -751,18 +804,26 @@ tile_packed(const int kind, const int bytes, const llm_tile *t)
     size_t pb = (size_t) 16 * bytes;
     int nb = t->n / LLM_QK, i;
     __mmask16 rows = (__mmask16) ((1u << t->n_w) - 1);
+    uint8_t ubuf[UB_BLOCKS * UB_BYTES] __attribute__((aligned(64)));
+    const uint8_t *ub = NULL;
 
+    /* many activation rows (prefill): unpack the group once for all of
+       them instead of once per pass of 4 */
+    if (t->n_x >= 8 && nb <= UB_BLOCKS) {
+        unpack_group(kind, t->w, pb, nb, ubuf);
+        ub = ubuf;
+    }
     for (i = 0; i + 4 <= t->n_x; i += 4) {
-        packed_x(kind, 4, t->w, pb, nb, t->act + i * t->act_stride,
+        packed_x(kind, 4, t->w, pb, nb, ub, t->act + i * t->act_stride,
                  t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
     }
     switch (t->n_x - i) {
     case 3:
-        packed_x(kind, 3, t->w, pb, nb, t->act + i * t->act_stride,
+        packed_x(kind, 3, t->w, pb, nb, ub, t->act + i * t->act_stride,
                  t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
         break;
     case 2:
-        packed_x(kind, 2, t->w, pb, nb, t->act + i * t->act_stride,
+        packed_x(kind, 2, t->w, pb, nb, ub, t->act + i * t->act_stride,
                  t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
         break;
     case 1:
