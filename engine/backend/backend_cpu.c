@@ -190,24 +190,39 @@ rmsnorm_rows(cpu_ctx *c, float *out, const float *in, const float *w,
 }
 
 
-/* rotate (x[a], x[b]) pairs of one head: llama's GGUF (Meta) order pairs
- * adjacent elements, NEOX order pairs i with i + rope_dim/2 */
+/* a position's rope cos and sin (rope_dim/2 of each), once for all the
+ * heads it rotates */
 static void
-rope_head(float *x, int pos, const float *inv_freq, int rope_dim, int neox)
+rope_angles(float *cs, float *sn, int pos, const float *inv_freq,
+    int rope_dim)
+{
+    int    i;
+    float  angle;
+
+    for (i = 0; i < rope_dim / 2; i++) {
+        angle = (float) pos * inv_freq[i];
+        cs[i] = cosf(angle);
+        sn[i] = sinf(angle);
+    }
+}
+
+
+/* rotate (x[a], x[b]) pairs of one head by a position's angles: llama's
+ * GGUF (Meta) order pairs adjacent elements, NEOX order pairs i with
+ * i + rope_dim/2 */
+static void
+rope_head(float *x, const float *cs, const float *sn, int rope_dim, int neox)
 {
     int    i, a, b, half = rope_dim / 2;
-    float  angle, cs, sn, x0, x1;
+    float  x0, x1;
 
     for (i = 0; i < half; i++) {
-        angle = (float) pos * inv_freq[i];
-        cs = cosf(angle);
-        sn = sinf(angle);
         a = neox ? i : 2 * i;
         b = neox ? i + half : 2 * i + 1;
         x0 = x[a];
         x1 = x[b];
-        x[a] = x0 * cs - x1 * sn;
-        x[b] = x0 * sn + x1 * cs;
+        x[a] = x0 * cs[i] - x1 * sn[i];
+        x[b] = x0 * sn[i] + x1 * cs[i];
     }
 }
 
@@ -253,6 +268,7 @@ qkv_finish_task(void *arg, int ith, int nth)
     const llm_layer    *l = &c->layers[j->layer];
     const llm_batch    *b = j->batch;
     int                 i, h, e, hd = cfg->head_dim, bs = c->kv.block_size;
+    float               cs[LLM_ATT_MAX_HD / 2], sn[LLM_ATT_MAX_HD / 2];
 
     for (i = ith; i < b->n_tokens; i += nth) {
         float    *q = c->q + (size_t) i * c->q_dim;
@@ -262,6 +278,7 @@ qkv_finish_task(void *arg, int ith, int nth)
         int32_t   blk = b->block_table[b->seq[i]][p / bs];
         int       slot = p % bs;
 
+        rope_angles(cs, sn, p, c->inv_freq, cfg->rope_dim);
         if (l->bq != NULL) {
             for (e = 0; e < c->q_dim; e++) q[e] += l->bq[e];
             for (e = 0; e < c->kv_dim; e++) k[e] += l->bk[e];
@@ -272,16 +289,14 @@ qkv_finish_task(void *arg, int ith, int nth)
                 rmsnorm_row(q + h * hd, q + h * hd, l->q_norm, hd,
                             cfg->norm_eps);
             }
-            rope_head(q + h * hd, p, c->inv_freq, cfg->rope_dim,
-                      cfg->rope_neox);
+            rope_head(q + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
         for (h = 0; h < c->n_kv_heads; h++) {
             if (l->k_norm != NULL) {
                 rmsnorm_row(k + h * hd, k + h * hd, l->k_norm, hd,
                             cfg->norm_eps);
             }
-            rope_head(k + h * hd, p, c->inv_freq, cfg->rope_dim,
-                      cfg->rope_neox);
+            rope_head(k + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
         kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k, 1);
         kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v, 0);

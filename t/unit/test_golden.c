@@ -187,7 +187,6 @@ model_path(const cJSON *model, char *out, size_t len)
 {
     const char *base = cJSON_GetStringValue(cJSON_GetObjectItem(model, "base"));
     const char *rel = cJSON_GetStringValue(cJSON_GetObjectItem(model, "path"));
-    const char *env;
 
     if (base == NULL || rel == NULL) {
         snprintf(out, len, "(no model in golden)");
