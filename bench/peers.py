@@ -307,6 +307,14 @@ def report(a):
                    if e in builds), n_rounds,
            os.path.basename(a.model) if a.model else "?"))
     add("")
+    if a.note:
+        names = dict(ENGINES)
+        add("Arguments added to the peers' defaults: %s."
+            % "; ".join("%s %s `%s`" % (names.get(n.split()[0], n.split()[0]),
+                                        n.split()[1].rstrip(":"),
+                                        n.split(":", 1)[1].strip())
+                        for n in a.note))
+        add("")
     kernels_table(rows, engines, add)
     serving_table(rows, engines, add)
     text = "\n".join(out).rstrip("\n")
@@ -346,6 +354,8 @@ def main():
     r.add_argument("--md")
     r.add_argument("--commit", default="")
     r.add_argument("--model", default="")
+    r.add_argument("--note", action="append", default=[],
+                   help="ENGINE TOOL: ARGS, arguments added to a peer's")
     a = ap.parse_args()
     if a.cmd == "bench-result":
         bench_result(a)

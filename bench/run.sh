@@ -54,7 +54,9 @@
 # Environment: BUILD, MODEL, ROUNDS (3), THREADS (2), PORT, NGINX,
 # PERF_MD, PERF_SVG; peer mode: LLAMA_BIN, IK_LLAMA_BIN, PEERS_ONLY (0),
 # PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_REPS (3,
-# llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1).
+# llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1), and arguments added
+# to a peer's llama-bench or llama-server (empty: its defaults):
+# LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS.
 
 set -uo pipefail
 
@@ -75,6 +77,10 @@ PEER_STREAMS=${PEER_STREAMS:-1 16 64}
 PEER_REPS=${PEER_REPS:-3}
 PEER_KERNELS=${PEER_KERNELS:-1}
 PEER_SERVE=${PEER_SERVE:-1}
+declare -A PEER_BENCH_ARGS=([llama]=${LLAMA_BENCH_ARGS:-} \
+                            [ik]=${IK_BENCH_ARGS:-})
+declare -A PEER_SERVER_ARGS=([llama]=${LLAMA_SERVER_ARGS:-} \
+                             [ik]=${IK_SERVER_ARGS:-})
 
 B=$BUILD/bench
 P=$B/nginx
@@ -371,8 +377,8 @@ start_peers() {  # each peer's llama-server on a port of its own
         jinja=$("${PEER_DIR[$e]}/llama-server" --help 2>&1)
         grep -q -- '--jinja' <<<"$jinja" && jinja=--jinja || jinja=
         cmd=("${PEER_DIR[$e]}/llama-server" -m "$MODEL" -t "$THREADS" \
-             -np 16 -c 8192 $jinja --host 127.0.0.1 \
-             --port "${PEER_PORT[$e]}")
+             -np 16 -c 8192 $jinja ${PEER_SERVER_ARGS[$e]} \
+             --host 127.0.0.1 --port "${PEER_PORT[$e]}")
         echo "${cmd[*]}" > "$PEER_OUT/$e-server.log"
         # in build/bench/peers: ik_llama.cpp's server writes llama.log in
         # its working directory
@@ -412,7 +418,8 @@ peer_bench() {  # peer_bench ENGINE KIND CTX ROUND [RTR] -- llama-bench args
     v=kern-$e${rtr:+-rtr$rtr}-$kind-$ctx
     if ! (cd "$PEER_OUT" && exec "${PEER_DIR[$e]}/llama-bench" \
             -m "$MODEL" -t "$THREADS" -r "$PEER_REPS" "$@" \
-            ${rtr:+-rtr "$rtr"} -o json) > "$out" 2> "$PEER_OUT/$e-bench.log"
+            ${rtr:+-rtr "$rtr"} ${PEER_BENCH_ARGS[$e]} -o json) \
+            > "$out" 2> "$PEER_OUT/$e-bench.log"
     then
         echo "bench: $e llama-bench $* failed (see $PEER_OUT/$e-bench.log)" >&2
         return
@@ -534,8 +541,15 @@ trap - EXIT
 if [ ${#PEERS[@]} -gt 0 ]; then
     echo
     echo "== peers: ngx_llm against ${PEERS[*]} (bench/peers.py)"
+    notes=()
+    for e in "${PEERS[@]}"; do
+        [ -n "${PEER_BENCH_ARGS[$e]}" ] \
+            && notes+=(--note "$e llama-bench: ${PEER_BENCH_ARGS[$e]}")
+        [ -n "${PEER_SERVER_ARGS[$e]}" ] \
+            && notes+=(--note "$e llama-server: ${PEER_SERVER_ARGS[$e]}")
+    done
     python3 "$ROOT/bench/peers.py" report --results "$RES" --md "$PERF_MD" \
-        --model "$MODEL" \
+        --model "$MODEL" "${notes[@]}" \
         --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 fi
 [ "$PEERS_ONLY" = 1 ] && exit 0
