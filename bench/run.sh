@@ -122,6 +122,16 @@ for f in "$BUILD/modules/ngx_http_llm_module.so" "$BUILD/ngx_llm_engine"; do
     cp "$f" "$B/bin/.tmp" && mv -f "$B/bin/.tmp" "$B/bin/${f##*/}" \
         || die "cannot copy $f"
 done
+# peer mode's kernels run bench/decode for the whole run: a copy too (a
+# rebuild by someone else between rounds changed it under a peer run), and
+# the commit of the tree at the start
+if [ ${#PEERS[@]} -gt 0 ]; then
+    cp "$B/decode" "$B/bin/.tmp" && mv -f "$B/bin/.tmp" "$B/bin/decode" \
+        || die "cannot copy $B/decode"
+    PEER_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)
+    git -C "$ROOT" diff --quiet HEAD -- engine kernels 2>/dev/null \
+        || PEER_COMMIT="$PEER_COMMIT+changes"
+fi
 
 : > "$RES"
 loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
@@ -442,7 +452,7 @@ run_peer_kernels() {  # run_peer_kernels ROUND
             case $e in
             ours)
                 la=$(loadavg)
-                out=$("$B/decode" --model "$MODEL" --threads "$THREADS" \
+                out=$("$B/bin/decode" --model "$MODEL" --threads "$THREADS" \
                       --prompt "$n" --decode "$d" --bw 0) \
                     || { echo "bench: bench/decode --prompt $n failed" >&2
                          continue; }
@@ -549,8 +559,7 @@ if [ ${#PEERS[@]} -gt 0 ]; then
             && notes+=(--note "$e llama-server: ${PEER_SERVER_ARGS[$e]}")
     done
     python3 "$ROOT/bench/peers.py" report --results "$RES" --md "$PERF_MD" \
-        --model "$MODEL" "${notes[@]}" \
-        --commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+        --model "$MODEL" "${notes[@]}" --commit "$PEER_COMMIT"
 fi
 [ "$PEERS_ONLY" = 1 ] && exit 0
 
