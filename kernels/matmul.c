@@ -205,11 +205,91 @@ SCALAR_TILE(tile_q8_0, GGML_TYPE_Q8_0)
 SCALAR_TILE(tile_q4_K, GGML_TYPE_Q4_K)
 SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
 
+/* packed weights (pack.c has the layout): dot_q32's order, one row of the
+ * 16 a lane of each block */
+
+static int
+packed_q(uint32_t type, const uint8_t *blk, int l, int j)
+{
+    const uint8_t *q;
+
+    if (type == GGML_TYPE_Q8_0) {
+        q = blk + 32 + 64 * (j / 4) + 4 * l + j % 4;
+        return (int) *q - 128;
+    }
+    q = blk + (type == GGML_TYPE_Q4_1 ? 64 : 32) + 64 * ((j % 16) / 4) + 4 * l + j % 4;
+    return (j < 16 ? *q & 0xf : *q >> 4) - (type == GGML_TYPE_Q4_0 ? 8 : 0);
+}
+
+
+static float
+packed_half(const uint8_t *p, int l)
+{
+    uint16_t h;
+
+    memcpy(&h, p + 2 * l, 2);
+    return llm_fp16_to_fp32(h);
+}
+
+
+static void
+tile_packed_scalar(uint32_t type, const llm_tile *t)
+{
+    int      nb = t->n / LLM_QK;
+    size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
+
+    for (int l = 0; l < t->n_w; l++) {
+        for (int i = 0; i < t->n_x; i++) {
+            const llm_act_p *x = (const llm_act_p *) (t->act
+                                                      + i * t->act_stride);
+            float acc[8] = { 0 }, msum[8] = { 0 };
+            for (int b = 0; b < nb; b++) {
+                const uint8_t *blk = t->w + b * pb;
+                int isum = 0;
+                for (int j = 0; j < LLM_QK; j++) {
+                    isum += packed_q(type, blk, l, j) * x[b].qs[j];
+                }
+                acc[b % 8] = fmaf(packed_half(blk, l) * x[b].d, (float) isum,
+                                  acc[b % 8]);
+                if (type == GGML_TYPE_Q4_1) {
+                    msum[b % 8] = fmaf(packed_half(blk + 32, l), x[b].s,
+                                       msum[b % 8]);
+                }
+            }
+            t->out[i * t->ld_out + l] = type == GGML_TYPE_Q4_1
+                                        ? llm_hsum8(acc) + llm_hsum8(msum)
+                                        : llm_hsum8(acc);
+        }
+    }
+}
+
+
+static void
+tile_q4_0p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_Q4_0, t);
+}
+
+
+static void
+tile_q4_1p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_Q4_1, t);
+}
+
+
+static void
+tile_q8_0p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_Q8_0, t);
+}
+
+
 const llm_kernel_set llm_kernels_scalar = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
-    .q6_K = tile_q6_K, .q4_0p = llm_tile_q4_0p_scalar,
-    .q4_1p = llm_tile_q4_1p_scalar, .q8_0p = llm_tile_q8_0p_scalar,
+    .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
+    .q8_0p = tile_q8_0p,
 };
 
 

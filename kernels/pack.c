@@ -1,8 +1,8 @@
 /*
  * Packed weights (matmul.h, llm_pack): 16 rows of a Q4_0, Q4_1 or Q8_0
  * matrix interleaved block by block, made once when a backend loads the
- * model, and the scalar kernels that read them (the canonical order of
- * simd.h, like matmul.c's; the AVX-512 ones are in simd_avx512.c).
+ * model (the kernels that read them: matmul.c's scalar ones, the
+ * canonical order of simd.h, and simd_avx512.c's).
  *
  * Layout of block b of a group of 16 rows (llm_pack_block_bytes: 16
  * times the type's block):
@@ -90,83 +90,4 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
     out->data = dst;
     out->pack = LLM_PACK_ROWS;
     out->row_stride = (size_t) nb * pb;
-}
-
-
-/* --- scalar kernels for packed weights: dot_q32's order --------------- */
-
-static int
-packed_q(uint32_t type, const uint8_t *blk, int l, int j)
-{
-    const uint8_t *q;
-
-    if (type == GGML_TYPE_Q8_0) {
-        q = blk + 32 + 64 * (j / 4) + 4 * l + j % 4;
-        return (int) *q - 128;
-    }
-    q = blk + quants_at(type) + 64 * ((j % 16) / 4) + 4 * l + j % 4;
-    return (j < 16 ? *q & 0xf : *q >> 4) - (type == GGML_TYPE_Q4_0 ? 8 : 0);
-}
-
-
-static float
-packed_half(const uint8_t *p, int l)
-{
-    uint16_t h;
-
-    memcpy(&h, p + 2 * l, 2);
-    return llm_fp16_to_fp32(h);
-}
-
-
-static void
-tile_packed_scalar(uint32_t type, const llm_tile *t)
-{
-    int      nb = t->n / LLM_QK;
-    size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
-
-    for (int l = 0; l < t->n_w; l++) {
-        for (int i = 0; i < t->n_x; i++) {
-            const llm_act_p *x = (const llm_act_p *) (t->act
-                                                      + i * t->act_stride);
-            float acc[8] = { 0 }, msum[8] = { 0 };
-            for (int b = 0; b < nb; b++) {
-                const uint8_t *blk = t->w + b * pb;
-                int isum = 0;
-                for (int j = 0; j < LLM_QK; j++) {
-                    isum += packed_q(type, blk, l, j) * x[b].qs[j];
-                }
-                acc[b % 8] = fmaf(packed_half(blk, l) * x[b].d, (float) isum,
-                                  acc[b % 8]);
-                if (type == GGML_TYPE_Q4_1) {
-                    msum[b % 8] = fmaf(packed_half(blk + 32, l), x[b].s,
-                                       msum[b % 8]);
-                }
-            }
-            t->out[i * t->ld_out + l] = type == GGML_TYPE_Q4_1
-                                        ? llm_hsum8(acc) + llm_hsum8(msum)
-                                        : llm_hsum8(acc);
-        }
-    }
-}
-
-
-void
-llm_tile_q4_0p_scalar(const llm_tile *t)
-{
-    tile_packed_scalar(GGML_TYPE_Q4_0, t);
-}
-
-
-void
-llm_tile_q4_1p_scalar(const llm_tile *t)
-{
-    tile_packed_scalar(GGML_TYPE_Q4_1, t);
-}
-
-
-void
-llm_tile_q8_0p_scalar(const llm_tile *t)
-{
-    tile_packed_scalar(GGML_TYPE_Q8_0, t);
 }

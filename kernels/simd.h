@@ -74,11 +74,6 @@ llm_pack_block_bytes(uint32_t type_bytes)
     return (size_t) 16 * type_bytes;
 }
 
-/* pack.c: the scalar kernels of packed weights */
-void llm_tile_q4_0p_scalar(const llm_tile *t);
-void llm_tile_q4_1p_scalar(const llm_tile *t);
-void llm_tile_q8_0p_scalar(const llm_tile *t);
-
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;
 extern const llm_kernel_set llm_kernels_avx512;
