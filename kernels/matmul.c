@@ -206,8 +206,7 @@ SCALAR_TILE(tile_q4_K, GGML_TYPE_Q4_K)
 SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
 
 /* packed weights (pack.c has the layout): dot_q32's order, one row of the
- * 16 a lane of each block */
-
+ * 16 a lane of each block; element j of row l's block as an integer */
 static int
 packed_q(uint32_t type, const uint8_t *blk, int l, int j)
 {
@@ -217,7 +216,8 @@ packed_q(uint32_t type, const uint8_t *blk, int l, int j)
         q = blk + 32 + 64 * (j / 4) + 4 * l + j % 4;
         return (int) *q - 128;
     }
-    q = blk + (type == GGML_TYPE_Q4_1 ? 64 : 32) + 64 * ((j % 16) / 4) + 4 * l + j % 4;
+    q = blk + (type == GGML_TYPE_Q4_1 ? 64 : 32) + 64 * ((j % 16) / 4)
+        + 4 * l + j % 4;
     return (j < 16 ? *q & 0xf : *q >> 4) - (type == GGML_TYPE_Q4_0 ? 8 : 0);
 }
 
