@@ -673,10 +673,6 @@ packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
                     mw = _mm512_cvtph_ps(_mm256_loadu_si256(
                              (const __m256i *) (blk + 32)));
                 }
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
-                }
 #pragma GCC unroll 4
                 for (int q = 0; q < 4; q++) {
                     __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
