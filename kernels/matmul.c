@@ -377,6 +377,12 @@ llm_kernels_set_isa(int isa)
 }
 
 
+/* by instruction set, LLM_ISA_SCALAR .. LLM_ISA_AVX512 */
+static const llm_kernel_set *const kernel_sets[] = {
+    &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
+};
+
+
 static llm_tile_fn
 pick_packed(const llm_kernel_set *set, uint32_t type)
 {
@@ -394,13 +400,9 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
 static llm_tile_fn
 packed_kernel(uint32_t type)
 {
-    static const llm_kernel_set *sets[] = {
-        &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
-    };
-
     for (int isa = llm_kernels_isa(); isa > 0; isa--) {
-        if (pick_packed(sets[isa], type)) {
-            return pick_packed(sets[isa], type);
+        if (pick_packed(kernel_sets[isa], type)) {
+            return pick_packed(kernel_sets[isa], type);
         }
     }
     return pick_packed(&llm_kernels_scalar, type);
@@ -429,16 +431,13 @@ pick_kernel(const llm_kernel_set *set, uint32_t type)
 static const llm_kernel_set *
 kernels_for(uint32_t type, int n_x)
 {
-    static const llm_kernel_set *sets[] = {
-        &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
-    };
     int q32 = llm_quant_block(type) == LLM_QK;
 
     for (int isa = llm_kernels_isa(); isa > 0; isa--) {
-        if (pick_kernel(sets[isa], type)
-            && (!q32 || n_x >= sets[isa]->q32_min_n_x))
+        if (pick_kernel(kernel_sets[isa], type)
+            && (!q32 || n_x >= kernel_sets[isa]->q32_min_n_x))
         {
-            return sets[isa];
+            return kernel_sets[isa];
         }
     }
     return &llm_kernels_scalar;

@@ -723,77 +723,6 @@ packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
 }
 
 
-/* the same for one activation row (decode): blocks in order, each into
- * its accumulator b % 8, all eight live (more independent work per step
- * than packed_x's passes, which would each hold a single block here) */
-TGT static INLINE void
-packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
-    const uint8_t *act, float *out, __mmask16 rows)
-{
-    __m512 acc[8], macc[8], r;
-    const int qa = kind == Q4_1 ? 64 : 32;
-    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
-                                               : GGML_TYPE_Q8_0);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        acc[j] = macc[j] = _mm512_setzero_ps();
-    }
-    for (int b0 = 0; b0 < nb; b0 += 8) {
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            int b = b0 + j;
-            if (b >= nb) {
-                break;
-            }
-            const uint8_t *blk = w + (size_t) b * pb;
-            const llm_act_p *a = (const llm_act_p *) act + b;
-            const int32_t *qd = (const int32_t *) a->qs;
-            __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
-                                      : _mm512_set1_epi32(bias * a->sum);
-            __m512i i1 = _mm512_setzero_si512();
-
-            if (kind == Q8_0) {
-#pragma GCC unroll 4
-                for (int k = 0; k < 8; k += 2) {
-                    i0 = _mm512_dpbusd_epi32(i0,
-                             _mm512_loadu_si512(blk + qa + 64 * k),
-                             _mm512_set1_epi32(qd[k]));
-                    i1 = _mm512_dpbusd_epi32(i1,
-                             _mm512_loadu_si512(blk + qa + 64 * k + 64),
-                             _mm512_set1_epi32(qd[k + 1]));
-                }
-            } else {
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
-                    i0 = _mm512_dpbusd_epi32(i0, _mm512_and_si512(v, m4),
-                                             _mm512_set1_epi32(qd[q]));
-                    i1 = _mm512_dpbusd_epi32(i1, _mm512_and_si512(
-                                                 _mm512_srli_epi16(v, 4), m4),
-                                             _mm512_set1_epi32(qd[q + 4]));
-                }
-            }
-            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a->d)),
-                                     _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
-                                     acc[j]);
-            if (kind == Q4_1) {
-                __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(
-                                (const __m256i *) (blk + 32)));
-                macc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s), macc[j]);
-            }
-        }
-    }
-    r = hsum8_regs(acc);
-    if (kind == Q4_1) {
-        r = _mm512_add_ps(r, hsum8_regs(macc));
-    }
-    _mm512_mask_storeu_ps(out, rows, r);
-}
-
-
 TGT static INLINE void
 tile_packed(const int kind, const int bytes, const llm_tile *t)
 {
@@ -823,8 +752,8 @@ tile_packed(const int kind, const int bytes, const llm_tile *t)
                  t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
         break;
     case 1:
-        packed_1(kind, t->w, pb, nb, t->act + i * t->act_stride,
-                 t->out + i * t->ld_out, rows);
+        packed_x(kind, 1, t->w, pb, nb, ub, t->act + i * t->act_stride,
+                 t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
         break;
     }
 }

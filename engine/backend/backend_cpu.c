@@ -54,7 +54,6 @@ typedef struct {
     llm_layer       *layers;     /* (n_layers) */
     llm_tensor       output;
     uint8_t         *packed;
-    size_t           packed_bytes;
     llm_threadpool  *tp;
     int              n_threads;
     int              q_dim;      /* this rank's n_heads/tp * head_dim */
@@ -975,12 +974,6 @@ cpu_usage(llm_backend *be, llm_backend_usage *u)
 
 /* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
  * NULL), or rank m->tp_rank of a group sharing its slots */
-/* the weight tensors of a layer the matmuls read */
-#define CPU_LAYER_TENSORS(l)                                                  \
-    { &(l)->wq, &(l)->wk, &(l)->wv, &(l)->wo, &(l)->w_gate, &(l)->w_up,       \
-      &(l)->w_down }
-
-
 /* a packed copy of *w in c->packed at *off, or just its size when
  * c->packed is NULL; the pages it came from are let go (the mapping is
  * read-only: a later read faults them in again) */
@@ -1006,45 +999,50 @@ pack_one(cpu_ctx *c, llm_tensor *w, size_t *off)
 }
 
 
+/* every matmul weight of c->layers and c->output through pack_one: the
+ * bytes they take packed (c->packed NULL) or their packing */
+static size_t
+pack_all(cpu_ctx *c, int n_layers)
+{
+    size_t  off = 0;
+    int     l;
+
+    for (l = 0; l < n_layers; l++) {
+        llm_layer *y = &c->layers[l];
+        pack_one(c, &y->wq, &off);
+        pack_one(c, &y->wk, &off);
+        pack_one(c, &y->wv, &off);
+        pack_one(c, &y->wo, &off);
+        pack_one(c, &y->w_gate, &off);
+        pack_one(c, &y->w_up, &off);
+        pack_one(c, &y->w_down, &off);
+    }
+    pack_one(c, &c->output, &off);
+    return off;
+}
+
+
 /* c->layers and c->output: the model's, with every tensor the CPU's
  * kernels read faster packed (not in exact mode: llm_matmul_ref reads
  * plain rows); 0, or -1 when out of memory */
 static int
 cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
 {
-    size_t  size = 0;
-    int     l, k, pass;
+    size_t  size;
 
     c->layers = malloc(sizeof(llm_layer) * m->cfg.n_layers);
     if (c->layers == NULL) {
         return -1;
     }
-    for (pass = 0; pass < 2 && !exact; pass++) {
-        size_t off = 0;
-        memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
-        c->output = m->output;
-        for (l = 0; l < m->cfg.n_layers; l++) {
-            llm_tensor *w[] = CPU_LAYER_TENSORS(&c->layers[l]);
-            for (k = 0; k < (int) (sizeof(w) / sizeof(w[0])); k++) {
-                pack_one(c, w[k], &off);
-            }
-        }
-        pack_one(c, &c->output, &off);
-        if (pass == 0) {
-            if (off == 0) {
-                break;
-            }
-            if ((c->packed = llm_alloc_aligned(off)) == NULL) {
-                return -1;
-            }
-            size = off;
-        }
+    memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
+    c->output = m->output;
+    if (exact || (size = pack_all(c, m->cfg.n_layers)) == 0) {
+        return 0;
     }
-    if (exact || size == 0) {
-        memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
-        c->output = m->output;
+    if ((c->packed = llm_alloc_aligned(size)) == NULL) {
+        return -1;
     }
-    c->packed_bytes = size;
+    (void) pack_all(c, m->cfg.n_layers);
     return 0;
 }
 
