@@ -240,6 +240,40 @@ hsum16(__m512 v)
 }
 
 
+/*
+ * Eight 16-lane vectors reduced at once, result k in lane k (k < 8): a
+ * transposing tree whose levels pair the lanes exactly as hsum16_ref does
+ * (i with i + 8, then i + 4, i + 2, i + 1), so a sum equals hsum16's bit
+ * for bit; a max is exact in any order. 24 operations for 8 vectors
+ * where one reduction each costs 8 and a move to a scalar.
+ */
+#define RED8(name, OP)                                                       \
+TGT static INLINE __m512                                                     \
+name(const __m512 v[8])                                                      \
+{                                                                            \
+    __m512 a[4], b[2], c, d;                                                 \
+    int    k;                                                                \
+                                                                             \
+    for (k = 0; k < 4; k++) { /* lane i + lane i + 8: two vectors a half */  \
+        a[k] = OP(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),        \
+                  _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xee));       \
+    }                                                                        \
+    for (k = 0; k < 2; k++) { /* + lane i + 4: one vector a quarter */       \
+        b[k] = OP(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88),        \
+                  _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xdd));       \
+    }                                                                        \
+    /* + lane i + 2: quarter q holds vectors q (lanes 0-1) and q + 4 */      \
+    c = OP(_mm512_shuffle_ps(b[0], b[1], 0x44),                              \
+           _mm512_shuffle_ps(b[0], b[1], 0xee));                             \
+    d = OP(c, _mm512_shuffle_ps(c, c, 0xb1));     /* + lane i + 1 */         \
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10,    \
+                                     14, 0, 0, 0, 0, 0, 0, 0, 0), d);        \
+}
+
+RED8(hsum8x16, _mm512_add_ps)
+RED8(hmax8x16, _mm512_max_ps)
+
+
 /* N queries' 16 scores of tile c: four chains over d per query */
 TGT static INLINE void
 tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
@@ -282,55 +316,96 @@ tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
 }
 
 
-/* o[i] = o[i] * alpha[i] + sum_j p[i][j] v_j over the lanes of vm[i] */
+/*
+ * o[i] = o[i] * alpha[i] + sum_j p[i][j] v_j over the lanes of vm[i], for
+ * NK vectors (16 dims each) of o from dimension k: N x NK accumulators
+ * stay in registers for the tile's 16 positions (6 x 4 = 24 of the 32),
+ * so each V vector is loaded once for all queries and the FMA chains are
+ * N x NK long enough apart to hide the FMA latency. Per o[d] the order is
+ * the definition's: the product by alpha, then j ascending.
+ */
+TGT static INLINE void
+tile_values_k(const llm_att_seq *s, const int N, const int F16, const int NK,
+    const uint8_t *vb, int slot0, int k, float (*o)[LLM_ATT_MAX_HD],
+    float (*pr)[16], const float *alpha, const __mmask16 *vm, int full)
+{
+    int        i, j, kk, hd = s->hd;
+    __m512     ov[LLM_ATT_MAX_Q][4], vv[4], pj;
+    __mmask16  km[4];
+    const uint8_t *row = vb + ((size_t) slot0 * s->kv_dim + s->head_off + k)
+                              * (F16 ? 2 : 4);
+
+#pragma GCC unroll 4
+    for (kk = 0; kk < NK; kk++) {
+        int left = hd - k - 16 * kk;
+        km[kk] = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1);
+    }
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+#pragma GCC unroll 4
+        for (kk = 0; kk < NK; kk++) {
+            ov[i][kk] = _mm512_mul_ps(
+                            _mm512_maskz_loadu_ps(km[kk], o[i] + k + 16 * kk),
+                            _mm512_set1_ps(alpha[i]));
+        }
+    }
+    for (j = 0; j < 16; j++) {
+#pragma GCC unroll 4
+        for (kk = 0; kk < NK; kk++) {
+            vv[kk] = ld16_mask(row, (size_t) j * s->kv_dim + 16 * kk, F16,
+                               km[kk]);
+        }
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            if (!full && !(vm[i] >> j & 1)) {
+                continue;
+            }
+            pj = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 4
+            for (kk = 0; kk < NK; kk++) {
+                ov[i][kk] = _mm512_fmadd_ps(pj, vv[kk], ov[i][kk]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        if (vm[i] == 0) {
+            continue;
+        }
+#pragma GCC unroll 4
+        for (kk = 0; kk < NK; kk++) {
+            _mm512_mask_storeu_ps(o[i] + k + 16 * kk, km[kk], ov[i][kk]);
+        }
+    }
+}
+
+
+/* tile_values_k over the head's dimensions, 64 at a time */
 TGT static INLINE void
 tile_values(const llm_att_seq *s, const int N, const int F16,
     const uint8_t *vb, int slot0, float (*o)[LLM_ATT_MAX_HD],
     float (*pr)[16], const float *alpha, const __mmask16 *vm)
 {
-    int        k, i, j, hd = s->hd, full = 1;
-    __m512     ov[LLM_ATT_MAX_Q], vv;
-    __mmask16  km;
+    int  i, k, full = 1, hd = s->hd;
 
 #pragma GCC unroll 8
     for (i = 0; i < N; i++) {
         full &= vm[i] == 0xffff;
     }
-    for (k = 0; k < hd; k += 16) {
-        km = hd - k >= 16 ? 0xffff : (__mmask16) ((1u << (hd - k)) - 1);
-        const uint8_t *row = vb + ((size_t) slot0 * s->kv_dim + s->head_off
-                                   + k) * (F16 ? 2 : 4);
-#pragma GCC unroll 8
-        for (i = 0; i < N; i++) {
-            ov[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(km, o[i] + k),
-                                  _mm512_set1_ps(alpha[i]));
-        }
-        if (full) {
-            for (j = 0; j < 16; j++) {
-                vv = ld16_mask(row, (size_t) j * s->kv_dim, F16, km);
-#pragma GCC unroll 8
-                for (i = 0; i < N; i++) {
-                    ov[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i][j]), vv,
-                                            ov[i]);
-                }
-            }
-        } else {
-            for (j = 0; j < 16; j++) {
-                vv = ld16_mask(row, (size_t) j * s->kv_dim, F16, km);
-#pragma GCC unroll 8
-                for (i = 0; i < N; i++) {
-                    if (vm[i] >> j & 1) {
-                        ov[i] = _mm512_fmadd_ps(_mm512_set1_ps(pr[i][j]), vv,
-                                                ov[i]);
-                    }
-                }
-            }
-        }
-#pragma GCC unroll 8
-        for (i = 0; i < N; i++) {
-            if (vm[i]) {
-                _mm512_mask_storeu_ps(o[i] + k, km, ov[i]);
-            }
+    for (k = 0; k < hd; k += 64) {
+        switch ((hd - k + 15) / 16) {
+        case 1:
+            tile_values_k(s, N, F16, 1, vb, slot0, k, o, pr, alpha, vm, full);
+            break;
+        case 2:
+            tile_values_k(s, N, F16, 2, vb, slot0, k, o, pr, alpha, vm, full);
+            break;
+        case 3:
+            tile_values_k(s, N, F16, 3, vb, slot0, k, o, pr, alpha, vm, full);
+            break;
+        default:
+            tile_values_k(s, N, F16, 4, vb, slot0, k, o, pr, alpha, vm, full);
+            break;
         }
     }
 }
@@ -342,10 +417,10 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
 {
     float      o[LLM_ATT_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(64)));
     float      pr[LLM_ATT_MAX_Q][16] __attribute__((aligned(64)));
-    float      m[LLM_ATT_MAX_Q], l[LLM_ATT_MAX_Q], alpha[LLM_ATT_MAX_Q];
-    float      tmax, mn;
+    float      alpha[16] __attribute__((aligned(64)));
+    float      l[16] __attribute__((aligned(64)));
     __mmask16  vm[LLM_ATT_MAX_Q];
-    __m512     sc[LLM_ATT_MAX_Q], p;
+    __m512     sc[8], p, mv, lv, mn, av;
     __m512i    pos;
     int        i, d, c, c_lo, c_hi, slot0, hd = s->hd;
     const uint8_t *kb, *vb;
@@ -356,12 +431,14 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
     c_hi = q[0].p;
     for (i = 0; i < N; i++) {
         memset(o[i], 0, sizeof(float) * hd);
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-        alpha[i] = 1.0f;
         c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
         c_hi = q[i].p > c_hi ? q[i].p : c_hi;
     }
+    for (i = N; i < 8; i++) {
+        sc[i] = _mm512_set1_ps(-INFINITY);
+    }
+    mv = _mm512_set1_ps(-INFINITY);
+    lv = _mm512_setzero_ps();
     c_lo /= LLM_ATT_TILE;
     c_hi /= LLM_ATT_TILE;
 
@@ -375,21 +452,29 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
                                           _MM_CMPINT_NLT)
                     & _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].p),
                                             _MM_CMPINT_LE);
-            if (vm[i] == 0) {
-                continue;
-            }
             sc[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vm[i],
                                        sc[i]);
-            tmax = _mm512_reduce_max_ps(sc[i]);
-            mn = m[i] > tmax ? m[i] : tmax;
-            alpha[i] = att_exp1(m[i] - mn);
-            p = exp16(_mm512_sub_ps(sc[i], _mm512_set1_ps(mn)));
-            l[i] = fmaf(l[i], alpha[i], hsum16(p));
-            _mm512_store_ps(pr[i], p);
-            m[i] = mn;
         }
+        /* every query's online-softmax step at once, lane i for query i
+           (a query with no position here gets alpha 1 and adds 0) */
+        mn = _mm512_max_ps(mv, hmax8x16(sc));
+        av = exp16(_mm512_sub_ps(mv, mn));
+        mv = mn;
+#pragma GCC unroll 8
+        for (i = 0; i < N; i++) {
+            p = _mm512_setzero_ps();
+            if (vm[i]) {
+                p = exp16(_mm512_sub_ps(sc[i], _mm512_permutexvar_ps(
+                                           _mm512_set1_epi32(i), mn)));
+            }
+            _mm512_store_ps(pr[i], p);
+            sc[i] = p;
+        }
+        lv = _mm512_fmadd_ps(lv, av, hsum8x16(sc));
+        _mm512_store_ps(alpha, av);
         tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
     }
+    _mm512_store_ps(l, lv);
     for (i = 0; i < N; i++) {
         for (d = 0; d < hd; d++) {
             q[i].out[d] = o[i][d] / l[i];
