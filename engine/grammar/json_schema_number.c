@@ -1,0 +1,375 @@
+/*
+ * JSON Schema -> GBNF, integers and numbers: "integer" and "number" with
+ * minimum, maximum and their exclusive forms (draft 4's flags too) as
+ * rules on the digits: a range of integers as runs of digits of one
+ * length each, a number's magnitude with its fraction. Bounds are at most
+ * 2^53, integer parts at most JS_INT_DIGITS digits and fractions
+ * JS_FRAC_DIGITS (docs/json_schema.md).
+ *
+ * defines: js_gen_number
+ */
+#include "grammar/json_schema_int.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+
+/* --- integers and numbers --------------------------------------------- */
+
+static int
+js_all(const char *s, char d, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        if (s[i] != d) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+static void
+js_digits(js_ctx *c, llm_strbuf *b, char lo, char hi)
+{
+    if (lo == '0' && hi == '9') {
+        js_put(c, b, "[0-9]");
+    } else if (lo == hi) {
+        js_putf(c, b, "\"%c\"", lo);
+    } else {
+        js_putf(c, b, "[%c-%c]", lo, hi);
+    }
+}
+
+
+static void
+js_any_digits(js_ctx *c, llm_strbuf *b, int n)
+{
+    js_put(c, b, "[0-9]");
+    js_rep(c, b, n, n);
+}
+
+
+/* the decimal strings of n digits from a to b (a <= b, same length) */
+static void
+js_same_len(js_ctx *c, llm_strbuf *b, const char *a, const char *z, int n)
+{
+    char  nines[JS_INT_DIGITS + 1], zeros[JS_INT_DIGITS + 1];
+    int   i = 0, k, za, zn, sep = 0;
+    char  lo, hi;
+
+    while (i < n && a[i] == z[i]) {
+        i++;
+    }
+    if (i > 0) {
+        js_putf(c, b, "\"%.*s\"", i, a);
+    }
+    if (i == n) {
+        return;
+    }
+    if (i > 0) {
+        js_put(c, b, " ");
+    }
+    k = n - i - 1;
+    if (k == 0) {
+        js_digits(c, b, a[i], z[i]);
+        return;
+    }
+    za = js_all(a + i + 1, '0', k);
+    zn = js_all(z + i + 1, '9', k);
+    if (za && zn) {
+        js_digits(c, b, a[i], z[i]);
+        js_put(c, b, " ");
+        js_any_digits(c, b, k);
+        return;
+    }
+    memset(nines, '9', k);
+    memset(zeros, '0', k);
+    js_put(c, b, "( ");
+    lo = za ? a[i] : a[i] + 1;
+    hi = zn ? z[i] : z[i] - 1;
+    if (!za) {
+        js_putf(c, b, "\"%c\" ", a[i]);
+        js_same_len(c, b, a + i + 1, nines, k);
+        sep = 1;
+    }
+    if (lo <= hi) {
+        js_put(c, b, sep ? " | " : "");
+        js_digits(c, b, lo, hi);
+        js_put(c, b, " ");
+        js_any_digits(c, b, k);
+        sep = 1;
+    }
+    if (!zn) {
+        js_put(c, b, sep ? " | " : "");
+        js_putf(c, b, "\"%c\" ", z[i]);
+        js_same_len(c, b, zeros, z + i + 1, k);
+    }
+    js_put(c, b, " )");
+}
+
+
+static int
+js_len10(int64_t v)
+{
+    int  n = 1;
+
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+
+/* the canonical decimals of a..z (0 <= a <= z < 10^16), as alternatives */
+static void
+js_int_range(js_ctx *c, js_alts *alts, int64_t a, int64_t z)
+{
+    char        sa[24], sz[24];
+    int64_t     p10, lo, hi;
+    int         len, full_from = 0;
+    llm_strbuf  t;
+
+    for (len = js_len10(a), p10 = 1; p10 * 10 <= a; p10 *= 10) {
+        /* p10: 10^(len - 1) */
+    }
+    for (; len <= JS_INT_DIGITS && (len == 1 ? 0 : p10) <= z;
+         len++, p10 *= 10)
+    {
+        lo = len == 1 || a > p10 ? a : p10;
+        hi = z < p10 * 10 - 1 ? z : p10 * 10 - 1;
+        if (lo == p10 && hi == p10 * 10 - 1 && len > 1) {
+            /* every number of len digits: merged with the next lengths */
+            if (full_from == 0) {
+                full_from = len;
+            }
+            if (hi == z || len == JS_INT_DIGITS) {
+                js_buf(c, &t);
+                js_put(c, &t, "[1-9] [0-9]");
+                js_rep(c, &t, full_from - 1, len - 1);
+                js_alt_add(c, alts, t.data);
+                llm_strbuf_free(&t);
+                full_from = 0;
+            }
+            continue;
+        }
+        if (full_from) {
+            js_buf(c, &t);
+            js_put(c, &t, "[1-9] [0-9]");
+            js_rep(c, &t, full_from - 1, len - 2);
+            js_alt_add(c, alts, t.data);
+            llm_strbuf_free(&t);
+            full_from = 0;
+        }
+        snprintf(sa, sizeof(sa), "%lld", (long long) lo);
+        snprintf(sz, sizeof(sz), "%lld", (long long) hi);
+        js_buf(c, &t);
+        js_same_len(c, &t, sa, sz, len);
+        js_alt_add(c, alts, t.data);
+        llm_strbuf_free(&t);
+    }
+}
+
+
+#define JS_NO_MAX  INT64_MAX
+
+/* fraction digits after integer part i that keep 15 significant digits
+   (DBL_DIG: distinct decimals of 15 digits are distinct doubles) */
+static int
+js_frac_room(int64_t i)
+{
+    return i == 0 ? 15 : 15 - js_len10(i) > 0 ? 15 - js_len10(i) : 0;
+}
+
+/* magnitudes m of a number (ae, be: exclusive), 0 <= a, integer bounds;
+   frac: with a fraction part allowed (no exponent when bounded) */
+static void
+js_magnitude(js_ctx *c, js_alts *alts, int64_t a, int ae, int64_t b,
+    int be, int frac, const char *sign)
+{
+    static const int64_t  top = 9999999999999999LL;     /* 16 digits */
+    js_alts               ints;
+    int64_t               lo, hi;
+    llm_strbuf            t;
+    int                   fd;
+
+    memset(&ints, 0, sizeof(ints));
+    js_buf(c, &ints.b);
+    js_buf(c, &t);
+
+    if (!frac) {
+        /* integers: exclusive bounds are inclusive ones */
+        lo = ae ? a + 1 : a;
+        hi = b == JS_NO_MAX ? top : (be ? b - 1 : b);
+        if (lo <= hi) {
+            js_int_range(c, &ints, lo, hi);
+        }
+        if (js_alt_end(c, &ints, &t) == JS_OK) {
+            js_put(c, &t, "");
+            js_buf(c, &ints.b);
+            ints.n = 0;
+            js_putf(c, &ints.b, "%s%s", sign, t.data);
+            js_alt_add(c, alts, ints.b.data);
+        }
+        llm_strbuf_free(&ints.b);
+        llm_strbuf_free(&t);
+        return;
+    }
+
+    /* integer part in [lo, hi] with any fraction (below an exclusive b:
+       up to b - 2, b - 1 comes next) */
+    lo = ae ? a + 1 : a;
+    hi = b == JS_NO_MAX ? top : (be ? b - 2 : b - 1);
+    if (lo <= hi) {
+        js_int_range(c, &ints, lo, hi);
+    }
+    if (js_alt_end(c, &ints, &t) == JS_OK) {
+        llm_strbuf  x;
+
+        js_buf(c, &x);
+        js_putf(c, &x, "%s%s ( \".\" [0-9]{1,%d} )?", sign, t.data,
+                JS_FRAC_DIGITS);
+        js_alt_add(c, alts, x.data);
+        llm_strbuf_free(&x);
+    }
+    llm_strbuf_free(&t);
+    js_buf(c, &t);
+    /* next to an exclusive bound a fraction has at most 15 significant
+       digits: more could read back as the bound itself (19.0000000000000001
+       is the double 19) */
+    if (b != JS_NO_MAX && be && b - 1 >= lo) {
+        fd = js_frac_room(b - 1);
+        js_putf(c, &t, "%s\"%lld\"", sign, (long long) (b - 1));
+        if (fd > 0) {
+            js_putf(c, &t, " ( \".\" [0-9]{1,%d} )?", fd);
+        }
+        js_alt_add(c, alts, t.data);
+    }
+    llm_strbuf_free(&t);
+    js_buf(c, &t);
+    /* a + f with f > 0 when a is exclusive */
+    fd = js_frac_room(a);
+    if (ae && (b == JS_NO_MAX || a < b) && fd > 0) {
+        js_putf(c, &t, "%s\"%lld.\" [0-9]{0,%d} [1-9]", sign, (long long) a,
+                fd - 1);
+        js_alt_add(c, alts, t.data);
+    }
+    llm_strbuf_free(&t);
+    js_buf(c, &t);
+    /* b itself */
+    if (b != JS_NO_MAX && !be && b >= (ae ? a + 1 : a)) {
+        js_putf(c, &t, "%s\"%lld\"", sign, (long long) b);
+        js_alt_add(c, alts, t.data);
+    }
+    llm_strbuf_free(&t);
+}
+
+
+/* one bound: the tighter of minimum and exclusiveMinimum (or maximum and
+   exclusiveMaximum); *set 0 when neither is there */
+static int
+js_bound(js_ctx *c, const cJSON *s, const char *ptr, int is_min, int integer,
+    int *set, double *v, int *excl)
+{
+    const char  *kn = is_min ? "minimum" : "maximum";
+    const char  *ke = is_min ? "exclusiveMinimum" : "exclusiveMaximum";
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, kn);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(s, ke);
+    double       w;
+
+    *set = 0;
+    *excl = 0;
+    if (n && !cJSON_IsNumber(n)) {
+        return js_fail(c, "json_schema: '%s' at %s is not a number", kn,
+                       js_at(ptr));
+    }
+    if (x && !cJSON_IsNumber(x) && !cJSON_IsBool(x)) {
+        return js_fail(c, "json_schema: '%s' at %s is not a number", ke,
+                       js_at(ptr));
+    }
+    if (n) {
+        *set = 1;
+        *v = n->valuedouble;
+        /* draft 4: exclusiveMinimum is a flag on minimum */
+        *excl = cJSON_IsTrue(x);
+    }
+    if (x && cJSON_IsNumber(x)) {
+        w = x->valuedouble;
+        if (!*set || (is_min ? w >= *v : w <= *v)) {
+            *set = 1;
+            *v = w;
+            *excl = 1;
+        }
+    }
+    if (!*set) {
+        return JS_OK;
+    }
+    if (!isfinite(*v) || fabs(*v) > JS_MAX_SAFE) {
+        return js_fail(c, "json_schema: '%s' %g at %s is beyond 2^53",
+                       *excl ? ke : kn, *v, js_at(ptr));
+    }
+    if (*v != floor(*v)) {
+        if (!integer) {
+            return js_fail(c, "json_schema: '%s' %g at %s: only integer "
+                           "bounds are enforced on numbers", *excl ? ke : kn,
+                           *v, js_at(ptr));
+        }
+        /* on integers a fractional bound is an inclusive integer one */
+        *v = is_min ? ceil(*v) : floor(*v);
+        *excl = 0;
+    }
+    return JS_OK;
+}
+
+
+int
+js_gen_number(js_ctx *c, const cJSON *s, const char *ptr, int integer,
+    llm_strbuf *e)
+{
+    int      has_lo, has_hi, lo_x, hi_x;
+    double   lo, hi;
+    int64_t  l, h;
+    js_alts  alts;
+
+    if (js_bound(c, s, ptr, 1, integer, &has_lo, &lo, &lo_x) != JS_OK
+        || js_bound(c, s, ptr, 0, integer, &has_hi, &hi, &hi_x) != JS_OK)
+    {
+        return JS_ERR;
+    }
+    if (!has_lo && !has_hi) {
+        js_need(c, e, integer ? N_INT : N_NUMBER,
+                integer ? "integer" : "number");
+        return JS_OK;
+    }
+    /* an absent bound's value is not set: converting it is undefined */
+    l = has_lo ? (int64_t) lo : 0;
+    h = has_hi ? (int64_t) hi : 0;
+    memset(&alts, 0, sizeof(alts));
+    js_buf(c, &alts.b);
+
+    /* x >= 0 */
+    if (!has_hi || h > 0 || (h == 0 && !hi_x)) {
+        if (has_lo && l >= 0) {
+            js_magnitude(c, &alts, l, lo_x, has_hi ? h : JS_NO_MAX, hi_x,
+                         !integer, "");
+        } else {
+            js_magnitude(c, &alts, 0, 0, has_hi ? h : JS_NO_MAX, hi_x,
+                         !integer, "");
+        }
+    }
+    /* x < 0: its magnitude in (max(0, -hi), -lo] */
+    if (!has_lo || l < 0) {
+        if (has_hi && h < 0) {
+            js_magnitude(c, &alts, -h, hi_x, has_lo ? -l : JS_NO_MAX, lo_x,
+                         !integer, "\"-\" ");
+        } else {
+            js_magnitude(c, &alts, 0, 1, has_lo ? -l : JS_NO_MAX, lo_x,
+                         !integer, "\"-\" ");
+        }
+    }
+    return js_alt_end(c, &alts, e);
+}
