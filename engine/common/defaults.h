@@ -2,8 +2,8 @@
  * The engine's defaults: what an llm_engine block, the engine's command
  * line and the library's option structs give a setting nobody set. One
  * home, constants only, so every layer may include it (docs/architecture.md):
- * the module (ngx_http_llm_module.c), the engine process (server.c), the
- * scheduler and the backends read these and nothing else.
+ * the module (ngx_http_llm_module.c), the engine process (server_opts.c),
+ * the scheduler and the backends read these and nothing else.
  */
 #ifndef NGX_LLM_DEFAULTS_H
 #define NGX_LLM_DEFAULTS_H

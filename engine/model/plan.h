@@ -3,7 +3,7 @@
  * tensor-parallel rank, before it serves its first request.
  *
  * Design note. One rule, two users: the engine computes its KV pool from
- * it at start (server.c, which logs the "memory plan" line and refuses to
+ * it at start (server_load.c, which logs the "memory plan" line and refuses to
  * start when the plan does not fit) and `ngx_llm_engine plan` prints it as
  * a table, for a GGUF file, a Hugging Face config.json or a bare shape, so
  * a model too big for this machine can be planned here. Numbers are bytes:
