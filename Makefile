@@ -49,6 +49,8 @@ ENGINE_LIB_OBJS := $(ENGINE_LIB_SRCS:%.c=$(OBJ)/%.o)
 CU_SRCS         := $(wildcard engine/*/*.cu kernels/*.cu)
 CU_OBJS         := $(CU_SRCS:%.cu=$(OBJ)/%.cu.o)
 UNIT_SRCS       := $(wildcard t/unit/test_*.c)
+# tap.h and what several tests share (sched_fixture.h)
+UNIT_HEADERS    := $(wildcard t/unit/*.h)
 UNIT_BINS       := $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
 # with SAN: the sanitizers' default options (report files in the tree),
 # which the engine needs as nginx starts it with an empty environment
@@ -92,7 +94,7 @@ $(OBJ)/t/asan/options.o: t/asan/options.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DNGX_LLM_SAN_LOG='"$(abspath $(BUILD))/san/engine"' -c $< -o $@
 
-$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) t/unit/tap.h $(SAN_OBJS)
+$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
@@ -361,15 +363,18 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
-# the scheduler's test again, linked with the sanitized objects: memory
-# errors on its error paths (a use after free was one) fail here
-$(BUILD)/fuzz/test_scheduler: t/unit/test_scheduler.c t/unit/tap.h $(FUZZ_OBJS)
+# the scheduler's tests again, linked with the sanitized objects: memory
+# errors on their error paths (a use after free was one, test_scheduler's
+# test_create_oom) fail here
+ASAN_UNIT := $(BUILD)/fuzz/test_scheduler $(BUILD)/fuzz/test_sched_decode
+
+$(ASAN_UNIT): $(BUILD)/fuzz/%: t/unit/%.c $(UNIT_HEADERS) $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -It/unit -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
-unit-asan: $(BUILD)/fuzz/test_scheduler
+unit-asan: $(ASAN_UNIT)
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) SCHED_TINY_ONLY=1 \
-	    prove -e '' $(BUILD)/fuzz/test_scheduler
+	    prove -e '' $(ASAN_UNIT)
 
 # the tokenizer and chat harnesses load vocabularies and templates from
 # FIXTURES (and t/data, from the repository root)
