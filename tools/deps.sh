@@ -63,11 +63,14 @@ SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2)
 # SchemaStore publishes them, vendored by the wheel of check-jsonschema, and
 # the official JSON-Schema-Test-Suite (schemas with valid and invalid
 # instances), the json/ folder of the source distribution of jsonschema.
-# Both from PyPI by pip, pinned by version and sha256.
+# Both from PyPI, pinned by version and sha256: the wheel by pip, the sdist
+# from PyPI's file host at its URL (pip would build the sdist's backend
+# from source to read its metadata: minutes, and more downloads).
 SCHEMA_WHEEL=check-jsonschema==0.39.0
 SCHEMA_WHEEL_SHA256=14ce5c94871c551268ea948ffe21e9f1464dc48fb20bf9a4c13deeaaf756cf9b
 SCHEMA_VENDOR=check_jsonschema/builtin_schemas/vendor
 SCHEMA_SUITE=jsonschema==4.26.0
+SCHEMA_SUITE_URL=https://files.pythonhosted.org/packages/b3/fc/e067678238fa451312d4c62bf6e6cf5ec56375422aee02f9cb5f909b3047/jsonschema-4.26.0.tar.gz
 SCHEMA_SUITE_SHA256=0c26707e2efad8aa1bfc5b7ce170f3fccc2e4918ff85989ba9ffa9facb2be326
 SCHEMA_SUITE_DIR=jsonschema-4.26.0/json
 FIXTURES=$CACHE_DIR/fixtures
@@ -177,16 +180,21 @@ ensure_readable() {
     [ "$(stat -c %a "$path")" = 644 ] || chmod 0644 "$path"
 }
 
-# the sdist from PyPI's file host, at its pinned URL and sha256
+# a file from PyPI's file host, at its pinned URL, checked by its sha256
+# (url_fetch DEST URL SHA256 WHAT); prints its path
+url_fetch() {
+    local dest=$1 url=$2 sha=$3 file=$1/${2##*/} got
+    echo "deps.sh: downloading $4 from PyPI" >&2
+    curl -fsSL --retry 3 -o "$file" "$url" ||
+        die "could not download $url (network? PyPI reachable?)"
+    got=$(sha256_of "$file")
+    [ "$got" = "$sha" ] || die "${file##*/} has sha256 $got, expected $sha"
+    echo "$file"
+}
+
 download_sdist() {
-    local dest=$1 file=${SDIST_URL##*/}
-    echo "deps.sh: downloading $SDIST_NAME (source, 51 MB) from PyPI"
-    curl -fsSL --retry 3 -o "$dest/$file" "$SDIST_URL" ||
-        die "could not download $SDIST_URL (network? PyPI reachable?)"
-    local got
-    got=$(sha256_of "$dest/$file")
-    [ "$got" = "$SDIST_SHA256" ] ||
-        die "$file has sha256 $got, expected $SDIST_SHA256"
+    url_fetch "$1" "$SDIST_URL" "$SDIST_SHA256" \
+        "$SDIST_NAME (source, 51 MB)" >/dev/null
 }
 
 # take the vocab GGUFs, their vectors and the templates out of the sdist
@@ -204,8 +212,7 @@ extract_sdist() {
 }
 
 # pip download one pinned file into dest and check its sha256; prints its
-# path. An sdist's metadata is prepared by pip (its build backend comes
-# from PyPI too).
+# path
 pip_fetch() {
     local dest=$1 spec=$2 sha=$3 file got
     shift 3
@@ -231,8 +238,8 @@ extract_schemas() {
     mkdir -p "$dest/wheel" "$dest/sdist" "$out/jsonschema/suite" ||
         die "cannot create $dest or $out/jsonschema"
     wheel=$(pip_fetch "$dest/wheel" "$SCHEMA_WHEEL" "$SCHEMA_WHEEL_SHA256")
-    sdist=$(pip_fetch "$dest/sdist" "$SCHEMA_SUITE" "$SCHEMA_SUITE_SHA256" \
-            --no-binary :all:)
+    sdist=$(url_fetch "$dest/sdist" "$SCHEMA_SUITE_URL" "$SCHEMA_SUITE_SHA256" \
+            "$SCHEMA_SUITE (source)")
     python3 - "$wheel" "$SCHEMA_VENDOR" "$out/jsonschema/schemastore" <<'EOF' ||
 import os, sys, zipfile
 wheel, vendor, out = sys.argv[1:4]
