@@ -600,6 +600,8 @@ def tools_required():
             continue
         check_calls(r, label)
 
+    tools_required_sampled()
+
     try:
         final = rebuilt(model="smollm2", messages=ASK, tools=WEATHER,
                         tool_choice="required", max_tokens=60,
@@ -609,6 +611,37 @@ def tools_required():
            todo=NEEDS_GRAMMAR)
         return
     check_calls(final, "tools required stream")
+
+
+def tools_required_sampled(n=16):
+    """required under sampling, 16 seeds at once: every reply is one call of
+    get_weather whose arguments validate against its parameters schema
+    (an object of exactly a string city), whatever the model samples"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(seed):
+        return client().chat.completions.create(
+            model="smollm2", messages=ASK, tools=WEATHER,
+            tool_choice="required", max_tokens=200, temperature=1.0,
+            seed=seed, parallel_tool_calls=False)
+
+    with ThreadPoolExecutor(n) as pool:
+        replies = list(pool.map(one, range(1, n + 1)))
+    bad = []
+    for seed, r in zip(range(1, n + 1), replies):
+        c = r.choices[0]
+        calls = c.message.tool_calls or []
+        try:
+            args = json.loads(calls[0].function.arguments) if calls else None
+        except ValueError:
+            args = None
+        if not (len(calls) == 1 and calls[0].function.name == "get_weather"
+                and isinstance(args, dict) and list(args) == ["city"]
+                and isinstance(args["city"], str)
+                and c.finish_reason == "tool_calls"):
+            bad.append((seed, c.finish_reason, c.message))
+    ok(not bad, f"tools required, sampled (temperature 1, {n} seeds): "
+       "every reply one valid call", bad)
 
 
 def main():

@@ -772,7 +772,7 @@ test_give_way(llm_backend *be, int n_vocab)
         max_b = n > max_b ? n : max_b;
     }
     is_int(over, 0, "give way: every step ran both interactive decodes and "
-           "at most 1 batch token (share 50%)");
+           "at most 1 batch token (share 50%%)");
     ok(max_b - min_b <= 1 && min_b >= steps / 4 - 1,
        "give way: the batch share went round the class (%d..%d tokens "
        "each in %d steps)", min_b, max_b, steps);
