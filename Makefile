@@ -3,7 +3,7 @@
 #   make            build build/ngx_llm_engine and the nginx module
 #   make deps       install missing Debian packages, fetch the default model
 #   make run        deps + build + nginx in the foreground on 127.0.0.1:8080
-#   make test       deps + build + every test suite (what CI runs)
+#   make test       deps + build + every test suite (what CI runs), test-ops too
 #   make test-ops   deps + prometheus + the alert rules, dashboard, live Prometheus
 #   make deb        the Debian package libnginx-mod-http-llm (build/deb/)
 #   make test-package  make deb, install it, Debian's nginx serves with it, purge
@@ -205,6 +205,7 @@ test: deps all
 	$(MAKE) layer-check
 	$(MAKE) unit
 	$(MAKE) t-nginx
+	$(MAKE) test-ops
 	$(MAKE) fuzz-smoke
 	$(MAKE) unit-asan
 	$(MAKE) test-asan T="$(ASAN_T_CI)"
