@@ -87,16 +87,36 @@ js_put(js_ctx *c, llm_strbuf *b, const char *s)
 }
 
 
+/* formatted text of any length: a %s argument can be a whole generated
+   rule (an integer range of 16 digits is longer than any fixed buffer) */
 void
 js_putf(js_ctx *c, llm_strbuf *b, const char *fmt, ...)
 {
-    char     tmp[256];
+    char     tmp[256], *p = tmp;
+    int      n;
     va_list  ap;
 
     va_start(ap, fmt);
-    vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
-    js_put(c, b, tmp);
+    if (n < 0) {
+        js_fail(c, "json_schema: cannot format the grammar");
+        return;
+    }
+    if ((size_t) n >= sizeof(tmp)) {
+        p = malloc((size_t) n + 1);
+        if (p == NULL) {
+            js_fail(c, "json_schema: out of memory");
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(p, (size_t) n + 1, fmt, ap);
+        va_end(ap);
+    }
+    js_put(c, b, p);
+    if (p != tmp) {
+        free(p);
+    }
 }
 
 

@@ -865,6 +865,24 @@ test_ranges(void)
         llm_grammar_free(g);
     }
     is_int(bad, 0, "%d numbers against 24 random ranges", checked);
+
+    /* bounds of 11 and 16 digits: a range's rule is longer than any fixed
+       format buffer (js_putf cut it at 255 bytes, leaving parentheses
+       open: found by fuzz_json_schema) */
+    {
+        static const char *const eleven[] = {
+            "+30222222219", "+30222222219.5", "+-4.5", "+-5", "+0",
+            "+29999999999.25", "+30222222218", "-30222222220",
+            "-30222222221", "--5.5", "-40000000000", NULL };
+        static const char *const sixteen[] = {
+            "+1234567890123455", "+1234567890123456", "+999999999999999",
+            "+0", "-1234567890123457", "-9999999999999999", NULL };
+
+        check("{\"type\":\"number\",\"minimum\":-5,"
+              "\"exclusiveMaximum\":30222222220}", eleven);
+        check("{\"type\":\"integer\",\"minimum\":0,"
+              "\"maximum\":1234567890123456}", sixteen);
+    }
 }
 
 
