@@ -411,6 +411,71 @@ tile_values(const llm_att_seq *s, const int N, const int F16,
 }
 
 
+/*
+ * A tile's online-softmax step for the N queries of a call, lane i of mv
+ * (m), lv (l) and alpha for query i; pr[i] gets the 16 weights p_j.
+ * softmax_all takes every query's step at once (one max tree and one sum
+ * tree over 8 vectors, alpha as one vector exponential); a query with no
+ * position in the tile gets alpha 1 and adds 0. softmax_each reduces each
+ * query's vector on its own: cheaper for one or two queries (decode), where
+ * the 8-vector trees would be mostly padding. The same operations per
+ * query either way (the definition's), so the same bits.
+ */
+TGT static INLINE void
+softmax_all(const int N, __m512 sc[8], const __mmask16 *vm, float (*pr)[16],
+    __m512 *mv, __m512 *lv, float *alpha)
+{
+    __m512  mn, av, p;
+    int     i;
+
+    mn = _mm512_max_ps(*mv, hmax8x16(sc));
+    av = exp16(_mm512_sub_ps(*mv, mn));
+    *mv = mn;
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        p = _mm512_setzero_ps();
+        if (vm[i]) {
+            p = exp16(_mm512_sub_ps(sc[i], _mm512_permutexvar_ps(
+                                       _mm512_set1_epi32(i), mn)));
+        }
+        _mm512_store_ps(pr[i], p);
+        sc[i] = p;
+    }
+    *lv = _mm512_fmadd_ps(*lv, av, hsum8x16(sc));
+    _mm512_store_ps(alpha, av);
+}
+
+
+TGT static INLINE void
+softmax_each(const int N, __m512 sc[8], const __mmask16 *vm,
+    float (*pr)[16], __m512 *mv, __m512 *lv, float *alpha)
+{
+    float   m[16] __attribute__((aligned(64)));
+    float   l[16] __attribute__((aligned(64)));
+    float   tmax, mn;
+    __m512  p;
+    int     i;
+
+    _mm512_store_ps(m, *mv);
+    _mm512_store_ps(l, *lv);
+#pragma GCC unroll 2
+    for (i = 0; i < N; i++) {
+        if (vm[i] == 0) {
+            continue;
+        }
+        tmax = _mm512_reduce_max_ps(sc[i]);
+        mn = m[i] > tmax ? m[i] : tmax;
+        alpha[i] = att_exp1(m[i] - mn);
+        p = exp16(_mm512_sub_ps(sc[i], _mm512_set1_ps(mn)));
+        l[i] = fmaf(l[i], alpha[i], hsum16(p));
+        _mm512_store_ps(pr[i], p);
+        m[i] = mn;
+    }
+    *mv = _mm512_load_ps(m);
+    *lv = _mm512_load_ps(l);
+}
+
+
 TGT static INLINE void
 att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
     const int F16, float scale)
@@ -420,7 +485,7 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
     float      alpha[16] __attribute__((aligned(64)));
     float      l[16] __attribute__((aligned(64)));
     __mmask16  vm[LLM_ATT_MAX_Q];
-    __m512     sc[8], p, mv, lv, mn, av;
+    __m512     sc[8], mv, lv;
     __m512i    pos;
     int        i, d, c, c_lo, c_hi, slot0, hd = s->hd;
     const uint8_t *kb, *vb;
@@ -439,6 +504,7 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
     }
     mv = _mm512_set1_ps(-INFINITY);
     lv = _mm512_setzero_ps();
+    _mm512_store_ps(alpha, _mm512_set1_ps(1.0f));
     c_lo /= LLM_ATT_TILE;
     c_hi /= LLM_ATT_TILE;
 
@@ -455,23 +521,11 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
             sc[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vm[i],
                                        sc[i]);
         }
-        /* every query's online-softmax step at once, lane i for query i
-           (a query with no position here gets alpha 1 and adds 0) */
-        mn = _mm512_max_ps(mv, hmax8x16(sc));
-        av = exp16(_mm512_sub_ps(mv, mn));
-        mv = mn;
-#pragma GCC unroll 8
-        for (i = 0; i < N; i++) {
-            p = _mm512_setzero_ps();
-            if (vm[i]) {
-                p = exp16(_mm512_sub_ps(sc[i], _mm512_permutexvar_ps(
-                                           _mm512_set1_epi32(i), mn)));
-            }
-            _mm512_store_ps(pr[i], p);
-            sc[i] = p;
+        if (N >= 3) {
+            softmax_all(N, sc, vm, pr, &mv, &lv, alpha);
+        } else {
+            softmax_each(N, sc, vm, pr, &mv, &lv, alpha);
         }
-        lv = _mm512_fmadd_ps(lv, av, hsum8x16(sc));
-        _mm512_store_ps(alpha, av);
         tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
     }
     _mm512_store_ps(l, lv);
