@@ -98,9 +98,12 @@ $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
+# the unit tests two at a time (UNIT_JOBS): each writes only files of its
+# own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
+UNIT_JOBS  ?= 2
 unit: $(UNIT_BINS) $(BUILD)/ngx_llm_engine
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) BUILD=$(abspath $(BUILD)) \
-	    prove -e '' $(UNIT_BINS)
+	    prove -j$(UNIT_JOBS) -e '' $(UNIT_BINS)
 
 # --- the nginx module -------------------------------------------------------
 
@@ -343,7 +346,7 @@ soak: all
 
 FUZZ_SRCS   := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BINS   := $(FUZZ_SRCS:fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_SECS   ?= 20
+FUZZ_SECS   ?= 10
 # make fuzz: FUZZ_RUNS executions of each fast harness, FUZZ_SLOW_SECS
 # seconds of each slow one (7,000-20,000 executions a second here)
 FUZZ_RUNS      ?= 10000000
