@@ -422,32 +422,33 @@ tile_values(const llm_att_seq *s, const int N, const int F16,
  * query either way (the definition's), so the same bits.
  */
 TGT static INLINE void
-softmax_all(const int N, __m512 sc[8], const __mmask16 *vm, float (*pr)[16],
-    __m512 *mv, __m512 *lv, float *alpha)
+softmax_all(const int N, const __m512 sc[8], const __mmask16 *vm,
+    float (*pr)[16], __m512 *mv, __m512 *lv, float *alpha)
 {
-    __m512  mn, av, p;
+    __m512  mn, av, p[8];
     int     i;
 
     mn = _mm512_max_ps(*mv, hmax8x16(sc));
     av = exp16(_mm512_sub_ps(*mv, mn));
     *mv = mn;
 #pragma GCC unroll 8
-    for (i = 0; i < N; i++) {
-        p = _mm512_setzero_ps();
-        if (vm[i]) {
-            p = exp16(_mm512_sub_ps(sc[i], _mm512_permutexvar_ps(
-                                       _mm512_set1_epi32(i), mn)));
+    for (i = 0; i < 8; i++) {
+        p[i] = _mm512_setzero_ps();
+        if (i < N && vm[i]) {
+            p[i] = exp16(_mm512_sub_ps(sc[i], _mm512_permutexvar_ps(
+                                          _mm512_set1_epi32(i), mn)));
         }
-        _mm512_store_ps(pr[i], p);
-        sc[i] = p;
+        if (i < N) {
+            _mm512_store_ps(pr[i], p[i]);
+        }
     }
-    *lv = _mm512_fmadd_ps(*lv, av, hsum8x16(sc));
+    *lv = _mm512_fmadd_ps(*lv, av, hsum8x16(p));
     _mm512_store_ps(alpha, av);
 }
 
 
 TGT static INLINE void
-softmax_each(const int N, __m512 sc[8], const __mmask16 *vm,
+softmax_each(const int N, const __m512 sc[8], const __mmask16 *vm,
     float (*pr)[16], __m512 *mv, __m512 *lv, float *alpha)
 {
     float   m[16] __attribute__((aligned(64)));
