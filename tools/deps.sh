@@ -215,12 +215,11 @@ extract_sdist() {
 # path
 pip_fetch() {
     local dest=$1 spec=$2 sha=$3 file got
-    shift 3
     python3 -m pip --version >/dev/null 2>&1 ||
         die "python3 -m pip not available (package python3-pip)"
     echo "deps.sh: downloading $spec from PyPI" >&2
     python3 -m pip download --no-deps --disable-pip-version-check -q \
-        --dest "$dest" "$@" "$spec" >&2 ||
+        --dest "$dest" "$spec" >&2 ||
         die "pip download $spec failed (network? PyPI reachable?)"
     file=$(find "$dest" -maxdepth 1 -type f \( -name '*.whl' -o \
            -name '*.tar.gz' \) | head -n 1)
