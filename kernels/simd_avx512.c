@@ -590,6 +590,22 @@ tile_q8_0(const llm_tile *t)
  * accumulators of the canonical order are taken one at a time (blocks
  * j, j + 8, ... into accumulator j), so only X of them are live.
  */
+/* Decode reads every weight once, from DRAM: ask for the bytes PF_AHEAD
+ * ahead of the block being read. A group of 16 rows is only 6-15 KB, too
+ * short for the hardware prefetcher to ramp up before the next one (which
+ * the prefetch here reaches into). 1-4 KB ahead measured best (decode of
+ * SmolLM2: docs/kernels.md "Decode streams the weights"). */
+#define PF_AHEAD  4096
+
+TGT static INLINE void
+prefetch_ahead(const uint8_t *blk, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64) {
+        _mm_prefetch((const char *) blk + PF_AHEAD + o, _MM_HINT_T0);
+    }
+}
+
+
 /* a block of a packed group made ready once for many activation rows:
  * the 8 quant vectors as unsigned bytes, then d and Q4_1's m as floats */
 #define UB_BYTES   640
@@ -604,6 +620,7 @@ unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t) b * pb;
         uint8_t *u = ub + (size_t) b * UB_BYTES;
+        prefetch_ahead(blk, pb);
 
         if (kind == Q8_0) {
             for (int k = 0; k < 8; k++) {
@@ -723,6 +740,87 @@ packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
 }
 
 
+/* one activation row (decode): the same sums as packed_x with X = 1, but
+ * the blocks are read in memory order with all eight accumulators live,
+ * so the weights stream forward (packed_x's eight passes of stride 8
+ * blocks defeat the hardware prefetcher); prefetch_ahead asks for them
+ * early too */
+
+TGT static INLINE void
+packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
+    const uint8_t *act, float *out, __mmask16 rows)
+{
+    __m512 acc[8], macc[8], r;
+    const int qa = kind == Q4_1 ? 64 : 32;
+    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
+                                               : GGML_TYPE_Q8_0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const llm_act_p *a = (const llm_act_p *) act;
+
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        acc[j] = macc[j] = _mm512_setzero_ps();
+    }
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const int b = b0 + j;
+            if (b >= nb) {
+                break;
+            }
+            const uint8_t *blk = w + (size_t) b * pb;
+            const int32_t *qd = (const int32_t *) a[b].qs;
+            __m512 dw, mw = _mm512_setzero_ps();
+            __m512i g[8];
+
+            prefetch_ahead(blk, pb);
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+            if (kind == Q8_0) {
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
+                }
+            } else {
+                if (kind == Q4_1) {
+                    mw = _mm512_cvtph_ps(_mm256_loadu_si256(
+                             (const __m256i *) (blk + 32)));
+                }
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) {
+                    __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
+                    g[q] = _mm512_and_si512(v, m4);
+                    g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+            }
+            __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
+                                      : _mm512_set1_epi32(bias * a[b].sum);
+            __m512i i1 = _mm512_setzero_si512();
+
+            i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_set1_epi32(qd[0]));
+            i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_set1_epi32(qd[1]));
+            i0 = _mm512_dpbusd_epi32(i0, g[2], _mm512_set1_epi32(qd[2]));
+            i1 = _mm512_dpbusd_epi32(i1, g[3], _mm512_set1_epi32(qd[3]));
+            i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_set1_epi32(qd[4]));
+            i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_set1_epi32(qd[5]));
+            i0 = _mm512_dpbusd_epi32(i0, g[6], _mm512_set1_epi32(qd[6]));
+            i1 = _mm512_dpbusd_epi32(i1, g[7], _mm512_set1_epi32(qd[7]));
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[b].d)),
+                                     _mm512_cvtepi32_ps(
+                                         _mm512_add_epi32(i0, i1)),
+                                     acc[j]);
+            if (kind == Q4_1) {
+                macc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[b].s), macc[j]);
+            }
+        }
+    }
+    r = hsum8_regs(acc);
+    if (kind == Q4_1) {
+        r = _mm512_add_ps(r, hsum8_regs(macc));
+    }
+    _mm512_mask_storeu_ps(out, rows, r);
+}
+
+
 TGT static INLINE void
 tile_packed(const int kind, const int bytes, const llm_tile *t)
 {
@@ -732,9 +830,14 @@ tile_packed(const int kind, const int bytes, const llm_tile *t)
     uint8_t ubuf[UB_BLOCKS * UB_BYTES] __attribute__((aligned(64)));
     const uint8_t *ub = NULL;
 
-    /* many activation rows (prefill): unpack the group once for all of
-       them instead of once per pass of 4 */
-    if (t->n_x >= 8 && nb <= UB_BLOCKS) {
+    if (t->n_x == 1) {
+        packed_1(kind, t->w, pb, nb, t->act, t->out, rows);
+        return;
+    }
+    /* two or more activation rows: unpack the group once for all of them
+       (reading it in memory order) instead of once per pass of 4, whose
+       eight passes of stride 8 blocks would each read it from DRAM */
+    if (nb <= UB_BLOCKS) {
         unpack_group(kind, t->w, pb, nb, ubuf);
         ub = ubuf;
     }
