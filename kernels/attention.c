@@ -106,16 +106,34 @@ tile_at(const llm_att_seq *s, int c, const uint8_t **kb, const uint8_t **vb,
 }
 
 
+/* first and last tile of span k that hold a position of t0..p (the
+ * first > the last when none does) */
 static void
-att_ref_one(const llm_att_seq *s, const llm_att_query *q, float scale)
+span_tiles(int t0, int p, int k, int *c_lo, int *c_hi)
 {
-    float           o[LLM_ATT_MAX_HD], sc[16], pr[16], a[4];
+    int lo = k * LLM_ATT_SPAN, hi = lo + LLM_ATT_SPAN - 1;
+
+    *c_lo = (t0 > lo ? t0 : lo) / LLM_ATT_TILE;
+    *c_hi = (p < hi ? p : hi) / LLM_ATT_TILE;
+    if (p < lo || t0 > hi) {
+        *c_hi = *c_lo - 1;
+    }
+}
+
+
+/* one query over span k: part = o[hd], m, l */
+static void
+att_ref_span(const llm_att_seq *s, const llm_att_query *q, float scale,
+    int k, float *part)
+{
+    float           *o = part, sc[16], pr[16], a[4];
     float           m = -INFINITY, l = 0.0f, tmax, mn, alpha;
-    int             c, j, d, t, slot0, hd = s->hd;
+    int             c, c_lo, c_hi, j, d, t, slot0, hd = s->hd;
     const uint8_t  *kb, *vb;
 
     memset(o, 0, sizeof(float) * hd);
-    for (c = q->t0 / LLM_ATT_TILE; c <= q->p / LLM_ATT_TILE; c++) {
+    span_tiles(q->t0, q->p, k, &c_lo, &c_hi);
+    for (c = c_lo; c <= c_hi; c++) {
         tile_at(s, c, &kb, &vb, &slot0);
         tmax = -INFINITY;
         for (j = 0; j < 16; j++) {
@@ -152,8 +170,91 @@ att_ref_one(const llm_att_seq *s, const llm_att_query *q, float scale)
         }
         m = mn;
     }
+    part[hd] = m;
+    part[hd + 1] = l;
+}
+
+
+int
+llm_att_span_used(const llm_att_query *q, int k)
+{
+    return q->t0 / LLM_ATT_SPAN <= k && k <= q->p / LLM_ATT_SPAN;
+}
+
+
+void
+llm_att_merge(float *acc, const float *part, int hd, int first)
+{
+    float  m, mn, a, b;
+    int    d;
+
+    if (first) {
+        memcpy(acc, part, sizeof(float) * LLM_ATT_PART(hd));
+        return;
+    }
+    m = acc[hd];
+    mn = m > part[hd] ? m : part[hd];
+    a = att_exp1(m - mn);
+    b = att_exp1(part[hd] - mn);
     for (d = 0; d < hd; d++) {
-        q->out[d] = o[d] / l;
+        acc[d] = fmaf(acc[d], a, part[d] * b);
+    }
+    acc[hd] = mn;
+    acc[hd + 1] = fmaf(acc[hd + 1], a, part[hd + 1] * b);
+}
+
+
+void
+llm_att_finish(const float *acc, float *out, int hd)
+{
+    for (int d = 0; d < hd; d++) {
+        out[d] = acc[d] / acc[hd + 1];
+    }
+}
+
+
+typedef void (*att_span_fn)(const llm_att_seq *s, const llm_att_query *q,
+    int nq, float scale, int k, float *part);
+
+/* up to max_q queries at a time: their spans in turn, merged */
+static void
+att_spans(att_span_fn fn, int max_q, const llm_att_seq *s,
+    const llm_att_query *q, int nq, float scale)
+{
+    float  part[LLM_ATT_MAX_Q * LLM_ATT_PART(LLM_ATT_MAX_HD)];
+    float  acc[LLM_ATT_MAX_Q * LLM_ATT_PART(LLM_ATT_MAX_HD)];
+    int    i, k, lo, hi, n, hd = s->hd, P = LLM_ATT_PART(hd);
+
+    for ( /* void */ ; nq > 0; q += n, nq -= n) {
+        n = nq < max_q ? nq : max_q;
+        lo = q[0].t0;
+        hi = q[0].p;
+        for (i = 1; i < n; i++) {
+            lo = q[i].t0 < lo ? q[i].t0 : lo;
+            hi = q[i].p > hi ? q[i].p : hi;
+        }
+        for (k = lo / LLM_ATT_SPAN; k <= hi / LLM_ATT_SPAN; k++) {
+            fn(s, q, n, scale, k, part);
+            for (i = 0; i < n; i++) {
+                if (llm_att_span_used(&q[i], k)) {
+                    llm_att_merge(acc + i * P, part + i * P, hd,
+                                  k == q[i].t0 / LLM_ATT_SPAN);
+                }
+            }
+        }
+        for (i = 0; i < n; i++) {
+            llm_att_finish(acc + i * P, q[i].out, hd);
+        }
+    }
+}
+
+
+static void
+att_ref_spans(const llm_att_seq *s, const llm_att_query *q, int nq,
+    float scale, int k, float *part)
+{
+    for (int i = 0; i < nq; i++) {
+        att_ref_span(s, &q[i], scale, k, part + i * LLM_ATT_PART(s->hd));
     }
 }
 
@@ -162,11 +263,7 @@ void
 llm_attention_ref(const llm_att_seq *s, const llm_att_query *q, int nq,
     float scale)
 {
-    int  i;
-
-    for (i = 0; i < nq; i++) {
-        att_ref_one(s, &q[i], scale);
-    }
+    att_spans(att_ref_spans, 1, s, q, nq, scale);
 }
 
 
@@ -477,28 +574,40 @@ softmax_each(const int N, const __m512 sc[8], const __mmask16 *vm,
 }
 
 
+/* span k's tiles from the first to the last that holds a position of
+ * any of the N queries */
+static void
+union_tiles(const llm_att_query *q, int N, int k, int *c_lo, int *c_hi)
+{
+    int lo = q[0].t0, hi = q[0].p;
+
+    for (int i = 1; i < N; i++) {
+        lo = q[i].t0 < lo ? q[i].t0 : lo;
+        hi = q[i].p > hi ? q[i].p : hi;
+    }
+    span_tiles(lo, hi, k, c_lo, c_hi);
+}
+
+
 TGT static INLINE void
 att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
-    const int F16, float scale)
+    const int F16, float scale, int k, float *part)
 {
     float      o[LLM_ATT_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(64)));
     float      pr[LLM_ATT_MAX_Q][16] __attribute__((aligned(64)));
     float      alpha[16] __attribute__((aligned(64)));
     float      l[16] __attribute__((aligned(64)));
+    float      m[16] __attribute__((aligned(64)));
     __mmask16  vm[LLM_ATT_MAX_Q];
     __m512     sc[8], mv, lv;
     __m512i    pos;
-    int        i, d, c, c_lo, c_hi, slot0, hd = s->hd;
+    int        i, c, c_lo, c_hi, slot0, hd = s->hd;
     const uint8_t *kb, *vb;
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
                                            10, 11, 12, 13, 14, 15);
 
-    c_lo = q[0].t0;
-    c_hi = q[0].p;
     for (i = 0; i < N; i++) {
         memset(o[i], 0, sizeof(float) * hd);
-        c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
-        c_hi = q[i].p > c_hi ? q[i].p : c_hi;
     }
     for (i = N; i < 8; i++) {
         sc[i] = _mm512_set1_ps(-INFINITY);
@@ -506,8 +615,7 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
     mv = _mm512_set1_ps(-INFINITY);
     lv = _mm512_setzero_ps();
     _mm512_store_ps(alpha, _mm512_set1_ps(1.0f));
-    c_lo /= LLM_ATT_TILE;
-    c_hi /= LLM_ATT_TILE;
+    union_tiles(q, N, k, &c_lo, &c_hi);
 
     for (c = c_lo; c <= c_hi; c++) {
         tile_at(s, c, &kb, &vb, &slot0);
@@ -530,25 +638,28 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
         tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
     }
     _mm512_store_ps(l, lv);
+    _mm512_store_ps(m, mv);
     for (i = 0; i < N; i++) {
-        for (d = 0; d < hd; d++) {
-            q[i].out[d] = o[i][d] / l[i];
-        }
+        float *pt = part + i * LLM_ATT_PART(hd);
+        memcpy(pt, o[i], sizeof(float) * hd);
+        pt[hd] = m[i];
+        pt[hd + 1] = l[i];
     }
 }
 
 
 #define ATT_VARIANT(name, F16)                                               \
 TGT static void                                                              \
-name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale)     \
+name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
+    int k, float *part)                                                      \
 {                                                                            \
     switch (nq) {                                                            \
-    case 1: att_avx512(s, q, 1, F16, scale); break;                          \
-    case 2: att_avx512(s, q, 2, F16, scale); break;                          \
-    case 3: att_avx512(s, q, 3, F16, scale); break;                          \
-    case 4: att_avx512(s, q, 4, F16, scale); break;                          \
-    case 5: att_avx512(s, q, 5, F16, scale); break;                          \
-    default: att_avx512(s, q, 6, F16, scale); break;                         \
+    case 1: att_avx512(s, q, 1, F16, scale, k, part); break;                 \
+    case 2: att_avx512(s, q, 2, F16, scale, k, part); break;                 \
+    case 3: att_avx512(s, q, 3, F16, scale, k, part); break;                 \
+    case 4: att_avx512(s, q, 4, F16, scale, k, part); break;                 \
+    case 5: att_avx512(s, q, 5, F16, scale, k, part); break;                 \
+    default: att_avx512(s, q, 6, F16, scale, k, part); break;                \
     }                                                                        \
 }
 
@@ -691,7 +802,7 @@ valid8(int base, int t0, int p)
 
 TGT2 static INLINE void
 att_avx2(const llm_att_seq *s, const llm_att_query *q, const int N,
-    const int F16, float scale)
+    const int F16, float scale, int kspan, float *part)
 {
     float      o[ATT2_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(32)));
     float      pr[ATT2_MAX_Q][16] __attribute__((aligned(32)));
@@ -699,22 +810,17 @@ att_avx2(const llm_att_seq *s, const llm_att_query *q, const int N,
     unsigned   vm[ATT2_MAX_Q];
     __m256     lo[ATT2_MAX_Q], hi[ATT2_MAX_Q], ov[ATT2_MAX_Q], vv, ml, mh;
     __m256     ninf = _mm256_set1_ps(-INFINITY);
-    int        i, j, k, d, c, c_lo, c_hi, slot0, hd = s->hd, full;
+    int        i, j, k, c, c_lo, c_hi, slot0, hd = s->hd, full;
     size_t     esz = F16 ? 2 : 4;
     const uint8_t *kb, *vb, *col, *row;
 
-    c_lo = q[0].t0;
-    c_hi = q[0].p;
     for (i = 0; i < N; i++) {
         memset(o[i], 0, sizeof(float) * hd);
         m[i] = -INFINITY;
         l[i] = 0.0f;
         alpha[i] = 1.0f;
-        c_lo = q[i].t0 < c_lo ? q[i].t0 : c_lo;
-        c_hi = q[i].p > c_hi ? q[i].p : c_hi;
     }
-    c_lo /= LLM_ATT_TILE;
-    c_hi /= LLM_ATT_TILE;
+    union_tiles(q, N, kspan, &c_lo, &c_hi);
 
     for (c = c_lo; c <= c_hi; c++) {
         tile_at(s, c, &kb, &vb, &slot0);
@@ -771,21 +877,23 @@ att_avx2(const llm_att_seq *s, const llm_att_query *q, const int N,
         }
     }
     for (i = 0; i < N; i++) {
-        for (d = 0; d < hd; d++) {
-            q[i].out[d] = o[i][d] / l[i];
-        }
+        float *pt = part + i * LLM_ATT_PART(hd);
+        memcpy(pt, o[i], sizeof(float) * hd);
+        pt[hd] = m[i];
+        pt[hd + 1] = l[i];
     }
 }
 
 
 #define ATT2_VARIANT(name, F16)                                              \
 TGT2 static void                                                             \
-name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale)     \
+name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
+    int k, float *part)                                                      \
 {                                                                            \
     switch (nq) {                                                            \
-    case 1: att_avx2(s, q, 1, F16, scale); break;                            \
-    case 2: att_avx2(s, q, 2, F16, scale); break;                            \
-    default: att_avx2(s, q, 3, F16, scale); break;                           \
+    case 1: att_avx2(s, q, 1, F16, scale, k, part); break;                   \
+    case 2: att_avx2(s, q, 2, F16, scale, k, part); break;                   \
+    default: att_avx2(s, q, 3, F16, scale, k, part); break;                  \
     }                                                                        \
 }
 
@@ -795,36 +903,49 @@ ATT2_VARIANT(att_avx2_f32, 0)
 #endif
 
 
+/* the best kernel for this CPU and cache type, and the queries it takes
+ * at once */
+static att_span_fn
+att_kernel(const llm_att_seq *s, int *max_q)
+{
+#if defined(__x86_64__)
+    if (llm_kernels_isa() == LLM_ISA_AVX512) {
+        *max_q = LLM_ATT_MAX_Q;
+        return s->f16 ? att_avx512_f16 : att_avx512_f32;
+    }
+    if (llm_kernels_isa() == LLM_ISA_AVX2) {
+        *max_q = ATT2_MAX_Q;
+        return s->f16 ? att_avx2_f16 : att_avx2_f32;
+    }
+#endif
+    *max_q = 1;
+    return att_ref_spans;
+}
+
+
 void
 llm_attention(const llm_att_seq *s, const llm_att_query *q, int nq,
     float scale)
 {
-    if (nq <= 0) {
-        return;
+    att_span_fn  fn;
+    int          max_q;
+
+    fn = att_kernel(s, &max_q);
+    att_spans(fn, max_q, s, q, nq, scale);
+}
+
+
+void
+llm_attention_span(const llm_att_seq *s, const llm_att_query *q, int nq,
+    float scale, int k, float *part)
+{
+    att_span_fn  fn;
+    int          max_q, n;
+
+    fn = att_kernel(s, &max_q);
+    for ( /* void */ ; nq > 0; q += n, nq -= n) {
+        n = nq < max_q ? nq : max_q;
+        fn(s, q, n, scale, k, part);
+        part += n * LLM_ATT_PART(s->hd);
     }
-#if defined(__x86_64__)
-    if (llm_kernels_isa() == LLM_ISA_AVX512) {
-        for ( /* void */ ; nq > 0; q += LLM_ATT_MAX_Q, nq -= LLM_ATT_MAX_Q) {
-            int n = nq < LLM_ATT_MAX_Q ? nq : LLM_ATT_MAX_Q;
-            if (s->f16) {
-                att_avx512_f16(s, q, n, scale);
-            } else {
-                att_avx512_f32(s, q, n, scale);
-            }
-        }
-        return;
-    }
-    if (llm_kernels_isa() == LLM_ISA_AVX2) {
-        for ( /* void */ ; nq > 0; q += ATT2_MAX_Q, nq -= ATT2_MAX_Q) {
-            int n = nq < ATT2_MAX_Q ? nq : ATT2_MAX_Q;
-            if (s->f16) {
-                att_avx2_f16(s, q, n, scale);
-            } else {
-                att_avx2_f32(s, q, n, scale);
-            }
-        }
-        return;
-    }
-#endif
-    llm_attention_ref(s, q, nq, scale);
 }

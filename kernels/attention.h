@@ -22,6 +22,20 @@
  *     lanes j in t0..p, ascending; m = mn
  *   out[d] = o[d] / l
  *
+ * ...per span. Positions are cut into spans of LLM_ATT_SPAN (span k holds
+ * 256k..256k+255, whole tiles): each span with a position in t0..p
+ * gets the loop above from m = -inf, l = 0, o = 0 over its own tiles,
+ * and the spans' (m_k, l_k, o_k) are merged in ascending order, the
+ * first taken as it is (llm_att_merge):
+ *
+ *   mn = max(M, m_k); a = llm_att_exp(M - mn); b = llm_att_exp(m_k - mn)
+ *   L = fmaf(L, a, l_k * b); O[d] = fmaf(O[d], a, o_k[d] * b); M = mn
+ *
+ * and out[d] = O[d] / L. Within one span (up to 256 positions) this is
+ * the single loop exactly. Spans let one decode token's attention over a
+ * long context run on every thread (llm_attention_span, one span an item)
+ * while a prefill, which has items enough, does the same spans in turn.
+ *
  * A query's result is therefore the same whichever other queries share
  * its call, so a prefill (many queries of a sequence per call, sharing
  * every K and V load) equals decode (one query) bit for bit, and the
@@ -33,7 +47,9 @@
  * one dimension are one vector; V as (block_size, kv_dim). f16 or f32.
  *
  * defines: llm_att_seq, llm_att_query, llm_attention, llm_attention_ref,
- *          llm_att_exp, LLM_ATT_TILE, LLM_ATT_MAX_Q
+ *          llm_attention_span, llm_att_span_used, llm_att_merge,
+ *          llm_att_finish, llm_att_exp, LLM_ATT_TILE, LLM_ATT_SPAN,
+ *          LLM_ATT_PART, LLM_ATT_MAX_Q
  */
 #ifndef NGX_LLM_ATTENTION_H
 #define NGX_LLM_ATTENTION_H
@@ -44,6 +60,10 @@
 #define LLM_ATT_TILE   16     /* positions per tile */
 #define LLM_ATT_MAX_Q  6      /* queries per call */
 #define LLM_ATT_MAX_HD 512    /* head_dim the kernels take */
+#define LLM_ATT_SPAN   256    /* positions per span, whole tiles */
+
+/* floats of one query's state over a span: o[hd], then m and l */
+#define LLM_ATT_PART(hd)  ((hd) + 2)
 
 /* one sequence's cache, one layer, one kv head */
 typedef struct {
@@ -74,6 +94,20 @@ void llm_attention(const llm_att_seq *s, const llm_att_query *q, int nq,
 /* the definition above, one query at a time, scalar */
 void llm_attention_ref(const llm_att_seq *s, const llm_att_query *q, int nq,
     float scale);
+
+/* the state of every query over span k only, into part[i *
+ * LLM_ATT_PART(hd)]; a query with no position of t0..p in the span gets
+ * m = -inf, l = 0, o = 0 and is not to be merged (llm_att_span_used) */
+void llm_attention_span(const llm_att_seq *s, const llm_att_query *q,
+    int nq, float scale, int k, float *part);
+
+/* span k has a position of the query */
+int llm_att_span_used(const llm_att_query *q, int k);
+
+/* acc = part (first) or acc merged with part (the spans in ascending
+ * order); out = acc's o / l */
+void llm_att_merge(float *acc, const float *part, int hd, int first);
+void llm_att_finish(const float *acc, float *out, int hd);
 
 /* e^x for x <= 0 (0 below -87, and for -inf): the exponential both
  * kernels compute, operation for operation */

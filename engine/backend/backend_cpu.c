@@ -60,6 +60,8 @@ typedef struct {
     int              kv_dim;     /* this rank's n_kv_heads/tp * head_dim */
     int              n_heads;    /* this rank's heads */
     int              n_kv_heads;
+    int              head_dim;
+    int              window;     /* sliding window (mistral), 0: none */
     int              hidden;     /* this rank's hidden_dim/tp */
     /* scratch, for max_batch_tokens rows */
     float           *x;          /* (n, dim) residual stream */
@@ -73,6 +75,15 @@ typedef struct {
     struct att_item *att_items;  /* (max_batch_tokens * n_heads) this
                                     step's attention work items */
     int              att_n_items;
+    int              att_max_items;
+    int              att_split;  /* this step's items are spans of one
+                                    token's kv head (a short decode batch
+                                    over a long context) */
+    int              att_spans;  /* spans per token in att_part */
+    float           *att_part;   /* (n, att_spans, n_heads,
+                                    LLM_ATT_PART(head_dim)) their states:
+                                    an item's heads side by side */
+    size_t           att_part_size;
     float           *inv_freq;   /* (rope_dim/2) rope frequencies */
     /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
        down) is n_slices column slices whose partials go to slot[set][s]
@@ -126,6 +137,7 @@ be_fail(llm_backend *be, const char *fmt, ...)
  * serially they left the second thread idle for ~6% of a decode step) */
 #define CPU_COST_SWIGLU   16
 #define CPU_COST_ROPE     8
+#define CPU_COST_MERGE    2
 
 static void
 run_job(cpu_ctx *c, llm_task_fn fn, void *job, size_t work)
@@ -312,12 +324,87 @@ qkv_finish_task(void *arg, int ith, int nth)
  * threads busy. A query's result does not depend on its item's other
  * queries (the kernels' canonical order), so this grouping is free.
  */
+/* the first position a query at pos attends to: the last window
+ * positions with a sliding window (mistral), else 0 */
+static int
+attention_t0(const cpu_ctx *c, int pos)
+{
+    return c->window > 0 && pos >= c->window ? pos - c->window + 1 : 0;
+}
+
+
+/* split items' state of token t, head h, span k */
+static float *
+attention_part(const cpu_ctx *c, int t, int h, int k)
+{
+    return c->att_part + (((size_t) t * c->att_spans + k) * c->n_heads + h)
+                         * LLM_ATT_PART(c->head_dim);
+}
+
+
 typedef struct att_item {
     int32_t  first;     /* first token */
     int16_t  n_tok;     /* consecutive tokens of one sequence */
     int16_t  head;      /* first head */
     int16_t  n_head;    /* heads of one kv head */
+    int16_t  span;      /* split: the one span (LLM_ATT_SPAN) of the item */
 } att_item;
+
+
+/* a decode batch too small to give every thread two items of a kv head,
+ * over a context of two spans or more: one item per (token, kv head,
+ * span), whose states attention_merge_task merges (attention.h: the same
+ * bits as the whole call). 0 when the batch is not such a batch or
+ * att_part cannot grow. */
+static int
+attention_split(cpu_ctx *c, const llm_batch *b, int head_dim)
+{
+    int     i, spans = 1, items = 0, g = c->n_heads / c->n_kv_heads, kh, k;
+    size_t  need;
+
+    if ((size_t) b->n_tokens * c->n_kv_heads >= 2 * (size_t) c->n_threads) {
+        return 0;
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        if (i > 0 && b->seq[i] == b->seq[i - 1]) {
+            return 0;                        /* a prefill run */
+        }
+        spans = b->pos[i] / LLM_ATT_SPAN + 1 > spans
+                ? b->pos[i] / LLM_ATT_SPAN + 1 : spans;
+    }
+    if (spans < 2
+        || (size_t) b->n_tokens * c->n_kv_heads * spans > (size_t)
+                                                          c->att_max_items)
+    {
+        return 0;
+    }
+    need = sizeof(float) * (size_t) b->n_tokens * c->n_heads * spans
+           * LLM_ATT_PART(head_dim);
+    if (need > c->att_part_size) {
+        float *p = realloc(c->att_part, need);
+        if (p == NULL) {
+            return 0;
+        }
+        c->att_part = p;
+        c->att_part_size = need;
+    }
+    c->att_spans = spans;
+    for (i = 0; i < b->n_tokens; i++) {
+        int t0 = attention_t0(c, b->pos[i]);
+        for (kh = 0; kh < c->n_kv_heads; kh++) {
+            for (k = t0 / LLM_ATT_SPAN; k <= b->pos[i] / LLM_ATT_SPAN; k++) {
+                c->att_items[items].first = i;
+                c->att_items[items].n_tok = 1;
+                c->att_items[items].head = (int16_t) (kh * g);
+                c->att_items[items].n_head = (int16_t) g;
+                c->att_items[items].span = (int16_t) k;
+                items++;
+            }
+        }
+    }
+    c->att_n_items = items;
+    return 1;
+}
 
 
 /* the items of the batch into c->att_items; per kv head, tokens grouped
@@ -328,6 +415,10 @@ attention_items(cpu_ctx *c, const llm_batch *b)
     int  i, run, t, h, kh, g = c->n_heads / c->n_kv_heads, per_item, tok, hs;
     int  n = 0, runs = 0;
 
+    c->att_split = attention_split(c, b, c->head_dim);
+    if (c->att_split) {
+        return;
+    }
     for (i = 0; i < b->n_tokens; i++) {
         runs += i == 0 || b->seq[i] != b->seq[i - 1]
                 || b->pos[i] != b->pos[i - 1] + 1;
@@ -357,6 +448,7 @@ attention_items(cpu_ctx *c, const llm_batch *b)
                     c->att_items[n].n_tok = (int16_t) tok;
                     c->att_items[n].head = (int16_t) h;
                     c->att_items[n].n_head = (int16_t) nh;
+                    c->att_items[n].span = -1;
                     n++;
                 }
             }
@@ -372,7 +464,7 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
 {
     cpu_ctx          *c = be->ctx;
     const llm_config *cfg = &be->model->cfg;
-    int               hd = cfg->head_dim, sw = cfg->sliding_window;
+    int               hd = cfg->head_dim;
     int               g = c->n_heads / c->n_kv_heads, t, h, nq = 0;
     llm_att_seq       s;
     llm_att_query     q[LLM_ATT_MAX_Q];
@@ -395,12 +487,39 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
             q[nq].q = c->q + (size_t) t * c->q_dim + (size_t) h * hd;
             q[nq].out = c->att + (size_t) t * c->q_dim + (size_t) h * hd;
             q[nq].p = b->pos[t];
-            /* sliding window (mistral): only the last sw positions */
-            q[nq].t0 = sw > 0 && b->pos[t] >= sw ? b->pos[t] - sw + 1 : 0;
+            q[nq].t0 = attention_t0(c, b->pos[t]);
             nq++;
         }
     }
+    if (it->span >= 0) {
+        llm_attention_span(&s, q, nq, 1.0f / sqrtf((float) hd), it->span,
+                           attention_part(c, it->first, it->head, it->span));
+        return;
+    }
     llm_attention(&s, q, nq, 1.0f / sqrtf((float) hd));
+}
+
+
+/* split items: token t's head h over every span in turn, into c->att */
+static void
+attention_merge_task(void *arg, int ith, int nth)
+{
+    layer_job        *j = arg;
+    cpu_ctx          *c = j->be->ctx;
+    const llm_batch  *b = j->batch;
+    int               hd = c->head_dim, w, k;
+    float             acc[LLM_ATT_PART(LLM_ATT_MAX_HD)];
+
+    for (w = ith; w < b->n_tokens * c->n_heads; w += nth) {
+        int t = w / c->n_heads, h = w % c->n_heads;
+        int k0 = attention_t0(c, b->pos[t]) / LLM_ATT_SPAN;
+
+        for (k = k0; k <= b->pos[t] / LLM_ATT_SPAN; k++) {
+            llm_att_merge(acc, attention_part(c, t, h, k), hd, k == k0);
+        }
+        llm_att_finish(acc, c->att + (size_t) t * c->q_dim
+                            + (size_t) h * hd, hd);
+    }
 }
 
 
@@ -747,6 +866,10 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
             (size_t) n * (c->q_dim + c->kv_dim) * CPU_COST_ROPE);
     attention_items(c, b);
     run_job(c, attention_task, &lj, attention_work(c, b, cfg->head_dim));
+    if (c->att_split) {
+        run_job(c, attention_merge_task, &lj, (size_t) n * c->n_heads
+                * c->att_spans * cfg->head_dim * CPU_COST_MERGE);
+    }
     matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
@@ -880,6 +1003,7 @@ cpu_free(llm_backend *be)
         free(c->hb);
         free(c->hb2);
         free(c->att_items);
+        free(c->att_part);
         free(c->inv_freq);
         free(c->layers);
         free(c->packed);
@@ -1076,6 +1200,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->n_threads = o->n_threads;
     c->n_heads = cfg->n_heads / m->tp_size;
     c->n_kv_heads = cfg->n_kv_heads / m->tp_size;
+    c->head_dim = cfg->head_dim;
+    c->window = cfg->sliding_window;
     c->q_dim = c->n_heads * cfg->head_dim;
     c->kv_dim = c->n_kv_heads * cfg->head_dim;
     c->hidden = cfg->hidden_dim / m->tp_size;
@@ -1108,6 +1234,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->att = alloc_rows(n, c->q_dim);
     c->hb = alloc_rows(n, c->hidden);
     c->hb2 = alloc_rows(n, c->hidden);
+    c->att_max_items = n * c->n_heads;
     c->att_items = malloc(sizeof(att_item) * (size_t) n * c->n_heads);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);

@@ -175,9 +175,9 @@ test_exp(void)
 
 /* one cache configuration: every check of the file header */
 static void
-test_config(int hd, int n_kv, int bs, int f16, int window)
+test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
 {
-    enum { N_POS = 83, N_Q = 9 };
+    const int   N_Q = N_POS > 100 ? 4 : 9;   /* long: less time */
     test_cache  c;
     float      *q = malloc(sizeof(float) * N_Q * N_POS * hd);
     float      *ref = malloc(sizeof(float) * N_Q * N_POS * hd);
@@ -189,8 +189,8 @@ test_config(int hd, int n_kv, int bs, int f16, int window)
 
     cache_make(&c, hd, n_kv, bs, f16, N_POS);
     c.s.head_off = (n_kv - 1) * hd;           /* the last kv head */
-    snprintf(what, sizeof(what), "hd %d, block %d, %s, window %d", hd, bs,
-             f16 ? "f16" : "f32", window);
+    snprintf(what, sizeof(what), "hd %d, block %d, %s, window %d, %d "
+             "positions", hd, bs, f16 ? "f16" : "f32", window, N_POS);
     for (size_t i = 0; i < (size_t) N_Q * N_POS * hd; i++) {
         q[i] = frand();
     }
@@ -226,6 +226,39 @@ test_config(int hd, int n_kv, int bs, int f16, int window)
     }
     ok(same_single, "%s: %s kernel, one query a call == reference, bit for "
        "bit", what, llm_kernels_isa_name(llm_kernels_isa()));
+
+    /* a decode split over threads: every span on its own (the heads of
+     * a kv head a call), merged in order, == the whole call */
+    {
+        float  part[3 * LLM_ATT_PART(LLM_ATT_MAX_HD)];
+        float  acc[3 * LLM_ATT_PART(LLM_ATT_MAX_HD)];
+        int    same = 1, spans = 0, P = LLM_ATT_PART(hd);
+
+        for (p = 0; p < N_POS; p += 1 + p % 7) {
+            llm_att_query qs[3];
+            float out[LLM_ATT_MAX_HD];
+            for (h = 0; h < 3; h++) {
+                qs[h] = (llm_att_query) { Q(h, p), NULL, T0(p), p };
+            }
+            for (k = 0; k <= p / LLM_ATT_SPAN; k++) {
+                if (!llm_att_span_used(&qs[0], k)) {
+                    continue;
+                }
+                llm_attention_span(&c.s, qs, 3, scale, k, part);
+                for (h = 0; h < 3; h++) {
+                    llm_att_merge(acc + h * P, part + h * P, hd,
+                                  k == T0(p) / LLM_ATT_SPAN);
+                }
+                spans++;
+            }
+            for (h = 0; h < 3; h++) {
+                llm_att_finish(acc + h * P, out, hd);
+                same &= memcmp(out, AT(ref, h, p), sizeof(float) * hd) == 0;
+            }
+        }
+        ok(same && spans > 0, "%s: spans one at a time, merged == one call, "
+           "bit for bit (%d spans)", what, spans);
+    }
 
     /* prefill shapes: n consecutive positions times k heads a call, every
      * size 1..LLM_ATT_MAX_Q, from every start position */
@@ -287,29 +320,34 @@ main(void)
 {
     printf("# kernels: %s\n", llm_kernels_isa_name(llm_kernels_isa()));
     test_exp();
-    test_config(64, 3, 16, 1, 0);      /* SmolLM2 */
-    test_config(64, 3, 16, 0, 0);
-    test_config(128, 2, 32, 1, 0);     /* llama 8B head, bigger blocks */
-    test_config(8, 8, 16, 1, 0);       /* tiny260K: only a tail */
-    test_config(20, 2, 16, 0, 0);      /* 16 + a tail of 4, hd % 4 == 0 */
-    test_config(18, 2, 16, 1, 0);      /* a tail of 2 in d chains too */
-    test_config(64, 2, 16, 1, 21);     /* sliding window */
-    test_config(64, 2, 32, 0, 40);
+    test_config(64, 3, 16, 1, 0, 83);  /* SmolLM2 */
+    test_config(64, 3, 16, 0, 0, 83);
+    test_config(128, 2, 32, 1, 0, 83); /* llama 8B head, bigger blocks */
+    test_config(8, 8, 16, 1, 0, 83);   /* tiny260K: only a tail */
+    test_config(20, 2, 16, 0, 0, 83);  /* 16 + a tail of 4, hd % 4 == 0 */
+    test_config(18, 2, 16, 1, 0, 83);  /* a tail of 2 in d chains too */
+    test_config(64, 2, 16, 1, 21, 83); /* sliding window */
+    test_config(64, 2, 32, 0, 40, 83);
+    /* three spans of LLM_ATT_SPAN; a window across span edges */
+    test_config(64, 3, 16, 1, 0, 600);
+    test_config(64, 2, 32, 0, 300, 600);
 
     /* the same through the AVX2 kernel and the reference path (as
      * LLM_ISA=avx2 or scalar choose them) */
     if (llm_kernels_isa() > LLM_ISA_AVX2
         && llm_kernels_set_isa(LLM_ISA_AVX2) == 0)
     {
-        test_config(64, 3, 16, 1, 0);
-        test_config(128, 2, 32, 1, 0);
-        test_config(8, 8, 16, 1, 0);
-        test_config(18, 2, 16, 1, 0);
-        test_config(20, 2, 16, 0, 0);
-        test_config(64, 2, 16, 1, 21);
+        test_config(64, 3, 16, 1, 0, 83);
+        test_config(128, 2, 32, 1, 0, 83);
+        test_config(8, 8, 16, 1, 0, 83);
+        test_config(18, 2, 16, 1, 0, 83);
+        test_config(20, 2, 16, 0, 0, 83);
+        test_config(64, 2, 16, 1, 21, 83);
+        test_config(64, 2, 32, 0, 300, 600);
     }
     if (llm_kernels_set_isa(LLM_ISA_SCALAR) == 0) {
-        test_config(64, 3, 16, 1, 0);
+        test_config(64, 3, 16, 1, 0, 83);
+        test_config(64, 3, 16, 1, 0, 600);
     }
     return tap_done();
 }

@@ -15,6 +15,7 @@
  */
 #include "tap.h"
 #include "alloc.h"
+#include "attention.h"
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "model/model.h"
@@ -663,6 +664,78 @@ static const ref_case ref_cases[] = {
 };
 
 
+/*
+ * Long context: a decode token over two spans or more of the cache
+ * (kernels/attention.h) is split into one item per (kv head, span) when
+ * there are threads to spare (backend_cpu.c, attention_split); its
+ * logits must equal the same position's in a prefill on one thread,
+ * bit for bit. n_threads: enough that the decode splits (n_kv_heads <
+ * 2 n_threads).
+ */
+static void
+test_long_context(const char *path, const char *label, int n_threads)
+{
+    enum { N = 300, CHUNK = 60 };
+    llm_model      m;
+    llm_backend   *be1 = NULL, *bet = NULL;
+    int32_t        table[64], nb[1] = { 64 };
+    const int32_t *tables[1] = { table };
+    float         *ref = NULL, *got = NULL;
+    batch_buf      bb;
+    int            V, i, j, diff = 0, fail = 0;
+
+    if (llm_model_load(&m, path, 0, 1) != 0) {
+        ok(0, "%s: load: %s", label, m.err);
+        return;
+    }
+    V = m.cfg.vocab_size;
+    for (i = 0; i < 64; i++) {
+        table[i] = i;
+    }
+    be1 = make_backend(&m, 1);
+    bet = make_backend(&m, n_threads);
+    ref = malloc(sizeof(float) * V * N);
+    got = malloc(sizeof(float) * V * CHUNK);
+    if (be1 == NULL || bet == NULL || ref == NULL || got == NULL
+        || m.cfg.n_kv_heads >= 2 * n_threads || m.cfg.max_seq_len < N)
+    {
+        ok(0, "%s: long-context backends", label);
+        goto done;
+    }
+    /* prefill in chunks on one thread: logits of every position */
+    for (i = 0; i < N && !fail; i += CHUNK) {
+        bb.n = 0;
+        for (j = i; j < i + CHUNK && j < N; j++) {
+            bb_add(&bb, (j * 7919 + 13) % V, j, 0);
+        }
+        fail |= run_bb(be1, &bb, tables, nb, ref + (size_t) i * V) != 0;
+    }
+    /* the same prefill to span 1, then one token a call */
+    for (i = 0; i < LLM_ATT_SPAN && !fail; i += CHUNK) {
+        bb.n = 0;
+        for (j = i; j < i + CHUNK && j < LLM_ATT_SPAN; j++) {
+            bb_add(&bb, (j * 7919 + 13) % V, j, 0);
+        }
+        fail |= run_bb(bet, &bb, tables, nb, got) != 0;
+    }
+    for (i = LLM_ATT_SPAN; i < N && !fail; i++) {
+        bb.n = 0;
+        bb_add(&bb, (i * 7919 + 13) % V, i, 0);
+        fail |= run_bb(bet, &bb, tables, nb, got) != 0;
+        diff += memcmp(got, ref + (size_t) i * V, sizeof(float) * V) != 0;
+    }
+    ok(!fail && diff == 0, "%s: decode at positions %d..%d on %d threads "
+       "(split by span) == one-thread prefill, bit for bit (%d differ)",
+       label, LLM_ATT_SPAN, N - 1, n_threads, diff);
+done:
+    free(ref);
+    free(got);
+    llm_backend_free(be1);
+    llm_backend_free(bet);
+    llm_model_free(&m);
+}
+
+
 static void
 test_reference_logits(void)
 {
@@ -993,5 +1066,7 @@ main(void)
     stories_path(path, sizeof(path), "f16");
     test_batch_invariance(path, "tiny260K f16");
     test_batch_invariance(smollm2, "SmolLM2 Q4_1");
+    test_long_context(path, "tiny260K f16", 3);
+    test_long_context(smollm2, "SmolLM2 Q4_1", 2);
     return tap_done();
 }
