@@ -26,6 +26,7 @@
  *          llm_backend_options_default
  */
 #include "alloc.h"
+#include "activation.h"
 #include "attention.h"
 #include "backend/backend.h"
 #include "model/kv.h"
@@ -549,13 +550,9 @@ static void
 swiglu_task(void *arg, int ith, int nth)
 {
     swiglu_job  *j = arg;
-    size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth, i;
-    float        g;
+    size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
 
-    for (i = lo; i < hi; i++) {
-        g = j->gate[i];
-        j->gate[i] = g / (1.0f + expf(-g)) * j->up[i];
-    }
+    llm_swiglu(j->gate + lo, j->up + lo, hi - lo);
 }
 
 
