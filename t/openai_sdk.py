@@ -170,17 +170,23 @@ def n_choices():
 
 def chat_stream_timing():
     """Tokens reach the SDK as they are produced, not in one burst."""
+    question = [{"role": "user", "content": "What is the capital of "
+                 "France? Explain in detail."}]
     stream = client().chat.completions.create(
         model="smollm2", max_tokens=24, temperature=0, stream=True,
-        messages=[{"role": "user", "content": "What is the capital of "
-                   "France? Explain in detail."}])
+        messages=question)
     arrivals = [(time.monotonic(), c.choices[0].delta.content)
                 for c in stream
                 if c.choices and c.choices[0].delta.content is not None]
-    is_("".join(t for _, t in arrivals),
-        "The capital of France is Paris. Paris is a city steeped in history "
-        "and culture, known for its iconic landmarks like the",
-        "chat stream: 24 greedy tokens")
+    whole = client().chat.completions.create(
+        model="smollm2", max_tokens=24, temperature=0, messages=question)
+    text = "".join(t for _, t in arrivals)
+    # the greedy answer itself moves with the kernels' roundings after its
+    # first sentence (Q4_1 margins are small there): the stream must equal
+    # the same request unstreamed, and begin with the answer
+    ok(text == whole.choices[0].message.content
+       and text.startswith("The capital of France is Paris."),
+       f"chat stream: 24 greedy tokens == unstreamed ({text!r})")
     is_(len(arrivals), 24, "chat stream: one content chunk per token")
     spread = arrivals[-1][0] - arrivals[0][0] if arrivals else 0
     ok(spread > 0.05, f"chat stream: first to last chunk {spread:.3f} s, "
