@@ -146,21 +146,16 @@ llm_att_span_used(const llm_att_query *q, int k)
 }
 
 
-void
-llm_att_merge(float *acc, const float *part, int hd, int first)
+/* acc = fmaf(acc, a, part * b) over o, then m and l: written once, made
+ * twice (below: one compiled for FMA, where fmaf is one instruction and
+ * loops run 8 lanes at a time; the same roundings either way) */
+static inline __attribute__((always_inline)) void
+merge_body(float *acc, const float *part, int hd)
 {
-    float  m, mn, a, b;
-    int    d;
+    float  m = acc[hd], mn = m > part[hd] ? m : part[hd];
+    float  a = att_exp1(m - mn), b = att_exp1(part[hd] - mn);
 
-    if (first) {
-        memcpy(acc, part, sizeof(float) * LLM_ATT_PART(hd));
-        return;
-    }
-    m = acc[hd];
-    mn = m > part[hd] ? m : part[hd];
-    a = att_exp1(m - mn);
-    b = att_exp1(part[hd] - mn);
-    for (d = 0; d < hd; d++) {
+    for (int d = 0; d < hd; d++) {
         acc[d] = fmaf(acc[d], a, part[d] * b);
     }
     acc[hd] = mn;
@@ -168,12 +163,63 @@ llm_att_merge(float *acc, const float *part, int hd, int first)
 }
 
 
-void
-llm_att_finish(const float *acc, float *out, int hd)
+static inline __attribute__((always_inline)) void
+finish_body(const float *acc, float *out, int hd)
 {
     for (int d = 0; d < hd; d++) {
         out[d] = acc[d] / acc[hd + 1];
     }
+}
+
+
+#if defined(__x86_64__)
+
+/* the merge was 25% of a prefill's attention calls through libm's fmaf */
+__attribute__((target("avx2,fma"), optimize("tree-vectorize")))
+static void
+merge_fma(float *acc, const float *part, int hd)
+{
+    merge_body(acc, part, hd);
+}
+
+
+__attribute__((target("avx2,fma"), optimize("tree-vectorize")))
+static void
+finish_fma(const float *acc, float *out, int hd)
+{
+    finish_body(acc, out, hd);
+}
+
+#endif
+
+
+void
+llm_att_merge(float *acc, const float *part, int hd, int first)
+{
+    if (first) {
+        memcpy(acc, part, sizeof(float) * LLM_ATT_PART(hd));
+        return;
+    }
+#if defined(__x86_64__)
+    if (llm_kernels_isa() >= LLM_ISA_AVX2) {
+        merge_fma(acc, part, hd);
+        return;
+    }
+#endif
+    merge_body(acc, part, hd);
+}
+
+
+void
+llm_att_finish(const float *acc, float *out, int hd)
+{
+#if defined(__x86_64__)
+    if (llm_kernels_isa() >= LLM_ISA_AVX2) {
+        finish_fma(acc, out, hd);
+        return;
+    }
+#endif
+    finish_body(acc, out, hd);
 }
 
 

@@ -238,13 +238,15 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
     int      nb = t->n / LLM_QK;
     size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
 
-    for (int l = 0; l < t->n_w; l++) {
+    for (int r = 0; r < t->n_w; r++) {
+        int l = r % LLM_PACK_ROWS;
+        const uint8_t *w = t->w + (size_t) (r / LLM_PACK_ROWS) * t->w_stride;
         for (int i = 0; i < t->n_x; i++) {
             const llm_act_p *x = (const llm_act_p *) (t->act
                                                       + i * t->act_stride);
             float acc[8] = { 0 }, msum[8] = { 0 };
             for (int b = 0; b < nb; b++) {
-                const uint8_t *blk = t->w + b * pb;
+                const uint8_t *blk = w + b * pb;
                 int isum = 0;
                 for (int j = 0; j < LLM_QK; j++) {
                     isum += packed_q(type, blk, l, j) * x[b].qs[j];
@@ -256,7 +258,7 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
                                        msum[b % 8]);
                 }
             }
-            t->out[i * t->ld_out + l] = type == GGML_TYPE_Q4_1
+            t->out[i * t->ld_out + r] = type == GGML_TYPE_Q4_1
                                         ? llm_hsum8(acc) + llm_hsum8(msum)
                                         : llm_hsum8(acc);
         }
@@ -541,6 +543,9 @@ llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)
 /* weight rows per tile handed to a kernel: a multiple of the kernels'
  * register tiles, small enough to stay in L1 while n_x rows pass */
 #define ROWS_PER_TILE  8
+#define PACKED2_MIN_N_X  8
+/* activation rows a pass of a packed chunk's tiles takes (see below) */
+#define PACKED_X_BLOCK   256
 
 typedef struct {
     const llm_tensor  *w;
@@ -635,13 +640,18 @@ matmul_task(void *ctx, int ith, int nth)
     (void) ith;
     (void) nth;
     t.w_stride = w->row_stride;
-    t.act = job->act;
     t.act_stride = job->act_stride;
-    t.n_x = job->n_x;
     t.n = w->cols;
     t.ld_out = job->ld_out;
 
-    int step = w->pack ? w->pack : ROWS_PER_TILE;
+    /* packed: two groups a tile for many activation rows (the AVX-512
+       kernel shares each activation load between them) */
+    int step = w->pack ? w->pack * (job->n_x >= PACKED2_MIN_N_X ? 2 : 1)
+                       : ROWS_PER_TILE;
+    /* packed: activation rows XB at a time through the chunk's tiles, so
+       that they stay in L2 (prefill of thousands of tokens); other layouts
+       group activation rows by 16 and take them all */
+    int xb = w->pack ? PACKED_X_BLOCK : job->n_x;
 
     for ( ;; ) {
         int r0 = atomic_fetch_add(&job->next_row, job->chunk);
@@ -649,12 +659,16 @@ matmul_task(void *ctx, int ith, int nth)
             return;
         }
         int r1 = r0 + job->chunk < w->rows ? r0 + job->chunk : w->rows;
-        for (int r = r0; r < r1; r += step) {
-            t.w = (const uint8_t *) w->data
-                  + (size_t) (w->pack ? r / w->pack : r) * w->row_stride;
-            t.n_w = r1 - r < step ? r1 - r : step;
-            t.out = job->out + r;
-            job->kernel(&t);
+        for (int x0 = 0; x0 < job->n_x; x0 += xb) {
+            t.act = job->act + (size_t) x0 * job->act_stride;
+            t.n_x = job->n_x - x0 < xb ? job->n_x - x0 : xb;
+            for (int r = r0; r < r1; r += step) {
+                t.w = (const uint8_t *) w->data
+                      + (size_t) (w->pack ? r / w->pack : r) * w->row_stride;
+                t.n_w = r1 - r < step ? r1 - r : step;
+                t.out = job->out + (size_t) x0 * job->ld_out + r;
+                job->kernel(&t);
+            }
         }
     }
 }

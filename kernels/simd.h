@@ -45,8 +45,9 @@ typedef void (*llm_tile_fn)(const llm_tile *t);
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
     /* packed weights (matmul.h, llm_pack), against llm_act_p rows: a
-       tile is one group of 16 rows (n_w of them stored), w its first
-       block, w_stride unused */
+       tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
+       the first group's first block, w_stride the bytes from one group
+       to the next */
     llm_tile_fn     q4_0p, q4_1p, q8_0p;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);

@@ -821,8 +821,140 @@ packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
 }
 
 
+/*
+ * Two groups (32 weight rows) against X activation rows, from unpacked
+ * copies: each activation dword broadcast feeds two vpdpbusd (one per
+ * group) and each weight vector X of them, where packed_x's feeds one and
+ * X. Per block and row the loads fall from about 1.3 per vpdpbusd to 0.75,
+ * which is what bounds prefill's matmuls. The same sums as packed_x per
+ * group (one integer chain instead of two: integers are exact).
+ */
 TGT static INLINE void
-tile_packed(const int kind, const int bytes, const llm_tile *t)
+packed_x2(const int kind, const int X, const uint8_t *ub, int nb,
+    const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
+    __mmask16 rows0, __mmask16 rows1)
+{
+    __m512 ra[4][2][8], rm[4][2][8];
+    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
+                                               : GGML_TYPE_Q8_0);
+    const uint8_t *ub1 = ub + (size_t) nb * UB_BYTES;
+
+    for (int j = 0; j < 8; j++) {
+        __m512 acc[4][2], macc[4][2];
+
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            acc[x][0] = acc[x][1] = macc[x][0] = macc[x][1]
+                = _mm512_setzero_ps();
+        }
+        for (int b = j; b < nb; b += 8) {
+            const uint8_t *u0 = ub + (size_t) b * UB_BYTES;
+            const uint8_t *u1 = ub1 + (size_t) b * UB_BYTES;
+            const llm_act_p *a[4];
+            __m512i is[4][2];
+
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                a[x] = (const llm_act_p *) (act + x * act_stride) + b;
+                is[x][0] = is[x][1] = kind == Q4_1
+                    ? _mm512_setzero_si512()
+                    : _mm512_set1_epi32(bias * a[x]->sum);
+            }
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                __m512i g0 = _mm512_load_si512(u0 + 64 * k);
+                __m512i g1 = _mm512_load_si512(u1 + 64 * k);
+#pragma GCC unroll 4
+                for (int x = 0; x < X; x++) {
+                    __m512i bk = _mm512_set1_epi32(
+                                     ((const int32_t *) a[x]->qs)[k]);
+                    is[x][0] = _mm512_dpbusd_epi32(is[x][0], g0, bk);
+                    is[x][1] = _mm512_dpbusd_epi32(is[x][1], g1, bk);
+                }
+            }
+            __m512 dw0 = _mm512_load_ps(u0 + 512);
+            __m512 dw1 = _mm512_load_ps(u1 + 512);
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                __m512 d = _mm512_set1_ps(a[x]->d);
+                acc[x][0] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, d),
+                                            _mm512_cvtepi32_ps(is[x][0]),
+                                            acc[x][0]);
+                acc[x][1] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, d),
+                                            _mm512_cvtepi32_ps(is[x][1]),
+                                            acc[x][1]);
+            }
+            if (kind == Q4_1) {
+                __m512 mw0 = _mm512_load_ps(u0 + 576);
+                __m512 mw1 = _mm512_load_ps(u1 + 576);
+#pragma GCC unroll 4
+                for (int x = 0; x < X; x++) {
+                    __m512 sx = _mm512_set1_ps(a[x]->s);
+                    macc[x][0] = _mm512_fmadd_ps(mw0, sx, macc[x][0]);
+                    macc[x][1] = _mm512_fmadd_ps(mw1, sx, macc[x][1]);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            ra[x][0][j] = acc[x][0];
+            ra[x][1][j] = acc[x][1];
+            rm[x][0][j] = macc[x][0];
+            rm[x][1][j] = macc[x][1];
+        }
+    }
+    for (int x = 0; x < X; x++) {
+        for (int g = 0; g < 2; g++) {
+            __m512 r = hsum8_regs(ra[x][g]);
+            if (kind == Q4_1) {
+                r = _mm512_add_ps(r, hsum8_regs(rm[x][g]));
+            }
+            _mm512_mask_storeu_ps(out + x * ld_out + 16 * g,
+                                  g ? rows1 : rows0, r);
+        }
+    }
+}
+
+
+/* a tile of two groups (n_w > 16) and many activation rows */
+TGT static INLINE void
+tile_packed2(const int kind, const int bytes, const llm_tile *t)
+{
+    size_t pb = (size_t) 16 * bytes;
+    int nb = t->n / LLM_QK, i;
+    __mmask16 rows1 = (__mmask16) ((1u << (t->n_w - 16)) - 1);
+    uint8_t ubuf[2 * UB_BLOCKS * UB_BYTES] __attribute__((aligned(64)));
+
+    unpack_group(kind, t->w, pb, nb, ubuf);
+    unpack_group(kind, t->w + t->w_stride, pb, nb,
+                 ubuf + (size_t) nb * UB_BYTES);
+    for (i = 0; i + 4 <= t->n_x; i += 4) {
+        packed_x2(kind, 4, ubuf, nb, t->act + i * t->act_stride,
+                  t->act_stride, t->out + i * t->ld_out, t->ld_out, 0xffff,
+                  rows1);
+    }
+    switch (t->n_x - i) {
+    case 3:
+        packed_x2(kind, 3, ubuf, nb, t->act + i * t->act_stride,
+                  t->act_stride, t->out + i * t->ld_out, t->ld_out, 0xffff,
+                  rows1);
+        break;
+    case 2:
+        packed_x2(kind, 2, ubuf, nb, t->act + i * t->act_stride,
+                  t->act_stride, t->out + i * t->ld_out, t->ld_out, 0xffff,
+                  rows1);
+        break;
+    case 1:
+        packed_x2(kind, 1, ubuf, nb, t->act + i * t->act_stride,
+                  t->act_stride, t->out + i * t->ld_out, t->ld_out, 0xffff,
+                  rows1);
+        break;
+    }
+}
+
+
+TGT static INLINE void
+tile_packed1(const int kind, const int bytes, const llm_tile *t)
 {
     size_t pb = (size_t) 16 * bytes;
     int nb = t->n / LLM_QK, i;
@@ -859,6 +991,31 @@ tile_packed(const int kind, const int bytes, const llm_tile *t)
                  t->act_stride, t->out + i * t->ld_out, t->ld_out, rows);
         break;
     }
+}
+
+
+/* a tile of one group, or two (matmul.c hands two for many activation
+ * rows): two groups of up to 64 blocks go to tile_packed2 */
+TGT static INLINE void
+tile_packed(const int kind, const int bytes, const llm_tile *t)
+{
+    llm_tile one;
+
+    if (t->n_w <= 16) {
+        tile_packed1(kind, bytes, t);
+        return;
+    }
+    if (t->n / LLM_QK <= UB_BLOCKS) {
+        tile_packed2(kind, bytes, t);
+        return;
+    }
+    one = *t;
+    one.n_w = 16;
+    tile_packed1(kind, bytes, &one);
+    one.w += t->w_stride;
+    one.n_w = t->n_w - 16;
+    one.out += 16;
+    tile_packed1(kind, bytes, &one);
 }
 
 

@@ -629,7 +629,7 @@ test_views(uint32_t type, llm_threadpool *tp)
 static void
 test_packed(const test_matrix *m, llm_threadpool **pools)
 {
-    enum { NX = 21 };
+    enum { NX = 21, NX_BIG = 300 };
     const char *tn = ggml_type_name(m->type);
     int isa0 = llm_kernels_isa(), diff = 0, runs = 0, n_rows;
     size_t on = (size_t) NX * m->rows;
@@ -641,10 +641,11 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     if (llm_quant_block(m->type) != LLM_QK) {
         return;
     }
-    x = malloc(sizeof(float) * NX * m->cols);
+    on = (size_t) NX_BIG * m->rows;
+    x = malloc(sizeof(float) * NX_BIG * m->cols);
     want = malloc(sizeof(float) * on);
     got = malloc(sizeof(float) * on);
-    for (int k = 0; k < NX * m->cols; k++) {
+    for (int k = 0; k < NX_BIG * m->cols; k++) {
         x[k] = rndf();
     }
     pd = llm_alloc_aligned(llm_pack_size(&m->t));
@@ -659,7 +660,11 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
         if (llm_kernels_set_isa(isa) != 0) {
             continue;
         }
-        for (int n = 1; n <= NX; n += n < 6 ? 1 : 5) {
+        /* 1..21, and 300: more than a pass of the packed kernels' tiles
+           takes (matmul.c, PACKED_X_BLOCK) */
+        static const int ns[] = { 1, 2, 3, 4, 5, 6, 11, 16, 21, NX_BIG };
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            int n = ns[ni];
             for (int th = 0; th < 3; th++) {
                 llm_kernels_set_isa(LLM_ISA_SCALAR);
                 llm_matmul(NULL, want, x, n, &m->t);
@@ -685,8 +690,8 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     }
     llm_kernels_set_isa(isa0);
     ok(runs > 0 && diff == 0, "%s %dx%d packed == unpacked, bit for bit "
-       "(every instruction set, n_x 1..%d, 1-3 threads, prepared row "
-       "ranges: %d runs)", tn, m->rows, m->cols, NX, runs);
+       "(every instruction set, n_x 1..%d and %d, 1-3 threads, prepared "
+       "row ranges: %d runs)", tn, m->rows, m->cols, NX, NX_BIG, runs);
 
     /* a column range of the packed matrix == of the unpacked one */
     if (m->cols >= 3 * LLM_QK) {
