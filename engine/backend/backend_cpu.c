@@ -30,6 +30,7 @@
 #include "attention.h"
 #include "backend/backend.h"
 #include "model/kv.h"
+#include "norm.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -150,23 +151,6 @@ run_job(cpu_ctx *c, llm_task_fn fn, void *job, size_t work)
     }
 }
 
-static void
-rmsnorm_row(float *out, const float *x, const float *w, int n, float eps)
-{
-    double  ss = 0.0;
-    float   r;
-    int     i;
-
-    for (i = 0; i < n; i++) {
-        ss += (double) x[i] * x[i];
-    }
-    r = (float) (1.0 / sqrt(ss / n + eps));
-    for (i = 0; i < n; i++) {
-        out[i] = w[i] * (x[i] * r);
-    }
-}
-
-
 typedef struct {
     float        *out;
     const float  *in;
@@ -186,7 +170,7 @@ norm_task(void *arg, int ith, int nth)
 
     for (i = ith; i < j->n_rows; i += nth) {
         src = j->rows ? j->rows[i] : i;
-        rmsnorm_row(j->out + (size_t) i * j->dim,
+        llm_rmsnorm(j->out + (size_t) i * j->dim,
                     j->in + (size_t) src * j->dim, j->w, j->dim, j->eps);
     }
 }
@@ -298,14 +282,14 @@ qkv_finish_task(void *arg, int ith, int nth)
         }
         for (h = 0; h < c->n_heads; h++) {
             if (l->q_norm != NULL) {
-                rmsnorm_row(q + h * hd, q + h * hd, l->q_norm, hd,
+                llm_rmsnorm(q + h * hd, q + h * hd, l->q_norm, hd,
                             cfg->norm_eps);
             }
             rope_head(q + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
         for (h = 0; h < c->n_kv_heads; h++) {
             if (l->k_norm != NULL) {
-                rmsnorm_row(k + h * hd, k + h * hd, l->k_norm, hd,
+                llm_rmsnorm(k + h * hd, k + h * hd, l->k_norm, hd,
                             cfg->norm_eps);
             }
             rope_head(k + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);

@@ -16,6 +16,7 @@
 
 #include "activation.h"
 #include "alloc.h"
+#include "norm.h"
 #include "format/gguf.h"
 #include "matmul.h"
 #include "quant.h"
@@ -449,6 +450,50 @@ test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
  * it) == the scalar definition, bit for bit, on random rows and on the
  * edges: exact halves (amax 127 makes x / d = x), zeros, signed zeros,
  * tiny and huge values */
+/* RMSNorm: the kernel == the definition bit for bit at lengths 1..40,
+ * 576 and 1536, in place too, and within 1e-6 relative of double */
+static void
+test_rmsnorm(void)
+{
+    enum { N = 1536 };
+    float   *x = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * N);
+    float   *ref = malloc(sizeof(float) * N), *got = malloc(sizeof(float) * N);
+    static const int extra[] = { 64, 576, 1536 };
+    double  worst = 0.0, ss;
+    int     i, n, k, same = 1;
+
+    for (i = 0; i < N; i++) {
+        x[i] = rndf() * 3.0f;
+        w[i] = 0.5f + rndf();
+    }
+    for (k = 0; k < 40 + 3; k++) {
+        n = k < 40 ? k + 1 : extra[k - 40];
+        llm_rmsnorm_ref(ref, x, w, n, 1e-5f);
+        llm_rmsnorm(got, x, w, n, 1e-5f);
+        same &= memcmp(ref, got, sizeof(float) * n) == 0;
+        memcpy(got, x, sizeof(float) * n);
+        llm_rmsnorm(got, got, w, n, 1e-5f);              /* in place */
+        same &= memcmp(ref, got, sizeof(float) * n) == 0;
+        for (ss = 0.0, i = 0; i < n; i++) {
+            ss += (double) x[i] * x[i];
+        }
+        for (i = 0; i < n; i++) {
+            double want = w[i] * (x[i] / sqrt(ss / n + 1e-5));
+            double e = fabs(ref[i] - want) / (fabs(want) + 1e-30);
+            worst = e > worst ? e : worst;
+        }
+    }
+    ok(same, "rmsnorm (%s) == llm_rmsnorm_ref, bit for bit, lengths 1..40, "
+       "64, 576, 1536, in place too", llm_kernels_isa_name(llm_kernels_isa()));
+    ok(worst < 1e-6, "rmsnorm within 1e-6 relative of double precision "
+       "(worst %.2e)", worst);
+    free(x);
+    free(w);
+    free(ref);
+    free(got);
+}
+
+
 /* SwiGLU: the kernel == the definition bit for bit at every length (the
  * tail through the definition), within 2e-7 relative of double
  * precision, and the edges: 0, -0, huge of both signs, below e's range
@@ -919,6 +964,7 @@ main(void)
     test_threadpool();
     test_quantize_q8a();
     test_swiglu();
+    test_rmsnorm();
     test_out_of_memory(pools[2]);
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
