@@ -564,15 +564,18 @@ matmul(llm_backend *be, float *out, const float *x, int n,
 /*
  * Decode-sized batches: the matmuls that share an input (q, k, v; gate,
  * up), or the slices of a row-split matmul, run as one pool job whose
- * threads take 64-row chunks of any of them, each chunk a single-threaded
+ * threads take chunks of any of them, each chunk a single-threaded
  * llm_matmul_ld into its slice of the output. One wake-up instead of
  * three (two; n_slices), which matters most when a worker may be
- * descheduled. Every output row is computed exactly as by llm_matmul
- * (row results do not depend on tiling or threads), so results are
- * unchanged; test_model's prefill == decode test checks it.
+ * descheduled. A weight is cut into one contiguous chunk per thread
+ * (whole groups of 16 rows): decode streams its weights from DRAM, and
+ * long runs keep the prefetchers ahead, where 64-row chunks taken in
+ * turn by the threads left every thread jumping (SmolLM2 decode 1.22x,
+ * docs/kernels.md). Every output row is computed exactly as by
+ * llm_matmul (row results do not depend on tiling or threads), so
+ * results are unchanged; test_model's prefill == decode test checks it.
  */
 #define FUSED_MAX_TOKENS  8
-#define FUSED_CHUNK_ROWS  64
 #define FUSED_MAX_W       LLM_TP_MAX_SLICES
 
 typedef struct {
@@ -687,6 +690,17 @@ use_fused(llm_backend *be, int n)
 }
 
 
+/* rows of a chunk when rows are cut into n contiguous chunks of whole
+ * packed groups */
+static int
+fused_chunk(int rows, int n)
+{
+    int chunk = (rows + n - 1) / n;
+
+    return (chunk + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS * LLM_PACK_ROWS;
+}
+
+
 /* out[p] = x @ w[p]^T for n_w weights with the same input */
 static void
 matmul_multi(llm_backend *be, const float *x, int n, int n_w,
@@ -705,7 +719,8 @@ matmul_multi(llm_backend *be, const float *x, int n, int n_w,
     memset(&j, 0, sizeof(j));
     j.n = n;
     for (p = 0; p < n_w; p++) {
-        fused_add(&j, w[p], x, w[p]->cols, out[p], FUSED_CHUNK_ROWS);
+        fused_add(&j, w[p], x, w[p]->cols, out[p],
+                  fused_chunk(w[p]->rows, c->n_threads));
     }
     fused_run(c, &j);
 }
@@ -726,12 +741,9 @@ matmul_slices(llm_backend *be, float *const *slot, const float *in, int n,
     llm_tensor   v;
     fused_job    j;
 
-    /* about four work items per thread over all slices, not 64-row
-     * chunks of each (chosen when each item quantized its own input, a
-     * fixed cost per item; not re-measured since llm_act made that once) */
-    per_slice = (4 * c->n_threads + c->my_slices - 1) / c->my_slices;
-    chunk = (w->rows + per_slice - 1) / per_slice;
-    chunk = (chunk + 15) / 16 * 16;          /* packed: whole groups */
+    /* one contiguous chunk per thread over all slices (fused_chunk) */
+    per_slice = (c->n_threads + c->my_slices - 1) / c->my_slices;
+    chunk = fused_chunk(w->rows, per_slice);
     memset(&j, 0, sizeof(j));
     j.n = n;
     for (s = 0; s < c->my_slices; s++) {
