@@ -31,6 +31,7 @@
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "norm.h"
+#include "rope.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -203,26 +204,6 @@ rope_angles(float *cs, float *sn, int pos, const float *inv_freq,
 }
 
 
-/* rotate (x[a], x[b]) pairs of one head by a position's angles: llama's
- * GGUF (Meta) order pairs adjacent elements, NEOX order pairs i with
- * i + rope_dim/2 */
-static void
-rope_head(float *x, const float *cs, const float *sn, int rope_dim, int neox)
-{
-    int    i, a, b, half = rope_dim / 2;
-    float  x0, x1;
-
-    for (i = 0; i < half; i++) {
-        a = neox ? i : 2 * i;
-        b = neox ? i + half : 2 * i + 1;
-        x0 = x[a];
-        x1 = x[b];
-        x[a] = x0 * cs[i] - x1 * sn[i];
-        x[b] = x0 * sn[i] + x1 * cs[i];
-    }
-}
-
-
 typedef struct {
     llm_backend      *be;
     const llm_batch  *batch;
@@ -285,14 +266,14 @@ qkv_finish_task(void *arg, int ith, int nth)
                 llm_rmsnorm(q + h * hd, q + h * hd, l->q_norm, hd,
                             cfg->norm_eps);
             }
-            rope_head(q + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
+            llm_rope_head(q + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
         for (h = 0; h < c->n_kv_heads; h++) {
             if (l->k_norm != NULL) {
                 llm_rmsnorm(k + h * hd, k + h * hd, l->k_norm, hd,
                             cfg->norm_eps);
             }
-            rope_head(k + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
+            llm_rope_head(k + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
         kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k, 1);
         kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v, 0);

@@ -17,6 +17,7 @@
 #include "activation.h"
 #include "alloc.h"
 #include "norm.h"
+#include "rope.h"
 #include "format/gguf.h"
 #include "matmul.h"
 #include "quant.h"
@@ -450,6 +451,46 @@ test_matmul_invariants(const test_matrix *m, llm_threadpool **pools)
  * it) == the scalar definition, bit for bit, on random rows and on the
  * edges: exact halves (amax 127 makes x / d = x), zeros, signed zeros,
  * tiny and huge values */
+/* RoPE: the kernel == the definition bit for bit for rope_dim 2..130 in
+ * both pair orders, and a rotation keeps each pair's length */
+static void
+test_rope(void)
+{
+    float   x[130], ref[130], got[130], cs[65], sn[65];
+    double  worst = 0.0;
+    int     d, i, neox, same = 1;
+
+    for (i = 0; i < 65; i++) {
+        cs[i] = cosf(0.37f * (float) i + 0.1f);
+        sn[i] = sinf(0.37f * (float) i + 0.1f);
+    }
+    for (i = 0; i < 130; i++) {
+        x[i] = rndf() * 4.0f;
+    }
+    for (neox = 0; neox <= 1; neox++) {
+        for (d = 2; d <= 130; d += 2) {
+            memcpy(ref, x, sizeof(x));
+            memcpy(got, x, sizeof(x));
+            llm_rope_head_ref(ref, cs, sn, d, neox);
+            llm_rope_head(got, cs, sn, d, neox);
+            same &= memcmp(ref, got, sizeof(x)) == 0;
+            for (i = 0; i < d / 2; i++) {
+                int a = neox ? i : 2 * i, b = neox ? i + d / 2 : 2 * i + 1;
+                double n0 = (double) x[a] * x[a] + (double) x[b] * x[b];
+                double n1 = (double) ref[a] * ref[a]
+                            + (double) ref[b] * ref[b];
+                double e = fabs(n1 - n0) / (n0 + 1e-30);
+                worst = e > worst ? e : worst;
+            }
+        }
+    }
+    ok(same, "rope (%s) == llm_rope_head_ref, bit for bit, rope_dim 2..130, "
+       "both pair orders", llm_kernels_isa_name(llm_kernels_isa()));
+    ok(worst < 1e-5, "rope keeps each pair's length (worst relative change "
+       "%.2e)", worst);
+}
+
+
 /* RMSNorm: the kernel == the definition bit for bit at lengths 1..40,
  * 576 and 1536, in place too, and within 1e-6 relative of double */
 static void
@@ -965,6 +1006,7 @@ main(void)
     test_quantize_q8a();
     test_swiglu();
     test_rmsnorm();
+    test_rope();
     test_out_of_memory(pools[2]);
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
