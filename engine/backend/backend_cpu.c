@@ -326,6 +326,7 @@ static int
 attention_split(cpu_ctx *c, const llm_batch *b, int head_dim)
 {
     int     i, spans = 1, items = 0, g = c->n_heads / c->n_kv_heads, kh, k;
+    int     h, hs = g <= LLM_ATT_MAX_Q ? g : LLM_ATT_MAX_Q;   /* heads an item */
     size_t  need;
 
     if ((size_t) b->n_tokens * c->n_kv_heads >= 2 * (size_t) c->n_threads) {
@@ -339,8 +340,8 @@ attention_split(cpu_ctx *c, const llm_batch *b, int head_dim)
                 ? b->pos[i] / LLM_ATT_SPAN + 1 : spans;
     }
     if (spans < 2
-        || (size_t) b->n_tokens * c->n_kv_heads * spans > (size_t)
-                                                          c->att_max_items)
+        || (size_t) b->n_tokens * c->n_kv_heads * ((g + hs - 1) / hs) * spans
+           > (size_t) c->att_max_items)
     {
         return 0;
     }
@@ -358,13 +359,18 @@ attention_split(cpu_ctx *c, const llm_batch *b, int head_dim)
     for (i = 0; i < b->n_tokens; i++) {
         int t0 = attention_t0(c, b->pos[i]);
         for (kh = 0; kh < c->n_kv_heads; kh++) {
-            for (k = t0 / LLM_ATT_SPAN; k <= b->pos[i] / LLM_ATT_SPAN; k++) {
-                c->att_items[items].first = i;
-                c->att_items[items].n_tok = 1;
-                c->att_items[items].head = (int16_t) (kh * g);
-                c->att_items[items].n_head = (int16_t) g;
-                c->att_items[items].span = (int16_t) k;
-                items++;
+            for (h = kh * g; h < (kh + 1) * g; h += hs) {
+                int nh = (kh + 1) * g - h < hs ? (kh + 1) * g - h : hs;
+                for (k = t0 / LLM_ATT_SPAN; k <= b->pos[i] / LLM_ATT_SPAN;
+                     k++)
+                {
+                    c->att_items[items].first = i;
+                    c->att_items[items].n_tok = 1;
+                    c->att_items[items].head = (int16_t) h;
+                    c->att_items[items].n_head = (int16_t) nh;
+                    c->att_items[items].span = (int16_t) k;
+                    items++;
+                }
             }
         }
     }
