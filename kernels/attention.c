@@ -308,6 +308,10 @@ llm_attention_ref(const llm_att_seq *s, const llm_att_query *q, int nq,
     "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
+/* queries one register pass of the AVX-512 kernel takes (6 x 4 score
+   chains, 6 x 4 output vectors); a call takes two such groups */
+#define ATT_GROUP  6
+
 
 TGT static INLINE __m512
 ld16(const uint8_t *base, size_t i, const int f16)
@@ -384,7 +388,7 @@ tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
     const int F16, const uint8_t *kb, int slot0, __m512 sc[],
     float scale)
 {
-    __m512  a[LLM_ATT_MAX_Q][4], kv;
+    __m512  a[ATT_GROUP][4], kv;
     int     d, i, r, hd = s->hd, bs = s->block_size;
     const uint8_t *col = kb + ((size_t) s->head_off * bs + slot0)
                               * (F16 ? 2 : 4);
@@ -434,7 +438,7 @@ tile_values_k(const llm_att_seq *s, const int N, const int F16, const int NK,
     float (*pr)[16], const float *alpha, const __mmask16 *vm, int full)
 {
     int        i, j, kk, hd = s->hd;
-    __m512     ov[LLM_ATT_MAX_Q][4], vv[4], pj;
+    __m512     ov[ATT_GROUP][4], vv[4], pj;
     __mmask16  km[4];
     const uint8_t *row = vb + ((size_t) slot0 * s->kv_dim + s->head_off + k)
                               * (F16 ? 2 : 4);
@@ -596,61 +600,92 @@ union_tiles(const llm_att_query *q, int N, int k, int *c_lo, int *c_hi)
 }
 
 
+/* one tile for one group of N <= ATT_GROUP queries: scores, mask,
+ * softmax step, values */
 TGT static INLINE void
-att_avx512(const llm_att_seq *s, const llm_att_query *q, const int N,
-    const int F16, float scale, int k, float *part)
+group_tile(const llm_att_seq *s, const llm_att_query *q, const int N,
+    const int F16, const uint8_t *kb, const uint8_t *vb, int slot0,
+    __m512i pos, float scale, float (*o)[LLM_ATT_MAX_HD], float (*pr)[16],
+    float *alpha, __mmask16 *vm, __m512 *mv, __m512 *lv)
+{
+    __m512  sc[8];
+    int     i;
+
+#pragma GCC unroll 8
+    for (i = N; i < 8; i++) {
+        sc[i] = _mm512_set1_ps(-INFINITY);
+    }
+    tile_scores(s, q, N, F16, kb, slot0, sc, scale);
+#pragma GCC unroll 8
+    for (i = 0; i < N; i++) {
+        vm[i] = _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].t0),
+                                      _MM_CMPINT_NLT)
+                & _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].p),
+                                        _MM_CMPINT_LE);
+        sc[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vm[i], sc[i]);
+    }
+    if (N >= 3) {
+        softmax_all(N, sc, vm, pr, mv, lv, alpha);
+    } else {
+        softmax_each(N, sc, vm, pr, mv, lv, alpha);
+    }
+    tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
+}
+
+
+/*
+ * NA + NB queries (NA <= ATT_GROUP, NB <= ATT_GROUP) over span k's tiles:
+ * two register groups take each tile in turn, the second reading its K
+ * and V from L1 where the first brought them, so a prefill item of 12
+ * queries streams its cache once instead of twice.
+ */
+TGT static INLINE void
+att_avx512(const llm_att_seq *s, const llm_att_query *q, const int NA,
+    const int NB, const int F16, float scale, int k, float *part)
 {
     float      o[LLM_ATT_MAX_Q][LLM_ATT_MAX_HD] __attribute__((aligned(64)));
     float      pr[LLM_ATT_MAX_Q][16] __attribute__((aligned(64)));
-    float      alpha[16] __attribute__((aligned(64)));
-    float      l[16] __attribute__((aligned(64)));
-    float      m[16] __attribute__((aligned(64)));
+    float      alpha[2][16] __attribute__((aligned(64)));
+    float      l[2][16] __attribute__((aligned(64)));
+    float      m[2][16] __attribute__((aligned(64)));
     __mmask16  vm[LLM_ATT_MAX_Q];
-    __m512     sc[8], mv, lv;
+    __m512     mv[2], lv[2];
     __m512i    pos;
-    int        i, c, c_lo, c_hi, slot0, hd = s->hd;
+    int        i, g, c, c_lo, c_hi, slot0, hd = s->hd;
     const uint8_t *kb, *vb;
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
                                            10, 11, 12, 13, 14, 15);
 
-    for (i = 0; i < N; i++) {
+    for (i = 0; i < NA + NB; i++) {
         memset(o[i], 0, sizeof(float) * hd);
     }
-    for (i = N; i < 8; i++) {
-        sc[i] = _mm512_set1_ps(-INFINITY);
+    for (g = 0; g < 2; g++) {
+        mv[g] = _mm512_set1_ps(-INFINITY);
+        lv[g] = _mm512_setzero_ps();
+        _mm512_store_ps(alpha[g], _mm512_set1_ps(1.0f));
     }
-    mv = _mm512_set1_ps(-INFINITY);
-    lv = _mm512_setzero_ps();
-    _mm512_store_ps(alpha, _mm512_set1_ps(1.0f));
-    union_tiles(q, N, k, &c_lo, &c_hi);
+    union_tiles(q, NA + NB, k, &c_lo, &c_hi);
 
     for (c = c_lo; c <= c_hi; c++) {
         tile_at(s, c, &kb, &vb, &slot0);
         pos = _mm512_add_epi32(_mm512_set1_epi32(c * LLM_ATT_TILE), iota);
-        tile_scores(s, q, N, F16, kb, slot0, sc, scale);
-#pragma GCC unroll 8
-        for (i = 0; i < N; i++) {
-            vm[i] = _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].t0),
-                                          _MM_CMPINT_NLT)
-                    & _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].p),
-                                            _MM_CMPINT_LE);
-            sc[i] = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), vm[i],
-                                       sc[i]);
+        group_tile(s, q, NA, F16, kb, vb, slot0, pos, scale, o, pr,
+                   alpha[0], vm, &mv[0], &lv[0]);
+        if (NB > 0) {
+            group_tile(s, q + ATT_GROUP, NB, F16, kb, vb, slot0, pos, scale,
+                       o + ATT_GROUP, pr + ATT_GROUP, alpha[1],
+                       vm + ATT_GROUP, &mv[1], &lv[1]);
         }
-        if (N >= 3) {
-            softmax_all(N, sc, vm, pr, &mv, &lv, alpha);
-        } else {
-            softmax_each(N, sc, vm, pr, &mv, &lv, alpha);
-        }
-        tile_values(s, N, F16, vb, slot0, o, pr, alpha, vm);
     }
-    _mm512_store_ps(l, lv);
-    _mm512_store_ps(m, mv);
-    for (i = 0; i < N; i++) {
+    for (g = 0; g < 2; g++) {
+        _mm512_store_ps(l[g], lv[g]);
+        _mm512_store_ps(m[g], mv[g]);
+    }
+    for (i = 0; i < NA + NB; i++) {
         float *pt = part + i * LLM_ATT_PART(hd);
         memcpy(pt, o[i], sizeof(float) * hd);
-        pt[hd] = m[i];
-        pt[hd + 1] = l[i];
+        pt[hd] = m[i / ATT_GROUP][i % ATT_GROUP];
+        pt[hd + 1] = l[i / ATT_GROUP][i % ATT_GROUP];
     }
 }
 
@@ -661,12 +696,18 @@ name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
     int k, float *part)                                                      \
 {                                                                            \
     switch (nq) {                                                            \
-    case 1: att_avx512(s, q, 1, F16, scale, k, part); break;                 \
-    case 2: att_avx512(s, q, 2, F16, scale, k, part); break;                 \
-    case 3: att_avx512(s, q, 3, F16, scale, k, part); break;                 \
-    case 4: att_avx512(s, q, 4, F16, scale, k, part); break;                 \
-    case 5: att_avx512(s, q, 5, F16, scale, k, part); break;                 \
-    default: att_avx512(s, q, 6, F16, scale, k, part); break;                \
+    case 1: att_avx512(s, q, 1, 0, F16, scale, k, part); break;              \
+    case 2: att_avx512(s, q, 2, 0, F16, scale, k, part); break;              \
+    case 3: att_avx512(s, q, 3, 0, F16, scale, k, part); break;              \
+    case 4: att_avx512(s, q, 4, 0, F16, scale, k, part); break;              \
+    case 5: att_avx512(s, q, 5, 0, F16, scale, k, part); break;              \
+    case 6: att_avx512(s, q, 6, 0, F16, scale, k, part); break;              \
+    case 7: att_avx512(s, q, 6, 1, F16, scale, k, part); break;              \
+    case 8: att_avx512(s, q, 6, 2, F16, scale, k, part); break;              \
+    case 9: att_avx512(s, q, 6, 3, F16, scale, k, part); break;              \
+    case 10: att_avx512(s, q, 6, 4, F16, scale, k, part); break;             \
+    case 11: att_avx512(s, q, 6, 5, F16, scale, k, part); break;             \
+    default: att_avx512(s, q, 6, 6, F16, scale, k, part); break;             \
     }                                                                        \
 }
 

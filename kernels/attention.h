@@ -58,7 +58,7 @@
 #include <stdint.h>
 
 #define LLM_ATT_TILE   16     /* positions per tile */
-#define LLM_ATT_MAX_Q  6      /* queries per call */
+#define LLM_ATT_MAX_Q  12     /* queries per call */
 #define LLM_ATT_MAX_HD 512    /* head_dim the kernels take */
 #define LLM_ATT_SPAN   256    /* positions per span, whole tiles */
 
