@@ -645,16 +645,67 @@ unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
 }
 
 
+/* a packed block's 16 rows as 8 vectors of unsigned bytes (group k:
+ * bytes 4k..4k+3 of every row), its scales d and, for Q4_1, mins m */
+TGT static INLINE void
+packed_block(const int kind, const uint8_t *blk, __m512i g[8], __m512 *dw,
+    __m512 *mw)
+{
+    const int qa = kind == Q4_1 ? 64 : 32;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+    *mw = kind == Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256(
+                             (const __m256i *) (blk + 32)))
+                       : _mm512_setzero_ps();
+    if (kind == Q8_0) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
+        }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
+        g[q] = _mm512_and_si512(v, m4);
+        g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+}
+
+
+/* the exact integer sums of a block's 16 rows with one activation block
+ * (two chains of vpdpbusd), scaled and added into acc */
+TGT static INLINE __m512
+packed_dot(const int kind, const __m512i g[8], __m512 dw,
+    const llm_act_p *a, __m512 acc)
+{
+    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
+                                               : GGML_TYPE_Q8_0);
+    const int32_t *qd = (const int32_t *) a->qs;
+    __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
+                              : _mm512_set1_epi32(bias * a->sum);
+    __m512i i1 = _mm512_setzero_si512();
+
+    i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_set1_epi32(qd[0]));
+    i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_set1_epi32(qd[1]));
+    i0 = _mm512_dpbusd_epi32(i0, g[2], _mm512_set1_epi32(qd[2]));
+    i1 = _mm512_dpbusd_epi32(i1, g[3], _mm512_set1_epi32(qd[3]));
+    i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_set1_epi32(qd[4]));
+    i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_set1_epi32(qd[5]));
+    i0 = _mm512_dpbusd_epi32(i0, g[6], _mm512_set1_epi32(qd[6]));
+    i1 = _mm512_dpbusd_epi32(i1, g[7], _mm512_set1_epi32(qd[7]));
+    return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a->d)),
+                           _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), acc);
+}
+
+
 TGT static INLINE void
 packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
     const uint8_t *ub, const uint8_t *act, size_t act_stride, float *out,
     size_t ld_out, __mmask16 rows)
 {
     __m512 ra[4][8], rm[4][8];
-    const int qa = kind == Q4_1 ? 64 : 32;
-    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
-                                               : GGML_TYPE_Q8_0);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
 
     for (int j = 0; j < 8; j++) {
         __m512 acc[4], macc[4];
@@ -678,46 +729,15 @@ packed_x(const int kind, const int X, const uint8_t *w, size_t pb, int nb,
                 if (kind == Q4_1) {
                     mw = _mm512_load_ps(u + 576);
                 }
-            } else if (kind == Q8_0) {
-                dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
-                }
             } else {
-                dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-                if (kind == Q4_1) {
-                    mw = _mm512_cvtph_ps(_mm256_loadu_si256(
-                             (const __m256i *) (blk + 32)));
-                }
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
-                    g[q] = _mm512_and_si512(v, m4);
-                    g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                }
+                packed_block(kind, blk, g, &dw, &mw);
             }
 #pragma GCC unroll 4
             for (int x = 0; x < X; x++) {
                 const llm_act_p *a = (const llm_act_p *) (act + x * act_stride)
                                      + b;
-                const int32_t *qd = (const int32_t *) a->qs;
-                __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
-                                          : _mm512_set1_epi32(bias * a->sum);
-                __m512i i1 = _mm512_setzero_si512();
 
-                i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_set1_epi32(qd[0]));
-                i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_set1_epi32(qd[1]));
-                i0 = _mm512_dpbusd_epi32(i0, g[2], _mm512_set1_epi32(qd[2]));
-                i1 = _mm512_dpbusd_epi32(i1, g[3], _mm512_set1_epi32(qd[3]));
-                i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_set1_epi32(qd[4]));
-                i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_set1_epi32(qd[5]));
-                i0 = _mm512_dpbusd_epi32(i0, g[6], _mm512_set1_epi32(qd[6]));
-                i1 = _mm512_dpbusd_epi32(i1, g[7], _mm512_set1_epi32(qd[7]));
-                acc[x] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a->d)),
-                                         _mm512_cvtepi32_ps(
-                                             _mm512_add_epi32(i0, i1)),
-                                         acc[x]);
+                acc[x] = packed_dot(kind, g, dw, a, acc[x]);
                 if (kind == Q4_1) {
                     macc[x] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s),
                                               macc[x]);
@@ -751,10 +771,6 @@ packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
     const uint8_t *act, float *out, __mmask16 rows)
 {
     __m512 acc[8], macc[8], r;
-    const int qa = kind == Q4_1 ? 64 : 32;
-    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
-                                               : GGML_TYPE_Q8_0);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     const llm_act_p *a = (const llm_act_p *) act;
 
 #pragma GCC unroll 8
@@ -769,45 +785,12 @@ packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
                 break;
             }
             const uint8_t *blk = w + (size_t) b * pb;
-            const int32_t *qd = (const int32_t *) a[b].qs;
-            __m512 dw, mw = _mm512_setzero_ps();
+            __m512 dw, mw;
             __m512i g[8];
 
             prefetch_ahead(blk, pb);
-            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-            if (kind == Q8_0) {
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    g[k] = _mm512_loadu_si512(blk + qa + 64 * k);
-                }
-            } else {
-                if (kind == Q4_1) {
-                    mw = _mm512_cvtph_ps(_mm256_loadu_si256(
-                             (const __m256i *) (blk + 32)));
-                }
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
-                    g[q] = _mm512_and_si512(v, m4);
-                    g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                }
-            }
-            __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
-                                      : _mm512_set1_epi32(bias * a[b].sum);
-            __m512i i1 = _mm512_setzero_si512();
-
-            i0 = _mm512_dpbusd_epi32(i0, g[0], _mm512_set1_epi32(qd[0]));
-            i1 = _mm512_dpbusd_epi32(i1, g[1], _mm512_set1_epi32(qd[1]));
-            i0 = _mm512_dpbusd_epi32(i0, g[2], _mm512_set1_epi32(qd[2]));
-            i1 = _mm512_dpbusd_epi32(i1, g[3], _mm512_set1_epi32(qd[3]));
-            i0 = _mm512_dpbusd_epi32(i0, g[4], _mm512_set1_epi32(qd[4]));
-            i1 = _mm512_dpbusd_epi32(i1, g[5], _mm512_set1_epi32(qd[5]));
-            i0 = _mm512_dpbusd_epi32(i0, g[6], _mm512_set1_epi32(qd[6]));
-            i1 = _mm512_dpbusd_epi32(i1, g[7], _mm512_set1_epi32(qd[7]));
-            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[b].d)),
-                                     _mm512_cvtepi32_ps(
-                                         _mm512_add_epi32(i0, i1)),
-                                     acc[j]);
+            packed_block(kind, blk, g, &dw, &mw);
+            acc[j] = packed_dot(kind, g, dw, &a[b], acc[j]);
             if (kind == Q4_1) {
                 macc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a[b].s), macc[j]);
             }
