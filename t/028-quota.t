@@ -277,11 +277,13 @@ is($h->{'x-ratelimit-remaining-tokens'}, 40, 'and carol\'s still holds 55 - 15')
 # --- priority: the location's class; a client only moves itself later ------
 
 # one sequence at a time: a long request holds it, two wait; the engine
-# runs the lower priority first
+# runs the lower priority first. The long request must outlast the 0.3 s
+# between the two others on a fast engine: 600 tokens (120 ended first at
+# ~400 tokens/s)
 sub race {
     my ($first_path, %first) = @_;
     my $long = NgxLlm::Harness::open_stream('POST', '/free/v1/completions',
-                                            body(max => 120, stream => 1));
+                                            body(max => 600, stream => 1));
     my ($r) = read_some($long, 60, qr/data: \{/);
     my @s;
     push @s, NgxLlm::Harness::open_stream('POST', $first_path, body(max => 4, %first));
