@@ -794,28 +794,6 @@ ld8_tail(const uint8_t *base, size_t i, const int f16, int n)
 }
 
 
-/* llm_att_exp lane by lane */
-TGT2 static INLINE __m256
-exp8(__m256 x)
-{
-    __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(ATT_EXP_MIN), _CMP_GE_OQ);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(ATT_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_HI), x);
-    __m256 p = _mm256_set1_ps(att_exp_c[0]);
-    __m256i e;
-
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_LO), r);
-#pragma GCC unroll 8
-    for (int k = 1; k < 6; k++) {
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(att_exp_c[k]));
-    }
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
-                                           _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
-}
 
 
 /* hsum16_ref's tree over lanes lo[0..7], hi[0..7] */

@@ -1,12 +1,13 @@
 /*
- * e^x for x <= 0, written once as scalar and once for 16 AVX-512 lanes
- * with the same operations, so both give the same bits (test_attention):
+ * e^x for x <= 0, written as scalar and for 16 (AVX-512) and 8 (AVX2)
+ * lanes with the same operations, so all give the same bits
+ * (test_attention):
  * range reduction by ln 2 in two parts, a degree-7 polynomial by fmaf,
  * 2^n from the exponent bits; relative error under 8e-8 on [-87, 0], and
  * 0 below -87 and for -inf and NaN. The attention's softmax and the
  * SwiGLU activation (activation.c) use it.
  *
- * defines (static inline): att_exp1, exp16 (x86-64)
+ * defines (static inline): att_exp1, exp16 and exp8 (x86-64)
  */
 #ifndef NGX_LLM_EXP_NEG_H
 #define NGX_LLM_EXP_NEG_H
@@ -84,6 +85,32 @@ exp16(__m512 x)
     e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
                                            _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+}
+
+
+#define EXP_NEG_TGT2 __attribute__((target("avx2,fma,f16c")))
+
+/* the same on 8 lanes (attention's AVX2 kernel) */
+EXP_NEG_TGT2 static inline __attribute__((always_inline)) __m256
+exp8(__m256 x)
+{
+    __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(ATT_EXP_MIN), _CMP_GE_OQ);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(ATT_LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_HI), x);
+    __m256 p = _mm256_set1_ps(att_exp_c[0]);
+    __m256i e;
+
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-ATT_LN2_LO), r);
+#pragma GCC unroll 8
+    for (int k = 1; k < 6; k++) {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(att_exp_c[k]));
+    }
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                           _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
 }
 
 #endif
