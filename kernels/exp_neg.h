@@ -73,7 +73,6 @@ exp16(__m512 x)
                                     | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-ATT_LN2_HI), x);
     __m512 p = _mm512_set1_ps(att_exp_c[0]);
-    __m512i e;
 
     r = _mm512_fmadd_ps(n, _mm512_set1_ps(-ATT_LN2_LO), r);
 #pragma GCC unroll 8
@@ -82,9 +81,10 @@ exp16(__m512 x)
     }
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
-                                           _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+    /* p * 2^n in one instruction: for n >= -126 (x >= ATT_EXP_MIN) the
+       product by 2^n built from its exponent bits rounds to the same
+       value, one correctly rounded product either way */
+    return _mm512_maskz_scalef_ps(ok, p, n);
 }
 
 
