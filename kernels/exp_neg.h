@@ -3,7 +3,8 @@
  * lanes with the same operations, so all give the same bits
  * (test_attention):
  * range reduction by ln 2 in two parts, a degree-7 polynomial by fmaf,
- * 2^n from the exponent bits; relative error under 8e-8 on [-87, 0], and
+ * times 2^n (built from the exponent bits; exp16 by vscalefps, the same
+ * correctly rounded product); relative error under 8e-8 on [-87, 0], and
  * 0 below -87 and for -inf and NaN. The attention's softmax and the
  * SwiGLU activation (activation.c) use it.
  *
@@ -62,7 +63,7 @@ att_exp1(float x)
 #define EXP_NEG_TGT __attribute__((target( \
     "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
-/* att_exp1 lane by lane: the same operations */
+/* att_exp1 lane by lane: the same operations (2^n by vscalefps) */
 EXP_NEG_TGT static inline __attribute__((always_inline)) __m512
 exp16(__m512 x)
 {
