@@ -79,13 +79,15 @@ all: engine module
 
 engine: $(BUILD)/ngx_llm_engine
 
-$(OBJ)/%.o: %.c $(HEADERS)
+# each object depends on the headers it includes (-MMD: a .d file beside
+# it, read below; -MP: a header removed or moved does not stop make)
+$(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu $(HEADERS)
+$(OBJ)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/ngx_llm_engine: $(OBJ)/engine/server/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
@@ -96,7 +98,7 @@ $(OBJ)/t/asan/options.o: t/asan/options.c
 
 $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
 # the unit tests two at a time (UNIT_JOBS): each writes only files of its
 # own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
@@ -359,16 +361,16 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 FUZZ_OBJS   := $(filter-out %/server.o %/cli_plan.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
 
 # fuzz_slot includes server.c (its static llm_slot_request)
 $(BUILD)/fuzz/fuzz_slot: engine/server/server.c
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
 # the scheduler's tests again, linked with the sanitized objects: memory
 # errors on their error paths (a use after free was one, test_scheduler's
@@ -395,3 +397,6 @@ fuzz: $(FUZZ_BINS)
 
 clean:
 	rm -rf $(BUILD)
+
+# the header dependencies the compilers wrote (-MMD)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

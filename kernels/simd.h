@@ -44,7 +44,7 @@ typedef void (*llm_tile_fn)(const llm_tile *t);
  * activation rows on (below that, the next lower set's). */
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
-    /* packed weights (matmul.h, llm_pack), against llm_act_p rows: a
+    /* packed weights (tensor.h, llm_pack), against llm_act_p rows: a
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
