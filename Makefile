@@ -117,9 +117,11 @@ $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_
 	@# a new file, not overwritten in place: a running nginx maps the old one
 	cp $(BUILD)/nginx/ngx_http_llm_module.so $@.tmp && mv -f $@.tmp $@
 
-# config globs these folders: a file added to or removed from one (the
-# folder's mtime) configures again
-$(BUILD)/nginx/Makefile: config ngx_module engine/text engine/format
+# config globs these folders (NGX_LLM_ROOMS): a file added to or removed
+# from one (the folder's mtime) configures again
+$(BUILD)/nginx/Makefile: config ngx_module engine/api engine/jinja \
+                         engine/tokenizer engine/params engine/text \
+                         engine/format
 	NGX_LLM_ENGINE_BIN=$(ENGINE_BIN) NGX_LLM_SAN="$(SAN)" \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
@@ -203,7 +205,8 @@ layer-check: all
 	      | awk '$$2 ~ /^(llm_|tok_|jinja|j[a-z]+_|gguf|ggml|st_|hf_)/ {print $$2}'); \
 	    if [ -n "$$u" ]; then \
 	        echo "layer-check: the module lacks: $$u (config builds ngx_module/," \
-	             "engine/text/, engine/format/ and kernels/tensor_type.c)"; \
+	             "engine/{api,jinja,tokenizer,params,text,format}/ and" \
+	             "kernels/tensor_type.c)"; \
 	        exit 1; fi
 
 test: deps all

@@ -390,7 +390,7 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 
 /*
  * tool_choice "required" or a named function: the grammar that lets the
- * model write only calls (text/tool_call.h), in the output constraint the
+ * model write only calls (api/reply.h), in the output constraint the
  * engine enforces. Until this build's engine enforces constraints
  * (NGX_HTTP_LLM_CONSTRAINED), they are refused, not answered in prose.
  */
@@ -538,9 +538,9 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return;
     }
 
-    in_think = llcf->reasoning && llm_out_prompt_in_think(prompt, len);
+    in_think = llcf->reasoning && llm_reply_prompt_in_think(prompt, len);
 
-    llm_out_init(&ctx->out, format, llcf->reasoning, in_think,
+    llm_reply_init(&ctx->out, format, llcf->reasoning, in_think,
                  ctx->req.parallel_tool_calls, ctx->req.tools);
     ctx->out_active = 1;
     ctx->out_format = format;
@@ -722,7 +722,7 @@ ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
         if (ctx->out_active) {
-            llm_out_init(&c->out, ctx->out_format, llcf->reasoning,
+            llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
                          ctx->req.tools);
             c->out_active = 1;
@@ -789,7 +789,7 @@ ngx_http_llm_generation_free(void *data)
             c->stop_inited = 0;
         }
         if (c->out_active) {
-            llm_out_free(&c->out);
+            llm_reply_free(&c->out);
             c->out_active = 0;
         }
     }
@@ -805,7 +805,7 @@ ngx_http_llm_generation_free(void *data)
     }
 
     if (ctx->out_active) {
-        llm_out_free(&ctx->out);
+        llm_reply_free(&ctx->out);
         ctx->out_active = 0;
     }
 }

@@ -1016,7 +1016,7 @@ ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 #define LLM_KEY(s)  (key.len == sizeof(s) - 1                                \
                      && ngx_strncmp(key.data, s, sizeof(s) - 1) == 0)
 
-        /* the ranges a request has (text/sampling.h) */
+        /* the ranges a request has (params/sampling.h) */
         range = llm_sampling_range_find((char *) key.data, key.len);
 
         if (range != NULL && llm_sampling_in_range(range, v)) {

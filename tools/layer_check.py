@@ -6,7 +6,7 @@ layer_check.py: the architecture of docs/architecture.md, checked.
 
 1. Includes: every `#include "..."` of a file in a layer names a header of
    the same layer or of a layer it may use (ALLOWED below), by its folder
-   ("text/tokenizer.h", not "tokenizer.h" from elsewhere).
+   ("tokenizer/tokenizer.h", not "tokenizer/tokenizer.h" from elsewhere).
 2. Symbols (with OBJ_DIRs: the build's object tree and nginx's build
    folder): no two compilation
    units call each other (A uses a symbol B defines and B one A defines),
@@ -31,6 +31,10 @@ LAYERS = {
     "engine/ring": "ring",
     "engine/format": "format",
     "engine/text": "text",
+    "engine/tokenizer": "tokenizer",
+    "engine/jinja": "jinja",
+    "engine/params": "params",
+    "engine/api": "api",
     "engine/grammar": "grammar",
     "engine/model": "model",
     "engine/sample": "sample",
@@ -47,16 +51,22 @@ ALLOWED = {
     "kernels": set(),
     "ring": set(),
     "format": {"kernels"},
-    "text": {"format", "ring", "kernels"},
-    "model": {"text", "format", "kernels"},
-    "sample": {"text", "kernels"},
-    "grammar": {"text", "format", "kernels"},
-    "backend": {"sample", "model", "text", "format", "kernels"},
-    "sched": {"backend", "sample", "grammar", "model", "text", "format",
-              "kernels"},
-    "server": {"sched", "backend", "sample", "grammar", "model", "text",
-               "format", "ring", "kernels"},
-    "ngx_module": {"ring", "text", "format", "kernels"},
+    "text": set(),
+    "tokenizer": {"text", "format", "kernels"},
+    "jinja": {"text"},
+    "params": {"ring"},
+    "api": {"tokenizer", "params", "jinja", "text", "ring"},
+    "model": {"tokenizer", "text", "format", "kernels"},
+    "sample": {"params", "kernels"},
+    "grammar": {"tokenizer", "text", "format", "kernels"},
+    "backend": {"sample", "model", "params", "tokenizer", "text", "format",
+                "kernels"},
+    "sched": {"backend", "sample", "grammar", "model", "params", "tokenizer",
+              "text", "format", "kernels"},
+    "server": {"sched", "backend", "sample", "grammar", "model", "jinja",
+               "tokenizer", "params", "text", "format", "ring", "kernels"},
+    "ngx_module": {"api", "jinja", "tokenizer", "params", "text", "ring",
+                   "format", "kernels"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

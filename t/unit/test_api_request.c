@@ -5,7 +5,7 @@
  * messages handed to the chat template.
  */
 #include "tap.h"
-#include "text/api_request.h"
+#include "api/request.h"
 
 #include <stdint.h>
 #include <stdlib.h>
