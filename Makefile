@@ -197,8 +197,10 @@ test-ui: all
 	@tools/deps.sh --ui "$(CACHE_DIR)"
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ui/playground.t
 
-# the layers of docs/architecture.md, over includes and the objects' symbols
+# the layers of docs/architecture.md, over includes and the objects' symbols;
+# first its self-test: planted loops and a call from sched into api must fail
 layer-check: all
+	python3 tools/layer_check.py --self-test
 	python3 tools/layer_check.py $(OBJ) $(BUILD)/nginx
 	@# a symbol the module's sources lack shows only at dlopen: say it here
 	@u=$$(nm -u $(BUILD)/modules/ngx_http_llm_module.so \
