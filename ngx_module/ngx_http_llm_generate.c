@@ -470,14 +470,9 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
     llm_api_limits_default(&lim);
+    llm_api_limits_model(&lim, ecf->tokenizer);
     lim.max_body = llcf->max_body_size;
-    lim.max_prompt_ids = LLM_RING_MAX_PROMPT;
-    lim.max_stop_ids = LLM_RING_MAX_STOP_IDS - 4;   /* room for EOS ids */
-    lim.max_logit_bias = LLM_RING_MAX_BIAS;
     lim.max_n = (int) llcf->max_n;
-    if (ecf->tokenizer) {
-        lim.vocab_size = llm_tokenizer_n_vocab(ecf->tokenizer);
-    }
 
     if (llm_api_parse(&ctx->req, (char *) body, len,
                       ctx->chat ? LLM_API_CHAT : LLM_API_COMPLETION, &lim,
@@ -817,8 +812,7 @@ ngx_http_llm_generation_free(void *data)
 static void
 ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 {
-    int                   i, n;
-    const int32_t        *eos;
+    int                   i;
     llm_sampling         *p = &sl->sampling;
     llm_api_request      *req = &ctx->req;
     llm_sampling_params  *s = &req->sampling;
@@ -826,18 +820,7 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     llm_sampling_to_ring(s, p);
     p->max_tokens = ctx->max_tokens;
 
-    n = 0;
-    if (!req->ignore_eos) {
-        int k = llm_tokenizer_stop_ids(ctx->ecf->tokenizer, &eos);
-
-        for (i = 0; i < k && n < LLM_RING_MAX_STOP_IDS; i++) {
-            p->stop_ids[n++] = eos[i];
-        }
-    }
-    for (i = 0; i < req->n_stop_ids && n < LLM_RING_MAX_STOP_IDS; i++) {
-        p->stop_ids[n++] = req->stop_ids[i];
-    }
-    p->n_stop_ids = n;
+    llm_api_stop_ids_to_ring(req, ctx->ecf->tokenizer, p);
 
     for (i = 0; i < req->n_logit_bias && i < LLM_RING_MAX_BIAS; i++) {
         p->bias_ids[i] = req->logit_bias[i].token;

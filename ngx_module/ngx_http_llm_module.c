@@ -577,7 +577,7 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
      * waits for it instead of cutting the stream */
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);
     ngx_conf_merge_size_value(conf->max_body_size, prev->max_body_size,
-                              4 * 1024 * 1024);
+                              LLM_DEFAULT_MAX_BODY);
     ngx_conf_merge_size_value(conf->max_buffered, prev->max_buffered,
                               64 * 1024);
     /* off: a message cannot write a control token (docs/directives.md) */

@@ -11,6 +11,7 @@
 #include "api/error.h"
 #include "api/json_strict.h"
 #include "api/tools.h"
+#include "common/defaults.h"
 #include "ring/ngx_llm_ring.h"
 
 #include <float.h>
@@ -126,7 +127,7 @@ fail_unsupported(llm_api_error *err, const char *param, const char *why)
 void
 llm_api_limits_default(llm_api_limits *lim)
 {
-    lim->max_body = 4u << 20;
+    lim->max_body = LLM_DEFAULT_MAX_BODY;
     lim->max_depth = 64;
     lim->max_values = 100000;
     lim->max_messages = 4096;
@@ -139,6 +140,42 @@ llm_api_limits_default(llm_api_limits *lim)
     lim->max_top_logprobs = LLM_MAX_TOP_LOGPROBS;
     lim->max_logprobs = 5;
     lim->max_n = 1;
+}
+
+
+void
+llm_api_limits_model(llm_api_limits *lim, const llm_tokenizer *t)
+{
+    const int32_t  *ids;
+    int             n;
+
+    if (t == NULL) {
+        return;
+    }
+    lim->vocab_size = llm_tokenizer_n_vocab(t);
+    n = llm_tokenizer_stop_ids(t, &ids);
+    lim->max_stop_ids = n < LLM_RING_MAX_STOP_IDS
+                        ? LLM_RING_MAX_STOP_IDS - n : 0;
+}
+
+
+void
+llm_api_stop_ids_to_ring(const llm_api_request *req, const llm_tokenizer *t,
+    llm_sampling *p)
+{
+    const int32_t  *eos;
+    int             i, k, n = 0;
+
+    if (!req->ignore_eos && t != NULL) {
+        k = llm_tokenizer_stop_ids(t, &eos);
+        for (i = 0; i < k && n < LLM_RING_MAX_STOP_IDS; i++) {
+            p->stop_ids[n++] = eos[i];
+        }
+    }
+    for (i = 0; i < req->n_stop_ids && n < LLM_RING_MAX_STOP_IDS; i++) {
+        p->stop_ids[n++] = req->stop_ids[i];
+    }
+    p->n_stop_ids = n;
 }
 
 

@@ -18,7 +18,8 @@
  * by max_depth, not by the client) and the number of values. Everything
  * the result holds is a copy: the body can be freed right after the call.
  *
- * defines: llm_api_limits_default, llm_api_parse, llm_api_request_free
+ * defines: llm_api_limits_default, llm_api_limits_model, llm_api_parse,
+ *          llm_api_request_free, llm_api_stop_ids_to_ring
  */
 #ifndef NGX_LLM_API_REQUEST_H
 #define NGX_LLM_API_REQUEST_H
@@ -29,7 +30,9 @@
 
 #include "common/constraint.h"
 #include "params/sampling.h"
+#include "ring/ngx_llm_ring.h"
 #include "api/stop.h"
+#include "tokenizer/tokenizer.h"
 
 #define LLM_API_CHAT        1   /* POST /v1/chat/completions */
 #define LLM_API_COMPLETION  2   /* POST /v1/completions */
@@ -64,13 +67,20 @@ typedef struct {
     int     max_logit_bias;    /* entries in logit_bias */
     int     max_top_logprobs;  /* chat top_logprobs (OpenAI: 20) */
     int     max_logprobs;      /* completions logprobs (OpenAI: 5) */
-    int     max_n;             /* choices per request; 1 for now */
+    int     max_n;             /* choices per request (llm_max_n) */
 } llm_api_limits;
 
-/* 4 MiB body, depth 64, 100000 values, 4096 messages, vocab unchecked, 4 stop strings of
-   at most 1024 bytes, top_logprobs 20, completions logprobs 5, n 1; prompt
-   ids, stop ids and biases: what one ring slot carries (32768, 16, 64) */
+/* 4 MiB body (LLM_DEFAULT_MAX_BODY), depth 64, 100000 values, 4096
+   messages, vocab unchecked, 4 stop strings of at most 1024 bytes,
+   top_logprobs 20, completions logprobs 5, n 1; prompt ids, stop ids and
+   biases: what one ring slot carries (32768, 16, 64) */
 void llm_api_limits_default(llm_api_limits *lim);
+
+/* the limits a model sets (t NULL: none): token ids below its vocabulary,
+   and stop_token_ids only as many as a ring slot carries beside the
+   model's own stop ids, which llm_api_stop_ids_to_ring writes first; more
+   is a 400 naming stop_token_ids, never an id silently dropped */
+void llm_api_limits_model(llm_api_limits *lim, const llm_tokenizer *t);
 
 typedef struct {
     int     status;         /* 400, 413, or 500 when memory ran out */
@@ -141,5 +151,11 @@ int llm_api_parse(llm_api_request *req, const char *body, size_t len,
     int endpoint, const llm_api_limits *lim, llm_api_error *err);
 
 void llm_api_request_free(llm_api_request *req);
+
+/* the ids that end the sequence into a ring slot's sampling block: the
+   model's stop ids (unless ignore_eos), then the request's; all of them
+   when req was parsed under llm_api_limits_model's limits */
+void llm_api_stop_ids_to_ring(const llm_api_request *req,
+    const llm_tokenizer *t, llm_sampling *p);
 
 #endif /* NGX_LLM_API_REQUEST_H */
