@@ -50,14 +50,14 @@ static void
 run(result *res, int fmt, int flags, const char *s, size_t n,
     const size_t *cuts, size_t n_cuts)
 {
-    llm_reply      o;
+    llm_reply        o;
     llm_reply_piece  p;
-    size_t         at = 0, to, i, clen = 0;
-    cJSON         *args;
+    size_t           at = 0, to, i, clen = 0;
+    cJSON           *args;
 
     memset(res, 0, sizeof(*res));
     llm_reply_init(&o, fmt, flags & 1, (flags & 2) != 0, (flags & 4) != 0,
-                 tools);
+                   tools);
     for (i = 0; i <= n_cuts; i++) {
         to = i < n_cuts ? cuts[i] : n;
         if (llm_reply_push(&o, s + at, to - at, &p) != 0) {

@@ -391,8 +391,7 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 /*
  * tool_choice "required" or a named function: the grammar that lets the
  * model write only calls (api/reply.h), in the output constraint the
- * engine enforces. Until this build's engine enforces constraints
- * (NGX_HTTP_LLM_CONSTRAINED), they are refused, not answered in prose.
+ * engine enforces.
  */
 static ngx_int_t
 ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
@@ -418,16 +417,6 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_cpystrn((u_char *) err.message, (u_char *)
                     "response_format and tool_choice 'required' or a named "
                     "function cannot be used together.", sizeof(err.message));
-        return ngx_http_llm_send_api_error(r, &err);
-    }
-
-    if (!NGX_HTTP_LLM_CONSTRAINED) {
-        ngx_cpystrn((u_char *) err.code, (u_char *) "unsupported_value",
-                    sizeof(err.code));
-        ngx_cpystrn((u_char *) err.message, (u_char *)
-                    "tool_choice 'required' or a named function needs "
-                    "constrained decoding, which this server's engine does "
-                    "not have yet: use 'auto'.", sizeof(err.message));
         return ngx_http_llm_send_api_error(r, &err);
     }
 
@@ -536,7 +525,7 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     in_think = llcf->reasoning && llm_reply_prompt_in_think(prompt, len);
 
     llm_reply_init(&ctx->out, format, llcf->reasoning, in_think,
-                 ctx->req.parallel_tool_calls, ctx->req.tools);
+                   ctx->req.parallel_tool_calls, ctx->req.tools);
     ctx->out_active = 1;
     ctx->out_format = format;
     ctx->out_in_think = in_think;
@@ -718,8 +707,8 @@ ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         }
         if (ctx->out_active) {
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
-                         ctx->out_in_think, ctx->req.parallel_tool_calls,
-                         ctx->req.tools);
+                           ctx->out_in_think, ctx->req.parallel_tool_calls,
+                           ctx->req.tools);
             c->out_active = 1;
         }
     }

@@ -56,13 +56,6 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
-/* 1: the engine enforces a slot's output constraint (the branches
-   constrain and grammar); a build with 0 refuses tool_choice "required"
-   and a named function (ngx_http_llm_generate.c) */
-#ifndef NGX_HTTP_LLM_CONSTRAINED
-#define NGX_HTTP_LLM_CONSTRAINED  1
-#endif
-
 /* per engine, in a shared zone: survives engine restarts and reloads */
 typedef struct {
     ngx_atomic_t                engine_starts;

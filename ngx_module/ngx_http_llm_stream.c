@@ -16,6 +16,11 @@
 #include "ngx_http_llm_module.h"
 
 
+/* llm_deadline 0 (none): a week, still a timer, which a graceful reload
+   waits for */
+#define NGX_HTTP_LLM_NO_DEADLINE_MS  (7 * 86400000)
+
+
 static void ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx,
@@ -54,7 +59,7 @@ ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
      */
     ctx->deadline.handler = ngx_http_llm_stream_deadline;
     ngx_add_timer(&ctx->deadline, llcf->deadline ? llcf->deadline
-                                                 : 7 * 86400000);
+                                                 : NGX_HTTP_LLM_NO_DEADLINE_MS);
 
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_llm_stream_write_handler;

@@ -777,7 +777,8 @@ piece_of(llm_reply *o, llm_reply_piece *piece)
 
 
 int
-llm_reply_push(llm_reply *o, const char *text, size_t len, llm_reply_piece *piece)
+llm_reply_push(llm_reply *o, const char *text, size_t len,
+    llm_reply_piece *piece)
 {
     if (o->oom) {
         memset(piece, 0, sizeof(*piece));

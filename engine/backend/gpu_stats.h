@@ -4,10 +4,12 @@
  * header or link-time library: the toolkit does not ship them everywhere),
  * so an engine where it is missing still runs and reports nothing.
  *
+ * Not named nvml.h: NVIDIA's header has that name.
+ *
  * defines: llm_nvml_read
  */
-#ifndef NGX_LLM_NVML_H
-#define NGX_LLM_NVML_H
+#ifndef NGX_LLM_GPU_STATS_H
+#define NGX_LLM_GPU_STATS_H
 
 #include <stdint.h>
 

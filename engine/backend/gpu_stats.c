@@ -1,14 +1,14 @@
 /*
- * NVML by dlopen (nvml.h says why). The few entry points are declared here
- * with NVML's C types: nvmlDevice_t is a pointer, nvmlReturn_t an int
- * where 0 is NVML_SUCCESS, the structs are NVML's nvmlUtilization_t and
- * nvmlMemory_t.
+ * NVML by dlopen (gpu_stats.h says why). The few entry points are
+ * declared here with NVML's C types: nvmlDevice_t is a pointer,
+ * nvmlReturn_t an int where 0 is NVML_SUCCESS, the structs are NVML's
+ * nvmlUtilization_t and nvmlMemory_t.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 
-#include "nvml.h"
+#include "backend/gpu_stats.h"
 
 typedef struct {
     unsigned int        gpu;        /* percent of the period a kernel ran */
