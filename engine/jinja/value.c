@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "jinja/internal.h"
+#include "text/utf8.h"
 
 
 /* --- errors and memory -------------------------------------------------- */
@@ -304,12 +305,9 @@ values_equal_at(jval a, jval b, int depth)
 size_t
 ju8_step(const char *s, size_t n)
 {
-    utf8proc_int32_t  cp;
-    utf8proc_ssize_t  k;
+    size_t  k = llm_utf8_len((const unsigned char *) s, n);
 
-    k = utf8proc_iterate((const utf8proc_uint8_t *) s, (utf8proc_ssize_t) n,
-                         &cp);
-    return k > 0 ? (size_t) k : 1;
+    return k > 0 ? k : 1;
 }
 
 
@@ -328,17 +326,11 @@ ju8_len(const char *s, size_t n)
 utf8proc_int32_t
 ju8_get(const char *s, size_t n, size_t *len)
 {
-    utf8proc_int32_t  cp;
-    utf8proc_ssize_t  k;
+    uint32_t  cp;
+    size_t    k = llm_utf8_decode((const unsigned char *) s, n, &cp);
 
-    k = utf8proc_iterate((const utf8proc_uint8_t *) s, (utf8proc_ssize_t) n,
-                         &cp);
-    if (k <= 0) {
-        *len = 1;
-        return (unsigned char) s[0];
-    }
-    *len = (size_t) k;
-    return cp;
+    *len = k > 0 ? k : 1;       /* a broken sequence: its first byte */
+    return (utf8proc_int32_t) cp;
 }
 
 
