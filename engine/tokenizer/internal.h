@@ -1,12 +1,12 @@
 /*
  * Tokenizer internals, in three layers that call downwards only:
  *
- *   tokenizer/tokenizer.c, tokenizer/hf.c   the public API: loaders (GGUF, tokenizer.json),
- *                           the builder's last step, encode, decode
- *   tokenizer/bpe.c, tokenizer/spm.c    the algorithms (SPM uses BPE's rank merging
- *                           for tokenizer.json files with merges)
- *   tokenizer/vocab.c             the vocabulary: tables, lookups, the builder's
- *                           add calls, special and stop tokens
+ *   tokenizer.c, hf.c   the public API: loaders (GGUF, tokenizer.json),
+ *                       the builder's last step, encode, decode
+ *   bpe.c, spm.c        the algorithms (SPM uses BPE's rank merging
+ *                       for tokenizer.json files with merges)
+ *   vocab.c             the vocabulary: tables, lookups, the builder's
+ *                       add calls, special and stop tokens
  *
  * Loaders (GGUF, tokenizer.json) fill an llm_tokenizer through the builder
  * calls below and never touch the algorithms: add every token, then the
@@ -104,7 +104,7 @@ tok_text(const llm_tokenizer *t, int32_t id)
 }
 
 
-/* --- the vocabulary (tokenizer/vocab.c) --------------------------------------- */
+/* --- the vocabulary (vocab.c) ------------------------------------------- */
 
 /* builder */
 llm_tokenizer *tok_new(int kind, int32_t n_vocab);
@@ -144,7 +144,7 @@ typedef struct {
 
 void tok_out_push(tok_out *o, int32_t id);
 
-/* --- the builder's last steps (tokenizer/tokenizer.c) ----------------------------- */
+/* --- the builder's last steps (tokenizer.c) ------------------------------ */
 
 int tok_set_pre(llm_tokenizer *t, const char *name, char *err,
     size_t errlen);

@@ -2,8 +2,8 @@
  * The tokenizer's public face: loading (the builder's last step and the
  * GGUF loader), dispatch to the encoders, llm_tokenize(), the accessors
  * and the incremental detokenizer. It sits above the algorithms, which sit
- * above the vocabulary: tokenizer/vocab.c (tables, lookups, special tokens) <-
- * tokenizer/bpe.c, tokenizer/spm.c <- tokenizer/tokenizer.c <- tokenizer/hf.c; calls go down only.
+ * above the vocabulary: vocab.c (tables, lookups, special tokens) <-
+ * bpe.c, spm.c <- tokenizer.c <- hf.c; calls go down only.
  *
  * Design note. Everything a request needs is copied into one llm_tokenizer
  * at load time and never written again, so encoding is reentrant: all

@@ -4,7 +4,7 @@
  * builder calls loaders add tokens and merges with, the special tokens
  * matched whole in the text, the stop tokens, and the id list encoders
  * append to. Everything here is lookups and tables; it calls nothing
- * above it (tokenizer/bpe.c, tokenizer/spm.c, tokenizer/tokenizer.c, the loaders).
+ * above it (bpe.c, spm.c, tokenizer.c, the loaders).
  *
  * defines: tok_hash, tok_find, tok_merge_find, tok_new, tok_vocab_free,
  *          tok_pool_add, tok_add_token, tok_add_merge, tok_specials_init,
