@@ -596,19 +596,10 @@ parse_char(gp *g)
         return gp_error(g, at, "newline inside a literal or class");
     }
     /* UTF-8 in the source */
-    n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-        : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || g->p + n > g->end) {
+    n = (int) llm_utf8_decode((const unsigned char *) g->p,
+                              (size_t) (g->end - g->p), &c);
+    if (n == 0) {
         return gp_error(g, at, "invalid UTF-8");
-    }
-    if (n > 1) {
-        c &= (1u << (7 - n)) - 1;
-        for (i = 1; i < n; i++) {
-            if (((uint8_t) g->p[i] & 0xC0) != 0x80) {
-                return gp_error(g, at, "invalid UTF-8");
-            }
-            c = (c << 6) | ((uint8_t) g->p[i] & 0x3F);
-        }
     }
     g->p += n;
     return (int32_t) c;
