@@ -11,7 +11,13 @@
  * (which depends on the thread split): the numerics rule of
  * docs/numerics.md.
  *
- * defines: llm_swiglu, llm_swiglu_ref
+ * GeGLU (Gemma): gate[i] = gelu_tanh(gate[i]) * up[i], transformers'
+ * gelu_pytorch_tanh 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))),
+ * computed as g * sigmoid(z) with z = g * (c1 + c3 * g * g), c1 =
+ * 2 sqrt(2/pi), c3 = c1 * 0.044715 (1 + tanh(u) = 2 sigmoid(2u)), the
+ * sigmoid as in SwiGLU; scalar and AVX-512 again the same operations.
+ *
+ * defines: llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref
  */
 #ifndef NGX_LLM_ACTIVATION_H
 #define NGX_LLM_ACTIVATION_H
@@ -23,5 +29,9 @@ void llm_swiglu(float *gate, const float *up, size_t n);
 
 /* the definition, scalar */
 void llm_swiglu_ref(float *gate, const float *up, size_t n);
+
+/* GeGLU with tanh GELU: the best kernel, and the scalar definition */
+void llm_geglu(float *gate, const float *up, size_t n);
+void llm_geglu_ref(float *gate, const float *up, size_t n);
 
 #endif
