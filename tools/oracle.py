@@ -816,6 +816,24 @@ HF_MODELS = [
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
     },
+    {   # Gemma 3 (text): a sliding layer then a global one (pattern 2 in
+        # place of 6), window 12 < the prompts, own rope bases with linear
+        # scaling x8 on the global layer (as 4B-27B), QK-norm, norms around
+        # attention and FFN as 1 + w, GeGLU, sqrt(dim) embedding scale,
+        # query_pre_attn_scalar 24 != head_dim 32. SentencePiece vocabulary
+        # with Gemma's turn markers and the published Gemma 2 template (the
+        # Gemma 3 one is not among the fixtures: same turn format)
+        "name": "hf-gemma3", "arch": "gemma3_text", "seed": 16,
+        "tokenizer": "llama2-spm", "keep": 600,
+        "specials": ["<start_of_turn>", "<end_of_turn>"],
+        "specials_special": True,
+        "template": "google-gemma-2-2b-it.jinja",
+        "dtype": "bfloat16", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "theta_local": 10000.0, "rope_linear": 8.0, "sliding_window": 12,
+        "swa_pattern": 2, "query_pre_attn_scalar": 24,
+    },
 ]
 
 HF_CASES = [
@@ -916,6 +934,21 @@ def hf_config(spec, vocab):
         kw["rope_scaling"] = dict(spec["rope_scaling"])
     if spec["arch"] == "mistral":
         kw["sliding_window"] = spec.get("sliding_window")
+    if spec["arch"] == "gemma3_text":
+        del kw["rope_theta"]
+        kw.update(
+            sliding_window=spec["sliding_window"],
+            layer_types=["full_attention" if (i + 1) % spec["swa_pattern"]
+                         == 0 else "sliding_attention"
+                         for i in range(spec["layers"])],
+            query_pre_attn_scalar=spec["query_pre_attn_scalar"],
+            rope_parameters={
+                "full_attention": {"rope_type": "linear",
+                                   "factor": spec["rope_linear"],
+                                   "rope_theta": spec["theta"]},
+                "sliding_attention": {"rope_type": "default",
+                                      "rope_theta": spec["theta_local"]}},
+            pad_token_id=None)
     return AutoConfig.for_model(spec["arch"], **kw)
 
 
@@ -931,6 +964,8 @@ def hf_init_weights(model, spec):
             if name.endswith("q_norm.weight") or name.endswith(
                     "k_norm.weight"):
                 v = 1.0 + 0.5 * r
+            elif "norm" in name and spec["arch"] == "gemma3_text":
+                v = 0.1 * r             # Gemma scales by 1 + w
             elif "norm" in name:
                 v = 1.0 + 0.1 * r
             elif name.endswith(".bias"):
@@ -993,6 +1028,13 @@ HF_GGUF_NAMES = {
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
 }
+
+# Gemma's four norms of a layer (llama.cpp's names)
+HF_GGUF_GEMMA3_NAMES = dict(HF_GGUF_NAMES, **{
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+})
 
 
 def gguf_tokenizer(writer, tj, tc, spec, vocab):
@@ -1060,6 +1102,9 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
 
     st = load_file(os.path.join(folder, "model.safetensors"))
     arch = "llama" if spec["arch"] in ("llama", "mistral") else spec["arch"]
+    gemma = arch == "gemma3_text"
+    arch = "gemma3" if gemma else arch
+    names = HF_GGUF_GEMMA3_NAMES if gemma else HF_GGUF_NAMES
     head_dim = spec.get("head_dim", spec["dim"] // spec["heads"])
     writer = gguf.GGUFWriter(path, arch)
     writer.add_name(spec["name"])
@@ -1077,6 +1122,16 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     writer.add_vocab_size(vocab)
     if spec.get("sliding_window"):
         writer.add_sliding_window(spec["sliding_window"])
+    if gemma:
+        # llama.cpp's gemma3 keys; the pattern, local base and attention
+        # scale llama.cpp fixes (6, 10000, head_dim) are written because
+        # the tiny model differs
+        writer.add_sliding_window_pattern(spec["swa_pattern"])
+        writer.add_float32("gemma3.rope.freq_base_swa", spec["theta_local"])
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(spec["rope_linear"])
+        writer.add_float32("gemma3.attention.query_pre_attn_scalar",
+                           float(spec["query_pre_attn_scalar"]))
     gguf_tokenizer(writer, tj, tc, spec, vocab)
 
     def add(name, t):
@@ -1092,6 +1147,8 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
 
     for name in sorted(st):
         t = st[name]
+        if gemma and name.endswith("norm.weight"):
+            t = t.float() + 1.0     # llama.cpp's converter: norm_shift
         if name == "model.embed_tokens.weight":
             add("token_embd.weight", t)
         elif name == "model.norm.weight":
@@ -1100,7 +1157,7 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
             add("output.weight", t)
         else:
             layer, rest = name[len("model.layers."):].split(".", 1)
-            out = "blk.%s.%s" % (layer, HF_GGUF_NAMES[rest])
+            out = "blk.%s.%s" % (layer, names[rest])
             if arch == "llama" and rest == "self_attn.q_proj.weight":
                 t = hf_permute(t, spec["heads"])
             elif arch == "llama" and rest == "self_attn.k_proj.weight":
@@ -1128,6 +1185,14 @@ def write_hf_model(spec, fixtures, folder, gguf_path):
         tc = json.load(f)
     tj, tc, vocab = truncate_tokenizer(tj, tc, spec["keep"],
                                        spec["specials"])
+    if spec.get("specials_special"):
+        # Gemma's turn markers are special tokens of its vocabulary (one
+        # id each in every text), not plain added words
+        for a in tj["added_tokens"]:
+            if a["content"] in spec["specials"]:
+                a["special"] = True
+                tc.setdefault("added_tokens_decoder", {})[str(a["id"])] = {
+                    k: v for k, v in a.items() if k != "id"}
     if "template" in spec:
         with open(os.path.join(fixtures, HF_TEMPLATES, spec["template"]),
                   encoding="utf-8") as f:

@@ -17,6 +17,11 @@
  *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
  *   logits = rmsnorm(x[wanted rows]) * out_norm @ output^T
  *
+ * gemma3 adds: x = embed * sqrt(dim); a sliding window on 5 of 6 layers,
+ * with their own rope base; the attention scale query_pre_attn_scalar^-0.5;
+ * x += rmsnorm(att @ wo^T) * attn_post_norm and the same after the FFN
+ * (ffn_post_norm), whose activation is GeGLU (tanh GELU, not silu).
+ *
  * Matmuls go through the kernels library (quantized SIMD dot products,
  * thread pool); attention is parallel over (token, head) pairs and the
  * per-row work over rows. Each row's arithmetic never depends on which
@@ -65,7 +70,8 @@ typedef struct {
     int              n_heads;    /* this rank's heads */
     int              n_kv_heads;
     int              head_dim;
-    int              window;     /* sliding window (mistral), 0: none */
+    int              window;     /* this layer's sliding window (mistral,
+                                    gemma3's local layers), 0: none */
     int              hidden;     /* this rank's hidden_dim/tp */
     /* scratch, for max_batch_tokens rows */
     float           *x;          /* (n, dim) residual stream */
@@ -89,6 +95,8 @@ typedef struct {
                                     an item's heads side by side */
     size_t           att_part_size;
     float           *inv_freq;   /* (rope_dim/2) rope frequencies */
+    float           *inv_freq_local;  /* (rope_dim/2) of sliding-window
+                                    layers (gemma3: own base) */
     /* tensor parallelism (tp.h, docs/tp.md): a row-split matmul (wo,
        down) is n_slices column slices whose partials go to slot[set][s]
        and are added in slice order at any tp; this rank computes slices
@@ -256,7 +264,8 @@ qkv_finish_task(void *arg, int ith, int nth)
         int32_t   blk = b->block_table[b->seq[i]][p / bs];
         int       slot = p % bs;
 
-        rope_angles(cs, sn, p, c->inv_freq, cfg->rope_dim);
+        rope_angles(cs, sn, p, c->window ? c->inv_freq_local : c->inv_freq,
+                    cfg->rope_dim);
         if (l->bq != NULL) {
             for (e = 0; e < c->q_dim; e++) q[e] += l->bq[e];
             for (e = 0; e < c->kv_dim; e++) k[e] += l->bk[e];
@@ -465,11 +474,11 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
         }
     }
     if (it->span >= 0) {
-        llm_attention_span(&s, q, nq, 1.0f / sqrtf((float) hd), it->span,
+        llm_attention_span(&s, q, nq, cfg->att_scale, it->span,
                            attention_part(c, it->first, it->head, it->span));
         return;
     }
-    llm_attention(&s, q, nq, 1.0f / sqrtf((float) hd));
+    llm_attention(&s, q, nq, cfg->att_scale);
 }
 
 
@@ -525,6 +534,36 @@ swiglu_task(void *arg, int ith, int nth)
     size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
 
     llm_swiglu(j->gate + lo, j->up + lo, hi - lo);
+}
+
+
+/* gemma3: gate = gelu_tanh(gate) * up */
+static void
+geglu_task(void *arg, int ith, int nth)
+{
+    swiglu_job  *j = arg;
+    size_t       lo = j->n * ith / nth, hi = j->n * (ith + 1) / nth;
+
+    llm_geglu(j->gate + lo, j->up + lo, hi - lo);
+}
+
+
+typedef struct {
+    float        *x;
+    const float  *add;
+    size_t        n;
+} add_job;
+
+
+static void
+add_task(void *arg, int ith, int nth)
+{
+    add_job  *j = arg;
+    size_t    i;
+
+    for (i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++) {
+        j->x[i] += j->add[i];
+    }
 }
 
 
@@ -826,6 +865,28 @@ attention_work(const cpu_ctx *c, const llm_batch *b, int head_dim)
 }
 
 
+/* x += in @ w^T, or with a post norm (gemma3) x += rmsnorm(in @ w^T) *
+ * post: the row-split sum lands in xb (from zero, so the same slices in
+ * the same order), is normed there, then added */
+static void
+post_norm_add(llm_backend *be, int n, const float *in, const llm_tensor *w,
+    const float *post, int set)
+{
+    cpu_ctx           *c = be->ctx;
+    const llm_config  *cfg = &be->model->cfg;
+    add_job            aj = { c->x, c->xb, (size_t) n * cfg->dim };
+
+    if (post == NULL) {
+        matmul_rowsplit_add(be, c->x, in, n, w, set);
+        return;
+    }
+    memset(c->xb, 0, sizeof(float) * aj.n);
+    matmul_rowsplit_add(be, c->xb, in, n, w, set);
+    rmsnorm_rows(c, c->xb, c->xb, post, n, cfg->dim, cfg->norm_eps, NULL);
+    run_job(c, add_task, &aj, aj.n);
+}
+
+
 static void
 forward_layer(llm_backend *be, const llm_batch *b, int layer)
 {
@@ -840,6 +901,7 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
     const llm_tensor  *ffn_w[2] = { &l->w_gate, &l->w_up };
     float             *ffn_out[2] = { c->hb, c->hb2 };
 
+    c->window = llm_config_layer_window(cfg, layer);
     rmsnorm_rows(c, c->xb, c->x, l->attn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
     matmul_multi(be, c->xb, n, 3, qkv_w, qkv_out);
@@ -851,13 +913,14 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
         run_job(c, attention_merge_task, &lj, (size_t) n * c->n_heads
                 * c->att_spans * cfg->head_dim * CPU_COST_MERGE);
     }
-    matmul_rowsplit_add(be, c->x, c->att, n, &l->wo, 0);
+    post_norm_add(be, n, c->att, &l->wo, l->attn_post_norm, 0);
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
     matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
-    run_job(c, swiglu_task, &sj, sj.n * CPU_COST_SWIGLU);
-    matmul_rowsplit_add(be, c->x, c->hb, n, &l->w_down, 1);
+    run_job(c, cfg->gemma ? geglu_task : swiglu_task, &sj,
+            sj.n * CPU_COST_SWIGLU);
+    post_norm_add(be, n, c->hb, &l->w_down, l->ffn_post_norm, 1);
 }
 
 
@@ -913,10 +976,16 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
 
     c->oom = 0;
     for (i = 0; i < b->n_tokens; i++) {
+        float *x = c->x + (size_t) i * cfg->dim;
+        int    e;
+
         llm_dequant_row(m->tok_embd.type,
                         (const uint8_t *) m->tok_embd.data
                         + (size_t) b->token[i] * m->tok_embd.row_stride,
-                        c->x + (size_t) i * cfg->dim, cfg->dim);
+                        x, cfg->dim);
+        for (e = 0; cfg->embd_scale != 1.0f && e < cfg->dim; e++) {
+            x[e] *= cfg->embd_scale;      /* gemma3: sqrt(dim) */
+        }
     }
     for (layer = 0; layer < cfg->n_layers; layer++) {
         forward_layer(be, b, layer);
@@ -986,6 +1055,7 @@ cpu_free(llm_backend *be)
         free(c->att_items);
         free(c->att_part);
         free(c->inv_freq);
+        free(c->inv_freq_local);
         free(c->layers);
         free(c->packed);
         free(c);
@@ -1218,6 +1288,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     c->att_max_items = n * c->n_heads;
     c->att_items = malloc(sizeof(att_item) * (size_t) n * c->n_heads);
     c->inv_freq = alloc_rows(1, cfg->rope_dim / 2 + 1);
+    c->inv_freq_local = alloc_rows(1, cfg->rope_dim / 2 + 1);
     c->tp = llm_threadpool_create(o->n_threads);
     c->group = group;
     c->rank = m->tp_rank;
@@ -1227,7 +1298,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     if (c->x == NULL || c->xb == NULL || c->q == NULL
         || c->k == NULL || c->v == NULL || c->att == NULL || c->hb == NULL
         || c->hb2 == NULL || c->att_items == NULL
-        || c->inv_freq == NULL
+        || c->inv_freq == NULL || c->inv_freq_local == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
         || cpu_slots_init(c, m, o, n, shared) != 0
         || cpu_pack_weights(c, m, o->exact) != 0)
@@ -1240,6 +1311,7 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     /* as transformers computes them (float32 pow, llama3 scaling), then
      * pos * inv_freq */
     llm_model_rope_inv_freq(m, c->inv_freq);
+    llm_model_rope_inv_freq_local(m, c->inv_freq_local);
     return be;
 }
 

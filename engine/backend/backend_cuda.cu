@@ -1074,6 +1074,10 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
                        cfg->n_kv_heads, cfg->rope_dim,
                        LLM_CUDA_MAX_HEAD_DIM, LLM_CUDA_ATTN_MAX_ROWS);
     }
+    if (cfg->gemma) {
+        return be_fail(be, "cuda backend: gemma3 (GeGLU, post norms, "
+                       "local/global layers) is not written yet");
+    }
     if (cfg->sliding_window > 0 && cfg->sliding_window < cfg->max_seq_len) {
         return be_fail(be, "cuda backend: sliding-window attention (%d of "
                        "%d positions) is not written yet",

@@ -5,6 +5,7 @@
  *
  * defines: llm_model_load, llm_model_load_fd, llm_model_free,
  *          llm_model_weight_bytes, llm_model_rope_inv_freq,
+ *          llm_model_rope_inv_freq_local, llm_config_layer_window,
  *          llm_model_tokenizer, llm_model_chat_template,
  *          llm_hf_chat_template
  */
@@ -135,8 +136,88 @@ read_arch(llm_model *m)
         c->rope_neox = 1;
         return 0;
     }
+    if (strcmp(c->arch, "gemma3") == 0) {
+        c->gemma = 1;
+        c->qk_norm = 1;
+        c->rope_neox = 1;
+        return 0;
+    }
     return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3 are)", c->arch);
+                      "mistral, qwen2, qwen3, gemma3 are)", c->arch);
+}
+
+
+/*
+ * gemma3 in GGUF (llama.cpp's keys): the window, the local/global pattern
+ * (llama.cpp fixes it at 6; our oracle writes sliding_window_pattern for
+ * its tiny model), the local rope base (llama.cpp: 10000 unless
+ * rope.freq_base_swa), linear rope scaling of the global layers, and the
+ * attention scale, which llama.cpp derives: 1/sqrt(head_dim), for 27B (62
+ * layers) 1/sqrt(dim/heads), what query_pre_attn_scalar says for each
+ * size (query_pre_attn_scalar when written, as our oracle does). The
+ * norms' weights are stored as 1 + w by the converter.
+ */
+static int
+read_gemma3(llm_model *m)
+{
+    llm_config  *c = &m->cfg;
+    const char  *type;
+    uint64_t     len;
+    float        q_scalar;
+    int          scalar;
+
+    scalar = c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim;
+    if (get_int(m, "attention.sliding_window", &c->sliding_window, 1, 0)
+        || get_int(m, "attention.sliding_window_pattern", &c->swa_pattern,
+                   0, 6)
+        || get_float(m, "rope.freq_base_swa", &c->rope_theta_local, 0,
+                     10000.0f)
+        || get_float(m, "rope.scaling.factor", &c->rope_linear, 0, 1.0f)
+        || get_float(m, "attention.query_pre_attn_scalar", &q_scalar, 0,
+                     (float) scalar))
+    {
+        return -1;
+    }
+    if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &type,
+                     &len) == 0
+        && !(len == 6 && memcmp(type, "linear", 6) == 0)
+        && !(len == 4 && memcmp(type, "none", 4) == 0))
+    {
+        return model_fail(m, "%s '%.*s' is not supported (linear is)",
+                          arch_key(m, "rope.scaling.type"),
+                          (int) (len < 32 ? len : 32), type);
+    }
+    c->att_scale = (float) (1.0 / sqrt((double) q_scalar));
+    return 0;
+}
+
+
+/* what every architecture derives the same way once its keys are read */
+static void
+config_finish(llm_config *c)
+{
+    if (c->att_scale == 0.0f) {
+        c->att_scale = 1.0f / sqrtf((float) c->head_dim);
+    }
+    if (c->rope_theta_local == 0.0f) {
+        c->rope_theta_local = c->rope_theta;
+    }
+    if (c->rope_linear == 0.0f) {
+        c->rope_linear = 1.0f;
+    }
+    /* transformers: hidden_size ** 0.5 as a float32 tensor (in a bf16
+       run rounded to bf16; our activations are float32, as llama.cpp's) */
+    c->embd_scale = c->gemma ? sqrtf((float) c->dim) : 1.0f;
+}
+
+
+int
+llm_config_layer_window(const llm_config *c, int layer)
+{
+    if (c->swa_pattern > 0 && (layer + 1) % c->swa_pattern == 0) {
+        return 0;
+    }
+    return c->sliding_window;
 }
 
 
@@ -190,7 +271,17 @@ read_config(llm_model *m)
         return model_fail(m, "rope.dimension_count %d must be even and at "
                           "most the head size %d", c->rope_dim, c->head_dim);
     }
-    return get_int(m, "attention.sliding_window", &c->sliding_window, 0, 0);
+    if (c->gemma) {
+        if (read_gemma3(m) != 0) {
+            return -1;
+        }
+    } else if (get_int(m, "attention.sliding_window", &c->sliding_window, 0,
+                       0) != 0)
+    {
+        return -1;
+    }
+    config_finish(c);
+    return 0;
 }
 
 
@@ -371,6 +462,15 @@ load_layer(llm_model *m, int i)
                              &l->q_norm)
             || get_layer_vector(m, i, "attn_k_norm.weight", c->head_dim,
                                 &l->k_norm))
+        {
+            return -1;
+        }
+    }
+    if (c->gemma) {
+        if (get_layer_vector(m, i, "post_attention_norm.weight", c->dim,
+                             &l->attn_post_norm)
+            || get_layer_vector(m, i, "post_ffw_norm.weight", c->dim,
+                                &l->ffn_post_norm))
         {
             return -1;
         }
@@ -741,8 +841,8 @@ hf_arch(llm_model *m, const cJSON *root)
                && strcmp(c->arch, "mistral") != 0)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
-                          "supported (llama, mistral, qwen2, qwen3 are)",
-                          c->arch);
+                          "supported (llama, mistral, qwen2, qwen3, "
+                          "gemma3_text, gemma3 are)", c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)
@@ -758,11 +858,223 @@ hf_arch(llm_model *m, const cJSON *root)
 }
 
 
+/* gemma3 (multimodal, 4B and larger) nests the text model's config under
+ * text_config; gemma3_text (270M, 1B) and every other type do not */
+static const cJSON *
+hf_text_config(const cJSON *root)
+{
+    const cJSON  *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const cJSON  *text = cJSON_GetObjectItemCaseSensitive(root,
+                                                          "text_config");
+
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "gemma3") == 0
+        && cJSON_IsObject(text))
+    {
+        return text;
+    }
+    return root;
+}
+
+
+static int
+cfg_null(const cJSON *root, const char *key)
+{
+    const cJSON  *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+    return v == NULL || cJSON_IsNull(v);
+}
+
+
+/* one layer type's rope of transformers 5's per-type rope_parameters:
+ * theta, and "linear" scaling's factor (default: none) */
+static int
+hf_gemma3_rope_type(llm_model *m, const cJSON *rp, const char *kind,
+    float *theta, float *factor)
+{
+    const cJSON  *p = cJSON_GetObjectItemCaseSensitive(rp, kind);
+    const cJSON  *type;
+    const char   *name;
+
+    if (!cJSON_IsObject(p)) {
+        return 0;
+    }
+    type = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
+    name = cJSON_IsString(type) ? type->valuestring : "default";
+    if (cfg_float(m, p, "rope_theta", 0, *theta, theta) != 0) {
+        return -1;
+    }
+    if (strcmp(name, "linear") == 0) {
+        return cfg_float(m, p, "factor", 1, 0, factor);
+    }
+    if (strcmp(name, "default") != 0) {
+        return model_fail(m, "config.json: %s rope type \"%.32s\" is not "
+                          "supported (default, linear are)", kind, name);
+    }
+    return 0;
+}
+
+
+/*
+ * Gemma 3's text config, with transformers' Gemma3TextConfig defaults for
+ * absent keys (the 4B-27B configs write only what differs). Rope:
+ * transformers 4's rope_theta, rope_local_base_freq and rope_scaling
+ * (linear, global layers only), or 5's rope_parameters per layer type.
+ * Layer kinds: layer_types, else sliding_window_pattern (default 6).
+ */
+static int
+hf_config_gemma3(llm_model *m, const cJSON *root)
+{
+    llm_config    *c = &m->cfg;
+    const cJSON   *act, *types, *e, *rp, *sc;
+    float          q_scalar, local_factor = 1.0f;
+    int            i, pattern;
+
+    snprintf(c->arch, sizeof(c->arch), "gemma3");
+    c->gemma = 1;
+    c->qk_norm = 1;
+    c->rope_neox = 1;
+    act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
+    if (act == NULL) {
+        act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    }
+    if (act != NULL && !(cJSON_IsString(act)
+                         && strcmp(act->valuestring, "gelu_pytorch_tanh")
+                            == 0))
+    {
+        return model_fail(m, "config.json: gemma3's hidden_activation must "
+                          "be \"gelu_pytorch_tanh\"");
+    }
+    if (cfg_true(root, "attention_bias")
+        || cfg_true(root, "use_bidirectional_attention")
+        || !cfg_null(root, "final_logit_softcapping")
+        || !cfg_null(root, "attn_logit_softcapping"))
+    {
+        return model_fail(m, "config.json: attention_bias, "
+                          "use_bidirectional_attention and logit "
+                          "softcapping are not supported");
+    }
+    if (cfg_int(m, root, "hidden_size", 0, 2304, &c->dim) != 0
+        || cfg_int(m, root, "num_hidden_layers", 0, 26, &c->n_layers) != 0
+        || cfg_int(m, root, "intermediate_size", 0, 9216, &c->hidden_dim)
+        || cfg_int(m, root, "num_attention_heads", 0, 8, &c->n_heads) != 0
+        || cfg_int(m, root, "num_key_value_heads", 0, 4, &c->n_kv_heads)
+        || cfg_int(m, root, "head_dim", 0, 256, &c->head_dim) != 0
+        || cfg_int(m, root, "max_position_embeddings", 0, 131072,
+                   &c->max_seq_len) != 0
+        || cfg_int(m, root, "sliding_window", 0, 4096, &c->sliding_window)
+        || cfg_int(m, root, "sliding_window_pattern", 0, 6, &pattern) != 0
+        || cfg_float(m, root, "rms_norm_eps", 0, 1e-6f, &c->norm_eps) != 0
+        || cfg_float(m, root, "query_pre_attn_scalar", 0, 256.0f, &q_scalar)
+        || cfg_float(m, root, "rope_theta", 0, 1000000.0f, &c->rope_theta)
+        || cfg_float(m, root, "rope_local_base_freq", 0, 10000.0f,
+                     &c->rope_theta_local) != 0)
+    {
+        return -1;
+    }
+    if (c->n_layers > LLM_MAX_LAYERS || c->n_heads % c->n_kv_heads != 0
+        || c->head_dim % 2 != 0)
+    {
+        return model_fail(m, "config.json: %d layers (at most %d), %d heads "
+                          "(a multiple of %d kv heads), head_dim %d (even)",
+                          c->n_layers, LLM_MAX_LAYERS, c->n_heads,
+                          c->n_kv_heads, c->head_dim);
+    }
+    c->rope_dim = c->head_dim;
+    c->att_scale = (float) (1.0 / sqrt((double) q_scalar));
+    c->rope_linear = 1.0f;
+    sc = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (cJSON_IsObject(rp)) {
+        if (hf_gemma3_rope_type(m, rp, "full_attention", &c->rope_theta,
+                                &c->rope_linear) != 0
+            || hf_gemma3_rope_type(m, rp, "sliding_attention",
+                                   &c->rope_theta_local, &local_factor) != 0)
+        {
+            return -1;
+        }
+        if (local_factor != 1.0f) {
+            return model_fail(m, "config.json: rope scaling of the sliding "
+                              "layers is not supported");
+        }
+    } else if (cJSON_IsObject(sc)) {
+        cJSON *wrap = cJSON_CreateObject();
+
+        if (wrap == NULL) {
+            return model_fail(m, "out of memory");
+        }
+        cJSON_AddItemReferenceToObject(wrap, "full_attention", (cJSON *) sc);
+        i = hf_gemma3_rope_type(m, wrap, "full_attention", &c->rope_theta,
+                                &c->rope_linear);
+        cJSON_Delete(wrap);
+        if (i != 0) {
+            return -1;
+        }
+    }
+    /* the window's layers: "sliding_attention" or "full_attention" each;
+       we run the patterns Gemma 3 has, a global layer every n-th */
+    c->swa_pattern = pattern;
+    types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (types != NULL && !cJSON_IsNull(types)) {
+        if (!cJSON_IsArray(types)
+            || cJSON_GetArraySize(types) != c->n_layers)
+        {
+            return model_fail(m, "config.json: layer_types must list the "
+                              "%d layers", c->n_layers);
+        }
+        c->swa_pattern = 0;
+        i = 0;
+        cJSON_ArrayForEach(e, types) {
+            if (!cJSON_IsString(e)
+                || (strcmp(e->valuestring, "full_attention") != 0
+                    && strcmp(e->valuestring, "sliding_attention") != 0))
+            {
+                return model_fail(m, "config.json: layer_types[%d] is not "
+                                  "\"full_attention\" or "
+                                  "\"sliding_attention\"", i);
+            }
+            if (c->swa_pattern == 0
+                && strcmp(e->valuestring, "full_attention") == 0)
+            {
+                c->swa_pattern = i + 1;
+            }
+            i++;
+        }
+        if (c->swa_pattern == 0) {
+            c->swa_pattern = c->n_layers + 1;     /* no global layer */
+        }
+        i = 0;
+        cJSON_ArrayForEach(e, types) {
+            if ((strcmp(e->valuestring, "full_attention") == 0)
+                != (llm_config_layer_window(c, i) == 0))
+            {
+                return model_fail(m, "config.json: layer_types is not a "
+                                  "global layer every %d (the only pattern "
+                                  "supported)", c->swa_pattern);
+            }
+            i++;
+        }
+    }
+    c->tied_output = cJSON_GetObjectItemCaseSensitive(root,
+                         "tie_word_embeddings") == NULL
+                     || cfg_true(root, "tie_word_embeddings");
+    config_finish(c);
+    return 0;
+}
+
+
 static int
 hf_config(llm_model *m, const cJSON *root)
 {
     llm_config    *c = &m->cfg;
-    const cJSON   *sw;
+    const cJSON   *sw, *type;
+
+    type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (cJSON_IsString(type) && (strcmp(type->valuestring, "gemma3") == 0
+                                 || strcmp(type->valuestring, "gemma3_text")
+                                    == 0))
+    {
+        return hf_config_gemma3(m, hf_text_config(root));
+    }
 
     if (hf_arch(m, root) != 0
         || cfg_int(m, root, "hidden_size", 1, 0, &c->dim) != 0
@@ -813,7 +1125,17 @@ hf_config(llm_model *m, const cJSON *root)
         return -1;
     }
     c->tied_output = cfg_true(root, "tie_word_embeddings");
+    config_finish(c);
     return 0;
+}
+
+
+/* vocab_size of the (text) config; gemma3's default when absent */
+static int
+hf_vocab(llm_model *m, const cJSON *root, int *vocab)
+{
+    return cfg_int(m, hf_text_config(root), "vocab_size", !m->cfg.gemma,
+                   262208, vocab);
 }
 
 
@@ -833,7 +1155,7 @@ llm_model_config_json(llm_model *m, const char *dir, const char *text,
     }
     rc = hf_config(m, root);
     if (rc == 0) {
-        rc = cfg_int(m, root, "vocab_size", 1, 0, &m->cfg.vocab_size);
+        rc = hf_vocab(m, root, &m->cfg.vocab_size);
     }
     cJSON_Delete(root);
     m->path = NULL;
@@ -863,6 +1185,29 @@ static const struct {
     { "mlp.down_proj.weight",            "ffn_down.weight",    0 },
 };
 
+/* gemma3's norms around attention and FFN (llama.cpp's names): looked up
+ * before the table above, whose post_attention_layernorm is llama's
+ * ffn_norm */
+static const struct {
+    const char  *hf;
+    const char  *gguf;
+} hf_gemma3_names[] = {
+    { "post_attention_layernorm.weight",   "post_attention_norm.weight" },
+    { "pre_feedforward_layernorm.weight",  "ffn_norm.weight" },
+    { "post_feedforward_layernorm.weight", "post_ffw_norm.weight" },
+};
+
+/* a multimodal gemma3's text model under another prefix (transformers 4:
+ * language_model.model., 5: model.language_model.), and the vision parts
+ * a text engine leaves alone */
+static const char *hf_gemma3_text_prefixes[] = {
+    "language_model.model.", "model.language_model.",
+};
+static const char *hf_gemma3_skipped[] = {
+    "vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+    "model.multi_modal_projector.",
+};
+
 
 /*
  * A HF tensor name -> its GGUF name in out. 0 mapped, 1 to be skipped
@@ -873,9 +1218,32 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
 {
     const llm_config  *c = &m->cfg;
     const char        *rest;
-    char              *end;
+    char              *end, buf[256];
     long               layer;
-    size_t             i;
+    size_t             i, n;
+
+    for (i = 0; c->gemma && i < sizeof(hf_gemma3_skipped) / sizeof(char *);
+         i++)
+    {
+        if (strncmp(hf, hf_gemma3_skipped[i],
+                    strlen(hf_gemma3_skipped[i])) == 0)
+        {
+            return 1;
+        }
+    }
+    for (i = 0; c->gemma
+                && i < sizeof(hf_gemma3_text_prefixes) / sizeof(char *); i++)
+    {
+        n = strlen(hf_gemma3_text_prefixes[i]);
+        if (strncmp(hf, hf_gemma3_text_prefixes[i], n) == 0) {
+            snprintf(buf, sizeof(buf), "model.%s", hf + n);
+            hf = buf;
+            break;
+        }
+    }
+    if (c->gemma && strcmp(hf, "language_model.lm_head.weight") == 0) {
+        hf = "lm_head.weight";
+    }
 
     if (strcmp(hf, "model.embed_tokens.weight") == 0) {
         snprintf(out, len, "token_embd.weight");
@@ -899,6 +1267,14 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
     rest = end + 1;
     if (strcmp(rest, "self_attn.rotary_emb.inv_freq") == 0) {
         return 1;
+    }
+    for (i = 0; c->gemma && i < sizeof(hf_gemma3_names)
+                                / sizeof(hf_gemma3_names[0]); i++)
+    {
+        if (strcmp(rest, hf_gemma3_names[i].hf) == 0) {
+            snprintf(out, len, "blk.%ld.%s", layer, hf_gemma3_names[i].gguf);
+            return 0;
+        }
     }
     for (i = 0; i < sizeof(hf_layer_names) / sizeof(hf_layer_names[0]);
          i++)
@@ -926,7 +1302,7 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
     char          name[128];
     float        *wide;
     uint32_t      k;
-    int           rc;
+    int           rc, shift;
 
     rc = hf_gguf_name(m, t->name, name, sizeof(name));
     if (rc == 1) {
@@ -958,13 +1334,20 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
     g->type = t->type;
     g->data = t->data;
     g->nbytes = t->nbytes;
-    if (t->n_dims == 1 && t->type != GGML_TYPE_F32) {
-        /* norms and biases are read as floats by the forward */
+    shift = m->cfg.gemma && strlen(name) >= 11
+            && strcmp(name + strlen(name) - 11, "norm.weight") == 0;
+    if (t->n_dims == 1 && (t->type != GGML_TYPE_F32 || shift)) {
+        /* norms and biases are read as floats by the forward; gemma's
+           norms scale by 1 + w, which GGUF stores (llama.cpp's converter
+           adds the 1), so we add it here, in float32 as transformers */
         wide = own_floats(m, t->shape[0]);
         if (wide == NULL) {
             return model_fail(m, "out of memory for '%s'", t->name);
         }
         llm_dequant_row(t->type, t->data, wide, (int64_t) t->shape[0]);
+        for (k = 0; shift && k < t->shape[0]; k++) {
+            wide[k] = 1.0f + wide[k];
+        }
         g->data = wide;
         g->type = GGML_TYPE_F32;
         g->nbytes = t->shape[0] * sizeof(float);
@@ -1098,7 +1481,7 @@ hf_load(llm_model *m, int dirfd)
     }
     rc = hf_config(m, config);
     if (rc == 0) {
-        rc = cfg_int(m, config, "vocab_size", 1, 0, &vocab);
+        rc = hf_vocab(m, config, &vocab);
     }
     cJSON_Delete(config);
     if (rc != 0 || hf_open_weights(m, dirfd) != 0) {
@@ -1139,6 +1522,23 @@ hf_load(llm_model *m, int dirfd)
  */
 
 void
+llm_model_rope_inv_freq_local(const llm_model *m, float *inv_freq)
+{
+    const llm_config  *c = &m->cfg;
+    int                i;
+
+    if (!c->gemma) {
+        llm_model_rope_inv_freq(m, inv_freq);
+        return;
+    }
+    for (i = 0; i < c->rope_dim / 2; i++) {
+        inv_freq[i] = 1.0f / powf(c->rope_theta_local,
+                                  (float) (2 * i) / (float) c->rope_dim);
+    }
+}
+
+
+void
 llm_model_rope_inv_freq(const llm_model *m, float *inv_freq)
 {
     const llm_config  *c = &m->cfg;
@@ -1168,6 +1568,8 @@ llm_model_rope_inv_freq(const llm_model *m, float *inv_freq)
                          + smooth * scaled;
             }
             inv_freq[i] = scaled;
+        } else if (c->rope_linear != 1.0f) {
+            inv_freq[i] /= c->rope_linear;    /* transformers' "linear" */
         }
     }
 }

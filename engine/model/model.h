@@ -33,7 +33,8 @@
  * defines: llm_config, llm_layer, llm_model, llm_model_load,
  *          llm_model_load_fd, llm_model_free, llm_model_config_json,
  *          llm_model_weight_bytes,
- *          llm_model_rope_inv_freq, llm_model_tokenizer,
+ *          llm_model_rope_inv_freq, llm_model_rope_inv_freq_local,
+ *          llm_config_layer_window, llm_model_tokenizer,
  *          llm_model_chat_template, llm_hf_chat_template
  */
 #ifndef NGX_LLM_MODEL_H
@@ -69,8 +70,21 @@ typedef struct {
     int       rope_neox;           /* qwen, and every HF directory: rotate
                                       halves (x[i], x[i+d/2]), not GGUF
                                       llama's adjacent pairs */
-    int       sliding_window;      /* mistral: attend to the last N
-                                      positions only; 0 = all */
+    int       sliding_window;      /* mistral, gemma3: attend to the
+                                      last N positions only; 0 = all */
+    int       swa_pattern;         /* gemma3: layer i is global (no
+                                      window) when (i + 1) % swa_pattern
+                                      is 0; 0: the window on every layer */
+    /* gemma3 (docs/models.md): GeGLU (tanh GELU), norms after attention
+       and FFN, embeddings times embd_scale, own rope for local layers */
+    int       gemma;
+    float     embd_scale;          /* sqrt(dim) (float), else 1 */
+    float     att_scale;           /* query_pre_attn_scalar^-0.5, else
+                                      head_dim^-0.5 */
+    float     rope_theta_local;    /* sliding layers' rope base (gemma3:
+                                      rope_local_base_freq), else theta */
+    float     rope_linear;         /* global layers: inv_freq / this
+                                      (linear scaling, 4B-27B: 8), else 1 */
     /* llama3 rope scaling (Llama 3.1+): lower frequencies are slowed
        down; GGUF stores the result per frequency, HF the parameters */
     const float *rope_freqs;       /* GGUF: (rope_dim/2) divisors of
@@ -97,7 +111,9 @@ typedef struct {
     const float *bv;               /* (n_kv_heads*head_dim/tp) or NULL */
     const float *q_norm;           /* (head_dim) qk_norm, else NULL */
     const float *k_norm;           /* (head_dim) qk_norm, else NULL */
+    const float *attn_post_norm;   /* (dim) gemma3: on att @ wo^T */
     const float *ffn_norm;         /* (dim) */
+    const float *ffn_post_norm;    /* (dim) gemma3: on the FFN's output */
     llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */
     llm_tensor   w_up;             /* (hidden_dim/tp, dim) column-split */
     llm_tensor   w_down;           /* (dim, hidden_dim/tp) row-split */
@@ -150,8 +166,14 @@ int llm_model_config_json(llm_model *m, const char *dir, const char *text,
     size_t len);
 
 /* the rope_dim/2 rotary frequencies, as transformers computes them (float
- * pow), divided by the llama3 scaling factors when the model has them */
+ * pow), divided by the llama3 scaling factors when the model has them;
+ * of a global layer (gemma3: theta and linear scaling) */
 void llm_model_rope_inv_freq(const llm_model *m, float *inv_freq);
+/* the same for a sliding-window layer (gemma3: its own base, no scaling;
+ * any other model: the global frequencies) */
+void llm_model_rope_inv_freq_local(const llm_model *m, float *inv_freq);
+/* the window of a layer: cfg->sliding_window, or 0 for a global layer */
+int llm_config_layer_window(const llm_config *c, int layer);
 
 /*
  * The model's tokenizer: GGUF metadata, or DIR/tokenizer.json (+
