@@ -455,6 +455,7 @@ test_refusals(const char *tmp)
 
 static const char *hf_names[] = {
     "hf-llama", "hf-llama3", "hf-mistral", "hf-qwen2", "hf-qwen3",
+    "hf-gemma3",
 };
 
 
@@ -600,9 +601,10 @@ test_formats(const char *tmp)
             continue;
         }
         ok(hf.cfg.rope_neox == 1 && gg.cfg.rope_neox
-           == (strncmp(hf.cfg.arch, "qwen", 4) == 0),
+           == (strncmp(hf.cfg.arch, "qwen", 4) == 0 || hf.cfg.gemma),
            "%s: rotate-half rope for HF, %s for its GGUF", hf_names[i],
-           gg.cfg.rope_neox ? "too (qwen)" : "adjacent pairs (Meta order)");
+           gg.cfg.rope_neox ? "too (qwen, gemma3)"
+                            : "adjacent pairs (Meta order)");
         d = format_diff(&hf, &gg, c);
         ok(d >= 0 && d < 1e-3, "%s: HF directory == GGUF over the whole "
            "vocabulary (max |dlogit| %.2g)", hf_names[i], d);
@@ -644,7 +646,23 @@ test_formats(const char *tmp)
 typedef enum {
     DROP_NONE, DROP_QKV_BIAS, DROP_QK_NORM, DROP_LLAMA3_ROPE,
     DROP_ROTATE_HALF, DROP_SLIDING_WINDOW,
+    /* gemma3's */
+    DROP_NORM_SHIFT, DROP_POST_NORMS, DROP_GEGLU, DROP_EMBD_SCALE,
+    DROP_ATT_SCALE, DROP_LOCAL_ROPE, DROP_ROPE_LINEAR, DROP_GLOBAL_LAYERS,
 } quirk;
+
+
+/* a HF gemma3's norms are the model's float copies of 1 + w: back to w */
+static void
+unshift(const float *w, int n)
+{
+    float  *p = (float *) w;
+    int     i;
+
+    for (i = 0; p != NULL && i < n; i++) {
+        p[i] -= 1.0f;
+    }
+}
 
 
 static void
@@ -659,6 +677,38 @@ drop(llm_model *m, quirk q)
         if (q == DROP_QK_NORM) {
             m->layers[i].q_norm = m->layers[i].k_norm = NULL;
         }
+        if (q == DROP_POST_NORMS) {
+            m->layers[i].attn_post_norm = m->layers[i].ffn_post_norm = NULL;
+        }
+        if (q == DROP_NORM_SHIFT) {
+            unshift(m->layers[i].attn_norm, m->cfg.dim);
+            unshift(m->layers[i].ffn_norm, m->cfg.dim);
+            unshift(m->layers[i].attn_post_norm, m->cfg.dim);
+            unshift(m->layers[i].ffn_post_norm, m->cfg.dim);
+            unshift(m->layers[i].q_norm, m->cfg.head_dim);
+            unshift(m->layers[i].k_norm, m->cfg.head_dim);
+        }
+    }
+    if (q == DROP_NORM_SHIFT) {
+        unshift(m->out_norm, m->cfg.dim);
+    }
+    if (q == DROP_GEGLU) {
+        m->cfg.gemma = 0;                     /* SwiGLU */
+    }
+    if (q == DROP_EMBD_SCALE) {
+        m->cfg.embd_scale = 1.0f;
+    }
+    if (q == DROP_ATT_SCALE) {
+        m->cfg.att_scale = 1.0f / sqrtf((float) m->cfg.head_dim);
+    }
+    if (q == DROP_LOCAL_ROPE) {
+        m->cfg.rope_theta_local = m->cfg.rope_theta;
+    }
+    if (q == DROP_ROPE_LINEAR) {
+        m->cfg.rope_linear = 1.0f;
+    }
+    if (q == DROP_GLOBAL_LAYERS) {
+        m->cfg.swa_pattern = 0;               /* the window everywhere */
     }
     if (q == DROP_LLAMA3_ROPE) {
         m->cfg.rope_llama3 = 0;
@@ -776,6 +826,21 @@ test_quirks(void)
     test_quirk("hf-qwen3", "hf", DROP_ROTATE_HALF, "rotate-half rope");
     test_quirk("hf-mistral", "hf", DROP_SLIDING_WINDOW, "sliding window");
     test_quirk("hf-mistral", "gguf", DROP_SLIDING_WINDOW, "sliding window");
+    test_quirk("hf-gemma3", "hf", DROP_NORM_SHIFT, "norms as 1 + w");
+    test_quirk("hf-gemma3", "hf", DROP_POST_NORMS, "post norms");
+    test_quirk("hf-gemma3", "gguf", DROP_POST_NORMS, "post norms");
+    test_quirk("hf-gemma3", "hf", DROP_GEGLU, "GeGLU (not SwiGLU)");
+    test_quirk("hf-gemma3", "gguf", DROP_EMBD_SCALE, "sqrt(dim) embedding "
+               "scale");
+    test_quirk("hf-gemma3", "hf", DROP_ATT_SCALE, "query_pre_attn_scalar");
+    test_quirk("hf-gemma3", "gguf", DROP_ATT_SCALE, "query_pre_attn_scalar");
+    test_quirk("hf-gemma3", "hf", DROP_LOCAL_ROPE, "local rope base");
+    test_quirk("hf-gemma3", "gguf", DROP_LOCAL_ROPE, "local rope base");
+    test_quirk("hf-gemma3", "hf", DROP_ROPE_LINEAR, "linear rope x8");
+    test_quirk("hf-gemma3", "gguf", DROP_ROPE_LINEAR, "linear rope x8");
+    test_quirk("hf-gemma3", "hf", DROP_SLIDING_WINDOW, "sliding window");
+    test_quirk("hf-gemma3", "gguf", DROP_GLOBAL_LAYERS, "global layers");
+    test_quirk("hf-gemma3", "hf", DROP_QK_NORM, "QK-norm");
     test_byte_fallback("hf-llama", "hf");
     test_byte_fallback("hf-llama", "gguf");
     test_byte_fallback("hf-mistral", "hf");
