@@ -24,6 +24,8 @@ CUDA       ?= $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 NGINX_SRC  ?=
 CACHE_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ngx_llm
 MODEL      ?= $(CACHE_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+# the real Gemma 3 270M (t/033-gemma3.t), also from `make deps`
+GEMMA      ?= $(CACHE_DIR)/gemma-3-270m-q4_k_m.gguf
 # test fixtures: fetched and made by `make deps` (tools/deps.sh)
 FIXTURES   ?= $(CACHE_DIR)/fixtures
 # the engine the module runs unless llm_engine's `binary` says (the
@@ -143,7 +145,7 @@ run: deps all
 T_NGINX_ENV = TEST_NGINX_BINARY=$${TEST_NGINX_BINARY:-/usr/sbin/nginx} \
 	TEST_NGINX_LOAD_MODULES=$(abspath $(BUILD)/modules/ngx_http_llm_module.so) \
 	TEST_NGINX_MODEL=$(MODEL) TEST_NGINX_FIXTURES=$(FIXTURES) \
-	TEST_NGINX_ENGINE=$(abspath $(BUILD)/ngx_llm_engine) \
+	TEST_NGINX_GEMMA=$(GEMMA) TEST_NGINX_ENGINE=$(abspath $(BUILD)/ngx_llm_engine) \
 	TEST_NGINX_BUILD=$(abspath $(BUILD))
 
 # CPAN's Test::Nginx when installed, else our work-alike in t/lib
