@@ -1636,7 +1636,7 @@ llm_model_weight_bytes(const llm_model *m)
         b += view_bytes(&l->wq) + view_bytes(&l->wk) + view_bytes(&l->wv)
              + view_bytes(&l->wo) + view_bytes(&l->w_gate)
              + view_bytes(&l->w_up) + view_bytes(&l->w_down)
-             + 2 * (uint64_t) c->dim * sizeof(float);
+             + (c->gemma ? 4 : 2) * (uint64_t) c->dim * sizeof(float);
     }
     b += ggml_row_size(m->tok_embd.type, c->dim);    /* one embedding row */
     b += view_bytes(&m->output) + (uint64_t) c->dim * sizeof(float);
