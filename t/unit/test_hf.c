@@ -451,6 +451,111 @@ test_refusals(const char *tmp)
 }
 
 
+/* hf-gemma3's config.json rewritten: as transformers 4 writes it (rope_theta,
+ * rope_local_base_freq, rope_scaling, sliding_window_pattern instead of
+ * rope_parameters and layer_types), or nested as a multimodal gemma3's
+ * text_config; either gives the golden logits. Then gemma3's refusals. */
+static void
+test_gemma3_configs(const char *tmp)
+{
+    char          dir[512], path[1024], *text, *out;
+    cJSON        *cfg, *root, *g = golden("hf-gemma3");
+    const cJSON  *c = golden_case(g, "plain");
+    llm_model     m;
+    double        d;
+    int           form;
+
+    snprintf(dir, sizeof(dir), "%s/gemma3", tmp);
+    for (form = 0; form < 2; form++) {
+        if (make_variant(dir, MODELS "/hf-gemma3", "rope_parameters", NULL)
+            != 0)
+        {
+            ok(0, "gemma3 variant");
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/hf-gemma3/config.json", MODELS);
+        text = slurp(path, NULL);
+        cfg = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        if (cfg == NULL) {
+            ok(0, "hf-gemma3 config.json parses");
+            continue;
+        }
+        if (form == 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(cfg, "rope_parameters");
+            cJSON_DeleteItemFromObjectCaseSensitive(cfg, "layer_types");
+            cJSON_AddNumberToObject(cfg, "rope_theta", 1000000.0);
+            cJSON_AddNumberToObject(cfg, "rope_local_base_freq", 10000.0);
+            cJSON_AddNumberToObject(cfg, "sliding_window_pattern", 2);
+            cJSON_AddItemToObject(cfg, "rope_scaling", cJSON_Parse(
+                "{\"rope_type\":\"linear\",\"factor\":8.0}"));
+            root = cfg;
+        } else {
+            root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "model_type", "gemma3");
+            cJSON_AddItemToObject(root, "text_config", cfg);
+        }
+        out = cJSON_Print(root);
+        cJSON_Delete(root);
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        spit(path, out, strlen(out));
+        free(out);
+        if (!ok(llm_model_load(&m, dir, 0, 1) == 0, "gemma3 %s loads",
+                form ? "nested in text_config" : "as transformers 4 writes it"))
+        {
+            printf("# %s\n", m.err);
+            llm_model_free(&m);
+            continue;
+        }
+        d = golden_diff(&m, c);
+        ok(d >= 0 && d <= TOL && m.cfg.swa_pattern == 2
+           && m.cfg.rope_linear == 8.0f && m.cfg.rope_theta_local == 10000.0f,
+           "gemma3 %s: the golden logits (%.2g)", form
+           ? "nested in text_config" : "with transformers 4's keys", d);
+        llm_model_free(&m);
+    }
+    cJSON_Delete(g);
+}
+
+
+static void
+expect_gemma3_refusal(const char *dir, const char *key, const char *value,
+    const char *want)
+{
+    llm_model  m;
+
+    if (make_variant(dir, MODELS "/hf-gemma3", key, value) != 0) {
+        ok(0, "variant with %s = %s", key, value ? value : "(none)");
+        return;
+    }
+    ok(llm_model_load(&m, dir, 0, 1) == -1 && strstr(m.err, want) != NULL,
+       "gemma3 %s = %s -> \"%s\"", key, value ? value : "(removed)",
+       m.err);
+    llm_model_free(&m);
+}
+
+
+static void
+test_gemma3_refusals(const char *tmp)
+{
+    char  dir[512];
+
+    snprintf(dir, sizeof(dir), "%s/gemma3r", tmp);
+    expect_gemma3_refusal(dir, "final_logit_softcapping", "30.0",
+                          "softcapping are not supported");
+    expect_gemma3_refusal(dir, "hidden_activation", "\"gelu\"",
+                          "must be \"gelu_pytorch_tanh\"");
+    expect_gemma3_refusal(dir, "layer_types",
+                          "[\"full_attention\",\"sliding_attention\"]",
+                          "not a global layer every 1");
+    expect_gemma3_refusal(dir, "rope_parameters",
+                          "{\"full_attention\":{\"rope_type\":\"yarn\","
+                          "\"factor\":8.0}}",
+                          "full_attention rope type \"yarn\" is not "
+                          "supported");
+}
+
+
 /* ---- 3. both formats, one model --------------------------------------------- */
 
 static const char *hf_names[] = {
@@ -937,6 +1042,8 @@ main(void)
     }
     test_safetensors();
     test_refusals(tmp);
+    test_gemma3_configs(tmp);
+    test_gemma3_refusals(tmp);
     test_formats(tmp);
     test_quirks();
     test_templates();
