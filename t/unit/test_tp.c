@@ -758,5 +758,9 @@ main(void)
              0, 8);
     check_tp("llama3 HF directory (rope scaling)", "t/data/models/hf-llama3",
              2, 1, 2, 0, 8);
+    /* post norms after the row-split sums, local and global layers */
+    check_tp("gemma3 HF directory (post norms, GeGLU)",
+             "t/data/models/hf-gemma3", 2, 1, 2, 0, 8);
+    check_tp("gemma3 GGUF", "t/data/models/hf-gemma3.gguf", 2, 1, 2, 0, 8);
     return tap_done();
 }
