@@ -762,5 +762,6 @@ main(void)
     check_tp("gemma3 HF directory (post norms, GeGLU)",
              "t/data/models/hf-gemma3", 2, 1, 2, 0, 8);
     check_tp("gemma3 GGUF", "t/data/models/hf-gemma3.gguf", 2, 1, 2, 0, 8);
+    check_unbatched("gemma3 GGUF", "t/data/models/hf-gemma3.gguf", 1, 2, 8);
     return tap_done();
 }
