@@ -451,6 +451,79 @@ test_refusals(const char *tmp)
 }
 
 
+/* dir/model.safetensors: hf-gemma3's tensors renamed as a multimodal
+ * gemma3 checkpoint names them (prefix replaces "model."), plus a vision
+ * tower tensor; 0 on success */
+static int
+write_gemma3_multimodal(const char *dir, const char *prefix)
+{
+    static const float  vision[2] = { 1.0f, 2.0f };
+    st_file             f;
+    cJSON              *h = cJSON_CreateObject(), *e;
+    uint64_t            off = 0, i, hl;
+    uint8_t            *data, len8[8];
+    char                path[1024], name[256], *text;
+    double              sh[ST_MAX_DIMS];
+    uint32_t            k;
+    FILE               *out;
+
+    if (st_open(&f, MODELS "/hf-gemma3/model.safetensors") != 0) {
+        cJSON_Delete(h);
+        return -1;
+    }
+    data = malloc(f.size + sizeof(vision));
+    for (i = 0; data != NULL && i <= f.n_tensors; i++) {
+        const st_tensor *t = i < f.n_tensors ? &f.tensors[i] : NULL;
+
+        if (t == NULL) {
+            snprintf(name, sizeof(name), "vision_tower.patch.weight");
+        } else if (strncmp(t->name, "model.", 6) == 0) {
+            snprintf(name, sizeof(name), "%s%s", prefix, t->name + 6);
+        } else {
+            snprintf(name, sizeof(name), "%s", t->name);
+        }
+        e = cJSON_AddObjectToObject(h, name);
+        cJSON_AddStringToObject(e, "dtype", t == NULL || t->type == 0 ? "F32"
+                                : t->type == 1 ? "F16" : "BF16");
+        for (k = 0; t != NULL && k < t->n_dims; k++) {
+            sh[k] = (double) t->shape[k];
+        }
+        if (t == NULL) {
+            sh[0] = 2;
+        }
+        cJSON_AddItemToObject(e, "shape", cJSON_CreateDoubleArray(sh,
+                                  t ? (int) t->n_dims : 1));
+        sh[0] = (double) off;
+        sh[1] = (double) (off + (t ? t->nbytes : sizeof(vision)));
+        cJSON_AddItemToObject(e, "data_offsets",
+                              cJSON_CreateDoubleArray(sh, 2));
+        memcpy(data + off, t ? t->data : (const void *) vision,
+               t ? t->nbytes : sizeof(vision));
+        off += t ? t->nbytes : sizeof(vision);
+    }
+    text = cJSON_PrintUnformatted(h);
+    hl = strlen(text);
+    for (i = 0; i < 8; i++) {
+        len8[i] = (uint8_t) (((hl + 7) / 8 * 8) >> (8 * i));
+    }
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    unlink(path);
+    out = data ? fopen(path, "wb") : NULL;
+    if (out != NULL) {
+        fwrite(len8, 1, 8, out);
+        fwrite(text, 1, hl, out);
+        fwrite("        ", 1, (8 - hl % 8) % 8, out);
+        fwrite(data, 1, off, out);
+        fclose(out);
+    }
+    free(text);
+    free(data);
+    cJSON_Delete(h);
+    st_close(&f);
+    return out != NULL ? 0 : -1;
+}
+
+
 /* hf-gemma3's config.json rewritten: as transformers 4 writes it (rope_theta,
  * rope_local_base_freq, rope_scaling, sliding_window_pattern instead of
  * rope_parameters and layer_types), or nested as a multimodal gemma3's
@@ -458,6 +531,11 @@ test_refusals(const char *tmp)
 static void
 test_gemma3_configs(const char *tmp)
 {
+    static const char  *names[] = {
+        "with transformers 4's keys", "nested in text_config",
+        "multimodal, tensors under language_model.model. (transformers 4)",
+        "multimodal, tensors under model.language_model. (5)",
+    };
     char          dir[512], path[1024], *text, *out;
     cJSON        *cfg, *root, *g = golden("hf-gemma3");
     const cJSON  *c = golden_case(g, "plain");
@@ -466,9 +544,13 @@ test_gemma3_configs(const char *tmp)
     int           form;
 
     snprintf(dir, sizeof(dir), "%s/gemma3", tmp);
-    for (form = 0; form < 2; form++) {
+    for (form = 0; form < 4; form++) {
         if (make_variant(dir, MODELS "/hf-gemma3", "rope_parameters", NULL)
-            != 0)
+            != 0
+            || (form >= 2
+                && write_gemma3_multimodal(dir, form == 2
+                                           ? "language_model.model."
+                                           : "model.language_model.") != 0))
         {
             ok(0, "gemma3 variant");
             continue;
@@ -501,7 +583,7 @@ test_gemma3_configs(const char *tmp)
         spit(path, out, strlen(out));
         free(out);
         if (!ok(llm_model_load(&m, dir, 0, 1) == 0, "gemma3 %s loads",
-                form ? "nested in text_config" : "as transformers 4 writes it"))
+                names[form]))
         {
             printf("# %s\n", m.err);
             llm_model_free(&m);
@@ -510,8 +592,7 @@ test_gemma3_configs(const char *tmp)
         d = golden_diff(&m, c);
         ok(d >= 0 && d <= TOL && m.cfg.swa_pattern == 2
            && m.cfg.rope_linear == 8.0f && m.cfg.rope_theta_local == 10000.0f,
-           "gemma3 %s: the golden logits (%.2g)", form
-           ? "nested in text_config" : "with transformers 4's keys", d);
+           "gemma3 %s: the golden logits (%.2g)", names[form], d);
         llm_model_free(&m);
     }
     cJSON_Delete(g);
