@@ -148,6 +148,45 @@ read_arch(llm_model *m)
 
 
 /*
+ * attention.sliding_window_pattern: gguf-py writes an integer n (a global
+ * layer every n-th) or one bool per layer (true: sliding); the bools must
+ * make such a pattern. Absent: 6, as llama.cpp fixes it for gemma3.
+ */
+static int
+gguf_swa_pattern(llm_model *m)
+{
+    llm_config     *c = &m->cfg;
+    const char     *key = arch_key(m, "attention.sliding_window_pattern");
+    const uint8_t  *b;
+    const void     *data;
+    uint32_t        type;
+    uint64_t        n, i;
+
+    if (gguf_get_arr(&m->gguf, key, &type, &n, &data) != 0) {
+        return get_int(m, "attention.sliding_window_pattern",
+                       &c->swa_pattern, 0, 6);
+    }
+    if (type != GGUF_TYPE_BOOL || n != (uint64_t) c->n_layers) {
+        return model_fail(m, "metadata key '%s' must be an integer or %d "
+                          "bools", key, c->n_layers);
+    }
+    b = data;
+    for (i = 0; i < n && b[i]; i++) {
+        /* the first global layer */
+    }
+    c->swa_pattern = (int) i + 1;
+    for (i = 0; i < n; i++) {
+        if ((b[i] != 0) != (llm_config_layer_window(c, (int) i) != 0)) {
+            return model_fail(m, "metadata key '%s' is not a global layer "
+                              "every %d (the only pattern supported)", key,
+                              c->swa_pattern);
+        }
+    }
+    return 0;
+}
+
+
+/*
  * gemma3 in GGUF (llama.cpp's keys): the window, the local/global pattern
  * (llama.cpp fixes it at 6; our oracle writes sliding_window_pattern for
  * its tiny model), the local rope base (llama.cpp: 10000 unless
@@ -168,8 +207,7 @@ read_gemma3(llm_model *m)
 
     scalar = c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim;
     if (get_int(m, "attention.sliding_window", &c->sliding_window, 1, 0)
-        || get_int(m, "attention.sliding_window_pattern", &c->swa_pattern,
-                   0, 6)
+        || gguf_swa_pattern(m)
         || get_float(m, "rope.freq_base_swa", &c->rope_theta_local, 0,
                      10000.0f)
         || get_float(m, "rope.scaling.factor", &c->rope_linear, 0, 1.0f)
