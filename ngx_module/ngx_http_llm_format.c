@@ -857,7 +857,7 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 /* the last event of a stream that failed after its headers went out */
 ngx_int_t
 ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *code, const char *msg)
+    ngx_uint_t status, const char *code, const char *msg)
 {
     u_char     *p;
     size_t      len;
@@ -872,8 +872,9 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     p = ngx_sprintf(b->last, "data: {\"error\":{\"message\":\"");
     p = ngx_http_llm_json_escape(p, (u_char *) msg, len);
-    b->last = ngx_sprintf(p, "\",\"type\":\"server_error\",\"param\":null,"
-                          "\"code\":\"%s\"}}\n\ndata: [DONE]\n\n", code);
+    b->last = ngx_sprintf(p, "\",\"type\":\"%s\",\"param\":null,"
+                          "\"code\":\"%s\"}}\n\ndata: [DONE]\n\n",
+                          ngx_http_llm_error_type(status, code), code);
     b->last_buf = 1;
     b->flush = 1;
 

@@ -18,6 +18,8 @@ static void ngx_http_llm_generation_free(void *data);
 static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_to_ring(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_choices_init(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
@@ -176,10 +178,9 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    /* an error response may have gone out already: then rc is its result */
     rc = ngx_http_llm_prepare(r, ctx, body, len);
-    if (rc != NGX_OK || r->header_sent) {
-        ngx_http_finalize_request(r, rc);
+    if (rc != NGX_OK) {
+        ngx_http_finalize_request(r, ngx_http_llm_answer(ctx, rc));
         return;
     }
 
@@ -302,12 +303,11 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     *n_spans = 0;
 
     if (ecf->chat_template == NULL) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "no_chat_template",
-                                       "the model has no chat template: use "
-                                       "/v1/completions or set "
-                                       "chat_template in llm_engine");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "no_chat_template",
+                                   "the model has no chat template: use "
+                                   "/v1/completions or set "
+                                   "chat_template in llm_engine");
     }
 
     rc = ngx_http_llm_render_template(r->pool, ctx, ecf,
@@ -316,10 +316,9 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     if (rc == NGX_DECLINED) {
         /* raise_exception() in a template is the template rejecting the
            conversation (roles out of order, say): the client's fault */
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "invalid_messages",
-                                       "chat template: %s", err);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_messages",
+                                   "chat template: %s", err);
     }
 
     return rc == NGX_OK ? NGX_OK : NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -418,7 +417,7 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_cpystrn((u_char *) err.message, (u_char *)
                     "response_format and tool_choice 'required' or a named "
                     "function cannot be used together.", sizeof(err.message));
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
 
     if (!NGX_HTTP_LLM_CONSTRAINED) {
@@ -428,7 +427,7 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                     "tool_choice 'required' or a named function needs "
                     "constrained decoding, which this server's engine does "
                     "not have yet: use 'auto'.", sizeof(err.message));
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
 
     req->constraint = llm_tool_grammar(ctx->ecf->tool_format, req->tools,
@@ -450,7 +449,7 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                      "the tools' schemas make a grammar of %uz bytes, more "
                      "than the %d the engine takes.%Z", len,
                      LLM_CONSTRAINT_MAX_BYTES);
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
 
     return NGX_OK;
@@ -484,7 +483,7 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                       &err)
         != 0)
     {
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
     ctx->req_parsed = 1;
 
@@ -492,11 +491,10 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         || ngx_strncmp(ctx->req.model, ecf->served_model_name.data,
                        ecf->served_model_name.len) != 0)
     {
-        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
-                                       "invalid_request_error",
-                                       "model_not_found",
-                                       "The model `%s` does not exist",
-                                       ctx->req.model);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_NOT_FOUND,
+                                   "model_not_found",
+                                   "The model `%s` does not exist",
+                                   ctx->req.model);
     }
 
     if (ecf->tokenizer == NULL) {
@@ -504,10 +502,10 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "llm: model \"%V\" unusable: %s", &ecf->model,
                       ecf->load_error ? ecf->load_error : "no tokenizer");
-        return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                       "server_error", "engine_unavailable",
-                                       "the model is unusable, see the "
-                                       "server's error log");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                   "engine_unavailable",
+                                   "the model is unusable, see the "
+                                   "server's error log");
     }
 
     ngx_http_llm_apply_defaults(llcf, &ctx->req);
@@ -572,9 +570,8 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                                      ctx->req.prompt_len, 1, NULL, 0);
     }
 
-    /* a refusal (no template, one that raised) went out as a 400 */
     rc = ngx_http_llm_render_chat(r, ctx, &text, &len, &spans, &n_spans);
-    if (rc != NGX_OK || r->header_sent) {
+    if (rc != NGX_OK) {
         return rc;
     }
 
@@ -600,44 +597,40 @@ ngx_http_llm_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
 
     if (ctx->n_prompt == 0) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "empty_prompt",
-                                       "the prompt is empty");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "empty_prompt",
+                                   "the prompt is empty");
     }
 
     if (ctx->req.speculative == 1 && !ecf->speculative_ngram) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "speculative",
-                                       "speculative decoding is not enabled "
-                                       "for this model (speculative_ngram "
-                                       "in its llm_engine block)");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "speculative",
+                                   "speculative decoding is not enabled "
+                                   "for this model (speculative_ngram "
+                                   "in its llm_engine block)");
     }
 
     if (ctx->n_prompt >= ecf->context_length) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "This model's maximum context length "
-                                       "is %ui tokens, but the prompt has "
-                                       "%uD tokens",
-                                       ecf->context_length, ctx->n_prompt);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "This model's maximum context length "
+                                   "is %ui tokens, but the prompt has "
+                                   "%uD tokens",
+                                   ecf->context_length, ctx->n_prompt);
     }
 
     room = ecf->context_length - ctx->n_prompt;
 
     if (ctx->req.max_tokens > 0 && (ngx_uint_t) ctx->req.max_tokens > room) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "This model's maximum context length "
-                                       "is %ui tokens. However, you "
-                                       "requested %uD tokens (%uD in the "
-                                       "prompt, %d for the completion)",
-                                       ecf->context_length,
-                                       ctx->n_prompt + ctx->req.max_tokens,
-                                       ctx->n_prompt, ctx->req.max_tokens);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "This model's maximum context length "
+                                   "is %ui tokens. However, you "
+                                   "requested %uD tokens (%uD in the "
+                                   "prompt, %d for the completion)",
+                                   ecf->context_length,
+                                   ctx->n_prompt + ctx->req.max_tokens,
+                                   ctx->n_prompt, ctx->req.max_tokens);
     }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
@@ -734,9 +727,10 @@ ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
 
 /*
- * The steps from body to a prompt the engine can take. A step that refused
- * the request has sent its error: then r->header_sent, and rc is the
- * result of sending it.
+ * The steps from body to a prompt the engine can take. Each returns NGX_OK
+ * or what ngx_http_llm_answer() makes the reply of: a status (described
+ * by ngx_http_llm_refuse() when the step refused the request) or
+ * NGX_ERROR. None sends anything.
  */
 static ngx_int_t
 ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
@@ -745,33 +739,41 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_int_t  rc;
 
     rc = ngx_http_llm_parse(r, ctx, body, len);
-
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_prompt(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_admit(r, ctx);
+    rc = ngx_http_llm_prompt(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_priority(r, ctx);
+    rc = ngx_http_llm_admit(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    rc = ngx_http_llm_priority(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
     /* last: the tokens it takes go back if a later step refuses */
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_quota_admit(r, ctx);
+    rc = ngx_http_llm_quota_admit(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_output_init(ctx, body, len);
+    rc = ngx_http_llm_output_init(ctx, body, len);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent && ctx->req.n > 1) {
-        rc = ngx_http_llm_choices_init(r, ctx, body, len);
+    if (ctx->req.n > 1) {
+        return ngx_http_llm_choices_init(r, ctx, body, len);
     }
 
-    return rc;
+    return NGX_OK;
 }
 
 
@@ -880,7 +882,7 @@ ngx_http_llm_constraint_too_big(ngx_http_request_t *r,
                  "(4 bytes a token)%Z", ctx->req.constraint_len,
                  ctx->n_prompt, sizeof(((llm_slot *) NULL)->prompt));
 
-    return ngx_http_llm_send_api_error(r, &err);
+    return ngx_http_llm_refuse_api(ctx, &err);
 }
 
 
@@ -908,23 +910,37 @@ ngx_http_llm_claim_choices(ngx_http_llm_ctx_t *ctx)
 }
 
 
+/*
+ * The engine is ready: the request goes into the ring, or is refused
+ * (too long for the slot, the queue full, the engine gone); answered as
+ * the steps before it are.
+ */
 static ngx_int_t
 ngx_http_llm_submit(ngx_http_request_t *r)
+{
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+
+    return ngx_http_llm_answer(ctx, ngx_http_llm_to_ring(r, ctx));
+}
+
+
+/* NGX_DONE: submitted, the stream has the request */
+static ngx_int_t
+ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
     ngx_int_t             rc;
     ngx_uint_t            i;
     ngx_table_elt_t      *h;
-    ngx_http_llm_ctx_t   *ctx, *c;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+    ngx_http_llm_ctx_t   *c;
 
     if (ctx->n_prompt > ngx_http_llm_peer_ring(ctx->peer)->max_prompt) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "the prompt has %uD tokens, more "
-                                       "than the engine takes",
-                                       ctx->n_prompt);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "the prompt has %uD tokens, more "
+                                   "than the engine takes",
+                                   ctx->n_prompt);
     }
 
     if (ctx->n_prompt * sizeof(int32_t) + ctx->req.constraint_len
@@ -936,26 +952,26 @@ ngx_http_llm_submit(ngx_http_request_t *r)
     rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->slot, LLM_KIND_GENERATE);
 
     if (rc == NGX_BUSY) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                       "rate_limit_error", "queue_full",
-                                       "too many requests in flight, "
-                                       "retry later");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                   "queue_full",
+                                   "too many requests in flight, "
+                                   "retry later");
     }
     if (rc != NGX_OK) {
-        return ngx_http_llm_unavailable(r, ctx->peer);
+        return ngx_http_llm_refuse_unavailable(ctx);
     }
 
     rc = ngx_http_llm_claim_choices(ctx);
     if (rc != NGX_OK) {
         ngx_http_llm_release_choices(ctx);
         if (rc == NGX_BUSY) {
-            return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                           "rate_limit_error", "queue_full",
-                                           "too many requests in flight "
-                                           "for %ui choices, retry later",
-                                           ngx_http_llm_n_choices(ctx));
+            return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                       "queue_full",
+                                       "too many requests in flight "
+                                       "for %ui choices, retry later",
+                                       ngx_http_llm_n_choices(ctx));
         }
-        return ngx_http_llm_unavailable(r, ctx->peer);
+        return ngx_http_llm_refuse_unavailable(ctx);
     }
 
     ngx_http_llm_fill_slot(ctx, ctx->slot.slot);
@@ -988,12 +1004,12 @@ ngx_http_llm_submit(ngx_http_request_t *r)
         c->created = ctx->created;
         c->id = ctx->id;
         if (ngx_http_llm_peer_submit(&c->slot) != NGX_OK) {
-            return ngx_http_llm_unavailable(r, ctx->peer);
+            return ngx_http_llm_refuse_unavailable(ctx);
         }
     }
 
     if (ngx_http_llm_peer_submit(&ctx->slot) != NGX_OK) {
-        return ngx_http_llm_unavailable(r, ctx->peer);
+        return ngx_http_llm_refuse_unavailable(ctx);
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,

@@ -140,7 +140,6 @@ ngx_http_llm_health_handler(ngx_http_request_t *r)
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
         return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
-                                       "invalid_request_error",
                                        "method_not_allowed",
                                        "use GET for %V", &r->uri);
     }

@@ -213,6 +213,18 @@ typedef struct {
 } ngx_http_llm_waiter_t;
 
 
+/* a request refused by a step of its pipeline, described to be sent by
+   the one place that answers (ngx_http_llm_refuse()) */
+#define NGX_HTTP_LLM_ERROR_LEN  512
+
+typedef struct {
+    ngx_uint_t                  status;
+    char                        code[48];   /* "": JSON null */
+    char                        param[64];  /* "": JSON null */
+    u_char                      message[NGX_HTTP_LLM_ERROR_LEN];
+} ngx_http_llm_error_t;
+
+
 /* one generated token kept for the reply's logprobs */
 typedef struct {
     llm_out_token               o;
@@ -230,6 +242,7 @@ struct ngx_http_llm_ctx_s {
     ngx_event_t                 deadline;
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
     ngx_http_event_handler_pt   read_body;  /* nginx's, while it reads */
+    ngx_http_llm_error_t       *error;      /* a step's refusal, to send */
 
     /* generation */
     llm_api_request             req;
@@ -312,12 +325,17 @@ void ngx_http_llm_peer_release(ngx_http_llm_slot_t *s);
 /* ngx_http_llm_reply.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json);
+const char *ngx_http_llm_error_type(ngx_uint_t status, const char *code);
 ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *fmt, ...);
-ngx_int_t ngx_http_llm_send_api_error(ngx_http_request_t *r,
-    llm_api_error *err);
+    const char *code, const char *fmt, ...);
+ngx_int_t ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *fmt, ...);
+ngx_int_t ngx_http_llm_refuse_api(ngx_http_llm_ctx_t *ctx,
+    llm_api_error *api);
+ngx_int_t ngx_http_llm_answer(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
 ngx_int_t ngx_http_llm_unavailable(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
+ngx_int_t ngx_http_llm_refuse_unavailable(ngx_http_llm_ctx_t *ctx);
 ngx_int_t ngx_http_llm_retry_after(ngx_http_request_t *r,
     ngx_uint_t seconds);
 ngx_int_t ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status);
@@ -409,7 +427,8 @@ ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *code, const char *msg);
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg);
 const char *ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx);
 
 

@@ -225,7 +225,7 @@ ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ctx->finish = LLM_FINISH_ERROR;
     ngx_http_llm_main_ctx(ctx)->failed = 1;    /* no choice follows */
 
-    if (ngx_http_llm_format_error(ctx, last, code, msg) != NGX_OK) {
+    if (ngx_http_llm_format_error(ctx, last, status, code, msg) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
         return NGX_ERROR;
     }
@@ -268,7 +268,7 @@ ngx_http_llm_stream_corrupt(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
         ngx_http_llm_ctx_finish(ctx,
             ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "engine_error",
+                                    "engine_error",
                                     "corrupt stream from the engine"));
         return NGX_ERROR;
     }
@@ -578,12 +578,7 @@ ngx_http_llm_stream_refused(ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_peer_release(&ctx->slot);
 
     ngx_http_llm_ctx_finish(ctx,
-        ngx_http_llm_send_error(ctx->request, status,
-                                status == NGX_HTTP_TOO_MANY_REQUESTS
-                                ? "rate_limit_error"
-                                : status >= 500 ? "server_error"
-                                : "invalid_request_error",
-                                code, "%s", msg));
+        ngx_http_llm_send_error(ctx->request, status, code, "%s", msg));
 }
 
 
@@ -827,7 +822,7 @@ ngx_http_llm_stream_deadline(ngx_event_t *ev)
         ngx_http_llm_ctx_finish(ctx,
                                 ngx_http_llm_send_error(ctx->request,
                                     NGX_HTTP_GATEWAY_TIME_OUT,
-                                    "server_error", "deadline_exceeded",
+                                    "deadline_exceeded",
                                     "the generation deadline passed"));
         return;
     }
