@@ -20,8 +20,6 @@ static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
 static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_to_ring(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
-static ngx_int_t ngx_http_llm_choices_init(ngx_http_request_t *r,
-    ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
@@ -538,9 +536,8 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
     in_think = llcf->reasoning && llm_out_prompt_in_think(prompt, len);
 
-    llm_out_init(&ctx->out, format, llcf->reasoning, in_think,
-                 ctx->req.parallel_tool_calls, ctx->req.tools);
-    ctx->out_active = 1;
+    /* each choice's splitter is made by ngx_http_llm_output_init() */
+    ctx->split = 1;
     ctx->out_format = format;
     ctx->out_in_think = in_think;
 
@@ -650,71 +647,38 @@ ngx_http_llm_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 }
 
 
-/* the text side of the reply: stop strings, incremental detokenizer */
-static ngx_int_t
-ngx_http_llm_output_init(ngx_http_llm_ctx_t *ctx, u_char *body, size_t len)
-{
-    if (llm_stop_init(&ctx->stop, ctx->req.stop, ctx->req.n_stop,
-                      (char *) body, len) != 0)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    ctx->stop_inited = 1;
-
-    llm_detok_init(&ctx->detok, LLM_DETOK_SKIP_SPECIAL);
-
-    return NGX_OK;
-}
-
-
 /*
- * n choices: a ctx for each further one, a copy of the request's with its
- * own slot, detokenizer, stop matcher, splitter and text (the parsed
- * request, prompt, quota and id stay the request's).
+ * The choices (n in the request), and the text side of each: stop strings,
+ * an incremental detokenizer, the splitter of reasoning and tool calls.
  */
 static ngx_int_t
-ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     u_char *body, size_t len)
 {
-    ngx_uint_t                i, n = (ngx_uint_t) ctx->req.n;
-    ngx_http_llm_ctx_t       *c;
+    ngx_uint_t                i;
+    ngx_http_llm_choice_t    *c;
     ngx_http_llm_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
-    ctx->choices = ngx_pcalloc(r->pool, n * sizeof(ngx_http_llm_ctx_t *));
-    if (ctx->choices == NULL) {
+    if (ngx_http_llm_choices_create(ctx, ngx_max(ctx->req.n, 1)) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    ctx->choices[0] = ctx;
-    ctx->n_choices = 1;
 
-    for (i = 1; i < n; i++) {
-        c = ngx_palloc(r->pool, sizeof(ngx_http_llm_ctx_t));
-        if (c == NULL) {
+    for (i = 0; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
+        if (llm_stop_init(&c->stop, ctx->req.stop, ctx->req.n_stop,
+                          (char *) body, len)
+            != 0)
+        {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        *c = *ctx;
-        c->main = ctx;
-        c->choices = NULL;
-        c->n_choices = 0;
-        c->index = i;
-        c->req_parsed = 0;      /* the request's to free */
-        c->stop_inited = 0;
-        c->out_active = 0;
-        ngx_memzero(&c->slot, sizeof(c->slot));
-        c->slot.data = c;
-        c->slot.log = r->connection->log;
-        c->free = NULL;
-        c->busy = NULL;
+        c->stop_inited = 1;
 
-        /* in the list before the inits: generation_free frees them */
-        ctx->choices[ctx->n_choices++] = c;
+        llm_detok_init(&c->detok, LLM_DETOK_SKIP_SPECIAL);
 
-        if (ngx_http_llm_output_init(c, body, len) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        if (ctx->out_active) {
+        if (ctx->split) {
             llm_out_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
                          ctx->req.tools);
@@ -764,32 +728,26 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return rc;
     }
 
-    rc = ngx_http_llm_output_init(ctx, body, len);
-    if (rc != NGX_OK) {
-        return rc;
-    }
-
-    if (ctx->req.n > 1) {
-        return ngx_http_llm_choices_init(r, ctx, body, len);
-    }
-
-    return NGX_OK;
+    return ngx_http_llm_output_init(r, ctx, body, len);
 }
 
 
-/* the parser's and the stop matcher's memory goes with the request's pool */
+/* the parser's and the stop matchers' memory goes with the request's pool */
 static void
 ngx_http_llm_generation_free(void *data)
 {
-    ngx_uint_t           i;
-    ngx_http_llm_ctx_t  *c, *ctx = data;
+    ngx_uint_t              i;
+    ngx_http_llm_ctx_t     *ctx = data;
+    ngx_http_llm_choice_t  *c;
 
-    for (i = 1; ctx->choices && i < ctx->n_choices; i++) {
-        c = ctx->choices[i];
+    for (i = 0; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
         if (c->stop_inited) {
             llm_stop_free(&c->stop);
             c->stop_inited = 0;
         }
+
         if (c->out_active) {
             llm_out_free(&c->out);
             c->out_active = 0;
@@ -799,16 +757,6 @@ ngx_http_llm_generation_free(void *data)
     if (ctx->req_parsed) {
         llm_api_request_free(&ctx->req);
         ctx->req_parsed = 0;
-    }
-
-    if (ctx->stop_inited) {
-        llm_stop_free(&ctx->stop);
-        ctx->stop_inited = 0;
-    }
-
-    if (ctx->out_active) {
-        llm_out_free(&ctx->out);
-        ctx->out_active = 0;
     }
 }
 
@@ -886,24 +834,29 @@ ngx_http_llm_constraint_too_big(ngx_http_request_t *r,
 }
 
 
-/* a CHOICE slot for each further choice, listed in choice 0's */
+/* a CHOICE slot for each further choice, listed in choice 0's (the
+   request's) */
 static ngx_int_t
 ngx_http_llm_claim_choices(ngx_http_llm_ctx_t *ctx)
 {
-    ngx_int_t            rc;
-    ngx_uint_t           i;
-    ngx_http_llm_ctx_t  *c;
+    ngx_int_t               rc;
+    ngx_uint_t              i;
+    llm_slot               *sl;
+    ngx_http_llm_choice_t  *c;
 
-    ctx->slot.slot->n_choices = (uint32_t) ngx_http_llm_n_choices(ctx);
+    sl = ctx->choices[0].slot.slot;
+    sl->n_choices = (uint32_t) ctx->n_choices;
 
-    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
-        c = ngx_http_llm_choice(ctx, i);
+    for (i = 1; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
         rc = ngx_http_llm_peer_claim(ctx->peer, &c->slot, LLM_KIND_CHOICE);
         if (rc != NGX_OK) {
             return rc;
         }
+
         c->slot.slot->n_choices = 0;
-        ctx->slot.slot->choice_slots[i - 1] = c->slot.index;
+        sl->choice_slots[i - 1] = c->slot.index;
     }
 
     return NGX_OK;
@@ -932,8 +885,8 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
     ngx_int_t             rc;
     ngx_uint_t            i;
+    llm_slot             *sl;
     ngx_table_elt_t      *h;
-    ngx_http_llm_ctx_t   *c;
 
     if (ctx->n_prompt > ngx_http_llm_peer_ring(ctx->peer)->max_prompt) {
         return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
@@ -949,7 +902,9 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return ngx_http_llm_constraint_too_big(r, ctx);
     }
 
-    rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->slot, LLM_KIND_GENERATE);
+    /* choice 0's slot is the request's */
+    rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->choices[0].slot,
+                                 LLM_KIND_GENERATE);
 
     if (rc == NGX_BUSY) {
         return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
@@ -969,12 +924,14 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                                        "queue_full",
                                        "too many requests in flight "
                                        "for %ui choices, retry later",
-                                       ngx_http_llm_n_choices(ctx));
+                                       ctx->n_choices);
         }
         return ngx_http_llm_refuse_unavailable(ctx);
     }
 
-    ngx_http_llm_fill_slot(ctx, ctx->slot.slot);
+    sl = ctx->choices[0].slot.slot;
+
+    ngx_http_llm_fill_slot(ctx, sl);
     ctx->created = ngx_time();
     ctx->t_submit_ns = ngx_http_llm_now_ns();
 
@@ -984,7 +941,7 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
                               ctx->chat ? "chatcmpl-" : "cmpl-",
-                              ctx->slot.slot->req_seq
+                              sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
                   - ctx->id.data;
@@ -999,22 +956,17 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     h->value = ctx->id;
 
     /* the choices' slots first: the engine takes them with choice 0's */
-    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
-        c = ngx_http_llm_choice(ctx, i);
-        c->created = ctx->created;
-        c->id = ctx->id;
-        if (ngx_http_llm_peer_submit(&c->slot) != NGX_OK) {
+    for (i = 1; i <= ctx->n_choices; i++) {
+        if (ngx_http_llm_peer_submit(&ctx->choices[i % ctx->n_choices].slot)
+            != NGX_OK)
+        {
             return ngx_http_llm_refuse_unavailable(ctx);
         }
     }
 
-    if (ngx_http_llm_peer_submit(&ctx->slot) != NGX_OK) {
-        return ngx_http_llm_refuse_unavailable(ctx);
-    }
-
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "llm: ring slot %uD submitted as %V",
-                   ctx->slot.index, &ctx->id);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm: ring slot %uD submitted as %V, %ui choices",
+                   ctx->choices[0].slot.index, &ctx->id, ctx->n_choices);
 
     ngx_http_llm_stream_start(r, ctx);
 

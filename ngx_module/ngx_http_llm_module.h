@@ -232,12 +232,38 @@ typedef struct {
 } ngx_http_llm_lp_t;
 
 
+/*
+ * One choice of a generation (n in the request, docs/api.md): its own ring
+ * slot, detokenizer, stop matcher and text; a request has n of them, a
+ * ping one (its slot).
+ */
+typedef struct {
+    ngx_http_llm_slot_t         slot;       /* data: the request's ctx */
+    llm_detok                   detok;
+    char                       *detok_buf;
+    llm_stop                    stop;
+    llm_out                     out;        /* reasoning and tool calls */
+    ngx_buf_t                  *text;       /* non-streaming: the reply */
+    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
+    ngx_array_t                *lps;        /* non-streaming: logprobs */
+    size_t                      text_offset;
+    uint32_t                    consumed;   /* stream entries read */
+    uint32_t                    n_completion;
+    ngx_uint_t                  finish;     /* enum llm_finish */
+    ngx_uint_t                  index;      /* "index" in the reply */
+
+    unsigned                    stopped:1;  /* stop string matched */
+    unsigned                    stop_inited:1;
+    unsigned                    out_active:1;   /* llm_out splits the text */
+    unsigned                    ended:1;    /* this choice's end is out */
+} ngx_http_llm_choice_t;
+
+
 /* one request's state, also what the $llm_* variables read */
 struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
     ngx_http_llm_peer_t        *peer;
     ngx_http_llm_engine_conf_t *ecf;
-    ngx_http_llm_slot_t         slot;
     ngx_http_llm_waiter_t       waiter;
     ngx_event_t                 deadline;
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
@@ -248,56 +274,40 @@ struct ngx_http_llm_ctx_s {
     llm_api_request             req;
     int32_t                    *prompt;
     uint32_t                    n_prompt;
-    uint32_t                    max_tokens;
+    uint32_t                    max_tokens; /* of each choice */
     int64_t                     priority;   /* into the slot */
     uint64_t                    fair_key;
     ngx_http_llm_quota_req_t   *quota;      /* NULL: no llm_token_quota */
-    llm_detok                   detok;
-    char                       *detok_buf;
-    llm_stop                    stop;
-    uint32_t                    consumed;   /* stream entries read */
-    uint32_t                    n_completion;
-    uint32_t                    n_cached;
-    ngx_uint_t                  finish;     /* enum llm_finish */
+    uint32_t                    n_cached;   /* choice 0's slot's */
     ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
     time_t                      created;
-    ngx_buf_t                  *text;       /* non-streaming: the reply */
-    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
-    llm_out                     out;        /* reasoning and tool calls */
-    ngx_array_t                *lps;        /* non-streaming: logprobs */
-    size_t                      text_offset;
+    int                         out_format; /* llm_out_init's, for each
+                                               choice */
     ngx_chain_t                *free;
     ngx_chain_t                *busy;
     uint64_t                    t_submit_ns;
     uint64_t                    t_scheduled_ns;
-    uint64_t                    t_first_ns;
-    uint64_t                    t_done_ns;
+    uint64_t                    t_first_ns; /* of any choice */
+    uint64_t                    t_done_ns;  /* the last choice's end */
     ngx_str_t                   prefix_hash;    /* a front's, when read */
     ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
+    ngx_http_llm_choice_t      *choices;    /* (n_choices); NULL until the
+                                               request is prepared */
+    ngx_uint_t                  n_choices;
+
     unsigned                    chat:1;
     unsigned                    stream:1;
-    unsigned                    header_sent:1;
-    unsigned                    stopped:1;  /* stop string matched */
+    unsigned                    sse_started:1;  /* the event stream's
+                                                   headers are out: an
+                                                   error is its last
+                                                   event, not a reply */
     unsigned                    finished:1;
     unsigned                    req_parsed:1;
-    unsigned                    stop_inited:1;
-    unsigned                    out_active:1;   /* llm_out splits the text */
-    unsigned                    out_in_think:1; /* llm_out_init's, again
-                                                   for each choice */
-    unsigned                    ended:1;    /* this choice's end is out */
+    unsigned                    split:1;    /* each choice's llm_out */
+    unsigned                    out_in_think:1; /* llm_out_init's */
     unsigned                    failed:1;   /* the request's error event
                                                is out: nothing follows */
-
-    /* n choices (docs/api.md): one ctx per choice, each with its own ring
-       slot, detokenizer, stop matcher, text; the request's ctx is choice
-       0 and holds the others, which point back at it */
-    ngx_uint_t                  index;      /* "index" in the reply */
-    int                         out_format; /* llm_out_init's */
-    ngx_http_llm_ctx_t         *main;       /* choice > 0: the request's */
-    ngx_http_llm_ctx_t        **choices;    /* (n_choices), choice 0 first;
-                                               NULL when n is 1 */
-    ngx_uint_t                  n_choices;
 };
 
 
@@ -345,6 +355,7 @@ ngx_int_t ngx_http_llm_reply_filter_init(ngx_conf_t *cf);
 ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
 void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
+ngx_int_t ngx_http_llm_choices_create(ngx_http_llm_ctx_t *ctx, ngx_uint_t n);
 void ngx_http_llm_release_choices(ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_ready.c */
@@ -415,21 +426,21 @@ ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
 
 /* ngx_http_llm_format.c */
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const u_char *text, size_t len,
-    const llm_out_token *o, ngx_uint_t role);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const u_char *text,
+    size_t len, const llm_out_token *o, ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const llm_out_piece *piece, const llm_out_token *o,
-    ngx_uint_t role);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const llm_out_piece *piece,
+    const llm_out_token *o, ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, ngx_uint_t status, const char *code,
     const char *msg);
-const char *ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx);
+const char *ngx_http_llm_finish_name(ngx_http_llm_choice_t *c);
 
 
 
@@ -442,27 +453,18 @@ ngx_http_llm_counters(ngx_http_llm_engine_conf_t *ecf)
 }
 
 
-/* the request's ctx of a choice's */
-static ngx_inline ngx_http_llm_ctx_t *
-ngx_http_llm_main_ctx(ngx_http_llm_ctx_t *ctx)
+/* what every choice generated (OpenAI's usage counts n choices) */
+static ngx_inline uint32_t
+ngx_http_llm_completion_tokens(ngx_http_llm_ctx_t *ctx)
 {
-    return ctx->main ? ctx->main : ctx;
-}
+    uint32_t    n;
+    ngx_uint_t  i;
 
+    for (i = 0, n = 0; i < ctx->n_choices; i++) {
+        n += ctx->choices[i].n_completion;
+    }
 
-static ngx_inline ngx_uint_t
-ngx_http_llm_n_choices(ngx_http_llm_ctx_t *ctx)
-{
-    ctx = ngx_http_llm_main_ctx(ctx);
-    return ctx->choices ? ctx->n_choices : 1;
-}
-
-
-static ngx_inline ngx_http_llm_ctx_t *
-ngx_http_llm_choice(ngx_http_llm_ctx_t *ctx, ngx_uint_t i)
-{
-    ctx = ngx_http_llm_main_ctx(ctx);
-    return ctx->choices ? ctx->choices[i] : ctx;
+    return n;
 }
 
 
