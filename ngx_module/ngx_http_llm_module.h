@@ -1,30 +1,32 @@
 /*
  * ngx_http_llm_module: the types every file of the module shares.
  *
- * At configuration time, in the master:
+ * The files in call order: each calls only files below it (checked on
+ * the objects: every ngx_http_llm_* function a file's object leaves
+ * undefined is defined by a file listed below it). Calls up go through
+ * handler pointers (slot, waiter, timers, request handlers).
+ *
  *   ngx_http_llm_module.c    directives, the llm_engine block, process hooks
- *   ngx_http_llm_model.c     model and binary opened, tokenizer, template,
- *                            the engine's identity
- * The engine, seen from a worker:
- *   ngx_http_llm_peer.c      find or start it, its doorbell, ring, slots
- * Requests:
- *   ngx_http_llm_api.c       llm_api: the routes under the location
- *   ngx_http_llm_models.c    GET /v1/models
- *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
- *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
- *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
- *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
- *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
- *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_prefix.c    $llm_prefix_hash: the body read before the
  *                            content handler, the prompt's first blocks
- *   ngx_http_llm_ctx.c       a request's context: created, finished once
- *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object
+ *   ngx_http_llm_model.c     model and binary opened, tokenizer, template,
+ *                            the engine's identity
+ *   ngx_http_llm_sha256.c    the model file's digest
  *   ngx_http_llm_metrics.c   /metrics, $llm_* variables, shared counters
- *
- * Calls go one way, from the top of this list down (a file calls only
- * files below it, and the peer and format call none); callbacks up go
- * through handler pointers (slot, waiter, timers, request handlers).
+ *   ngx_http_llm_api.c       llm_api: the routes under the location
+ *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
+ *   ngx_http_llm_models.c    GET /v1/models
+ *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
+ *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
+ *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
+ *   ngx_http_llm_ready.c     waiting for the engine to be ready
+ *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
+ *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object, the
+ *                            one place a refused request is answered
+ *   ngx_http_llm_ctx.c       a request's context and its choices: created,
+ *                            finished once
+ *   ngx_http_llm_peer.c      the engine seen from a worker: find or start
+ *                            it, its doorbell, ring, slots
  */
 #ifndef NGX_HTTP_LLM_MODULE_H
 #define NGX_HTTP_LLM_MODULE_H
