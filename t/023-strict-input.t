@@ -338,7 +338,7 @@ main::req("POST /v1/completions HTTP/1.1", "x" x 2000)
         limit_req zone=one;
         limit_req_status 429;
     }
---- pipelined_requests eval
+--- request eval
 ["GET /v1/nowhere", "GET /v1/nowhere"]
 --- error_code eval
 [404, 429]
