@@ -447,7 +447,7 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
 /*
  * A step of the request's pipeline refuses it: the error is described in
  * the request's context, not sent; the status returned tells the one
- * place that answers (ngx_http_llm_generate.c) to send it.
+ * place that answers (ngx_http_llm_answer()) to send it.
  */
 ngx_int_t
 ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
@@ -457,8 +457,10 @@ ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
     ngx_http_llm_error_t  *err;
 
     err = ngx_pcalloc(ctx->request->pool, sizeof(ngx_http_llm_error_t));
+    ctx->error = err;
+
     if (err == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;     /* nginx's page */
     }
 
     err->status = status;
@@ -470,8 +472,6 @@ ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
     va_start(args, fmt);
     ngx_http_llm_message(err->message, sizeof(err->message), fmt, args);
     va_end(args);
-
-    ctx->error = err;
 
     return status;
 }
@@ -487,7 +487,7 @@ ngx_http_llm_refuse_api(ngx_http_llm_ctx_t *ctx, llm_api_error *api)
                                  api->code[0] ? api->code : NULL,
                                  "%s", api->message);
 
-    if (status == api->status && api->param[0]) {
+    if (ctx->error != NULL && api->param[0]) {
         ngx_cpystrn((u_char *) ctx->error->param, (u_char *) api->param,
                     sizeof(ctx->error->param));
     }
