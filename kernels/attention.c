@@ -25,10 +25,11 @@
  * and the 16-dim vectors of o a pass (NK), and no loop is unrolled by
  * ATT_UNROLL. One att_avx512 per cache type then, where the optimized
  * build makes 12 (one per query count, each with 8 tile_values_k) so that
- * the counts unroll into registers: the sanitizers' compile of this file
- * fell from 5-7 minutes to seconds (docs/testing.md). The same functions, so the same K and V loads and
- * o stores the sanitizers check, and the same operations per lane (the
- * same bits, test_attention); only registers become stack arrays.
+ * the counts unroll into registers: compiling this file under the
+ * sanitizers took 280 s of CPU with clang, 55 with gcc, 7 now
+ * (docs/testing.md). The same functions, so the same K and V loads and o
+ * stores for the sanitizers to check, and the same operations per lane
+ * (the same bits, test_attention); only registers become stack arrays.
  */
 #if defined(__SANITIZE_ADDRESS__)
 #define ATT_SAN  1
