@@ -119,23 +119,34 @@ js_comma(js_ctx *c, llm_strbuf *b)
 }
 
 
+/* an object being written, step by step */
+typedef struct {
+    const cJSON    *ap;         /* additionalProperties */
+    const cJSON    *ppat;       /* the patternProperties that key extras */
+    const cJSON    *pn;         /* propertyNames, when it constrains */
+    js_prop        *list;       /* declared, then required-only names */
+    const char    **names;
+    int             n;
+    int             n_req;
+    int             extras;     /* additional properties allowed */
+    int             extra_any;  /* ... of any value */
+    int             keyed;      /* patternProperties or propertyNames */
+    long            minp, maxp;
+    char            name[96];   /* the object's rule */
+    char            xname[96];  /* an additional property's kv rule */
+} js_obj;
+
+
+/* the object keywords' shapes, counts and what they allow */
 static int
-js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+js_obj_read(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
 {
     const cJSON  *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON  *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON  *ap = cJSON_GetObjectItemCaseSensitive(s,
-                                                      "additionalProperties");
-    const cJSON  *p, *r;
-    js_prop      *list = NULL;
-    const char  **names = NULL;
-    llm_strbuf    body, xkey, xkv;
-    char          name[96], xname[96], rest[128], prev[128];
-    const cJSON  *ppat, *pn, *pp, *pnames;
-    long          minp, maxp;
-    int           n = 0, cap, i, j, rc = JS_ERR, n_req = 0, extras;
-    int           extra_any, keyed;
+    const cJSON  *r, *pp, *pnames;
 
+    memset(o, 0, sizeof(*o));
+    o->ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     if (props && !cJSON_IsObject(props)) {
         return js_fail(c, "json_schema: 'properties' at %s is not an object",
                        js_at(ptr));
@@ -150,366 +161,459 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
                            "non-string", js_at(ptr));
         }
     }
-    if (ap && !cJSON_IsBool(ap) && !cJSON_IsObject(ap)) {
+    if (o->ap && !cJSON_IsBool(o->ap) && !cJSON_IsObject(o->ap)) {
         return js_fail(c, "json_schema: 'additionalProperties' at %s is not "
                        "a schema", js_at(ptr));
     }
-    if (js_count(c, s, "minProperties", ptr, 0, &minp) != JS_OK
-        || js_count(c, s, "maxProperties", ptr, -1, &maxp) != JS_OK)
+    if (js_count(c, s, "minProperties", ptr, 0, &o->minp) != JS_OK
+        || js_count(c, s, "maxProperties", ptr, -1, &o->maxp) != JS_OK)
     {
         return JS_ERR;
     }
-    extras = ap == NULL || !cJSON_IsFalse(ap);
-    extra_any = ap == NULL || cJSON_IsTrue(ap);
+    o->extras = o->ap == NULL || !cJSON_IsFalse(o->ap);
+    o->extra_any = o->ap == NULL || cJSON_IsTrue(o->ap);
     pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     pnames = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
-    keyed = (pp && pp->child) || (pnames && !cJSON_IsTrue(pnames));
+    o->keyed = (pp && pp->child) || (pnames && !cJSON_IsTrue(pnames));
+    return JS_OK;
+}
 
-    /* {"type": "object"}: any object */
-    if (cJSON_GetArraySize(props) == 0 && cJSON_GetArraySize(req) == 0
-        && extra_any && minp == 0 && maxp < 0 && !keyed)
+
+/* {"type": "object"} and the like: any object */
+static int
+js_obj_any(const cJSON *s, const js_obj *o)
+{
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s,
+                                                          "properties")) == 0
+           && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s,
+                                                          "required")) == 0
+           && o->extra_any && o->minp == 0 && o->maxp < 0 && !o->keyed;
+}
+
+
+/* the declared properties in order, then required names not among them
+   (with the additionalProperties schema) */
+static int
+js_obj_list(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
+{
+    const cJSON  *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON  *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON  *pp = cJSON_GetObjectItemCaseSensitive(s,
+                                                        "patternProperties");
+    const cJSON  *p, *r;
+    int           cap, i;
+
+    cap = cJSON_GetArraySize(props) + cJSON_GetArraySize(req) + 1;
+    o->list = calloc(cap, sizeof(*o->list));
+    o->names = calloc(cap, sizeof(*o->names));
+    if (o->list == NULL || o->names == NULL) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    cJSON_ArrayForEach(p, props) {
+        o->list[o->n].name = p->string;
+        o->list[o->n].schema = p;
+        o->list[o->n].required = js_required(req, p->string);
+        o->n++;
+    }
+    cJSON_ArrayForEach(r, req) {
+        for (i = 0; i < o->n && strcmp(o->list[i].name, r->valuestring); i++) {
+            /* declared? */
+        }
+        if (i < o->n) {
+            continue;
+        }
+        if (!o->extras && pp && pp->child) {
+            return js_fail(c, "json_schema: unsupported keyword "
+                           "'patternProperties' at %s: with '%s' required "
+                           "but not in properties", js_at(ptr),
+                           r->valuestring);
+        }
+        if (!o->extras) {
+            return JS_EMPTY;    /* required but not allowed */
+        }
+        o->list[o->n].name = r->valuestring;
+        o->list[o->n].schema = NULL;
+        o->list[o->n].required = 1;
+        o->n++;
+    }
+    return JS_OK;
+}
+
+
+/* patternProperties, propertyNames: the keys of additional ones */
+static int
+js_obj_keys(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
+{
+    int  rc, i;
+
+    rc = js_key_rules(c, s, ptr, o->list, &o->n, &o->ppat, &o->pn);
+    if (rc == JS_ERR || rc == JS_EMPTY) {
+        return rc;
+    }
+    if (rc == JS_NOKEYS) {
+        o->extras = 0;
+    }
+    if (o->ppat) {
+        o->extras = 1;      /* keys that match no pattern are left out */
+        o->extra_any = 0;
+    }
+    if (o->pn && o->extras && o->n > 0
+        && !cJSON_HasObjectItem(o->pn, "enum")
+        && !cJSON_HasObjectItem(o->pn, "const"))
     {
+        return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
+                       "at %s: a pattern or length for additional keys "
+                       "beside properties (an additional key must not "
+                       "repeat one)", js_at(ptr));
+    }
+    for (i = 0; i < o->n; i++) {
+        o->names[i] = o->list[i].name;
+    }
+    return JS_OK;
+}
+
+
+/* each property's kv rule; one that accepts nothing is left out (or the
+   object accepts nothing, when it is required) */
+static int
+js_obj_kvs(js_ctx *c, js_obj *o, const char *ptr)
+{
+    int  i, rc;
+
+    for (i = 0; i < o->n; i++) {
+        rc = js_kv(c, &o->list[i], o->ap, o->extra_any, ptr, o->list[i].kv,
+                   sizeof(o->list[i].kv));
+        if (rc == JS_ERR || (rc == JS_EMPTY && o->list[i].required)) {
+            return rc;
+        }
+        if (rc == JS_EMPTY) {
+            o->list[i].kv[0] = '\0';
+        }
+        o->n_req += o->list[i].required;
+    }
+    return JS_OK;
+}
+
+
+/* an additional property's value: the pattern's schema, any value or the
+   additionalProperties schema */
+static int
+js_obj_extra_value(js_ctx *c, js_obj *o, const char *ptr, llm_strbuf *v)
+{
+    char  sub[512], pat[512];
+
+    if (o->ppat) {
+        js_child(pat, sizeof(pat), ptr, "patternProperties");
+        js_child(sub, sizeof(sub), pat, o->ppat->child->string);
+        return js_gen(c, o->ppat->child, sub, v);
+    }
+    if (o->extra_any) {
+        js_need(c, v, N_VALUE, "value");
+        return JS_OK;
+    }
+    js_child(sub, sizeof(sub), ptr, "additionalProperties");
+    return js_gen(c, o->ap, sub, v);
+}
+
+
+/* additional properties: xname ::= key ws ":" ws value; none when no key
+   or no value is allowed */
+static int
+js_obj_extra(js_ctx *c, js_obj *o, const char *ptr)
+{
+    llm_strbuf  xkey, xkv, kv;
+    int         rc;
+
+    o->xname[0] = '\0';
+    if (!o->extras) {
+        return JS_OK;
+    }
+    js_buf(c, &xkey);
+    js_buf(c, &xkv);
+    rc = o->ppat || o->pn
+         ? js_rule_keys(c, &xkey, o->ppat, o->pn, o->names, o->n, ptr)
+         : js_extra_key(c, &xkey, o->names, o->n);
+    if (rc == JS_OK) {
+        rc = js_obj_extra_value(c, o, ptr, &xkv);
+    }
+    if (rc == JS_OK) {
+        js_buf(c, &kv);
+        js_put(c, &kv, xkey.data);
+        js_put(c, &kv, " ");
+        js_need(c, &kv, N_WS, "ws");
+        js_put(c, &kv, " \":\" ");
+        js_need(c, &kv, N_WS, "ws");
+        js_put(c, &kv, " ");
+        js_put(c, &kv, xkv.data);
+        js_name(c, o->xname, sizeof(o->xname), "kv");
+        rc = js_rule(c, o->xname, &kv);
+        llm_strbuf_free(&kv);
+    }
+    llm_strbuf_free(&xkey);
+    llm_strbuf_free(&xkv);
+    if (rc == JS_EMPTY) {
+        o->xname[0] = '\0';
+        o->extras = 0;
+        rc = JS_OK;
+    }
+    return rc;
+}
+
+
+/* minProperties / maxProperties: duplicate additional keys would count
+   once, so only what the declared properties decide is enforced */
+static int
+js_obj_counts(js_ctx *c, const js_obj *o, const char *ptr)
+{
+    int  n_decl = 0, i;
+
+    if (o->n > 0 || !o->extras) {
+        for (i = 0; i < o->n; i++) {
+            n_decl += o->list[i].kv[0] != '\0';
+        }
+        if (!o->extras && o->minp > n_decl) {
+            return JS_EMPTY;
+        }
+        /* at least one property is what the f-chain says, at most one a
+           choice of one */
+        if (o->minp > (o->n_req > 0 ? o->n_req : 1)
+            || (o->maxp > 1 && (o->extras || o->maxp < n_decl)))
+        {
+            if (o->maxp >= 0 && o->maxp < o->n_req) {
+                return JS_EMPTY;
+            }
+            return js_fail(c, "json_schema: minProperties/maxProperties at "
+                           "%s with properties is not supported (beyond "
+                           "what required and additionalProperties say)",
+                           js_at(ptr));
+        }
+    } else if (o->minp > 1) {
+        return js_fail(c, "json_schema: minProperties %ld at %s is not "
+                       "supported (over 1, with only additional properties)",
+                       o->minp, js_at(ptr));
+    }
+    return o->maxp >= 0 && o->maxp < o->minp ? JS_EMPTY : JS_OK;
+}
+
+
+/* "{" ws ( ( x ) ws )? "}", the group required when must */
+static void
+js_obj_braces(js_ctx *c, llm_strbuf *body, const char *x, int must)
+{
+    js_put(c, body, "\"{\" ");
+    js_need(c, body, N_WS, "ws");
+    if (x) {
+        js_put(c, body, " ( ");
+        js_put(c, body, x);
+        js_put(c, body, " ");
+        js_need(c, body, N_WS, "ws");
+        js_put(c, body, must ? " )" : " )?");
+    }
+    js_put(c, body, " \"}\"");
+}
+
+
+/* one property at most: the required one, or any one of them */
+static int
+js_obj_one(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    llm_strbuf  alt;
+    int         alts = 0, i, must = o->n_req || o->minp;
+
+    js_buf(c, &alt);
+    js_put(c, &alt, "( ");
+    for (i = 0; i < o->n; i++) {
+        if (o->list[i].kv[0] && (o->n_req == 0 || o->list[i].required)) {
+            js_put(c, &alt, alts++ ? " | " : "");
+            js_put(c, &alt, o->list[i].kv);
+        }
+    }
+    if (o->extras && o->n_req == 0) {
+        js_put(c, &alt, alts++ ? " | " : "");
+        js_put(c, &alt, o->xname);
+    }
+    js_put(c, &alt, " )");
+    js_obj_braces(c, body, alts ? alt.data : NULL, must);
+    llm_strbuf_free(&alt);
+    return alts || !must ? js_rule(c, o->name, body) : JS_EMPTY;
+}
+
+
+/* additional properties only: "{" ws ( x ( ws "," ws x ){0,max-1} ws )?
+   "}" */
+static int
+js_obj_extras_only(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    llm_strbuf  x;
+
+    if (!o->extras || o->maxp == 0) {
+        js_obj_braces(c, body, NULL, 0);
+        return js_rule(c, o->name, body);
+    }
+    js_buf(c, &x);
+    js_put(c, &x, o->xname);
+    js_put(c, &x, " ( ");
+    js_comma(c, &x);
+    js_put(c, &x, o->xname);
+    js_put(c, &x, " )");
+    js_rep(c, &x, 0, o->maxp < 0 ? -1 : o->maxp - 1);
+    js_obj_braces(c, body, x.data, o->minp != 0);
+    llm_strbuf_free(&x);
+    return js_rule(c, o->name, body);
+}
+
+
+/* name-aI: the properties from I on, after one has been written (each
+   with its comma); the additional ones after all: ( ws "," ws x )* */
+static void
+js_obj_a(js_ctx *c, const js_obj *o, int i, const char *rest, char *a,
+    size_t a_len)
+{
+    llm_strbuf  t;
+    int         j;
+
+    snprintf(a, a_len, "%s-a%d", o->name, i);
+    js_buf(c, &t);
+    if (i == o->n) {
+        js_put(c, &t, "( ");
+        js_comma(c, &t);
+        js_put(c, &t, o->xname);
+        js_put(c, &t, " )*");
+        js_rule(c, a, &t);
+        llm_strbuf_free(&t);
+        return;
+    }
+    for (j = 0; j < i && o->list[j].kv[0] == '\0'; j++) {
+        /* a kept property before I? */
+    }
+    /* aI ::= (ws "," ws kvI)? a(I+1), for the kvs before it */
+    js_put(c, &t, o->list[i].required ? "" : "( ");
+    js_comma(c, &t);
+    js_put(c, &t, o->list[i].kv);
+    js_put(c, &t, o->list[i].required ? "" : " )?");
+    if (rest[0]) {
+        js_put(c, &t, " ");
+        js_put(c, &t, rest);
+    }
+    if (j < i) {
+        js_rule(c, a, &t);
+    }
+    llm_strbuf_free(&t);
+}
+
+
+/* name-fI: from I on, none written yet, at least one to write:
+   fI ::= kvI a(I+1) | f(I+1) (optional); fN ::= x a(N) */
+static void
+js_obj_f(js_ctx *c, const js_obj *o, int i, const char *rest,
+    const char *prev, char *f, size_t f_len)
+{
+    llm_strbuf  t;
+    int         optional = i < o->n && !o->list[i].required;
+
+    snprintf(f, f_len, "%s-f%d", o->name, i);
+    js_buf(c, &t);
+    js_put(c, &t, i == o->n ? o->xname : o->list[i].kv);
+    if (rest[0]) {
+        js_put(c, &t, " ");
+        js_put(c, &t, rest);
+    }
+    if (optional && prev[0]) {
+        js_put(c, &t, " | ");
+        js_put(c, &t, prev);
+    }
+    js_rule(c, f, &t);
+    llm_strbuf_free(&t);
+}
+
+
+/* declared properties: required ones must be there, optional ones may be
+   left out; additional ones come last */
+static int
+js_obj_chain(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    char  rest[128], prev[128], a[128], f[128];
+    int   i;
+
+    rest[0] = '\0';     /* name-a(I+1), when there is one */
+    prev[0] = '\0';     /* name-f(I+1), when there is one */
+    if (o->extras) {
+        js_obj_a(c, o, o->n, rest, rest, sizeof(rest));
+        js_obj_f(c, o, o->n, rest, prev, prev, sizeof(prev));
+    }
+    for (i = o->n - 1; i >= 0; i--) {
+        if (o->list[i].kv[0] == '\0') {
+            continue;
+        }
+        js_obj_a(c, o, i, rest, a, sizeof(a));
+        js_obj_f(c, o, i, rest, prev, f, sizeof(f));
+        snprintf(rest, sizeof(rest), "%s", a);
+        snprintf(prev, sizeof(prev), "%s", f);
+    }
+    js_obj_braces(c, body, prev[0] ? prev : NULL, o->n_req || o->minp);
+    return js_rule(c, o->name, body);
+}
+
+
+/* the object's rule, in the form its counts allow */
+static int
+js_obj_write(js_ctx *c, js_obj *o, llm_strbuf *e)
+{
+    llm_strbuf  body;
+    int         rc;
+
+    js_buf(c, &body);
+    js_name(c, o->name, sizeof(o->name), "object");
+    if (o->n > 0 && o->maxp == 1) {
+        rc = js_obj_one(c, o, &body);
+    } else if (o->n == 0) {
+        rc = js_obj_extras_only(c, o, &body);
+    } else {
+        rc = js_obj_chain(c, o, &body);
+    }
+    llm_strbuf_free(&body);
+    if (rc == JS_OK) {
+        js_put(c, e, o->name);
+    }
+    return rc;
+}
+
+
+static int
+js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+{
+    js_obj  o;
+    int     rc;
+
+    if (js_obj_read(c, s, ptr, &o) != JS_OK) {
+        return JS_ERR;
+    }
+    if (js_obj_any(s, &o)) {
         js_put(c, e, c->root);
         js_put(c, e, "-object");
         c->need |= N_VALUE;
         return JS_OK;
     }
-
-    /* the declared properties in order, then required names not among
-       them (with the additionalProperties schema) */
-    cap = cJSON_GetArraySize(props) + cJSON_GetArraySize(req) + 1;
-    list = calloc(cap, sizeof(*list));
-    names = calloc(cap, sizeof(*names));
-    if (list == NULL || names == NULL) {
-        free(list);
-        free(names);
-        return js_fail(c, "json_schema: out of memory");
-    }
-    cJSON_ArrayForEach(p, props) {
-        list[n].name = p->string;
-        list[n].schema = p;
-        list[n].required = js_required(req, p->string);
-        n++;
-    }
-    cJSON_ArrayForEach(r, req) {
-        for (i = 0; i < n && strcmp(list[i].name, r->valuestring); i++) {
-            /* declared? */
-        }
-        if (i < n) {
-            continue;
-        }
-        if (!extras && pp && pp->child) {
-            rc = js_fail(c, "json_schema: unsupported keyword "
-                         "'patternProperties' at %s: with '%s' required but "
-                         "not in properties", js_at(ptr), r->valuestring);
-            goto done;
-        }
-        if (!extras) {
-            rc = JS_EMPTY;      /* required but not allowed */
-            goto done;
-        }
-        list[n].name = r->valuestring;
-        list[n].schema = NULL;
-        list[n].required = 1;
-        n++;
-    }
-    /* patternProperties, propertyNames: the keys of additional ones */
-    rc = js_key_rules(c, s, ptr, list, &n, &ppat, &pn);
-    if (rc == JS_ERR || rc == JS_EMPTY) {
-        goto done;
-    }
-    if (rc == JS_NOKEYS) {
-        extras = 0;
-    }
-    if (ppat) {
-        extras = 1;     /* keys that match no pattern are left out */
-        extra_any = 0;
-    }
-    if (pn && extras && n > 0
-        && !cJSON_HasObjectItem(pn, "enum") && !cJSON_HasObjectItem(pn, "const"))
-    {
-        rc = js_fail(c, "json_schema: unsupported keyword 'propertyNames' at "
-                     "%s: a pattern or length for additional keys beside "
-                     "properties (an additional key must not repeat one)",
-                     js_at(ptr));
-        goto done;
-    }
-    for (i = 0; i < n; i++) {
-        names[i] = list[i].name;
-    }
-
-    c->cdepth++;
-    /* each property's kv rule; one that accepts nothing is left out (or
-       the object accepts nothing, when it is required) */
-    for (i = 0; i < n; i++) {
-        rc = js_kv(c, &list[i], ap, extra_any, ptr, list[i].kv,
-                   sizeof(list[i].kv));
-        if (rc == JS_ERR) {
-            goto done_depth;
-        }
-        if (rc == JS_EMPTY) {
-            if (list[i].required) {
-                goto done_depth;
-            }
-            list[i].kv[0] = '\0';
-        }
-        n_req += list[i].required;
-    }
-
-    /* additional properties: key ws ":" ws value */
-    xname[0] = '\0';
-    if (extras) {
-        js_prop  x;
-
-        memset(&x, 0, sizeof(x));
-        js_buf(c, &xkey);
-        js_buf(c, &xkv);
-        rc = ppat || pn ? js_rule_keys(c, &xkey, ppat, pn, names, n, ptr)
-                        : js_extra_key(c, &xkey, names, n);
-        if (rc == JS_OK) {
-            x.name = "";
-            if (ppat) {
-                char  sub[512], pat[512];
-
-                js_child(pat, sizeof(pat), ptr, "patternProperties");
-                js_child(sub, sizeof(sub), pat, ppat->child->string);
-                rc = js_gen(c, ppat->child, sub, &xkv);
-            } else if (extra_any) {
-                js_need(c, &xkv, N_VALUE, "value");
-            } else {
-                char  sub[512];
-
-                js_child(sub, sizeof(sub), ptr, "additionalProperties");
-                rc = js_gen(c, ap, sub, &xkv);
-            }
-        }
-        if (rc == JS_OK) {
-            llm_strbuf  kv;
-
-            js_buf(c, &kv);
-            js_put(c, &kv, xkey.data);
-            js_put(c, &kv, " ");
-            js_need(c, &kv, N_WS, "ws");
-            js_put(c, &kv, " \":\" ");
-            js_need(c, &kv, N_WS, "ws");
-            js_put(c, &kv, " ");
-            js_put(c, &kv, xkv.data);
-            js_name(c, xname, sizeof(xname), "kv");
-            rc = js_rule(c, xname, &kv);
-            llm_strbuf_free(&kv);
-        }
-        llm_strbuf_free(&xkey);
-        llm_strbuf_free(&xkv);
-        if (rc == JS_ERR) {
-            goto done_depth;
-        }
-        if (rc == JS_EMPTY) {
-            xname[0] = '\0';
-            extras = 0;
-        }
-    }
-
-    /* minProperties / maxProperties: duplicate additional keys would count
-       once, so only what the declared properties decide is enforced */
-    if (n > 0 || !extras) {
-        int  n_decl = 0;
-
-        for (i = 0; i < n; i++) {
-            n_decl += list[i].kv[0] != '\0';
-        }
-        if (!extras && minp > n_decl) {
-            rc = JS_EMPTY;
-            goto done_depth;
-        }
-        /* at least one property is what the f-chain below says, at most
-           one a choice of one */
-        if (minp > (n_req > 0 ? n_req : 1)
-            || (maxp > 1 && (extras || maxp < n_decl)))
-        {
-            if (maxp >= 0 && maxp < n_req) {
-                rc = JS_EMPTY;
-                goto done_depth;
-            }
-            rc = js_fail(c, "json_schema: minProperties/maxProperties at %s "
-                         "with properties is not supported (beyond what "
-                         "required and additionalProperties say)",
-                         js_at(ptr));
-            goto done_depth;
-        }
-    } else if (minp > 1) {
-        rc = js_fail(c, "json_schema: minProperties %ld at %s is not "
-                     "supported (over 1, with only additional properties)",
-                     minp, js_at(ptr));
-        goto done_depth;
-    }
-    if (maxp >= 0 && maxp < minp) {
-        rc = JS_EMPTY;
-        goto done_depth;
-    }
-
-    js_buf(c, &body);
-    js_name(c, name, sizeof(name), "object");
-
-    if (n > 0 && maxp == 1) {
-        /* one property at most: the required one, or any one of them */
-        llm_strbuf  alt;
-        int         alts = 0;
-
-        js_buf(c, &alt);
-        for (i = 0; i < n; i++) {
-            if (list[i].kv[0] && (n_req == 0 || list[i].required)) {
-                js_put(c, &alt, alts++ ? " | " : "");
-                js_put(c, &alt, list[i].kv);
-            }
-        }
-        if (extras && n_req == 0) {
-            js_put(c, &alt, alts++ ? " | " : "");
-            js_put(c, &alt, xname);
-        }
-        /* "{" ws ( ( kv | ... ) ws )? "}", the group required when one
-           property must be there */
-        js_put(c, &body, "\"{\" ");
-        js_need(c, &body, N_WS, "ws");
-        if (alts) {
-            js_put(c, &body, " ( ( ");
-            js_put(c, &body, alt.data);
-            js_put(c, &body, " ) ");
-            js_need(c, &body, N_WS, "ws");
-            js_put(c, &body, n_req || minp ? " )" : " )?");
-        }
-        js_put(c, &body, " \"}\"");
-        llm_strbuf_free(&alt);
-        rc = alts || !(n_req || minp) ? js_rule(c, name, &body) : JS_EMPTY;
-        llm_strbuf_free(&body);
-        if (rc == JS_OK) {
-            js_put(c, e, name);
-        }
-        goto done_depth;
-    }
-
-    if (n == 0) {
-        /* additional properties only */
-        js_put(c, &body, "\"{\" ");
-        js_need(c, &body, N_WS, "ws");
-        if (extras && maxp != 0) {
-            js_put(c, &body, " ( ");
-            js_put(c, &body, xname);
-            js_put(c, &body, " ( ");
-            js_comma(c, &body);
-            js_put(c, &body, xname);
-            js_put(c, &body, " )");
-            js_rep(c, &body, 0, maxp < 0 ? -1 : maxp - 1);
-            js_put(c, &body, " ");
-            js_need(c, &body, N_WS, "ws");
-            js_put(c, &body, " )");
-            if (minp == 0) {
-                js_put(c, &body, "?");
-            }
-        }
-        js_put(c, &body, " \"}\"");
-        rc = js_rule(c, name, &body);
-        llm_strbuf_free(&body);
-        if (rc == JS_OK) {
-            js_put(c, e, name);
-        }
-        goto done_depth;
-    }
-
-    /*
-     * name-aI: the properties from I on, after one has been written
-     * (each with its comma); name-fI: from I on, none written yet, at
-     * least one to write. Required ones must be there, optional ones may
-     * be left out; additional ones come last.
-     */
-    rest[0] = '\0';
-    if (extras) {
-        llm_strbuf  t;
-
-        snprintf(rest, sizeof(rest), "%s-a%d", name, n);
-        js_buf(c, &t);
-        js_put(c, &t, "( ");
-        js_comma(c, &t);
-        js_put(c, &t, xname);
-        js_put(c, &t, " )*");
-        js_rule(c, rest, &t);
-        llm_strbuf_free(&t);
-    }
-    prev[0] = '\0';     /* name-f(I+1), when there is one */
-    if (extras) {
-        llm_strbuf  t;
-
-        snprintf(prev, sizeof(prev), "%s-f%d", name, n);
-        js_buf(c, &t);
-        js_put(c, &t, xname);
-        js_put(c, &t, " ");
-        js_put(c, &t, rest);
-        js_rule(c, prev, &t);
-        llm_strbuf_free(&t);
-    }
-    for (i = n - 1; i >= 0; i--) {
-        char        a[128], f[128];
-        llm_strbuf  t;
-
-        if (list[i].kv[0] == '\0') {
-            continue;
-        }
-        /* aI ::= (ws "," ws kvI)? a(I+1), for the kvs before it */
-        snprintf(a, sizeof(a), "%s-a%d", name, i);
-        js_buf(c, &t);
-        for (j = 0; j < i && list[j].kv[0] == '\0'; j++) {
-            /* a kept property before I? */
-        }
-        js_put(c, &t, list[i].required ? "" : "( ");
-        js_comma(c, &t);
-        js_put(c, &t, list[i].kv);
-        js_put(c, &t, list[i].required ? "" : " )?");
-        if (rest[0]) {
-            js_put(c, &t, " ");
-            js_put(c, &t, rest);
-        }
-        if (j < i) {
-            js_rule(c, a, &t);
-        }
-        llm_strbuf_free(&t);
-
-        /* fI ::= kvI a(I+1) | f(I+1) (optional) */
-        snprintf(f, sizeof(f), "%s-f%d", name, i);
-        js_buf(c, &t);
-        js_put(c, &t, list[i].kv);
-        if (rest[0]) {
-            js_put(c, &t, " ");
-            js_put(c, &t, rest);
-        }
-        if (!list[i].required && prev[0]) {
-            js_put(c, &t, " | ");
-            js_put(c, &t, prev);
-        }
-        js_rule(c, f, &t);
-        llm_strbuf_free(&t);
-        snprintf(rest, sizeof(rest), "%s", a);
-        snprintf(prev, sizeof(prev), "%s", f);
-    }
-    js_put(c, &body, "\"{\" ");
-    js_need(c, &body, N_WS, "ws");
-    if (prev[0]) {
-        js_put(c, &body, " ( ");
-        js_put(c, &body, prev);
-        js_put(c, &body, " ");
-        js_need(c, &body, N_WS, "ws");
-        js_put(c, &body, n_req || minp ? " )" : " )?");
-    }
-    js_put(c, &body, " \"}\"");
-    rc = js_rule(c, name, &body);
-    llm_strbuf_free(&body);
+    rc = js_obj_list(c, s, ptr, &o);
     if (rc == JS_OK) {
-        js_put(c, e, name);
+        rc = js_obj_keys(c, s, ptr, &o);
     }
-
-done_depth:
-    c->cdepth--;
-done:
-    free(list);
-    free(names);
+    if (rc == JS_OK) {
+        c->cdepth++;
+        rc = js_obj_kvs(c, &o, ptr);
+        if (rc == JS_OK) {
+            rc = js_obj_extra(c, &o, ptr);
+        }
+        if (rc == JS_OK) {
+            rc = js_obj_counts(c, &o, ptr);
+        }
+        if (rc == JS_OK) {
+            rc = js_obj_write(c, &o, e);
+        }
+        c->cdepth--;
+    }
+    free(o.list);
+    free(o.names);
     return c->failed ? JS_ERR : rc;
 }
 
