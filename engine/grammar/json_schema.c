@@ -19,7 +19,7 @@
  * and the entry point; the helpers it calls are in the files below it
  * (json_schema_int.h lists them).
  *
- * defines: llm_json_schema_to_gbnf
+ * defines: llm_json_schema_compile, llm_json_schema_to_gbnf
  */
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_int.h"
@@ -223,6 +223,7 @@ js_obj_list(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
             continue;
         }
         if (!o->extras && pp && pp->child) {
+            js_relaxable(c, "patternProperties", NULL);
             return js_fail(c, "json_schema: unsupported keyword "
                            "'patternProperties' at %s: with '%s' required "
                            "but not in properties", js_at(ptr),
@@ -261,6 +262,7 @@ js_obj_keys(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
         && !cJSON_HasObjectItem(o->pn, "enum")
         && !cJSON_HasObjectItem(o->pn, "const"))
     {
+        js_relaxable(c, "propertyNames", NULL);
         return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
                        "at %s: a pattern or length for additional keys "
                        "beside properties (an additional key must not "
@@ -382,12 +384,14 @@ js_obj_counts(js_ctx *c, const js_obj *o, const char *ptr)
             if (o->maxp >= 0 && o->maxp < o->n_req) {
                 return JS_EMPTY;
             }
+            js_relaxable(c, "minProperties/maxProperties", NULL);
             return js_fail(c, "json_schema: minProperties/maxProperties at "
                            "%s with properties is not supported (beyond "
                            "what required and additionalProperties say)",
                            js_at(ptr));
         }
     } else if (o->minp > 1) {
+        js_relaxable(c, "minProperties", NULL);
         return js_fail(c, "json_schema: minProperties %ld at %s is not "
                        "supported (over 1, with only additional properties)",
                        o->minp, js_at(ptr));
@@ -1120,7 +1124,7 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 
 
 static int
-js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+js_gen_schema(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 {
     const cJSON  *any, *one;
     int           rc;
@@ -1152,6 +1156,7 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     } else if (cJSON_HasObjectItem(s, "allOf")) {
         rc = js_gen_allof(c, s, ptr, e);
     } else if (any && one) {
+        js_relaxable(c, "oneOf", NULL);
         rc = js_fail(c, "json_schema: 'anyOf' with 'oneOf' at %s is not "
                      "supported", js_at(ptr));
     } else if (any || one) {
@@ -1161,6 +1166,160 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     }
     c->depth--;
     return c->failed ? JS_ERR : rc;
+}
+
+
+/* --- relaxing (without strict) -------------------------------------- */
+
+/* what a subschema's generation may leave behind, to undo it */
+typedef struct {
+    size_t  rules_len, e_len;
+    int     n_refs, n_keys, depth, cdepth;
+} js_mark;
+
+
+static void
+js_mark_set(const js_ctx *c, const llm_strbuf *e, js_mark *m)
+{
+    m->rules_len = c->rules.len;
+    m->e_len = e->len;
+    m->n_refs = c->n_refs;
+    m->n_keys = c->n_keys;
+    m->depth = c->depth;
+    m->cdepth = c->cdepth;
+}
+
+
+/* back to the mark, the error cleared: the rules and $ref targets made
+   since are forgotten (nothing made before refers to them) */
+static void
+js_mark_reset(js_ctx *c, llm_strbuf *e, const js_mark *m)
+{
+    while (c->n_keys > m->n_keys) {
+        free(c->key_text[--c->n_keys]);
+    }
+    c->n_refs = m->n_refs;
+    c->depth = m->depth;
+    c->cdepth = m->cdepth;
+    if (c->rules.data) {
+        c->rules.data[c->rules.len = m->rules_len] = '\0';
+    }
+    if (e->data) {
+        e->data[e->len = m->e_len] = '\0';
+    }
+    c->failed = 0;
+    c->drop[0] = '\0';
+    if (c->err_len) {
+        c->err[0] = '\0';
+    }
+}
+
+
+/* "report@ptr" into the list, once; the pointer %XX-escaped where a
+   header would not carry it */
+static void
+js_report(js_ctx *c, const char *ptr)
+{
+    char           item[1024];
+    size_t         n;
+    const char    *p, *hit;
+    unsigned char  ch;
+
+    if (c->relaxed == NULL) {
+        return;
+    }
+    n = (size_t) snprintf(item, sizeof(item) - 4, "%s@", c->report);
+    for (p = ptr; *p && n < sizeof(item) - 4; p++) {
+        ch = (unsigned char) *p;
+        n += ch <= ' ' || ch >= 0x7f || ch == '%' || ch == ','
+             ? (size_t) snprintf(item + n, 4, "%%%02X", ch)
+             : (size_t) snprintf(item + n, 2, "%c", ch);
+    }
+    for (hit = c->relaxed->data; hit && (hit = strstr(hit, item)); hit++) {
+        if ((hit == c->relaxed->data || hit[-1] == ' ')
+            && (hit[n] == ',' || hit[n] == '\0'))
+        {
+            return;     /* listed already */
+        }
+    }
+    if (c->relaxed->len) {
+        llm_strbuf_append(c->relaxed, ", ", 2);
+    }
+    llm_strbuf_append(c->relaxed, item, n);
+}
+
+
+/* s without the keywords c->drop names ("a/b"), or, when s has none of
+   them (the error came from a merge or a reference), s's types alone */
+static const cJSON *
+js_relaxed_schema(js_ctx *c, const cJSON *s)
+{
+    char          drop[68];
+    const cJSON  *k, *type;
+    cJSON        *r = cJSON_CreateObject();
+    int           dropped = 0;
+
+    if (r == NULL || !cJSON_AddItemToArray(c->owned, r)) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    for (k = s->child; k; k = k->next) {
+        snprintf(drop, sizeof(drop), "/%s/", c->drop);
+        if (strlen(k->string) < 60) {
+            char  key[64];
+
+            snprintf(key, sizeof(key), "/%s/", k->string);
+            if (strstr(drop, key)) {
+                dropped++;
+                continue;
+            }
+        }
+        if (!cJSON_AddItemReferenceToObject(r, k->string, (cJSON *) k)) {
+            return NULL;
+        }
+    }
+    if (dropped) {
+        return r;
+    }
+    while (r->child) {
+        cJSON_Delete(cJSON_DetachItemViaPointer(r, r->child));
+    }
+    type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (type && !cJSON_AddItemReferenceToObject(r, "type", (cJSON *) type)) {
+        return NULL;
+    }
+    return r;
+}
+
+
+/*
+ * A subschema. Without strict, an error that relaxing can lift (one
+ * js_relaxable marked) is lifted here, where the keyword is: the keyword
+ * is dropped, reported with this pointer, and the subschema written again
+ * from the mark. Each try drops a keyword, the last one keeps the types
+ * only, so the loop ends.
+ */
+static int
+js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+{
+    js_mark  m;
+    int      rc;
+
+    for ( ;; ) {
+        js_mark_set(c, e, &m);
+        rc = js_gen_schema(c, s, ptr, e);
+        if (rc != JS_ERR || c->strict || c->drop[0] == '\0'
+            || !cJSON_IsObject(s))
+        {
+            return rc;
+        }
+        js_report(c, ptr);
+        s = js_relaxed_schema(c, s);
+        js_mark_reset(c, e, &m);
+        if (s == NULL) {
+            return js_fail(c, "json_schema: out of memory");
+        }
+    }
 }
 
 
@@ -1354,16 +1513,33 @@ int
 llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     int max_ws, llm_strbuf *out, char *err, size_t err_len)
 {
+    llm_json_schema_opts  o;
+
+    memset(&o, 0, sizeof(o));
+    o.root = root;
+    o.max_ws = max_ws;
+    o.strict = 1;
+    return llm_json_schema_compile(schema, len, &o, out, err, err_len);
+}
+
+
+int
+llm_json_schema_compile(const char *schema, size_t len,
+    const llm_json_schema_opts *o, llm_strbuf *out, char *err,
+    size_t err_len)
+{
     js_ctx       c;
     llm_strbuf   e;
-    const char  *end, *p;
-    int          rc, i;
+    const char  *end, *p, *root = o->root;
+    int          rc, i, max_ws = o->max_ws;
 
     memset(&c, 0, sizeof(c));
     c.err = err;
     c.err_len = err_len;
     c.root = root;
     c.max_ws = max_ws;
+    c.strict = o->strict;
+    c.relaxed = o->relaxed;
     c.max = out->max ? out->max : 0;
     if (err_len) {
         err[0] = '\0';

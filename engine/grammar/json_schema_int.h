@@ -99,6 +99,12 @@ typedef struct {
     char           *key_text[JS_MAX_KEYS];  /* additional-key rules made */
     int             key_id[JS_MAX_KEYS];
     int             n_keys;
+    int             strict;
+    llm_strbuf     *relaxed;    /* the report, or NULL */
+    /* set with the error when it is one relaxing can lift: the keywords
+       to drop ("a/b": both) and the name to report them by */
+    char            drop[64];
+    char            report[96];
 } js_ctx;
 
 /* the alternatives of one expression, " | " between them */
@@ -146,6 +152,11 @@ typedef struct {
 /* --- writing the grammar (json_schema_buf.c) --------------------------- */
 
 int js_fail(js_ctx *c, const char *fmt, ...);
+/* before a js_fail of what is not enforced: without strict, the keywords
+   drop ("a/b" for two) may be dropped to go on; report names them (NULL:
+   drop). Only the first error's counts; js_relax_as overrides it */
+void js_relaxable(js_ctx *c, const char *drop, const char *report);
+void js_relax_as(js_ctx *c, const char *drop);
 /* appends; the first failure (over out->max) sets the error, and the
    callers check c->failed where a rule ends */
 void js_put(js_ctx *c, llm_strbuf *b, const char *s);

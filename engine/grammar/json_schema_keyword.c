@@ -138,6 +138,7 @@ js_check_keywords(js_ctx *c, const cJSON *s, const char *ptr)
                            js_at(ptr));
         }
         if (js_in(js_refused, k->string) && !js_noop(s, k)) {
+            js_relaxable(c, k->string, NULL);
             return js_fail(c, "json_schema: unsupported keyword '%s' at %s",
                            k->string, js_at(ptr));
         }
@@ -183,6 +184,7 @@ js_count(js_ctx *c, const cJSON *s, const char *key, const char *ptr,
                        "integer", key, js_at(ptr));
     }
     if (k->valuedouble > JS_MAX_REPEAT) {
+        js_relaxable(c, key, NULL);
         return js_fail(c, "json_schema: '%s' %.0f at %s is over %d, the "
                        "most the grammar enforces", key, k->valuedouble,
                        js_at(ptr), JS_MAX_REPEAT);

@@ -80,12 +80,14 @@ js_ref_target(js_ctx *c, const cJSON *s, const char *ptr, const cJSON **t)
                            js_at(ptr));
         }
         if (ref->valuestring[0] != '#') {
+            js_relaxable(c, "$ref", NULL);
             return js_fail(c, "json_schema: unsupported keyword '$ref' at %s: "
                            "only references inside the schema ('#/...') are "
                            "supported, not '%s'", js_at(ptr),
                            ref->valuestring);
         }
         if (ref->valuestring[1] != '\0' && ref->valuestring[1] != '/') {
+            js_relaxable(c, "$ref", NULL);
             return js_fail(c, "json_schema: unsupported keyword '$ref' at %s: "
                            "anchors ('%s') are not supported", js_at(ptr),
                            ref->valuestring);
@@ -401,6 +403,7 @@ js_merge_ap(js_ctx *c, js_merged *g, cJSON *cur, const cJSON *k,
         }
     }
     if (cJSON_IsArray(cur)) {
+        js_relaxable(c, "allOf", NULL);
         return js_fail(c, "json_schema: allOf at %s: cannot merge two array "
                        "'items'", js_at(ptr));
     }
@@ -417,6 +420,7 @@ js_merge_bound(js_ctx *c, js_merged *g, cJSON *cur, const cJSON *k,
     int          up = js_in(js_mins, n) || strcmp(n, "exclusiveMinimum") == 0;
 
     if (!cJSON_IsNumber(k)) {
+        js_relaxable(c, "allOf", NULL);
         return js_fail(c, "json_schema: allOf at %s: cannot merge '%s' that "
                        "is not a number", js_at(ptr), n);
     }
@@ -482,6 +486,7 @@ js_merge_patterns(js_ctx *c, js_branches *br, js_merged *g, int i,
     for (j = 0; j < br->n; j++) {
         for (o = j == i ? NULL : br->b[j]->child; o; o = o->next) {
             if (js_in(objk, o->string)) {
+                js_relaxable(c, "allOf", NULL);
                 return js_fail(c, "json_schema: allOf at %s: cannot merge "
                                "'patternProperties' with another schema's "
                                "'%s'", js_at(ptr), o->string);
@@ -538,6 +543,7 @@ js_merge_key(js_ctx *c, js_branches *br, js_merged *g, int i,
         return js_merge_patterns(c, br, g, i, k, ptr);
     }
     if (js_in(js_once, n) && cur && !cJSON_Compare(cur, k, 1)) {
+        js_relaxable(c, "allOf", NULL);
         return js_fail(c, "json_schema: allOf at %s: cannot merge two "
                        "different '%s'", js_at(ptr), n);
     }

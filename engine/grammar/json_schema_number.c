@@ -309,11 +309,13 @@ js_bound(js_ctx *c, const cJSON *s, const char *ptr, int is_min, int integer,
         return JS_OK;
     }
     if (!isfinite(*v) || fabs(*v) > JS_MAX_SAFE) {
+        js_relaxable(c, *excl ? ke : kn, NULL);
         return js_fail(c, "json_schema: '%s' %g at %s is beyond 2^53",
                        *excl ? ke : kn, *v, js_at(ptr));
     }
     if (*v != floor(*v)) {
         if (!integer) {
+            js_relaxable(c, *excl ? ke : kn, NULL);
             return js_fail(c, "json_schema: '%s' %g at %s: only integer "
                            "bounds are enforced on numbers", *excl ? ke : kn,
                            *v, js_at(ptr));

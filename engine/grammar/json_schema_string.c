@@ -26,6 +26,7 @@
 static int
 re_fail(js_re *r, const char *what)
 {
+    js_relaxable(r->c, "pattern", NULL);
     return js_fail(r->c, "json_schema: pattern at %s: %s (at offset %d)",
                    js_at(r->ptr), what, (int) (r->p - r->start));
 }
@@ -795,6 +796,10 @@ js_format(js_ctx *c, const char *f, const char *ptr, llm_strbuf *e)
         /* void */
     }
     if (i == n) {
+        char  report[96];
+
+        snprintf(report, sizeof(report), "%s-format", f);
+        js_relaxable(c, "format", report);
         return js_fail(c, "json_schema: unsupported format '%s' at %s", f,
                        js_at(ptr));
     }
@@ -827,11 +832,13 @@ js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         return JS_EMPTY;
     }
     if ((pat || fmt) && (min > 0 || max >= 0)) {
+        js_relaxable(c, "minLength/maxLength", NULL);
         return js_fail(c, "json_schema: '%s' with minLength/maxLength at %s "
                        "is not supported", pat ? "pattern" : "format",
                        js_at(ptr));
     }
     if (pat && fmt) {
+        js_relaxable(c, "format", NULL);
         return js_fail(c, "json_schema: 'pattern' with 'format' at %s is "
                        "not supported", js_at(ptr));
     }

@@ -82,6 +82,8 @@ compile(const char *schema, size_t len, char *err, size_t err_len)
     llm_grammar_limits  lim;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     lim.max_compile_ns = 0;     /* timing is not what these tests check */
     return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
                                len, &lim, err, err_len);
@@ -96,6 +98,8 @@ compile_big(const char *schema, size_t len, char *err, size_t err_len)
     llm_grammar_limits  lim;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     lim.max_compile_ns = 0;
     lim.max_source = 4 << 20;
     return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
