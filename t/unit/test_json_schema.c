@@ -107,6 +107,23 @@ compile_big(const char *schema, size_t len, char *err, size_t err_len)
 }
 
 
+/* compiled with the request defaults but for strict and json_ws */
+static llm_grammar *
+compile_opts(int kind, const char *schema, int strict, int json_ws,
+    char *err, size_t err_len)
+{
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    lim.strict = strict;
+    lim.json_ws = json_ws;
+    return llm_grammar_compile(vocab, kind, schema, strlen(schema), &lim, err,
+                               err_len);
+}
+
+
 /* 1 when the grammar matches the text whole */
 static int
 accepts(llm_grammar *g, const char *s, size_t len)
@@ -1239,6 +1256,161 @@ test_suite(void)
 }
 
 
+/* --- compile options: compact JSON, strict and relaxed ------------------ */
+
+static void
+test_compact(void)
+{
+    static const char  *obj = "{\"type\":\"object\",\"properties\":{\"a\":"
+                              "{\"type\":\"array\",\"items\":{\"type\":"
+                              "\"integer\"}}},\"required\":[\"a\"]}";
+    llm_grammar         *g, *f;
+    llm_grammar_limits   lim;
+    char                 err[512];
+
+    llm_grammar_limits_default(&lim);
+    is_int(lim.json_ws, LLM_JSON_WS_COMPACT, "compact JSON is the default");
+    is_int(lim.strict, 1, "strict is the default");
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, obj, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    f = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, obj, 1, LLM_JSON_WS_FLEXIBLE,
+                     err, sizeof(err));
+    ok(g && f && g != f, "compact and flexible are two grammars (the cache "
+       "keys on the whitespace)");
+    ok(g && accepts(g, "{\"a\":[1,2]}", 11), "compact: {\"a\":[1,2]}");
+    ok(g && !accepts(g, "{\"a\": [1,2]}", 12)
+       && !accepts(g, "{ \"a\":[1,2]}", 12) && !accepts(g, "{\"a\":[1, 2]}", 12)
+       && !accepts(g, "{\"a\":[1,2]\n}", 12),
+       "compact: no blank between tokens");
+    ok(g && accepts(g, "{\"a\":[1,2],\"x y\":\" s \"}", 23),
+       "compact: blanks inside strings stay");
+    ok(f && accepts(f, "{ \"a\" : [ 1 , 2 ] }", 19),
+       "flexible: blanks between tokens");
+    llm_grammar_free(g);
+    llm_grammar_free(f);
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_OBJECT, "", 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g && accepts(g, "{\"k\":[1,{\"z\":null}]}", 20)
+       && !accepts(g, "{\"k\": 1}", 8), "json_object: compact");
+    llm_grammar_free(g);
+    g = compile_opts(LLM_CONSTRAINT_GRAMMAR, "root ::= \"<\" %json {\"type\":"
+                     "\"object\"} \">\"", 1, LLM_JSON_WS_COMPACT, err,
+                     sizeof(err));
+    ok(g && accepts(g, "<{\"k\":1}>", 9) && !accepts(g, "<{\"k\": 1}>", 10),
+       "%%json (tool arguments): compact");
+    llm_grammar_free(g);
+}
+
+
+/* a schema compiled without strict: its relaxed list, or "ERR: ..." */
+static const char *
+relaxed_of(const char *schema, llm_grammar **out)
+{
+    static char   text[1024];
+    llm_grammar  *g;
+    char          err[512];
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, schema, 0,
+                     LLM_JSON_WS_COMPACT, err, sizeof(err));
+    if (g == NULL) {
+        snprintf(text, sizeof(text), "ERR: %s", err);
+    } else {
+        snprintf(text, sizeof(text), "%s", llm_grammar_relaxed(g));
+    }
+    if (out) {
+        *out = g;
+    } else {
+        llm_grammar_free(g);
+    }
+    return text;
+}
+
+
+static void
+test_relaxed(void)
+{
+    static const char  *home = "{\"type\":\"object\",\"properties\":{"
+                               "\"homepage\":{\"type\":\"string\",\"format\":"
+                               "\"uri-template\"},\"n\":{\"type\":\"integer\","
+                               "\"not\":{\"const\":3}}},\"required\":[\"n\"],"
+                               "\"additionalProperties\":false}";
+    llm_grammar         *g;
+    char                 err[512];
+    const char          *r;
+
+    /* strict: refused, naming the keyword and where */
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, home, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g == NULL && strstr(err, "'uri-template'")
+       && strstr(err, "/properties/homepage"), "strict: %s", err);
+    llm_grammar_free(g);
+
+    /* not strict: both relaxed, listed in order, the rest enforced */
+    r = relaxed_of(home, &g);
+    is_str(r, "uri-template-format@/properties/homepage, not@/properties/n",
+           "relaxed: the keywords with their pointers");
+    ok(g && accepts(g, "{\"homepage\":\"x\",\"n\":3}", 22),
+       "relaxed: what the dropped keywords forbade is accepted");
+    ok(g && !accepts(g, "{\"n\":\"3\"}", 9) && !accepts(g, "{\"m\":3}", 7)
+       && !accepts(g, "{\"homepage\":1,\"n\":3}", 20),
+       "relaxed: the other keywords still hold");
+    llm_grammar_free(g);
+    /* the cache keys on strict: strict again is refused again */
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, home, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g == NULL, "strict after relaxed: still refused (not the cached one)");
+    llm_grammar_free(g);
+
+    is_str(relaxed_of("{\"type\":\"string\"}", NULL), "",
+           "nothing relaxed: an empty list");
+    is_str(relaxed_of("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                      "\"uniqueItems\":true,\"if\":{\"minItems\":1},\"then\":"
+                      "{\"maxItems\":2}}", NULL),
+           "uniqueItems@, if@", "at the root: an empty pointer");
+    is_str(relaxed_of("{\"properties\":{\"a b,c%\":{\"multipleOf\":2}}}", NULL),
+           "multipleOf@/properties/a%20b%2Cc%25",
+           "a pointer is escaped for a header");
+    is_str(relaxed_of("{\"$defs\":{\"t\":{\"type\":\"integer\",\"multipleOf\":"
+                      "7}},\"type\":\"array\",\"prefixItems\":[{\"$ref\":"
+                      "\"#/$defs/t\"},{\"$ref\":\"#/$defs/t\"}]}", NULL),
+           "multipleOf@/$defs/t", "a $ref target relaxed once, listed once");
+    is_str(relaxed_of("{\"type\":\"number\",\"minimum\":0.5,\"maximum\":2}",
+                      NULL),
+           "minimum@", "a fractional bound on a number");
+    is_str(relaxed_of("{\"type\":\"string\",\"maxLength\":5000}", NULL),
+           "maxLength@", "a count over the cap");
+    is_str(relaxed_of("{\"type\":\"string\",\"pattern\":\"\\\\bx\",\"minLength\":"
+                      "2}", NULL),
+           "minLength/maxLength@, pattern@", "keywords dropped in turn");
+
+    /* an allOf that cannot be merged: the schema's types alone */
+    r = relaxed_of("{\"type\":\"string\",\"allOf\":[{\"pattern\":\"^a\"},"
+                   "{\"pattern\":\"b$\"}]}", &g);
+    is_str(r, "allOf@", "allOf relaxed");
+    ok(g && accepts(g, "\"zz\"", 4) && !accepts(g, "1", 1),
+       "allOf relaxed: its types still hold");
+    llm_grammar_free(g);
+
+    /* what relaxing cannot lift stays an error */
+    ok(strncmp(relaxed_of("{\"type\":", NULL), "ERR: json_schema: the schema "
+               "is not valid JSON", 38) == 0, "not JSON: still an error");
+    ok(strstr(relaxed_of("{\"$ref\":\"#/$defs/none\"}", NULL), "names nothing")
+       != NULL, "a $ref to nothing: still an error");
+    ok(strstr(relaxed_of("{\"properties\":{\"a\":{\"$id\":\"x\"}}}", NULL),
+              "embedded") != NULL, "an embedded resource: still an error");
+
+    /* %json in a grammar: relaxed too, listed on the grammar */
+    g = compile_opts(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"type\":"
+                     "\"string\",\"format\":\"iri\"}", 0, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    is_str(g ? llm_grammar_relaxed(g) : err, "iri-format@",
+           "%%json: the relaxed list");
+    llm_grammar_free(g);
+}
+
+
 /* --- the corpus ---------------------------------------------------------- */
 
 static int
@@ -1828,6 +2000,8 @@ main(void)
     test_keys();
     test_ranges();
     test_suite();
+    test_compact();
+    test_relaxed();
     test_corpus();
     test_walks();
 
