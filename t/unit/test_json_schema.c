@@ -29,6 +29,64 @@ static llm_grammar_vocab  *vocab;
 /* every schema that compiled, for the random walks */
 static char   *walk_schemas[4096];
 static int     n_walk_schemas;
+/* the schemas refused under strict that compile relaxed, for the walks */
+static char   *relaxed_schemas[1024];
+static int     n_relaxed_schemas;
+
+/* coverage of a group of schemas: exact (strict compiles), relaxed (only
+   without strict), refused (either way) */
+typedef struct {
+    const char  *group;
+    int          n, exact, relaxed, refused;
+} coverage;
+
+
+/* a schema refused under strict, without it: 1 when it compiles relaxed
+   (kept for the walks), 0 when refused still */
+static int
+try_relaxed(const char *text, size_t len)
+{
+    llm_grammar         *g;
+    llm_grammar_limits   lim;
+    char                 err[512];
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    lim.strict = 0;
+    g = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, text, len,
+                            &lim, err, sizeof(err));
+    if (g == NULL) {
+        return 0;
+    }
+    if (n_relaxed_schemas < 1024) {
+        relaxed_schemas[n_relaxed_schemas++] = strndup(text, len);
+    }
+    llm_grammar_free(g);
+    return 1;
+}
+
+
+static void
+coverage_add(coverage *cv, int exact, const char *text, size_t len)
+{
+    cv->n++;
+    if (exact) {
+        cv->exact++;
+    } else if (try_relaxed(text, len)) {
+        cv->relaxed++;
+    } else {
+        cv->refused++;
+    }
+}
+
+
+static void
+coverage_print(const coverage *cv)
+{
+    printf("# coverage | %-44s | %5d | %5d | %5d | %5d |\n", cv->group, cv->n,
+           cv->exact, cv->relaxed, cv->refused);
+}
 
 
 /* the GBNF of a schema (max_ws 1), or "ERR: <error>"; static */
@@ -1461,7 +1519,7 @@ reason_cmp(const void *a, const void *b)
 /* every schema of the suite's draft2020-12 files, supported keywords or
    not: compiled or refused */
 static void
-corpus_suite(int *schemas, int *compiled)
+corpus_suite(int *schemas, int *compiled, coverage *cv)
 {
     char           dir[1024], path[1200], err[512], *text, *s;
     DIR           *d;
@@ -1497,6 +1555,7 @@ corpus_suite(int *schemas, int *compiled)
             } else {
                 count_reason(err);
             }
+            coverage_add(cv, g != NULL, s, strlen(s));
             free(s);
         }
         cJSON_Delete(doc);
@@ -1514,6 +1573,10 @@ test_corpus(void)
     int           n = 0, i, compiled = 0, refused = 0, big = 0;
     size_t        len;
     uint64_t      t0;
+    coverage      cv_store = { "SchemaStore (check-jsonschema's vendored)",
+                               0, 0, 0, 0 };
+    coverage      cv_suite = { "JSON-Schema-Test-Suite draft2020-12",
+                               0, 0, 0, 0 };
 
     d = opendir(tap_fixture(dir, sizeof(dir), "jsonschema/schemastore"));
     if (d == NULL) {
@@ -1539,6 +1602,7 @@ test_corpus(void)
         }
         t0 = llm_grammar_now_ns();
         g = compile_big(text, len, err, sizeof(err));
+        coverage_add(&cv_store, g != NULL, text, len);
         if (g != NULL) {
             compiled++;
             printf("#   %-28s compiles (%.1f ms, %zu bytes%s)\n", names[i],
@@ -1568,7 +1632,7 @@ test_corpus(void)
     {
         int  suite = 0, suite_ok = 0;
 
-        corpus_suite(&suite, &suite_ok);
+        corpus_suite(&suite, &suite_ok, &cv_suite);
         printf("# JSON-Schema-Test-Suite draft2020-12, all files: %d schemas, "
                "%d compile, %d refused\n", suite, suite_ok, suite - suite_ok);
         printf("# the corpus: %d schemas, %d compile, %d refused; why:\n",
@@ -1579,6 +1643,15 @@ test_corpus(void)
         }
         ok(suite >= 300, "%d schemas in the suite", suite);
     }
+    printf("# coverage | group | schemas | exact | relaxed | refused |\n");
+    coverage_print(&cv_store);
+    coverage_print(&cv_suite);
+    ok(cv_store.exact + cv_store.relaxed + cv_store.refused == cv_store.n
+       && cv_suite.exact + cv_suite.relaxed + cv_suite.refused == cv_suite.n,
+       "coverage: every schema counted once");
+    ok(cv_store.relaxed > 0 && cv_suite.relaxed > 0,
+       "some refused schemas compile relaxed (%d, %d)", cv_store.relaxed,
+       cv_suite.relaxed);
 }
 
 
@@ -1850,6 +1923,85 @@ walk(llm_grammar *g, unsigned *seed, char *out, int cap)
 }
 
 
+/* walks through the grammars of the schemas only relaxing compiles: each
+   text is JSON; the invalid ones are counted per relaxed keyword (by
+   tools/json_schema_check.py --relaxed) */
+static void
+test_relaxed_walks(void)
+{
+    char          out_path[1024], cmd[2400], *text, err[512], line[512];
+    const char   *build = getenv("BUILD");
+    FILE         *f, *p;
+    unsigned      seed = 11;
+    int           s, k, n_walks = 0, n_ok = -1, n_bad = -1, n_json = -1;
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    lim.strict = 0;
+    snprintf(out_path, sizeof(out_path), "%s/json_schema_walks_relaxed.jsonl",
+             build && build[0] ? build : "build");
+    f = fopen(out_path, "w");
+    if (f == NULL) {
+        ok(0, "write %s", out_path);
+        return;
+    }
+    text = malloc(8192);
+    for (s = 0; s < n_relaxed_schemas; s++) {
+        const char    *src = relaxed_schemas[s];
+        llm_grammar   *g = llm_grammar_compile(vocab,
+                                   LLM_CONSTRAINT_JSON_SCHEMA, src,
+                                   strlen(src), &lim, err, sizeof(err));
+        cJSON         *schema = cJSON_Parse(src);
+
+        for (k = 0; g && schema && k < 6; k++) {
+            cJSON  *rec;
+            char   *js;
+
+            if (walk(g, &seed, text, 8192) < 0) {
+                continue;
+            }
+            rec = cJSON_CreateObject();
+            cJSON_AddItemReferenceToObject(rec, "schema", schema);
+            cJSON_AddStringToObject(rec, "text", text);
+            cJSON_AddStringToObject(rec, "relaxed", llm_grammar_relaxed(g));
+            js = json_text(rec);
+            fprintf(f, "%s\n", js);
+            free(js);
+            cJSON_Delete(rec);
+            n_walks++;
+        }
+        cJSON_Delete(schema);
+        llm_grammar_free(g);
+    }
+    fclose(f);
+    free(text);
+    snprintf(cmd, sizeof(cmd), "python3 tools/json_schema_check.py "
+             "--relaxed %s 2>&1", out_path);
+    p = popen(cmd, "r");
+    if (p == NULL) {
+        ok(0, "run %s", cmd);
+        return;
+    }
+    while (fgets(line, sizeof(line), p)) {
+        if (sscanf(line, "relaxed: checked %d valid, %d invalid, %d not JSON",
+                   &n_ok, &n_bad, &n_json) != 3)
+        {
+            printf("#   %s", line);
+        }
+    }
+    pclose(p);
+    printf("# relaxed grammars: %d walks over %d schemas: %d valid, %d "
+           "invalid (counted per relaxed keyword above)\n", n_walks,
+           n_relaxed_schemas, n_ok, n_bad);
+    ok(n_walks > 0, "walks through %d relaxed grammars", n_relaxed_schemas);
+    is_int(n_ok + n_bad, n_walks, "python jsonschema checked every relaxed "
+           "walk");
+    is_int(n_json, 0, "every relaxed walk is JSON");
+}
+
+
 static void
 test_walks(void)
 {
@@ -1970,6 +2122,7 @@ test_walks(void)
     is_int(n_ok + n_oneof, n_walks, "python jsonschema checked every walk");
     is_int(n_bad, 0, "no walk's text invalid (but for oneOf read as anyOf)");
     ok(n_ok > n_walks * 9 / 10, "over 90%% of the walks valid outright");
+    test_relaxed_walks();
 }
 
 
@@ -2007,6 +2160,9 @@ main(void)
 
     for (i = 0; i < n_walk_schemas; i++) {
         free(walk_schemas[i]);
+    }
+    for (i = 0; i < n_relaxed_schemas; i++) {
+        free(relaxed_schemas[i]);
     }
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);
