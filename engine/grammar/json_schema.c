@@ -1491,6 +1491,7 @@ js_shared(js_ctx *c, llm_strbuf *out)
                 r, r);
         js_putf(c, out, "%s-hex ::= [0-9a-fA-F]\n", r);
     }
+    js_format_rules(c, out);
     if (c->need & N_EMAIL) {
         /* a dot-atom local part (RFC 5322) at a domain of labels */
         js_putf(c, out, "%s-email ::= %s-atext+ ( \".\" %s-atext+ )* \"@\" "

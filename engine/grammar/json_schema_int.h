@@ -69,6 +69,10 @@
 #define N_TIME              0x100
 #define N_UUID              0x200
 #define N_EMAIL             0x400
+#define N_HOSTNAME          0x800
+#define N_IPV4              0x1000
+#define N_IPV6              0x2000
+#define N_URI               0x4000
 
 
 typedef struct {
@@ -230,6 +234,9 @@ void re_char_lit(js_ctx *c, llm_strbuf *b, uint32_t cp);
 /* the JSON strings a pattern matches (not anchored unless ^ / $ say) */
 int js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e);
 int js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e);
+/* the rules of the formats hostname, ipv4, ipv6 and uri that c->need
+   asks for */
+void js_format_rules(js_ctx *c, llm_strbuf *out);
 
 
 /* --- $ref and allOf (json_schema_merge.c) ------------------------------ */

@@ -453,8 +453,8 @@ test_refused(void)
                 "\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}"),
            "ERR: json_schema: '$ref' at the root: a circle of references",
            "a circle of $refs");
-    is_str(gbnf("{\"type\":\"string\",\"format\":\"hostname\"}"),
-           "ERR: json_schema: unsupported format 'hostname' at the root",
+    is_str(gbnf("{\"type\":\"string\",\"format\":\"idn-hostname\"}"),
+           "ERR: json_schema: unsupported format 'idn-hostname' at the root",
            "unsupported format");
     is_str(gbnf("{\"type\":\"number\",\"minimum\":0.5}"),
            "ERR: json_schema: 'minimum' 0.5 at the root: only integer bounds "
@@ -645,6 +645,30 @@ test_match(void)
     static const char *const email[] = {
         "+\"joe.bloggs@example.com\"", "-\"joe\"", "-\"@example.com\"", NULL
     };
+    static const char *const host[] = {
+        "+\"example.com\"", "+\"a-b.c1.org\"", "+\"localhost\"",
+        "-\"-a.com\"", "-\"a-.com\"", "-\"a..com\"", "-\"a.com.\"",
+        "-\"1.2.3.4\"", "-\"a_b.com\"", "-\"\"",
+        "-\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com\"", NULL
+    };
+    static const char *const ipv4[] = {
+        "+\"192.168.0.1\"", "+\"0.0.0.0\"", "+\"255.255.255.255\"",
+        "-\"256.1.1.1\"", "-\"01.1.1.1\"", "-\"1.1.1\"",
+        "-\"1.1.1.1.1\"", "-\"1.1.1.\"", NULL
+    };
+    static const char *const ipv6[] = {
+        "+\"::\"", "+\"::1\"", "+\"fe80::\"", "+\"1:2:3:4:5:6:7:8\"",
+        "+\"2001:db8::\"", "+\"::ffff:1:2\"", "-\"1:2:3:4:5:6:7\"",
+        "-\"1:2:3:4:5:6:7:8:9\"", "-\":::\"", "-\"12345::\"",
+        "-\"g::\"", NULL
+    };
+    static const char *const uri[] = {
+        "+\"https://example.com/a?b=c#d\"", "+\"urn:isbn:0451450523\"",
+        "+\"mailto:joe@example.com\"", "+\"http://x/%20y\"",
+        "-\"example.com\"", "-\"//example.com\"", "-\"1http://a\"",
+        "-\"http://a b\"", "-\"http://a#b#c\"", "-\"http://a/%2\"",
+        "-\"http://a/<b>\"", NULL
+    };
     static const char *const num[] = {
         "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
         "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
@@ -690,6 +714,10 @@ test_match(void)
     check("{\"type\":\"string\",\"format\":\"date-time\"}", dt);
     check("{\"type\":\"string\",\"format\":\"uuid\"}", uuid);
     check("{\"type\":\"string\",\"format\":\"email\"}", email);
+    check("{\"type\":\"string\",\"format\":\"hostname\"}", host);
+    check("{\"type\":\"string\",\"format\":\"ipv4\"}", ipv4);
+    check("{\"type\":\"string\",\"format\":\"ipv6\"}", ipv6);
+    check("{\"type\":\"string\",\"format\":\"uri\"}", uri);
     check("{\"type\":\"number\"}", num);
     check("{\"type\":[\"null\",\"string\"]}", nul);
     check("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
@@ -1699,7 +1727,8 @@ gen_schema(llm_strbuf *b, int depth)
         "^\\\\\\\\[\\\"\\\\n]", "^[^a]{0,3}$", "^\\\\D\\\\W\\\\S$",
     };
     static const char *const fmts[] = {
-        "date", "time", "date-time", "uuid", "email"
+        "date", "time", "date-time", "uuid", "email", "hostname", "ipv4",
+        "ipv6", "uri"
     };
     char  tmp[160];
     int   k = depth > 2 ? rnd(6) : rnd(13), i, n;
@@ -1710,7 +1739,7 @@ gen_schema(llm_strbuf *b, int depth)
         if (rnd(3) == 0) {
             snprintf(tmp, sizeof(tmp), ",\"pattern\":\"%s\"", pats[rnd(8)]);
         } else if (rnd(2)) {
-            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(5)]);
+            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(9)]);
         } else {
             n = rnd(4);
             snprintf(tmp, sizeof(tmp), ",\"minLength\":%d,\"maxLength\":%d",
