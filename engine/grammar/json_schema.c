@@ -840,7 +840,8 @@ js_keyword_type(const char *k)
         "minLength", "maxLength", "pattern", "format", NULL
     };
     static const char *const num[] = {
-        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "multipleOf", NULL
     };
     static const char *const obj[] = {
         "properties", "required", "additionalProperties", "minProperties",
@@ -882,6 +883,7 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
         if (js_in(js_supported, k->string) && strcmp(k->string, "enum")
             && strcmp(k->string, "const") && strcmp(k->string, "type"))
         {
+            js_relaxable(c, k->string, NULL);
             return js_fail(c, "json_schema: '%s' with '%s' at %s is not "
                            "supported", en ? "enum" : "const", k->string,
                            js_at(ptr));

@@ -105,6 +105,7 @@ typedef struct {
     int             n_keys;
     int             strict;
     llm_strbuf     *relaxed;    /* the report, or NULL */
+    uint32_t        mod_made;   /* bit k: the multipleOf k rules written */
     /* set with the error when it is one relaxing can lift: the keywords
        to drop ("a/b": both) and the name to report them by */
     char            drop[64];

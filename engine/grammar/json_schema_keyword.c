@@ -72,7 +72,7 @@ js_in(const char *const *list, const char *s)
 const char *const js_refused[] = {
     "dependentSchemas", "dependentRequired",
     "dependencies", "if", "then", "else", "not", "contains", "minContains",
-    "maxContains", "uniqueItems", "multipleOf", "unevaluatedProperties",
+    "maxContains", "uniqueItems", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
     "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
     "divisibleBy", NULL
@@ -85,7 +85,7 @@ const char *const js_supported[] = {
     "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "minItems", "maxItems", "minProperties", "maxProperties",
-    "patternProperties", "propertyNames", NULL
+    "patternProperties", "propertyNames", "multipleOf", NULL
 };
 
 

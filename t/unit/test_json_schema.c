@@ -410,7 +410,6 @@ test_refused(void)
         { "not", "{}" },
         { "contains", "{}" },
         { "uniqueItems", "true" },
-        { "multipleOf", "2" },
         { "unevaluatedProperties", "false" },
         { "unevaluatedItems", "false" },
         { "$dynamicRef", "\"#x\"" },
@@ -669,6 +668,23 @@ test_match(void)
         "-\"http://a b\"", "-\"http://a#b#c\"", "-\"http://a/%2\"",
         "-\"http://a/<b>\"", NULL
     };
+    static const char *const mult3[] = {
+        "+0", "+3", "+-9", "+123", "+999999999999999", "+1000000000000002",
+        "-1", "-10", "-1.5", "-3.0", "-10000000000000002", NULL
+    };
+    static const char *const mult5[] = {
+        "+5", "+10", "+15", "+20", "-0", "-25", "-7", "--5", NULL
+    };
+    static const char *const mult5x[] = {
+        "+5", "-0", "-10", "-4", NULL
+    };
+    static const char *const mult16[] = {
+        "+128", "+-640", "+0", "+1000000000000000", "-100", "-24", NULL
+    };
+    static const char *const mult1000[] = {
+        "+0", "+-3000", "+1000000000000000", "-10000000000000000", "-100",
+        "-1001", "-0000", NULL
+    };
     static const char *const num[] = {
         "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
         "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
@@ -719,6 +735,23 @@ test_match(void)
     check("{\"type\":\"string\",\"format\":\"ipv6\"}", ipv6);
     check("{\"type\":\"string\",\"format\":\"uri\"}", uri);
     check("{\"type\":\"number\"}", num);
+    check("{\"type\":\"integer\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"number\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"integer\",\"minimum\":1,\"maximum\":20,"
+          "\"multipleOf\":5}", mult5);
+    check("{\"type\":\"integer\",\"exclusiveMinimum\":0,"
+          "\"exclusiveMaximum\":10,\"multipleOf\":5}", mult5x);
+    check("{\"type\":\"integer\",\"multipleOf\":16}", mult16);
+    check("{\"type\":\"integer\",\"multipleOf\":1000}", mult1000);
+    ok(strstr(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"integer\","
+                   "\"multipleOf\":7},\"prefixItems\":[{\"type\":\"integer\","
+                   "\"multipleOf\":7}]}"), "root-mod7-0-1 ::=") != NULL,
+       "one automaton per divisor");
+    is_str(gbnf("{\"type\":\"integer\",\"minimum\":0,\"multipleOf\":3}"),
+           "ERR: json_schema: 'multipleOf' 3 at the root: enforced for integer "
+           "divisors up to 16 or powers of ten, or with at most 256 "
+           "multiples between two bounds", "multipleOf with one bound: "
+           "refused");
     check("{\"type\":[\"null\",\"string\"]}", nul);
     check("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
           "{\"type\":\"integer\"},\"next\":{\"$ref\":\"#/$defs/n\"}},"
@@ -1455,11 +1488,12 @@ test_relaxed(void)
                       "\"uniqueItems\":true,\"if\":{\"minItems\":1},\"then\":"
                       "{\"maxItems\":2}}", NULL),
            "uniqueItems@, if@", "at the root: an empty pointer");
-    is_str(relaxed_of("{\"properties\":{\"a b,c%\":{\"multipleOf\":2}}}", NULL),
+    is_str(relaxed_of("{\"properties\":{\"a b,c%\":{\"multipleOf\":0.5}}}",
+                      NULL),
            "multipleOf@/properties/a%20b%2Cc%25",
            "a pointer is escaped for a header");
     is_str(relaxed_of("{\"$defs\":{\"t\":{\"type\":\"integer\",\"multipleOf\":"
-                      "7}},\"type\":\"array\",\"prefixItems\":[{\"$ref\":"
+                      "17}},\"type\":\"array\",\"prefixItems\":[{\"$ref\":"
                       "\"#/$defs/t\"},{\"$ref\":\"#/$defs/t\"}]}", NULL),
            "multipleOf@/$defs/t", "a $ref target relaxed once, listed once");
     is_str(relaxed_of("{\"type\":\"number\",\"minimum\":0.5,\"maximum\":2}",
@@ -2058,6 +2092,12 @@ test_walks(void)
         "\"additionalProperties\":{\"type\":\"null\"}}]}",
         "{\"type\":\"object\"}",
         "{\"type\":\"string\",\"format\":\"date-time\"}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":"
+        "7}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-20,"
+        "\"maximum\":40,\"multipleOf\":6}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"multipleOf\":"
+        "100}}",
         "{\"type\":\"string\",\"pattern\":\"(\\\\d\\\\w\\\\s\\\\D\\\\W\\\\S.|x)\"}",
     };
     char         out_path[1024], cmd[2400], *text, err[512], line[512];
