@@ -624,6 +624,156 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 
 /* --- arrays ----------------------------------------------------------- */
 
+static int js_json_value(js_ctx *c, llm_strbuf *b, const cJSON *v,
+    const char *ptr);
+
+#define JS_MAX_UNIQUE   8       /* values of uniqueItems: 2^8 rules */
+
+
+/* the values an items schema of enum, const, boolean or null allows (at
+   most JS_MAX_UNIQUE, all different); -1 when it is another schema */
+static int
+js_unique_values(js_ctx *c, const cJSON *items, const char *ptr,
+    const cJSON **vals)
+{
+    static cJSON  t, f, z;
+    const cJSON  *en, *v, *k;
+    int           mask, n = 0, i;
+
+    t.type = cJSON_True;
+    f.type = cJSON_False;
+    z.type = cJSON_NULL;
+    if (!cJSON_IsObject(items) || js_types(c, items, ptr, &mask) != JS_OK) {
+        return -1;
+    }
+    for (k = items->child; k; k = k->next) {
+        if ((js_in(js_supported, k->string) || js_in(js_refused, k->string))
+            && strcmp(k->string, "enum") && strcmp(k->string, "const")
+            && strcmp(k->string, "type"))
+        {
+            return -1;
+        }
+    }
+    en = cJSON_GetObjectItemCaseSensitive(items, "enum");
+    v = en ? en->child : cJSON_GetObjectItemCaseSensitive(items, "const");
+    if (!en && !v) {
+        if (mask & ~(T_BOOL | T_NULL)) {
+            return -1;
+        }
+        en = NULL;
+        if (mask & T_BOOL) {
+            vals[n++] = &t;
+            vals[n++] = &f;
+        }
+        if (mask & T_NULL) {
+            vals[n++] = &z;
+        }
+        return n;
+    }
+    for (; v; v = en ? v->next : NULL) {
+        if (!(js_value_type(v) & mask)) {
+            continue;
+        }
+        for (i = 0; i < n && !cJSON_Compare(vals[i], v, 1); i++) {
+            /* a value twice? */
+        }
+        if (i < n || n == JS_MAX_UNIQUE) {
+            return -1;
+        }
+        vals[n++] = v;
+    }
+    return n;
+}
+
+
+/* name-<used> ::= "" (when enough) | ws "," ws vI name-<used + I> ...: the
+   values not yet used, while under max */
+static void
+js_unique_rule(js_ctx *c, const char *name, char (*lit)[256], int n,
+    unsigned used, long min, long max)
+{
+    llm_strbuf  b;
+    char        rule[128];
+    int         i, pop = __builtin_popcount(used), alts = 0;
+
+    js_buf(c, &b);
+    if (pop >= min) {
+        js_put(c, &b, "\"\"");
+        alts++;
+    }
+    for (i = 0; i < n && (max < 0 || pop < max); i++) {
+        if (used & (1u << i)) {
+            continue;
+        }
+        js_put(c, &b, alts++ ? " | " : "");
+        js_comma(c, &b);
+        js_putf(c, &b, "%s %s-%u", lit[i], name, used | (1u << i));
+    }
+    snprintf(rule, sizeof(rule), "%s-%u", name, used);
+    js_rule(c, rule, &b);
+    llm_strbuf_free(&b);
+}
+
+
+/* uniqueItems over a few values: the state is the set of values used */
+static int
+js_gen_unique(js_ctx *c, const cJSON *s, const char *ptr, long min,
+    long max, llm_strbuf *e)
+{
+    const cJSON  *vals[JS_MAX_UNIQUE];
+    char          lit[JS_MAX_UNIQUE][256], name[96], sub[512];
+    llm_strbuf    j, l;
+    unsigned      used;
+    int           n, i;
+
+    js_child(sub, sizeof(sub), ptr, "items");
+    n = cJSON_HasObjectItem(s, "prefixItems") ? -1
+        : js_unique_values(c, cJSON_GetObjectItemCaseSensitive(s, "items"),
+                           sub, vals);
+    if (n < 0) {
+        js_relaxable(c, "uniqueItems", NULL);
+        return js_fail(c, "json_schema: unsupported keyword 'uniqueItems' at "
+                       "%s: enforced on items of at most %d values (an enum, "
+                       "a const, boolean, null)", js_at(ptr), JS_MAX_UNIQUE);
+    }
+    if (min > n) {
+        return JS_EMPTY;
+    }
+    for (i = 0; i < n; i++) {
+        js_buf(c, &j);
+        js_buf(c, &l);
+        js_json_value(c, &j, vals[i], sub);
+        js_lit(c, &l, j.data ? j.data : "", j.len);
+        snprintf(lit[i], sizeof(lit[i]), "%s", l.data ? l.data : "");
+        if (l.len >= sizeof(lit[i])) {
+            js_relaxable(c, "uniqueItems", NULL);
+            js_fail(c, "json_schema: unsupported keyword 'uniqueItems' at "
+                    "%s: a value of its items over 255 bytes", js_at(ptr));
+        }
+        llm_strbuf_free(&j);
+        llm_strbuf_free(&l);
+    }
+    js_name(c, name, sizeof(name), "uniq");
+    for (used = 1; used < (1u << n) && !c->failed; used++) {
+        if (max < 0 || __builtin_popcount(used) <= max) {
+            js_unique_rule(c, name, lit, n, used, min, max);
+        }
+    }
+    js_put(c, e, "\"[\" ");
+    js_need(c, e, N_WS, "ws");
+    if (n > 0 && max != 0) {
+        js_put(c, e, " ( (");
+        for (i = 0; i < n; i++) {
+            js_putf(c, e, "%s %s %s-%u", i ? " |" : "", lit[i], name, 1u << i);
+        }
+        js_put(c, e, " ) ");
+        js_need(c, e, N_WS, "ws");
+        js_put(c, e, min > 0 ? " )" : " )?");
+    }
+    js_put(c, e, " \"]\"");
+    return c->failed ? JS_ERR : JS_OK;
+}
+
 static int
 js_gen_array(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 {
@@ -640,6 +790,12 @@ js_gen_array(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         || js_count(c, s, "maxItems", ptr, -1, &max) != JS_OK)
     {
         return JS_ERR;
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))
+        && (max < 0 || max > 1))
+    {
+        return max >= 0 && max < min ? JS_EMPTY
+                                     : js_gen_unique(c, s, ptr, min, max, e);
     }
     /* draft 2020-12: prefixItems + items; before it: items as an array +
        additionalItems */
@@ -849,7 +1005,7 @@ js_keyword_type(const char *k)
     };
     static const char *const arr[] = {
         "items", "prefixItems", "additionalItems", "minItems", "maxItems",
-        NULL
+        "uniqueItems", NULL
     };
 
     return js_in(str, k) ? T_STR : js_in(num, k) ? T_INT | T_FRAC

@@ -72,7 +72,7 @@ js_in(const char *const *list, const char *s)
 const char *const js_refused[] = {
     "dependentSchemas", "dependentRequired",
     "dependencies", "if", "then", "else", "not", "contains", "minContains",
-    "maxContains", "uniqueItems", "unevaluatedProperties",
+    "maxContains", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
     "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
     "divisibleBy", NULL
@@ -85,24 +85,18 @@ const char *const js_supported[] = {
     "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "minItems", "maxItems", "minProperties", "maxProperties",
-    "patternProperties", "propertyNames", "multipleOf", NULL
+    "patternProperties", "propertyNames", "multipleOf", "uniqueItems",
+    NULL
 };
 
 
-/* a refused keyword whose value changes nothing (uniqueItems false, an
-   empty patternProperties, then/else without if) */
+/* a refused keyword whose value changes nothing (an empty
+   patternProperties, then/else without if) */
 static int
 js_noop(const cJSON *s, const cJSON *k)
 {
     const char  *n = k->string;
 
-    if (strcmp(n, "uniqueItems") == 0) {
-        const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
-
-        /* true constrains nothing on arrays of at most one element */
-        return cJSON_IsFalse(k)
-               || (cJSON_IsNumber(mx) && mx->valuedouble <= 1);
-    }
     if (strcmp(n, "if") == 0) {
         return !cJSON_HasObjectItem(s, "then")
                && !cJSON_HasObjectItem(s, "else");

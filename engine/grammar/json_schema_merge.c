@@ -260,7 +260,7 @@ static const char *const js_maxs[] = {
 /* keywords that cannot be in two of the schemas merged */
 static const char *const js_once[] = {
     "pattern", "format", "anyOf", "oneOf", "propertyNames", "multipleOf",
-    NULL
+    "uniqueItems", NULL
 };
 
 

@@ -409,7 +409,6 @@ test_refused(void)
         { "if", "{}" },
         { "not", "{}" },
         { "contains", "{}" },
-        { "uniqueItems", "true" },
         { "unevaluatedProperties", "false" },
         { "unevaluatedItems", "false" },
         { "$dynamicRef", "\"#x\"" },
@@ -685,6 +684,19 @@ test_match(void)
         "+0", "+-3000", "+1000000000000000", "-10000000000000000", "-100",
         "-1001", "-0000", NULL
     };
+    static const char *const uniq[] = {
+        "+[]", "+[\"a\"]", "+[\"c\",\"a\",\"b\"]", "+[\"b\",\"c\"]",
+        "-[\"a\",\"a\"]", "-[\"a\",\"b\",\"a\"]", "-[\"d\"]",
+        "-[\"a\",\"b\",\"c\",\"a\"]", NULL
+    };
+    static const char *const uniq2[] = {
+        "+[\"b\",\"a\"]", "+[\"a\",\"c\"]", "-[\"a\"]", "-[]",
+        "-[\"a\",\"b\",\"c\"]", "-[\"a\",\"a\"]", NULL
+    };
+    static const char *const uniqb[] = {
+        "+[true,false]", "+[null]", "+[false,null,true]", "-[true,true]",
+        "-[null,false,null]", NULL
+    };
     static const char *const num[] = {
         "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
         "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
@@ -736,6 +748,368 @@ test_match(void)
     check("{\"type\":\"string\",\"format\":\"uri\"}", uri);
     check("{\"type\":\"number\"}", num);
     check("{\"type\":\"integer\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},"
+          "\"uniqueItems\":true}", uniq);
+    check("{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"a\","
+          "\"b\",\"c\",1]},\"uniqueItems\":true,\"minItems\":2,"
+          "\"maxItems\":2}", uniq2);
+    check("{\"type\":\"array\",\"items\":{\"type\":[\"boolean\",\"null\"]},"
+          "\"uniqueItems\":true}", uniqb);
+    is_str(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                "\"uniqueItems\":true}"),
+           "ERR: json_schema: unsupported keyword 'uniqueItems' at the root: "
+           "enforced on items of at most 8 values (an enum, a const, boolean, "
+           "null)", "uniqueItems on strings: refused");
+    {
+        char  plain[4096];
+
+        snprintf(plain, sizeof(plain), "%s",
+                 gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                      "\"maxItems\":1}"));
+        is_str(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                    "\"uniqueItems\":true,\"maxItems\":1}"), plain,
+               "uniqueItems with maxItems 1: a no-op");
+    }
+    is_str(gbnf("{\"items\":[{\"$ref\":\"other.json#/a\"}]}"),
+           "ERR: json_schema: unsupported keyword '$ref' at /items/0: only "
+           "references inside the schema ('#/...') are supported, not "
+           "'other.json#/a'", "remote $ref");
+    is_str(gbnf("{\"properties\":{\"a\":{\"$id\":\"http://x/a.json\","
+                "\"$ref\":\"#/$defs/b\",\"$defs\":{\"b\":{}}}}}"),
+           "ERR: json_schema: unsupported keyword '$id' at /properties/a: "
+           "embedded resources are not supported", "embedded $id");
+    is_str(gbnf("{\"$ref\":\"#foo\"}"),
+           "ERR: json_schema: unsupported keyword '$ref' at the root: anchors "
+           "('#foo') are not supported", "anchor $ref");
+    is_str(gbnf("{\"$ref\":\"#/$defs/none\"}"),
+           "ERR: json_schema: '$ref' '#/$defs/none' at the root names nothing "
+           "in the schema", "dangling $ref");
+    is_str(gbnf("{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}"),
+           "ERR: json_schema: '$ref' at /anyOf/0 is left-recursive (it reaches "
+           "itself before any '{' or '[')", "left recursion");
+    is_str(gbnf("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":"
+                "\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}"),
+           "ERR: json_schema: '$ref' at the root: a circle of references",
+           "a circle of $refs");
+    is_str(gbnf("{\"type\":\"string\",\"format\":\"idn-hostname\"}"),
+           "ERR: json_schema: unsupported format 'idn-hostname' at the root",
+           "unsupported format");
+    is_str(gbnf("{\"type\":\"number\",\"minimum\":0.5}"),
+           "ERR: json_schema: 'minimum' 0.5 at the root: only integer bounds "
+           "are enforced on numbers", "fractional bound on a number");
+    ok(strncmp(gbnf("{\"type\":\"integer\",\"minimum\":0.5}"), "root ::=", 8)
+       == 0, "a fractional bound on an integer is fine");
+    is_str(gbnf("{\"type\":\"integer\",\"maximum\":1e17}"),
+           "ERR: json_schema: 'maximum' 1e+17 at the root is beyond 2^53",
+           "a bound past 2^53");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"a(?=b)\"}"),
+           "ERR: json_schema: pattern at the root: lookaround and (?...) "
+           "groups are not supported (at offset 2)", "pattern: lookahead");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}"),
+           "ERR: json_schema: pattern at the root: \\1 is not supported (at "
+           "offset 5)", "pattern: backreference");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"a^b\"}"),
+           "ERR: json_schema: pattern at the root: ^ and $ are supported only "
+           "at the ends of the pattern's top-level alternatives (at offset 1)",
+           "pattern: ^ inside");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"^a{8,5/$\"}"),
+           "root ::= \"\\\"\" ( \"a\" \"{\" \"8\" \",\" \"5\" \"/\" ) \"\\\"\"\n",
+           "pattern: a '{' that is no quantifier is a literal (found by "
+           "fuzzing)");
+    is_str(gbnf("{\"type\":\"string\",\"pattern\":\"x\",\"maxLength\":3}"),
+           "ERR: json_schema: 'pattern' with minLength/maxLength at the root "
+           "is not supported", "pattern with maxLength");
+    is_str(gbnf("{\"type\":\"object\",\"properties\":{\"a\":{}},"
+                "\"minProperties\":2}"),
+           "ERR: json_schema: minProperties/maxProperties at the root with "
+           "properties is not supported (beyond what required and "
+           "additionalProperties say)", "minProperties beyond required");
+    is_str(gbnf("{\"allOf\":[{\"pattern\":\"a\"},{\"pattern\":\"b\"}]}"),
+           "ERR: json_schema: allOf at the root: cannot merge two different "
+           "'pattern'", "allOf of two patterns");
+    is_str(gbnf("{\"enum\":[1],\"minimum\":0}"),
+           "ERR: json_schema: 'enum' with 'minimum' at the root is not "
+           "supported", "enum with another keyword");
+    is_str(gbnf("false"),
+           "ERR: json_schema: the schema accepts no JSON value", "false");
+    is_str(gbnf("{\"type\":\"object\",\"required\":[\"a\"],"
+                "\"additionalProperties\":false}"),
+           "ERR: json_schema: the schema accepts no JSON value",
+           "required but not allowed");
+    is_str(gbnf("{\"type\":\"strin\"}"),
+           "ERR: json_schema: unknown type 'strin' at the root", "bad type");
+    is_str(gbnf("{\"type\":"), "ERR: json_schema: the schema is not valid "
+           "JSON (near byte 7)", "not JSON");
+    is_str(gbnf("[1]"), "ERR: json_schema: the schema at the root is not an "
+           "object or a boolean", "not a schema");
+    is_str(gbnf("{\"enum\":[\"\xc3\"]}"), "ERR: json_schema: the schema is "
+           "not valid UTF-8 (at byte 10)", "not UTF-8");
+    is_str(gbnf("{\"enum\":[\"\xed\xa0\x80\"]}"), "ERR: json_schema: the "
+           "schema is not valid UTF-8 (at byte 10)", "a surrogate in UTF-8");
+    is_str(gbnf("{\"enum\":[\"\x01\"]}"), "ERR: json_schema: the schema has "
+           "a control byte (0x01 at byte 10)", "a control byte in a string");
+    is_str(gbnf("{\"properties\":{\"a\\u0000b\":{}}}"), "ERR: json_schema: "
+           "the schema has \\u0000 (at byte 17)", "\\u0000");
+    ok(strncmp(gbnf("{\"enum\":[\"a\\\\u0000\"]}"), "root ::= ", 9) == 0,
+       "an escaped backslash before u0000 is fine");
+    is_str(gbnf("{\"properties\":{\"a\":{},\"b\":{\"type\":\"null\",\"type\":1}}}"),
+           "ERR: json_schema: the key 'type' is twice in the object at "
+           "/properties/b", "a key twice");
+}
+
+
+static void
+test_caps(void)
+{
+    llm_strbuf  out;
+    char        err[256], *deep;
+    int         i, n;
+
+    /* out->max */
+    memset(&out, 0, sizeof(out));
+    out.max = 200;
+    is_int(llm_json_schema_to_gbnf("{\"type\":\"object\",\"properties\":{\"a\":"
+                                   "{\"type\":\"string\"}}}", 54, "root", 1, &out,
+                                   err, sizeof(err)), -1, "over out->max");
+    is_str(err, "json_schema: the grammar would be over 200 bytes",
+           "its error");
+    llm_strbuf_free(&out);
+
+    /* nesting */
+    deep = malloc(20000);
+    n = 0;
+    for (i = 0; i < 100; i++) {
+        n += sprintf(deep + n, "{\"items\":");
+    }
+    n += sprintf(deep + n, "{}");
+    for (i = 0; i < 100; i++) {
+        deep[n++] = '}';
+    }
+    deep[n] = '\0';
+    ok(strstr(gbnf(deep), "ERR: json_schema: the schema at /items/items/")
+       && strstr(gbnf(deep), "is nested deeper than 64"),
+       "100 nested schemas: an error");
+    free(deep);
+
+    /* 130 names with different first characters: over the engine's
+       ranges in a class, an error (not a name left out of the class) */
+    deep = malloc(20000);
+    n = sprintf(deep, "{\"type\":\"object\",\"properties\":{");
+    for (i = 0; i < 130; i++) {
+        n += sprintf(deep + n, "%s\"\\u%04x\":{}", i ? "," : "", 0x100 + 2 * i);
+    }
+    sprintf(deep + n, "}}");
+    is_str(gbnf(deep), "ERR: json_schema: property names begin with too many "
+           "different characters after a shared prefix",
+           "130 names beginning differently: refused");
+    free(deep);
+
+    is_str(gbnf("{\"type\":\"string\",\"maxLength\":1001}"),
+           "ERR: json_schema: 'maxLength' 1001 at the root is over 1000, the "
+           "most the grammar enforces", "maxLength cap");
+    ok(strncmp(gbnf("{\"type\":\"string\",\"maxLength\":1000}"), "root ::=", 8)
+       == 0, "maxLength 1000 is fine");
+    is_str(gbnf("{\"type\":\"array\",\"minItems\":-1}"),
+           "ERR: json_schema: 'minItems' at the root is not a non-negative "
+           "integer", "negative minItems");
+    memset(&out, 0, sizeof(out));
+    is_int(llm_json_schema_to_gbnf("{}", 2, "bad name", 1, &out, err,
+                                   sizeof(err)), -1, "bad root name");
+    is_int(llm_json_schema_to_gbnf("{}", 2, "root", -1, &out, err,
+                                   sizeof(err)), -1, "negative max_ws");
+    llm_strbuf_free(&out);
+}
+
+
+static void
+test_match(void)
+{
+    static const char *const obj[] = {
+        "+{\"a\":1}", "+{\"a\":1,\"b\":\"x\"}", "+{ \"a\" : 1 , \"b\" : \"\" }",
+        "-{\"b\":\"x\",\"a\":1}", "-{\"b\":\"x\"}", "-{}", "-{\"a\":1,\"c\":2}",
+        "-{\"a\":\"1\"}", "-{\"a\":1,}", "-{\"a\":1}x",
+        "+{                    \"a\":1}", "-{                     \"a\":1}",
+        NULL
+    };
+    static const char *const opt[] = {
+        "+{}", "+{\"a\":1}", "+{\"b\":2}", "+{\"a\":1,\"b\":2}",
+        "+{\"a\":1,\"x\":true}", "+{\"x\":[],\"y\":{}}", "+{\"ab\":1}",
+        "-{\"a\":1,\"a\":1}", "-{\"x\":1,\"a\":1}", "-{,}", "-{\"a\":1,}",
+        "-{\"a\\u0041\":1}", NULL
+    };
+    static const char *const arr[] = {
+        "-[]", "+[1]", "+[1,2,3]", "-[1,2,3,4]", "-[1.5]", "+[ 1 , -2 ]",
+        "-[1,]", NULL
+    };
+    static const char *const tuple[] = {
+        "+[]", "+[1]", "+[1,\"a\"]", "+[1,\"a\",null,null]", "-[1,\"a\",2]",
+        "-[\"a\"]", NULL
+    };
+    static const char *const str[] = {
+        "+\"\"", "+\"abc\"", "+\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\"",
+        "+\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"", "-\"\t\"", "-\"\\x\"",
+        "-\"\\ud800\"", "-abc", "-\"abc", NULL
+    };
+    static const char *const len[] = {
+        "-\"a\"", "+\"ab\"", "+\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"",
+        "+\"\\n\\u0041\"", "-\"abcd\"", NULL
+    };
+    static const char *const pat[] = {
+        "+\"ab-12\"", "+\"zz-9999\"", "-\"ab-1\"", "-\"Ab-12\"", "-\"ab12\"",
+        "-\"ab-12x\"", NULL
+    };
+    static const char *const unanch[] = {
+        "+\"foo\"", "+\"xx foo yy\"", "+\"\\\"foo\\\"\"", "-\"fo\"", NULL
+    };
+    static const char *const esc[] = {
+        "+\"a\\\"b\"", "+\"a\\\\b\"", "+\"a\\nb\"", "-\"a\\u000ab\"",
+        "-\"ab\"", NULL
+    };
+    static const char *const date[] = {
+        "+\"2024-02-29\"", "+\"2000-02-29\"", "-\"1900-02-29\"",
+        "-\"2023-02-29\"", "+\"2023-12-31\"", "-\"2023-04-31\"",
+        "-\"2023-13-01\"", "-\"0000-01-01\"", "-\"2023-1-01\"", NULL
+    };
+    static const char *const dt[] = {
+        "+\"2023-06-01T12:30:59Z\"", "+\"2023-06-01T00:00:00.123+05:30\"",
+        "-\"2023-06-01T24:00:00Z\"", "-\"2023-06-01 12:30:59Z\"",
+        "-\"2023-06-01T12:30:59\"", NULL
+    };
+    static const char *const uuid[] = {
+        "+\"123e4567-e89b-12d3-a456-426614174000\"",
+        "-\"123e4567e89b12d3a456426614174000\"",
+        "-\"123e4567-e89b-12d3-a456-42661417400g\"", NULL
+    };
+    static const char *const email[] = {
+        "+\"joe.bloggs@example.com\"", "-\"joe\"", "-\"@example.com\"", NULL
+    };
+    static const char *const host[] = {
+        "+\"example.com\"", "+\"a-b.c1.org\"", "+\"localhost\"",
+        "-\"-a.com\"", "-\"a-.com\"", "-\"a..com\"", "-\"a.com.\"",
+        "-\"1.2.3.4\"", "-\"a_b.com\"", "-\"\"",
+        "-\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com\"", NULL
+    };
+    static const char *const ipv4[] = {
+        "+\"192.168.0.1\"", "+\"0.0.0.0\"", "+\"255.255.255.255\"",
+        "-\"256.1.1.1\"", "-\"01.1.1.1\"", "-\"1.1.1\"",
+        "-\"1.1.1.1.1\"", "-\"1.1.1.\"", NULL
+    };
+    static const char *const ipv6[] = {
+        "+\"::\"", "+\"::1\"", "+\"fe80::\"", "+\"1:2:3:4:5:6:7:8\"",
+        "+\"2001:db8::\"", "+\"::ffff:1:2\"", "-\"1:2:3:4:5:6:7\"",
+        "-\"1:2:3:4:5:6:7:8:9\"", "-\":::\"", "-\"12345::\"",
+        "-\"g::\"", NULL
+    };
+    static const char *const uri[] = {
+        "+\"https://example.com/a?b=c#d\"", "+\"urn:isbn:0451450523\"",
+        "+\"mailto:joe@example.com\"", "+\"http://x/%20y\"",
+        "-\"example.com\"", "-\"//example.com\"", "-\"1http://a\"",
+        "-\"http://a b\"", "-\"http://a#b#c\"", "-\"http://a/%2\"",
+        "-\"http://a/<b>\"", NULL
+    };
+    static const char *const mult3[] = {
+        "+0", "+3", "+-9", "+123", "+999999999999999", "+1000000000000002",
+        "-1", "-10", "-1.5", "-3.0", "-10000000000000002", NULL
+    };
+    static const char *const mult5[] = {
+        "+5", "+10", "+15", "+20", "-0", "-25", "-7", "--5", NULL
+    };
+    static const char *const mult5x[] = {
+        "+5", "-0", "-10", "-4", NULL
+    };
+    static const char *const mult16[] = {
+        "+128", "+-640", "+0", "+1000000000000000", "-100", "-24", NULL
+    };
+    static const char *const mult1000[] = {
+        "+0", "+-3000", "+1000000000000000", "-10000000000000000", "-100",
+        "-1001", "-0000", NULL
+    };
+    static const char *const uniq[] = {
+        "+[]", "+[\"a\"]", "+[\"c\",\"a\",\"b\"]", "+[\"b\",\"c\"]",
+        "-[\"a\",\"a\"]", "-[\"a\",\"b\",\"a\"]", "-[\"d\"]",
+        "-[\"a\",\"b\",\"c\",\"a\"]", NULL
+    };
+    static const char *const uniq2[] = {
+        "+[\"b\",\"a\"]", "+[\"a\",\"c\"]", "-[\"a\"]", "-[]",
+        "-[\"a\",\"b\",\"c\"]", "-[\"a\",\"a\"]", NULL
+    };
+    static const char *const uniqb[] = {
+        "+[true,false]", "+[null]", "+[false,null,true]", "-[true,true]",
+        "-[null,false,null]", NULL
+    };
+    static const char *const num[] = {
+        "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
+        "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
+    };
+    static const char *const nul[] = {
+        "+null", "+\"x\"", "-1", "-nul", NULL
+    };
+    static const char *const rec[] = {
+        "+{\"v\":1}", "+{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}",
+        "-{\"v\":1,\"next\":{\"next\":{}}}", "-{\"v\":1,\"next\":null}", NULL
+    };
+    static const char *const any[] = {
+        "+1", "+\"a\"", "-\"ab\"", "+true", "-2", NULL
+    };
+    static const char *const all[] = {
+        "+{\"a\":1,\"b\":\"x\"}", "-{\"a\":1}", "-{\"b\":\"x\"}",
+        "-{\"a\":1,\"b\":\"x\",\"c\":1}", NULL
+    };
+    static const char *const rec_allof[] = {
+        "+null", "+[null]", "+[[null,[]],[[[]]]]", "-[]", "-[1]",
+        "-[null,null,null,null]", "+[[],[],[]]", "-[[[null,null,null,null]]]",
+        NULL
+    };
+    static const char *const json_obj[] = {
+        "+{}", "+{\"a\":[1,{\"b\":null}],\"c\":\"d\"}", "-[]", "-1", NULL
+    };
+
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"string\"}},\"required\":[\"a\"],"
+          "\"additionalProperties\":false}", obj);
+    check("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+          "\"b\":{\"type\":\"integer\"}}}", opt);
+    check("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},"
+          "\"minItems\":1,\"maxItems\":3}", arr);
+    check("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},"
+          "{\"type\":\"string\"}],\"items\":{\"type\":\"null\"}}", tuple);
+    check("{\"type\":\"string\"}", str);
+    check("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", len);
+    check("{\"type\":\"string\",\"pattern\":\"^[a-z]{2}-\\\\d{2,4}$\"}", pat);
+    check("{\"type\":\"string\",\"pattern\":\"foo\"}", unanch);
+    check("{\"type\":\"string\",\"pattern\":\"^a[\\\"\\\\\\\\\\\\n]b$\"}", esc);
+    check("{\"type\":\"string\",\"format\":\"date\"}", date);
+    check("{\"type\":\"string\",\"format\":\"date-time\"}", dt);
+    check("{\"type\":\"string\",\"format\":\"uuid\"}", uuid);
+    check("{\"type\":\"string\",\"format\":\"email\"}", email);
+    check("{\"type\":\"string\",\"format\":\"hostname\"}", host);
+    check("{\"type\":\"string\",\"format\":\"ipv4\"}", ipv4);
+    check("{\"type\":\"string\",\"format\":\"ipv6\"}", ipv6);
+    check("{\"type\":\"string\",\"format\":\"uri\"}", uri);
+    check("{\"type\":\"number\"}", num);
+    check("{\"type\":\"integer\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},"
+          "\"uniqueItems\":true}", uniq);
+    check("{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"a\","
+          "\"b\",\"c\",1]},\"uniqueItems\":true,\"minItems\":2,"
+          "\"maxItems\":2}", uniq2);
+    check("{\"type\":\"array\",\"items\":{\"type\":[\"boolean\",\"null\"]},"
+          "\"uniqueItems\":true}", uniqb);
+    is_str(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                "\"uniqueItems\":true}"),
+           "ERR: json_schema: unsupported keyword 'uniqueItems' at the root: "
+           "enforced on items of at most 8 values (an enum, a const, boolean, "
+           "null)", "uniqueItems on strings: refused");
+    is_str(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                "\"uniqueItems\":true,\"maxItems\":1}"),
+           "root ::= root-array1\n"
+           "root-item0 ::= root-string\n"
+           "root-array1 ::= \"[\" root-ws ( root-item0 root-ws )? \"]\"\n"
+           "root-ws ::= [ \\t\\n]{0,1}\n"
+           "root-string ::= \"\\\"\" root-char* \"\\\"\"\n"
+           "root-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] "
+           "| \"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] "
+           "[0-9a-fA-F]{2} ) )\n", "uniqueItems with maxItems 1: a no-op");
     check("{\"type\":\"number\",\"multipleOf\":3}", mult3);
     check("{\"type\":\"integer\",\"minimum\":1,\"maximum\":20,"
           "\"multipleOf\":5}", mult5);
@@ -1487,7 +1861,7 @@ test_relaxed(void)
     is_str(relaxed_of("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
                       "\"uniqueItems\":true,\"if\":{\"minItems\":1},\"then\":"
                       "{\"maxItems\":2}}", NULL),
-           "uniqueItems@, if@", "at the root: an empty pointer");
+           "if@, uniqueItems@", "at the root: an empty pointer");
     is_str(relaxed_of("{\"properties\":{\"a b,c%\":{\"multipleOf\":0.5}}}",
                       NULL),
            "multipleOf@/properties/a%20b%2Cc%25",
@@ -2094,6 +2468,8 @@ test_walks(void)
         "{\"type\":\"string\",\"format\":\"date-time\"}",
         "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":"
         "7}}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\",1,1.5,null,"
+        "{\"a\":[1]},[2]]},\"uniqueItems\":true,\"minItems\":1}",
         "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-20,"
         "\"maximum\":40,\"multipleOf\":6}}",
         "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"multipleOf\":"
