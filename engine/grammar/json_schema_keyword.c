@@ -132,7 +132,13 @@ js_check_keywords(js_ctx *c, const cJSON *s, const char *ptr)
                            js_at(ptr));
         }
         if (js_in(js_refused, k->string) && !js_noop(s, k)) {
-            js_relaxable(c, k->string, NULL);
+            /* if/then/else go together, reported as "if" */
+            int  cond = strcmp(k->string, "if") == 0
+                        || strcmp(k->string, "then") == 0
+                        || strcmp(k->string, "else") == 0;
+
+            js_relaxable(c, cond ? "if/then/else" : k->string,
+                         cond ? "if" : NULL);
             return js_fail(c, "json_schema: unsupported keyword '%s' at %s",
                            k->string, js_at(ptr));
         }
