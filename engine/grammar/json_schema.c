@@ -715,17 +715,33 @@ js_unique_rule(js_ctx *c, const char *name, char (*lit)[256], int n,
 }
 
 
+/* 1 when s asks for unique items and has room for two */
+static int
+js_unique_wanted(const cJSON *s)
+{
+    const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))
+           && !(cJSON_IsNumber(mx) && mx->valuedouble <= 1);
+}
+
+
 /* uniqueItems over a few values: the state is the set of values used */
 static int
-js_gen_unique(js_ctx *c, const cJSON *s, const char *ptr, long min,
-    long max, llm_strbuf *e)
+js_gen_unique(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 {
     const cJSON  *vals[JS_MAX_UNIQUE];
     char          lit[JS_MAX_UNIQUE][256], name[96], sub[512];
     llm_strbuf    j, l;
     unsigned      used;
+    long          min, max;
     int           n, i;
 
+    if (js_count(c, s, "minItems", ptr, 0, &min) != JS_OK
+        || js_count(c, s, "maxItems", ptr, -1, &max) != JS_OK)
+    {
+        return JS_ERR;
+    }
     js_child(sub, sizeof(sub), ptr, "items");
     n = cJSON_HasObjectItem(s, "prefixItems") ? -1
         : js_unique_values(c, cJSON_GetObjectItemCaseSensitive(s, "items"),
@@ -736,7 +752,7 @@ js_gen_unique(js_ctx *c, const cJSON *s, const char *ptr, long min,
                        "%s: enforced on items of at most %d values (an enum, "
                        "a const, boolean, null)", js_at(ptr), JS_MAX_UNIQUE);
     }
-    if (min > n) {
+    if (min > n || (max >= 0 && max < min)) {
         return JS_EMPTY;
     }
     for (i = 0; i < n; i++) {
@@ -790,12 +806,6 @@ js_gen_array(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         || js_count(c, s, "maxItems", ptr, -1, &max) != JS_OK)
     {
         return JS_ERR;
-    }
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))
-        && (max < 0 || max > 1))
-    {
-        return max >= 0 && max < min ? JS_EMPTY
-                                     : js_gen_unique(c, s, ptr, min, max, e);
     }
     /* draft 2020-12: prefixItems + items; before it: items as an array +
        additionalItems */
@@ -1271,7 +1281,8 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     JS_TYPE(T_STR, js_gen_string(c, s, ptr, &t));
     JS_TYPE(T_INT | T_FRAC, js_gen_number(c, s, ptr, !(mask & T_FRAC), &t));
     JS_TYPE(T_OBJ, js_gen_object(c, s, ptr, &t));
-    JS_TYPE(T_ARR, js_gen_array(c, s, ptr, &t));
+    JS_TYPE(T_ARR, js_unique_wanted(s) ? js_gen_unique(c, s, ptr, &t)
+                                       : js_gen_array(c, s, ptr, &t));
 #undef JS_TYPE
     if (rc == JS_ERR) {
         llm_strbuf_free(&alts.b);
