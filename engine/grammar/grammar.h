@@ -53,8 +53,8 @@ typedef struct {
                                    llm_grammar_relaxed() lists it */
 } llm_grammar_limits;
 
-/* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, compact JSON (20 blanks
-   when flexible), strict */
+/* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, flexible JSON of at most
+   20 blanks in a row (the request path sets compact), strict */
 void llm_grammar_limits_default(llm_grammar_limits *lim);
 
 /* the tokens' bytes once per model (the token trie lives here) */

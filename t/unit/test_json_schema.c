@@ -1412,7 +1412,8 @@ test_compact(void)
     char                 err[512];
 
     llm_grammar_limits_default(&lim);
-    is_int(lim.json_ws, LLM_JSON_WS_COMPACT, "compact JSON is the default");
+    is_int(lim.json_ws, LLM_JSON_WS_FLEXIBLE, "flexible JSON is the API's "
+           "default (the request path chooses)");
     is_int(lim.strict, 1, "strict is the default");
 
     g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, obj, 1, LLM_JSON_WS_COMPACT,
