@@ -636,13 +636,12 @@ static int
 js_unique_values(js_ctx *c, const cJSON *items, const char *ptr,
     const cJSON **vals)
 {
-    static cJSON  t, f, z;
-    const cJSON  *en, *v, *k;
-    int           mask, n = 0, i;
+    static const cJSON  t = { .type = cJSON_True };
+    static const cJSON  f = { .type = cJSON_False };
+    static const cJSON  z = { .type = cJSON_NULL };
+    const cJSON        *en, *v, *k;
+    int                 mask, n = 0, i;
 
-    t.type = cJSON_True;
-    f.type = cJSON_False;
-    z.type = cJSON_NULL;
     if (!cJSON_IsObject(items) || js_types(c, items, ptr, &mask) != JS_OK) {
         return -1;
     }
@@ -1432,8 +1431,8 @@ js_relaxed_schema(js_ctx *c, const cJSON *s)
         cJSON_Delete(r);
         return NULL;
     }
+    snprintf(drop, sizeof(drop), "/%s/", c->drop);
     for (k = s->child; k; k = k->next) {
-        snprintf(drop, sizeof(drop), "/%s/", c->drop);
         if (strlen(k->string) < 60) {
             char  key[64];
 
@@ -1679,6 +1678,23 @@ js_shared(js_ctx *c, llm_strbuf *out)
 }
 
 
+/* a rule name: letters, digits, "-", at most JS_MAX_ROOT */
+static int
+js_root_ok(const char *root)
+{
+    const char  *p;
+
+    for (p = root; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+              || (*p >= '0' && *p <= '9') || *p == '-'))
+        {
+            return 0;
+        }
+    }
+    return p > root && p - root <= JS_MAX_ROOT;
+}
+
+
 int
 llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     int max_ws, llm_strbuf *out, char *err, size_t err_len)
@@ -1700,32 +1716,25 @@ llm_json_schema_compile(const char *schema, size_t len,
 {
     js_ctx       c;
     llm_strbuf   e;
-    const char  *end, *p, *root = o->root;
-    int          rc, i, max_ws = o->max_ws;
+    const char  *end, *root = o->root;
+    int          rc, i;
 
     memset(&c, 0, sizeof(c));
     c.err = err;
     c.err_len = err_len;
     c.root = root;
-    c.max_ws = max_ws;
+    c.max_ws = o->max_ws;
     c.strict = o->strict;
     c.relaxed = o->relaxed;
-    c.max = out->max ? out->max : 0;
+    c.max = out->max;
     if (err_len) {
         err[0] = '\0';
     }
-    for (p = root; *p; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-              || (*p >= '0' && *p <= '9') || *p == '-'))
-        {
-            break;
-        }
-    }
-    if (*p || p == root || p - root > JS_MAX_ROOT) {
+    if (!js_root_ok(root)) {
         return js_fail(&c, "json_schema: bad rule name '%.64s'", root);
     }
-    if (max_ws < 0) {
-        return js_fail(&c, "json_schema: max_ws %d is negative", max_ws);
+    if (o->max_ws < 0) {
+        return js_fail(&c, "json_schema: max_ws %d is negative", o->max_ws);
     }
     if (js_check_text(&c, schema, len) != JS_OK) {
         return -1;
