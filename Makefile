@@ -100,6 +100,15 @@ $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
+# tools/json_schema_dump.sh: test binaries that record every schema they
+# convert and the grammar it gives (t/unit/js_dump.c), and a converter of
+# schema files
+JS_DUMP_WRAP := -Wl,--wrap=llm_json_schema_compile \
+                -Wl,--wrap=llm_json_schema_to_gbnf t/unit/js_dump.c
+$(BUILD)/dump/%: t/unit/%.c t/unit/js_dump.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -o $@ $< $(JS_DUMP_WRAP) $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
 # the unit tests two at a time (UNIT_JOBS): each writes only files of its
 # own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
 UNIT_JOBS  ?= 2
