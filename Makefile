@@ -80,12 +80,14 @@ all: engine module
 engine: $(BUILD)/ngx_llm_engine
 
 # each object depends on the headers it includes (-MMD: a .d file beside
-# it, read below; -MP: a header removed or moved does not stop make)
-$(OBJ)/%.o: %.c
+# it, read below; -MP: a header removed or moved does not stop make). An
+# object without its .d (built before -MMD, or the .d lost) is rebuilt:
+# the empty rule below makes a missing .d newer than any object
+$(OBJ)/%.o: %.c $(OBJ)/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu
+$(OBJ)/%.cu.o: %.cu $(OBJ)/%.cu.d
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
@@ -96,7 +98,7 @@ $(OBJ)/t/asan/options.o: t/asan/options.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DNGX_LLM_SAN_LOG='"$(abspath $(BUILD))/san/engine"' -c $< -o $@
 
-$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
+$(BUILD)/t/%: t/unit/%.c $(BUILD)/t/%.d $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
@@ -381,14 +383,14 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 FUZZ_OBJS   := $(filter-out %/server.o %/cli_plan.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/obj/%.o: %.c
+$(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/fuzz/obj/%.d
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
 
 # fuzz_slot includes server.c (its static llm_slot_request)
 $(BUILD)/fuzz/fuzz_slot: engine/server/server.c
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzz/fuzz_%.d $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
@@ -418,5 +420,8 @@ fuzz: $(FUZZ_BINS)
 clean:
 	rm -rf $(BUILD)
 
-# the header dependencies the compilers wrote (-MMD)
+# the header dependencies the compilers wrote (-MMD); a missing one is
+# made by nothing, which rebuilds its object (above)
+%.d: ;
+.PRECIOUS: %.d
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
