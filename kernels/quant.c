@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "quant.h"
+#include "quant_vals.h"
 #include "tensor_type.h"
 
 
@@ -111,38 +112,14 @@ llm_q4k_scale_min(const uint8_t s[12], int j, int *sc, int *m)
 int
 llm_quant_block(uint32_t type)
 {
-    switch (type) {
-    case GGML_TYPE_F32:
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        return 1;
-    case GGML_TYPE_Q4_0:
-    case GGML_TYPE_Q4_1:
-    case GGML_TYPE_Q8_0:
-        return LLM_QK;
-    case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q6_K:
-        return LLM_QK_K;
-    default:
-        return 0;
-    }
+    return (int) ggml_type_block(type);
 }
 
 
 int
 llm_quant_block_bytes(uint32_t type)
 {
-    switch (type) {
-    case GGML_TYPE_F32:  return 4;
-    case GGML_TYPE_F16:  return 2;
-    case GGML_TYPE_BF16: return 2;
-    case GGML_TYPE_Q4_0: return sizeof(llm_block_q4_0);
-    case GGML_TYPE_Q4_1: return sizeof(llm_block_q4_1);
-    case GGML_TYPE_Q8_0: return sizeof(llm_block_q8_0);
-    case GGML_TYPE_Q4_K: return sizeof(llm_block_q4_K);
-    case GGML_TYPE_Q6_K: return sizeof(llm_block_q6_K);
-    default:             return 0;
-    }
+    return (int) ggml_type_size(type);
 }
 
 
@@ -274,6 +251,7 @@ llm_dequant_row(uint32_t type, const void *row, float *out, int64_t n)
     case GGML_TYPE_Q8_0: dequant_q8_0(row, out, n / blk); break;
     case GGML_TYPE_Q4_K: dequant_q4_K(row, out, n / blk); break;
     case GGML_TYPE_Q6_K: dequant_q6_K(row, out, n / blk); break;
+    default:             llm_dequant_ext(type, row, out, n / blk); break;
     }
 }
 
@@ -394,7 +372,7 @@ llm_quantize_row(uint32_t type, const float *x, void *row, int64_t n)
     case GGML_TYPE_Q4_0: quantize_q4_0(x, row, n / LLM_QK); return 0;
     case GGML_TYPE_Q4_1: quantize_q4_1(x, row, n / LLM_QK); return 0;
     default:
-        return -1;
+        return llm_quantize_ext(type, x, row, n);
     }
 }
 

@@ -287,8 +287,7 @@ gguf_check_tensor_shape(gguf_file *g, gguf_tensor *t)
 
     if (ggml_type_block(t->type) == 0) {
         return gguf_fail(g, "tensor '%s' has type %s (%u), which is not "
-                         "supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
-                         "Q6_K are)", t->name, ggml_type_name(t->type),
+                         "supported (" GGML_TYPES_SUPPORTED " are)", t->name, ggml_type_name(t->type),
                          t->type);
     }
     for (i = 0; i < t->n_dims; i++) {
