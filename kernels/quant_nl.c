@@ -93,6 +93,32 @@ llm_unpack_iq4_xs(const llm_block_iq4_xs *b, llm_qk_vals *v)
 
 /* --- quantization -------------------------------------------------------- */
 
+/* the index of the IQ4_NL value nearest to v (the table ascends: the
+ * lower of two equally near) */
+static int
+nearest_nl(float v)
+{
+    const int8_t *kv = llm_kvalues_iq4nl;
+    int lo = 0, hi = 15;
+
+    if (v <= kv[0]) {
+        return 0;
+    }
+    if (v >= kv[15]) {
+        return 15;
+    }
+    while (hi - lo > 1) {                       /* kv[lo] < v <= kv[hi] */
+        int mid = (lo + hi) / 2;
+        if (v > kv[mid]) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return v - kv[lo] <= kv[hi] - v ? lo : hi;
+}
+
+
 /* the index of the table value nearest to v (first of equals) */
 static int
 nearest(const int8_t kv[16], float v)
@@ -133,7 +159,7 @@ nl_fit(const float *x, int n, uint8_t *idx)
         float id = ((float) t + llm_kvalues_iq4nl[0]) / max;
         float sqx = 0.0f, sq2 = 0.0f;
         for (int j = 0; j < n; j++) {
-            tmp[j] = (uint8_t) nearest(llm_kvalues_iq4nl, x[j] * id);
+            tmp[j] = (uint8_t) nearest_nl(x[j] * id);
             float q = llm_kvalues_iq4nl[tmp[j]];
             sqx += q * x[j];
             sq2 += q * q;
@@ -178,8 +204,8 @@ quantize_iq4_xs(const float *x, llm_block_iq4_xs *b)
         ls = ls < -32 ? -32 : ls > 31 ? 31 : ls;
         float dl = d * (float) ls, il = dl != 0.0f ? 1.0f / dl : 0.0f;
         for (int j = 0; j < LLM_QK; j++) {
-            idx[j] = (uint8_t) (dl != 0.0f
-                     ? nearest(llm_kvalues_iq4nl, x[32 * k + j] * il) : 8);
+            idx[j] = (uint8_t) (dl != 0.0f ? nearest_nl(x[32 * k + j] * il)
+                                           : 8);
         }
         pack_nibbles(idx, b->qs + 16 * k);
         b->scales_l[k / 2] |= (uint8_t) (((ls + 32) & 0xf) << (4 * (k % 2)));
