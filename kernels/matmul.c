@@ -761,7 +761,7 @@ act_plan(const llm_kernel_set *set, const llm_tensor *w, int n_x,
             return *act_stride * n_x;
         }
         *act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
-        if (set->q32_pack) {
+        if (set->q32_pack && !llm_is_q32x(w->type)) {
             bytes = set->q32_layout(w->cols / LLM_QK, n_x, act_stride);
         }
         break;
@@ -821,7 +821,7 @@ act_threads(const matmul_job *job, llm_threadpool *tp)
 static size_t
 pack_tmp_size(const matmul_job *job)
 {
-    if (job->act_type != GGML_TYPE_Q8_0
+    if (job->act_type != GGML_TYPE_Q8_0 || llm_is_q32x(job->w->type)
         || (job->set->q32_pack == NULL && !job->w->pack))
     {
         return 0;
