@@ -8,7 +8,9 @@
  *    (n_x 1..9, row and column views, 1-3 threads);
  *  - our quantizer's blocks decode close to their input;
  *  - unsupported types are refused by name, and the supported list the
- *    loaders print is the type table's.
+ *    loaders print is the type table's;
+ *  - the quantizer's mix: llama.cpp's rules and fallbacks, tensor by
+ *    tensor, for SmolLM2's shapes (30 layers, rows of 576 and 1536).
  */
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "model/quantize.h"
 #include "quant.h"
 #include "quant_vals.h"
 #include "tensor_type.h"
@@ -374,6 +377,93 @@ test_refused(void)
 }
 
 
+static int
+ends_with_norm(const char *name)
+{
+    return strstr(name, "_norm.") != NULL;
+}
+
+
+/* the type ftype name gives tensor `name` with rows of nx */
+static uint32_t
+mix(const char *ftype, const char *name, uint64_t nx, int has_output,
+    int n_gqa)
+{
+    uint64_t ne[2] = { nx, 64 };
+
+    return llm_quantize_tensor_type(llm_quant_ftype_find(ftype), name,
+                                    ends_with_norm(name) ? 1 : 2, ne,
+                                    GGML_TYPE_Q4_1, 30, n_gqa, has_output);
+}
+
+
+static void
+test_mix(void)
+{
+    static const struct {
+        const char *ftype, *name;
+        uint64_t    nx;
+        int         has_output, n_gqa;
+        uint32_t    want;
+    } cases[] = {
+        /* Q4_K_M on SmolLM2: 576-wide rows fall back Q4_K -> Q5_0, the
+         * Q6_K ones -> Q8_0; ffn_down (1536) keeps K-quants, Q6_K on
+         * use_more_bits layers (< 3, >= 26, (i - 3) % 3 == 2) */
+        { "Q4_K_M", "blk.0.attn_q.weight", 576, 0, 3, GGML_TYPE_Q5_0 },
+        { "Q4_K_M", "blk.0.attn_v.weight", 576, 0, 3, GGML_TYPE_Q8_0 },
+        { "Q4_K_M", "blk.9.attn_v.weight", 576, 0, 3, GGML_TYPE_Q5_0 },
+        { "Q4_K_M", "blk.0.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q6_K },
+        { "Q4_K_M", "blk.4.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q4_K },
+        { "Q4_K_M", "blk.5.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q6_K },
+        { "Q4_K_M", "blk.26.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q6_K },
+        { "Q4_K_M", "token_embd.weight", 576, 0, 3, GGML_TYPE_Q8_0 },
+        { "Q4_K_M", "token_embd.weight", 2048, 1, 3, GGML_TYPE_Q4_K },
+        { "Q4_K_M", "output.weight", 2048, 1, 3, GGML_TYPE_Q6_K },
+        { "Q4_K_M", "blk.3.attn_norm.weight", 576, 0, 3, GGML_TYPE_Q4_1 },
+        /* Q5_K_M: Q5_K -> Q5_1 */
+        { "Q5_K_M", "blk.4.ffn_up.weight", 576, 0, 3, GGML_TYPE_Q5_1 },
+        { "Q5_K_M", "blk.4.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q5_K },
+        /* Q3_K_M: attn_v Q5_K in layers 0-1, Q4_K after; ffn_down Q5_K
+         * below n/16 (30 / 16 = 1: layer 0), Q4_K after; attn_output
+         * Q4_K */
+        { "Q3_K_M", "blk.1.attn_v.weight", 2048, 1, 4, GGML_TYPE_Q5_K },
+        { "Q3_K_M", "blk.2.attn_v.weight", 2048, 1, 4, GGML_TYPE_Q4_K },
+        { "Q3_K_M", "blk.0.ffn_down.weight", 8192, 1, 4, GGML_TYPE_Q5_K },
+        { "Q3_K_M", "blk.1.ffn_down.weight", 8192, 1, 4, GGML_TYPE_Q4_K },
+        { "Q3_K_M", "blk.2.attn_output.weight", 2048, 1, 4, GGML_TYPE_Q4_K },
+        { "Q3_K_M", "blk.2.ffn_gate.weight", 2048, 1, 4, GGML_TYPE_Q3_K },
+        { "Q3_K_M", "blk.2.ffn_gate.weight", 576, 0, 3, GGML_TYPE_IQ4_NL },
+        /* Q2_K: attn_v Q4_K with GQA >= 4 (else Q3_K), ffn_down Q3_K */
+        { "Q2_K", "blk.2.attn_v.weight", 2048, 1, 4, GGML_TYPE_Q4_K },
+        { "Q2_K", "blk.2.attn_v.weight", 2048, 1, 3, GGML_TYPE_Q3_K },
+        { "Q2_K", "blk.2.attn_v.weight", 576, 0, 3, GGML_TYPE_IQ4_NL },
+        { "Q2_K", "blk.2.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q3_K },
+        { "Q2_K", "blk.2.attn_q.weight", 2048, 1, 4, GGML_TYPE_Q2_K },
+        /* IQ4_XS: -> IQ4_NL for 576; attn_v Q5_K with GQA >= 4 */
+        { "IQ4_XS", "blk.9.attn_q.weight", 576, 0, 3, GGML_TYPE_IQ4_NL },
+        { "IQ4_XS", "blk.9.attn_v.weight", 2048, 1, 4, GGML_TYPE_Q5_K },
+        { "IQ4_XS", "blk.1.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q5_K },
+        /* plain types, and rows that fit no block: F16 */
+        { "Q8_0", "blk.0.attn_q.weight", 576, 0, 3, GGML_TYPE_Q8_0 },
+        { "Q4_0", "token_embd.weight", 576, 0, 3, GGML_TYPE_Q8_0 },
+        { "F16", "blk.0.attn_q.weight", 576, 0, 3, GGML_TYPE_F16 },
+        { "Q6_K", "blk.0.attn_q.weight", 100, 0, 3, GGML_TYPE_F16 },
+    };
+
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        uint32_t got = mix(cases[k].ftype, cases[k].name, cases[k].nx,
+                           cases[k].has_output, cases[k].n_gqa);
+        ok(got == cases[k].want, "%s: %s (%llu cols%s, GQA %d) -> %s (got %s)",
+           cases[k].ftype, cases[k].name, (unsigned long long) cases[k].nx,
+           cases[k].has_output ? ", output.weight" : "", cases[k].n_gqa,
+           ggml_type_name(cases[k].want), ggml_type_name(got));
+    }
+    ok(llm_quant_ftype_find("q4_k_m") != NULL
+       && llm_quant_ftype_find("IQ2_XXS") == NULL,
+       "file types by name, case-insensitive; IQ2_XXS is not one we make");
+}
+
+
 int
 main(void)
 {
@@ -382,5 +472,6 @@ main(void)
     test_ref_accuracy();
     test_matmul_exact();
     test_refused();
+    test_mix();
     return tap_done();
 }
