@@ -79,13 +79,15 @@ all: engine module
 
 engine: $(BUILD)/ngx_llm_engine
 
-$(OBJ)/%.o: %.c $(HEADERS)
+# each object depends on the headers it includes (-MMD: a .d file beside
+# it, read below; -MP: a header removed or moved does not stop make)
+$(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu $(HEADERS)
+$(OBJ)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/ngx_llm_engine: $(OBJ)/engine/server/main.o $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
@@ -96,7 +98,7 @@ $(OBJ)/t/asan/options.o: t/asan/options.c
 
 $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
 # the unit tests two at a time (UNIT_JOBS): each writes only files of its
 # own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
@@ -115,9 +117,11 @@ $(BUILD)/modules/ngx_http_llm_module.so: $(BUILD)/nginx/Makefile $(wildcard ngx_
 	@# a new file, not overwritten in place: a running nginx maps the old one
 	cp $(BUILD)/nginx/ngx_http_llm_module.so $@.tmp && mv -f $@.tmp $@
 
-# config globs these folders: a file added to or removed from one (the
-# folder's mtime) configures again
-$(BUILD)/nginx/Makefile: config ngx_module engine/text engine/format
+# config globs these folders (NGX_LLM_ROOMS): a file added to or removed
+# from one (the folder's mtime) configures again
+$(BUILD)/nginx/Makefile: config ngx_module engine/api engine/jinja \
+                         engine/tokenizer engine/params engine/text \
+                         engine/format
 	NGX_LLM_ENGINE_BIN=$(ENGINE_BIN) NGX_LLM_SAN="$(SAN)" \
 	    tools/configure-nginx.sh "$(abspath $(BUILD)/nginx)" "$(NGINX_SRC)"
 
@@ -193,15 +197,18 @@ test-ui: all
 	@tools/deps.sh --ui "$(CACHE_DIR)"
 	$(T_NGINX_ENV) prove $(T_NGINX_INC) t/ui/playground.t
 
-# the layers of docs/architecture.md, over includes and the objects' symbols
+# the layers of docs/architecture.md, over includes and the objects' symbols;
+# first its self-test: planted loops and a call from sched into api must fail
 layer-check: all
+	python3 tools/layer_check.py --self-test
 	python3 tools/layer_check.py $(OBJ) $(BUILD)/nginx
 	@# a symbol the module's sources lack shows only at dlopen: say it here
 	@u=$$(nm -u $(BUILD)/modules/ngx_http_llm_module.so \
 	      | awk '$$2 ~ /^(llm_|tok_|jinja|j[a-z]+_|gguf|ggml|st_|hf_)/ {print $$2}'); \
 	    if [ -n "$$u" ]; then \
 	        echo "layer-check: the module lacks: $$u (config builds ngx_module/," \
-	             "engine/text/, engine/format/ and kernels/tensor_type.c)"; \
+	             "engine/{api,jinja,tokenizer,params,text,format}/ and" \
+	             "kernels/tensor_type.c)"; \
 	        exit 1; fi
 
 test: deps all
@@ -359,16 +366,16 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 FUZZ_OBJS   := $(filter-out %/server.o %/cli_plan.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/obj/%.o: %.c $(HEADERS)
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
 
 # fuzz_slot includes server.c (its static llm_slot_request)
 $(BUILD)/fuzz/fuzz_slot: engine/server/server.c
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
 # the scheduler's tests again, linked with the sanitized objects: memory
 # errors on their error paths (a use after free was one, test_scheduler's
@@ -395,3 +402,6 @@ fuzz: $(FUZZ_BINS)
 
 clean:
 	rm -rf $(BUILD)
+
+# the header dependencies the compilers wrote (-MMD)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "tensor_type.h"
+#include "isa.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"

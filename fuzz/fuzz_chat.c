@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 /* the SmolLM2 one from t/data (as FUZZ_TEMPLATES_DATA), the others from
    the fixtures: tools, thinking, strict role order, system folding */

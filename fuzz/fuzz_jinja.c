@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 static const char context_json[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"

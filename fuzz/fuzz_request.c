@@ -12,8 +12,8 @@
  * Every text the strict JSON check accepts, cJSON must read too.
  */
 #define _GNU_SOURCE     /* memmem */
-#include "text/api_request.h"
-#include "text/json_strict.h"
+#include "api/request.h"
+#include "api/json_strict.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -10,9 +10,10 @@
  * Beyond "no crash": every id is in the vocabulary; the streaming
  * detokenizer, fed the ids one by one, writes what llm_detokenize() writes;
  * and for valid UTF-8 encoded without special tokens, decode(encode(x))
- * is x, as tokenizer.h promises (byte-level BPE: always; SentencePiece:
- * unless x holds U+2581, the piece SentencePiece writes for a space; a
- * vocabulary that normalizes, Qwen's NFC: NFC(x), e.g. U+0387 -> U+00B7).
+ * is x, as tokenizer/tokenizer.h promises (byte-level BPE: always;
+ * SentencePiece: unless x holds U+2581, the piece SentencePiece writes
+ * for a space; a vocabulary that normalizes, Qwen's NFC: NFC(x), e.g.
+ * U+0387 -> U+00B7).
  */
 #define _GNU_SOURCE     /* memmem */
 #include <stdint.h>
@@ -23,7 +24,7 @@
 #include <utf8proc.h>
 
 #include "format/gguf.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define N_TOK  5
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the reply splitter (text/tool_call.h): thinking,
+ * libFuzzer harness for the reply splitter (api/reply.h): thinking,
  * content and tool calls out of what a model wrote.
  *
  *   build/fuzz/fuzz_tool_call -max_total_time=60 fuzz/corpus/tool_call
@@ -12,7 +12,7 @@
  * loses none of its non-blank bytes.
  */
 #define _GNU_SOURCE     /* memmem */
-#include "text/tool_call.h"
+#include "api/reply.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,17 +50,17 @@ static void
 run(result *res, int fmt, int flags, const char *s, size_t n,
     const size_t *cuts, size_t n_cuts)
 {
-    llm_out        o;
-    llm_out_piece  p;
-    size_t         at = 0, to, i, clen = 0;
-    cJSON         *args;
+    llm_reply        o;
+    llm_reply_piece  p;
+    size_t           at = 0, to, i, clen = 0;
+    cJSON           *args;
 
     memset(res, 0, sizeof(*res));
-    llm_out_init(&o, fmt, flags & 1, (flags & 2) != 0, (flags & 4) != 0,
-                 tools);
+    llm_reply_init(&o, fmt, flags & 1, (flags & 2) != 0, (flags & 4) != 0,
+                   tools);
     for (i = 0; i <= n_cuts; i++) {
         to = i < n_cuts ? cuts[i] : n;
-        if (llm_out_push(&o, s + at, to - at, &p) != 0) {
+        if (llm_reply_push(&o, s + at, to - at, &p) != 0) {
             abort();
         }
         add(&res->reasoning, &res->reasoning_len, p.reasoning,
@@ -68,7 +68,7 @@ run(result *res, int fmt, int flags, const char *s, size_t n,
         add(&res->content, &res->content_len, p.content, p.content_len);
         at = to;
     }
-    if (llm_out_finish(&o, &p) != 0) {
+    if (llm_reply_finish(&o, &p) != 0) {
         abort();
     }
     add(&res->reasoning, &res->reasoning_len, p.reasoning, p.reasoning_len);
@@ -93,7 +93,7 @@ run(result *res, int fmt, int flags, const char *s, size_t n,
         abort();
     }
     res->failed = o.failed;
-    llm_out_free(&o);
+    llm_reply_free(&o);
 }
 
 

@@ -6,7 +6,7 @@
 
 #include "activation.h"
 #include "exp_neg.h"
-#include "matmul.h"
+#include "isa.h"
 
 
 static inline float

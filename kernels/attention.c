@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "attention.h"
-#include "matmul.h"
+#include "isa.h"
 #include "quant.h"
 
 #include "exp_neg.h"

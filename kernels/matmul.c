@@ -5,9 +5,6 @@
  * reproduce bit for bit.
  */
 #include <math.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "isa.h"
 #include "matmul.h"
 #include "quant.h"
 #include "quant_vals.h"
@@ -316,90 +314,6 @@ const llm_kernel_set llm_kernels_scalar = {
 };
 
 
-/* --- instruction set selection ------------------------------------------- */
-
-static int isa_current = -1;
-
-
-/* F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does
- * not know the name */
-static int
-has_f16c(void)
-{
-#if defined(__x86_64__)
-    unsigned eax, ebx, ecx, edx;
-
-    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
-        return (ecx >> 29) & 1;
-    }
-#endif
-    return 0;
-}
-
-
-static int
-isa_max(void)
-{
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")
-        || !has_f16c())
-    {
-        return LLM_ISA_SCALAR;
-    }
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-        && __builtin_cpu_supports("avx512vl")
-        && __builtin_cpu_supports("avx512dq")
-        && __builtin_cpu_supports("avx512vnni"))
-    {
-        return LLM_ISA_AVX512;
-    }
-    return LLM_ISA_AVX2;
-#else
-    return LLM_ISA_SCALAR;
-#endif
-}
-
-
-int
-llm_kernels_isa(void)
-{
-    if (isa_current < 0) {
-        int isa = isa_max();
-        const char *env = getenv("LLM_ISA");
-        for (int i = 0; env && i < isa; i++) {
-            if (strcmp(env, llm_kernels_isa_name(i)) == 0) {
-                isa = i;
-            }
-        }
-        isa_current = isa;
-    }
-    return isa_current;
-}
-
-
-const char *
-llm_kernels_isa_name(int isa)
-{
-    switch (isa) {
-    case LLM_ISA_AVX2:   return "avx2";
-    case LLM_ISA_AVX512: return "avx512";
-    default:             return "scalar";
-    }
-}
-
-
-int
-llm_kernels_set_isa(int isa)
-{
-    if (isa < 0 || isa > isa_max()) {
-        return -1;
-    }
-    isa_current = isa;
-    return 0;
-}
-
-
 /* by instruction set, LLM_ISA_SCALAR .. LLM_ISA_AVX512 */
 static const llm_kernel_set *const kernel_sets[] = {
     &llm_kernels_scalar, &llm_kernels_avx2, &llm_kernels_avx512,
@@ -475,60 +389,7 @@ kernels_for(uint32_t type, int n_x)
 }
 
 
-/* --- views ---------------------------------------------------------------- */
-
-llm_tensor
-llm_tensor_make(const void *data, uint32_t type, int rows, int cols)
-{
-    llm_tensor w = { data, type, rows, cols, 0, 0 };
-    int blk = llm_quant_block(type);
-
-    if (blk > 0) {
-        w.row_stride = (size_t) (cols / blk) * llm_quant_block_bytes(type);
-    }
-    return w;
-}
-
-
-llm_tensor
-llm_tensor_cols(const llm_tensor *w, int col0, int n)
-{
-    llm_tensor v = *w;
-    int blk = llm_quant_block(w->type);
-
-    if (blk == 0 || col0 % blk || n % blk || col0 < 0 || col0 + n > w->cols) {
-        fprintf(stderr, "llm_tensor_cols: columns %d..%d of a %s matrix "
-                "with %d columns are not a block-aligned range\n", col0,
-                col0 + n, ggml_type_name(w->type), w->cols);
-        abort();
-    }
-    v.data = (const uint8_t *) w->data
-             + (size_t) (col0 / blk) * llm_quant_block_bytes(w->type)
-               * (w->pack ? LLM_PACK_ROWS : 1);
-    v.cols = n;
-    return v;
-}
-
-
-llm_tensor
-llm_tensor_rows(const llm_tensor *w, int row0, int n)
-{
-    llm_tensor v = *w;
-
-    if (row0 < 0 || n < 0 || row0 + n > w->rows
-        || (w->pack && row0 % w->pack != 0))
-    {
-        fprintf(stderr, "llm_tensor_rows: rows %d..%d of a matrix with %d "
-                "rows%s\n", row0, row0 + n, w->rows,
-                w->pack ? " packed by 16" : "");
-        abort();
-    }
-    v.data = (const uint8_t *) w->data
-             + (size_t) (w->pack ? row0 / w->pack : row0) * w->row_stride;
-    v.rows = n;
-    return v;
-}
-
+/* --- checks ---------------------------------------------------------------- */
 
 int
 llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)

@@ -4,7 +4,7 @@
  */
 #include <math.h>
 
-#include "matmul.h"
+#include "isa.h"
 #include "norm.h"
 
 

@@ -1,5 +1,5 @@
 /*
- * Packed weights (matmul.h, llm_pack): 16 rows of a Q4_0, Q4_1 or Q8_0
+ * Packed weights (tensor.h, llm_pack): 16 rows of a Q4_0, Q4_1 or Q8_0
  * matrix interleaved block by block, made once when a backend loads the
  * model (the kernels that read them: matmul.c's scalar ones, the
  * canonical order of simd.h, and simd_avx512.c's).
@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "matmul.h"
+#include "isa.h"
+#include "tensor.h"
 #include "quant.h"
 #include "simd.h"
 #include "tensor_type.h"

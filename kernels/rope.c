@@ -2,7 +2,7 @@
  * Rotary position embedding (rope.h): the scalar definition and an
  * AVX-512 kernel, 8 pairs at a time.
  */
-#include "matmul.h"
+#include "isa.h"
 #include "rope.h"
 
 

@@ -46,7 +46,7 @@ typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
     /* the added types (quant_vals.h), against q8a / q8k rows */
     llm_tile_fn     q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q5_K, iq4_xs;
-    /* packed weights (matmul.h, llm_pack), against llm_act_p rows: a
+    /* packed weights (tensor.h, llm_pack), against llm_act_p rows: a
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */

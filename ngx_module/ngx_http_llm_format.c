@@ -9,57 +9,12 @@
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
+#include "text/utf8.h"
 
 
 static const char *ngx_http_llm_finish_names[] = {
     "null", "stop", "length", "cancelled", "error"
 };
-
-
-/* length of the valid UTF-8 sequence at p, 0 if invalid */
-static size_t
-ngx_http_llm_utf8_len(const u_char *p, size_t n)
-{
-    size_t    len, i;
-    uint32_t  c;
-
-    if (p[0] < 0x80) {
-        return 1;
-    }
-
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        len = 2;
-        c = p[0] & 0x1f;
-    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        len = 3;
-        c = p[0] & 0x0f;
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        len = 4;
-        c = p[0] & 0x07;
-    } else {
-        return 0;
-    }
-
-    if (n < len) {
-        return 0;
-    }
-
-    for (i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-        c = (c << 6) | (p[i] & 0x3f);
-    }
-
-    /* overlong, surrogate, or past U+10FFFF */
-    if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff))
-        || (c >= 0xd800 && c <= 0xdfff))
-    {
-        return 0;
-    }
-
-    return len;
-}
 
 
 /*
@@ -78,7 +33,7 @@ ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
         c = *src;
 
         if (c >= 0x80) {
-            n = ngx_http_llm_utf8_len(src, len);
+            n = llm_utf8_len(src, len);
             if (n == 0) {
                 dst = ngx_cpymem(dst, "\\ufffd", 6);
                 src++;
@@ -453,13 +408,13 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /*
- * What the reply's splitter let out (ctx->out, text/tool_call.h): the
+ * What the reply's splitter let out (ctx->out, api/reply.h): the
  * thinking as reasoning_content, the answer as content; a stream's chunk
  * or the reply being built.
  */
 ngx_int_t
 ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const llm_out_piece *piece, const llm_out_token *o, ngx_uint_t role)
+    const llm_reply_piece *piece, const llm_out_token *o, ngx_uint_t role)
 {
     size_t       size, clen = piece->content_len, rlen = piece->reasoning_len;
     u_char      *p;

@@ -390,9 +390,8 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 
 /*
  * tool_choice "required" or a named function: the grammar that lets the
- * model write only calls (text/tool_call.h), in the output constraint the
- * engine enforces. Until this build's engine enforces constraints
- * (NGX_HTTP_LLM_CONSTRAINED), they are refused, not answered in prose.
+ * model write only calls (api/reply.h), in the output constraint the
+ * engine enforces.
  */
 static ngx_int_t
 ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
@@ -418,16 +417,6 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_cpystrn((u_char *) err.message, (u_char *)
                     "response_format and tool_choice 'required' or a named "
                     "function cannot be used together.", sizeof(err.message));
-        return ngx_http_llm_send_api_error(r, &err);
-    }
-
-    if (!NGX_HTTP_LLM_CONSTRAINED) {
-        ngx_cpystrn((u_char *) err.code, (u_char *) "unsupported_value",
-                    sizeof(err.code));
-        ngx_cpystrn((u_char *) err.message, (u_char *)
-                    "tool_choice 'required' or a named function needs "
-                    "constrained decoding, which this server's engine does "
-                    "not have yet: use 'auto'.", sizeof(err.message));
         return ngx_http_llm_send_api_error(r, &err);
     }
 
@@ -470,14 +459,9 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
     llm_api_limits_default(&lim);
+    llm_api_limits_model(&lim, ecf->tokenizer);
     lim.max_body = llcf->max_body_size;
-    lim.max_prompt_ids = LLM_RING_MAX_PROMPT;
-    lim.max_stop_ids = LLM_RING_MAX_STOP_IDS - 4;   /* room for EOS ids */
-    lim.max_logit_bias = LLM_RING_MAX_BIAS;
     lim.max_n = (int) llcf->max_n;
-    if (ecf->tokenizer) {
-        lim.vocab_size = llm_tokenizer_n_vocab(ecf->tokenizer);
-    }
 
     if (llm_api_parse(&ctx->req, (char *) body, len,
                       ctx->chat ? LLM_API_CHAT : LLM_API_COMPLETION, &lim,
@@ -538,10 +522,10 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return;
     }
 
-    in_think = llcf->reasoning && llm_out_prompt_in_think(prompt, len);
+    in_think = llcf->reasoning && llm_reply_prompt_in_think(prompt, len);
 
-    llm_out_init(&ctx->out, format, llcf->reasoning, in_think,
-                 ctx->req.parallel_tool_calls, ctx->req.tools);
+    llm_reply_init(&ctx->out, format, llcf->reasoning, in_think,
+                   ctx->req.parallel_tool_calls, ctx->req.tools);
     ctx->out_active = 1;
     ctx->out_format = format;
     ctx->out_in_think = in_think;
@@ -722,9 +706,9 @@ ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
         if (ctx->out_active) {
-            llm_out_init(&c->out, ctx->out_format, llcf->reasoning,
-                         ctx->out_in_think, ctx->req.parallel_tool_calls,
-                         ctx->req.tools);
+            llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
+                           ctx->out_in_think, ctx->req.parallel_tool_calls,
+                           ctx->req.tools);
             c->out_active = 1;
         }
     }
@@ -789,7 +773,7 @@ ngx_http_llm_generation_free(void *data)
             c->stop_inited = 0;
         }
         if (c->out_active) {
-            llm_out_free(&c->out);
+            llm_reply_free(&c->out);
             c->out_active = 0;
         }
     }
@@ -805,7 +789,7 @@ ngx_http_llm_generation_free(void *data)
     }
 
     if (ctx->out_active) {
-        llm_out_free(&ctx->out);
+        llm_reply_free(&ctx->out);
         ctx->out_active = 0;
     }
 }
@@ -817,8 +801,7 @@ ngx_http_llm_generation_free(void *data)
 static void
 ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 {
-    int                   i, n;
-    const int32_t        *eos;
+    int                   i;
     llm_sampling         *p = &sl->sampling;
     llm_api_request      *req = &ctx->req;
     llm_sampling_params  *s = &req->sampling;
@@ -826,18 +809,7 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     llm_sampling_to_ring(s, p);
     p->max_tokens = ctx->max_tokens;
 
-    n = 0;
-    if (!req->ignore_eos) {
-        int k = llm_tokenizer_stop_ids(ctx->ecf->tokenizer, &eos);
-
-        for (i = 0; i < k && n < LLM_RING_MAX_STOP_IDS; i++) {
-            p->stop_ids[n++] = eos[i];
-        }
-    }
-    for (i = 0; i < req->n_stop_ids && n < LLM_RING_MAX_STOP_IDS; i++) {
-        p->stop_ids[n++] = req->stop_ids[i];
-    }
-    p->n_stop_ids = n;
+    llm_api_stop_ids_to_ring(req, ctx->ecf->tokenizer, p);
 
     for (i = 0; i < req->n_logit_bias && i < LLM_RING_MAX_BIAS; i++) {
         p->bias_ids[i] = req->logit_bias[i].token;

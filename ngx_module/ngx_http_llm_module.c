@@ -577,7 +577,7 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
      * waits for it instead of cutting the stream */
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);
     ngx_conf_merge_size_value(conf->max_body_size, prev->max_body_size,
-                              4 * 1024 * 1024);
+                              LLM_DEFAULT_MAX_BODY);
     ngx_conf_merge_size_value(conf->max_buffered, prev->max_buffered,
                               64 * 1024);
     /* off: a message cannot write a control token (docs/directives.md) */
@@ -1016,7 +1016,7 @@ ngx_http_llm_sampling(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 #define LLM_KEY(s)  (key.len == sizeof(s) - 1                                \
                      && ngx_strncmp(key.data, s, sizeof(s) - 1) == 0)
 
-        /* the ranges a request has (text/sampling.h) */
+        /* the ranges a request has (params/sampling.h) */
         range = llm_sampling_range_find((char *) key.data, key.len);
 
         if (range != NULL && llm_sampling_in_range(range, v)) {

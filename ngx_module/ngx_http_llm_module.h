@@ -36,13 +36,13 @@
 #include "ring/ngx_llm_ring.h"
 #include "common/defaults.h"
 #include "format/gguf.h"
-#include "text/tokenizer.h"
-#include "text/jinja.h"
-#include "text/api_request.h"
-#include "text/stop.h"
-#include "text/sampling_ring.h"
-#include "text/tool_call.h"
-#include "text/tools.h"
+#include "tokenizer/tokenizer.h"
+#include "jinja/jinja.h"
+#include "api/request.h"
+#include "api/stop.h"
+#include "params/sampling_ring.h"
+#include "api/reply.h"
+#include "api/tools.h"
 
 #include <cjson/cJSON.h>
 
@@ -55,13 +55,6 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 #define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
-
-/* 1: the engine enforces a slot's output constraint (the branches
-   constrain and grammar); a build with 0 refuses tool_choice "required"
-   and a named function (ngx_http_llm_generate.c) */
-#ifndef NGX_HTTP_LLM_CONSTRAINED
-#define NGX_HTTP_LLM_CONSTRAINED  1
-#endif
 
 /* per engine, in a shared zone: survives engine restarts and reloads */
 typedef struct {
@@ -250,7 +243,7 @@ struct ngx_http_llm_ctx_s {
     time_t                      created;
     ngx_buf_t                  *text;       /* non-streaming: the reply */
     ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
-    llm_out                     out;        /* reasoning and tool calls */
+    llm_reply                   out;        /* reasoning and tool calls */
     ngx_array_t                *lps;        /* non-streaming: logprobs */
     size_t                      text_offset;
     ngx_chain_t                *free;
@@ -269,8 +262,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    finished:1;
     unsigned                    req_parsed:1;
     unsigned                    stop_inited:1;
-    unsigned                    out_active:1;   /* llm_out splits the text */
-    unsigned                    out_in_think:1; /* llm_out_init's, again
+    unsigned                    out_active:1;   /* llm_reply splits the text */
+    unsigned                    out_in_think:1; /* llm_reply_init's, again
                                                    for each choice */
     unsigned                    ended:1;    /* this choice's end is out */
     unsigned                    failed:1;   /* the request's error event
@@ -280,7 +273,7 @@ struct ngx_http_llm_ctx_s {
        slot, detokenizer, stop matcher, text; the request's ctx is choice
        0 and holds the others, which point back at it */
     ngx_uint_t                  index;      /* "index" in the reply */
-    int                         out_format; /* llm_out_init's */
+    int                         out_format; /* llm_reply_init's */
     ngx_http_llm_ctx_t         *main;       /* choice > 0: the request's */
     ngx_http_llm_ctx_t        **choices;    /* (n_choices), choice 0 first;
                                                NULL when n is 1 */
@@ -400,7 +393,7 @@ ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, const u_char *text, size_t len,
     const llm_out_token *o, ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const llm_out_piece *piece, const llm_out_token *o,
+    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
     ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);

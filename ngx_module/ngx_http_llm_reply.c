@@ -17,7 +17,8 @@
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
-#include "text/json_strict.h"
+#include "api/json_strict.h"
+#include "text/utf8.h"
 
 
 /* what an HTTP status means, told as OpenAI's error object */
@@ -126,20 +127,7 @@ ngx_http_llm_utf8_valid(ngx_pool_t *pool, const char *s)
 static u_char *
 ngx_http_llm_utf8_cut(u_char *start, u_char *end)
 {
-    u_char  *p;
-
-    /* back over the continuation bytes to the byte that leads them */
-    for (p = end; p > start && end - p < 3 && (p[-1] & 0xc0) == 0x80; p--) {
-        /* void */
-    }
-
-    if (p > start && p[-1] >= 0xc0
-        && llm_utf8_len(p - 1, end - (p - 1)) == 0)
-    {
-        return p - 1;
-    }
-
-    return end;
+    return start + llm_utf8_cut(start, end - start);
 }
 
 

@@ -16,6 +16,11 @@
 #include "ngx_http_llm_module.h"
 
 
+/* llm_deadline 0 (none): a week, still a timer, which a graceful reload
+   waits for */
+#define NGX_HTTP_LLM_NO_DEADLINE_MS  (7 * 86400000)
+
+
 static void ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx,
@@ -54,7 +59,7 @@ ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
      */
     ctx->deadline.handler = ngx_http_llm_stream_deadline;
     ngx_add_timer(&ctx->deadline, llcf->deadline ? llcf->deadline
-                                                 : 7 * 86400000);
+                                                 : NGX_HTTP_LLM_NO_DEADLINE_MS);
 
     r->read_event_handler = ngx_http_test_reading;
     r->write_event_handler = ngx_http_llm_stream_write_handler;
@@ -374,16 +379,16 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /*
- * Text through the splitter (text/tool_call.h): thinking and answer go out
+ * Text through the splitter (api/reply.h): thinking and answer go out
  * as they come; what may be a tool call waits for the end.
  */
 static ngx_int_t
 ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     const char *text, size_t len, llm_out_token *o, ngx_uint_t role)
 {
-    llm_out_piece  p;
+    llm_reply_piece  p;
 
-    if (llm_out_push(&ctx->out, text, len, &p) != 0) {
+    if (llm_reply_push(&ctx->out, text, len, &p) != 0) {
         return NGX_ERROR;
     }
 
@@ -407,7 +412,7 @@ static ngx_int_t
 ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     const char *text, size_t len)
 {
-    llm_out_piece             p;
+    llm_reply_piece           p;
     ngx_http_llm_counters_t  *cnt;
 
     if (len && ngx_http_llm_stream_split(ctx, last, text, len, NULL, 0)
@@ -416,7 +421,7 @@ ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return NGX_ERROR;
     }
 
-    if (llm_out_finish(&ctx->out, &p) != 0) {
+    if (llm_reply_finish(&ctx->out, &p) != 0) {
         return NGX_ERROR;
     }
 

@@ -6,7 +6,7 @@ layer_check.py: the architecture of docs/architecture.md, checked.
 
 1. Includes: every `#include "..."` of a file in a layer names a header of
    the same layer or of a layer it may use (ALLOWED below), by its folder
-   ("text/tokenizer.h", not "tokenizer.h" from elsewhere).
+   ("tokenizer/tokenizer.h", not "tokenizer/tokenizer.h" from elsewhere).
 2. Symbols (with OBJ_DIRs: the build's object tree and nginx's build
    folder): no two compilation
    units call each other (A uses a symbol B defines and B one A defines),
@@ -31,6 +31,10 @@ LAYERS = {
     "engine/ring": "ring",
     "engine/format": "format",
     "engine/text": "text",
+    "engine/tokenizer": "tokenizer",
+    "engine/jinja": "jinja",
+    "engine/params": "params",
+    "engine/api": "api",
     "engine/grammar": "grammar",
     "engine/model": "model",
     "engine/sample": "sample",
@@ -47,16 +51,22 @@ ALLOWED = {
     "kernels": set(),
     "ring": set(),
     "format": {"kernels"},
-    "text": {"format", "ring", "kernels"},
-    "model": {"text", "format", "kernels"},
-    "sample": {"text", "kernels"},
-    "grammar": {"text", "format", "kernels"},
-    "backend": {"sample", "model", "text", "format", "kernels"},
-    "sched": {"backend", "sample", "grammar", "model", "text", "format",
-              "kernels"},
-    "server": {"sched", "backend", "sample", "grammar", "model", "text",
-               "format", "ring", "kernels"},
-    "ngx_module": {"ring", "text", "format", "kernels"},
+    "text": set(),
+    "tokenizer": {"text", "format", "kernels"},
+    "jinja": {"text"},
+    "params": {"ring"},
+    "api": {"tokenizer", "params", "jinja", "text", "ring"},
+    "model": {"tokenizer", "text", "format", "kernels"},
+    "sample": {"params", "kernels"},
+    "grammar": {"tokenizer", "text", "format", "kernels"},
+    "backend": {"sample", "model", "params", "tokenizer", "text", "format",
+                "kernels"},
+    "sched": {"backend", "sample", "grammar", "model", "params", "tokenizer",
+              "text", "format", "kernels"},
+    "server": {"sched", "backend", "sample", "grammar", "model", "jinja",
+               "tokenizer", "params", "text", "format", "ring", "kernels"},
+    "ngx_module": {"api", "jinja", "tokenizer", "params", "text", "ring",
+                   "format", "kernels"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -175,18 +185,118 @@ def check_objects(obj_dirs):
             # by each of its files for ctx_index) does not
             if sym in funcs:
                 calls.setdefault(rel, set()).add(other)
-            theirs = layer_of(other)
-            if theirs != mine and theirs not in ALLOWED[mine]:
-                errors.append("%s (%s) uses %s from %s (%s): not allowed"
-                              % (rel, mine, sym, other, theirs))
-    for a, targets in sorted(calls.items()):
-        for b in sorted(targets):
-            if a < b and a in calls.get(b, set()):
-                errors.append("%s and %s call each other" % (a, b))
+            errors += layer_errors(rel, sym, other)
+    errors += loop_errors(calls)
     return errors, calls
 
 
+def layer_errors(rel, sym, other):
+    """a use of sym (defined in other) by rel the layers forbid, or []"""
+    mine, theirs = layer_of(rel), layer_of(other)
+    if theirs != mine and theirs not in ALLOWED[mine]:
+        return ["%s (%s) uses %s from %s (%s): not allowed"
+                % (rel, mine, sym, other, theirs)]
+    return []
+
+
+def loops(calls):
+    """The strongly connected components of more than one node of the
+    graph calls (node -> set of nodes), each sorted, by Tarjan's
+    algorithm; iterative, so a long chain does not hit the recursion
+    limit."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    nodes = sorted(set(calls) | {b for t in calls.values() for b in t})
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(calls.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(calls.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return sorted(found)
+
+
+def loop_errors(calls):
+    return ["a loop of calls among %d files (each reaches every other): %s"
+            % (len(c), ", ".join(c)) for c in loops(calls)]
+
+
+def self_test():
+    """The checks must fail what they must: planted inputs, not the
+    tree. 0 when every case came out as expected."""
+    cases = [
+        # (what, calls: file -> files it calls, uses: (file, symbol, file),
+        #  expected number of errors)
+        ("a three-file loop",
+         {"engine/sched/a.c": {"engine/sched/b.c"},
+          "engine/sched/b.c": {"engine/sched/c.c"},
+          "engine/sched/c.c": {"engine/sched/a.c"}}, [], 1),
+        ("two loops, one of them long",
+         {"kernels/a.c": {"kernels/b.c"}, "kernels/b.c": {"kernels/a.c"},
+          "engine/model/p.c": {"engine/model/q.c"},
+          "engine/model/q.c": {"engine/model/r.c"},
+          "engine/model/r.c": {"engine/model/s.c"},
+          "engine/model/s.c": {"engine/model/p.c", "kernels/a.c"}}, [], 2),
+        ("a call from sched into api",
+         {"engine/sched/scheduler.c": {"engine/api/request.c"}},
+         [("engine/sched/scheduler.c", "llm_api_parse",
+           "engine/api/request.c")], 1),
+        ("a call from sample into api",
+         {}, [("engine/sample/sampler.c", "llm_reply_push",
+               "engine/api/reply.c")], 1),
+        ("a clean chain down the layers",
+         {"ngx_module/m.c": {"engine/api/request.c"},
+          "engine/api/request.c": {"engine/tokenizer/tokenizer.c"},
+          "engine/tokenizer/tokenizer.c": {"engine/text/utf8.c"}},
+         [("ngx_module/m.c", "llm_api_parse", "engine/api/request.c"),
+          ("engine/api/request.c", "llm_tokenize",
+           "engine/tokenizer/tokenizer.c"),
+          ("engine/tokenizer/tokenizer.c", "llm_utf8_len",
+           "engine/text/utf8.c")], 0),
+    ]
+    bad = 0
+    for what, calls, uses, want in cases:
+        errors = loop_errors(calls)
+        for rel, sym, other in uses:
+            errors += layer_errors(rel, sym, other)
+        ok = len(errors) == want
+        bad += not ok
+        print("layer-check self-test: %s: %s (%d error(s)%s)"
+              % ("ok" if ok else "FAILED", what, len(errors),
+                 "" if ok else ", %d expected" % want))
+        for e in errors:
+            print("    " + e)
+    return 1 if bad else 0
+
+
 def main(argv):
+    if argv == ["--self-test"]:
+        return self_test()
     errors = check_includes()
     n_calls, calls = 0, {}
     if argv:
@@ -208,8 +318,10 @@ def main(argv):
                     edges.setdefault(la, set()).add(lb)
         for la in sorted(edges):
             print("  %-10s -> %s" % (la, ", ".join(sorted(edges[la]))))
-    print("layer-check: includes%s follow the layers"
-          % (" and %d calls between objects" % n_calls if argv else ""))
+    rooms = sorted({layer_of(src) for src in sources()})
+    print("layer-check: includes%s follow the layers of %d rooms (%s), "
+          "no loop" % (" and %d calls between objects" % n_calls
+                       if argv else "", len(rooms), " ".join(rooms)))
     return 0
 
 

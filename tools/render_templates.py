@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden chat-template renders for the C Jinja interpreter (engine/text/jinja.c).
+"""Golden chat-template renders for the C Jinja interpreter (engine/jinja/parse.c).
 
 Every output comes from transformers' own tokenizer.apply_chat_template(
 ..., tokenize=False); nothing here re-implements a template. For each template

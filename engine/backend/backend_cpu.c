@@ -32,6 +32,7 @@
 #include "model/kv.h"
 #include "norm.h"
 #include "rope.h"
+#include "isa.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -52,7 +53,7 @@
 typedef struct {
     llm_kv_cache     kv;
     /* the weights the matmuls read: the model's layers and classifier,
-       with the tensors the kernels run faster packed (matmul.h,
+       with the tensors the kernels run faster packed (tensor.h,
        llm_pack) swapped for packed copies in `packed` */
     llm_layer       *layers;     /* (n_layers) */
     llm_tensor       output;

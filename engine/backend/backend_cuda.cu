@@ -29,7 +29,7 @@
 extern "C" {
 #include "backend/backend.h"
 #include "backend/backend_cuda.h"
-#include "backend/nvml.h"
+#include "backend/gpu_stats.h"
 #include "format/gguf.h"
 #include "kernels_cuda.h"
 #include "sample/sampler.h"

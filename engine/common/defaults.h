@@ -28,6 +28,9 @@
                                                   class runs (scheduler.h) */
 #define LLM_DEFAULT_KV_PREALLOC         1      /* kv_cache_prealloc on */
 #define LLM_KV_BLOCK_SIZE_DEFAULT       16     /* tokens per KV block */
+/* a request body's bytes: llm_max_body_size's default and the parser's
+   (api/request.c) */
+#define LLM_DEFAULT_MAX_BODY            (4u << 20)
 
 /*
  * Tokens per step (chunked-prefill budget), by backend. CPU: 256, because

@@ -645,7 +645,7 @@ int
 gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out)
 {
     const gguf_kv  *kv = gguf_find_kv(g, key);
-    uint64_t        u;
+    uint64_t        u = 0;  /* gcc -O (nginx's) cannot see gguf_kv_int set it */
     int             neg;
 
     if (kv == NULL || gguf_kv_int(kv, &neg, &u) != 0 || neg) {
@@ -665,23 +665,6 @@ gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out)
         return -1;
     }
     *out = (uint32_t) u;
-    return 0;
-}
-
-
-int
-gguf_get_i64(const gguf_file *g, const char *key, int64_t *out)
-{
-    const gguf_kv  *kv = gguf_find_kv(g, key);
-    uint64_t        u;
-    int             neg;
-
-    if (kv == NULL || gguf_kv_int(kv, &neg, &u) != 0
-        || (!neg && u > INT64_MAX))
-    {
-        return -1;
-    }
-    *out = (int64_t) u;
     return 0;
 }
 

@@ -98,7 +98,6 @@ const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key);
  */
 int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out);
 int gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out);
-int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out);
 int gguf_get_f32(const gguf_file *g, const char *key, float *out);
 int gguf_get_bool(const gguf_file *g, const char *key, int *out);
 int gguf_get_str(const gguf_file *g, const char *key, const char **s,

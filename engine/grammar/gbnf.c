@@ -16,6 +16,7 @@
 
 #include "grammar/grammar_impl.h"
 #include "grammar/json_schema.h"
+#include "text/utf8.h"
 
 
 typedef struct {
@@ -337,32 +338,6 @@ emit_byte_range(llm_gbuild *b, int rule, unsigned lo, unsigned hi)
 
 /* --- code points to UTF-8 byte sequences ---------------------------------- */
 
-static int
-utf8_encode(uint32_t c, uint8_t *out)
-{
-    if (c < 0x80) {
-        out[0] = (uint8_t) c;
-        return 1;
-    }
-    if (c < 0x800) {
-        out[0] = (uint8_t) (0xC0 | (c >> 6));
-        out[1] = (uint8_t) (0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        out[0] = (uint8_t) (0xE0 | (c >> 12));
-        out[1] = (uint8_t) (0x80 | ((c >> 6) & 0x3F));
-        out[2] = (uint8_t) (0x80 | (c & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t) (0xF0 | (c >> 18));
-    out[1] = (uint8_t) (0x80 | ((c >> 12) & 0x3F));
-    out[2] = (uint8_t) (0x80 | ((c >> 6) & 0x3F));
-    out[3] = (uint8_t) (0x80 | (c & 0x3F));
-    return 4;
-}
-
-
 /*
  * Emits into rule one alternative per byte-range sequence of [lo, hi]:
  * split where the encoded length changes, then until each byte position
@@ -384,7 +359,7 @@ utf8_ranges(llm_gbuild *b, int rule, uint32_t lo, uint32_t hi, int *n_alt)
                    ? -1 : 0;
         }
     }
-    n = utf8_encode(lo, a);
+    n = (int) llm_utf8_encode(lo, (char *) a);
     for (i = 1; i < n; i++) {
         m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -400,7 +375,7 @@ utf8_ranges(llm_gbuild *b, int rule, uint32_t lo, uint32_t hi, int *n_alt)
             }
         }
     }
-    utf8_encode(hi, z);
+    llm_utf8_encode(hi, (char *) z);
     if ((*n_alt)++ > 0 && emit(b, rule, GE_ALT, 0) != 0) {
         return -1;
     }
@@ -621,19 +596,10 @@ parse_char(gp *g)
         return gp_error(g, at, "newline inside a literal or class");
     }
     /* UTF-8 in the source */
-    n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-        : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || g->p + n > g->end) {
+    n = (int) llm_utf8_decode((const unsigned char *) g->p,
+                              (size_t) (g->end - g->p), &c);
+    if (n == 0) {
         return gp_error(g, at, "invalid UTF-8");
-    }
-    if (n > 1) {
-        c &= (1u << (7 - n)) - 1;
-        for (i = 1; i < n; i++) {
-            if (((uint8_t) g->p[i] & 0xC0) != 0x80) {
-                return gp_error(g, at, "invalid UTF-8");
-            }
-            c = (c << 6) | ((uint8_t) g->p[i] & 0x3F);
-        }
     }
     g->p += n;
     return (int32_t) c;
@@ -655,7 +621,7 @@ parse_literal(gp *g, int rule)
         if ((c = parse_char(g)) < 0) {
             return -1;
         }
-        n = utf8_encode((uint32_t) c, u);
+        n = (int) llm_utf8_encode((uint32_t) c, (char *) u);
         for (i = 0; i < n; i++) {
             if (emit_byte_range(g->b, rule, u[i], u[i]) != 0) {
                 return -1;

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "common/constraint.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct llm_grammar_vocab llm_grammar_vocab;
 typedef struct llm_grammar llm_grammar;

@@ -16,6 +16,7 @@
 
 #include "grammar/grammar_impl.h"
 #include "grammar/json_schema.h"
+#include "text/utf8.h"
 
 
 typedef struct {
@@ -61,22 +62,12 @@ put(rx *r, const char *s)
 static int32_t
 rx_utf8(rx *r)
 {
-    uint32_t  c = (uint8_t) *r->p;
-    int       n, i;
+    uint32_t  c;
+    size_t    n = llm_utf8_decode((const unsigned char *) r->p,
+                                  (size_t) (r->end - r->p), &c);
 
-    n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-        : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || r->p + n > r->end) {
+    if (n == 0) {
         return rx_error(r, "invalid UTF-8");
-    }
-    if (n > 1) {
-        c &= (1u << (7 - n)) - 1;
-        for (i = 1; i < n; i++) {
-            if (((uint8_t) r->p[i] & 0xC0) != 0x80) {
-                return rx_error(r, "invalid UTF-8");
-            }
-            c = (c << 6) | ((uint8_t) r->p[i] & 0x3F);
-        }
     }
     r->p += n;
     return (int32_t) c;

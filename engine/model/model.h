@@ -45,7 +45,7 @@
 #include "format/gguf.h"
 #include "matmul.h"
 #include "format/safetensors.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define LLM_ARCH_MAX  32
 

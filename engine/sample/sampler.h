@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/sampling.h"
+#include "params/sampling.h"
 
 typedef struct {
     int32_t          token;

@@ -280,7 +280,7 @@ forks_finish(llm_sched *s, llm_seq *p, llm_seq_finish finish,
 
     /* a cancel of one of them from an on_finish below is ignored */
     for (i = 0; i < p->n_forks; i++) {
-        p->forks[i]->cancel_pending = -1;
+        p->forks[i]->cancel = LLM_SEQ_CANCEL_IGNORED;
         p->forks[i]->parent = NULL;
     }
     while (p->n_forks > 0) {
@@ -330,7 +330,7 @@ seq_finish(llm_sched *s, llm_seq *q, llm_seq_finish finish,
         s->st.cancelled++;
     }
     /* a cancel of q from inside its own on_finish is ignored */
-    q->cancel_pending = -1;
+    q->cancel = LLM_SEQ_CANCEL_IGNORED;
     if (s->opt.on_finish != NULL) {
         s->opt.on_finish(q->user, &r);
     }
@@ -720,11 +720,11 @@ llm_sched_add(llm_sched *s, const llm_request *req, llm_seq **out,
 void
 llm_sched_cancel(llm_sched *s, llm_seq *q)
 {
-    if (q == NULL || q->cancel_pending != 0) {
+    if (q == NULL || q->cancel != LLM_SEQ_CANCEL_NONE) {
         return;
     }
     if (s->in_step) {
-        q->cancel_pending = 1;
+        q->cancel = LLM_SEQ_CANCEL_PENDING;
         return;
     }
     seq_finish(s, q, LLM_SEQ_CANCELLED, "", -1);
@@ -1221,7 +1221,7 @@ publish(llm_sched *s, llm_seq *q, int32_t id, const llm_sample_out *lpp,
     if (s->opt.on_token != NULL) {
         s->opt.on_token(q->user, id, lpp);
     }
-    if (q->cancel_pending) {
+    if (q->cancel != LLM_SEQ_CANCEL_NONE) {
         return 1;           /* cancelled from on_token: reaped after */
     }
     if (is_stop(s, q, id)) {
@@ -1444,7 +1444,7 @@ fork_and_sample(llm_sched *s, llm_seq *p, float *row)
     }
     sample_row(s, p, row);
     for (i = 0; i < n; i++) {
-        if (run[i] && !forks[i]->cancel_pending) {
+        if (run[i] && forks[i]->cancel == LLM_SEQ_CANCEL_NONE) {
             memcpy(s->fork_scratch, s->fork_row, bytes);
             sample_row(s, forks[i], s->fork_scratch);
         }
@@ -1483,7 +1483,7 @@ postprocess(llm_sched *s)
     for (e = 0; e < s->n_logits; e += 1 + nd) {
         q = s->logit_seq[e];
         nd = q->n_draft;
-        if (q->cancel_pending) {
+        if (q->cancel != LLM_SEQ_CANCEL_NONE) {
             q->n_draft = 0;
         } else if (nd > 0) {
             verify_drafts(s, q, e, nd);
@@ -1501,7 +1501,7 @@ fork_cancelled(llm_seq *p)
     int  i;
 
     for (i = 0; i < p->n_forks; i++) {
-        if (p->forks[i]->cancel_pending == 1) {
+        if (p->forks[i]->cancel == LLM_SEQ_CANCEL_PENDING) {
             return p->forks[i];
         }
     }
@@ -1542,17 +1542,17 @@ find_cancelled(llm_sched *s)
     int       i;
 
     for (i = 0; i < s->n_running; i++) {
-        if (s->running[i]->cancel_pending == 1) {
+        if (s->running[i]->cancel == LLM_SEQ_CANCEL_PENDING) {
             return s->running[i];
         }
     }
     for (q = s->wait_head; q != NULL; q = q->next) {
-        if (q->cancel_pending == 1) {
+        if (q->cancel == LLM_SEQ_CANCEL_PENDING) {
             return q;
         }
     }
     for (q = s->compiling; q != NULL; q = q->next) {
-        if (q->cancel_pending == 1) {
+        if (q->cancel == LLM_SEQ_CANCEL_PENDING) {
             return q;
         }
     }
@@ -1654,13 +1654,6 @@ llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st)
     st->kv_blocks_total = s->bm.n_blocks;
     st->kv_blocks_used = llm_blocks_n_used(&s->bm);
     st->kv_blocks_cached = llm_blocks_n_cached(&s->bm);
-}
-
-
-void *
-llm_seq_user(const llm_seq *q)
-{
-    return q->user;
 }
 
 

@@ -287,7 +287,4 @@ int llm_sched_has_work(const llm_sched *s);
 
 void llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st);
 
-/* the user pointer of a sequence */
-void *llm_seq_user(const llm_seq *q);
-
 #endif

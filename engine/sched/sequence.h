@@ -12,7 +12,7 @@
  * Internal to the scheduler (and its tests); the engine sees llm_seq as an
  * opaque handle.
  *
- * defines: llm_seq_state, llm_seq
+ * defines: llm_seq_state, llm_seq_cancel, llm_seq
  */
 #ifndef NGX_LLM_SEQUENCE_H
 #define NGX_LLM_SEQUENCE_H
@@ -33,6 +33,14 @@ typedef enum {
                                    no queue, waits for its parent's prompt
                                    (docs/scheduler.md, "n choices") */
 } llm_seq_state;
+
+/* where a sequence stands with llm_sched_cancel */
+typedef enum {
+    LLM_SEQ_CANCEL_NONE = 0,    /* live: a cancel finishes it */
+    LLM_SEQ_CANCEL_PENDING,     /* cancelled during a step: reaped after */
+    LLM_SEQ_CANCEL_IGNORED      /* finishing (its on_finish runs): a cancel
+                                   now is ignored */
+} llm_seq_cancel;
 
 struct llm_seq {
     uint64_t          arrival;      /* admission order, FCFS tie-break */
@@ -73,7 +81,7 @@ struct llm_seq {
 
     int               n_cached;     /* prefix-cache hit at first schedule */
     int               n_preempted;
-    int               cancel_pending;   /* cancelled during a step */
+    llm_seq_cancel    cancel;       /* llm_sched_cancel's state */
     int               in_batch;     /* scheduled in the current step */
 
     llm_seq         **forks;        /* (n_forks) choices 1.. waiting for

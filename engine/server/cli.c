@@ -25,10 +25,10 @@
 #include "backend/backend.h"
 #include "server/cli.h"
 #include "model/kv.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 #include "model/model.h"
 #include "sample/sampler.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -37,10 +37,10 @@
 
 #include "backend/backend.h"
 #include "server/cli.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define BENCH_MAX_STREAMS  1024
 #define BENCH_MAX_PROMPT   256

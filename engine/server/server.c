@@ -34,7 +34,7 @@
 #include "backend/backend.h"
 #include "server/log.h"
 #include "ring/ngx_llm_ring.h"
-#include "text/sampling_ring.h"
+#include "params/sampling_ring.h"
 #include "sched/scheduler.h"
 #include "server/server.h"
 #include "server/server_int.h"

@@ -32,7 +32,7 @@
 #include "sched/compile.h"
 #include "sched/scheduler.h"
 #include "server/server.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define LLM_MAX_CLIENTS       256
 

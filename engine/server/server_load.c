@@ -23,8 +23,8 @@
 #include "sched/scheduler.h"
 #include "server/log.h"
 #include "server/server_int.h"
-#include "text/sampling.h"
-#include "text/tokenizer.h"
+#include "params/sampling.h"
+#include "tokenizer/tokenizer.h"
 
 
 /* ---------------------------------------------------------------------- */

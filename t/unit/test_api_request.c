@@ -2,10 +2,13 @@
  * OpenAI request parser: every field valid and invalid (type, range,
  * missing), the error shape (status, param, code, message), content parts,
  * prompt forms, body limits (size, depth, UTF-8), and the normalised
- * messages handed to the chat template.
+ * messages handed to the chat template; the stop ids a model and a
+ * request give a ring slot.
  */
 #include "tap.h"
-#include "text/api_request.h"
+#include "api/request.h"
+#include "format/gguf.h"
+#include "tokenizer/internal.h"     /* to give the model 6 stop ids */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -1062,6 +1065,98 @@ test_response_format(void)
 }
 
 
+/*
+ * The request's stop_token_ids parsed under lim, into a ring slot beside
+ * the model's stop ids (t): 1 when every id of both reached the slot or
+ * the request was a 400 naming stop_token_ids, 0 when an id was lost.
+ */
+static int
+stop_ids_kept(const llm_api_limits *lim, const llm_tokenizer *t, int n_user,
+    int ignore_eos, int *n_slot, int *status)
+{
+    llm_api_request   r;
+    llm_api_error     e;
+    llm_sampling      p;
+    const int32_t    *eos;
+    char              extra[512];
+    size_t            at;
+    int               i, j, k, found, kept = 1;
+
+    at = (size_t) snprintf(extra, sizeof(extra), "\"ignore_eos\":%s,"
+                           "\"stop_token_ids\":[",
+                           ignore_eos ? "true" : "false");
+    for (i = 0; i < n_user; i++) {
+        at += (size_t) snprintf(extra + at, sizeof(extra) - at, "%s%d",
+                                i ? "," : "", 200 + i);
+    }
+    snprintf(extra + at, sizeof(extra) - at, "]");
+
+    const char *b = body_of(CHAT, extra);
+    *status = 0;
+    *n_slot = -1;
+    if (llm_api_parse(&r, b, strlen(b), CHAT, lim, &e) != 0) {
+        *status = e.status;
+        return e.status == 400 && strcmp(e.param, "stop_token_ids") == 0;
+    }
+    memset(&p, 0, sizeof(p));
+    llm_api_stop_ids_to_ring(&r, t, &p);
+    *n_slot = (int) p.n_stop_ids;
+    k = ignore_eos ? 0 : llm_tokenizer_stop_ids(t, &eos);
+    for (i = 0; i < k + n_user; i++) {
+        int32_t want = i < k ? eos[i] : 200 + (i - k);
+        for (found = 0, j = 0; j < (int) p.n_stop_ids; j++) {
+            found |= p.stop_ids[j] == want;
+        }
+        kept &= found;
+    }
+    llm_api_request_free(&r);
+    return kept;
+}
+
+
+/* a model with 6 stop ids, a request with 12 stop_token_ids: a ring slot
+   carries 16, so all 18 cannot fit; each id reaches the engine or the
+   request is refused, never an id dropped without a word */
+static void
+test_stop_ids_room(void)
+{
+    gguf_file        g;
+    llm_tokenizer   *t;
+    llm_api_limits   lim;
+    char             err[256];
+    int              i, n_slot, status;
+
+    if (gguf_open(&g, tap_model()) != 0) {
+        ok(0, "the model's tokenizer");
+        return;
+    }
+    t = llm_tokenizer_load_gguf(&g, err, sizeof(err));
+    gguf_close(&g);
+    if (t == NULL) {
+        ok(0, "the model's tokenizer: %s", err);
+        return;
+    }
+    t->n_stop = 6;
+    for (i = 0; i < 6; i++) {
+        t->stop[i] = 100 + i;
+    }
+
+    llm_api_limits_default(&lim);
+    llm_api_limits_model(&lim, t);
+    is_int(lim.max_stop_ids, LLM_RING_MAX_STOP_IDS - 6,
+           "stop_token_ids: the slot's 16 less the model's 6");
+    ok(stop_ids_kept(&lim, t, 12, 0, &n_slot, &status),
+       "6 model stop ids + 12 stop_token_ids: all honoured or a 400 "
+       "naming stop_token_ids");
+    is_int(status, 400, "12 stop_token_ids beside 6 model stop ids: 400");
+    ok(stop_ids_kept(&lim, t, 10, 0, &n_slot, &status) && n_slot == 16,
+       "6 + 10: all 16 in the slot");
+    ok(stop_ids_kept(&lim, t, 10, 1, &n_slot, &status) && n_slot == 10,
+       "ignore_eos: the 10 requested only");
+    llm_tokenizer_free(t);
+}
+
+
 int
 main(void)
 {
@@ -1073,5 +1168,6 @@ main(void)
     test_strict_json();
     test_stop_handoff();
     test_response_format();
+    test_stop_ids_room();
     return tap_done();
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "isa.h"
 #include "matmul.h"
 #include "quant.h"
 #include "tap.h"

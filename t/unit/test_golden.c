@@ -63,7 +63,7 @@
 #include "model/kv.h"
 #include "format/gguf.h"
 #include "model/model.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define GOLDEN_DIR     "t/data/golden"
 #define MAX_GOLDENS    64

@@ -36,11 +36,11 @@
 
 #include "tap.h"
 #include "backend/backend.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 #include "model/model.h"
 #include "format/safetensors.h"
-#include "text/tokenizer.h"
-#include "text/tok_internal.h"      /* to take byte fallback away */
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/internal.h"      /* to take byte fallback away */
 
 #define MODELS     "t/data/models"
 #define GOLDENS    "t/data/golden"

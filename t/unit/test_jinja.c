@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "text/jinja.h"
+#include "jinja/jinja.h"
 
 static const char *golden_dir = "t/data/templates";
 

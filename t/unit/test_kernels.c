@@ -19,6 +19,7 @@
 #include "norm.h"
 #include "rope.h"
 #include "format/gguf.h"
+#include "isa.h"
 #include "matmul.h"
 #include "quant.h"
 #include "threadpool.h"

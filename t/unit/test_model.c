@@ -16,6 +16,7 @@
 #include "tap.h"
 #include "alloc.h"
 #include "attention.h"
+#include "isa.h"
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "model/model.h"

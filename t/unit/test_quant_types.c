@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isa.h"
 #include "matmul.h"
 #include "model/quantize.h"
 #include "quant.h"

@@ -357,7 +357,7 @@ test_against_reference(void)
     random_logits(l, n, 2.0f);
 
     for (int c = 0; c < N_ELEMS(cases); c++) {
-        /* a temperature above the API's 2 (text/sampling.h) as flatter
+        /* a temperature above the API's 2 (params/sampling.h) as flatter
            logits at T = 2: softmax(l / t) == softmax((l * 2 / t) / 2) */
         float scale = cases[c].t > 2.0f ? 2.0f / cases[c].t : 1.0f;
 

@@ -31,7 +31,7 @@
 #include "sched/compile.h"
 #include "sched/scheduler.h"
 #include "sched/sequence.h"
-#include "text/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "sched_fixture.h"
 
 

@@ -4,7 +4,7 @@
  * that every chunking gives the output of a whole-text reference.
  */
 #include "tap.h"
-#include "text/stop.h"
+#include "api/stop.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -10,8 +10,8 @@
 
 #include "tap.h"
 #include "format/gguf.h"
-#include "text/jinja.h"
-#include "text/tokenizer.h"
+#include "jinja/jinja.h"
+#include "tokenizer/tokenizer.h"
 
 #define SEP "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096

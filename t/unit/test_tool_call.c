@@ -1,5 +1,5 @@
 /*
- * Tool calling and reasoning (text/tool_call.h, text/tools.h): every parser
+ * Tool calling and reasoning (api/reply.h, api/tools.h): every parser
  * on fixed replies, good and malformed, whole and split at every byte; the
  * request's checks; the published templates rendering tools, past calls
  * and tool results; the generic system message on SmolLM2's template; the
@@ -13,12 +13,13 @@
 
 #include "tap.h"
 #include "format/gguf.h"
-#include "text/api_request.h"
-#include "text/jinja.h"
-#include "text/json_strict.h"
-#include "text/tokenizer.h"
-#include "text/tool_call.h"
-#include "text/tools.h"
+#include "api/request.h"
+#include "jinja/jinja.h"
+#include "api/json_strict.h"
+#include "text/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "api/reply.h"
+#include "api/tools.h"
 
 #define TOOLS_JSON                                                            \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","         \
@@ -94,7 +95,7 @@ add(char *dst, size_t cap, const char *s, size_t n)
 
 
 static void
-take(summary *sm, const llm_out_piece *p)
+take(summary *sm, const llm_reply_piece *p)
 {
     add(sm->reasoning, sizeof(sm->reasoning), p->reasoning ? p->reasoning
                                                            : "",
@@ -109,20 +110,20 @@ static void
 run_cuts(summary *sm, int fmt, int reasoning, int in_think, int parallel,
     const char *text, const size_t *cuts, int n_cuts)
 {
-    llm_out        o;
-    llm_out_piece  p;
+    llm_reply      o;
+    llm_reply_piece  p;
     size_t         at = 0, len = strlen(text), to;
     int            i;
 
     memset(sm, 0, sizeof(*sm));
-    llm_out_init(&o, fmt, reasoning, in_think, parallel, tools);
+    llm_reply_init(&o, fmt, reasoning, in_think, parallel, tools);
     for (i = 0; i <= n_cuts; i++) {
         to = i < n_cuts ? cuts[i] : len;
-        llm_out_push(&o, text + at, to - at, &p);
+        llm_reply_push(&o, text + at, to - at, &p);
         take(sm, &p);
         at = to;
     }
-    llm_out_finish(&o, &p);
+    llm_reply_finish(&o, &p);
     take(sm, &p);
     for (i = 0; i < o.n_calls; i++) {
         add(sm->calls, sizeof(sm->calls), o.calls[i].name,
@@ -133,7 +134,7 @@ run_cuts(summary *sm, int fmt, int reasoning, int in_think, int parallel,
         add(sm->calls, sizeof(sm->calls), ";", 1);
     }
     sm->failed = o.failed;
-    llm_out_free(&o);
+    llm_reply_free(&o);
 }
 
 
@@ -330,36 +331,36 @@ test_parsers(void)
 static void
 test_held_back(void)
 {
-    llm_out        o;
-    llm_out_piece  p;
+    llm_reply      o;
+    llm_reply_piece  p;
     const char    *t = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", "
                        "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
     char           out[256] = "";
     size_t         i;
 
-    llm_out_init(&o, H, 0, 0, 1, tools);
+    llm_reply_init(&o, H, 0, 0, 1, tools);
     for (i = 0; t[i]; i++) {
-        llm_out_push(&o, t + i, 1, &p);
+        llm_reply_push(&o, t + i, 1, &p);
         add(out, sizeof(out), p.content ? p.content : "", p.content_len);
     }
     is_str(out, "Checking.", "stream: only the text before the call went out");
-    llm_out_finish(&o, &p);
+    llm_reply_finish(&o, &p);
     is_int(p.content_len, 0, "stream: nothing more at the end");
     is_int(o.n_calls, 1, "stream: the call at the end");
-    llm_out_free(&o);
+    llm_reply_free(&o);
 
-    llm_out_init(&o, G, 0, 0, 1, tools);
-    llm_out_push(&o, "Hel", 3, &p);
+    llm_reply_init(&o, G, 0, 0, 1, tools);
+    llm_reply_push(&o, "Hel", 3, &p);
     is_int(p.content_len, 3, "generic: plain text goes out at once");
-    llm_out_free(&o);
+    llm_reply_free(&o);
 
-    llm_out_init(&o, N, 1, 0, 1, NULL);
-    llm_out_push(&o, "<think>\nab", 10, &p);
+    llm_reply_init(&o, N, 1, 0, 1, NULL);
+    llm_reply_push(&o, "<think>\nab", 10, &p);
     is_int(p.reasoning_len, 2, "reasoning streams as it comes");
-    llm_out_push(&o, "c</th", 5, &p);
+    llm_reply_push(&o, "c</th", 5, &p);
     ok(p.reasoning_len == 1 && p.reasoning[0] == 'c',
        "a partial </think> is held back");
-    llm_out_free(&o);
+    llm_reply_free(&o);
 }
 
 
@@ -760,7 +761,7 @@ test_prompt_in_think(void)
         vars = jinja_chat_context(msgs, NULL, 1, NULL, NULL);
         r = NULL;
         if (t && jinja_render(t, vars, &r, &rlen, err, sizeof(err)) == 0) {
-            ok(llm_out_prompt_in_think(r, rlen),
+            ok(llm_reply_prompt_in_think(r, rlen),
                "DeepSeek-R1: the generation prompt opens <think>");
         } else {
             ok(0, "DeepSeek-R1 renders: %s", err);
@@ -775,7 +776,7 @@ test_prompt_in_think(void)
         vars = jinja_chat_context(msgs, NULL, 1, NULL, NULL);
         r = NULL;
         ok(t && jinja_render(t, vars, &r, &rlen, err, sizeof(err)) == 0
-           && !llm_out_prompt_in_think(r, rlen),
+           && !llm_reply_prompt_in_think(r, rlen),
            "Qwen3: the model opens <think> itself");
         free(r);
         cJSON_Delete(vars);
@@ -787,7 +788,7 @@ test_prompt_in_think(void)
         }
         r = NULL;
         ok(t && jinja_render(t, vars, &r, &rlen, err, sizeof(err)) == 0
-           && !llm_out_prompt_in_think(r, rlen)
+           && !llm_reply_prompt_in_think(r, rlen)
            && strstr(r, "<think>\n\n</think>"),
            "Qwen3 enable_thinking false: an empty thinking, closed");
         free(r);
