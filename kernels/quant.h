@@ -11,8 +11,7 @@
  * below are byte-for-byte the on-disk layouts of ggml (ggml-common.h).
  *
  * defines: llm_block_*, llm_kvalues_iq4nl, llm_kvalues_mxfp4,
- *          llm_q3k_scale, llm_e8m0_half, llm_fp16_to_fp32,
- *          llm_fp32_to_fp16, llm_bf16_to_fp32,
+ *          llm_q3k_scale, llm_e8m0_half, llm_q4k_scale_min,
  *          llm_dequant_row, llm_quantize_row, llm_quantize_row_q8a,
  *          llm_quantize_row_q8k, llm_quant_block, llm_quant_block_bytes
  */
@@ -22,11 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp16.h"                  /* llm_half and its conversions */
+
 #define LLM_QK    32               /* elements per block: Q4_0, Q4_1, Q5_0,
                                       Q5_1, Q8_0, IQ4_NL, MXFP4 */
 #define LLM_QK_K  256              /* elements per super-block: K-quants */
 
-typedef uint16_t llm_half;         /* IEEE binary16 bits */
 
 /* Q4_0: x = d * (q - 8), q in 0..15; qs[j] holds element j (low nibble)
  * and element j + 16 (high nibble) */
@@ -173,9 +173,6 @@ _Static_assert(sizeof(llm_block_iq4_xs) == 136, "IQ4_XS block is 136 bytes");
 _Static_assert(sizeof(llm_block_q8a) == 40, "Q8A block is 40 bytes");
 _Static_assert(sizeof(llm_block_q8k) == 292, "Q8_K block is 292 bytes");
 
-float llm_fp16_to_fp32(llm_half h);
-llm_half llm_fp32_to_fp16(float f);        /* round to nearest even */
-float llm_bf16_to_fp32(uint16_t h);
 
 /* sub-block j (0..7) scale and min of a Q4_K block */
 void llm_q4k_scale_min(const uint8_t scales[12], int j, int *sc, int *m);

@@ -6,13 +6,28 @@
  * quantized against the super-block's d (and dmin), then each weight
  * rounded to the nearest step of its sub-block's final scale.
  *
- * defines: llm_q3k_scale, llm_unpack_k, llm_quantize_k
+ * defines: llm_q4k_scale_min, llm_q3k_scale, llm_unpack_k, llm_quantize_k
  */
 #include <math.h>
 #include <string.h>
 
 #include "quant_vals.h"
 #include "tensor_type.h"
+
+
+void
+llm_q4k_scale_min(const uint8_t s[12], int j, int *sc, int *m)
+{
+    /* bytes 0-3: sc0..3 + top bits of sc4..7; 4-7: m0..3 + top bits of
+     * m4..7; 8-11: low nibbles sc4..7, high nibbles m4..7 */
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
 
 
 int
