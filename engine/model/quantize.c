@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "format/gguf.h"
@@ -350,6 +351,7 @@ llm_quantize_file(const char *in, const char *out, const llm_quant_ftype *ft,
     uint8_t *row = NULL;
     uint64_t pos, off, max_ne0 = 1, in_total = 0, out_total = 0;
     int n_layer, n_gqa, has_output, rc = -1, have_ft = 0, have_qv = 0;
+    struct stat st_in, st_out;
 
     if (gguf_open(&g, in) != 0) {
         rc = fail(err, err_len, "%s", g.err);
@@ -374,6 +376,12 @@ llm_quantize_file(const char *in, const char *out, const llm_quant_ftype *ft,
     if (f == NULL || row == NULL) {
         fail(err, err_len, "out of memory for a row of %llu",
              (unsigned long long) max_ne0);
+        goto done;
+    }
+    if (stat(out, &st_out) == 0 && stat(in, &st_in) == 0
+        && st_out.st_dev == st_in.st_dev && st_out.st_ino == st_in.st_ino)
+    {
+        fail(err, err_len, "%s: the output is the input file", out);
         goto done;
     }
     if ((w.f = fopen(out, "wb")) == NULL) {
