@@ -5,7 +5,9 @@ type and their values as the `gguf` package from PyPI dequantizes them.
     python3 tools/quant_golden.py [OUT_DIR]     (default t/data/quant)
 
 Writes OUT_DIR/<TYPE>.blocks (the raw blocks) and OUT_DIR/<TYPE>.f32 (the
-little-endian float32 values gguf-py gives for them). t/unit/
+little-endian float32 values gguf-py gives for them); for the types
+gguf-py also quantizes, OUT_DIR/<TYPE>.x (floats) and <TYPE>.q (its
+blocks of them). t/unit/
 test_quant_types.c checks llm_dequant_row against them bit for bit, so
 `make test` needs no Python package: the files are committed and this
 script only remakes them (pinned: GGUF_VERSION below, numpy as pip
@@ -24,7 +26,7 @@ import sys
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as T
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 GGUF_VERSION = "0.19.0"
 
@@ -54,6 +56,15 @@ def random_half(rng, n):
     return (sign | exp | man).astype("<u2")
 
 
+# types gguf-py also quantizes (ggml's reference rules): OUT_DIR/<TYPE>.x
+# holds random floats, OUT_DIR/<TYPE>.q gguf-py's blocks of them, and
+# test_quant_types checks that llm_quantize_row writes the same bytes
+QUANTIZED = {
+    "Q4_0": T.Q4_0, "Q4_1": T.Q4_1, "Q5_0": T.Q5_0, "Q5_1": T.Q5_1,
+    "Q8_0": T.Q8_0, "MXFP4": T.MXFP4,
+}
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "t/data/quant"
     have = importlib.metadata.version("gguf")
@@ -75,6 +86,15 @@ def main():
         raw.tofile(os.path.join(out, name + ".blocks"))
         vals.tofile(os.path.join(out, name + ".f32"))
         print(f"{name}: {nblocks} blocks, {vals.size} values")
+    for name, qtype in QUANTIZED.items():
+        x = (rng.standard_normal(1024) * rng.choice([0.01, 1.0, 30.0], 1024)
+             ).astype("<f4")
+        x[:32] = 0.0                                  # an all-zero block
+        x[32:64] = np.abs(x[32:64])                   # an all-positive one
+        q = quantize(x.reshape(32, 32), qtype).reshape(-1)
+        x.tofile(os.path.join(out, name + ".x"))
+        q.tofile(os.path.join(out, name + ".q"))
+        print(f"{name}: {x.size} values quantized by gguf-py")
 
 
 if __name__ == "__main__":

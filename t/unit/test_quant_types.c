@@ -139,6 +139,50 @@ test_golden(void)
 }
 
 
+/* the types gguf-py quantizes by ggml's reference rules: ours writes the
+ * same bytes from the same floats */
+static void
+test_quantize_golden(void)
+{
+    static const char *const names[] = {
+        "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4",
+    };
+
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        char path[256];
+        size_t nx, nq;
+        uint32_t type = type_by_name(names[k]);
+        snprintf(path, sizeof(path), "t/data/quant/%s.x", names[k]);
+        float *x = read_file(path, &nx);
+        snprintf(path, sizeof(path), "t/data/quant/%s.q", names[k]);
+        uint8_t *want = read_file(path, &nq);
+        if (!ok(x && want, "%s quantizer golden readable", names[k])) {
+            free(x);
+            free(want);
+            continue;
+        }
+        int64_t n = (int64_t) (nx / 4);
+        uint8_t *got = calloc(1, nq);
+        int bad = 0, first = -1;
+        is_int(ggml_row_size(type, n), nq, "%s: %lld values in %zu bytes",
+               names[k], (long long) n, nq);
+        is_int(llm_quantize_row(type, x, got, n), 0, "%s quantizes",
+               names[k]);
+        for (size_t i = 0; i < nq; i++) {
+            if (got[i] != want[i]) {
+                bad++;
+                first = first < 0 ? (int) i : first;
+            }
+        }
+        ok(bad == 0, "%s: llm_quantize_row == gguf-py's quantizer, %zu "
+           "bytes (%d differ, first at %d)", names[k], nq, bad, first);
+        free(got);
+        free(x);
+        free(want);
+    }
+}
+
+
 /* random weights quantized by our quantizer: the blocks decode within a
  * fraction of the row's range (a gross layout error is far outside) */
 static void
@@ -470,6 +514,7 @@ main(void)
 {
     test_golden();
     test_quantizer();
+    test_quantize_golden();
     test_ref_accuracy();
     test_matmul_exact();
     test_refused();
