@@ -100,6 +100,15 @@ $(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
 
+# tools/json_schema_dump.sh: test binaries that record every schema they
+# convert and the grammar it gives (t/unit/js_dump.c), and a converter of
+# schema files
+JS_DUMP_WRAP := -Wl,--wrap=llm_json_schema_compile \
+                -Wl,--wrap=llm_json_schema_to_gbnf t/unit/js_dump.c
+$(BUILD)/dump/%: t/unit/%.c t/unit/js_dump.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -o $@ $< $(JS_DUMP_WRAP) $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
 # the unit tests two at a time (UNIT_JOBS): each writes only files of its
 # own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
 UNIT_JOBS  ?= 2
@@ -211,14 +220,18 @@ layer-check: all
 	             "kernels/tensor_type.c)"; \
 	        exit 1; fi
 
-test: deps all
+# the suites in turn; what each builds, TEST_JOBS at a time (CI's machines
+# have 2 cores, and a plain `make test` would compile one file at a time)
+TEST_JOBS ?= 2
+test: deps
+	$(MAKE) -j$(TEST_JOBS) all
 	$(MAKE) layer-check
-	$(MAKE) unit
-	$(MAKE) t-nginx
+	$(MAKE) -j$(TEST_JOBS) unit
+	$(MAKE) -j$(TEST_JOBS) t-nginx
 	$(MAKE) test-ops
-	$(MAKE) fuzz-smoke
-	$(MAKE) unit-asan
-	$(MAKE) test-asan T="$(ASAN_T_CI)"
+	$(MAKE) -j$(TEST_JOBS) fuzz-smoke
+	$(MAKE) -j$(TEST_JOBS) unit-asan
+	$(MAKE) -j$(TEST_JOBS) test-asan T="$(ASAN_T_CI)"
 
 # --- ASan + UBSan + LeakSanitizer (docs/testing.md) ------------------------------
 
@@ -359,6 +372,8 @@ FUZZ_SECS   ?= 10
 FUZZ_RUNS      ?= 10000000
 FUZZ_SLOW      := chat jinja tokenizer json_schema
 FUZZ_SLOW_SECS ?= $(or $(SECS),600)
+# harnesses run at once, each on a core of its own for its whole limit
+FUZZ_JOBS      ?= 2
 # undefined behaviour stops a run as a crash does
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
@@ -388,16 +403,16 @@ $(ASAN_UNIT): $(BUILD)/fuzz/%: t/unit/%.c $(UNIT_HEADERS) $(FUZZ_OBJS)
 
 unit-asan: $(ASAN_UNIT)
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) SCHED_TINY_ONLY=1 \
-	    prove -e '' $(ASAN_UNIT)
+	    prove -j$(UNIT_JOBS) -e '' $(ASAN_UNIT)
 
 # the tokenizer and chat harnesses load vocabularies and templates from
 # FIXTURES (and t/data, from the repository root)
 fuzz-smoke: $(FUZZ_BINS)
-	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -max_total_time=$(FUZZ_SECS) \
+	FIXTURES=$(FIXTURES) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh $(BUILD) -max_total_time=$(FUZZ_SECS) \
 	    -max_total_time=$(FUZZ_SECS) "" $(FUZZ_BINS)
 
 fuzz: $(FUZZ_BINS)
-	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -runs=$(FUZZ_RUNS) \
+	FIXTURES=$(FIXTURES) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh $(BUILD) -runs=$(FUZZ_RUNS) \
 	    -max_total_time=$(FUZZ_SLOW_SECS) "$(FUZZ_SLOW)" $(FUZZ_BINS)
 
 clean:
