@@ -82,12 +82,14 @@ all: engine module
 engine: $(BUILD)/ngx_llm_engine
 
 # each object depends on the headers it includes (-MMD: a .d file beside
-# it, read below; -MP: a header removed or moved does not stop make)
-$(OBJ)/%.o: %.c
+# it, read below; -MP: a header removed or moved does not stop make). An
+# object without its .d (built before -MMD, or the .d lost) is rebuilt:
+# the empty rule below makes a missing .d newer than any object
+$(OBJ)/%.o: %.c $(OBJ)/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu
+$(OBJ)/%.cu.o: %.cu $(OBJ)/%.cu.d
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
@@ -98,9 +100,18 @@ $(OBJ)/t/asan/options.o: t/asan/options.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DNGX_LLM_SAN_LOG='"$(abspath $(BUILD))/san/engine"' -c $< -o $@
 
-$(BUILD)/t/%: t/unit/%.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
+$(BUILD)/t/%: t/unit/%.c $(BUILD)/t/%.d $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS) $(SAN_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -It/unit -o $@ $< $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(SAN_OBJS) $(LDLIBS) $(CUDA_LIBS)
+
+# tools/json_schema_dump.sh: test binaries that record every schema they
+# convert and the grammar it gives (t/unit/js_dump.c), and a converter of
+# schema files
+JS_DUMP_WRAP := -Wl,--wrap=llm_json_schema_compile \
+                -Wl,--wrap=llm_json_schema_to_gbnf t/unit/js_dump.c
+$(BUILD)/dump/%: t/unit/%.c t/unit/js_dump.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(UNIT_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -o $@ $< $(JS_DUMP_WRAP) $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
 # the unit tests two at a time (UNIT_JOBS): each writes only files of its
 # own (mkstemp, its pid, its name), and the sanitized pass is CI's longest
@@ -213,14 +224,18 @@ layer-check: all
 	             "kernels/tensor_type.c)"; \
 	        exit 1; fi
 
-test: deps all
+# the suites in turn; what each builds, TEST_JOBS at a time (CI's machines
+# have 2 cores, and a plain `make test` would compile one file at a time)
+TEST_JOBS ?= 2
+test: deps
+	$(MAKE) -j$(TEST_JOBS) all
 	$(MAKE) layer-check
-	$(MAKE) unit
-	$(MAKE) t-nginx
+	$(MAKE) -j$(TEST_JOBS) unit
+	$(MAKE) -j$(TEST_JOBS) t-nginx
 	$(MAKE) test-ops
-	$(MAKE) fuzz-smoke
-	$(MAKE) unit-asan
-	$(MAKE) test-asan T="$(ASAN_T_CI)"
+	$(MAKE) -j$(TEST_JOBS) fuzz-smoke
+	$(MAKE) -j$(TEST_JOBS) unit-asan
+	$(MAKE) -j$(TEST_JOBS) test-asan T="$(ASAN_T_CI)"
 
 # --- ASan + UBSan + LeakSanitizer (docs/testing.md) ------------------------------
 
@@ -361,6 +376,8 @@ FUZZ_SECS   ?= 10
 FUZZ_RUNS      ?= 10000000
 FUZZ_SLOW      := chat jinja tokenizer json_schema
 FUZZ_SLOW_SECS ?= $(or $(SECS),600)
+# harnesses run at once, each on a core of its own for its whole limit
+FUZZ_JOBS      ?= 2
 # undefined behaviour stops a run as a crash does
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
@@ -368,14 +385,14 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 $(FUZZ_SAN) -Iengine -Ikernels
 FUZZ_OBJS   := $(filter-out %/server.o %/cli_plan.o,$(ENGINE_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
 .SECONDARY: $(FUZZ_OBJS)
 
-$(BUILD)/fuzz/obj/%.o: %.c
+$(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/fuzz/obj/%.d
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
 
 # fuzz_slot includes server.c (its static llm_slot_request)
 $(BUILD)/fuzz/fuzz_slot: engine/server/server.c
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzz/fuzz_%.d $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -MF $@.d -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 
@@ -390,20 +407,23 @@ $(ASAN_UNIT): $(BUILD)/fuzz/%: t/unit/%.c $(UNIT_HEADERS) $(FUZZ_OBJS)
 
 unit-asan: $(ASAN_UNIT)
 	FIXTURES=$(FIXTURES) MODEL=$(MODEL) SCHED_TINY_ONLY=1 \
-	    prove -e '' $(ASAN_UNIT)
+	    prove -j$(UNIT_JOBS) -e '' $(ASAN_UNIT)
 
 # the tokenizer and chat harnesses load vocabularies and templates from
 # FIXTURES (and t/data, from the repository root)
 fuzz-smoke: $(FUZZ_BINS)
-	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -max_total_time=$(FUZZ_SECS) \
+	FIXTURES=$(FIXTURES) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh $(BUILD) -max_total_time=$(FUZZ_SECS) \
 	    -max_total_time=$(FUZZ_SECS) "" $(FUZZ_BINS)
 
 fuzz: $(FUZZ_BINS)
-	FIXTURES=$(FIXTURES) fuzz/run.sh $(BUILD) -runs=$(FUZZ_RUNS) \
+	FIXTURES=$(FIXTURES) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh $(BUILD) -runs=$(FUZZ_RUNS) \
 	    -max_total_time=$(FUZZ_SLOW_SECS) "$(FUZZ_SLOW)" $(FUZZ_BINS)
 
 clean:
 	rm -rf $(BUILD)
 
-# the header dependencies the compilers wrote (-MMD)
+# the header dependencies the compilers wrote (-MMD); a missing one is
+# made by nothing, which rebuilds its object (above)
+%.d: ;
+.PRECIOUS: %.d
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

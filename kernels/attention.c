@@ -19,6 +19,33 @@
 
 #include "exp_neg.h"
 
+/*
+ * Under AddressSanitizer (the fuzz tree, make test-asan) the AVX-512
+ * kernel's counts are runtime bounds: the queries of each group (NA, NB)
+ * and the 16-dim vectors of o a pass (NK), and no loop is unrolled by
+ * ATT_UNROLL. One att_avx512 per cache type then, where the optimized
+ * build makes 12 (one per query count, each with 8 tile_values_k) so that
+ * the counts unroll into registers: compiling this file under the
+ * sanitizers took 280 s of CPU with clang, 55 with gcc, 7 now
+ * (docs/testing.md). The same functions, so the same K and V loads and o
+ * stores for the sanitizers to check, and the same operations per lane
+ * (the same bits, test_attention); only registers become stack arrays.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define ATT_SAN  1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATT_SAN  1
+#endif
+#endif
+
+#ifdef ATT_SAN
+#define ATT_UNROLL(n)
+#else
+#define ATT_PRAGMA(x)  _Pragma(#x)
+#define ATT_UNROLL(n)  ATT_PRAGMA(GCC unroll n)
+#endif
+
 
 float
 llm_att_exp(float x)
@@ -393,15 +420,15 @@ tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
     const uint8_t *col = kb + ((size_t) s->head_off * bs + slot0)
                               * (F16 ? 2 : 4);
 
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
         a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm512_setzero_ps();
     }
     for (d = 0; d + 4 <= hd; d += 4) {
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (r = 0; r < 4; r++) {
             kv = ld16(col, (size_t) (d + r) * bs, F16);
-#pragma GCC unroll 8
+ATT_UNROLL(8)
             for (i = 0; i < N; i++) {
                 a[i][r] = _mm512_fmadd_ps(_mm512_set1_ps(q[i].q[d + r]), kv,
                                           a[i][r]);
@@ -410,12 +437,12 @@ tile_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
     }
     for (r = 0; d < hd; d++, r++) {
         kv = ld16(col, (size_t) d * bs, F16);
-#pragma GCC unroll 8
+ATT_UNROLL(8)
         for (i = 0; i < N; i++) {
             a[i][r] = _mm512_fmadd_ps(_mm512_set1_ps(q[i].q[d]), kv, a[i][r]);
         }
     }
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
         sc[i] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]),
                                             _mm512_add_ps(a[i][2], a[i][3])),
@@ -458,14 +485,14 @@ tile_values_k(const llm_att_seq *s, const int N, const int F16, const int NK,
     const uint8_t *row = vb + ((size_t) slot0 * s->kv_dim + s->head_off + k)
                               * (F16 ? 2 : 4);
 
-#pragma GCC unroll 4
+ATT_UNROLL(4)
     for (kk = 0; kk < NK; kk++) {
         int left = hd - k - 16 * kk;
         km[kk] = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1);
     }
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (kk = 0; kk < NK; kk++) {
             ov[i][kk] = _mm512_mul_ps(
                             _mm512_maskz_loadu_ps(km[kk], o[i] + k + 16 * kk),
@@ -473,28 +500,28 @@ tile_values_k(const llm_att_seq *s, const int N, const int F16, const int NK,
         }
     }
     for (j = 0; j < 16; j++) {
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (kk = 0; kk < NK; kk++) {
             vv[kk] = ld16_mask(row, (size_t) j * s->kv_dim + 16 * kk, F16,
                                km[kk]);
         }
-#pragma GCC unroll 8
+ATT_UNROLL(8)
         for (i = 0; i < N; i++) {
             if (!full && !(vm[i] >> j & 1)) {
                 continue;
             }
-#pragma GCC unroll 4
+ATT_UNROLL(4)
             for (kk = 0; kk < NK; kk++) {
                 ov[i][kk] = fma_bcast(vv[kk], &pr[i][j], ov[i][kk]);
             }
         }
     }
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
         if (vm[i] == 0) {
             continue;
         }
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (kk = 0; kk < NK; kk++) {
             _mm512_mask_storeu_ps(o[i] + k + 16 * kk, km[kk], ov[i][kk]);
         }
@@ -510,11 +537,17 @@ tile_values(const llm_att_seq *s, const int N, const int F16,
 {
     int  i, k, full = 1, hd = s->hd;
 
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
         full &= vm[i] == 0xffff;
     }
     for (k = 0; k < hd; k += 64) {
+#ifdef ATT_SAN
+        int nk = (hd - k + 15) / 16;
+
+        tile_values_k(s, N, F16, nk < 4 ? nk : 4, vb, slot0, k, o, pr, alpha,
+                      vm, full);
+#else
         switch ((hd - k + 15) / 16) {
         case 1:
             tile_values_k(s, N, F16, 1, vb, slot0, k, o, pr, alpha, vm, full);
@@ -529,6 +562,7 @@ tile_values(const llm_att_seq *s, const int N, const int F16,
             tile_values_k(s, N, F16, 4, vb, slot0, k, o, pr, alpha, vm, full);
             break;
         }
+#endif
     }
 }
 
@@ -553,7 +587,7 @@ softmax_all(const int N, const __m512 sc[8], const __mmask16 *vm,
     mn = _mm512_max_ps(*mv, hmax8x16(sc));
     av = exp16(_mm512_sub_ps(*mv, mn));
     *mv = mn;
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < 8; i++) {
         p[i] = _mm512_setzero_ps();
         if (i < N && vm[i]) {
@@ -581,7 +615,7 @@ softmax_each(const int N, const __m512 sc[8], const __mmask16 *vm,
 
     _mm512_store_ps(m, *mv);
     _mm512_store_ps(l, *lv);
-#pragma GCC unroll 2
+ATT_UNROLL(2)
     for (i = 0; i < N; i++) {
         if (vm[i] == 0) {
             continue;
@@ -670,12 +704,12 @@ group_tile(const llm_att_seq *s, const llm_att_query *q, const int N,
     __m512  sc[8];
     int     i;
 
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = N; i < 8; i++) {
         sc[i] = _mm512_set1_ps(-INFINITY);
     }
     tile_scores(s, q, N, F16, kb, slot0, sc, scale);
-#pragma GCC unroll 8
+ATT_UNROLL(8)
     for (i = 0; i < N; i++) {
         vm[i] = _mm512_cmp_epi32_mask(pos, _mm512_set1_epi32(q[i].t0),
                                       _MM_CMPINT_NLT)
@@ -752,6 +786,21 @@ att_avx512(const llm_att_seq *s, const llm_att_query *q, const int NA,
 }
 
 
+#ifdef ATT_SAN
+
+#define ATT_VARIANT(name, F16)                                               \
+TGT static void                                                              \
+name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
+    int k, float *part)                                                      \
+{                                                                            \
+    int na = nq < ATT_GROUP ? nq : ATT_GROUP;                                \
+    int nb = nq - na < ATT_GROUP ? nq - na : ATT_GROUP;                      \
+                                                                             \
+    att_avx512(s, q, na, nb, F16, scale, k, part);                           \
+}
+
+#else
+
 #define ATT_VARIANT(name, F16)                                               \
 TGT static void                                                              \
 name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
@@ -772,6 +821,8 @@ name(const llm_att_seq *s, const llm_att_query *q, int nq, float scale,    \
     default: att_avx512(s, q, 6, 6, F16, scale, k, part); break;             \
     }                                                                        \
 }
+
+#endif
 
 ATT_VARIANT(att_avx512_f16, 1)
 ATT_VARIANT(att_avx512_f32, 0)
@@ -843,15 +894,15 @@ half_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
     __m256  a[ATT2_MAX_Q][4], kv;
     int     d, i, r, hd = s->hd, bs = s->block_size;
 
-#pragma GCC unroll 4
+ATT_UNROLL(4)
     for (i = 0; i < N; i++) {
         a[i][0] = a[i][1] = a[i][2] = a[i][3] = _mm256_setzero_ps();
     }
     for (d = 0; d + 4 <= hd; d += 4) {
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (r = 0; r < 4; r++) {
             kv = ld8(col, (size_t) (d + r) * bs, F16);
-#pragma GCC unroll 4
+ATT_UNROLL(4)
             for (i = 0; i < N; i++) {
                 a[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(q[i].q[d + r]), kv,
                                           a[i][r]);
@@ -860,12 +911,12 @@ half_scores(const llm_att_seq *s, const llm_att_query *q, const int N,
     }
     for (r = 0; d < hd; d++, r++) {
         kv = ld8(col, (size_t) d * bs, F16);
-#pragma GCC unroll 4
+ATT_UNROLL(4)
         for (i = 0; i < N; i++) {
             a[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(q[i].q[d]), kv, a[i][r]);
         }
     }
-#pragma GCC unroll 4
+ATT_UNROLL(4)
     for (i = 0; i < N; i++) {
         sc[i] = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(a[i][0], a[i][1]),
                                             _mm256_add_ps(a[i][2], a[i][3])),
@@ -947,7 +998,7 @@ att_avx2(const llm_att_seq *s, const llm_att_query *q, const int N,
             for (j = 0; j < 16; j++) {
                 vv = n == 8 ? ld8(row, (size_t) j * s->kv_dim, F16)
                             : ld8_tail(row, (size_t) j * s->kv_dim, F16, n);
-#pragma GCC unroll 4
+ATT_UNROLL(4)
                 for (i = 0; i < N; i++) {
                     if (full || (vm[i] >> j & 1)) {
                         ov[i] = _mm256_fmadd_ps(_mm256_set1_ps(pr[i][j]), vv,

@@ -19,8 +19,9 @@ typedef __nv_bfloat16 bf16;
 
 /* enum ggml_type values (engine/format/gguf.h; not included: C header) */
 enum {
-    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8,
-    T_Q4_K = 12, T_Q6_K = 14, T_BF16 = 30
+    T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7,
+    T_Q8_0 = 8, T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13,
+    T_Q6_K = 14, T_IQ4_NL = 20, T_IQ4_XS = 23, T_BF16 = 30, T_MXFP4 = 39
 };
 
 
@@ -528,6 +529,93 @@ q4k_scale_min(const uint8_t *s, int j, int *sc, int *m)
 }
 
 
+/* ggml's value tables (kernels/quant_nl.c) */
+__constant__ int8_t kv_iq4nl[16] = {
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113
+};
+__constant__ int8_t kv_mxfp4[16] = {
+    0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
+};
+
+
+/* nibble e (0..31) of 16 bytes: low nibbles first */
+__device__ __forceinline__ int
+nib_at(const uint8_t *qs, int e)
+{
+    return e < 16 ? qs[e] & 0xf : qs[e - 16] >> 4;
+}
+
+
+/* the added types, as llm_dequant_ext (kernels/quant_dot.c and the family
+ * files): each product and difference rounded once, as there */
+__device__ float
+dequant_ext_one(const uint8_t *row, uint32_t type, int64_t c)
+{
+    const uint8_t  *b;
+    int             e = (int) (c % 32), E = (int) (c % 256), q, sc, m;
+    unsigned        qh;
+
+    switch (type) {
+    case T_Q5_0:
+        b = row + (c / 32) * 22;
+        qh = b[2] | b[3] << 8 | b[4] << 16 | (unsigned) b[5] << 24;
+        q = nib_at(b + 6, e) | ((qh >> e) & 1) << 4;
+        return __fmul_rn(half_at(b), (float) (q - 16));
+    case T_Q5_1:
+        b = row + (c / 32) * 24;
+        qh = b[4] | b[5] << 8 | b[6] << 16 | (unsigned) b[7] << 24;
+        q = nib_at(b + 8, e) | ((qh >> e) & 1) << 4;
+        return __fadd_rn(__fmul_rn(half_at(b), (float) q), half_at(b + 2));
+    case T_IQ4_NL:
+        b = row + (c / 32) * 18;
+        return __fmul_rn(half_at(b), (float) kv_iq4nl[nib_at(b + 2, e)]);
+    case T_MXFP4: {
+        unsigned bits;
+        b = row + (c / 32) * 17;
+        bits = b[0] < 2 ? 0x00200000u << b[0] : (unsigned) (b[0] - 1) << 23;
+        return __fmul_rn(__uint_as_float(bits),
+                         (float) kv_mxfp4[nib_at(b + 1, e)]);
+    }
+    case T_Q2_K:
+        b = row + (c / 256) * 84;
+        sc = b[E / 16] & 0xf;
+        m = b[E / 16] >> 4;
+        q = (b[16 + 32 * (E / 128) + E % 32] >> (2 * ((E % 128) / 32))) & 3;
+        return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b + 80), (float) sc),
+                                   (float) q),
+                         __fmul_rn(half_at(b + 82), (float) m));
+    case T_Q3_K: {
+        int j = E / 16;
+        b = row + (c / 256) * 110;
+        sc = ((b[96 + j % 8] >> (4 * (j / 8))) & 0xf)
+             | ((b[104 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+        q = (b[32 + 32 * (E / 128) + E % 32] >> (2 * ((E % 128) / 32))) & 3;
+        q -= (b[E % 32] >> (E / 32)) & 1 ? 0 : 4;
+        return __fmul_rn(__fmul_rn(half_at(b + 108), (float) (sc - 32)),
+                         (float) q);
+    }
+    case T_Q5_K:
+        b = row + (c / 256) * 176;
+        q4k_scale_min(b + 4, E / 32, &sc, &m);
+        q = b[48 + 32 * (E / 64) + E % 32];
+        q = (E % 64) < 32 ? q & 0xf : q >> 4;
+        q |= ((b[16 + E % 32] >> (E / 32)) & 1) << 4;
+        return __fsub_rn(__fmul_rn(__fmul_rn(half_at(b), (float) sc),
+                                   (float) q),
+                         __fmul_rn(half_at(b + 2), (float) m));
+    default: {                                          /* IQ4_XS */
+        int s = E / 32;
+        unsigned sh;
+        b = row + (c / 256) * 136;
+        sh = b[2] | b[3] << 8;
+        sc = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xf) | ((sh >> (2 * s)) & 3) << 4;
+        return __fmul_rn(__fmul_rn(half_at(b), (float) (sc - 32)),
+                         (float) kv_iq4nl[nib_at(b + 8 + 16 * s, e)]);
+    }
+    }
+}
+
+
 __device__ float
 dequant_one(const uint8_t *row, uint32_t type, int64_t c)
 {
@@ -571,6 +659,9 @@ dequant_one(const uint8_t *row, uint32_t type, int64_t c)
                                    (float) q),
                          __fmul_rn(half_at(b + 2), (float) m));
     }
+    case T_Q5_0: case T_Q5_1: case T_IQ4_NL: case T_MXFP4:
+    case T_Q2_K: case T_Q3_K: case T_Q5_K: case T_IQ4_XS:
+        return dequant_ext_one(row, type, c);
     case T_Q6_K: {
         int             half, g, l, lo;
         const uint8_t  *ql, *qh;
@@ -618,8 +709,10 @@ llm_cuda_dequant_bf16(llm_cuda_stream st, llm_bf16 *out, const void *src,
 
     switch (type) {
     case T_F32: case T_F16: case T_BF16: blk = 1; break;
-    case T_Q4_0: case T_Q4_1: case T_Q8_0: blk = 32; break;
-    case T_Q4_K: case T_Q6_K: blk = 256; break;
+    case T_Q4_0: case T_Q4_1: case T_Q8_0: case T_Q5_0: case T_Q5_1:
+    case T_IQ4_NL: case T_MXFP4: blk = 32; break;
+    case T_Q2_K: case T_Q3_K: case T_Q4_K: case T_Q5_K: case T_Q6_K:
+    case T_IQ4_XS: blk = 256; break;
     default: return -1;
     }
     if (cols % blk != 0) {

@@ -127,7 +127,9 @@ int llm_cuda_silu_mul(llm_cuda_stream st, llm_bf16 *out, const float *gu,
 /*
  * A GGUF tensor (rows x cols of `type`, rows row_stride bytes apart, as
  * uploaded raw to src) to bf16 out (rows, cols), round to nearest even.
- * Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (the enum ggml_type
+ * Types: every type the CPU loads (tensor_type.h's GGML_TYPES_SUPPORTED:
+ * F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_XS; the enum ggml_type
  * values); -1 for others.
  */
 int llm_cuda_dequant_bf16(llm_cuda_stream st, llm_bf16 *out,

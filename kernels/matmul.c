@@ -15,6 +15,7 @@
 #include "isa.h"
 #include "matmul.h"
 #include "quant.h"
+#include "quant_vals.h"
 #include "simd.h"
 #include "tensor_type.h"
 
@@ -173,6 +174,16 @@ dot_scalar(uint32_t type, int n, const uint8_t *w, const uint8_t *act)
         return dot_q4_K(n, (const void *) w, (const void *) act);
     case GGML_TYPE_Q6_K:
         return dot_q6_K(n, (const void *) w, (const void *) act);
+    case GGML_TYPE_Q5_0:
+    case GGML_TYPE_Q5_1:
+    case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_MXFP4:
+        return llm_dot_q32x_ref(type, n, w, (const void *) act);
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q5_K:
+    case GGML_TYPE_IQ4_XS:
+        return llm_dot_qkx_ref(type, n, w, (const void *) act);
     default:
         return dot_q32(type, n, w, (const void *) act);
     }
@@ -202,6 +213,14 @@ SCALAR_TILE(tile_q4_1, GGML_TYPE_Q4_1)
 SCALAR_TILE(tile_q8_0, GGML_TYPE_Q8_0)
 SCALAR_TILE(tile_q4_K, GGML_TYPE_Q4_K)
 SCALAR_TILE(tile_q6_K, GGML_TYPE_Q6_K)
+SCALAR_TILE(tile_q5_0, GGML_TYPE_Q5_0)
+SCALAR_TILE(tile_q5_1, GGML_TYPE_Q5_1)
+SCALAR_TILE(tile_iq4_nl, GGML_TYPE_IQ4_NL)
+SCALAR_TILE(tile_mxfp4, GGML_TYPE_MXFP4)
+SCALAR_TILE(tile_q2_K, GGML_TYPE_Q2_K)
+SCALAR_TILE(tile_q3_K, GGML_TYPE_Q3_K)
+SCALAR_TILE(tile_q5_K, GGML_TYPE_Q5_K)
+SCALAR_TILE(tile_iq4_xs, GGML_TYPE_IQ4_XS)
 
 /* packed weights (pack.c has the layout): dot_q32's order, one row of the
  * 16 a lane of each block; element j of row l's block as an integer */
@@ -289,7 +308,9 @@ const llm_kernel_set llm_kernels_scalar = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
-    .q8_0p = tile_q8_0p,
+    .q8_0p = tile_q8_0p, .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
+    .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
+    .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
 };
 
 
@@ -337,6 +358,14 @@ pick_kernel(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q8_0: return set->q8_0;
     case GGML_TYPE_Q4_K: return set->q4_K;
     case GGML_TYPE_Q6_K: return set->q6_K;
+    case GGML_TYPE_Q5_0: return set->q5_0;
+    case GGML_TYPE_Q5_1: return set->q5_1;
+    case GGML_TYPE_IQ4_NL: return set->iq4_nl;
+    case GGML_TYPE_MXFP4: return set->mxfp4;
+    case GGML_TYPE_Q2_K: return set->q2_K;
+    case GGML_TYPE_Q3_K: return set->q3_K;
+    case GGML_TYPE_Q5_K: return set->q5_K;
+    case GGML_TYPE_IQ4_XS: return set->iq4_xs;
     default:             return NULL;
     }
 }
@@ -593,7 +622,7 @@ act_plan(const llm_kernel_set *set, const llm_tensor *w, int n_x,
             return *act_stride * n_x;
         }
         *act_stride = (size_t) (w->cols / LLM_QK) * sizeof(llm_block_q8a);
-        if (set->q32_pack) {
+        if (set->q32_pack && !llm_is_q32x(w->type)) {
             bytes = set->q32_layout(w->cols / LLM_QK, n_x, act_stride);
         }
         break;
@@ -653,7 +682,7 @@ act_threads(const matmul_job *job, llm_threadpool *tp)
 static size_t
 pack_tmp_size(const matmul_job *job)
 {
-    if (job->act_type != GGML_TYPE_Q8_0
+    if (job->act_type != GGML_TYPE_Q8_0 || llm_is_q32x(job->w->type)
         || (job->set->q32_pack == NULL && !job->w->pack))
     {
         return 0;

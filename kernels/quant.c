@@ -1,5 +1,5 @@
 /*
- * Scalar reference for the quantized formats: conversions, dequantization
+ * Scalar reference for the quantized formats: dequantization
  * and quantization. Readable on purpose; matmul.c has the fast paths and
  * t/unit/test_kernels.c holds them against these functions.
  */
@@ -9,140 +9,21 @@
 #include <string.h>
 
 #include "quant.h"
+#include "quant_vals.h"
 #include "tensor_type.h"
-
-
-float
-llm_fp16_to_fp32(llm_half h)
-{
-    uint32_t sign = (uint32_t) (h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ff;
-    uint32_t bits;
-    float f;
-
-    if (exp == 0x1f) {                       /* inf / nan */
-        bits = sign | 0x7f800000 | (man << 13);
-    } else if (exp != 0) {                   /* normal */
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {                   /* signed zero */
-        bits = sign;
-    } else {                                 /* subnormal: man * 2^-24 */
-        f = (float) man * 0x1p-24f;
-        return sign ? -f : f;
-    }
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-
-llm_half
-llm_fp32_to_fp16(float f)
-{
-    uint32_t bits, sign, man, lsb;
-    int exp;
-
-    memcpy(&bits, &f, 4);
-    sign = (bits >> 16) & 0x8000;
-    exp = (int) ((bits >> 23) & 0xff) - 127 + 15;
-    man = bits & 0x7fffff;
-
-    if (((bits >> 23) & 0xff) == 0xff) {     /* inf / nan (keep it a nan) */
-        return (llm_half) (sign | 0x7c00 | (man ? 0x200 : 0));
-    }
-    if (exp >= 0x1f) {                       /* overflow */
-        return (llm_half) (sign | 0x7c00);
-    }
-    if (exp <= 0) {                          /* subnormal or zero */
-        if (exp < -10) {
-            return (llm_half) sign;
-        }
-        man |= 0x800000;
-        int shift = 14 - exp;
-        uint32_t half = man >> shift;
-        uint32_t rem = man & ((1u << shift) - 1);
-        uint32_t mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1))) {
-            half++;
-        }
-        return (llm_half) (sign | half);
-    }
-    /* normal: round the 13 dropped bits to nearest even; a carry into the
-     * exponent is the correct result (also up to inf) */
-    lsb = (man >> 13) & 1;
-    man += 0xfff + lsb;
-    if (man & 0x800000) {
-        man = 0;
-        exp++;
-        if (exp >= 0x1f) {
-            return (llm_half) (sign | 0x7c00);
-        }
-    }
-    return (llm_half) (sign | ((uint32_t) exp << 10) | (man >> 13));
-}
-
-
-float
-llm_bf16_to_fp32(uint16_t h)
-{
-    uint32_t bits = (uint32_t) h << 16;
-    float f;
-
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-
-void
-llm_q4k_scale_min(const uint8_t s[12], int j, int *sc, int *m)
-{
-    /* bytes 0-3: sc0..3 + top bits of sc4..7; 4-7: m0..3 + top bits of
-     * m4..7; 8-11: low nibbles sc4..7, high nibbles m4..7 */
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4);
-        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
 
 
 int
 llm_quant_block(uint32_t type)
 {
-    switch (type) {
-    case GGML_TYPE_F32:
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        return 1;
-    case GGML_TYPE_Q4_0:
-    case GGML_TYPE_Q4_1:
-    case GGML_TYPE_Q8_0:
-        return LLM_QK;
-    case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q6_K:
-        return LLM_QK_K;
-    default:
-        return 0;
-    }
+    return (int) ggml_type_block(type);
 }
 
 
 int
 llm_quant_block_bytes(uint32_t type)
 {
-    switch (type) {
-    case GGML_TYPE_F32:  return 4;
-    case GGML_TYPE_F16:  return 2;
-    case GGML_TYPE_BF16: return 2;
-    case GGML_TYPE_Q4_0: return sizeof(llm_block_q4_0);
-    case GGML_TYPE_Q4_1: return sizeof(llm_block_q4_1);
-    case GGML_TYPE_Q8_0: return sizeof(llm_block_q8_0);
-    case GGML_TYPE_Q4_K: return sizeof(llm_block_q4_K);
-    case GGML_TYPE_Q6_K: return sizeof(llm_block_q6_K);
-    default:             return 0;
-    }
+    return (int) ggml_type_size(type);
 }
 
 
@@ -274,6 +155,7 @@ llm_dequant_row(uint32_t type, const void *row, float *out, int64_t n)
     case GGML_TYPE_Q8_0: dequant_q8_0(row, out, n / blk); break;
     case GGML_TYPE_Q4_K: dequant_q4_K(row, out, n / blk); break;
     case GGML_TYPE_Q6_K: dequant_q6_K(row, out, n / blk); break;
+    default:             llm_dequant_ext(type, row, out, n / blk); break;
     }
 }
 
@@ -394,7 +276,7 @@ llm_quantize_row(uint32_t type, const float *x, void *row, int64_t n)
     case GGML_TYPE_Q4_0: quantize_q4_0(x, row, n / LLM_QK); return 0;
     case GGML_TYPE_Q4_1: quantize_q4_1(x, row, n / LLM_QK); return 0;
     default:
-        return -1;
+        return llm_quantize_ext(type, x, row, n);
     }
 }
 

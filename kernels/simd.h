@@ -40,10 +40,12 @@ typedef void (*llm_tile_fn)(const llm_tile *t);
  * kernel is used). A set may lay out the q8a activations of the
  * 32-element types its own way (same values): q32_layout gives the bytes
  * for n_x rows and the act_stride its kernels expect, q32_pack places row
- * i of n_x there. Its q4_0/q4_1/q8_0 kernels are used only from q32_min_n_x
+ * i of n_x there (for Q4_0, Q4_1 and Q8_0 only). Its q4_0/q4_1/q8_0 kernels are used only from q32_min_n_x
  * activation rows on (below that, the next lower set's). */
 typedef struct {
     llm_tile_fn     f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K;
+    /* the added types (quant_vals.h), against q8a / q8k rows */
+    llm_tile_fn     q5_0, q5_1, iq4_nl, mxfp4, q2_K, q3_K, q5_K, iq4_xs;
     /* packed weights (tensor.h, llm_pack), against llm_act_p rows: a
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
@@ -74,6 +76,17 @@ llm_pack_block_bytes(uint32_t type_bytes)
 {
     return (size_t) 16 * type_bytes;
 }
+
+/* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
+ * set lays out their activations its own way) */
+void llm_avx2_tile_q5_0(const llm_tile *t);
+void llm_avx2_tile_q5_1(const llm_tile *t);
+void llm_avx2_tile_iq4_nl(const llm_tile *t);
+void llm_avx2_tile_mxfp4(const llm_tile *t);
+void llm_avx2_tile_q2_K(const llm_tile *t);
+void llm_avx2_tile_q3_K(const llm_tile *t);
+void llm_avx2_tile_q5_K(const llm_tile *t);
+void llm_avx2_tile_iq4_xs(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

@@ -516,7 +516,11 @@ const llm_kernel_set llm_kernels_avx2 = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q32_min_n_x = 1, .q32_layout = q32_layout,
-    .q32_pack = q32_pack,
+    .q32_pack = q32_pack, .q5_0 = llm_avx2_tile_q5_0,
+    .q5_1 = llm_avx2_tile_q5_1, .iq4_nl = llm_avx2_tile_iq4_nl,
+    .mxfp4 = llm_avx2_tile_mxfp4, .q2_K = llm_avx2_tile_q2_K,
+    .q3_K = llm_avx2_tile_q3_K, .q5_K = llm_avx2_tile_q5_K,
+    .iq4_xs = llm_avx2_tile_iq4_xs,
 };
 
 #else

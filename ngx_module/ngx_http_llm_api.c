@@ -36,7 +36,6 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
     if (ngx_http_llm_uri_ends(r, "/models")) {
         if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
             return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
-                                           "invalid_request_error",
                                            "method_not_allowed",
                                            "use GET for %V", &r->uri);
         }
@@ -58,7 +57,6 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                 return rc;
             }
             return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
-                                           "invalid_request_error",
                                            "method_not_allowed",
                                            "use POST for %V", &r->uri);
         }
@@ -73,6 +71,6 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
     }
 
     return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
-                                   "invalid_request_error", "unknown_url",
+                                   "unknown_url",
                                    "unknown endpoint %V", &r->uri);
 }

@@ -9,16 +9,39 @@
 #include "ngx_http_llm_module.h"
 
 
+/* n choices, each with its slot, whose events come to the request */
+ngx_int_t
+ngx_http_llm_choices_create(ngx_http_llm_ctx_t *ctx, ngx_uint_t n)
+{
+    ngx_uint_t              i;
+    ngx_http_llm_choice_t  *c;
+
+    c = ngx_pcalloc(ctx->request->pool, n * sizeof(ngx_http_llm_choice_t));
+    if (c == NULL) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        c[i].index = i;
+        c[i].slot.data = ctx;
+        c[i].slot.log = ctx->request->connection->log;
+    }
+
+    ctx->choices = c;
+    ctx->n_choices = n;
+
+    return NGX_OK;
+}
+
+
 /* every choice's slot goes back (the engine cancels what still runs) */
 void
 ngx_http_llm_release_choices(ngx_http_llm_ctx_t *ctx)
 {
     ngx_uint_t  i;
 
-    ctx = ngx_http_llm_main_ctx(ctx);
-
-    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
-        ngx_http_llm_peer_release(&ngx_http_llm_choice(ctx, i)->slot);
+    for (i = 0; i < ctx->n_choices; i++) {
+        ngx_http_llm_peer_release(&ctx->choices[i].slot);
     }
 }
 
@@ -57,8 +80,6 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 
     ctx->request = r;
     ctx->peer = peer;
-    ctx->slot.data = ctx;
-    ctx->slot.log = r->connection->log;
     ctx->waiter.data = ctx;
     ctx->deadline.data = ctx;
     ctx->deadline.log = r->connection->log;
@@ -73,8 +94,6 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 void
 ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc)
 {
-    ctx = ngx_http_llm_main_ctx(ctx);      /* a choice ends its request */
-
     if (ctx->finished) {
         return;
     }

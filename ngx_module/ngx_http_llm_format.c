@@ -94,7 +94,7 @@ ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
 
     /* a long stream reuses the buffers the client has taken (the
        request's: every choice's output goes out on one connection) */
-    for (ll = &ngx_http_llm_main_ctx(ctx)->free; *ll; ll = &(*ll)->next) {
+    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
         cl = *ll;
         b = cl->buf;
         if ((size_t) (b->end - b->start) >= size) {
@@ -144,7 +144,8 @@ ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 /* the head of every chunk: data: {"id":...,"choices":[{"index":i, */
 static u_char *
-ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, u_char *p)
+ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    u_char *p)
 {
     ngx_str_t  *model = &ctx->ecf->served_model_name;
 
@@ -153,7 +154,7 @@ ngx_http_llm_chunk_head(ngx_http_llm_ctx_t *ctx, u_char *p)
                        "[{\"index\":%ui,",
                        &ctx->id, ctx->chat ? "chat.completion.chunk"
                                            : "text_completion",
-                       ctx->created, model, ctx->index);
+                       ctx->created, model, c->index);
 }
 
 
@@ -346,19 +347,20 @@ ngx_http_llm_collect(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp,
 
 /* one token's text as an SSE chunk (or into the reply being built) */
 ngx_int_t
-ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const u_char *text, size_t len, const llm_out_token *o, ngx_uint_t role)
+ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const u_char *text, size_t len,
+    const llm_out_token *o, ngx_uint_t role)
 {
     size_t        size;
     u_char       *p;
     ngx_buf_t    *b;
 
     if (!ctx->stream) {
-        if (ngx_http_llm_collect(ctx, &ctx->text, text, len) != NGX_OK) {
+        if (ngx_http_llm_collect(ctx, &c->text, text, len) != NGX_OK) {
             return NGX_ERROR;
         }
 
-        ctx->text_offset += len;
+        c->text_offset += len;
         return NGX_OK;
     }
 
@@ -372,7 +374,7 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return NGX_ERROR;
     }
 
-    p = ngx_http_llm_chunk_head(ctx, b->last);
+    p = ngx_http_llm_chunk_head(ctx, c, b->last);
 
     if (ctx->chat) {
         p = ngx_sprintf(p, "\"delta\":{%s\"content\":\"",
@@ -389,12 +391,12 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         ngx_http_llm_lp_t  e;
 
         e.o = *o;
-        e.offset = ctx->text_offset;
+        e.offset = c->text_offset;
         p = ngx_http_llm_lp_json(ctx, p, &e, 1);
     } else {
         p = ngx_sprintf(p, "null");
     }
-    ctx->text_offset += len;
+    c->text_offset += len;
 
     b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
     b->flush = 1;
@@ -408,32 +410,33 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /*
- * What the reply's splitter let out (ctx->out, api/reply.h): the
+ * What the reply's splitter let out (c->out, api/reply.h): the
  * thinking as reasoning_content, the answer as content; a stream's chunk
  * or the reply being built.
  */
 ngx_int_t
-ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const llm_reply_piece *piece, const llm_out_token *o, ngx_uint_t role)
+ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
+    ngx_uint_t role)
 {
     size_t       size, clen = piece->content_len, rlen = piece->reasoning_len;
     u_char      *p;
     ngx_buf_t   *b;
 
     if (!ctx->stream) {
-        if (rlen && ngx_http_llm_collect(ctx, &ctx->reasoning,
+        if (rlen && ngx_http_llm_collect(ctx, &c->reasoning,
                                          (u_char *) piece->reasoning, rlen)
                     != NGX_OK)
         {
             return NGX_ERROR;
         }
-        return ngx_http_llm_format_chunk(ctx, last,
+        return ngx_http_llm_format_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
     }
 
     if (rlen == 0) {
-        return ngx_http_llm_format_chunk(ctx, last,
+        return ngx_http_llm_format_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
     }
@@ -448,7 +451,7 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return NGX_ERROR;
     }
 
-    p = ngx_http_llm_chunk_head(ctx, b->last);
+    p = ngx_http_llm_chunk_head(ctx, c, b->last);
     p = ngx_sprintf(p, "\"delta\":{%s\"reasoning_content\":\"",
                     role ? "\"role\":\"assistant\"," : "");
     p = ngx_http_llm_json_escape(p, (u_char *) piece->reasoning, rlen);
@@ -462,12 +465,12 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         ngx_http_llm_lp_t  e;
 
         e.o = *o;
-        e.offset = ctx->text_offset;
+        e.offset = c->text_offset;
         p = ngx_http_llm_lp_json(ctx, p, &e, 1);
     } else {
         p = ngx_sprintf(p, "null");
     }
-    ctx->text_offset += clen;
+    c->text_offset += clen;
 
     b->last = ngx_sprintf(p, ",\"finish_reason\":null}]}\n\n");
     b->flush = 1;
@@ -478,8 +481,8 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 /* one delta chunk of a stream: {"tool_calls":[...]} */
 static ngx_int_t
-ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    char *json)
+ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, char *json)
 {
     size_t      len;
     ngx_buf_t  *b;
@@ -494,7 +497,7 @@ ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + len
                                   + 128);
     if (b != NULL) {
-        b->last = ngx_http_llm_chunk_head(ctx, b->last);
+        b->last = ngx_http_llm_chunk_head(ctx, c, b->last);
         b->last = ngx_sprintf(b->last, "\"delta\":%*s,\"logprobs\":null,"
                               "\"finish_reason\":null}]}\n\n", len, json);
         b->flush = 1;
@@ -512,18 +515,19 @@ ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
  * "arguments": "", then the arguments.
  */
 ngx_int_t
-ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
     int             i;
     llm_tool_call  *call;
 
-    for (i = 0; i < ctx->out.n_calls; i++) {
-        call = &ctx->out.calls[i];
+    for (i = 0; i < c->out.n_calls; i++) {
+        call = &c->out.calls[i];
 
-        if (ngx_http_llm_tool_chunk(ctx, last,
+        if (ngx_http_llm_tool_chunk(ctx, c, last,
                                     llm_tool_call_delta(call, i, 1))
             != NGX_OK
-            || ngx_http_llm_tool_chunk(ctx, last,
+            || ngx_http_llm_tool_chunk(ctx, c, last,
                                        llm_tool_call_delta(call, i, 0))
                != NGX_OK)
         {
@@ -537,17 +541,16 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
 /* the finish_reason the client sees */
 const char *
-ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_finish_name(ngx_http_llm_choice_t *c)
 {
-    if (ctx->out_active && ctx->out.n_calls > 0
-        && (ctx->finish == LLM_FINISH_STOP
-            || ctx->finish == LLM_FINISH_LENGTH))
+    if (c->out_active && c->out.n_calls > 0
+        && (c->finish == LLM_FINISH_STOP || c->finish == LLM_FINISH_LENGTH))
     {
         return "tool_calls";
     }
 
-    return ngx_http_llm_finish_names[ctx->finish <= LLM_FINISH_ERROR
-                                     ? ctx->finish : LLM_FINISH_ERROR];
+    return ngx_http_llm_finish_names[c->finish <= LLM_FINISH_ERROR
+                                     ? c->finish : LLM_FINISH_ERROR];
 }
 
 
@@ -555,12 +558,7 @@ ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx)
 static u_char *
 ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
 {
-    uint32_t    completion = 0;
-    ngx_uint_t  i;
-
-    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
-        completion += ngx_http_llm_choice(ctx, i)->n_completion;
-    }
+    uint32_t  completion = ngx_http_llm_completion_tokens(ctx);
 
     return ngx_sprintf(p, "\"usage\":{\"prompt_tokens\":%uD,"
                        "\"completion_tokens\":%uD,\"total_tokens\":%uD,"
@@ -572,7 +570,8 @@ ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
 
 /* a choice's last chunk of a stream: its finish_reason */
 ngx_int_t
-ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last)
 {
     u_char     *p;
     ngx_buf_t  *b;
@@ -582,18 +581,18 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         return NGX_ERROR;
     }
 
-    p = ngx_http_llm_chunk_head(ctx, b->last);
+    p = ngx_http_llm_chunk_head(ctx, c, b->last);
     b->last = ngx_sprintf(p, "%s,\"logprobs\":null,\"finish_reason\":"
                           "\"%s\"}]}\n\n",
                           ctx->chat ? "\"delta\":{}" : "\"text\":\"\"",
-                          ngx_http_llm_finish_name(ctx));
+                          ngx_http_llm_finish_name(c));
     b->flush = 1;
 
     return ngx_http_llm_append(ctx, last, b);
 }
 
 
-/* a stream's usage chunk if asked for, [DONE] (ctx: the request's) */
+/* a stream's usage chunk if asked for, [DONE] */
 static u_char *
 ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
 {
@@ -618,7 +617,7 @@ ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
  * when the model did not think), tool_calls when it called.
  */
 static u_char *
-ngx_http_llm_message_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
+ngx_http_llm_message_json(ngx_http_llm_choice_t *c, u_char *p, size_t tlen,
     const char *calls)
 {
     size_t  rlen;
@@ -629,17 +628,16 @@ ngx_http_llm_message_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
     } else {
         *p++ = '"';
         if (tlen) {
-            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+            p = ngx_http_llm_json_escape(p, c->text->pos, tlen);
         }
         *p++ = '"';
     }
 
-    if (ctx->out.reasoning) {
-        rlen = ctx->reasoning ? ctx->reasoning->last - ctx->reasoning->pos
-                              : 0;
+    if (c->out.reasoning) {
+        rlen = c->reasoning ? c->reasoning->last - c->reasoning->pos : 0;
         if (rlen) {
             p = ngx_sprintf(p, ",\"reasoning_content\":\"");
-            p = ngx_http_llm_json_escape(p, ctx->reasoning->pos, rlen);
+            p = ngx_http_llm_json_escape(p, c->reasoning->pos, rlen);
             *p++ = '"';
         } else {
             p = ngx_sprintf(p, ",\"reasoning_content\":null");
@@ -656,64 +654,64 @@ ngx_http_llm_message_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
 
 /* one choice of a reply that did not stream: {"index":i,...} */
 static u_char *
-ngx_http_llm_choice_json(ngx_http_llm_ctx_t *ctx, u_char *p, size_t tlen,
-    const char *calls)
+ngx_http_llm_choice_json(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    u_char *p, size_t tlen, const char *calls)
 {
-    p = ngx_sprintf(p, "{\"index\":%ui,", ctx->index);
-    if (ctx->out_active) {
-        p = ngx_http_llm_message_json(ctx, p, tlen, calls);
+    p = ngx_sprintf(p, "{\"index\":%ui,", c->index);
+    if (c->out_active) {
+        p = ngx_http_llm_message_json(c, p, tlen, calls);
 
     } else {
         p = ngx_sprintf(p, ctx->chat ? "\"message\":{\"role\":"
                                        "\"assistant\",\"content\":\""
                                      : "\"text\":\"");
         if (tlen) {
-            p = ngx_http_llm_json_escape(p, ctx->text->pos, tlen);
+            p = ngx_http_llm_json_escape(p, c->text->pos, tlen);
         }
         p = ngx_sprintf(p, ctx->chat ? "\"}," : "\",");
     }
 
-    if (ctx->lps) {
+    if (c->lps) {
         p = ngx_sprintf(p, "\"logprobs\":");
-        p = ngx_http_llm_lp_json(ctx, p, ctx->lps->elts, ctx->lps->nelts);
+        p = ngx_http_llm_lp_json(ctx, p, c->lps->elts, c->lps->nelts);
         *p++ = ',';
     } else {
         p = ngx_sprintf(p, "\"logprobs\":null,");
     }
 
     return ngx_sprintf(p, "\"finish_reason\":\"%s\"}",
-                       ngx_http_llm_finish_name(ctx));
+                       ngx_http_llm_finish_name(c));
 }
 
 
 /* the room one choice's JSON takes, and its tool calls (free them) */
 static ngx_int_t
-ngx_http_llm_choice_size(ngx_http_llm_ctx_t *ctx, size_t *size,
-    char **calls)
+ngx_http_llm_choice_size(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    size_t *size, char **calls)
 {
     size_t              tlen;
     ngx_uint_t          i;
     ngx_http_llm_lp_t  *e;
 
-    tlen = ctx->text ? (size_t) (ctx->text->last - ctx->text->pos) : 0;
+    tlen = c->text ? (size_t) (c->text->last - c->text->pos) : 0;
     *size += 6 * tlen + 256;
     *calls = NULL;
 
-    if (ctx->out_active) {
-        if (ctx->out.n_calls) {
-            *calls = llm_tool_calls_json(ctx->out.calls, ctx->out.n_calls, 0);
+    if (c->out_active) {
+        if (c->out.n_calls) {
+            *calls = llm_tool_calls_json(c->out.calls, c->out.n_calls, 0);
             if (*calls == NULL) {
                 return NGX_ERROR;
             }
             *size += ngx_strlen(*calls);
         }
-        if (ctx->reasoning) {
-            *size += 6 * (ctx->reasoning->last - ctx->reasoning->pos);
+        if (c->reasoning) {
+            *size += 6 * (c->reasoning->last - c->reasoning->pos);
         }
     }
-    if (ctx->lps) {
-        e = ctx->lps->elts;
-        for (i = 0; i < ctx->lps->nelts; i++) {
+    if (c->lps) {
+        e = c->lps->elts;
+        for (i = 0; i < c->lps->nelts; i++) {
             *size += ngx_http_llm_lp_size(ctx, &e[i].o);
         }
     }
@@ -726,13 +724,13 @@ ngx_http_llm_choice_size(ngx_http_llm_ctx_t *ctx, size_t *size,
 static ngx_int_t
 ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 {
-    char                *calls[LLM_RING_MAX_CHOICES];
-    u_char              *p;
-    size_t               size, tlen;
-    ngx_int_t            rc;
-    ngx_uint_t           i, n = ngx_http_llm_n_choices(ctx);
-    ngx_buf_t           *b;
-    ngx_http_llm_ctx_t  *c;
+    char                   *calls[LLM_RING_MAX_CHOICES];
+    u_char                 *p;
+    size_t                  size, tlen;
+    ngx_int_t               rc;
+    ngx_uint_t              i, n = ctx->n_choices;
+    ngx_buf_t              *b;
+    ngx_http_llm_choice_t  *c;
 
     size = ngx_http_llm_chunk_head_len(ctx) + 512;
     rc = NGX_OK;
@@ -740,7 +738,7 @@ ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
     for (i = 0; i < n; i++) {
         calls[i] = NULL;
         if (rc == NGX_OK) {
-            rc = ngx_http_llm_choice_size(ngx_http_llm_choice(ctx, i), &size,
+            rc = ngx_http_llm_choice_size(ctx, &ctx->choices[i], &size,
                                           &calls[i]);
         }
     }
@@ -754,12 +752,12 @@ ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
                                             : "text_completion",
                         ctx->created, &ctx->ecf->served_model_name);
         for (i = 0; i < n; i++) {
-            c = ngx_http_llm_choice(ctx, i);
+            c = &ctx->choices[i];
             tlen = c->text ? (size_t) (c->text->last - c->text->pos) : 0;
             if (i > 0) {
                 *p++ = ',';
             }
-            p = ngx_http_llm_choice_json(c, p, tlen, calls[i]);
+            p = ngx_http_llm_choice_json(ctx, c, p, tlen, calls[i]);
         }
         p = ngx_sprintf(p, "],");
         p = ngx_http_llm_usage_json(ctx, p);
@@ -812,7 +810,7 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 /* the last event of a stream that failed after its headers went out */
 ngx_int_t
 ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *code, const char *msg)
+    ngx_uint_t status, const char *code, const char *msg)
 {
     u_char     *p;
     size_t      len;
@@ -827,8 +825,9 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     p = ngx_sprintf(b->last, "data: {\"error\":{\"message\":\"");
     p = ngx_http_llm_json_escape(p, (u_char *) msg, len);
-    b->last = ngx_sprintf(p, "\",\"type\":\"server_error\",\"param\":null,"
-                          "\"code\":\"%s\"}}\n\ndata: [DONE]\n\n", code);
+    b->last = ngx_sprintf(p, "\",\"type\":\"%s\",\"param\":null,"
+                          "\"code\":\"%s\"}}\n\ndata: [DONE]\n\n",
+                          ngx_http_llm_error_type(status, code), code);
     b->last_buf = 1;
     b->flush = 1;
 

@@ -18,8 +18,8 @@ static void ngx_http_llm_generation_free(void *data);
 static ngx_int_t ngx_http_llm_prepare(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_submit(ngx_http_request_t *r);
-static ngx_int_t ngx_http_llm_choices_init(ngx_http_request_t *r,
-    ngx_http_llm_ctx_t *ctx, u_char *body, size_t len);
+static ngx_int_t ngx_http_llm_to_ring(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
@@ -176,10 +176,9 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    /* an error response may have gone out already: then rc is its result */
     rc = ngx_http_llm_prepare(r, ctx, body, len);
-    if (rc != NGX_OK || r->header_sent) {
-        ngx_http_finalize_request(r, rc);
+    if (rc != NGX_OK) {
+        ngx_http_finalize_request(r, ngx_http_llm_answer(ctx, rc));
         return;
     }
 
@@ -302,12 +301,11 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     *n_spans = 0;
 
     if (ecf->chat_template == NULL) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "no_chat_template",
-                                       "the model has no chat template: use "
-                                       "/v1/completions or set "
-                                       "chat_template in llm_engine");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "no_chat_template",
+                                   "the model has no chat template: use "
+                                   "/v1/completions or set "
+                                   "chat_template in llm_engine");
     }
 
     rc = ngx_http_llm_render_template(r->pool, ctx, ecf,
@@ -316,10 +314,9 @@ ngx_http_llm_render_chat(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     if (rc == NGX_DECLINED) {
         /* raise_exception() in a template is the template rejecting the
            conversation (roles out of order, say): the client's fault */
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "invalid_messages",
-                                       "chat template: %s", err);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_messages",
+                                   "chat template: %s", err);
     }
 
     return rc == NGX_OK ? NGX_OK : NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -417,7 +414,7 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_cpystrn((u_char *) err.message, (u_char *)
                     "response_format and tool_choice 'required' or a named "
                     "function cannot be used together.", sizeof(err.message));
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
 
     req->constraint = llm_tool_grammar(ctx->ecf->tool_format, req->tools,
@@ -439,7 +436,7 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                      "the tools' schemas make a grammar of %uz bytes, more "
                      "than the %d the engine takes.%Z", len,
                      LLM_CONSTRAINT_MAX_BYTES);
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
 
     return NGX_OK;
@@ -468,7 +465,7 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                       &err)
         != 0)
     {
-        return ngx_http_llm_send_api_error(r, &err);
+        return ngx_http_llm_refuse_api(ctx, &err);
     }
     ctx->req_parsed = 1;
 
@@ -476,11 +473,10 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         || ngx_strncmp(ctx->req.model, ecf->served_model_name.data,
                        ecf->served_model_name.len) != 0)
     {
-        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
-                                       "invalid_request_error",
-                                       "model_not_found",
-                                       "The model `%s` does not exist",
-                                       ctx->req.model);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_NOT_FOUND,
+                                   "model_not_found",
+                                   "The model `%s` does not exist",
+                                   ctx->req.model);
     }
 
     if (ecf->tokenizer == NULL) {
@@ -488,10 +484,10 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                       "llm: model \"%V\" unusable: %s", &ecf->model,
                       ecf->load_error ? ecf->load_error : "no tokenizer");
-        return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                       "server_error", "engine_unavailable",
-                                       "the model is unusable, see the "
-                                       "server's error log");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                   "engine_unavailable",
+                                   "the model is unusable, see the "
+                                   "server's error log");
     }
 
     ngx_http_llm_apply_defaults(llcf, &ctx->req);
@@ -524,9 +520,8 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
     in_think = llcf->reasoning && llm_reply_prompt_in_think(prompt, len);
 
-    llm_reply_init(&ctx->out, format, llcf->reasoning, in_think,
-                   ctx->req.parallel_tool_calls, ctx->req.tools);
-    ctx->out_active = 1;
+    /* each choice's splitter is made by ngx_http_llm_output_init() */
+    ctx->split = 1;
     ctx->out_format = format;
     ctx->out_in_think = in_think;
 
@@ -556,9 +551,8 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                                      ctx->req.prompt_len, 1, NULL, 0);
     }
 
-    /* a refusal (no template, one that raised) went out as a 400 */
     rc = ngx_http_llm_render_chat(r, ctx, &text, &len, &spans, &n_spans);
-    if (rc != NGX_OK || r->header_sent) {
+    if (rc != NGX_OK) {
         return rc;
     }
 
@@ -584,44 +578,40 @@ ngx_http_llm_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
 
     if (ctx->n_prompt == 0) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "empty_prompt",
-                                       "the prompt is empty");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "empty_prompt",
+                                   "the prompt is empty");
     }
 
     if (ctx->req.speculative == 1 && !ecf->speculative_ngram) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "speculative",
-                                       "speculative decoding is not enabled "
-                                       "for this model (speculative_ngram "
-                                       "in its llm_engine block)");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "speculative",
+                                   "speculative decoding is not enabled "
+                                   "for this model (speculative_ngram "
+                                   "in its llm_engine block)");
     }
 
     if (ctx->n_prompt >= ecf->context_length) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "This model's maximum context length "
-                                       "is %ui tokens, but the prompt has "
-                                       "%uD tokens",
-                                       ecf->context_length, ctx->n_prompt);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "This model's maximum context length "
+                                   "is %ui tokens, but the prompt has "
+                                   "%uD tokens",
+                                   ecf->context_length, ctx->n_prompt);
     }
 
     room = ecf->context_length - ctx->n_prompt;
 
     if (ctx->req.max_tokens > 0 && (ngx_uint_t) ctx->req.max_tokens > room) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "This model's maximum context length "
-                                       "is %ui tokens. However, you "
-                                       "requested %uD tokens (%uD in the "
-                                       "prompt, %d for the completion)",
-                                       ecf->context_length,
-                                       ctx->n_prompt + ctx->req.max_tokens,
-                                       ctx->n_prompt, ctx->req.max_tokens);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "This model's maximum context length "
+                                   "is %ui tokens. However, you "
+                                   "requested %uD tokens (%uD in the "
+                                   "prompt, %d for the completion)",
+                                   ecf->context_length,
+                                   ctx->n_prompt + ctx->req.max_tokens,
+                                   ctx->n_prompt, ctx->req.max_tokens);
     }
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
@@ -641,74 +631,41 @@ ngx_http_llm_admit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 }
 
 
-/* the text side of the reply: stop strings, incremental detokenizer */
-static ngx_int_t
-ngx_http_llm_output_init(ngx_http_llm_ctx_t *ctx, u_char *body, size_t len)
-{
-    if (llm_stop_init(&ctx->stop, ctx->req.stop, ctx->req.n_stop,
-                      (char *) body, len) != 0)
-    {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    ctx->stop_inited = 1;
-
-    llm_detok_init(&ctx->detok, LLM_DETOK_SKIP_SPECIAL);
-
-    return NGX_OK;
-}
-
-
 /*
- * n choices: a ctx for each further one, a copy of the request's with its
- * own slot, detokenizer, stop matcher, splitter and text (the parsed
- * request, prompt, quota and id stay the request's).
+ * The choices (n in the request), and the text side of each: stop strings,
+ * an incremental detokenizer, the splitter of reasoning and tool calls.
  */
 static ngx_int_t
-ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     u_char *body, size_t len)
 {
-    ngx_uint_t                i, n = (ngx_uint_t) ctx->req.n;
-    ngx_http_llm_ctx_t       *c;
+    ngx_uint_t                i;
+    ngx_http_llm_choice_t    *c;
     ngx_http_llm_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
-    ctx->choices = ngx_pcalloc(r->pool, n * sizeof(ngx_http_llm_ctx_t *));
-    if (ctx->choices == NULL) {
+    if (ngx_http_llm_choices_create(ctx, ngx_max(ctx->req.n, 1)) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    ctx->choices[0] = ctx;
-    ctx->n_choices = 1;
 
-    for (i = 1; i < n; i++) {
-        c = ngx_palloc(r->pool, sizeof(ngx_http_llm_ctx_t));
-        if (c == NULL) {
+    for (i = 0; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
+        if (llm_stop_init(&c->stop, ctx->req.stop, ctx->req.n_stop,
+                          (char *) body, len)
+            != 0)
+        {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
-        *c = *ctx;
-        c->main = ctx;
-        c->choices = NULL;
-        c->n_choices = 0;
-        c->index = i;
-        c->req_parsed = 0;      /* the request's to free */
-        c->stop_inited = 0;
-        c->out_active = 0;
-        ngx_memzero(&c->slot, sizeof(c->slot));
-        c->slot.data = c;
-        c->slot.log = r->connection->log;
-        c->free = NULL;
-        c->busy = NULL;
+        c->stop_inited = 1;
 
-        /* in the list before the inits: generation_free frees them */
-        ctx->choices[ctx->n_choices++] = c;
+        llm_detok_init(&c->detok, LLM_DETOK_SKIP_SPECIAL);
 
-        if (ngx_http_llm_output_init(c, body, len) != NGX_OK) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-        if (ctx->out_active) {
+        if (ctx->split) {
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
-                           ctx->out_in_think, ctx->req.parallel_tool_calls,
-                           ctx->req.tools);
+                         ctx->out_in_think, ctx->req.parallel_tool_calls,
+                         ctx->req.tools);
             c->out_active = 1;
         }
     }
@@ -718,9 +675,10 @@ ngx_http_llm_choices_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 
 
 /*
- * The steps from body to a prompt the engine can take. A step that refused
- * the request has sent its error: then r->header_sent, and rc is the
- * result of sending it.
+ * The steps from body to a prompt the engine can take. Each returns NGX_OK
+ * or what ngx_http_llm_answer() makes the reply of: a status (described
+ * by ngx_http_llm_refuse() when the step refused the request) or
+ * NGX_ERROR. None sends anything.
  */
 static ngx_int_t
 ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
@@ -729,49 +687,51 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_int_t  rc;
 
     rc = ngx_http_llm_parse(r, ctx, body, len);
-
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_prompt(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_admit(r, ctx);
+    rc = ngx_http_llm_prompt(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_priority(r, ctx);
+    rc = ngx_http_llm_admit(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    rc = ngx_http_llm_priority(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
     /* last: the tokens it takes go back if a later step refuses */
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_quota_admit(r, ctx);
+    rc = ngx_http_llm_quota_admit(r, ctx);
+    if (rc != NGX_OK) {
+        return rc;
     }
 
-    if (rc == NGX_OK && !r->header_sent) {
-        rc = ngx_http_llm_output_init(ctx, body, len);
-    }
-
-    if (rc == NGX_OK && !r->header_sent && ctx->req.n > 1) {
-        rc = ngx_http_llm_choices_init(r, ctx, body, len);
-    }
-
-    return rc;
+    return ngx_http_llm_output_init(r, ctx, body, len);
 }
 
 
-/* the parser's and the stop matcher's memory goes with the request's pool */
+/* the parser's and the stop matchers' memory goes with the request's pool */
 static void
 ngx_http_llm_generation_free(void *data)
 {
-    ngx_uint_t           i;
-    ngx_http_llm_ctx_t  *c, *ctx = data;
+    ngx_uint_t              i;
+    ngx_http_llm_ctx_t     *ctx = data;
+    ngx_http_llm_choice_t  *c;
 
-    for (i = 1; ctx->choices && i < ctx->n_choices; i++) {
-        c = ctx->choices[i];
+    for (i = 0; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
         if (c->stop_inited) {
             llm_stop_free(&c->stop);
             c->stop_inited = 0;
         }
+
         if (c->out_active) {
             llm_reply_free(&c->out);
             c->out_active = 0;
@@ -781,16 +741,6 @@ ngx_http_llm_generation_free(void *data)
     if (ctx->req_parsed) {
         llm_api_request_free(&ctx->req);
         ctx->req_parsed = 0;
-    }
-
-    if (ctx->stop_inited) {
-        llm_stop_free(&ctx->stop);
-        ctx->stop_inited = 0;
-    }
-
-    if (ctx->out_active) {
-        llm_reply_free(&ctx->out);
-        ctx->out_active = 0;
     }
 }
 
@@ -852,51 +802,70 @@ ngx_http_llm_constraint_too_big(ngx_http_request_t *r,
                  "(4 bytes a token)%Z", ctx->req.constraint_len,
                  ctx->n_prompt, sizeof(((llm_slot *) NULL)->prompt));
 
-    return ngx_http_llm_send_api_error(r, &err);
+    return ngx_http_llm_refuse_api(ctx, &err);
 }
 
 
-/* a CHOICE slot for each further choice, listed in choice 0's */
+/* a CHOICE slot for each further choice, listed in choice 0's (the
+   request's) */
 static ngx_int_t
 ngx_http_llm_claim_choices(ngx_http_llm_ctx_t *ctx)
 {
-    ngx_int_t            rc;
-    ngx_uint_t           i;
-    ngx_http_llm_ctx_t  *c;
+    ngx_int_t               rc;
+    ngx_uint_t              i;
+    llm_slot               *sl;
+    ngx_http_llm_choice_t  *c;
 
-    ctx->slot.slot->n_choices = (uint32_t) ngx_http_llm_n_choices(ctx);
+    sl = ctx->choices[0].slot.slot;
+    sl->n_choices = (uint32_t) ctx->n_choices;
 
-    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
-        c = ngx_http_llm_choice(ctx, i);
+    for (i = 1; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
+
         rc = ngx_http_llm_peer_claim(ctx->peer, &c->slot, LLM_KIND_CHOICE);
         if (rc != NGX_OK) {
             return rc;
         }
+
         c->slot.slot->n_choices = 0;
-        ctx->slot.slot->choice_slots[i - 1] = c->slot.index;
+        sl->choice_slots[i - 1] = c->slot.index;
     }
 
     return NGX_OK;
 }
 
 
+/*
+ * The engine is ready: the request goes into the ring, or is refused
+ * (too long for the slot, the queue full, the engine gone); answered as
+ * the steps before it are.
+ */
 static ngx_int_t
 ngx_http_llm_submit(ngx_http_request_t *r)
 {
-    ngx_int_t             rc;
-    ngx_uint_t            i;
-    ngx_table_elt_t      *h;
-    ngx_http_llm_ctx_t   *ctx, *c;
+    ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
+    return ngx_http_llm_answer(ctx, ngx_http_llm_to_ring(r, ctx));
+}
+
+
+/* NGX_DONE: submitted, the stream has the request */
+static ngx_int_t
+ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_int_t             rc;
+    ngx_uint_t            i;
+    llm_slot             *sl;
+    ngx_table_elt_t      *h;
+
     if (ctx->n_prompt > ngx_http_llm_peer_ring(ctx->peer)->max_prompt) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error",
-                                       "context_length_exceeded",
-                                       "the prompt has %uD tokens, more "
-                                       "than the engine takes",
-                                       ctx->n_prompt);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "context_length_exceeded",
+                                   "the prompt has %uD tokens, more "
+                                   "than the engine takes",
+                                   ctx->n_prompt);
     }
 
     if (ctx->n_prompt * sizeof(int32_t) + ctx->req.constraint_len
@@ -905,32 +874,36 @@ ngx_http_llm_submit(ngx_http_request_t *r)
         return ngx_http_llm_constraint_too_big(r, ctx);
     }
 
-    rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->slot, LLM_KIND_GENERATE);
+    /* choice 0's slot is the request's */
+    rc = ngx_http_llm_peer_claim(ctx->peer, &ctx->choices[0].slot,
+                                 LLM_KIND_GENERATE);
 
     if (rc == NGX_BUSY) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                       "rate_limit_error", "queue_full",
-                                       "too many requests in flight, "
-                                       "retry later");
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                   "queue_full",
+                                   "too many requests in flight, "
+                                   "retry later");
     }
     if (rc != NGX_OK) {
-        return ngx_http_llm_unavailable(r, ctx->peer);
+        return ngx_http_llm_refuse_unavailable(ctx);
     }
 
     rc = ngx_http_llm_claim_choices(ctx);
     if (rc != NGX_OK) {
         ngx_http_llm_release_choices(ctx);
         if (rc == NGX_BUSY) {
-            return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                           "rate_limit_error", "queue_full",
-                                           "too many requests in flight "
-                                           "for %ui choices, retry later",
-                                           ngx_http_llm_n_choices(ctx));
+            return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                       "queue_full",
+                                       "too many requests in flight "
+                                       "for %ui choices, retry later",
+                                       ctx->n_choices);
         }
-        return ngx_http_llm_unavailable(r, ctx->peer);
+        return ngx_http_llm_refuse_unavailable(ctx);
     }
 
-    ngx_http_llm_fill_slot(ctx, ctx->slot.slot);
+    sl = ctx->choices[0].slot.slot;
+
+    ngx_http_llm_fill_slot(ctx, sl);
     ctx->created = ngx_time();
     ctx->t_submit_ns = ngx_http_llm_now_ns();
 
@@ -940,7 +913,7 @@ ngx_http_llm_submit(ngx_http_request_t *r)
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
                               ctx->chat ? "chatcmpl-" : "cmpl-",
-                              ctx->slot.slot->req_seq
+                              sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
                   - ctx->id.data;
@@ -955,22 +928,17 @@ ngx_http_llm_submit(ngx_http_request_t *r)
     h->value = ctx->id;
 
     /* the choices' slots first: the engine takes them with choice 0's */
-    for (i = 1; i < ngx_http_llm_n_choices(ctx); i++) {
-        c = ngx_http_llm_choice(ctx, i);
-        c->created = ctx->created;
-        c->id = ctx->id;
-        if (ngx_http_llm_peer_submit(&c->slot) != NGX_OK) {
-            return ngx_http_llm_unavailable(r, ctx->peer);
+    for (i = 1; i <= ctx->n_choices; i++) {
+        if (ngx_http_llm_peer_submit(&ctx->choices[i % ctx->n_choices].slot)
+            != NGX_OK)
+        {
+            return ngx_http_llm_refuse_unavailable(ctx);
         }
     }
 
-    if (ngx_http_llm_peer_submit(&ctx->slot) != NGX_OK) {
-        return ngx_http_llm_unavailable(r, ctx->peer);
-    }
-
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "llm: ring slot %uD submitted as %V",
-                   ctx->slot.index, &ctx->id);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "llm: ring slot %uD submitted as %V, %ui choices",
+                   ctx->choices[0].slot.index, &ctx->id, ctx->n_choices);
 
     ngx_http_llm_stream_start(r, ctx);
 

@@ -99,6 +99,7 @@ ngx_http_llm_health_ping(ngx_http_request_t *r)
 {
     ngx_int_t                 rc;
     ngx_http_llm_ctx_t       *ctx;
+    ngx_http_llm_slot_t      *s;
     ngx_http_llm_peer_t      *peer;
     ngx_http_llm_loc_conf_t  *llcf;
 
@@ -110,15 +111,21 @@ ngx_http_llm_health_ping(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    rc = ngx_http_llm_peer_claim(peer, &ctx->slot, LLM_KIND_PING);
+    /* a ping is a request of one slot: its one choice's */
+    if (ngx_http_llm_choices_create(ctx, 1) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    s = &ctx->choices[0].slot;
+
+    rc = ngx_http_llm_peer_claim(peer, s, LLM_KIND_PING);
     if (rc != NGX_OK) {
         return ngx_http_llm_health_reply(r, peer, 0);
     }
 
-    ctx->slot.handler = ngx_http_llm_ping_answer;
+    s->handler = ngx_http_llm_ping_answer;
     ctx->deadline.handler = ngx_http_llm_ping_timeout;
 
-    if (ngx_http_llm_peer_submit(&ctx->slot) != NGX_OK) {
+    if (ngx_http_llm_peer_submit(s) != NGX_OK) {
         return ngx_http_llm_health_reply(r, peer, 0);
     }
 
@@ -140,7 +147,6 @@ ngx_http_llm_health_handler(ngx_http_request_t *r)
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
         return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
-                                       "invalid_request_error",
                                        "method_not_allowed",
                                        "use GET for %V", &r->uri);
     }

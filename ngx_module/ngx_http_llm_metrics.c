@@ -770,7 +770,7 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     u_char              *p;
     uint32_t             n;
     uint64_t             ns;
-    ngx_uint_t           i;
+    ngx_uint_t           fin;
     ngx_http_llm_ctx_t  *ctx;
     static const char   *finish[] = {
         "", "stop", "length", "cancelled", "error"
@@ -806,9 +806,7 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 
     case NGX_HTTP_LLM_VAR_COMPLETION_TOKENS:
         /* every choice's, as the reply's usage counts them */
-        for (i = 0, n = 0; i < ngx_http_llm_n_choices(ctx); i++) {
-            n += ngx_http_llm_choice(ctx, i)->n_completion;
-        }
+        n = ngx_http_llm_completion_tokens(ctx);
         v->len = ngx_sprintf(p, "%uD", n) - p;
         return NGX_OK;
 
@@ -825,10 +823,12 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         return NGX_OK;
 
     case NGX_HTTP_LLM_VAR_TPOT:
-        if (ctx->n_completion < 2 || ctx->t_done_ns == 0) {
+        /* from the first token of any choice to the last choice's end */
+        n = ngx_http_llm_completion_tokens(ctx);
+        if (n < 2 || ctx->t_done_ns == 0) {
             break;
         }
-        ns = (ctx->t_done_ns - ctx->t_first_ns) / (ctx->n_completion - 1);
+        ns = (ctx->t_done_ns - ctx->t_first_ns) / (n - 1);
         v->len = ngx_sprintf(p, "%.4f", ns / 1e9) - p;
         return NGX_OK;
 
@@ -842,11 +842,13 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         return NGX_OK;
 
     case NGX_HTTP_LLM_VAR_FINISH_REASON:
-        if (ctx->finish == LLM_FINISH_NONE || ctx->finish > LLM_FINISH_ERROR) {
+        /* the request's: choice 0's */
+        fin = ctx->n_choices ? ctx->choices[0].finish : LLM_FINISH_NONE;
+        if (fin == LLM_FINISH_NONE || fin > LLM_FINISH_ERROR) {
             break;
         }
-        v->data = (u_char *) finish[ctx->finish];
-        v->len = ngx_strlen(finish[ctx->finish]);
+        v->data = (u_char *) finish[fin];
+        v->len = ngx_strlen(finish[fin]);
         return NGX_OK;
 
     case NGX_HTTP_LLM_VAR_REQUEST_ID:

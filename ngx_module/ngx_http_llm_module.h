@@ -1,30 +1,32 @@
 /*
  * ngx_http_llm_module: the types every file of the module shares.
  *
- * At configuration time, in the master:
+ * The files in call order: each calls only files below it (checked on
+ * the objects: every ngx_http_llm_* function a file's object leaves
+ * undefined is defined by a file listed below it). Calls up go through
+ * handler pointers (slot, waiter, timers, request handlers).
+ *
  *   ngx_http_llm_module.c    directives, the llm_engine block, process hooks
- *   ngx_http_llm_model.c     model and binary opened, tokenizer, template,
- *                            the engine's identity
- * The engine, seen from a worker:
- *   ngx_http_llm_peer.c      find or start it, its doorbell, ring, slots
- * Requests:
- *   ngx_http_llm_api.c       llm_api: the routes under the location
- *   ngx_http_llm_models.c    GET /v1/models
- *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
- *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
- *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
- *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
- *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
- *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_prefix.c    $llm_prefix_hash: the body read before the
  *                            content handler, the prompt's first blocks
- *   ngx_http_llm_ctx.c       a request's context: created, finished once
- *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object
+ *   ngx_http_llm_model.c     model and binary opened, tokenizer, template,
+ *                            the engine's identity
+ *   ngx_http_llm_sha256.c    the model file's digest
  *   ngx_http_llm_metrics.c   /metrics, $llm_* variables, shared counters
- *
- * Calls go one way, from the top of this list down (a file calls only
- * files below it, and the peer and format call none); callbacks up go
- * through handler pointers (slot, waiter, timers, request handlers).
+ *   ngx_http_llm_api.c       llm_api: the routes under the location
+ *   ngx_http_llm_health.c    llm_health: a timed ping over the ring
+ *   ngx_http_llm_models.c    GET /v1/models
+ *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
+ *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
+ *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
+ *   ngx_http_llm_ready.c     waiting for the engine to be ready
+ *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
+ *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object, the
+ *                            one place a refused request is answered
+ *   ngx_http_llm_ctx.c       a request's context and its choices: created,
+ *                            finished once
+ *   ngx_http_llm_peer.c      the engine seen from a worker: find or start
+ *                            it, its doorbell, ring, slots
  */
 #ifndef NGX_HTTP_LLM_MODULE_H
 #define NGX_HTTP_LLM_MODULE_H
@@ -206,6 +208,18 @@ typedef struct {
 } ngx_http_llm_waiter_t;
 
 
+/* a request refused by a step of its pipeline, described to be sent by
+   the one place that answers (ngx_http_llm_refuse()) */
+#define NGX_HTTP_LLM_ERROR_LEN  512
+
+typedef struct {
+    ngx_uint_t                  status;
+    char                        code[48];   /* "": JSON null */
+    char                        param[64];  /* "": JSON null */
+    u_char                      message[NGX_HTTP_LLM_ERROR_LEN];
+} ngx_http_llm_error_t;
+
+
 /* one generated token kept for the reply's logprobs */
 typedef struct {
     llm_out_token               o;
@@ -213,71 +227,82 @@ typedef struct {
 } ngx_http_llm_lp_t;
 
 
+/*
+ * One choice of a generation (n in the request, docs/api.md): its own ring
+ * slot, detokenizer, stop matcher and text; a request has n of them, a
+ * ping one (its slot).
+ */
+typedef struct {
+    ngx_http_llm_slot_t         slot;       /* data: the request's ctx */
+    llm_detok                   detok;
+    char                       *detok_buf;
+    llm_stop                    stop;
+    llm_reply                     out;        /* reasoning and tool calls */
+    ngx_buf_t                  *text;       /* non-streaming: the reply */
+    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
+    ngx_array_t                *lps;        /* non-streaming: logprobs */
+    size_t                      text_offset;
+    uint32_t                    consumed;   /* stream entries read */
+    uint32_t                    n_completion;
+    ngx_uint_t                  finish;     /* enum llm_finish */
+    ngx_uint_t                  index;      /* "index" in the reply */
+
+    unsigned                    stopped:1;  /* stop string matched */
+    unsigned                    stop_inited:1;
+    unsigned                    out_active:1;   /* llm_reply splits the text */
+    unsigned                    ended:1;    /* this choice's end is out */
+} ngx_http_llm_choice_t;
+
+
 /* one request's state, also what the $llm_* variables read */
 struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
     ngx_http_llm_peer_t        *peer;
     ngx_http_llm_engine_conf_t *ecf;
-    ngx_http_llm_slot_t         slot;
     ngx_http_llm_waiter_t       waiter;
     ngx_event_t                 deadline;
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
     ngx_http_event_handler_pt   read_body;  /* nginx's, while it reads */
+    ngx_http_llm_error_t       *error;      /* a step's refusal, to send */
 
     /* generation */
     llm_api_request             req;
     int32_t                    *prompt;
     uint32_t                    n_prompt;
-    uint32_t                    max_tokens;
+    uint32_t                    max_tokens; /* of each choice */
     int64_t                     priority;   /* into the slot */
     uint64_t                    fair_key;
     ngx_http_llm_quota_req_t   *quota;      /* NULL: no llm_token_quota */
-    llm_detok                   detok;
-    char                       *detok_buf;
-    llm_stop                    stop;
-    uint32_t                    consumed;   /* stream entries read */
-    uint32_t                    n_completion;
-    uint32_t                    n_cached;
-    ngx_uint_t                  finish;     /* enum llm_finish */
+    uint32_t                    n_cached;   /* choice 0's slot's */
     ngx_str_t                   id;         /* chatcmpl-..., cmpl-... */
     time_t                      created;
-    ngx_buf_t                  *text;       /* non-streaming: the reply */
-    ngx_buf_t                  *reasoning;  /* non-streaming: thinking */
-    llm_reply                   out;        /* reasoning and tool calls */
-    ngx_array_t                *lps;        /* non-streaming: logprobs */
-    size_t                      text_offset;
+    int                         out_format; /* llm_reply_init's, for each
+                                               choice */
     ngx_chain_t                *free;
     ngx_chain_t                *busy;
     uint64_t                    t_submit_ns;
     uint64_t                    t_scheduled_ns;
-    uint64_t                    t_first_ns;
-    uint64_t                    t_done_ns;
+    uint64_t                    t_first_ns; /* of any choice */
+    uint64_t                    t_done_ns;  /* the last choice's end */
     ngx_str_t                   prefix_hash;    /* a front's, when read */
     ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
+    ngx_http_llm_choice_t      *choices;    /* (n_choices); NULL until the
+                                               request is prepared */
+    ngx_uint_t                  n_choices;
+
     unsigned                    chat:1;
     unsigned                    stream:1;
-    unsigned                    header_sent:1;
-    unsigned                    stopped:1;  /* stop string matched */
+    unsigned                    sse_started:1;  /* the event stream's
+                                                   headers are out: an
+                                                   error is its last
+                                                   event, not a reply */
     unsigned                    finished:1;
     unsigned                    req_parsed:1;
-    unsigned                    stop_inited:1;
-    unsigned                    out_active:1;   /* llm_reply splits the text */
-    unsigned                    out_in_think:1; /* llm_reply_init's, again
-                                                   for each choice */
-    unsigned                    ended:1;    /* this choice's end is out */
+    unsigned                    split:1;    /* each choice's llm_reply */
+    unsigned                    out_in_think:1; /* llm_reply_init's */
     unsigned                    failed:1;   /* the request's error event
                                                is out: nothing follows */
-
-    /* n choices (docs/api.md): one ctx per choice, each with its own ring
-       slot, detokenizer, stop matcher, text; the request's ctx is choice
-       0 and holds the others, which point back at it */
-    ngx_uint_t                  index;      /* "index" in the reply */
-    int                         out_format; /* llm_reply_init's */
-    ngx_http_llm_ctx_t         *main;       /* choice > 0: the request's */
-    ngx_http_llm_ctx_t        **choices;    /* (n_choices), choice 0 first;
-                                               NULL when n is 1 */
-    ngx_uint_t                  n_choices;
 };
 
 
@@ -305,12 +330,17 @@ void ngx_http_llm_peer_release(ngx_http_llm_slot_t *s);
 /* ngx_http_llm_reply.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     cJSON *json);
+const char *ngx_http_llm_error_type(ngx_uint_t status, const char *code);
 ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *fmt, ...);
-ngx_int_t ngx_http_llm_send_api_error(ngx_http_request_t *r,
-    llm_api_error *err);
+    const char *code, const char *fmt, ...);
+ngx_int_t ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *fmt, ...);
+ngx_int_t ngx_http_llm_refuse_api(ngx_http_llm_ctx_t *ctx,
+    llm_api_error *api);
+ngx_int_t ngx_http_llm_answer(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
 ngx_int_t ngx_http_llm_unavailable(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
+ngx_int_t ngx_http_llm_refuse_unavailable(ngx_http_llm_ctx_t *ctx);
 ngx_int_t ngx_http_llm_retry_after(ngx_http_request_t *r,
     ngx_uint_t seconds);
 ngx_int_t ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status);
@@ -320,6 +350,7 @@ ngx_int_t ngx_http_llm_reply_filter_init(ngx_conf_t *cf);
 ngx_http_llm_ctx_t *ngx_http_llm_ctx_create(ngx_http_request_t *r,
     ngx_http_llm_peer_t *peer);
 void ngx_http_llm_ctx_finish(ngx_http_llm_ctx_t *ctx, ngx_int_t rc);
+ngx_int_t ngx_http_llm_choices_create(ngx_http_llm_ctx_t *ctx, ngx_uint_t n);
 void ngx_http_llm_release_choices(ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_ready.c */
@@ -390,20 +421,21 @@ ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
 
 /* ngx_http_llm_format.c */
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const u_char *text, size_t len,
-    const llm_out_token *o, ngx_uint_t role);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const u_char *text,
+    size_t len, const llm_out_token *o, ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
-    ngx_uint_t role);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const llm_reply_piece *piece,
+    const llm_out_token *o, ngx_uint_t role);
 ngx_int_t ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *code, const char *msg);
-const char *ngx_http_llm_finish_name(ngx_http_llm_ctx_t *ctx);
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg);
+const char *ngx_http_llm_finish_name(ngx_http_llm_choice_t *c);
 
 
 
@@ -416,27 +448,18 @@ ngx_http_llm_counters(ngx_http_llm_engine_conf_t *ecf)
 }
 
 
-/* the request's ctx of a choice's */
-static ngx_inline ngx_http_llm_ctx_t *
-ngx_http_llm_main_ctx(ngx_http_llm_ctx_t *ctx)
+/* what every choice generated (OpenAI's usage counts n choices) */
+static ngx_inline uint32_t
+ngx_http_llm_completion_tokens(ngx_http_llm_ctx_t *ctx)
 {
-    return ctx->main ? ctx->main : ctx;
-}
+    uint32_t    n;
+    ngx_uint_t  i;
 
+    for (i = 0, n = 0; i < ctx->n_choices; i++) {
+        n += ctx->choices[i].n_completion;
+    }
 
-static ngx_inline ngx_uint_t
-ngx_http_llm_n_choices(ngx_http_llm_ctx_t *ctx)
-{
-    ctx = ngx_http_llm_main_ctx(ctx);
-    return ctx->choices ? ctx->n_choices : 1;
-}
-
-
-static ngx_inline ngx_http_llm_ctx_t *
-ngx_http_llm_choice(ngx_http_llm_ctx_t *ctx, ngx_uint_t i)
-{
-    ctx = ngx_http_llm_main_ctx(ctx);
-    return ctx->choices ? ctx->choices[i] : ctx;
+    return n;
 }
 
 

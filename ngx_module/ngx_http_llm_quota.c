@@ -425,10 +425,11 @@ ngx_http_llm_quota_headers(ngx_http_request_t *r, uint64_t limit,
 
 /* 429 as OpenAI sends it for tokens per minute: type "tokens" */
 static ngx_int_t
-ngx_http_llm_quota_refuse(ngx_http_request_t *r, ngx_http_llm_quota_t *q,
+ngx_http_llm_quota_refuse(ngx_http_llm_ctx_t *ctx, ngx_http_llm_quota_t *q,
     uint64_t level, uint64_t need, uint64_t wait_ms, uint64_t reset_ms)
 {
-    u_char  per[32], in[32], *p;
+    u_char               per[32], in[32], *p;
+    ngx_http_request_t  *r = ctx->request;
 
     if (ngx_http_llm_quota_headers(r, q->burst, level, reset_ms) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -445,15 +446,15 @@ ngx_http_llm_quota_refuse(ngx_http_request_t *r, ngx_http_llm_quota_t *q,
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 
-        return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                       "tokens", "rate_limit_exceeded",
-                                       "Request too large for tokens per %s "
-                                       "(llm_token_quota zone=%V): Limit "
-                                       "%uL, Requested %uL. The input or "
-                                       "output tokens must be reduced in "
-                                       "order to run successfully.",
-                                       per, &q->shm_zone->shm.name,
-                                       q->burst, need);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                                   "rate_limit_exceeded",
+                                   "Request too large for tokens per %s "
+                                   "(llm_token_quota zone=%V): Limit %uL, "
+                                   "Requested %uL. The input or output "
+                                   "tokens must be reduced in order to run "
+                                   "successfully.",
+                                   per, &q->shm_zone->shm.name, q->burst,
+                                   need);
     }
 
     p = ngx_http_llm_quota_duration(in, wait_ms);
@@ -465,14 +466,14 @@ ngx_http_llm_quota_refuse(ngx_http_request_t *r, ngx_http_llm_quota_t *q,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    return ngx_http_llm_send_error(r, NGX_HTTP_TOO_MANY_REQUESTS,
-                                   "tokens", "rate_limit_exceeded",
-                                   "Rate limit reached for tokens per %s "
-                                   "(llm_token_quota zone=%V): Limit %uL, "
-                                   "Remaining %uL, Requested %uL. Please "
-                                   "try again in %s.",
-                                   per, &q->shm_zone->shm.name, q->burst,
-                                   level, need, in);
+    return ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS,
+                               "rate_limit_exceeded",
+                               "Rate limit reached for tokens per %s "
+                               "(llm_token_quota zone=%V): Limit %uL, "
+                               "Remaining %uL, Requested %uL. Please "
+                               "try again in %s.",
+                               per, &q->shm_zone->shm.name, q->burst,
+                               level, need, in);
 }
 
 
@@ -585,7 +586,8 @@ ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx)
     used = ctx->n_prompt + qr->paid;
 
     if (ctx->t_submit_ns == 0
-        || (ctx->finish == LLM_FINISH_ERROR && ctx->n_completion == 0))
+        || (ctx->choices[0].finish == LLM_FINISH_ERROR
+            && ngx_http_llm_completion_tokens(ctx) == 0))
     {
         used = 0;
     }
@@ -643,7 +645,7 @@ ngx_http_llm_quota_untake(ngx_http_llm_quota_hold_t *h, uint64_t n)
  * One quota at admission: the key's bucket, refilled, must
  * cover the prompt and *completion (a max_tokens the client gave), or the
  * prompt and one token (none given: then *completion shrinks to what the
- * bucket holds). NGX_DECLINED: refused, the 429 is sent.
+ * bucket holds). NGX_DECLINED: refused, *rc the status (the 429 described).
  */
 static ngx_int_t
 ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
@@ -660,10 +662,10 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     lq = ngx_http_llm_quota_lookup(q, key, r->connection->log);
     if (lq == NULL) {
         ngx_shmtx_unlock(&zone->shpool->mutex);
-        *rc = ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                      "server_error", "quota_zone_full",
-                                      "the server's quota zone is full, "
-                                      "retry later");
+        *rc = ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                  "quota_zone_full",
+                                  "the server's quota zone is full, "
+                                  "retry later");
         return NGX_DECLINED;
     }
 
@@ -676,7 +678,7 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         reset = ngx_http_llm_quota_wait(q, lq, q->burst);
         ngx_shmtx_unlock(&zone->shpool->mutex);
 
-        *rc = ngx_http_llm_quota_refuse(r, q, level, need, wait, reset);
+        *rc = ngx_http_llm_quota_refuse(ctx, q, level, need, wait, reset);
         return NGX_DECLINED;
     }
 
@@ -996,10 +998,10 @@ ngx_http_llm_priority(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
             ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                           "llm: llm_priority evaluated to \"%V\", not "
                           "interactive, batch or a 32-bit integer", &v);
-            return ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                           "server_error", "bad_priority",
-                                           "the server's llm_priority is "
-                                           "misconfigured");
+            return ngx_http_llm_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                       "bad_priority",
+                                       "the server's llm_priority is "
+                                       "misconfigured");
         }
     }
 

@@ -64,7 +64,7 @@ ngx_http_llm_when_ready(ngx_http_request_t *r, ngx_http_llm_peer_t *peer,
         stalled = ngx_http_llm_peer_stalled(peer);
         if (stalled) {
             return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                           "server_error", "engine_stalled",
+                                           "engine_stalled",
                                            "engine stalled: no progress "
                                            "for %M ms", stalled);
         }

@@ -21,35 +21,34 @@
 #include "text/utf8.h"
 
 
-/* what an HTTP status means, told as OpenAI's error object */
+/* what an HTTP status means, told as OpenAI's error object (its type is
+   ngx_http_llm_error_type()'s) */
 typedef struct {
     ngx_uint_t                  status;
-    const char                 *type;
     const char                 *code;
     const char                 *message;
 } ngx_http_llm_status_error_t;
 
 
 static ngx_http_llm_status_error_t  ngx_http_llm_status_errors[] = {
-    { NGX_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_request",
+    { NGX_HTTP_BAD_REQUEST, "invalid_request",
       "The HTTP request could not be read: it is malformed (for example "
       "an invalid chunked request body)." },
-    { NGX_HTTP_REQUEST_TIME_OUT, "invalid_request_error", "request_timeout",
+    { NGX_HTTP_REQUEST_TIME_OUT, "request_timeout",
       "The request body did not arrive in time." },
-    { NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, "invalid_request_error",
-      "request_too_large",
+    { NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, "request_too_large",
       "The request body is larger than this server accepts." },
-    { NGX_HTTP_REQUEST_URI_TOO_LARGE, "invalid_request_error", "uri_too_long",
+    { NGX_HTTP_REQUEST_URI_TOO_LARGE, "uri_too_long",
       "The request URI is longer than this server accepts." },
-    { NGX_HTTP_INTERNAL_SERVER_ERROR, "server_error", "internal_error",
+    { NGX_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
       "The server had an error while processing the request." },
-    { NGX_HTTP_BAD_GATEWAY, "server_error", "bad_gateway",
+    { NGX_HTTP_BAD_GATEWAY, "bad_gateway",
       "The server got a bad reply from the service behind it." },
-    { NGX_HTTP_SERVICE_UNAVAILABLE, "server_error", "service_unavailable",
+    { NGX_HTTP_SERVICE_UNAVAILABLE, "service_unavailable",
       "The server cannot take the request now." },
-    { NGX_HTTP_GATEWAY_TIME_OUT, "server_error", "gateway_timeout",
+    { NGX_HTTP_GATEWAY_TIME_OUT, "gateway_timeout",
       "The service behind the server did not reply in time." },
-    { 0, NULL, NULL, NULL }
+    { 0, NULL, NULL }
 };
 
 
@@ -305,7 +304,7 @@ ngx_http_llm_error_buf(ngx_pool_t *pool, const char *type,
  */
 static ngx_int_t
 ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *param, const char *code, const char *msg)
+    const char *param, const char *code, const char *msg)
 {
     ngx_buf_t  *b;
 
@@ -313,7 +312,8 @@ ngx_http_llm_error_plain(ngx_http_request_t *r, ngx_uint_t status,
                   "llm: cJSON could not build the error reply, "
                   "written without it");
 
-    b = ngx_http_llm_error_buf(r->pool, type, param, code, msg);
+    b = ngx_http_llm_error_buf(r->pool, ngx_http_llm_error_type(status, code),
+                               param, code, msg);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -333,7 +333,7 @@ ngx_http_llm_add_nullable(cJSON *obj, const char *name, const char *value)
 /* OpenAI's error object, and one log line saying the same */
 static ngx_int_t
 ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *param, const char *code, const char *msg)
+    const char *param, const char *code, const char *msg)
 {
     cJSON       *root, *err;
     ngx_uint_t   level;
@@ -368,59 +368,170 @@ ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
 
     if (err == NULL
         || cJSON_AddStringToObject(err, "message", msg) == NULL
-        || cJSON_AddStringToObject(err, "type", type) == NULL
+        || cJSON_AddStringToObject(err, "type",
+                                   ngx_http_llm_error_type(status, code))
+           == NULL
         || ngx_http_llm_add_nullable(err, "param", param) == NULL
         || ngx_http_llm_add_nullable(err, "code", code) == NULL)
     {
         cJSON_Delete(root);
-        return ngx_http_llm_error_plain(r, status, type, param, code, msg);
+        return ngx_http_llm_error_plain(r, status, param, code, msg);
     }
 
     return ngx_http_llm_send_json(r, status, root);
 }
 
 
-ngx_int_t
-ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    const char *type, const char *code, const char *fmt, ...)
+/*
+ * OpenAI's "type" of an error, from its status: the one home of the rule.
+ * A 429 of a token quota (code rate_limit_exceeded) is "tokens", as
+ * OpenAI's tokens-per-minute limit answers; any other 429 is
+ * "rate_limit_error".
+ */
+const char *
+ngx_http_llm_error_type(ngx_uint_t status, const char *code)
 {
-    u_char   msg[512], *p;
-    va_list  args;
+    if (status == NGX_HTTP_TOO_MANY_REQUESTS) {
+        return (code && ngx_strcmp(code, "rate_limit_exceeded") == 0)
+               ? "tokens" : "rate_limit_error";
+    }
 
-    va_start(args, fmt);
-    p = ngx_vslprintf(msg, msg + sizeof(msg) - 1, fmt, args);
-    va_end(args);
+    return status >= NGX_HTTP_INTERNAL_SERVER_ERROR ? "server_error"
+                                                    : "invalid_request_error";
+}
 
-    if (p == msg + sizeof(msg) - 1) {
+
+/* fmt's text into msg (size bytes), never cut inside a character */
+static void
+ngx_http_llm_message(u_char *msg, size_t size, const char *fmt, va_list args)
+{
+    u_char  *p;
+
+    p = ngx_vslprintf(msg, msg + size - 1, fmt, args);
+
+    if (p == msg + size - 1) {
         /* full: it may have been cut inside a character */
         p = ngx_http_llm_utf8_cut(msg, p);
     }
     *p = '\0';
-
-    return ngx_http_llm_error_json(r, status, type, NULL, code, (char *) msg);
 }
 
 
-/* a request the parser refused: its status, field and code */
 ngx_int_t
-ngx_http_llm_send_api_error(ngx_http_request_t *r, llm_api_error *err)
+ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *code, const char *fmt, ...)
 {
-    return ngx_http_llm_error_json(r, err->status,
-                                   err->status >= 500 ? "server_error"
-                                   : "invalid_request_error",
+    u_char   msg[NGX_HTTP_LLM_ERROR_LEN];
+    va_list  args;
+
+    va_start(args, fmt);
+    ngx_http_llm_message(msg, sizeof(msg), fmt, args);
+    va_end(args);
+
+    return ngx_http_llm_error_json(r, status, NULL, code, (char *) msg);
+}
+
+
+/*
+ * A step of the request's pipeline refuses it: the error is described in
+ * the request's context, not sent; the status returned tells the one
+ * place that answers (ngx_http_llm_answer()) to send it.
+ */
+ngx_int_t
+ngx_http_llm_refuse(ngx_http_llm_ctx_t *ctx, ngx_uint_t status,
+    const char *code, const char *fmt, ...)
+{
+    va_list                args;
+    ngx_http_llm_error_t  *err;
+
+    err = ngx_pcalloc(ctx->request->pool, sizeof(ngx_http_llm_error_t));
+    ctx->error = err;
+
+    if (err == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;     /* nginx's page */
+    }
+
+    err->status = status;
+    if (code != NULL) {
+        ngx_cpystrn((u_char *) err->code, (u_char *) code,
+                    sizeof(err->code));
+    }
+
+    va_start(args, fmt);
+    ngx_http_llm_message(err->message, sizeof(err->message), fmt, args);
+    va_end(args);
+
+    return status;
+}
+
+
+/* a refusal of the request parser's: its status, field and code */
+ngx_int_t
+ngx_http_llm_refuse_api(ngx_http_llm_ctx_t *ctx, llm_api_error *api)
+{
+    ngx_int_t  status;
+
+    status = ngx_http_llm_refuse(ctx, api->status,
+                                 api->code[0] ? api->code : NULL,
+                                 "%s", api->message);
+
+    if (ctx->error != NULL && api->param[0]) {
+        ngx_cpystrn((u_char *) ctx->error->param, (u_char *) api->param,
+                    sizeof(ctx->error->param));
+    }
+
+    return status;
+}
+
+
+/*
+ * The one place that decides what a request refused by a step of its
+ * pipeline is sent. A step returns NGX_OK, NGX_DONE (the request went on:
+ * to the engine, or to a wait), NGX_ERROR or an HTTP status; a status the
+ * step described with ngx_http_llm_refuse() goes out as OpenAI's error
+ * object, any other as nginx's page for it (JSON through the filters
+ * below). Returns what finalizes the request.
+ */
+ngx_int_t
+ngx_http_llm_answer(ngx_http_llm_ctx_t *ctx, ngx_int_t rc)
+{
+    ngx_http_llm_error_t  *err = ctx->error;
+
+    if (rc < NGX_HTTP_SPECIAL_RESPONSE || err == NULL
+        || (ngx_int_t) err->status != rc)
+    {
+        return rc;
+    }
+
+    ctx->error = NULL;
+
+    return ngx_http_llm_error_json(ctx->request, err->status,
                                    err->param[0] ? err->param : NULL,
                                    err->code[0] ? err->code : NULL,
-                                   err->message);
+                                   (char *) err->message);
 }
+
+
+/* the engine is not there: 503 and why, sent or as a step's refusal */
+static const char  ngx_http_llm_not_ready[] = "engine not ready: %s";
 
 
 ngx_int_t
 ngx_http_llm_unavailable(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
 {
     return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                   "server_error", "engine_unavailable",
-                                   "engine not ready: %s",
+                                   "engine_unavailable",
+                                   ngx_http_llm_not_ready,
                                    ngx_http_llm_peer_reason(peer));
+}
+
+
+ngx_int_t
+ngx_http_llm_refuse_unavailable(ngx_http_llm_ctx_t *ctx)
+{
+    return ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                               "engine_unavailable", ngx_http_llm_not_ready,
+                               ngx_http_llm_peer_reason(ctx->peer));
 }
 
 
@@ -450,15 +561,11 @@ ngx_http_llm_send_status(ngx_http_request_t *r, ngx_uint_t status)
 
     e = ngx_http_llm_status_error(status);
     if (e == NULL) {
-        return ngx_http_llm_send_error(r, status,
-                                       status >= 500 ? "server_error"
-                                       : "invalid_request_error",
-                                       NULL, "The request failed with HTTP "
-                                       "status %ui.", status);
+        return ngx_http_llm_send_error(r, status, NULL, "The request failed "
+                                       "with HTTP status %ui.", status);
     }
 
-    return ngx_http_llm_send_error(r, status, e->type, e->code, "%s",
-                                   e->message);
+    return ngx_http_llm_send_error(r, status, e->code, "%s", e->message);
 }
 
 
@@ -492,22 +599,25 @@ ngx_http_llm_page(ngx_http_request_t *r, ngx_uint_t status)
                           "limit of %uz bytes", llcf->max_body_size) = '\0';
         }
 
-        return ngx_http_llm_error_buf(r->pool, "invalid_request_error", NULL,
-                                      "request_too_large", (char *) msg);
+        return ngx_http_llm_error_buf(r->pool,
+                                      ngx_http_llm_error_type(status, NULL),
+                                      NULL, "request_too_large",
+                                      (char *) msg);
     }
 
     e = ngx_http_llm_status_error(status);
     if (e != NULL) {
-        return ngx_http_llm_error_buf(r->pool, e->type, NULL, e->code,
-                                      e->message);
+        return ngx_http_llm_error_buf(r->pool,
+                                      ngx_http_llm_error_type(status, e->code),
+                                      NULL, e->code, e->message);
     }
 
     *ngx_snprintf(msg, sizeof(msg) - 1, "The request failed with HTTP "
                   "status %ui.", status) = '\0';
 
-    return ngx_http_llm_error_buf(r->pool, status >= 500 ? "server_error"
-                                  : "invalid_request_error", NULL, NULL,
-                                  (char *) msg);
+    return ngx_http_llm_error_buf(r->pool,
+                                  ngx_http_llm_error_type(status, NULL),
+                                  NULL, NULL, (char *) msg);
 }
 
 

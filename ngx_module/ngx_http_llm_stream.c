@@ -24,12 +24,12 @@
 static void ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_stream_run(ngx_http_llm_ctx_t *ctx);
 static ngx_int_t ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *text, size_t len, llm_out_token *o,
-    ngx_uint_t role);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const char *text,
+    size_t len, llm_out_token *o, ngx_uint_t role);
 static ngx_int_t ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, ngx_uint_t *more);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, ngx_uint_t *more);
 static ngx_int_t ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 static ngx_int_t ngx_http_llm_stream_done(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 static ngx_int_t ngx_http_llm_stream_flush(ngx_http_llm_ctx_t *ctx,
@@ -42,15 +42,13 @@ static void ngx_http_llm_stream_deadline(ngx_event_t *ev);
 void
 ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
+    ngx_uint_t                i;
     ngx_http_llm_loc_conf_t  *llcf;
 
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
-    ngx_uint_t                i;
-
-    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
-        ngx_http_llm_choice(ctx, i)->slot.handler =
-                                                ngx_http_llm_stream_on_slot;
+    for (i = 0; i < ctx->n_choices; i++) {
+        ctx->choices[i].slot.handler = ngx_http_llm_stream_on_slot;
     }
 
     /*
@@ -70,7 +68,7 @@ ngx_http_llm_stream_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 static void
 ngx_http_llm_stream_on_slot(ngx_http_llm_slot_t *s)
 {
-    ngx_http_llm_stream_run(ngx_http_llm_main_ctx(s->data));
+    ngx_http_llm_stream_run(s->data);      /* the request's */
 }
 
 
@@ -83,24 +81,24 @@ static ngx_int_t
 ngx_http_llm_stream_choices(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_uint_t *more)
 {
-    ngx_int_t            rc;
-    ngx_uint_t           i, n, ended;
-    ngx_http_llm_ctx_t  *c;
+    ngx_int_t               rc;
+    ngx_uint_t              i, n, ended;
+    ngx_http_llm_choice_t  *c;
 
-    n = ngx_http_llm_n_choices(ctx);
+    n = ctx->n_choices;
     ended = 0;
 
     for (i = 0; i < n; i++) {
-        c = ngx_http_llm_choice(ctx, i);
+        c = &ctx->choices[i];
         if (c->ended) {
             ended++;
             continue;
         }
 
-        rc = ngx_http_llm_stream_read(c, last, more);
+        rc = ngx_http_llm_stream_read(ctx, c, last, more);
 
         if (rc == NGX_DONE) {
-            rc = ngx_http_llm_stream_end(c, last);
+            rc = ngx_http_llm_stream_end(ctx, c, last);
             if (rc == NGX_OK && !ctx->failed) {
                 c->ended = 1;
                 ended++;
@@ -200,7 +198,7 @@ ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
     ngx_str_set(&h->key, "X-Accel-Buffering");
     ngx_str_set(&h->value, "no");
 
-    ngx_http_llm_main_ctx(ctx)->header_sent = 1;
+    ctx->sse_started = 1;
 
     rc = ngx_http_send_header(r);
     if (rc == NGX_ERROR || rc > NGX_OK) {
@@ -218,8 +216,8 @@ ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
  * other error's does.
  */
 static ngx_int_t
-ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    ngx_uint_t status, const char *code, const char *msg)
+ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, ngx_uint_t status, const char *code, const char *msg)
 {
     ngx_uint_t  level;
 
@@ -227,10 +225,10 @@ ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_log_error(level, ctx->request->connection->log, 0,
                   "llm: %ui stream ended by an error: %s", status, msg);
 
-    ctx->finish = LLM_FINISH_ERROR;
-    ngx_http_llm_main_ctx(ctx)->failed = 1;    /* no choice follows */
+    c->finish = LLM_FINISH_ERROR;
+    ctx->failed = 1;                            /* no choice follows */
 
-    if (ngx_http_llm_format_error(ctx, last, code, msg) != NGX_OK) {
+    if (ngx_http_llm_format_error(ctx, last, status, code, msg) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
         return NGX_ERROR;
     }
@@ -241,15 +239,17 @@ ngx_http_llm_stream_fail(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 /* the engine died with this request in it */
 static ngx_int_t
-ngx_http_llm_stream_lost(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+ngx_http_llm_stream_lost(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last)
 {
-    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
+    if (!ctx->sse_started) {
         ngx_http_llm_ctx_finish(ctx, ngx_http_llm_unavailable(ctx->request,
                                                               ctx->peer));
         return NGX_ERROR;
     }
 
-    return ngx_http_llm_stream_fail(ctx, last, NGX_HTTP_SERVICE_UNAVAILABLE,
+    return ngx_http_llm_stream_fail(ctx, c, last,
+                                    NGX_HTTP_SERVICE_UNAVAILABLE,
                                     "engine_unavailable",
                                     ngx_http_llm_peer_reason(ctx->peer));
 }
@@ -257,50 +257,51 @@ ngx_http_llm_stream_lost(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
 /* the engine wrote head: it can only be 0..CAP ahead of us */
 static ngx_int_t
-ngx_http_llm_stream_corrupt(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    uint32_t head)
+ngx_http_llm_stream_corrupt(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, uint32_t head)
 {
     ngx_http_request_t  *r = ctx->request;
 
     ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
                   "llm: corrupt stream in ring slot %uD (%uD written, "
-                  "%uD read): request failed", ctx->slot.index, head,
-                  ctx->consumed);
+                  "%uD read): request failed", c->slot.index, head,
+                  c->consumed);
 
-    ngx_http_llm_peer_release(&ctx->slot);
-    ctx->finish = LLM_FINISH_ERROR;
+    ngx_http_llm_peer_release(&c->slot);
+    c->finish = LLM_FINISH_ERROR;
 
-    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
+    if (!ctx->sse_started) {
         ngx_http_llm_ctx_finish(ctx,
             ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                    "server_error", "engine_error",
+                                    "engine_error",
                                     "corrupt stream from the engine"));
         return NGX_ERROR;
     }
 
-    return ngx_http_llm_stream_fail(ctx, last, NGX_HTTP_INTERNAL_SERVER_ERROR,
+    return ngx_http_llm_stream_fail(ctx, c, last,
+                                    NGX_HTTP_INTERNAL_SERVER_ERROR,
                                     "engine_error",
                                     "corrupt stream from the engine");
 }
 
 
-/* what the read half needs once per request */
+/* what the read half needs once per choice */
 static ngx_int_t
-ngx_http_llm_stream_alloc(ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_stream_alloc(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c)
 {
     ngx_http_request_t  *r = ctx->request;
 
-    if (!ctx->stream && ctx->req.sampling.logprobs && ctx->lps == NULL) {
-        ctx->lps = ngx_array_create(r->pool, 16, sizeof(ngx_http_llm_lp_t));
-        if (ctx->lps == NULL) {
+    if (!ctx->stream && ctx->req.sampling.logprobs && c->lps == NULL) {
+        c->lps = ngx_array_create(r->pool, 16, sizeof(ngx_http_llm_lp_t));
+        if (c->lps == NULL) {
             return NGX_ERROR;
         }
     }
 
-    if (ctx->detok_buf == NULL) {
-        ctx->detok_buf = ngx_palloc(r->pool,
-                                    llm_detok_max_out(ctx->ecf->tokenizer));
-        if (ctx->detok_buf == NULL) {
+    if (c->detok_buf == NULL) {
+        c->detok_buf = ngx_palloc(r->pool,
+                                  llm_detok_max_out(ctx->ecf->tokenizer));
+        if (c->detok_buf == NULL) {
             return NGX_ERROR;
         }
     }
@@ -311,8 +312,8 @@ ngx_http_llm_stream_alloc(ngx_http_llm_ctx_t *ctx)
 
 /* one token: its text through the detokenizer and the stop strings, out */
 static ngx_int_t
-ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    llm_out_token *o)
+ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, llm_out_token *o)
 {
     int                 n;
     ngx_uint_t          role;
@@ -320,16 +321,16 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     llm_tokenizer      *t = ctx->ecf->tokenizer;
     ngx_http_llm_lp_t  *lp;
 
-    role = (ctx->n_completion == 0);
-    ctx->consumed++;
-    ctx->n_completion++;
+    role = (c->n_completion == 0);
+    c->consumed++;
+    c->n_completion++;
 
     if (ctx->t_first_ns == 0) {
         ctx->t_first_ns = ngx_http_llm_now_ns();
 
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ctx->request->connection->log, 0,
                        "llm: ring slot %uD: first token after %uL us",
-                       ctx->slot.index,
+                       c->slot.index,
                        (ctx->t_first_ns - ctx->t_submit_ns) / 1000);
     }
 
@@ -340,37 +341,38 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return NGX_OK;
     }
 
-    n = llm_detok_push(t, &ctx->detok, o->token, ctx->detok_buf,
+    n = llm_detok_push(t, &c->detok, o->token, c->detok_buf,
                        llm_detok_max_out(t));
     if (n < 0) {
         n = 0;
     }
 
-    if (llm_stop_push(&ctx->stop, ctx->detok_buf, n, &so) != 0) {
+    if (llm_stop_push(&c->stop, c->detok_buf, n, &so) != 0) {
         return NGX_ERROR;
     }
 
     if (so.stopped) {
-        ctx->stopped = 1;
-        ctx->finish = LLM_FINISH_STOP;
+        c->stopped = 1;
+        c->finish = LLM_FINISH_STOP;
     }
 
-    if (ctx->lps) {
-        lp = ngx_array_push(ctx->lps);
+    if (c->lps) {
+        lp = ngx_array_push(c->lps);
         if (lp == NULL) {
             return NGX_ERROR;
         }
         lp->o = *o;
-        lp->offset = ctx->text_offset;
+        lp->offset = c->text_offset;
     }
 
-    if (ctx->out_active) {
-        return ngx_http_llm_stream_split(ctx, last, so.text, so.len, o, role);
+    if (c->out_active) {
+        return ngx_http_llm_stream_split(ctx, c, last, so.text, so.len, o,
+                                         role);
     }
 
     /* OpenAI streams one chunk per token, the first with the role */
     if (so.len || role || (ctx->stream && ctx->req.sampling.logprobs)) {
-        return ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
+        return ngx_http_llm_format_chunk(ctx, c, last, (u_char *) so.text,
                                          so.len, o, role);
     }
 
@@ -383,19 +385,20 @@ ngx_http_llm_stream_token(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
  * as they come; what may be a tool call waits for the end.
  */
 static ngx_int_t
-ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *text, size_t len, llm_out_token *o, ngx_uint_t role)
+ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const char *text, size_t len, llm_out_token *o,
+    ngx_uint_t role)
 {
     llm_reply_piece  p;
 
-    if (llm_reply_push(&ctx->out, text, len, &p) != 0) {
+    if (llm_reply_push(&c->out, text, len, &p) != 0) {
         return NGX_ERROR;
     }
 
     if (p.content_len || p.reasoning_len || role
         || (o && ctx->stream && ctx->req.sampling.logprobs))
     {
-        return ngx_http_llm_format_delta(ctx, last, &p, o, role);
+        return ngx_http_llm_format_delta(ctx, c, last, &p, o, role);
     }
 
     return NGX_OK;
@@ -409,29 +412,30 @@ ngx_http_llm_stream_split(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
  * came.
  */
 static ngx_int_t
-ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *text, size_t len)
+ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last, const char *text,
+    size_t len)
 {
     llm_reply_piece           p;
     ngx_http_llm_counters_t  *cnt;
 
-    if (len && ngx_http_llm_stream_split(ctx, last, text, len, NULL, 0)
+    if (len && ngx_http_llm_stream_split(ctx, c, last, text, len, NULL, 0)
                != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (llm_reply_finish(&ctx->out, &p) != 0) {
+    if (llm_reply_finish(&c->out, &p) != 0) {
         return NGX_ERROR;
     }
 
     if ((p.content_len || p.reasoning_len)
-        && ngx_http_llm_format_delta(ctx, last, &p, NULL, 0) != NGX_OK)
+        && ngx_http_llm_format_delta(ctx, c, last, &p, NULL, 0) != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (ctx->out.failed) {
+    if (c->out.failed) {
         cnt = ngx_http_llm_counters(ctx->ecf);
         if (cnt) {
             (void) ngx_atomic_fetch_add(&cnt->tool_parse_failures, 1);
@@ -439,11 +443,11 @@ ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0,
                       "llm: the reply looked like a tool call (%s format) "
                       "but is not one: %s; sent as content",
-                      llm_tool_format_name(ctx->out.format), ctx->out.why);
+                      llm_tool_format_name(c->out.format), c->out.why);
     }
 
-    if (ctx->stream && ctx->out.n_calls
-        && ngx_http_llm_format_tool_calls(ctx, last) != NGX_OK)
+    if (ctx->stream && c->out.n_calls
+        && ngx_http_llm_format_tool_calls(ctx, c, last) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -457,42 +461,42 @@ ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
  * generation ended (a stop string here, or the engine's finish).
  */
 static ngx_int_t
-ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    ngx_uint_t *more)
+ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, ngx_uint_t *more)
 {
     size_t                    pending;
     uint32_t                  head, state;
     ngx_int_t                 rc;
     ngx_uint_t                full;
-    llm_slot                 *sl = ctx->slot.slot;
+    llm_slot                 *sl = c->slot.slot;
     ngx_chain_t             **mark;
     ngx_http_llm_loc_conf_t  *llcf;
 
     if (sl == NULL) {
-        return ngx_http_llm_stream_lost(ctx, last);
+        return ngx_http_llm_stream_lost(ctx, c, last);
     }
 
     llcf = ngx_http_get_module_loc_conf(ctx->request, ngx_http_llm_module);
 
-    pending = ngx_http_llm_pending(ngx_http_llm_main_ctx(ctx)->busy);
+    pending = ngx_http_llm_pending(ctx->busy);
     if (pending > llcf->max_buffered) {
         return NGX_AGAIN;
     }
 
-    if (ngx_http_llm_stream_alloc(ctx) != NGX_OK) {
+    if (ngx_http_llm_stream_alloc(ctx, c) != NGX_OK) {
         ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return NGX_ERROR;
     }
 
     state = atomic_load_explicit(&sl->state, memory_order_acquire);
     head = atomic_load_explicit(&sl->out_head, memory_order_acquire);
-    full = (head - ctx->consumed) >= LLM_RING_OUT_CAP;
+    full = (head - c->consumed) >= LLM_RING_OUT_CAP;
 
-    if (head - ctx->consumed > LLM_RING_OUT_CAP) {
-        return ngx_http_llm_stream_corrupt(ctx, last, head);
+    if (head - c->consumed > LLM_RING_OUT_CAP) {
+        return ngx_http_llm_stream_corrupt(ctx, c, last, head);
     }
 
-    if (ctx->stream && !ngx_http_llm_main_ctx(ctx)->header_sent && head != ctx->consumed
+    if (ctx->stream && !ctx->sse_started && head != c->consumed
         && ngx_http_llm_stream_header(ctx) != NGX_OK)
     {
         return NGX_ERROR;
@@ -500,7 +504,7 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
     rc = NGX_OK;
 
-    while (ctx->consumed != head && !ctx->stopped && rc == NGX_OK) {
+    while (c->consumed != head && !c->stopped && rc == NGX_OK) {
 
         /* a stream takes no more than max_buffered from the ring: the rest
            waits there, and the engine holds the sequence when it fills */
@@ -512,21 +516,21 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         /* the token quota is spent: the generation ends as at max_tokens,
            and stream_end's release cancels the engine's sequence */
         if (ngx_http_llm_quota_spend(ctx) != NGX_OK) {
-            ctx->stopped = 1;
-            ctx->finish = LLM_FINISH_LENGTH;
+            c->stopped = 1;
+            c->finish = LLM_FINISH_LENGTH;
             break;
         }
 
         mark = *last;
-        rc = ngx_http_llm_stream_token(ctx, last,
-                                       &sl->out[ctx->consumed
+        rc = ngx_http_llm_stream_token(ctx, c, last,
+                                       &sl->out[c->consumed
                                                 % LLM_RING_OUT_CAP]);
         pending += ngx_http_llm_pending(*mark);
     }
 
-    atomic_store_explicit(&sl->out_tail, ctx->consumed, memory_order_release);
+    atomic_store_explicit(&sl->out_tail, c->consumed, memory_order_release);
     if (full) {
-        ngx_http_llm_peer_kick(&ctx->slot);     /* the engine held it */
+        ngx_http_llm_peer_kick(&c->slot);       /* the engine held it */
     }
 
     if (rc != NGX_OK) {
@@ -534,7 +538,7 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
         return NGX_ERROR;
     }
 
-    if (ctx->stopped || (state == LLM_SLOT_DONE && ctx->consumed == head)) {
+    if (c->stopped || (state == LLM_SLOT_DONE && c->consumed == head)) {
         return NGX_DONE;
     }
 
@@ -570,61 +574,61 @@ ngx_http_llm_engine_status(uint32_t error, const char **code)
 
 /* the engine refused the request before its first token: a JSON error */
 static void
-ngx_http_llm_stream_refused(ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_stream_refused(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c)
 {
     char         msg[LLM_RING_REASON_LEN];
     ngx_uint_t   status;
     const char  *code;
 
-    ngx_memcpy(msg, ctx->slot.slot->message, sizeof(msg));
+    ngx_memcpy(msg, c->slot.slot->message, sizeof(msg));
     msg[sizeof(msg) - 1] = '\0';
-    status = ngx_http_llm_engine_status(ctx->slot.slot->error, &code);
+    status = ngx_http_llm_engine_status(c->slot.slot->error, &code);
 
-    ngx_http_llm_peer_release(&ctx->slot);
+    ngx_http_llm_peer_release(&c->slot);
 
     ngx_http_llm_ctx_finish(ctx,
-        ngx_http_llm_send_error(ctx->request, status,
-                                status == NGX_HTTP_TOO_MANY_REQUESTS
-                                ? "rate_limit_error"
-                                : status >= 500 ? "server_error"
-                                : "invalid_request_error",
-                                code, "%s", msg));
+        ngx_http_llm_send_error(ctx->request, status, code, "%s", msg));
 }
 
 
 /* the generation ended: the held-back text, the last chunk or the reply */
 static ngx_int_t
-ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last)
 {
     ngx_int_t            rc;
-    llm_slot            *sl = ctx->slot.slot;
+    llm_slot            *sl = c->slot.slot;
     llm_stop_out         so;
     ngx_http_request_t  *r = ctx->request;
 
     ctx->t_done_ns = ngx_http_llm_now_ns();
-    ctx->n_cached = sl->n_cached;
-    ctx->t_scheduled_ns = sl->t_scheduled_ns;
 
-    if (!ctx->stopped) {
-        ctx->finish = sl->finish;
+    if (c->index == 0) {
+        /* choice 0's slot is the request's */
+        ctx->n_cached = sl->n_cached;
+        ctx->t_scheduled_ns = sl->t_scheduled_ns;
+    }
 
-        if (ctx->finish == LLM_FINISH_ERROR && ctx->n_completion == 0
-            && !ngx_http_llm_main_ctx(ctx)->header_sent)
+    if (!c->stopped) {
+        c->finish = sl->finish;
+
+        if (c->finish == LLM_FINISH_ERROR && c->n_completion == 0
+            && !ctx->sse_started)
         {
-            ngx_http_llm_stream_refused(ctx);
+            ngx_http_llm_stream_refused(ctx, c);
             return NGX_ERROR;
         }
     }
 
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "llm: ring slot %uD finished: %s, %uD tokens, %uD cached",
-                   ctx->slot.index, ngx_http_llm_finish_name(ctx),
-                   ctx->n_completion, ctx->n_cached);
+                   c->slot.index, ngx_http_llm_finish_name(c),
+                   c->n_completion, sl->n_cached);
 
-    ngx_http_llm_peer_release(&ctx->slot);      /* cancels if still running */
+    ngx_http_llm_peer_release(&c->slot);        /* cancels if still running */
 
-    if (ctx->finish == LLM_FINISH_ERROR && ngx_http_llm_main_ctx(ctx)->header_sent) {
-        return ngx_http_llm_stream_fail(ctx, last,
+    if (c->finish == LLM_FINISH_ERROR && ctx->sse_started) {
+        return ngx_http_llm_stream_fail(ctx, c, last,
                                         NGX_HTTP_INTERNAL_SERVER_ERROR,
                                         "engine_error",
                                         "the engine failed this request");
@@ -633,28 +637,29 @@ ngx_http_llm_stream_end(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     rc = NGX_OK;
 
     /* a stop string drops what it held back; the quota's cut does not */
-    if (!ctx->stopped || ctx->finish == LLM_FINISH_LENGTH) {
-        llm_stop_flush(&ctx->stop, &so);
-        if (ctx->out_active) {
-            rc = ngx_http_llm_stream_split_end(ctx, last, so.text, so.len);
+    if (!c->stopped || c->finish == LLM_FINISH_LENGTH) {
+        llm_stop_flush(&c->stop, &so);
+        if (c->out_active) {
+            rc = ngx_http_llm_stream_split_end(ctx, c, last, so.text,
+                                               so.len);
 
         } else if (so.len) {
-            rc = ngx_http_llm_format_chunk(ctx, last, (u_char *) so.text,
+            rc = ngx_http_llm_format_chunk(ctx, c, last, (u_char *) so.text,
                                            so.len, NULL, 0);
         }
 
-    } else if (ctx->out_active) {
-        rc = ngx_http_llm_stream_split_end(ctx, last, NULL, 0);
+    } else if (c->out_active) {
+        rc = ngx_http_llm_stream_split_end(ctx, c, last, NULL, 0);
     }
 
-    if (rc == NGX_OK && ctx->stream && !ngx_http_llm_main_ctx(ctx)->header_sent
+    if (rc == NGX_OK && ctx->stream && !ctx->sse_started
         && ngx_http_llm_stream_header(ctx) != NGX_OK)
     {
         return NGX_ERROR;
     }
 
     if (rc == NGX_OK && ctx->stream) {
-        rc = ngx_http_llm_format_finish(ctx, last);
+        rc = ngx_http_llm_format_finish(ctx, c, last);
     }
 
     if (rc != NGX_OK) {
@@ -686,7 +691,6 @@ ngx_http_llm_stream_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
             ngx_http_llm_ctx_finish(ctx, rc);
             return NGX_ERROR;
         }
-        ngx_http_llm_main_ctx(ctx)->header_sent = 1;
     }
 
     return NGX_OK;
@@ -720,11 +724,11 @@ ngx_http_llm_wait_writable(ngx_http_request_t *r)
 static ngx_uint_t
 ngx_http_llm_request_ended(ngx_http_llm_ctx_t *ctx)
 {
-    ngx_uint_t           i;
-    ngx_http_llm_ctx_t  *c;
+    ngx_uint_t              i;
+    ngx_http_llm_choice_t  *c;
 
-    for (i = 0; i < ngx_http_llm_n_choices(ctx); i++) {
-        c = ngx_http_llm_choice(ctx, i);
+    for (i = 0; i < ctx->n_choices; i++) {
+        c = &ctx->choices[i];
         if (c->slot.slot != NULL
             || (c->finish == LLM_FINISH_NONE && !c->stopped))
         {
@@ -824,15 +828,15 @@ ngx_http_llm_stream_deadline(ngx_event_t *ev)
 
     ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
                   "llm: 504 deadline passed after %uD tokens, sequence "
-                  "aborted", ctx->n_completion);
+                  "aborted", ngx_http_llm_completion_tokens(ctx));
 
     ngx_http_llm_release_choices(ctx);          /* the engine drops them */
 
-    if (!ngx_http_llm_main_ctx(ctx)->header_sent) {
+    if (!ctx->sse_started) {
         ngx_http_llm_ctx_finish(ctx,
                                 ngx_http_llm_send_error(ctx->request,
                                     NGX_HTTP_GATEWAY_TIME_OUT,
-                                    "server_error", "deadline_exceeded",
+                                    "deadline_exceeded",
                                     "the generation deadline passed"));
         return;
     }
@@ -840,7 +844,9 @@ ngx_http_llm_stream_deadline(ngx_event_t *ev)
     out = NULL;
     last = &out;
 
-    if (ngx_http_llm_stream_fail(ctx, &last, NGX_HTTP_GATEWAY_TIME_OUT,
+    /* $llm_finish_reason (choice 0's) says error */
+    if (ngx_http_llm_stream_fail(ctx, &ctx->choices[0], &last,
+                                 NGX_HTTP_GATEWAY_TIME_OUT,
                                  "deadline_exceeded",
                                  "the generation deadline passed")
         != NGX_OK)

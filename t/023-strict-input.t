@@ -322,3 +322,29 @@ main::req("POST /v1/completions HTTP/1.1", "x" x 2000)
 --- no_error_log
 [alert]
 [crit]
+
+
+
+=== TEST 19: nginx's 429 (limit_req) is a rate_limit_error, by the one rule of the error type
+--- http_config
+    llm_engine tiny {
+        model $TEST_NGINX_FIXTURES/models/tiny260K-f32.gguf;
+        served_model_name tiny;
+    }
+    limit_req_zone $server_name zone=one:1m rate=1r/m;
+--- config
+    location /v1/ {
+        llm_api tiny;
+        limit_req zone=one;
+        limit_req_status 429;
+    }
+--- request eval
+["GET /v1/nowhere", "GET /v1/nowhere"]
+--- error_code eval
+[404, 429]
+--- response_body_like eval
+[qr/^\{"error":\{"message":"unknown endpoint \/v1\/nowhere","type":"invalid_request_error","param":null,"code":"unknown_url"\}\}$/,
+ qr/^\{"error":\{"message":"The request failed with HTTP status 429\.","type":"rate_limit_error","param":null,"code":null\}\}$/]
+--- no_error_log
+[alert]
+[crit]

@@ -9,7 +9,16 @@ Each text must parse as JSON and be valid for its schema, by python
 jsonschema with format checks (the validator the schema's $schema names,
 draft 2020-12 when none). Prints one line per invalid text, then
 "checked N valid, O valid under several oneOf branches, M invalid";
-exits 1 when any is invalid. A text valid under several branches of a
+exits 1 when any is invalid.
+
+    tools/json_schema_check.py --relaxed WALKS.jsonl
+
+checks walks through relaxed grammars: each line also has "relaxed" (the
+list llm_grammar_relaxed gives, "kw@pointer, ..."); an invalid text is
+expected there and counted against each keyword its schema relaxed.
+Prints "relaxed-keyword KW: I invalid of W walks" per keyword, then
+"relaxed: checked N valid, M invalid, J not JSON"; exits 1 when a text
+is not JSON. A text valid under several branches of a
 oneOf (the grammar reads oneOf as anyOf, docs/json_schema.md) is counted
 apart, as O.
 """
@@ -39,7 +48,43 @@ def valid_as_anyof(cls, schema, instance):
                     .iter_errors(instance))
 
 
+def relaxed_main(path):
+    good = bad = notjson = 0
+    per = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            schema, text = rec["schema"], rec["text"]
+            kws = sorted({item.split("@")[0]
+                          for item in rec["relaxed"].split(", ") if item})
+            cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+            try:
+                instance = json.loads(text)
+            except ValueError:
+                notjson += 1
+                print(f"not JSON: {text[:200]!r}")
+                continue
+            try:
+                invalid = bool(list(cls(schema,
+                                        format_checker=cls.FORMAT_CHECKER)
+                                    .iter_errors(instance)))
+            except Exception:       # a schema python cannot read either
+                invalid = False
+            bad += invalid
+            good += not invalid
+            for kw in kws:
+                n = per.setdefault(kw, [0, 0])
+                n[0] += invalid
+                n[1] += 1
+    for kw, (i, w) in sorted(per.items(), key=lambda x: -x[1][0]):
+        print(f"relaxed-keyword {kw}: {i} invalid of {w} walks")
+    print(f"relaxed: checked {good} valid, {bad} invalid, {notjson} not JSON")
+    return 1 if notjson else 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--relaxed":
+        return relaxed_main(sys.argv[2])
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     good = bad = oneof = 0

@@ -8,7 +8,7 @@
  * us allocate more than a small multiple of the file size.
  *
  * defines: gguf_open, gguf_open_fd, gguf_parse, gguf_close, gguf_find_kv,
- *          gguf_get_*, gguf_arr_str, gguf_find_tensor
+ *          gguf_get_*, gguf_arr_str, gguf_find_tensor, gguf_kv_raw
  */
 #include "format/gguf.h"
 
@@ -287,8 +287,7 @@ gguf_check_tensor_shape(gguf_file *g, gguf_tensor *t)
 
     if (ggml_type_block(t->type) == 0) {
         return gguf_fail(g, "tensor '%s' has type %s (%u), which is not "
-                         "supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
-                         "Q6_K are)", t->name, ggml_type_name(t->type),
+                         "supported (" GGML_TYPES_SUPPORTED " are)", t->name, ggml_type_name(t->type),
                          t->type);
     }
     for (i = 0; i < t->n_dims; i++) {
@@ -747,4 +746,29 @@ gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s, uint64_t *len)
     memcpy(len, kv->data + kv->str_off[i], 8);
     *s = (const char *) kv->data + kv->str_off[i] + 8;
     return 0;
+}
+
+
+void
+gguf_kv_raw(const gguf_kv *kv, const uint8_t **start, uint64_t *len)
+{
+    uint64_t  last;
+
+    if (kv->type == GGUF_TYPE_STRING) {
+        *start = kv->data - 8;
+        *len = 8 + kv->n;
+    } else if (kv->type != GGUF_TYPE_ARRAY) {
+        *start = kv->data;
+        *len = gguf_scalar_size(kv->type);
+    } else if (kv->arr_type != GGUF_TYPE_STRING) {
+        *start = kv->data - 12;
+        *len = 12 + kv->n * gguf_scalar_size(kv->arr_type);
+    } else {
+        *start = kv->data - 12;
+        *len = 12;
+        if (kv->n > 0) {
+            memcpy(&last, kv->data + kv->str_off[kv->n - 1], 8);
+            *len += kv->str_off[kv->n - 1] + 8 + last;
+        }
+    }
 }

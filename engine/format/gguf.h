@@ -10,7 +10,8 @@
  * gguf_close().
  *
  * defines: gguf_open, gguf_open_fd, gguf_parse, gguf_close, gguf_find_kv,
- *          gguf_get_*, gguf_arr_str, gguf_find_tensor (the tensor types:
+ *          gguf_get_*, gguf_arr_str, gguf_find_tensor, gguf_kv_raw (the
+ *          tensor types:
  *          kernels/tensor_type.h)
  */
 #ifndef NGX_LLM_GGUF_H
@@ -109,5 +110,10 @@ int gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s,
     uint64_t *len);
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
+
+/* the stored bytes of kv's value as they follow its type field (a
+ * string's length prefix, an array's element type and count included),
+ * for copying metadata into another file */
+void gguf_kv_raw(const gguf_kv *kv, const uint8_t **start, uint64_t *len);
 
 #endif

@@ -724,9 +724,10 @@ parse_token(gp *g, int rule)
 static int
 parse_json(gp *g, int rule)
 {
-    const char  *at = g->p, *q;
-    llm_strbuf   out;
-    char         name[32], err[256];
+    const char            *at = g->p, *q;
+    llm_strbuf             out;
+    llm_json_schema_opts   opts;
+    char                   name[32], err[256];
     int          depth = 0, in_str = 0, r, rc;
 
     g->p += 5;
@@ -760,8 +761,12 @@ parse_json(gp *g, int rule)
     snprintf(name, sizeof(name), "json%d", g->b->n_json++);
     memset(&out, 0, sizeof(out));
     out.max = g->b->max_source ? g->b->max_source * 4 + 65536 : 0;
-    if (llm_json_schema_to_gbnf(g->p, (size_t) (q + 1 - g->p), name,
-                                g->b->max_ws, &out, err, sizeof(err)) != 0)
+    opts.root = name;
+    opts.max_ws = g->b->max_ws;
+    opts.strict = g->b->strict;
+    opts.relaxed = &g->b->relaxed;
+    if (llm_json_schema_compile(g->p, (size_t) (q + 1 - g->p), &opts, &out,
+                                err, sizeof(err)) != 0)
     {
         llm_strbuf_free(&out);
         return gp_error(g, at, "%s", err);
@@ -1117,5 +1122,6 @@ llm_gbuild_free(llm_gbuild *b)
         free(b->classes[i].r);
     }
     free(b->classes);
+    llm_strbuf_free(&b->relaxed);
     memset(b, 0, sizeof(*b));
 }

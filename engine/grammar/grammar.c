@@ -14,7 +14,8 @@
  *
  * defines: llm_grammar_limits_default, llm_grammar_compile,
  *          llm_grammar_compile_uncached, llm_grammar_free,
- *          llm_grammar_from_build, llm_grammar_cache_clear
+ *          llm_grammar_relaxed, llm_grammar_from_build,
+ *          llm_grammar_cache_clear
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +25,34 @@
 #include "grammar/json_schema.h"
 
 
+static void grammar_destroy(llm_grammar *g);
+
 void
 llm_grammar_limits_default(llm_grammar_limits *lim)
 {
     lim->max_source = LLM_CONSTRAINT_MAX_BYTES;
     lim->max_compile_ns = 100 * 1000000ull;
     lim->max_ws = 20;
+    /* flexible until the request path chooses (llm_json_whitespace):
+       compact on SmolLM2 made t/026's greedy json_object nest
+       {"name":{"name":... to max_tokens (docs/json_schema.md) */
+    lim->json_ws = LLM_JSON_WS_FLEXIBLE;
+    lim->strict = 1;
+}
+
+
+/* the blanks JSON may have in a row: none when compact */
+static int
+json_max_ws(const llm_grammar_limits *lim)
+{
+    return lim->json_ws == LLM_JSON_WS_FLEXIBLE ? lim->max_ws : 0;
+}
+
+
+const char *
+llm_grammar_relaxed(const llm_grammar *g)
+{
+    return g != NULL && g->relaxed != NULL ? g->relaxed : "";
 }
 
 
@@ -356,10 +379,11 @@ llm_grammar_compile_uncached(const llm_grammar_vocab *v, int kind,
     const char *src, size_t len, const llm_grammar_limits *lim, char *err,
     size_t err_len)
 {
-    llm_grammar_limits   def;
-    llm_grammar         *g = NULL;
-    llm_gbuild           b;
-    llm_strbuf           out;
+    llm_grammar_limits    def;
+    llm_grammar          *g = NULL;
+    llm_gbuild            b;
+    llm_strbuf            out;
+    llm_json_schema_opts  opts;
     char                *text = NULL;
     const char          *what = "grammar";
 
@@ -371,7 +395,8 @@ llm_grammar_compile_uncached(const llm_grammar_vocab *v, int kind,
     memset(&b, 0, sizeof(b));
     memset(&out, 0, sizeof(out));
     b.vocab = v;
-    b.max_ws = lim->max_ws;
+    b.max_ws = json_max_ws(lim);
+    b.strict = lim->strict;
     b.max_source = lim->max_source;
     b.err = err;
     b.err_len = err_len;
@@ -400,8 +425,12 @@ llm_grammar_compile_uncached(const llm_grammar_vocab *v, int kind,
         len = strlen(src);
         /* fall through */
     case LLM_CONSTRAINT_JSON_SCHEMA:
-        if (llm_json_schema_to_gbnf(src, len, "root", lim->max_ws, &out,
-                                    err, err_len) != 0)
+        opts.root = "root";
+        opts.max_ws = b.max_ws;
+        opts.strict = b.strict;
+        opts.relaxed = &b.relaxed;
+        if (llm_json_schema_compile(src, len, &opts, &out, err, err_len)
+            != 0)
         {
             goto done;
         }
@@ -415,6 +444,12 @@ llm_grammar_compile_uncached(const llm_grammar_vocab *v, int kind,
     }
     if (llm_gbnf_parse(&b, src, len, what) == 0) {
         g = llm_grammar_from_build(&b);
+    }
+    if (g != NULL && b.relaxed.len > 0
+        && (g->relaxed = strdup(b.relaxed.data)) == NULL)
+    {
+        grammar_destroy(g);
+        g = NULL;
     }
 
 done:
@@ -439,6 +474,7 @@ grammar_destroy(llm_grammar *g)
     free(g->alt_first);
     free(g->alt_start);
     free(g->sets);
+    free(g->relaxed);
     if (g->shared != NULL) {
         int  i;
 
@@ -492,8 +528,8 @@ text_hash(const char *s, size_t len)
 
 /* the cached grammar of this key with one more reference, or NULL */
 static llm_grammar *
-cache_find(llm_gcache *c, int kind, int max_ws, uint64_t h, const char *src,
-    size_t len)
+cache_find(llm_gcache *c, int kind, int max_ws, int strict, uint64_t h,
+    const char *src, size_t len)
 {
     llm_gcache_entry  *e;
     int                i;
@@ -501,7 +537,7 @@ cache_find(llm_gcache *c, int kind, int max_ws, uint64_t h, const char *src,
     for (i = 0; i < LLM_GRAMMAR_CACHED; i++) {
         e = &c->e[i];
         if (e->g != NULL && e->kind == kind && e->max_ws == max_ws
-            && e->hash == h && e->len == len
+            && e->strict == strict && e->hash == h && e->len == len
             && (len == 0 || memcmp(e->text, src, len) == 0))
         {
             e->used = ++c->tick;
@@ -539,7 +575,7 @@ llm_grammar_compile(const llm_grammar_vocab *v, int kind, const char *src,
     }
     h = text_hash(src, len);
     pthread_mutex_lock(&c->lock);
-    g = cache_find(c, kind, lim->max_ws, h, src, len);
+    g = cache_find(c, kind, json_max_ws(lim), lim->strict, h, src, len);
     pthread_mutex_unlock(&c->lock);
     if (g != NULL) {
         err[0] = '\0';
@@ -552,7 +588,7 @@ llm_grammar_compile(const llm_grammar_vocab *v, int kind, const char *src,
     memcpy(copy, src, len);
     copy[len] = '\0';
     pthread_mutex_lock(&c->lock);
-    found = cache_find(c, kind, lim->max_ws, h, src, len);
+    found = cache_find(c, kind, json_max_ws(lim), lim->strict, h, src, len);
     if (found == NULL) {                    /* in, the least recent out */
         e = &c->e[0];
         for (i = 0; i < LLM_GRAMMAR_CACHED; i++) {
@@ -570,7 +606,8 @@ llm_grammar_compile(const llm_grammar_vocab *v, int kind, const char *src,
         free(e->text);
         e->g = g;
         e->kind = kind;
-        e->max_ws = lim->max_ws;
+        e->max_ws = json_max_ws(lim);
+        e->strict = lim->strict;
         e->hash = h;
         e->len = len;
         e->text = copy;

@@ -21,7 +21,7 @@
  * matchers on other threads; a matcher belongs to one sequence.
  *
  * defines: llm_grammar_vocab_new, llm_grammar_vocab_free,
- *          llm_grammar_compile, llm_grammar_free,
+ *          llm_grammar_compile, llm_grammar_free, llm_grammar_relaxed,
  *          llm_matcher_new, llm_matcher_free, llm_matcher_mask,
  *          llm_matcher_accept, llm_matcher_rollback, llm_matcher_can_end,
  *          llm_matcher_is_done
@@ -39,13 +39,22 @@ typedef struct llm_grammar_vocab llm_grammar_vocab;
 typedef struct llm_grammar llm_grammar;
 typedef struct llm_matcher llm_matcher;
 
+#define LLM_JSON_WS_COMPACT     0   /* no blank between JSON tokens */
+#define LLM_JSON_WS_FLEXIBLE    1   /* up to max_ws blanks in a row */
+
 typedef struct {
     size_t      max_source;     /* bytes of grammar or schema text */
     uint64_t    max_compile_ns; /* past it the compile fails (a 400) */
-    int         max_ws;         /* longest whitespace run JSON may have */
+    int         max_ws;         /* flexible: longest whitespace run */
+    int         json_ws;        /* LLM_JSON_WS_*: the JSON of json_object,
+                                   json_schema and %json (tool calls) */
+    int         strict;         /* 1: a schema keyword the grammar cannot
+                                   enforce is an error; 0: relaxed, and
+                                   llm_grammar_relaxed() lists it */
 } llm_grammar_limits;
 
-/* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, 20 blanks */
+/* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, flexible JSON of at most
+   20 blanks in a row (the request path sets compact), strict */
 void llm_grammar_limits_default(llm_grammar_limits *lim);
 
 /* the tokens' bytes once per model (the token trie lives here) */
@@ -60,13 +69,19 @@ void llm_grammar_vocab_free(llm_grammar_vocab *v);
  * /properties/a"): the request then gets a 400 with it.
  *
  * The vocabulary keeps the grammars it compiled last: the same kind and
- * text (and max_ws) may give back the same grammar, counted, so every
- * compile still takes one llm_grammar_free. Free the vocabulary last.
+ * text (and whitespace and strictness) may give back the same grammar,
+ * counted, so every compile still takes one llm_grammar_free. Free the
+ * vocabulary last.
  */
 llm_grammar *llm_grammar_compile(const llm_grammar_vocab *v, int kind,
     const char *src, size_t len, const llm_grammar_limits *lim,
     char *err, size_t err_len);
 void llm_grammar_free(llm_grammar *g);
+
+/* without strict: the schema keywords relaxed, ready for a response
+   header ("uri-format@/properties/homepage, uniqueItems@/tags"); "" when
+   everything is enforced */
+const char *llm_grammar_relaxed(const llm_grammar *g);
 
 llm_matcher *llm_matcher_new(const llm_grammar *g);
 void llm_matcher_free(llm_matcher *m);

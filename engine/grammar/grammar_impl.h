@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 
 /* caps: past any of them the compile (or, at run time, the step) fails */
 #define LLM_GRAMMAR_MAX_ELEMS    (1 << 20)  /* elements of the automaton */
@@ -71,7 +72,9 @@ typedef struct {
     int         n_classes, cap_classes;
     uint32_t    set_hmask;
     const llm_grammar_vocab *vocab;
-    int         max_ws;
+    int         max_ws;             /* 0: compact JSON */
+    int         strict;             /* for %json: llm_json_schema_opts */
+    llm_strbuf  relaxed;            /* what %json and schemas relaxed */
     uint64_t    deadline_ns;        /* 0: none */
     int         n_json;             /* %json blocks seen */
     size_t      max_source;
@@ -92,13 +95,14 @@ typedef struct {
 /*
  * The compiled grammars a vocabulary keeps (least recently used out), so
  * that requests with the same constraint share one grammar and its local
- * masks. Key: kind, max_ws and the text. A grammar's refs count the cache
+ * masks. Key: kind, max_ws (0: compact), strict and the text. A grammar's refs count the cache
  * and every caller of llm_grammar_compile, under the lock.
  */
 typedef struct {
     llm_grammar    *g;
     int             kind;
     int             max_ws;
+    int             strict;
     uint64_t        hash;
     size_t          len;
     char           *text;
@@ -188,6 +192,7 @@ struct llm_grammar {
     llm_gshared *shared;            /* mutable, behind its lock */
     llm_gcache  *cache;             /* the cache holding it, or NULL */
     int          refs;              /* under cache->lock */
+    char        *relaxed;           /* llm_grammar_relaxed(), or NULL */
 };
 
 uint64_t llm_grammar_now_ns(void);

@@ -19,7 +19,7 @@
  * and the entry point; the helpers it calls are in the files below it
  * (json_schema_int.h lists them).
  *
- * defines: llm_json_schema_to_gbnf
+ * defines: llm_json_schema_compile, llm_json_schema_to_gbnf
  */
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_int.h"
@@ -119,23 +119,34 @@ js_comma(js_ctx *c, llm_strbuf *b)
 }
 
 
+/* an object being written, step by step */
+typedef struct {
+    const cJSON    *ap;         /* additionalProperties */
+    const cJSON    *ppat;       /* the patternProperties that key extras */
+    const cJSON    *pn;         /* propertyNames, when it constrains */
+    js_prop        *list;       /* declared, then required-only names */
+    const char    **names;
+    int             n;
+    int             n_req;
+    int             extras;     /* additional properties allowed */
+    int             extra_any;  /* ... of any value */
+    int             keyed;      /* patternProperties or propertyNames */
+    long            minp, maxp;
+    char            name[96];   /* the object's rule */
+    char            xname[96];  /* an additional property's kv rule */
+} js_obj;
+
+
+/* the object keywords' shapes, counts and what they allow */
 static int
-js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+js_obj_read(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
 {
     const cJSON  *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON  *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON  *ap = cJSON_GetObjectItemCaseSensitive(s,
-                                                      "additionalProperties");
-    const cJSON  *p, *r;
-    js_prop      *list = NULL;
-    const char  **names = NULL;
-    llm_strbuf    body, xkey, xkv;
-    char          name[96], xname[96], rest[128], prev[128];
-    const cJSON  *ppat, *pn, *pp, *pnames;
-    long          minp, maxp;
-    int           n = 0, cap, i, j, rc = JS_ERR, n_req = 0, extras;
-    int           extra_any, keyed;
+    const cJSON  *r, *pp, *pnames;
 
+    memset(o, 0, sizeof(*o));
+    o->ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     if (props && !cJSON_IsObject(props)) {
         return js_fail(c, "json_schema: 'properties' at %s is not an object",
                        js_at(ptr));
@@ -150,371 +161,633 @@ js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
                            "non-string", js_at(ptr));
         }
     }
-    if (ap && !cJSON_IsBool(ap) && !cJSON_IsObject(ap)) {
+    if (o->ap && !cJSON_IsBool(o->ap) && !cJSON_IsObject(o->ap)) {
         return js_fail(c, "json_schema: 'additionalProperties' at %s is not "
                        "a schema", js_at(ptr));
     }
-    if (js_count(c, s, "minProperties", ptr, 0, &minp) != JS_OK
-        || js_count(c, s, "maxProperties", ptr, -1, &maxp) != JS_OK)
+    if (js_count(c, s, "minProperties", ptr, 0, &o->minp) != JS_OK
+        || js_count(c, s, "maxProperties", ptr, -1, &o->maxp) != JS_OK)
     {
         return JS_ERR;
     }
-    extras = ap == NULL || !cJSON_IsFalse(ap);
-    extra_any = ap == NULL || cJSON_IsTrue(ap);
+    o->extras = o->ap == NULL || !cJSON_IsFalse(o->ap);
+    o->extra_any = o->ap == NULL || cJSON_IsTrue(o->ap);
     pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     pnames = cJSON_GetObjectItemCaseSensitive(s, "propertyNames");
-    keyed = (pp && pp->child) || (pnames && !cJSON_IsTrue(pnames));
+    o->keyed = (pp && pp->child) || (pnames && !cJSON_IsTrue(pnames));
+    return JS_OK;
+}
 
-    /* {"type": "object"}: any object */
-    if (cJSON_GetArraySize(props) == 0 && cJSON_GetArraySize(req) == 0
-        && extra_any && minp == 0 && maxp < 0 && !keyed)
+
+/* {"type": "object"} and the like: any object */
+static int
+js_obj_any(const cJSON *s, const js_obj *o)
+{
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s,
+                                                          "properties")) == 0
+           && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(s,
+                                                          "required")) == 0
+           && o->extra_any && o->minp == 0 && o->maxp < 0 && !o->keyed;
+}
+
+
+/* the declared properties in order, then required names not among them
+   (with the additionalProperties schema) */
+static int
+js_obj_list(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
+{
+    const cJSON  *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON  *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON  *pp = cJSON_GetObjectItemCaseSensitive(s,
+                                                        "patternProperties");
+    const cJSON  *p, *r;
+    int           cap, i;
+
+    cap = cJSON_GetArraySize(props) + cJSON_GetArraySize(req) + 1;
+    o->list = calloc(cap, sizeof(*o->list));
+    o->names = calloc(cap, sizeof(*o->names));
+    if (o->list == NULL || o->names == NULL) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    cJSON_ArrayForEach(p, props) {
+        o->list[o->n].name = p->string;
+        o->list[o->n].schema = p;
+        o->list[o->n].required = js_required(req, p->string);
+        o->n++;
+    }
+    cJSON_ArrayForEach(r, req) {
+        for (i = 0; i < o->n && strcmp(o->list[i].name, r->valuestring); i++) {
+            /* declared? */
+        }
+        if (i < o->n) {
+            continue;
+        }
+        if (!o->extras && pp && pp->child) {
+            js_relaxable(c, "patternProperties", NULL);
+            return js_fail(c, "json_schema: unsupported keyword "
+                           "'patternProperties' at %s: with '%s' required "
+                           "but not in properties", js_at(ptr),
+                           r->valuestring);
+        }
+        if (!o->extras) {
+            return JS_EMPTY;    /* required but not allowed */
+        }
+        o->list[o->n].name = r->valuestring;
+        o->list[o->n].schema = NULL;
+        o->list[o->n].required = 1;
+        o->n++;
+    }
+    return JS_OK;
+}
+
+
+/* patternProperties, propertyNames: the keys of additional ones */
+static int
+js_obj_keys(js_ctx *c, const cJSON *s, const char *ptr, js_obj *o)
+{
+    int  rc, i;
+
+    rc = js_key_rules(c, s, ptr, o->list, &o->n, &o->ppat, &o->pn);
+    if (rc == JS_ERR || rc == JS_EMPTY) {
+        return rc;
+    }
+    if (rc == JS_NOKEYS) {
+        o->extras = 0;
+    }
+    if (o->ppat) {
+        o->extras = 1;      /* keys that match no pattern are left out */
+        o->extra_any = 0;
+    }
+    if (o->pn && o->extras && o->n > 0
+        && !cJSON_HasObjectItem(o->pn, "enum")
+        && !cJSON_HasObjectItem(o->pn, "const"))
     {
+        js_relaxable(c, "propertyNames", NULL);
+        return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
+                       "at %s: a pattern or length for additional keys "
+                       "beside properties (an additional key must not "
+                       "repeat one)", js_at(ptr));
+    }
+    for (i = 0; i < o->n; i++) {
+        o->names[i] = o->list[i].name;
+    }
+    return JS_OK;
+}
+
+
+/* each property's kv rule; one that accepts nothing is left out (or the
+   object accepts nothing, when it is required) */
+static int
+js_obj_kvs(js_ctx *c, js_obj *o, const char *ptr)
+{
+    int  i, rc;
+
+    for (i = 0; i < o->n; i++) {
+        rc = js_kv(c, &o->list[i], o->ap, o->extra_any, ptr, o->list[i].kv,
+                   sizeof(o->list[i].kv));
+        if (rc == JS_ERR || (rc == JS_EMPTY && o->list[i].required)) {
+            return rc;
+        }
+        if (rc == JS_EMPTY) {
+            o->list[i].kv[0] = '\0';
+        }
+        o->n_req += o->list[i].required;
+    }
+    return JS_OK;
+}
+
+
+/* an additional property's value: the pattern's schema, any value or the
+   additionalProperties schema */
+static int
+js_obj_extra_value(js_ctx *c, js_obj *o, const char *ptr, llm_strbuf *v)
+{
+    char  sub[512], pat[512];
+
+    if (o->ppat) {
+        js_child(pat, sizeof(pat), ptr, "patternProperties");
+        js_child(sub, sizeof(sub), pat, o->ppat->child->string);
+        return js_gen(c, o->ppat->child, sub, v);
+    }
+    if (o->extra_any) {
+        js_need(c, v, N_VALUE, "value");
+        return JS_OK;
+    }
+    js_child(sub, sizeof(sub), ptr, "additionalProperties");
+    return js_gen(c, o->ap, sub, v);
+}
+
+
+/* additional properties: xname ::= key ws ":" ws value; none when no key
+   or no value is allowed */
+static int
+js_obj_extra(js_ctx *c, js_obj *o, const char *ptr)
+{
+    llm_strbuf  xkey, xkv, kv;
+    int         rc;
+
+    o->xname[0] = '\0';
+    if (!o->extras) {
+        return JS_OK;
+    }
+    js_buf(c, &xkey);
+    js_buf(c, &xkv);
+    rc = o->ppat || o->pn
+         ? js_rule_keys(c, &xkey, o->ppat, o->pn, o->names, o->n, ptr)
+         : js_extra_key(c, &xkey, o->names, o->n);
+    if (rc == JS_OK) {
+        rc = js_obj_extra_value(c, o, ptr, &xkv);
+    }
+    if (rc == JS_OK) {
+        js_buf(c, &kv);
+        js_put(c, &kv, xkey.data);
+        js_put(c, &kv, " ");
+        js_need(c, &kv, N_WS, "ws");
+        js_put(c, &kv, " \":\" ");
+        js_need(c, &kv, N_WS, "ws");
+        js_put(c, &kv, " ");
+        js_put(c, &kv, xkv.data);
+        js_name(c, o->xname, sizeof(o->xname), "kv");
+        rc = js_rule(c, o->xname, &kv);
+        llm_strbuf_free(&kv);
+    }
+    llm_strbuf_free(&xkey);
+    llm_strbuf_free(&xkv);
+    if (rc == JS_EMPTY) {
+        o->xname[0] = '\0';
+        o->extras = 0;
+        rc = JS_OK;
+    }
+    return rc;
+}
+
+
+/* minProperties / maxProperties: duplicate additional keys would count
+   once, so only what the declared properties decide is enforced */
+static int
+js_obj_counts(js_ctx *c, const js_obj *o, const char *ptr)
+{
+    int  n_decl = 0, i;
+
+    if (o->n > 0 || !o->extras) {
+        for (i = 0; i < o->n; i++) {
+            n_decl += o->list[i].kv[0] != '\0';
+        }
+        if (!o->extras && o->minp > n_decl) {
+            return JS_EMPTY;
+        }
+        /* at least one property is what the f-chain says, at most one a
+           choice of one */
+        if (o->minp > (o->n_req > 0 ? o->n_req : 1)
+            || (o->maxp > 1 && (o->extras || o->maxp < n_decl)))
+        {
+            if (o->maxp >= 0 && o->maxp < o->n_req) {
+                return JS_EMPTY;
+            }
+            js_relaxable(c, "minProperties/maxProperties", NULL);
+            return js_fail(c, "json_schema: minProperties/maxProperties at "
+                           "%s with properties is not supported (beyond "
+                           "what required and additionalProperties say)",
+                           js_at(ptr));
+        }
+    } else if (o->minp > 1) {
+        js_relaxable(c, "minProperties", NULL);
+        return js_fail(c, "json_schema: minProperties %ld at %s is not "
+                       "supported (over 1, with only additional properties)",
+                       o->minp, js_at(ptr));
+    }
+    return o->maxp >= 0 && o->maxp < o->minp ? JS_EMPTY : JS_OK;
+}
+
+
+/* "{" ws ( ( x ) ws )? "}", the group required when must */
+static void
+js_obj_braces(js_ctx *c, llm_strbuf *body, const char *x, int must)
+{
+    js_put(c, body, "\"{\" ");
+    js_need(c, body, N_WS, "ws");
+    if (x) {
+        js_put(c, body, " ( ");
+        js_put(c, body, x);
+        js_put(c, body, " ");
+        js_need(c, body, N_WS, "ws");
+        js_put(c, body, must ? " )" : " )?");
+    }
+    js_put(c, body, " \"}\"");
+}
+
+
+/* one property at most: the required one, or any one of them */
+static int
+js_obj_one(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    llm_strbuf  alt;
+    int         alts = 0, i, must = o->n_req || o->minp;
+
+    js_buf(c, &alt);
+    js_put(c, &alt, "( ");
+    for (i = 0; i < o->n; i++) {
+        if (o->list[i].kv[0] && (o->n_req == 0 || o->list[i].required)) {
+            js_put(c, &alt, alts++ ? " | " : "");
+            js_put(c, &alt, o->list[i].kv);
+        }
+    }
+    if (o->extras && o->n_req == 0) {
+        js_put(c, &alt, alts++ ? " | " : "");
+        js_put(c, &alt, o->xname);
+    }
+    js_put(c, &alt, " )");
+    js_obj_braces(c, body, alts ? alt.data : NULL, must);
+    llm_strbuf_free(&alt);
+    return alts || !must ? js_rule(c, o->name, body) : JS_EMPTY;
+}
+
+
+/* additional properties only: "{" ws ( x ( ws "," ws x ){0,max-1} ws )?
+   "}" */
+static int
+js_obj_extras_only(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    llm_strbuf  x;
+
+    if (!o->extras || o->maxp == 0) {
+        js_obj_braces(c, body, NULL, 0);
+        return js_rule(c, o->name, body);
+    }
+    js_buf(c, &x);
+    js_put(c, &x, o->xname);
+    js_put(c, &x, " ( ");
+    js_comma(c, &x);
+    js_put(c, &x, o->xname);
+    js_put(c, &x, " )");
+    js_rep(c, &x, 0, o->maxp < 0 ? -1 : o->maxp - 1);
+    js_obj_braces(c, body, x.data, o->minp != 0);
+    llm_strbuf_free(&x);
+    return js_rule(c, o->name, body);
+}
+
+
+/* name-aI: the properties from I on, after one has been written (each
+   with its comma); the additional ones after all: ( ws "," ws x )* */
+static void
+js_obj_a(js_ctx *c, const js_obj *o, int i, const char *rest, char *a,
+    size_t a_len)
+{
+    llm_strbuf  t;
+    int         j;
+
+    snprintf(a, a_len, "%s-a%d", o->name, i);
+    js_buf(c, &t);
+    if (i == o->n) {
+        js_put(c, &t, "( ");
+        js_comma(c, &t);
+        js_put(c, &t, o->xname);
+        js_put(c, &t, " )*");
+        js_rule(c, a, &t);
+        llm_strbuf_free(&t);
+        return;
+    }
+    for (j = 0; j < i && o->list[j].kv[0] == '\0'; j++) {
+        /* a kept property before I? */
+    }
+    /* aI ::= (ws "," ws kvI)? a(I+1), for the kvs before it */
+    js_put(c, &t, o->list[i].required ? "" : "( ");
+    js_comma(c, &t);
+    js_put(c, &t, o->list[i].kv);
+    js_put(c, &t, o->list[i].required ? "" : " )?");
+    if (rest[0]) {
+        js_put(c, &t, " ");
+        js_put(c, &t, rest);
+    }
+    if (j < i) {
+        js_rule(c, a, &t);
+    }
+    llm_strbuf_free(&t);
+}
+
+
+/* name-fI: from I on, none written yet, at least one to write:
+   fI ::= kvI a(I+1) | f(I+1) (optional); fN ::= x a(N) */
+static void
+js_obj_f(js_ctx *c, const js_obj *o, int i, const char *rest,
+    const char *prev, char *f, size_t f_len)
+{
+    llm_strbuf  t;
+    int         optional = i < o->n && !o->list[i].required;
+
+    snprintf(f, f_len, "%s-f%d", o->name, i);
+    js_buf(c, &t);
+    js_put(c, &t, i == o->n ? o->xname : o->list[i].kv);
+    if (rest[0]) {
+        js_put(c, &t, " ");
+        js_put(c, &t, rest);
+    }
+    if (optional && prev[0]) {
+        js_put(c, &t, " | ");
+        js_put(c, &t, prev);
+    }
+    js_rule(c, f, &t);
+    llm_strbuf_free(&t);
+}
+
+
+/* declared properties: required ones must be there, optional ones may be
+   left out; additional ones come last */
+static int
+js_obj_chain(js_ctx *c, const js_obj *o, llm_strbuf *body)
+{
+    char  rest[128], prev[128], a[128], f[128];
+    int   i;
+
+    rest[0] = '\0';     /* name-a(I+1), when there is one */
+    prev[0] = '\0';     /* name-f(I+1), when there is one */
+    if (o->extras) {
+        js_obj_a(c, o, o->n, rest, rest, sizeof(rest));
+        js_obj_f(c, o, o->n, rest, prev, prev, sizeof(prev));
+    }
+    for (i = o->n - 1; i >= 0; i--) {
+        if (o->list[i].kv[0] == '\0') {
+            continue;
+        }
+        js_obj_a(c, o, i, rest, a, sizeof(a));
+        js_obj_f(c, o, i, rest, prev, f, sizeof(f));
+        snprintf(rest, sizeof(rest), "%s", a);
+        snprintf(prev, sizeof(prev), "%s", f);
+    }
+    js_obj_braces(c, body, prev[0] ? prev : NULL, o->n_req || o->minp);
+    return js_rule(c, o->name, body);
+}
+
+
+/* the object's rule, in the form its counts allow */
+static int
+js_obj_write(js_ctx *c, js_obj *o, llm_strbuf *e)
+{
+    llm_strbuf  body;
+    int         rc;
+
+    js_buf(c, &body);
+    js_name(c, o->name, sizeof(o->name), "object");
+    if (o->n > 0 && o->maxp == 1) {
+        rc = js_obj_one(c, o, &body);
+    } else if (o->n == 0) {
+        rc = js_obj_extras_only(c, o, &body);
+    } else {
+        rc = js_obj_chain(c, o, &body);
+    }
+    llm_strbuf_free(&body);
+    if (rc == JS_OK) {
+        js_put(c, e, o->name);
+    }
+    return rc;
+}
+
+
+static int
+js_gen_object(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+{
+    js_obj  o;
+    int     rc;
+
+    if (js_obj_read(c, s, ptr, &o) != JS_OK) {
+        return JS_ERR;
+    }
+    if (js_obj_any(s, &o)) {
         js_put(c, e, c->root);
         js_put(c, e, "-object");
         c->need |= N_VALUE;
         return JS_OK;
     }
-
-    /* the declared properties in order, then required names not among
-       them (with the additionalProperties schema) */
-    cap = cJSON_GetArraySize(props) + cJSON_GetArraySize(req) + 1;
-    list = calloc(cap, sizeof(*list));
-    names = calloc(cap, sizeof(*names));
-    if (list == NULL || names == NULL) {
-        free(list);
-        free(names);
-        return js_fail(c, "json_schema: out of memory");
-    }
-    cJSON_ArrayForEach(p, props) {
-        list[n].name = p->string;
-        list[n].schema = p;
-        list[n].required = js_required(req, p->string);
-        n++;
-    }
-    cJSON_ArrayForEach(r, req) {
-        for (i = 0; i < n && strcmp(list[i].name, r->valuestring); i++) {
-            /* declared? */
-        }
-        if (i < n) {
-            continue;
-        }
-        if (!extras && pp && pp->child) {
-            rc = js_fail(c, "json_schema: unsupported keyword "
-                         "'patternProperties' at %s: with '%s' required but "
-                         "not in properties", js_at(ptr), r->valuestring);
-            goto done;
-        }
-        if (!extras) {
-            rc = JS_EMPTY;      /* required but not allowed */
-            goto done;
-        }
-        list[n].name = r->valuestring;
-        list[n].schema = NULL;
-        list[n].required = 1;
-        n++;
-    }
-    /* patternProperties, propertyNames: the keys of additional ones */
-    rc = js_key_rules(c, s, ptr, list, &n, &ppat, &pn);
-    if (rc == JS_ERR || rc == JS_EMPTY) {
-        goto done;
-    }
-    if (rc == JS_NOKEYS) {
-        extras = 0;
-    }
-    if (ppat) {
-        extras = 1;     /* keys that match no pattern are left out */
-        extra_any = 0;
-    }
-    if (pn && extras && n > 0
-        && !cJSON_HasObjectItem(pn, "enum") && !cJSON_HasObjectItem(pn, "const"))
-    {
-        rc = js_fail(c, "json_schema: unsupported keyword 'propertyNames' at "
-                     "%s: a pattern or length for additional keys beside "
-                     "properties (an additional key must not repeat one)",
-                     js_at(ptr));
-        goto done;
-    }
-    for (i = 0; i < n; i++) {
-        names[i] = list[i].name;
-    }
-
-    c->cdepth++;
-    /* each property's kv rule; one that accepts nothing is left out (or
-       the object accepts nothing, when it is required) */
-    for (i = 0; i < n; i++) {
-        rc = js_kv(c, &list[i], ap, extra_any, ptr, list[i].kv,
-                   sizeof(list[i].kv));
-        if (rc == JS_ERR) {
-            goto done_depth;
-        }
-        if (rc == JS_EMPTY) {
-            if (list[i].required) {
-                goto done_depth;
-            }
-            list[i].kv[0] = '\0';
-        }
-        n_req += list[i].required;
-    }
-
-    /* additional properties: key ws ":" ws value */
-    xname[0] = '\0';
-    if (extras) {
-        js_prop  x;
-
-        memset(&x, 0, sizeof(x));
-        js_buf(c, &xkey);
-        js_buf(c, &xkv);
-        rc = ppat || pn ? js_rule_keys(c, &xkey, ppat, pn, names, n, ptr)
-                        : js_extra_key(c, &xkey, names, n);
-        if (rc == JS_OK) {
-            x.name = "";
-            if (ppat) {
-                char  sub[512], pat[512];
-
-                js_child(pat, sizeof(pat), ptr, "patternProperties");
-                js_child(sub, sizeof(sub), pat, ppat->child->string);
-                rc = js_gen(c, ppat->child, sub, &xkv);
-            } else if (extra_any) {
-                js_need(c, &xkv, N_VALUE, "value");
-            } else {
-                char  sub[512];
-
-                js_child(sub, sizeof(sub), ptr, "additionalProperties");
-                rc = js_gen(c, ap, sub, &xkv);
-            }
-        }
-        if (rc == JS_OK) {
-            llm_strbuf  kv;
-
-            js_buf(c, &kv);
-            js_put(c, &kv, xkey.data);
-            js_put(c, &kv, " ");
-            js_need(c, &kv, N_WS, "ws");
-            js_put(c, &kv, " \":\" ");
-            js_need(c, &kv, N_WS, "ws");
-            js_put(c, &kv, " ");
-            js_put(c, &kv, xkv.data);
-            js_name(c, xname, sizeof(xname), "kv");
-            rc = js_rule(c, xname, &kv);
-            llm_strbuf_free(&kv);
-        }
-        llm_strbuf_free(&xkey);
-        llm_strbuf_free(&xkv);
-        if (rc == JS_ERR) {
-            goto done_depth;
-        }
-        if (rc == JS_EMPTY) {
-            xname[0] = '\0';
-            extras = 0;
-        }
-    }
-
-    /* minProperties / maxProperties: duplicate additional keys would count
-       once, so only what the declared properties decide is enforced */
-    if (n > 0 || !extras) {
-        int  n_decl = 0;
-
-        for (i = 0; i < n; i++) {
-            n_decl += list[i].kv[0] != '\0';
-        }
-        if (!extras && minp > n_decl) {
-            rc = JS_EMPTY;
-            goto done_depth;
-        }
-        /* at least one property is what the f-chain below says, at most
-           one a choice of one */
-        if (minp > (n_req > 0 ? n_req : 1)
-            || (maxp > 1 && (extras || maxp < n_decl)))
-        {
-            if (maxp >= 0 && maxp < n_req) {
-                rc = JS_EMPTY;
-                goto done_depth;
-            }
-            rc = js_fail(c, "json_schema: minProperties/maxProperties at %s "
-                         "with properties is not supported (beyond what "
-                         "required and additionalProperties say)",
-                         js_at(ptr));
-            goto done_depth;
-        }
-    } else if (minp > 1) {
-        rc = js_fail(c, "json_schema: minProperties %ld at %s is not "
-                     "supported (over 1, with only additional properties)",
-                     minp, js_at(ptr));
-        goto done_depth;
-    }
-    if (maxp >= 0 && maxp < minp) {
-        rc = JS_EMPTY;
-        goto done_depth;
-    }
-
-    js_buf(c, &body);
-    js_name(c, name, sizeof(name), "object");
-
-    if (n > 0 && maxp == 1) {
-        /* one property at most: the required one, or any one of them */
-        llm_strbuf  alt;
-        int         alts = 0;
-
-        js_buf(c, &alt);
-        for (i = 0; i < n; i++) {
-            if (list[i].kv[0] && (n_req == 0 || list[i].required)) {
-                js_put(c, &alt, alts++ ? " | " : "");
-                js_put(c, &alt, list[i].kv);
-            }
-        }
-        if (extras && n_req == 0) {
-            js_put(c, &alt, alts++ ? " | " : "");
-            js_put(c, &alt, xname);
-        }
-        /* "{" ws ( ( kv | ... ) ws )? "}", the group required when one
-           property must be there */
-        js_put(c, &body, "\"{\" ");
-        js_need(c, &body, N_WS, "ws");
-        if (alts) {
-            js_put(c, &body, " ( ( ");
-            js_put(c, &body, alt.data);
-            js_put(c, &body, " ) ");
-            js_need(c, &body, N_WS, "ws");
-            js_put(c, &body, n_req || minp ? " )" : " )?");
-        }
-        js_put(c, &body, " \"}\"");
-        llm_strbuf_free(&alt);
-        rc = alts || !(n_req || minp) ? js_rule(c, name, &body) : JS_EMPTY;
-        llm_strbuf_free(&body);
-        if (rc == JS_OK) {
-            js_put(c, e, name);
-        }
-        goto done_depth;
-    }
-
-    if (n == 0) {
-        /* additional properties only */
-        js_put(c, &body, "\"{\" ");
-        js_need(c, &body, N_WS, "ws");
-        if (extras && maxp != 0) {
-            js_put(c, &body, " ( ");
-            js_put(c, &body, xname);
-            js_put(c, &body, " ( ");
-            js_comma(c, &body);
-            js_put(c, &body, xname);
-            js_put(c, &body, " )");
-            js_rep(c, &body, 0, maxp < 0 ? -1 : maxp - 1);
-            js_put(c, &body, " ");
-            js_need(c, &body, N_WS, "ws");
-            js_put(c, &body, " )");
-            if (minp == 0) {
-                js_put(c, &body, "?");
-            }
-        }
-        js_put(c, &body, " \"}\"");
-        rc = js_rule(c, name, &body);
-        llm_strbuf_free(&body);
-        if (rc == JS_OK) {
-            js_put(c, e, name);
-        }
-        goto done_depth;
-    }
-
-    /*
-     * name-aI: the properties from I on, after one has been written
-     * (each with its comma); name-fI: from I on, none written yet, at
-     * least one to write. Required ones must be there, optional ones may
-     * be left out; additional ones come last.
-     */
-    rest[0] = '\0';
-    if (extras) {
-        llm_strbuf  t;
-
-        snprintf(rest, sizeof(rest), "%s-a%d", name, n);
-        js_buf(c, &t);
-        js_put(c, &t, "( ");
-        js_comma(c, &t);
-        js_put(c, &t, xname);
-        js_put(c, &t, " )*");
-        js_rule(c, rest, &t);
-        llm_strbuf_free(&t);
-    }
-    prev[0] = '\0';     /* name-f(I+1), when there is one */
-    if (extras) {
-        llm_strbuf  t;
-
-        snprintf(prev, sizeof(prev), "%s-f%d", name, n);
-        js_buf(c, &t);
-        js_put(c, &t, xname);
-        js_put(c, &t, " ");
-        js_put(c, &t, rest);
-        js_rule(c, prev, &t);
-        llm_strbuf_free(&t);
-    }
-    for (i = n - 1; i >= 0; i--) {
-        char        a[128], f[128];
-        llm_strbuf  t;
-
-        if (list[i].kv[0] == '\0') {
-            continue;
-        }
-        /* aI ::= (ws "," ws kvI)? a(I+1), for the kvs before it */
-        snprintf(a, sizeof(a), "%s-a%d", name, i);
-        js_buf(c, &t);
-        for (j = 0; j < i && list[j].kv[0] == '\0'; j++) {
-            /* a kept property before I? */
-        }
-        js_put(c, &t, list[i].required ? "" : "( ");
-        js_comma(c, &t);
-        js_put(c, &t, list[i].kv);
-        js_put(c, &t, list[i].required ? "" : " )?");
-        if (rest[0]) {
-            js_put(c, &t, " ");
-            js_put(c, &t, rest);
-        }
-        if (j < i) {
-            js_rule(c, a, &t);
-        }
-        llm_strbuf_free(&t);
-
-        /* fI ::= kvI a(I+1) | f(I+1) (optional) */
-        snprintf(f, sizeof(f), "%s-f%d", name, i);
-        js_buf(c, &t);
-        js_put(c, &t, list[i].kv);
-        if (rest[0]) {
-            js_put(c, &t, " ");
-            js_put(c, &t, rest);
-        }
-        if (!list[i].required && prev[0]) {
-            js_put(c, &t, " | ");
-            js_put(c, &t, prev);
-        }
-        js_rule(c, f, &t);
-        llm_strbuf_free(&t);
-        snprintf(rest, sizeof(rest), "%s", a);
-        snprintf(prev, sizeof(prev), "%s", f);
-    }
-    js_put(c, &body, "\"{\" ");
-    js_need(c, &body, N_WS, "ws");
-    if (prev[0]) {
-        js_put(c, &body, " ( ");
-        js_put(c, &body, prev);
-        js_put(c, &body, " ");
-        js_need(c, &body, N_WS, "ws");
-        js_put(c, &body, n_req || minp ? " )" : " )?");
-    }
-    js_put(c, &body, " \"}\"");
-    rc = js_rule(c, name, &body);
-    llm_strbuf_free(&body);
+    rc = js_obj_list(c, s, ptr, &o);
     if (rc == JS_OK) {
-        js_put(c, e, name);
+        rc = js_obj_keys(c, s, ptr, &o);
     }
-
-done_depth:
-    c->cdepth--;
-done:
-    free(list);
-    free(names);
+    if (rc == JS_OK) {
+        c->cdepth++;
+        rc = js_obj_kvs(c, &o, ptr);
+        if (rc == JS_OK) {
+            rc = js_obj_extra(c, &o, ptr);
+        }
+        if (rc == JS_OK) {
+            rc = js_obj_counts(c, &o, ptr);
+        }
+        if (rc == JS_OK) {
+            rc = js_obj_write(c, &o, e);
+        }
+        c->cdepth--;
+    }
+    free(o.list);
+    free(o.names);
     return c->failed ? JS_ERR : rc;
 }
 
 
 /* --- arrays ----------------------------------------------------------- */
+
+static int js_json_value(js_ctx *c, llm_strbuf *b, const cJSON *v,
+    const char *ptr);
+
+#define JS_MAX_UNIQUE   8       /* values of uniqueItems: 2^8 rules */
+
+
+/* the values an items schema of enum, const, boolean or null allows (at
+   most JS_MAX_UNIQUE, all different); -1 when it is another schema */
+static int
+js_unique_values(js_ctx *c, const cJSON *items, const char *ptr,
+    const cJSON **vals)
+{
+    static const cJSON  t = { .type = cJSON_True };
+    static const cJSON  f = { .type = cJSON_False };
+    static const cJSON  z = { .type = cJSON_NULL };
+    const cJSON        *en, *v, *k;
+    int                 mask, n = 0, i;
+
+    if (!cJSON_IsObject(items) || js_types(c, items, ptr, &mask) != JS_OK) {
+        return -1;
+    }
+    for (k = items->child; k; k = k->next) {
+        if ((js_in(js_supported, k->string) || js_in(js_refused, k->string))
+            && strcmp(k->string, "enum") && strcmp(k->string, "const")
+            && strcmp(k->string, "type"))
+        {
+            return -1;
+        }
+    }
+    en = cJSON_GetObjectItemCaseSensitive(items, "enum");
+    v = en ? en->child : cJSON_GetObjectItemCaseSensitive(items, "const");
+    if (!en && !v) {
+        if (mask & ~(T_BOOL | T_NULL)) {
+            return -1;
+        }
+        en = NULL;
+        if (mask & T_BOOL) {
+            vals[n++] = &t;
+            vals[n++] = &f;
+        }
+        if (mask & T_NULL) {
+            vals[n++] = &z;
+        }
+        return n;
+    }
+    for (; v; v = en ? v->next : NULL) {
+        if (!(js_value_type(v) & mask)) {
+            continue;
+        }
+        for (i = 0; i < n && !cJSON_Compare(vals[i], v, 1); i++) {
+            /* a value twice? */
+        }
+        if (i < n || n == JS_MAX_UNIQUE) {
+            return -1;
+        }
+        vals[n++] = v;
+    }
+    return n;
+}
+
+
+/* name-<used> ::= "" (when enough) | ws "," ws vI name-<used + I> ...: the
+   values not yet used, while under max */
+static void
+js_unique_rule(js_ctx *c, const char *name, char (*lit)[256], int n,
+    unsigned used, long min, long max)
+{
+    llm_strbuf  b;
+    char        rule[128];
+    int         i, pop = __builtin_popcount(used), alts = 0;
+
+    js_buf(c, &b);
+    if (pop >= min) {
+        js_put(c, &b, "\"\"");
+        alts++;
+    }
+    for (i = 0; i < n && (max < 0 || pop < max); i++) {
+        if (used & (1u << i)) {
+            continue;
+        }
+        js_put(c, &b, alts++ ? " | " : "");
+        js_comma(c, &b);
+        js_putf(c, &b, "%s %s-%u", lit[i], name, used | (1u << i));
+    }
+    snprintf(rule, sizeof(rule), "%s-%u", name, used);
+    js_rule(c, rule, &b);
+    llm_strbuf_free(&b);
+}
+
+
+/* 1 when s asks for unique items and has room for two */
+static int
+js_unique_wanted(const cJSON *s)
+{
+    const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems"))
+           && !(cJSON_IsNumber(mx) && mx->valuedouble <= 1);
+}
+
+
+/* uniqueItems over a few values: the state is the set of values used */
+static int
+js_gen_unique(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+{
+    const cJSON  *vals[JS_MAX_UNIQUE];
+    char          lit[JS_MAX_UNIQUE][256], name[96], sub[512];
+    llm_strbuf    j, l;
+    unsigned      used;
+    long          min, max;
+    int           n, i;
+
+    if (js_count(c, s, "minItems", ptr, 0, &min) != JS_OK
+        || js_count(c, s, "maxItems", ptr, -1, &max) != JS_OK)
+    {
+        return JS_ERR;
+    }
+    js_child(sub, sizeof(sub), ptr, "items");
+    n = cJSON_HasObjectItem(s, "prefixItems") ? -1
+        : js_unique_values(c, cJSON_GetObjectItemCaseSensitive(s, "items"),
+                           sub, vals);
+    if (n < 0) {
+        js_relaxable(c, "uniqueItems", NULL);
+        return js_fail(c, "json_schema: unsupported keyword 'uniqueItems' at "
+                       "%s: enforced on items of at most %d values (an enum, "
+                       "a const, boolean, null)", js_at(ptr), JS_MAX_UNIQUE);
+    }
+    if (min > n || (max >= 0 && max < min)) {
+        return JS_EMPTY;
+    }
+    for (i = 0; i < n; i++) {
+        js_buf(c, &j);
+        js_buf(c, &l);
+        js_json_value(c, &j, vals[i], sub);
+        js_lit(c, &l, j.data ? j.data : "", j.len);
+        snprintf(lit[i], sizeof(lit[i]), "%s", l.data ? l.data : "");
+        if (l.len >= sizeof(lit[i])) {
+            js_relaxable(c, "uniqueItems", NULL);
+            js_fail(c, "json_schema: unsupported keyword 'uniqueItems' at "
+                    "%s: a value of its items over 255 bytes", js_at(ptr));
+        }
+        llm_strbuf_free(&j);
+        llm_strbuf_free(&l);
+    }
+    js_name(c, name, sizeof(name), "uniq");
+    for (used = 1; used < (1u << n) && !c->failed; used++) {
+        if (max < 0 || __builtin_popcount(used) <= max) {
+            js_unique_rule(c, name, lit, n, used, min, max);
+        }
+    }
+    js_put(c, e, "\"[\" ");
+    js_need(c, e, N_WS, "ws");
+    if (n > 0 && max != 0) {
+        js_put(c, e, " ( (");
+        for (i = 0; i < n; i++) {
+            js_putf(c, e, "%s %s %s-%u", i ? " |" : "", lit[i], name, 1u << i);
+        }
+        js_put(c, e, " ) ");
+        js_need(c, e, N_WS, "ws");
+        js_put(c, e, min > 0 ? " )" : " )?");
+    }
+    js_put(c, e, " \"]\"");
+    return c->failed ? JS_ERR : JS_OK;
+}
 
 static int
 js_gen_array(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
@@ -732,7 +1005,8 @@ js_keyword_type(const char *k)
         "minLength", "maxLength", "pattern", "format", NULL
     };
     static const char *const num[] = {
-        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "multipleOf", NULL
     };
     static const char *const obj[] = {
         "properties", "required", "additionalProperties", "minProperties",
@@ -740,7 +1014,7 @@ js_keyword_type(const char *k)
     };
     static const char *const arr[] = {
         "items", "prefixItems", "additionalItems", "minItems", "maxItems",
-        NULL
+        "uniqueItems", NULL
     };
 
     return js_in(str, k) ? T_STR : js_in(num, k) ? T_INT | T_FRAC
@@ -774,6 +1048,7 @@ js_gen_enum(js_ctx *c, const cJSON *s, const char *ptr, int mask,
         if (js_in(js_supported, k->string) && strcmp(k->string, "enum")
             && strcmp(k->string, "const") && strcmp(k->string, "type"))
         {
+            js_relaxable(c, k->string, NULL);
             return js_fail(c, "json_schema: '%s' with '%s' at %s is not "
                            "supported", en ? "enum" : "const", k->string,
                            js_at(ptr));
@@ -1005,7 +1280,8 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     JS_TYPE(T_STR, js_gen_string(c, s, ptr, &t));
     JS_TYPE(T_INT | T_FRAC, js_gen_number(c, s, ptr, !(mask & T_FRAC), &t));
     JS_TYPE(T_OBJ, js_gen_object(c, s, ptr, &t));
-    JS_TYPE(T_ARR, js_gen_array(c, s, ptr, &t));
+    JS_TYPE(T_ARR, js_unique_wanted(s) ? js_gen_unique(c, s, ptr, &t)
+                                       : js_gen_array(c, s, ptr, &t));
 #undef JS_TYPE
     if (rc == JS_ERR) {
         llm_strbuf_free(&alts.b);
@@ -1016,7 +1292,7 @@ js_gen_types(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 
 
 static int
-js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+js_gen_schema(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
 {
     const cJSON  *any, *one;
     int           rc;
@@ -1048,6 +1324,7 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     } else if (cJSON_HasObjectItem(s, "allOf")) {
         rc = js_gen_allof(c, s, ptr, e);
     } else if (any && one) {
+        js_relaxable(c, "oneOf", NULL);
         rc = js_fail(c, "json_schema: 'anyOf' with 'oneOf' at %s is not "
                      "supported", js_at(ptr));
     } else if (any || one) {
@@ -1057,6 +1334,160 @@ js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
     }
     c->depth--;
     return c->failed ? JS_ERR : rc;
+}
+
+
+/* --- relaxing (without strict) -------------------------------------- */
+
+/* what a subschema's generation may leave behind, to undo it */
+typedef struct {
+    size_t  rules_len, e_len;
+    int     n_refs, n_keys, depth, cdepth;
+} js_mark;
+
+
+static void
+js_mark_set(const js_ctx *c, const llm_strbuf *e, js_mark *m)
+{
+    m->rules_len = c->rules.len;
+    m->e_len = e->len;
+    m->n_refs = c->n_refs;
+    m->n_keys = c->n_keys;
+    m->depth = c->depth;
+    m->cdepth = c->cdepth;
+}
+
+
+/* back to the mark, the error cleared: the rules and $ref targets made
+   since are forgotten (nothing made before refers to them) */
+static void
+js_mark_reset(js_ctx *c, llm_strbuf *e, const js_mark *m)
+{
+    while (c->n_keys > m->n_keys) {
+        free(c->key_text[--c->n_keys]);
+    }
+    c->n_refs = m->n_refs;
+    c->depth = m->depth;
+    c->cdepth = m->cdepth;
+    if (c->rules.data) {
+        c->rules.data[c->rules.len = m->rules_len] = '\0';
+    }
+    if (e->data) {
+        e->data[e->len = m->e_len] = '\0';
+    }
+    c->failed = 0;
+    c->drop[0] = '\0';
+    if (c->err_len) {
+        c->err[0] = '\0';
+    }
+}
+
+
+/* "report@ptr" into the list, once; the pointer %XX-escaped where a
+   header would not carry it */
+static void
+js_report(js_ctx *c, const char *ptr)
+{
+    char           item[1024];
+    size_t         n;
+    const char    *p, *hit;
+    unsigned char  ch;
+
+    if (c->relaxed == NULL) {
+        return;
+    }
+    n = (size_t) snprintf(item, sizeof(item) - 4, "%s@", c->report);
+    for (p = ptr; *p && n < sizeof(item) - 4; p++) {
+        ch = (unsigned char) *p;
+        n += ch <= ' ' || ch >= 0x7f || ch == '%' || ch == ','
+             ? (size_t) snprintf(item + n, 4, "%%%02X", ch)
+             : (size_t) snprintf(item + n, 2, "%c", ch);
+    }
+    for (hit = c->relaxed->data; hit && (hit = strstr(hit, item)); hit++) {
+        if ((hit == c->relaxed->data || hit[-1] == ' ')
+            && (hit[n] == ',' || hit[n] == '\0'))
+        {
+            return;     /* listed already */
+        }
+    }
+    if (c->relaxed->len) {
+        llm_strbuf_append(c->relaxed, ", ", 2);
+    }
+    llm_strbuf_append(c->relaxed, item, n);
+}
+
+
+/* s without the keywords c->drop names ("a/b"), or, when s has none of
+   them (the error came from a merge or a reference), s's types alone */
+static const cJSON *
+js_relaxed_schema(js_ctx *c, const cJSON *s)
+{
+    char          drop[68];
+    const cJSON  *k, *type;
+    cJSON        *r = cJSON_CreateObject();
+    int           dropped = 0;
+
+    if (r == NULL || !cJSON_AddItemToArray(c->owned, r)) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    snprintf(drop, sizeof(drop), "/%s/", c->drop);
+    for (k = s->child; k; k = k->next) {
+        if (strlen(k->string) < 60) {
+            char  key[64];
+
+            snprintf(key, sizeof(key), "/%s/", k->string);
+            if (strstr(drop, key)) {
+                dropped++;
+                continue;
+            }
+        }
+        if (!cJSON_AddItemReferenceToObject(r, k->string, (cJSON *) k)) {
+            return NULL;
+        }
+    }
+    if (dropped) {
+        return r;
+    }
+    while (r->child) {
+        cJSON_Delete(cJSON_DetachItemViaPointer(r, r->child));
+    }
+    type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (type && !cJSON_AddItemReferenceToObject(r, "type", (cJSON *) type)) {
+        return NULL;
+    }
+    return r;
+}
+
+
+/*
+ * A subschema. Without strict, an error that relaxing can lift (one
+ * js_relaxable marked) is lifted here, where the keyword is: the keyword
+ * is dropped, reported with this pointer, and the subschema written again
+ * from the mark. Each try drops a keyword, the last one keeps the types
+ * only, so the loop ends.
+ */
+static int
+js_gen(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
+{
+    js_mark  m;
+    int      rc;
+
+    for ( ;; ) {
+        js_mark_set(c, e, &m);
+        rc = js_gen_schema(c, s, ptr, e);
+        if (rc != JS_ERR || c->strict || c->drop[0] == '\0'
+            || !cJSON_IsObject(s))
+        {
+            return rc;
+        }
+        js_report(c, ptr);
+        s = js_relaxed_schema(c, s);
+        js_mark_reset(c, e, &m);
+        if (s == NULL) {
+            return js_fail(c, "json_schema: out of memory");
+        }
+    }
 }
 
 
@@ -1228,6 +1659,7 @@ js_shared(js_ctx *c, llm_strbuf *out)
                 r, r);
         js_putf(c, out, "%s-hex ::= [0-9a-fA-F]\n", r);
     }
+    js_format_rules(c, out);
     if (c->need & N_EMAIL) {
         /* a dot-atom local part (RFC 5322) at a domain of labels */
         js_putf(c, out, "%s-email ::= %s-atext+ ( \".\" %s-atext+ )* \"@\" "
@@ -1246,36 +1678,63 @@ js_shared(js_ctx *c, llm_strbuf *out)
 }
 
 
+/* a rule name: letters, digits, "-", at most JS_MAX_ROOT */
+static int
+js_root_ok(const char *root)
+{
+    const char  *p;
+
+    for (p = root; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+              || (*p >= '0' && *p <= '9') || *p == '-'))
+        {
+            return 0;
+        }
+    }
+    return p > root && p - root <= JS_MAX_ROOT;
+}
+
+
 int
 llm_json_schema_to_gbnf(const char *schema, size_t len, const char *root,
     int max_ws, llm_strbuf *out, char *err, size_t err_len)
 {
+    llm_json_schema_opts  o;
+
+    memset(&o, 0, sizeof(o));
+    o.root = root;
+    o.max_ws = max_ws;
+    o.strict = 1;
+    return llm_json_schema_compile(schema, len, &o, out, err, err_len);
+}
+
+
+int
+llm_json_schema_compile(const char *schema, size_t len,
+    const llm_json_schema_opts *o, llm_strbuf *out, char *err,
+    size_t err_len)
+{
     js_ctx       c;
     llm_strbuf   e;
-    const char  *end, *p;
+    const char  *end, *root = o->root;
     int          rc, i;
 
     memset(&c, 0, sizeof(c));
     c.err = err;
     c.err_len = err_len;
     c.root = root;
-    c.max_ws = max_ws;
-    c.max = out->max ? out->max : 0;
+    c.max_ws = o->max_ws;
+    c.strict = o->strict;
+    c.relaxed = o->relaxed;
+    c.max = out->max;
     if (err_len) {
         err[0] = '\0';
     }
-    for (p = root; *p; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-              || (*p >= '0' && *p <= '9') || *p == '-'))
-        {
-            break;
-        }
-    }
-    if (*p || p == root || p - root > JS_MAX_ROOT) {
+    if (!js_root_ok(root)) {
         return js_fail(&c, "json_schema: bad rule name '%.64s'", root);
     }
-    if (max_ws < 0) {
-        return js_fail(&c, "json_schema: max_ws %d is negative", max_ws);
+    if (o->max_ws < 0) {
+        return js_fail(&c, "json_schema: max_ws %d is negative", o->max_ws);
     }
     if (js_check_text(&c, schema, len) != JS_OK) {
         return -1;

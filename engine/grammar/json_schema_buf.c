@@ -5,7 +5,8 @@
  * alternatives of one expression. The lowest of the compiler's files
  * (json_schema_int.h): it calls none of the others.
  *
- * defines: llm_strbuf_append, llm_strbuf_free, js_fail, js_put, js_putf,
+ * defines: llm_strbuf_append, llm_strbuf_free, js_fail, js_relaxable,
+ *          js_relax_as, js_put, js_putf,
  *          js_buf, js_name, js_need, js_rule, js_lit, js_json_string,
  *          js_rep, js_alt_add, js_alt_end
  */
@@ -69,6 +70,26 @@ js_fail(js_ctx *c, const char *fmt, ...)
         c->failed = 1;
     }
     return JS_ERR;
+}
+
+
+void
+js_relaxable(js_ctx *c, const char *drop, const char *report)
+{
+    if (!c->failed) {
+        snprintf(c->drop, sizeof(c->drop), "%s", drop);
+        snprintf(c->report, sizeof(c->report), "%s", report ? report : drop);
+    }
+}
+
+
+void
+js_relax_as(js_ctx *c, const char *drop)
+{
+    if (c->failed) {
+        snprintf(c->drop, sizeof(c->drop), "%s", drop);
+        snprintf(c->report, sizeof(c->report), "%s", drop);
+    }
 }
 
 

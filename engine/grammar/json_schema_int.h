@@ -69,6 +69,10 @@
 #define N_TIME              0x100
 #define N_UUID              0x200
 #define N_EMAIL             0x400
+#define N_HOSTNAME          0x800
+#define N_IPV4              0x1000
+#define N_IPV6              0x2000
+#define N_URI               0x4000
 
 
 typedef struct {
@@ -99,6 +103,13 @@ typedef struct {
     char           *key_text[JS_MAX_KEYS];  /* additional-key rules made */
     int             key_id[JS_MAX_KEYS];
     int             n_keys;
+    int             strict;
+    llm_strbuf     *relaxed;    /* the report, or NULL */
+    uint32_t        mod_made;   /* bit k: the multipleOf k rules written */
+    /* set with the error when it is one relaxing can lift: the keywords
+       to drop ("a/b": both) and the name to report them by */
+    char            drop[64];
+    char            report[96];
 } js_ctx;
 
 /* the alternatives of one expression, " | " between them */
@@ -146,6 +157,11 @@ typedef struct {
 /* --- writing the grammar (json_schema_buf.c) --------------------------- */
 
 int js_fail(js_ctx *c, const char *fmt, ...);
+/* before a js_fail of what is not enforced: without strict, the keywords
+   drop ("a/b" for two) may be dropped to go on; report names them (NULL:
+   drop). Only the first error's counts; js_relax_as overrides it */
+void js_relaxable(js_ctx *c, const char *drop, const char *report);
+void js_relax_as(js_ctx *c, const char *drop);
 /* appends; the first failure (over out->max) sets the error, and the
    callers check c->failed where a rule ends */
 void js_put(js_ctx *c, llm_strbuf *b, const char *s);
@@ -219,6 +235,9 @@ void re_char_lit(js_ctx *c, llm_strbuf *b, uint32_t cp);
 /* the JSON strings a pattern matches (not anchored unless ^ / $ say) */
 int js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e);
 int js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e);
+/* the rules of the formats hostname, ipv4, ipv6 and uri that c->need
+   asks for */
+void js_format_rules(js_ctx *c, llm_strbuf *out);
 
 
 /* --- $ref and allOf (json_schema_merge.c) ------------------------------ */

@@ -253,6 +253,7 @@ js_re_search(js_ctx *c, const char *re, const char *name, const char *what,
                          PCRE2_UTF | PCRE2_ALT_BSUX, &e, &off, NULL);
     llm_strbuf_free(&t);
     if (code == NULL) {
+        js_relaxable(c, what, NULL);
         return js_fail(c, "json_schema: unsupported keyword '%s' at %s: its "
                        "pattern '%s' cannot be checked against the declared "
                        "names", what, js_at(ptr), re);
@@ -264,6 +265,7 @@ js_re_search(js_ctx *c, const char *re, const char *name, const char *what,
     pcre2_match_data_free(md);
     pcre2_code_free(code);
     if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        js_relaxable(c, what, NULL);
         return js_fail(c, "json_schema: unsupported keyword '%s' at %s: "
                        "pattern '%s' cannot be run on the name '%s'", what,
                        js_at(ptr), re, name);
@@ -287,6 +289,7 @@ js_name_allowed(js_ctx *c, const cJSON *pn, const char *name,
     int           found;
 
     if (cJSON_HasObjectItem(pn, "format")) {
+        js_relaxable(c, "propertyNames", NULL);
         return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
                        "at %s: a 'format' for names beside declared "
                        "properties or an enum", js_at(ptr));
@@ -343,6 +346,7 @@ js_check_names_schema(js_ctx *c, const cJSON *pn, const char *ptr)
         if ((js_in(js_supported, k->string) || js_in(js_refused, k->string))
             && !js_in(ok, k->string))
         {
+            js_relaxable(c, "propertyNames", NULL);
             return js_fail(c, "json_schema: unsupported keyword '%s' in "
                            "'propertyNames' at %s (a string schema of type, "
                            "enum, const, pattern, format, minLength, "
@@ -471,6 +475,7 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
         *pn = NULL;     /* true, {}: any key */
     }
     if (pp && pp->child && *pn) {
+        js_relaxable(c, "propertyNames", NULL);
         return js_fail(c, "json_schema: unsupported keyword 'propertyNames' "
                        "at %s: with patternProperties", js_at(ptr));
     }
@@ -491,6 +496,7 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
     }
     cJSON_ArrayForEach(p, pp) {
         if (first && !cJSON_Compare(first, p, 1)) {
+            js_relaxable(c, "patternProperties", NULL);
             return js_fail(c, "json_schema: unsupported keyword "
                            "'patternProperties' at %s: patterns with "
                            "different schemas (a key that matches several "
@@ -503,6 +509,7 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
         rc = js_pattern(c, p->string, sub, &scratch);
         llm_strbuf_free(&scratch);
         if (rc != JS_OK) {
+            js_relax_as(c, "patternProperties");
             return JS_ERR;
         }
         for (i = 0; i < *n; i++) {
@@ -516,6 +523,7 @@ js_key_rules(js_ctx *c, const cJSON *s, const char *ptr, js_prop *list,
             return JS_ERR;
         }
         if (i < *n) {
+            js_relaxable(c, "patternProperties", NULL);
             return js_fail(c, "json_schema: unsupported keyword "
                            "'patternProperties' at %s: property '%s' matches "
                            "pattern '%s' (it would need both schemas)",

@@ -72,7 +72,7 @@ js_in(const char *const *list, const char *s)
 const char *const js_refused[] = {
     "dependentSchemas", "dependentRequired",
     "dependencies", "if", "then", "else", "not", "contains", "minContains",
-    "maxContains", "uniqueItems", "multipleOf", "unevaluatedProperties",
+    "maxContains", "unevaluatedProperties",
     "unevaluatedItems", "$dynamicRef", "$dynamicAnchor",
     "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
     "divisibleBy", NULL
@@ -85,24 +85,18 @@ const char *const js_supported[] = {
     "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "minItems", "maxItems", "minProperties", "maxProperties",
-    "patternProperties", "propertyNames", NULL
+    "patternProperties", "propertyNames", "multipleOf", "uniqueItems",
+    NULL
 };
 
 
-/* a refused keyword whose value changes nothing (uniqueItems false, an
-   empty patternProperties, then/else without if) */
+/* a refused keyword whose value changes nothing (an empty
+   patternProperties, then/else without if) */
 static int
 js_noop(const cJSON *s, const cJSON *k)
 {
     const char  *n = k->string;
 
-    if (strcmp(n, "uniqueItems") == 0) {
-        const cJSON  *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
-
-        /* true constrains nothing on arrays of at most one element */
-        return cJSON_IsFalse(k)
-               || (cJSON_IsNumber(mx) && mx->valuedouble <= 1);
-    }
     if (strcmp(n, "if") == 0) {
         return !cJSON_HasObjectItem(s, "then")
                && !cJSON_HasObjectItem(s, "else");
@@ -138,6 +132,13 @@ js_check_keywords(js_ctx *c, const cJSON *s, const char *ptr)
                            js_at(ptr));
         }
         if (js_in(js_refused, k->string) && !js_noop(s, k)) {
+            /* if/then/else go together, reported as "if" */
+            int  cond = strcmp(k->string, "if") == 0
+                        || strcmp(k->string, "then") == 0
+                        || strcmp(k->string, "else") == 0;
+
+            js_relaxable(c, cond ? "if/then/else" : k->string,
+                         cond ? "if" : NULL);
             return js_fail(c, "json_schema: unsupported keyword '%s' at %s",
                            k->string, js_at(ptr));
         }
@@ -183,6 +184,7 @@ js_count(js_ctx *c, const cJSON *s, const char *key, const char *ptr,
                        "integer", key, js_at(ptr));
     }
     if (k->valuedouble > JS_MAX_REPEAT) {
+        js_relaxable(c, key, NULL);
         return js_fail(c, "json_schema: '%s' %.0f at %s is over %d, the "
                        "most the grammar enforces", key, k->valuedouble,
                        js_at(ptr), JS_MAX_REPEAT);

@@ -80,12 +80,14 @@ js_ref_target(js_ctx *c, const cJSON *s, const char *ptr, const cJSON **t)
                            js_at(ptr));
         }
         if (ref->valuestring[0] != '#') {
+            js_relaxable(c, "$ref", NULL);
             return js_fail(c, "json_schema: unsupported keyword '$ref' at %s: "
                            "only references inside the schema ('#/...') are "
                            "supported, not '%s'", js_at(ptr),
                            ref->valuestring);
         }
         if (ref->valuestring[1] != '\0' && ref->valuestring[1] != '/') {
+            js_relaxable(c, "$ref", NULL);
             return js_fail(c, "json_schema: unsupported keyword '$ref' at %s: "
                            "anchors ('%s') are not supported", js_at(ptr),
                            ref->valuestring);
@@ -257,7 +259,8 @@ static const char *const js_maxs[] = {
 
 /* keywords that cannot be in two of the schemas merged */
 static const char *const js_once[] = {
-    "pattern", "format", "anyOf", "oneOf", "propertyNames", NULL
+    "pattern", "format", "anyOf", "oneOf", "propertyNames", "multipleOf",
+    "uniqueItems", NULL
 };
 
 
@@ -336,274 +339,395 @@ js_merge_items(js_ctx *c, js_branches *br, cJSON *m, const char *ptr)
 }
 
 
-int
-js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
+/* the schema being merged, keyword by keyword */
+typedef struct {
+    cJSON          *m;
+    cJSON          *props;      /* m's properties */
+    cJSON          *req;        /* m's required */
+    int             mask;       /* the types all branches allow */
+    int             seen_types;
+} js_merged;
+
+
+/* properties: each joins the same name's schemas so far */
+static int
+js_merge_props(js_ctx *c, js_merged *g, const cJSON *k, const char *ptr)
 {
-    cJSON        *m, *props, *req, *all, *v, *next_v;
-    const cJSON  *s, *k, *p, *ap;
-    int           i, j, mask = T_ALL, tm, seen_types = 0, rc;
+    const cJSON  *p;
 
-    *out = NULL;
-    m = cJSON_CreateObject();
-    if (m == NULL || !cJSON_AddItemToArray(c->owned, m)) {
-        cJSON_Delete(m);
-        return js_fail(c, "json_schema: out of memory");
+    if (!cJSON_IsObject(k)) {
+        return js_fail(c, "json_schema: 'properties' at %s is not an object",
+                       js_at(ptr));
     }
-    props = cJSON_AddObjectToObject(m, "properties");
-    req = cJSON_AddArrayToObject(m, "required");
-    if (props == NULL || req == NULL) {
-        return js_fail(c, "json_schema: out of memory");
+    cJSON_ArrayForEach(p, k) {
+        if (js_prop_add(c, g->props, p->string, p) != JS_OK) {
+            return JS_ERR;
+        }
     }
-    for (i = 0; i < br->n; i++) {
-        s = br->b[i];
-        for (k = s->child; k; k = k->next) {
-            const char  *n = k->string;
-            cJSON       *cur = cJSON_GetObjectItemCaseSensitive(m, n);
+    return JS_OK;
+}
 
-            if (strcmp(n, "$ref") == 0 || strcmp(n, "allOf") == 0
-                || !js_in(js_supported, n))
-            {
-                continue;
+
+/* required: the union */
+static int
+js_merge_required(js_ctx *c, js_merged *g, const cJSON *k, const char *ptr)
+{
+    const cJSON  *p;
+
+    cJSON_ArrayForEach(p, k) {
+        if (!cJSON_IsString(p)) {
+            return js_fail(c, "json_schema: 'required' at %s has a "
+                           "non-string", js_at(ptr));
+        }
+        if (!js_required(g->req, p->valuestring)
+            && js_dup_into(c, g->req, NULL, p) != JS_OK)
+        {
+            return JS_ERR;
+        }
+    }
+    return JS_OK;
+}
+
+
+/* additionalProperties: {"allOf": [each one]}, settled after the loop */
+static int
+js_merge_ap(js_ctx *c, js_merged *g, cJSON *cur, const cJSON *k,
+    const char *ptr)
+{
+    if (cur == NULL) {
+        cur = cJSON_CreateObject();
+        if (cur == NULL
+            || !cJSON_AddItemToObject(g->m, "additionalProperties", cur)
+            || cJSON_AddArrayToObject(cur, "allOf") == NULL)
+        {
+            return js_fail(c, "json_schema: out of memory");
+        }
+    }
+    if (cJSON_IsArray(cur)) {
+        js_relaxable(c, "allOf", NULL);
+        return js_fail(c, "json_schema: allOf at %s: cannot merge two array "
+                       "'items'", js_at(ptr));
+    }
+    return js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), k);
+}
+
+
+/* a bound: the tightest */
+static int
+js_merge_bound(js_ctx *c, js_merged *g, cJSON *cur, const cJSON *k,
+    const char *ptr)
+{
+    const char  *n = k->string;
+    int          up = js_in(js_mins, n) || strcmp(n, "exclusiveMinimum") == 0;
+
+    if (!cJSON_IsNumber(k)) {
+        js_relaxable(c, "allOf", NULL);
+        return js_fail(c, "json_schema: allOf at %s: cannot merge '%s' that "
+                       "is not a number", js_at(ptr), n);
+    }
+    if (cur == NULL) {
+        return js_dup_into(c, g->m, n, k);
+    }
+    if (up ? k->valuedouble > cur->valuedouble
+           : k->valuedouble < cur->valuedouble)
+    {
+        cJSON_SetNumberValue(cur, k->valuedouble);
+    }
+    return JS_OK;
+}
+
+
+/* enum: the values in both; const: equal or nothing */
+static int
+js_merge_values(js_ctx *c, js_branches *br, js_merged *g, cJSON *cur,
+    const cJSON *k)
+{
+    const cJSON  *p;
+    cJSON        *x, *next;
+
+    if (cur == NULL) {
+        return js_dup_into(c, g->m, k->string, k);
+    }
+    if (strcmp(k->string, "const") == 0) {
+        br->empty |= !cJSON_Compare(cur, k, 1);
+        return JS_OK;
+    }
+    for (x = cur->child; x; x = next) {
+        next = x->next;
+        cJSON_ArrayForEach(p, k) {
+            if (cJSON_Compare(x, p, 1)) {
+                break;
             }
-            if (strcmp(n, "type") == 0) {
-                if (js_types(c, s, ptr, &tm) != JS_OK) {
-                    return JS_ERR;
-                }
-                mask &= tm;
-                seen_types = 1;
-            } else if (strcmp(n, "properties") == 0) {
-                if (!cJSON_IsObject(k)) {
-                    return js_fail(c, "json_schema: 'properties' at %s is "
-                                   "not an object", js_at(ptr));
-                }
-                cJSON_ArrayForEach(p, k) {
-                    if (js_prop_add(c, props, p->string, p) != JS_OK) {
-                        return JS_ERR;
-                    }
-                }
-            } else if (strcmp(n, "required") == 0) {
-                cJSON_ArrayForEach(p, k) {
-                    if (!cJSON_IsString(p)) {
-                        return js_fail(c, "json_schema: 'required' at %s "
-                                       "has a non-string", js_at(ptr));
-                    }
-                    if (!js_required(req, p->valuestring)
-                        && js_dup_into(c, req, NULL, p) != JS_OK)
-                    {
-                        return JS_ERR;
-                    }
-                }
-            } else if (strcmp(n, "items") == 0
-                       || strcmp(n, "prefixItems") == 0
-                       || strcmp(n, "additionalItems") == 0)
-            {
-                continue;       /* js_merge_items */
-            } else if (strcmp(n, "additionalProperties") == 0) {
-                if (cur == NULL) {
-                    cur = cJSON_CreateObject();
-                    if (cur == NULL || !cJSON_AddItemToObject(m, n, cur)
-                        || cJSON_AddArrayToObject(cur, "allOf") == NULL)
-                    {
-                        return js_fail(c, "json_schema: out of memory");
-                    }
-                }
-                if (cJSON_IsArray(cur)) {
-                    return js_fail(c, "json_schema: allOf at %s: cannot "
-                                   "merge two array 'items'", js_at(ptr));
-                }
-                if (js_ref_into(c, cJSON_GetObjectItem(cur, "allOf"), k)
-                    != JS_OK)
-                {
-                    return JS_ERR;
-                }
-            } else if (js_in(js_mins, n) || js_in(js_maxs, n)
-                       || strcmp(n, "exclusiveMinimum") == 0
-                       || strcmp(n, "exclusiveMaximum") == 0)
-            {
-                int  up = js_in(js_mins, n) || strcmp(n, "exclusiveMinimum")
-                                               == 0;
+        }
+        if (p == NULL) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(cur, x));
+        }
+    }
+    return JS_OK;
+}
 
-                if (!cJSON_IsNumber(k)) {
-                    return js_fail(c, "json_schema: allOf at %s: cannot merge "
-                                   "'%s' that is not a number", js_at(ptr),
-                                   n);
-                }
-                if (cur == NULL) {
-                    if (js_dup_into(c, m, n, k) != JS_OK) {
-                        return JS_ERR;
-                    }
-                } else if (up ? k->valuedouble > cur->valuedouble
-                              : k->valuedouble < cur->valuedouble)
-                {
-                    cJSON_SetNumberValue(cur, k->valuedouble);
-                }
-            } else if (strcmp(n, "enum") == 0) {
-                if (cur == NULL) {
-                    if (js_dup_into(c, m, n, k) != JS_OK) {
-                        return JS_ERR;
-                    }
-                } else {
-                    /* the values in both */
-                    cJSON  *x = cur->child, *next;
 
-                    for (; x; x = next) {
-                        next = x->next;
-                        cJSON_ArrayForEach(p, k) {
-                            if (cJSON_Compare(x, p, 1)) {
-                                break;
-                            }
-                        }
-                        if (p == NULL) {
-                            cJSON_Delete(cJSON_DetachItemViaPointer(cur, x));
-                        }
-                    }
-                }
-            } else if (strcmp(n, "const") == 0) {
-                if (cur == NULL) {
-                    if (js_dup_into(c, m, n, k) != JS_OK) {
-                        return JS_ERR;
-                    }
-                } else if (!cJSON_Compare(cur, k, 1)) {
-                    br->empty = 1;
-                }
-            } else if (strcmp(n, "patternProperties") == 0) {
-                /* exact only when no other schema says which keys are
-                   additional (its additionalProperties would change) */
-                if (k->child == NULL) {
-                    continue;
-                }
-                for (j = 0; j < br->n; j++) {
-                    static const char *const objk[] = {
-                        "properties", "required", "additionalProperties",
-                        "patternProperties", "propertyNames",
-                        "minProperties", "maxProperties", NULL
-                    };
-                    const cJSON  *o;
+/* patternProperties: exact only when no other schema says which keys are
+   additional (its additionalProperties would change) */
+static int
+js_merge_patterns(js_ctx *c, js_branches *br, js_merged *g, int i,
+    const cJSON *k, const char *ptr)
+{
+    static const char *const  objk[] = {
+        "properties", "required", "additionalProperties",
+        "patternProperties", "propertyNames", "minProperties",
+        "maxProperties", NULL
+    };
+    const cJSON               *o;
+    int                        j;
 
-                    for (o = j == i ? NULL : br->b[j]->child; o;
-                         o = o->next)
-                    {
-                        if (js_in(objk, o->string)) {
-                            return js_fail(c, "json_schema: allOf at %s: "
-                                           "cannot merge 'patternProperties' "
-                                           "with another schema's '%s'",
-                                           js_at(ptr), o->string);
-                        }
-                    }
-                }
-                if (js_dup_into(c, m, n, k) != JS_OK) {
-                    return JS_ERR;
-                }
-            } else if (js_in(js_once, n)) {
-                if (cur && !cJSON_Compare(cur, k, 1)) {
-                    return js_fail(c, "json_schema: allOf at %s: cannot "
-                                   "merge two different '%s'", js_at(ptr),
-                                   n);
-                }
-                if (cur == NULL && js_dup_into(c, m, n, k) != JS_OK) {
-                    return JS_ERR;
-                }
+    if (k->child == NULL) {
+        return JS_OK;
+    }
+    for (j = 0; j < br->n; j++) {
+        for (o = j == i ? NULL : br->b[j]->child; o; o = o->next) {
+            if (js_in(objk, o->string)) {
+                js_relaxable(c, "allOf", NULL);
+                return js_fail(c, "json_schema: allOf at %s: cannot merge "
+                               "'patternProperties' with another schema's "
+                               "'%s'", js_at(ptr), o->string);
             }
         }
     }
-    if (br->empty || mask == 0) {
-        return JS_EMPTY;
-    }
-    if (js_merge_items(c, br, m, ptr) != JS_OK) {
-        return JS_ERR;
-    }
+    return js_dup_into(c, g->m, k->string, k);
+}
 
-    /* additionalProperties of each schema apply to the names the others
-       declare: false leaves them out, a schema joins theirs */
-    all = cJSON_GetObjectItemCaseSensitive(m, "additionalProperties");
+
+/* one keyword k of branch i into the merged schema */
+static int
+js_merge_key(js_ctx *c, js_branches *br, js_merged *g, int i,
+    const cJSON *k, const char *ptr)
+{
+    const char  *n = k->string;
+    cJSON       *cur = cJSON_GetObjectItemCaseSensitive(g->m, n);
+    int          tm;
+
+    if (strcmp(n, "$ref") == 0 || strcmp(n, "allOf") == 0
+        || !js_in(js_supported, n) || strcmp(n, "items") == 0
+        || strcmp(n, "prefixItems") == 0
+        || strcmp(n, "additionalItems") == 0)
+    {
+        return JS_OK;           /* items: js_merge_items */
+    }
+    if (strcmp(n, "type") == 0) {
+        if (js_types(c, br->b[i], ptr, &tm) != JS_OK) {
+            return JS_ERR;
+        }
+        g->mask &= tm;
+        g->seen_types = 1;
+        return JS_OK;
+    }
+    if (strcmp(n, "properties") == 0) {
+        return js_merge_props(c, g, k, ptr);
+    }
+    if (strcmp(n, "required") == 0) {
+        return js_merge_required(c, g, k, ptr);
+    }
+    if (strcmp(n, "additionalProperties") == 0) {
+        return js_merge_ap(c, g, cur, k, ptr);
+    }
+    if (js_in(js_mins, n) || js_in(js_maxs, n)
+        || strcmp(n, "exclusiveMinimum") == 0
+        || strcmp(n, "exclusiveMaximum") == 0)
+    {
+        return js_merge_bound(c, g, cur, k, ptr);
+    }
+    if (strcmp(n, "enum") == 0 || strcmp(n, "const") == 0) {
+        return js_merge_values(c, br, g, cur, k);
+    }
+    if (strcmp(n, "patternProperties") == 0) {
+        return js_merge_patterns(c, br, g, i, k, ptr);
+    }
+    if (js_in(js_once, n) && cur && !cJSON_Compare(cur, k, 1)) {
+        js_relaxable(c, "allOf", NULL);
+        return js_fail(c, "json_schema: allOf at %s: cannot merge two "
+                       "different '%s'", js_at(ptr), n);
+    }
+    if (js_in(js_once, n) && cur == NULL) {
+        return js_dup_into(c, g->m, n, k);
+    }
+    return JS_OK;
+}
+
+
+/* the names one schema s does not declare, with its additionalProperties
+   ap (false or a schema): false leaves them out, a schema joins theirs */
+static int
+js_merge_extra_names(js_ctx *c, js_merged *g, const cJSON *s,
+    const cJSON *ap)
+{
+    cJSON  *x, *next;
+    int     j;
+
+    for (j = 0; j < 2; j++) {
+        for (x = j == 0 ? g->props->child : g->req->child; x; x = next) {
+            const char  *name = j == 0 ? x->string : x->valuestring;
+
+            next = x->next;
+            if (js_has_prop(s, name)
+                || (j == 1 && cJSON_HasObjectItem(g->props, name)))
+            {
+                continue;       /* its own, or done with the properties */
+            }
+            if (cJSON_IsFalse(ap)) {
+                if (js_required(g->req, name)) {
+                    return JS_EMPTY;
+                }
+                if (j == 0) {
+                    cJSON_Delete(cJSON_DetachItemViaPointer(g->props, x));
+                }
+                continue;
+            }
+            if (js_prop_add(c, g->props, name, ap) != JS_OK) {
+                return JS_ERR;
+            }
+        }
+    }
+    return JS_OK;
+}
+
+
+/* additionalProperties of each schema apply to the names the others
+   declare; an additionalProperties false among them wins */
+static int
+js_merge_extras(js_ctx *c, js_branches *br, js_merged *g)
+{
+    const cJSON  *ap, *p;
+    cJSON        *all;
+    int           i, rc;
+
+    all = cJSON_GetObjectItemCaseSensitive(g->m, "additionalProperties");
     for (i = 0; i < br->n; i++) {
-        s = br->b[i];
-        ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+        ap = cJSON_GetObjectItemCaseSensitive(br->b[i],
+                                              "additionalProperties");
         if (ap == NULL || cJSON_IsTrue(ap)) {
             continue;
         }
-        p = req->child;
-        for (j = 0; j < 2; j++) {
-            cJSON  *x = j == 0 ? props->child : req->child, *next;
-
-            for (; x; x = next) {
-                const char  *name = j == 0 ? x->string : x->valuestring;
-
-                next = x->next;
-                if (js_has_prop(s, name)) {
-                    continue;
-                }
-                if (j == 1 && cJSON_HasObjectItem(props, name)) {
-                    continue;   /* done with the properties */
-                }
-                if (cJSON_IsFalse(ap)) {
-                    if (js_required(req, name)) {
-                        return JS_EMPTY;
-                    }
-                    if (j == 0) {
-                        cJSON_Delete(cJSON_DetachItemViaPointer(props, x));
-                    }
-                    continue;
-                }
-                if (js_prop_add(c, props, name, ap) != JS_OK) {
-                    return JS_ERR;
-                }
-            }
+        rc = js_merge_extra_names(c, g, br->b[i], ap);
+        if (rc != JS_OK) {
+            return rc;
         }
-        (void) p;
     }
-    /* an additionalProperties false among them wins */
     if (all) {
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(all, "allOf")) {
             if (cJSON_IsFalse(p)) {
-                cJSON_ReplaceItemInObject(m, "additionalProperties",
+                cJSON_ReplaceItemInObject(g->m, "additionalProperties",
                                           cJSON_CreateFalse());
                 break;
             }
         }
     }
-    if (seen_types) {
-        cJSON  *t = cJSON_AddArrayToObject(m, "type");
-        static const struct { int bits; const char *name; } names[] = {
-            { T_NULL, "null" }, { T_BOOL, "boolean" }, { T_OBJ, "object" },
-            { T_ARR, "array" }, { T_STR, "string" },
-        };
+    return JS_OK;
+}
 
-        if (t == NULL) {
-            return js_fail(c, "json_schema: out of memory");
+
+/* the types all branches allow, as a "type" list */
+static int
+js_merge_types(js_ctx *c, js_merged *g, const char *ptr)
+{
+    static const struct { int bits; const char *name; }  names[] = {
+        { T_NULL, "null" }, { T_BOOL, "boolean" }, { T_OBJ, "object" },
+        { T_ARR, "array" }, { T_STR, "string" },
+    };
+    cJSON                                               *t;
+    int                                                  j;
+
+    if (!g->seen_types) {
+        return JS_OK;
+    }
+    t = cJSON_AddArrayToObject(g->m, "type");
+    if (t == NULL) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    for (j = 0; j < 5; j++) {
+        if (g->mask & names[j].bits) {
+            cJSON_AddItemToArray(t, cJSON_CreateString(names[j].name));
         }
-        for (j = 0; j < 5; j++) {
-            if (mask & names[j].bits) {
-                cJSON_AddItemToArray(t, cJSON_CreateString(names[j].name));
+    }
+    if ((g->mask & (T_INT | T_FRAC)) == (T_INT | T_FRAC)) {
+        cJSON_AddItemToArray(t, cJSON_CreateString("number"));
+    } else if (g->mask & T_INT) {
+        cJSON_AddItemToArray(t, cJSON_CreateString("integer"));
+    } else if (g->mask & T_FRAC) {
+        return js_fail(c, "json_schema: allOf at %s: the types leave "
+                       "non-integer numbers only", js_at(ptr));
+    }
+    return JS_OK;
+}
+
+
+/* one-branch allOfs left by the merge collapsed; empty lists dropped */
+static void
+js_merge_tidy(js_merged *g)
+{
+    cJSON  *v, *next_v, *pre;
+
+    for (v = g->props->child; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(g->props, v);
+    }
+    js_collapse(g->m, cJSON_GetObjectItem(g->m, "additionalProperties"));
+    js_collapse(g->m, cJSON_GetObjectItem(g->m, "items"));
+    pre = cJSON_GetObjectItem(g->m, "prefixItems");
+    for (v = pre ? pre->child : NULL; v; v = next_v) {
+        next_v = v->next;
+        js_collapse(pre, v);
+    }
+    if (g->props->child == NULL) {
+        cJSON_DeleteItemFromObject(g->m, "properties");
+    }
+    if (g->req->child == NULL) {
+        cJSON_DeleteItemFromObject(g->m, "required");
+    }
+}
+
+
+int
+js_merge(js_ctx *c, js_branches *br, const char *ptr, cJSON **out)
+{
+    js_merged     g;
+    const cJSON  *k;
+    int           i, rc;
+
+    *out = NULL;
+    memset(&g, 0, sizeof(g));
+    g.mask = T_ALL;
+    g.m = cJSON_CreateObject();
+    if (g.m == NULL || !cJSON_AddItemToArray(c->owned, g.m)) {
+        cJSON_Delete(g.m);
+        return js_fail(c, "json_schema: out of memory");
+    }
+    g.props = cJSON_AddObjectToObject(g.m, "properties");
+    g.req = cJSON_AddArrayToObject(g.m, "required");
+    if (g.props == NULL || g.req == NULL) {
+        return js_fail(c, "json_schema: out of memory");
+    }
+    for (i = 0; i < br->n; i++) {
+        for (k = br->b[i]->child; k; k = k->next) {
+            if (js_merge_key(c, br, &g, i, k, ptr) != JS_OK) {
+                return JS_ERR;
             }
         }
-        if ((mask & (T_INT | T_FRAC)) == (T_INT | T_FRAC)) {
-            cJSON_AddItemToArray(t, cJSON_CreateString("number"));
-        } else if (mask & T_INT) {
-            cJSON_AddItemToArray(t, cJSON_CreateString("integer"));
-        } else if (mask & T_FRAC) {
-            return js_fail(c, "json_schema: allOf at %s: the types leave "
-                           "non-integer numbers only", js_at(ptr));
-        }
     }
-    for (v = props->child; v; v = next_v) {
-        next_v = v->next;
-        js_collapse(props, v);
+    if (br->empty || g.mask == 0) {
+        return JS_EMPTY;
     }
-    js_collapse(m, cJSON_GetObjectItem(m, "additionalProperties"));
-    js_collapse(m, cJSON_GetObjectItem(m, "items"));
-    v = cJSON_GetObjectItem(m, "prefixItems");
-    for (v = v ? v->child : NULL; v; v = next_v) {
-        next_v = v->next;
-        js_collapse(cJSON_GetObjectItem(m, "prefixItems"), v);
+    if (js_merge_items(c, br, g.m, ptr) != JS_OK) {
+        return JS_ERR;
     }
-    if (props->child == NULL) {
-        cJSON_DeleteItemFromObject(m, "properties");
+    rc = js_merge_extras(c, br, &g);
+    if (rc == JS_OK) {
+        rc = js_merge_types(c, &g, ptr);
     }
-    if (req->child == NULL) {
-        cJSON_DeleteItemFromObject(m, "required");
+    if (rc != JS_OK) {
+        return rc;
     }
-    rc = JS_OK;
-    *out = m;
-    return rc;
+    js_merge_tidy(&g);
+    *out = g.m;
+    return JS_OK;
 }

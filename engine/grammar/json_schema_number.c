@@ -6,6 +6,12 @@
  * 2^53, integer parts at most JS_INT_DIGITS digits and fractions
  * JS_FRAC_DIGITS (docs/json_schema.md).
  *
+ * multipleOf k (a positive integer) writes integer multiples only:
+ * between two bounds that hold at most JS_MAX_MULTIPLES of them, the list;
+ * without bounds, for a power of ten the digits then its zeros, and for k
+ * up to JS_MAX_DIVISOR a digit automaton over the remainder mod k (and the
+ * digits left, for the JS_INT_DIGITS cap), one per k in a compile.
+ *
  * defines: js_gen_number
  */
 #include "grammar/json_schema_int.h"
@@ -309,11 +315,13 @@ js_bound(js_ctx *c, const cJSON *s, const char *ptr, int is_min, int integer,
         return JS_OK;
     }
     if (!isfinite(*v) || fabs(*v) > JS_MAX_SAFE) {
+        js_relaxable(c, *excl ? ke : kn, NULL);
         return js_fail(c, "json_schema: '%s' %g at %s is beyond 2^53",
                        *excl ? ke : kn, *v, js_at(ptr));
     }
     if (*v != floor(*v)) {
         if (!integer) {
+            js_relaxable(c, *excl ? ke : kn, NULL);
             return js_fail(c, "json_schema: '%s' %g at %s: only integer "
                            "bounds are enforced on numbers", *excl ? ke : kn,
                            *v, js_at(ptr));
@@ -323,6 +331,161 @@ js_bound(js_ctx *c, const cJSON *s, const char *ptr, int is_min, int integer,
         *excl = 0;
     }
     return JS_OK;
+}
+
+
+/* --- multipleOf ------------------------------------------------------- */
+
+#define JS_MAX_DIVISOR      16      /* k of an automaton: k x 16 rules */
+#define JS_MAX_MULTIPLES    256     /* a list between bounds */
+
+
+/* name-<r>-<n> ::= ""? (when r is 0) | [digits] name-<t>-<n-1> ...: n more
+   digits at most, the remainder r so far; ok[t][n] when an end is
+   reachable from there */
+static void
+js_mult_rule(js_ctx *c, const char *name, int k, int r, int n,
+    unsigned char (*ok)[JS_INT_DIGITS])
+{
+    llm_strbuf  b;
+    char        rule[160];
+    int         t, d, alts = 0;
+
+    js_buf(c, &b);
+    if (r == 0) {
+        js_put(c, &b, "\"\"");
+        alts++;
+    }
+    for (t = 0; t < k && n > 0; t++) {
+        char  digits[11];
+        int   nd = 0;
+
+        for (d = 0; d < 10; d++) {
+            if ((10 * r + d) % k == t) {
+                digits[nd++] = (char) ('0' + d);
+            }
+        }
+        digits[nd] = '\0';
+        if (nd == 0 || !ok[t][n - 1]) {
+            continue;
+        }
+        js_put(c, &b, alts++ ? " | [" : "[");
+        js_putf(c, &b, "%s] %s-%d-%d", digits, name, t, n - 1);
+    }
+    snprintf(rule, sizeof(rule), "%s-%d-%d", name, r, n);
+    js_rule(c, rule, &b);
+    llm_strbuf_free(&b);
+}
+
+
+/* the integers that are multiples of k: "-"? ( "0" | [1-9] then up to
+   JS_INT_DIGITS - 1 more digits, ending at remainder 0 ) */
+static int
+js_mult_automaton(js_ctx *c, int k, llm_strbuf *e)
+{
+    unsigned char  ok[JS_MAX_DIVISOR][JS_INT_DIGITS];
+    char           name[96];
+    int            r, n, d, t, first = 1, made = (c->mod_made >> k) & 1;
+
+    c->mod_made |= 1u << k;
+    memset(ok, 0, sizeof(ok));
+    ok[0][0] = 1;
+    for (n = 1; n < JS_INT_DIGITS; n++) {
+        for (r = 0; r < k; r++) {
+            ok[r][n] = r == 0;
+            for (d = 0; d < 10 && !ok[r][n]; d++) {
+                ok[r][n] = ok[(10 * r + d) % k][n - 1];
+            }
+        }
+    }
+    snprintf(name, sizeof(name), "%s-mod%d", c->root, k);
+    for (n = 0; n < JS_INT_DIGITS && !made; n++) {
+        for (r = 0; r < k; r++) {
+            if (ok[r][n]) {
+                js_mult_rule(c, name, k, r, n, ok);
+            }
+        }
+    }
+    js_put(c, e, "\"-\"? ( \"0\"");
+    for (t = 0; t < k; t++) {
+        if (!ok[t][JS_INT_DIGITS - 1]) {
+            continue;
+        }
+        for (d = 1, first = 1; d < 10; d++) {
+            if (d % k == t) {
+                js_put(c, e, first ? " | [" : "");
+                js_putf(c, e, "%d", d);
+                first = 0;
+            }
+        }
+        if (!first) {
+            js_putf(c, e, "] %s-%d-%d", name, t, JS_INT_DIGITS - 1);
+        }
+    }
+    js_put(c, e, " )");
+    return c->failed ? JS_ERR : JS_OK;
+}
+
+
+/* the power of ten k is (1 for 10, ...), or -1 */
+static int
+js_pow10(int64_t k)
+{
+    int  p = 0;
+
+    for (; k % 10 == 0 && k > 1; k /= 10) {
+        p++;
+    }
+    return k == 1 && p < JS_INT_DIGITS ? p : -1;
+}
+
+
+/* multipleOf k between the inclusive integer bounds [lo, hi] (has_*: the
+   bound is there): the list; without bounds the digits and zeros of a
+   power of ten, or the automaton */
+static int
+js_gen_multiple(js_ctx *c, const cJSON *m, const char *ptr, int has_lo,
+    int64_t lo, int has_hi, int64_t hi, llm_strbuf *e)
+{
+    js_alts  alts;
+    int64_t  k, x;
+    char     lit[32];
+    int      p10, bounded = has_lo || has_hi;
+
+    if (!cJSON_IsNumber(m) || m->valuedouble <= 0) {
+        return js_fail(c, "json_schema: 'multipleOf' at %s is not a "
+                       "positive number", js_at(ptr));
+    }
+    k = (int64_t) m->valuedouble;
+    p10 = (double) k == m->valuedouble ? js_pow10(k) : -1;
+    if ((double) k != m->valuedouble
+        || (bounded && (!has_lo || !has_hi
+                        || (hi - lo) / k > JS_MAX_MULTIPLES))
+        || (!bounded && k > JS_MAX_DIVISOR && p10 < 0))
+    {
+        js_relaxable(c, "multipleOf", NULL);
+        return js_fail(c, "json_schema: 'multipleOf' %g at %s: enforced for "
+                       "integer divisors up to %d or powers of ten, or with "
+                       "at most %d multiples between two bounds",
+                       m->valuedouble, js_at(ptr), JS_MAX_DIVISOR,
+                       JS_MAX_MULTIPLES);
+    }
+    if (!bounded && p10 >= 0 && k > JS_MAX_DIVISOR) {
+        js_putf(c, e, "\"-\"? ( \"0\" | [1-9] [0-9]{0,%d} \"%0*d\" )",
+                JS_INT_DIGITS - 1 - p10, p10, 0);
+        return c->failed ? JS_ERR : JS_OK;
+    }
+    if (!bounded) {
+        return js_mult_automaton(c, (int) k, e);
+    }
+    memset(&alts, 0, sizeof(alts));
+    js_buf(c, &alts.b);
+    x = ((lo % k) + k) % k;         /* lo's remainder, 0..k-1 */
+    for (x = x ? lo + (k - x) : lo; x <= hi; x += k) {
+        snprintf(lit, sizeof(lit), "\"%lld\"", (long long) x);
+        js_alt_add(c, &alts, lit);
+    }
+    return js_alt_end(c, &alts, e);
 }
 
 
@@ -339,6 +502,13 @@ js_gen_number(js_ctx *c, const cJSON *s, const char *ptr, int integer,
         || js_bound(c, s, ptr, 0, integer, &has_hi, &hi, &hi_x) != JS_OK)
     {
         return JS_ERR;
+    }
+    if (cJSON_HasObjectItem(s, "multipleOf")) {
+        /* integer multiples only: inclusive integer bounds */
+        l = has_lo ? (int64_t) (lo_x ? floor(lo) + 1 : ceil(lo)) : 0;
+        h = has_hi ? (int64_t) (hi_x ? ceil(hi) - 1 : floor(hi)) : 0;
+        return js_gen_multiple(c, cJSON_GetObjectItemCaseSensitive(s,
+                               "multipleOf"), ptr, has_lo, l, has_hi, h, e);
     }
     if (!has_lo && !has_hi) {
         js_need(c, e, integer ? N_INT : N_NUMBER,

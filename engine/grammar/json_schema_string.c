@@ -5,7 +5,7 @@
  * rules of json_schema.c) and minLength / maxLength. Json_schema_keys.c
  * reuses the character classes and literals for object keys.
  *
- * defines: js_gen_string, js_pattern, re_utf8, re_add, re_normalize,
+ * defines: js_gen_string, js_format_rules, js_pattern, re_utf8, re_add, re_normalize,
  *          re_class_cp, re_char_lit
  */
 #include "grammar/json_schema_int.h"
@@ -26,6 +26,7 @@
 static int
 re_fail(js_re *r, const char *what)
 {
+    js_relaxable(r->c, "pattern", NULL);
     return js_fail(r->c, "json_schema: pattern at %s: %s (at offset %d)",
                    js_at(r->ptr), what, (int) (r->p - r->start));
 }
@@ -777,6 +778,50 @@ js_pattern(js_ctx *c, const char *re, const char *ptr, llm_strbuf *e)
 
 /* --- strings ---------------------------------------------------------- */
 
+/*
+ * hostname, ipv4, ipv6, uri: each a subset of what its RFC allows, so that
+ * everything written is valid:
+ *   hostname  RFC 1123 labels (letters, digits, inner hyphens) of at most
+ *             49 characters, at most 5 of them (so at most 249 bytes, under
+ *             the 253 of a name), the last one starting with a letter
+ *   ipv4      four decimal octets 0-255, no leading zero
+ *   ipv6      eight groups of 1-4 hex digits, or "::" with at most seven
+ *             groups before or after it (not both sides, no embedded ipv4)
+ *   uri       RFC 3986: scheme ":" then unreserved, sub-delims, ":@/?" and
+ *             %XX, one optional "#" fragment of the same (no "#")
+ */
+void
+js_format_rules(js_ctx *c, llm_strbuf *out)
+{
+    const char  *r = c->root;
+
+    if (c->need & N_HOSTNAME) {
+        js_putf(c, out, "%s-hostname ::= ( %s-label \".\" ){0,4} [a-zA-Z] ( "
+                "[a-zA-Z0-9\\x2d]{0,47} [a-zA-Z0-9] )?\n", r, r);
+        js_putf(c, out, "%s-label ::= [a-zA-Z0-9] ( [a-zA-Z0-9\\x2d]{0,47} "
+                "[a-zA-Z0-9] )?\n", r);
+    }
+    if (c->need & N_IPV4) {
+        js_putf(c, out, "%s-ipv4 ::= %s-octet \".\" %s-octet \".\" %s-octet "
+                "\".\" %s-octet\n", r, r, r, r, r);
+        js_putf(c, out, "%s-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | "
+                "\"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n", r);
+    }
+    if (c->need & N_IPV6) {
+        js_putf(c, out, "%s-ipv6 ::= %s-h16 ( \":\" %s-h16 ){7} | \"::\" ( "
+                "%s-h16 ( \":\" %s-h16 ){0,6} )? | %s-h16 ( \":\" %s-h16 "
+                "){0,6} \"::\"\n", r, r, r, r, r, r, r);
+        js_putf(c, out, "%s-h16 ::= [0-9a-fA-F]{1,4}\n", r);
+    }
+    if (c->need & N_URI) {
+        js_putf(c, out, "%s-uri ::= [a-zA-Z] [a-zA-Z0-9+.\\x2d]* \":\" "
+                "%s-uchar* ( \"#\" %s-uchar* )?\n", r, r, r);
+        js_putf(c, out, "%s-uchar ::= [a-zA-Z0-9._~!$&'()*+,;=:@/?\\x2d] | "
+                "\"%%\" [0-9a-fA-F] [0-9a-fA-F]\n", r);
+    }
+}
+
+
 /* the formats enforced: a quoted string of the node's grammar, a
    date-time being a date, "T" and a time */
 static int
@@ -788,6 +833,8 @@ js_format(js_ctx *c, const char *f, const char *ptr, llm_strbuf *e)
     } formats[] = {
         { "date", N_DATE }, { "time", N_TIME }, { "uuid", N_UUID },
         { "email", N_EMAIL }, { "date-time", 0 },
+        { "hostname", N_HOSTNAME }, { "ipv4", N_IPV4 }, { "ipv6", N_IPV6 },
+        { "uri", N_URI },
     };
     size_t  i, n = sizeof(formats) / sizeof(formats[0]);
 
@@ -795,6 +842,10 @@ js_format(js_ctx *c, const char *f, const char *ptr, llm_strbuf *e)
         /* void */
     }
     if (i == n) {
+        char  report[96];
+
+        snprintf(report, sizeof(report), "%s-format", f);
+        js_relaxable(c, "format", report);
         return js_fail(c, "json_schema: unsupported format '%s' at %s", f,
                        js_at(ptr));
     }
@@ -827,11 +878,13 @@ js_gen_string(js_ctx *c, const cJSON *s, const char *ptr, llm_strbuf *e)
         return JS_EMPTY;
     }
     if ((pat || fmt) && (min > 0 || max >= 0)) {
+        js_relaxable(c, "minLength/maxLength", NULL);
         return js_fail(c, "json_schema: '%s' with minLength/maxLength at %s "
                        "is not supported", pat ? "pattern" : "format",
                        js_at(ptr));
     }
     if (pat && fmt) {
+        js_relaxable(c, "format", NULL);
         return js_fail(c, "json_schema: 'pattern' with 'format' at %s is "
                        "not supported", js_at(ptr));
     }

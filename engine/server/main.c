@@ -5,10 +5,12 @@
  *   ngx_llm_engine generate ...   offline generation for users and tests
  *   ngx_llm_engine bench ...      the batching benchmark without nginx
  *   ngx_llm_engine plan ...       the memory plan of a model and settings
+ *   ngx_llm_engine quantize IN OUT TYPE   a GGUF requantized (model/quantize.h)
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "model/quantize.h"
 #include "server/cli.h"
 #include "server/server.h"
 
@@ -23,7 +25,35 @@ usage(void)
         "[options]\n"
         "       ngx_llm_engine plan (--model PATH | --config config.json | "
         "--layers N ...) [options]\n"
-        "       ngx_llm_engine serve [options]   (started by nginx)\n");
+        "       ngx_llm_engine quantize IN.gguf OUT.gguf TYPE   (TYPE: %s)\n"
+        "       ngx_llm_engine serve [options]   (started by nginx)\n",
+        llm_quant_ftype_list());
+}
+
+
+/* quantize IN OUT TYPE: 0, 1 on failure (one line on stderr), 2 usage */
+static int
+quantize(int argc, char **argv)
+{
+    char err[512];
+    const llm_quant_ftype *ft;
+
+    if (argc != 4) {
+        usage();
+        return 2;
+    }
+    if ((ft = llm_quant_ftype_find(argv[3])) == NULL) {
+        fprintf(stderr, "ngx_llm_engine quantize: type '%s' is not one of "
+                "%s\n", argv[3], llm_quant_ftype_list());
+        return 2;
+    }
+    if (llm_quantize_file(argv[1], argv[2], ft, stdout, err,
+                          sizeof(err)) != 0)
+    {
+        fprintf(stderr, "ngx_llm_engine quantize: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 
@@ -40,6 +70,10 @@ main(int argc, char **argv)
 
     if (argc >= 2 && strcmp(argv[1], "plan") == 0) {
         return llm_cli_plan(argc - 1, argv + 1);
+    }
+
+    if (argc >= 2 && strcmp(argv[1], "quantize") == 0) {
+        return quantize(argc - 1, argv + 1);
     }
 
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) {

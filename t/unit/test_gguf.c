@@ -232,9 +232,16 @@ test_corrupt(void)
     pos = tensor_info_pos(orig, len, "blk.2.attn_q.weight");
     ok(pos > 0, "found tensor info of blk.2.attn_q.weight");
     /* layout at pos: n_dims u32, ne[2] u64, type u32, offset u64 */
-    FRESH(); put_u32(buf + pos + 20, GGML_TYPE_Q5_K);
-    expect_fail(buf, len, "Q5_K tensor",
-                "tensor 'blk.2.attn_q.weight' has type Q5_K (13)");
+    FRESH(); put_u32(buf + pos + 20, 16);
+    expect_fail(buf, len, "IQ2_XXS tensor",
+                "tensor 'blk.2.attn_q.weight' has type IQ2_XXS (16), which "
+                "is not supported (" GGML_TYPES_SUPPORTED " are)");
+    FRESH(); put_u32(buf + pos + 20, 40);
+    expect_fail(buf, len, "NVFP4 tensor", "has type NVFP4 (40)");
+    FRESH(); put_u32(buf + pos + 20, 41);
+    expect_fail(buf, len, "Q1_0 tensor", "has type Q1_0 (41)");
+    FRESH(); put_u32(buf + pos + 20, 31);
+    expect_fail(buf, len, "Q4_0_4_4 tensor", "has type Q4_0_4_4 (removed) (31)");
     FRESH(); put_u32(buf + pos + 20, 1000);
     expect_fail(buf, len, "type 1000", "has type unknown (1000)");
     FRESH(); put_u32(buf + pos, 5);
@@ -423,8 +430,8 @@ test_built(void)
        "version 2 parses");
     gguf_close(&g);
 
-    len = build_gguf(&b, 3, GGML_TYPE_Q5_K, 32);
-    expect_fail(b.buf, len, "Q5_K", "tensor 'a.weight' has type Q5_K (13)");
+    len = build_gguf(&b, 3, 19, 32);
+    expect_fail(b.buf, len, "IQ1_S", "tensor 'a.weight' has type IQ1_S (19)");
     len = build_gguf(&b, 3, GGML_TYPE_Q4_K, 48);
     expect_fail(b.buf, len, "alignment 48", "general.alignment 48 is not a "
                 "power of two");

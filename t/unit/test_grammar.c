@@ -29,6 +29,8 @@ compile(int kind, const char *src, char *err, size_t err_len)
     llm_grammar_limits  lim;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     return llm_grammar_compile(vocab, kind, src, strlen(src), &lim, err,
                                err_len);
 }
@@ -67,6 +69,8 @@ error_of_len(int kind, const char *src, size_t len)
     llm_grammar         *g;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     g = llm_grammar_compile(vocab, kind, src, len, &lim, err, sizeof(err));
     if (g != NULL) {
         llm_grammar_free(g);
@@ -189,6 +193,7 @@ test_caps(void)
     }
     big[n - 1] = '\0';
     llm_grammar_limits_default(&lim);
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     t0 = llm_grammar_now_ns();
     g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, big, n - 1, &lim,
                             err, sizeof(err));
@@ -229,6 +234,8 @@ test_caps(void)
         uint32_t     *mask = malloc((size_t) n_words * 4);
 
         llm_grammar_limits_default(&lim);
+
+        lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
         g = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR,
                                 "root ::= %json {}", 17, &lim, err,
                                 sizeof(err));
@@ -683,6 +690,7 @@ test_vocab_shared(void)
     mask = malloc((size_t) n_words * 4);
     ref = malloc((size_t) n_words * 4);
     llm_grammar_limits_default(&lim);
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     for (i = 0; v && i < sizeof(schemas) / sizeof(schemas[0]); i++) {
         llm_grammar  *g = llm_grammar_compile_uncached(v,
                               LLM_CONSTRAINT_JSON_SCHEMA, schemas[i],
@@ -778,6 +786,8 @@ test_cache(void)
     int                  i;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     a = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",
                             12, &lim, err, sizeof(err));
     b = llm_grammar_compile(vocab, LLM_CONSTRAINT_GRAMMAR, "root ::= \"q\"",

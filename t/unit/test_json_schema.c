@@ -29,6 +29,70 @@ static llm_grammar_vocab  *vocab;
 /* every schema that compiled, for the random walks */
 static char   *walk_schemas[4096];
 static int     n_walk_schemas;
+/* the schemas refused under strict that compile relaxed, for the walks */
+static char   *relaxed_schemas[1024];
+static int     n_relaxed_schemas;
+
+/* coverage of a group of schemas: exact (strict compiles), relaxed (only
+   without strict), refused (either way) */
+typedef struct {
+    const char  *group;
+    int          n, exact, relaxed, refused;
+} coverage;
+
+
+/* a schema refused under strict, without it: 1 when it compiles relaxed
+   (kept for the walks), 0 when refused still */
+static int
+try_relaxed(const char *text, size_t len, const char *name)
+{
+    llm_grammar         *g;
+    llm_grammar_limits   lim;
+    char                 err[512];
+    uint64_t             t0 = llm_grammar_now_ns();
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 1 << 20;   /* past it: seconds (azure-pipelines) */
+    lim.strict = 0;
+    g = llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, text, len,
+                            &lim, err, sizeof(err));
+    if (name) {
+        printf("#   %-28s relaxed: %s (%.1f ms, %zu bytes)\n", name,
+               g ? "compiles" : err, (llm_grammar_now_ns() - t0) / 1e6, len);
+    }
+    if (g == NULL) {
+        return 0;
+    }
+    if (n_relaxed_schemas < 1024) {
+        relaxed_schemas[n_relaxed_schemas++] = strndup(text, len);
+    }
+    llm_grammar_free(g);
+    return 1;
+}
+
+
+static void
+coverage_add(coverage *cv, int exact, const char *text, size_t len,
+    const char *name)
+{
+    cv->n++;
+    if (exact) {
+        cv->exact++;
+    } else if (try_relaxed(text, len, name)) {
+        cv->relaxed++;
+    } else {
+        cv->refused++;
+    }
+}
+
+
+static void
+coverage_print(const coverage *cv)
+{
+    printf("# coverage | %-44s | %5d | %5d | %5d | %5d |\n", cv->group, cv->n,
+           cv->exact, cv->relaxed, cv->refused);
+}
 
 
 /* the GBNF of a schema (max_ws 1), or "ERR: <error>"; static */
@@ -82,6 +146,8 @@ compile(const char *schema, size_t len, char *err, size_t err_len)
     llm_grammar_limits  lim;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     lim.max_compile_ns = 0;     /* timing is not what these tests check */
     return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
                                len, &lim, err, err_len);
@@ -96,10 +162,29 @@ compile_big(const char *schema, size_t len, char *err, size_t err_len)
     llm_grammar_limits  lim;
 
     llm_grammar_limits_default(&lim);
+
+    lim.json_ws = LLM_JSON_WS_FLEXIBLE;     /* the texts have blanks */
     lim.max_compile_ns = 0;
     lim.max_source = 4 << 20;
     return llm_grammar_compile(vocab, LLM_CONSTRAINT_JSON_SCHEMA, schema,
                                len, &lim, err, err_len);
+}
+
+
+/* compiled with the request defaults but for strict and json_ws */
+static llm_grammar *
+compile_opts(int kind, const char *schema, int strict, int json_ws,
+    char *err, size_t err_len)
+{
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    lim.strict = strict;
+    lim.json_ws = json_ws;
+    return llm_grammar_compile(vocab, kind, schema, strlen(schema), &lim, err,
+                               err_len);
 }
 
 
@@ -330,8 +415,6 @@ test_refused(void)
         { "if", "{}" },
         { "not", "{}" },
         { "contains", "{}" },
-        { "uniqueItems", "true" },
-        { "multipleOf", "2" },
         { "unevaluatedProperties", "false" },
         { "unevaluatedItems", "false" },
         { "$dynamicRef", "\"#x\"" },
@@ -374,8 +457,8 @@ test_refused(void)
                 "\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}"),
            "ERR: json_schema: '$ref' at the root: a circle of references",
            "a circle of $refs");
-    is_str(gbnf("{\"type\":\"string\",\"format\":\"hostname\"}"),
-           "ERR: json_schema: unsupported format 'hostname' at the root",
+    is_str(gbnf("{\"type\":\"string\",\"format\":\"idn-hostname\"}"),
+           "ERR: json_schema: unsupported format 'idn-hostname' at the root",
            "unsupported format");
     is_str(gbnf("{\"type\":\"number\",\"minimum\":0.5}"),
            "ERR: json_schema: 'minimum' 0.5 at the root: only integer bounds "
@@ -566,6 +649,60 @@ test_match(void)
     static const char *const email[] = {
         "+\"joe.bloggs@example.com\"", "-\"joe\"", "-\"@example.com\"", NULL
     };
+    static const char *const host[] = {
+        "+\"example.com\"", "+\"a-b.c1.org\"", "+\"localhost\"",
+        "-\"-a.com\"", "-\"a-.com\"", "-\"a..com\"", "-\"a.com.\"",
+        "-\"1.2.3.4\"", "-\"a_b.com\"", "-\"\"",
+        "-\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com\"", NULL
+    };
+    static const char *const ipv4[] = {
+        "+\"192.168.0.1\"", "+\"0.0.0.0\"", "+\"255.255.255.255\"",
+        "-\"256.1.1.1\"", "-\"01.1.1.1\"", "-\"1.1.1\"",
+        "-\"1.1.1.1.1\"", "-\"1.1.1.\"", NULL
+    };
+    static const char *const ipv6[] = {
+        "+\"::\"", "+\"::1\"", "+\"fe80::\"", "+\"1:2:3:4:5:6:7:8\"",
+        "+\"2001:db8::\"", "+\"::ffff:1:2\"", "-\"1:2:3:4:5:6:7\"",
+        "-\"1:2:3:4:5:6:7:8:9\"", "-\":::\"", "-\"12345::\"",
+        "-\"g::\"", NULL
+    };
+    static const char *const uri[] = {
+        "+\"https://example.com/a?b=c#d\"", "+\"urn:isbn:0451450523\"",
+        "+\"mailto:joe@example.com\"", "+\"http://x/%20y\"",
+        "-\"example.com\"", "-\"//example.com\"", "-\"1http://a\"",
+        "-\"http://a b\"", "-\"http://a#b#c\"", "-\"http://a/%2\"",
+        "-\"http://a/<b>\"", NULL
+    };
+    static const char *const mult3[] = {
+        "+0", "+3", "+-9", "+123", "+999999999999999", "+1000000000000002",
+        "-1", "-10", "-1.5", "-3.0", "-10000000000000002", NULL
+    };
+    static const char *const mult5[] = {
+        "+5", "+10", "+15", "+20", "-0", "-25", "-7", "--5", NULL
+    };
+    static const char *const mult5x[] = {
+        "+5", "-0", "-10", "-4", NULL
+    };
+    static const char *const mult16[] = {
+        "+128", "+-640", "+0", "+1000000000000000", "-100", "-24", NULL
+    };
+    static const char *const mult1000[] = {
+        "+0", "+-3000", "+1000000000000000", "-10000000000000000", "-100",
+        "-1001", "-0000", NULL
+    };
+    static const char *const uniq[] = {
+        "+[]", "+[\"a\"]", "+[\"c\",\"a\",\"b\"]", "+[\"b\",\"c\"]",
+        "-[\"a\",\"a\"]", "-[\"a\",\"b\",\"a\"]", "-[\"d\"]",
+        "-[\"a\",\"b\",\"c\",\"a\"]", NULL
+    };
+    static const char *const uniq2[] = {
+        "+[\"b\",\"a\"]", "+[\"a\",\"c\"]", "-[\"a\"]", "-[]",
+        "-[\"a\",\"b\",\"c\"]", "-[\"a\",\"a\"]", NULL
+    };
+    static const char *const uniqb[] = {
+        "+[true,false]", "+[null]", "+[false,null,true]", "-[true,true]",
+        "-[null,false,null]", NULL
+    };
     static const char *const num[] = {
         "+0", "+-0", "+12.5", "+1e10", "+-1.5E-3", "-01", "-1.", "-.5",
         "-+1", "-1e100", "+1234567890123456", "-12345678901234567", NULL
@@ -611,7 +748,40 @@ test_match(void)
     check("{\"type\":\"string\",\"format\":\"date-time\"}", dt);
     check("{\"type\":\"string\",\"format\":\"uuid\"}", uuid);
     check("{\"type\":\"string\",\"format\":\"email\"}", email);
+    check("{\"type\":\"string\",\"format\":\"hostname\"}", host);
+    check("{\"type\":\"string\",\"format\":\"ipv4\"}", ipv4);
+    check("{\"type\":\"string\",\"format\":\"ipv6\"}", ipv6);
+    check("{\"type\":\"string\",\"format\":\"uri\"}", uri);
     check("{\"type\":\"number\"}", num);
+    check("{\"type\":\"integer\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},"
+          "\"uniqueItems\":true}", uniq);
+    check("{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"a\","
+          "\"b\",\"c\",1]},\"uniqueItems\":true,\"minItems\":2,"
+          "\"maxItems\":2}", uniq2);
+    check("{\"type\":\"array\",\"items\":{\"type\":[\"boolean\",\"null\"]},"
+          "\"uniqueItems\":true}", uniqb);
+    is_str(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                "\"uniqueItems\":true}"),
+           "ERR: json_schema: unsupported keyword 'uniqueItems' at the root: "
+           "enforced on items of at most 8 values (an enum, a const, boolean, "
+           "null)", "uniqueItems on strings: refused");
+    check("{\"type\":\"number\",\"multipleOf\":3}", mult3);
+    check("{\"type\":\"integer\",\"minimum\":1,\"maximum\":20,"
+          "\"multipleOf\":5}", mult5);
+    check("{\"type\":\"integer\",\"exclusiveMinimum\":0,"
+          "\"exclusiveMaximum\":10,\"multipleOf\":5}", mult5x);
+    check("{\"type\":\"integer\",\"multipleOf\":16}", mult16);
+    check("{\"type\":\"integer\",\"multipleOf\":1000}", mult1000);
+    ok(strstr(gbnf("{\"type\":\"array\",\"items\":{\"type\":\"integer\","
+                   "\"multipleOf\":7},\"prefixItems\":[{\"type\":\"integer\","
+                   "\"multipleOf\":7}]}"), "root-mod7-0-1 ::=") != NULL,
+       "one automaton per divisor");
+    is_str(gbnf("{\"type\":\"integer\",\"minimum\":0,\"multipleOf\":3}"),
+           "ERR: json_schema: 'multipleOf' 3 at the root: enforced for integer "
+           "divisors up to 16 or powers of ten, or with at most 256 "
+           "multiples between two bounds", "multipleOf with one bound: "
+           "refused");
     check("{\"type\":[\"null\",\"string\"]}", nul);
     check("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":"
           "{\"type\":\"integer\"},\"next\":{\"$ref\":\"#/$defs/n\"}},"
@@ -1235,6 +1405,163 @@ test_suite(void)
 }
 
 
+/* --- compile options: compact JSON, strict and relaxed ------------------ */
+
+static void
+test_compact(void)
+{
+    static const char  *obj = "{\"type\":\"object\",\"properties\":{\"a\":"
+                              "{\"type\":\"array\",\"items\":{\"type\":"
+                              "\"integer\"}}},\"required\":[\"a\"]}";
+    llm_grammar         *g, *f;
+    llm_grammar_limits   lim;
+    char                 err[512];
+
+    llm_grammar_limits_default(&lim);
+    is_int(lim.json_ws, LLM_JSON_WS_FLEXIBLE, "flexible JSON is the API's "
+           "default (the request path chooses)");
+    is_int(lim.strict, 1, "strict is the default");
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, obj, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    f = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, obj, 1, LLM_JSON_WS_FLEXIBLE,
+                     err, sizeof(err));
+    ok(g && f && g != f, "compact and flexible are two grammars (the cache "
+       "keys on the whitespace)");
+    ok(g && accepts(g, "{\"a\":[1,2]}", 11), "compact: {\"a\":[1,2]}");
+    ok(g && !accepts(g, "{\"a\": [1,2]}", 12)
+       && !accepts(g, "{ \"a\":[1,2]}", 12) && !accepts(g, "{\"a\":[1, 2]}", 12)
+       && !accepts(g, "{\"a\":[1,2]\n}", 12),
+       "compact: no blank between tokens");
+    ok(g && accepts(g, "{\"a\":[1,2],\"x y\":\" s \"}", 23),
+       "compact: blanks inside strings stay");
+    ok(f && accepts(f, "{ \"a\" : [ 1 , 2 ] }", 19),
+       "flexible: blanks between tokens");
+    llm_grammar_free(g);
+    llm_grammar_free(f);
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_OBJECT, "", 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g && accepts(g, "{\"k\":[1,{\"z\":null}]}", 20)
+       && !accepts(g, "{\"k\": 1}", 8), "json_object: compact");
+    llm_grammar_free(g);
+    g = compile_opts(LLM_CONSTRAINT_GRAMMAR, "root ::= \"<\" %json {\"type\":"
+                     "\"object\"} \">\"", 1, LLM_JSON_WS_COMPACT, err,
+                     sizeof(err));
+    ok(g && accepts(g, "<{\"k\":1}>", 9) && !accepts(g, "<{\"k\": 1}>", 10),
+       "%%json (tool arguments): compact");
+    llm_grammar_free(g);
+}
+
+
+/* a schema compiled without strict: its relaxed list, or "ERR: ..." */
+static const char *
+relaxed_of(const char *schema, llm_grammar **out)
+{
+    static char   text[1024];
+    llm_grammar  *g;
+    char          err[512];
+
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, schema, 0,
+                     LLM_JSON_WS_COMPACT, err, sizeof(err));
+    if (g == NULL) {
+        snprintf(text, sizeof(text), "ERR: %s", err);
+    } else {
+        snprintf(text, sizeof(text), "%s", llm_grammar_relaxed(g));
+    }
+    if (out) {
+        *out = g;
+    } else {
+        llm_grammar_free(g);
+    }
+    return text;
+}
+
+
+static void
+test_relaxed(void)
+{
+    static const char  *home = "{\"type\":\"object\",\"properties\":{"
+                               "\"homepage\":{\"type\":\"string\",\"format\":"
+                               "\"uri-template\"},\"n\":{\"type\":\"integer\","
+                               "\"not\":{\"const\":3}}},\"required\":[\"n\"],"
+                               "\"additionalProperties\":false}";
+    llm_grammar         *g;
+    char                 err[512];
+    const char          *r;
+
+    /* strict: refused, naming the keyword and where */
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, home, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g == NULL && strstr(err, "'uri-template'")
+       && strstr(err, "/properties/homepage"), "strict: %s", err);
+    llm_grammar_free(g);
+
+    /* not strict: both relaxed, listed in order, the rest enforced */
+    r = relaxed_of(home, &g);
+    is_str(r, "uri-template-format@/properties/homepage, not@/properties/n",
+           "relaxed: the keywords with their pointers");
+    ok(g && accepts(g, "{\"homepage\":\"x\",\"n\":3}", 22),
+       "relaxed: what the dropped keywords forbade is accepted");
+    ok(g && !accepts(g, "{\"n\":\"3\"}", 9) && !accepts(g, "{\"m\":3}", 7)
+       && !accepts(g, "{\"homepage\":1,\"n\":3}", 20),
+       "relaxed: the other keywords still hold");
+    llm_grammar_free(g);
+    /* the cache keys on strict: strict again is refused again */
+    g = compile_opts(LLM_CONSTRAINT_JSON_SCHEMA, home, 1, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    ok(g == NULL, "strict after relaxed: still refused (not the cached one)");
+    llm_grammar_free(g);
+
+    is_str(relaxed_of("{\"type\":\"string\"}", NULL), "",
+           "nothing relaxed: an empty list");
+    is_str(relaxed_of("{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+                      "\"uniqueItems\":true,\"if\":{\"minItems\":1},\"then\":"
+                      "{\"maxItems\":2}}", NULL),
+           "if@, uniqueItems@", "at the root: an empty pointer");
+    is_str(relaxed_of("{\"properties\":{\"a b,c%\":{\"multipleOf\":0.5}}}",
+                      NULL),
+           "multipleOf@/properties/a%20b%2Cc%25",
+           "a pointer is escaped for a header");
+    is_str(relaxed_of("{\"$defs\":{\"t\":{\"type\":\"integer\",\"multipleOf\":"
+                      "17}},\"type\":\"array\",\"prefixItems\":[{\"$ref\":"
+                      "\"#/$defs/t\"},{\"$ref\":\"#/$defs/t\"}]}", NULL),
+           "multipleOf@/$defs/t", "a $ref target relaxed once, listed once");
+    is_str(relaxed_of("{\"type\":\"number\",\"minimum\":0.5,\"maximum\":2}",
+                      NULL),
+           "minimum@", "a fractional bound on a number");
+    is_str(relaxed_of("{\"type\":\"string\",\"maxLength\":5000}", NULL),
+           "maxLength@", "a count over the cap");
+    is_str(relaxed_of("{\"type\":\"string\",\"pattern\":\"\\\\bx\",\"minLength\":"
+                      "2}", NULL),
+           "minLength/maxLength@, pattern@", "keywords dropped in turn");
+
+    /* an allOf that cannot be merged: the schema's types alone */
+    r = relaxed_of("{\"type\":\"string\",\"allOf\":[{\"pattern\":\"^a\"},"
+                   "{\"pattern\":\"b$\"}]}", &g);
+    is_str(r, "allOf@", "allOf relaxed");
+    ok(g && accepts(g, "\"zz\"", 4) && !accepts(g, "1", 1),
+       "allOf relaxed: its types still hold");
+    llm_grammar_free(g);
+
+    /* what relaxing cannot lift stays an error */
+    ok(strncmp(relaxed_of("{\"type\":", NULL), "ERR: json_schema: the schema "
+               "is not valid JSON", 38) == 0, "not JSON: still an error");
+    ok(strstr(relaxed_of("{\"$ref\":\"#/$defs/none\"}", NULL), "names nothing")
+       != NULL, "a $ref to nothing: still an error");
+    ok(strstr(relaxed_of("{\"properties\":{\"a\":{\"$id\":\"x\"}}}", NULL),
+              "embedded") != NULL, "an embedded resource: still an error");
+
+    /* %json in a grammar: relaxed too, listed on the grammar */
+    g = compile_opts(LLM_CONSTRAINT_GRAMMAR, "root ::= %json {\"type\":"
+                     "\"string\",\"format\":\"iri\"}", 0, LLM_JSON_WS_COMPACT,
+                     err, sizeof(err));
+    is_str(g ? llm_grammar_relaxed(g) : err, "iri-format@",
+           "%%json: the relaxed list");
+    llm_grammar_free(g);
+}
+
+
 /* --- the corpus ---------------------------------------------------------- */
 
 static int
@@ -1285,7 +1612,7 @@ reason_cmp(const void *a, const void *b)
 /* every schema of the suite's draft2020-12 files, supported keywords or
    not: compiled or refused */
 static void
-corpus_suite(int *schemas, int *compiled)
+corpus_suite(int *schemas, int *compiled, coverage *cv)
 {
     char           dir[1024], path[1200], err[512], *text, *s;
     DIR           *d;
@@ -1321,6 +1648,7 @@ corpus_suite(int *schemas, int *compiled)
             } else {
                 count_reason(err);
             }
+            coverage_add(cv, g != NULL, s, strlen(s), NULL);
             free(s);
         }
         cJSON_Delete(doc);
@@ -1338,6 +1666,10 @@ test_corpus(void)
     int           n = 0, i, compiled = 0, refused = 0, big = 0;
     size_t        len;
     uint64_t      t0;
+    coverage      cv_store = { "SchemaStore (check-jsonschema's vendored)",
+                               0, 0, 0, 0 };
+    coverage      cv_suite = { "JSON-Schema-Test-Suite draft2020-12",
+                               0, 0, 0, 0 };
 
     d = opendir(tap_fixture(dir, sizeof(dir), "jsonschema/schemastore"));
     if (d == NULL) {
@@ -1363,6 +1695,7 @@ test_corpus(void)
         }
         t0 = llm_grammar_now_ns();
         g = compile_big(text, len, err, sizeof(err));
+        coverage_add(&cv_store, g != NULL, text, len, names[i]);
         if (g != NULL) {
             compiled++;
             printf("#   %-28s compiles (%.1f ms, %zu bytes%s)\n", names[i],
@@ -1392,7 +1725,7 @@ test_corpus(void)
     {
         int  suite = 0, suite_ok = 0;
 
-        corpus_suite(&suite, &suite_ok);
+        corpus_suite(&suite, &suite_ok, &cv_suite);
         printf("# JSON-Schema-Test-Suite draft2020-12, all files: %d schemas, "
                "%d compile, %d refused\n", suite, suite_ok, suite - suite_ok);
         printf("# the corpus: %d schemas, %d compile, %d refused; why:\n",
@@ -1403,6 +1736,15 @@ test_corpus(void)
         }
         ok(suite >= 300, "%d schemas in the suite", suite);
     }
+    printf("# coverage | group | schemas | exact | relaxed | refused |\n");
+    coverage_print(&cv_store);
+    coverage_print(&cv_suite);
+    ok(cv_store.exact + cv_store.relaxed + cv_store.refused == cv_store.n
+       && cv_suite.exact + cv_suite.relaxed + cv_suite.refused == cv_suite.n,
+       "coverage: every schema counted once");
+    ok(cv_store.relaxed > 0 && cv_suite.relaxed > 0,
+       "some refused schemas compile relaxed (%d, %d)", cv_store.relaxed,
+       cv_suite.relaxed);
 }
 
 
@@ -1450,7 +1792,8 @@ gen_schema(llm_strbuf *b, int depth)
         "^\\\\\\\\[\\\"\\\\n]", "^[^a]{0,3}$", "^\\\\D\\\\W\\\\S$",
     };
     static const char *const fmts[] = {
-        "date", "time", "date-time", "uuid", "email"
+        "date", "time", "date-time", "uuid", "email", "hostname", "ipv4",
+        "ipv6", "uri"
     };
     char  tmp[160];
     int   k = depth > 2 ? rnd(6) : rnd(13), i, n;
@@ -1461,7 +1804,7 @@ gen_schema(llm_strbuf *b, int depth)
         if (rnd(3) == 0) {
             snprintf(tmp, sizeof(tmp), ",\"pattern\":\"%s\"", pats[rnd(8)]);
         } else if (rnd(2)) {
-            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(5)]);
+            snprintf(tmp, sizeof(tmp), ",\"format\":\"%s\"", fmts[rnd(9)]);
         } else {
             n = rnd(4);
             snprintf(tmp, sizeof(tmp), ",\"minLength\":%d,\"maxLength\":%d",
@@ -1674,6 +2017,85 @@ walk(llm_grammar *g, unsigned *seed, char *out, int cap)
 }
 
 
+/* walks through the grammars of the schemas only relaxing compiles: each
+   text is JSON; the invalid ones are counted per relaxed keyword (by
+   tools/json_schema_check.py --relaxed) */
+static void
+test_relaxed_walks(void)
+{
+    char          out_path[1024], cmd[2400], *text, err[512], line[512];
+    const char   *build = getenv("BUILD");
+    FILE         *f, *p;
+    unsigned      seed = 11;
+    int           s, k, n_walks = 0, n_ok = -1, n_bad = -1, n_json = -1;
+    llm_grammar_limits  lim;
+
+    llm_grammar_limits_default(&lim);
+    lim.max_compile_ns = 0;
+    lim.max_source = 4 << 20;
+    lim.strict = 0;
+    snprintf(out_path, sizeof(out_path), "%s/json_schema_walks_relaxed.jsonl",
+             build && build[0] ? build : "build");
+    f = fopen(out_path, "w");
+    if (f == NULL) {
+        ok(0, "write %s", out_path);
+        return;
+    }
+    text = malloc(8192);
+    for (s = 0; s < n_relaxed_schemas; s++) {
+        const char    *src = relaxed_schemas[s];
+        llm_grammar   *g = llm_grammar_compile(vocab,
+                                   LLM_CONSTRAINT_JSON_SCHEMA, src,
+                                   strlen(src), &lim, err, sizeof(err));
+        cJSON         *schema = cJSON_Parse(src);
+
+        for (k = 0; g && schema && k < 6; k++) {
+            cJSON  *rec;
+            char   *js;
+
+            if (walk(g, &seed, text, 8192) < 0) {
+                continue;
+            }
+            rec = cJSON_CreateObject();
+            cJSON_AddItemReferenceToObject(rec, "schema", schema);
+            cJSON_AddStringToObject(rec, "text", text);
+            cJSON_AddStringToObject(rec, "relaxed", llm_grammar_relaxed(g));
+            js = json_text(rec);
+            fprintf(f, "%s\n", js);
+            free(js);
+            cJSON_Delete(rec);
+            n_walks++;
+        }
+        cJSON_Delete(schema);
+        llm_grammar_free(g);
+    }
+    fclose(f);
+    free(text);
+    snprintf(cmd, sizeof(cmd), "python3 tools/json_schema_check.py "
+             "--relaxed %s 2>&1", out_path);
+    p = popen(cmd, "r");
+    if (p == NULL) {
+        ok(0, "run %s", cmd);
+        return;
+    }
+    while (fgets(line, sizeof(line), p)) {
+        if (sscanf(line, "relaxed: checked %d valid, %d invalid, %d not JSON",
+                   &n_ok, &n_bad, &n_json) != 3)
+        {
+            printf("#   %s", line);
+        }
+    }
+    pclose(p);
+    printf("# relaxed grammars: %d walks over %d schemas: %d valid, %d "
+           "invalid (counted per relaxed keyword above)\n", n_walks,
+           n_relaxed_schemas, n_ok, n_bad);
+    ok(n_walks > 0, "walks through %d relaxed grammars", n_relaxed_schemas);
+    is_int(n_ok + n_bad, n_walks, "python jsonschema checked every relaxed "
+           "walk");
+    is_int(n_json, 0, "every relaxed walk is JSON");
+}
+
+
 static void
 test_walks(void)
 {
@@ -1701,6 +2123,14 @@ test_walks(void)
         "\"additionalProperties\":{\"type\":\"null\"}}]}",
         "{\"type\":\"object\"}",
         "{\"type\":\"string\",\"format\":\"date-time\"}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"multipleOf\":"
+        "7}}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\",1,1.5,null,"
+        "{\"a\":[1]},[2]]},\"uniqueItems\":true,\"minItems\":1}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-20,"
+        "\"maximum\":40,\"multipleOf\":6}}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"multipleOf\":"
+        "100}}",
         "{\"type\":\"string\",\"pattern\":\"(\\\\d\\\\w\\\\s\\\\D\\\\W\\\\S.|x)\"}",
     };
     char         out_path[1024], cmd[2400], *text, err[512], line[512];
@@ -1794,6 +2224,7 @@ test_walks(void)
     is_int(n_ok + n_oneof, n_walks, "python jsonschema checked every walk");
     is_int(n_bad, 0, "no walk's text invalid (but for oneOf read as anyOf)");
     ok(n_ok > n_walks * 9 / 10, "over 90%% of the walks valid outright");
+    test_relaxed_walks();
 }
 
 
@@ -1824,11 +2255,16 @@ main(void)
     test_keys();
     test_ranges();
     test_suite();
+    test_compact();
+    test_relaxed();
     test_corpus();
     test_walks();
 
     for (i = 0; i < n_walk_schemas; i++) {
         free(walk_schemas[i]);
+    }
+    for (i = 0; i < n_relaxed_schemas; i++) {
+        free(relaxed_schemas[i]);
     }
     llm_grammar_vocab_free(vocab);
     llm_tokenizer_free(tok);
