@@ -393,9 +393,11 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 static ngx_int_t
 ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
-    size_t            len;
-    llm_api_error     err;
-    llm_api_request  *req = &ctx->req;
+    int                       max_calls;
+    size_t                    len;
+    llm_api_error             err;
+    llm_api_request          *req = &ctx->req;
+    ngx_http_llm_loc_conf_t  *llcf;
 
     if (req->tool_choice != LLM_TOOL_CHOICE_REQUIRED
         && req->tool_choice != LLM_TOOL_CHOICE_NAMED)
@@ -417,9 +419,15 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return ngx_http_llm_refuse_api(ctx, &err);
     }
 
+    /* a named function or parallel_tool_calls false: one call, then the
+       end; else up to llm_max_tool_calls */
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    max_calls = (req->tool_choice == LLM_TOOL_CHOICE_NAMED
+                 || !req->parallel_tool_calls)
+                ? 1 : (int) llcf->max_tool_calls;
+
     req->constraint = llm_tool_grammar(ctx->ecf->tool_format, req->tools,
-                                       req->tool_name,
-                                       req->parallel_tool_calls,
+                                       req->tool_name, max_calls,
                                        ctx->ecf->tokenizer, &len);
     if (req->constraint == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -666,6 +674,10 @@ ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
                          ctx->req.tools);
+            /* the tool grammar: a reply that does not parse was cut */
+            c->out.constrained =
+                ctx->req.tool_choice == LLM_TOOL_CHOICE_REQUIRED
+                || ctx->req.tool_choice == LLM_TOOL_CHOICE_NAMED;
             c->out_active = 1;
         }
     }

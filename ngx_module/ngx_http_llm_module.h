@@ -55,6 +55,7 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 #define NGX_HTTP_LLM_N_STATUS  12
 
 #define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
+#define NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS  8  /* llm_max_tool_calls */
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
@@ -64,6 +65,9 @@ typedef struct {
     ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
     ngx_atomic_t                watchdog_restarts;
     ngx_atomic_t                tool_parse_failures;
+    ngx_atomic_t                tool_calls_dropped; /* cut, unfinished */
+    ngx_atomic_t                schema_relaxed; /* replies whose schema
+                                                   was relaxed */
     /* made by the master when the zone is made: part of the engine's
        socket name, so nobody can bind it before the engine does */
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
@@ -170,6 +174,9 @@ typedef struct {
                                                tokenizes in a front */
     ngx_uint_t                  prefix_tokens;  /* llm_prefix_hash_tokens */
     ngx_uint_t                  max_n;      /* llm_max_n: choices */
+    ngx_uint_t                  max_tool_calls; /* llm_max_tool_calls */
+    ngx_uint_t                  json_ws;    /* llm_json_whitespace:
+                                               LLM_JSON_WS_* */
 } ngx_http_llm_loc_conf_t;
 
 

@@ -446,6 +446,18 @@ ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx,
                       llm_tool_format_name(c->out.format), c->out.why);
     }
 
+    if (c->out.dropped) {
+        cnt = ngx_http_llm_counters(ctx->ecf);
+        if (cnt) {
+            (void) ngx_atomic_fetch_add(&cnt->tool_calls_dropped, 1);
+        }
+        ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0,
+                      "llm: the reply was cut in a tool call (%s format): "
+                      "%d finished call(s) kept, the unfinished one "
+                      "dropped", llm_tool_format_name(c->out.format),
+                      c->out.n_calls);
+    }
+
     if (ctx->stream && c->out.n_calls
         && ngx_http_llm_format_tool_calls(ctx, c, last) != NGX_OK)
     {

@@ -39,8 +39,7 @@ typedef struct llm_grammar_vocab llm_grammar_vocab;
 typedef struct llm_grammar llm_grammar;
 typedef struct llm_matcher llm_matcher;
 
-#define LLM_JSON_WS_COMPACT     0   /* no blank between JSON tokens */
-#define LLM_JSON_WS_FLEXIBLE    1   /* up to max_ws blanks in a row */
+/* LLM_JSON_WS_COMPACT / FLEXIBLE: common/constraint.h */
 
 typedef struct {
     size_t      max_source;     /* bytes of grammar or schema text */
