@@ -763,10 +763,13 @@ ngx_http_llm_generation_free(void *data)
 static void
 ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 {
-    int                   i;
-    llm_sampling         *p = &sl->sampling;
-    llm_api_request      *req = &ctx->req;
-    llm_sampling_params  *s = &req->sampling;
+    int                       i;
+    llm_sampling             *p = &sl->sampling;
+    llm_api_request          *req = &ctx->req;
+    llm_sampling_params      *s = &req->sampling;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(ctx->request, ngx_http_llm_module);
 
     llm_sampling_to_ring(s, p);
     p->max_tokens = ctx->max_tokens;
@@ -788,6 +791,9 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     /* the constraint's text follows the ids (checked to fit by submit) */
     sl->constraint_kind = req->constraint_kind;
     sl->constraint_len = (uint32_t) req->constraint_len;
+    sl->json_ws = (uint32_t) llcf->json_ws;
+    sl->strict = req->constraint_strict;
+    sl->relaxed[0] = '\0';     /* the engine writes it before a token */
     if (req->constraint_len) {
         ngx_memcpy(llm_slot_constraint(sl), req->constraint,
                    req->constraint_len);

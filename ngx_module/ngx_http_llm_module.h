@@ -291,6 +291,9 @@ struct ngx_http_llm_ctx_s {
     uint64_t                    t_scheduled_ns;
     uint64_t                    t_first_ns; /* of any choice */
     uint64_t                    t_done_ns;  /* the last choice's end */
+    ngx_str_t                   relaxed;    /* the schema keywords the
+                                               engine relaxed: the
+                                               x-llm-schema-relaxed header */
     ngx_str_t                   prefix_hash;    /* a front's, when read */
     ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
@@ -310,6 +313,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    out_in_think:1; /* llm_reply_init's */
     unsigned                    failed:1;   /* the request's error event
                                                is out: nothing follows */
+    unsigned                    relaxed_read:1; /* relaxed taken from
+                                                   choice 0's slot */
 };
 
 

@@ -542,6 +542,8 @@ submit_constrained(llm_sched *s, const job *j, rec *r, int kind,
     req.constraint_kind = kind;
     req.constraint = src;
     req.constraint_len = src ? strlen(src) : 0;
+    req.json_ws = LLM_JSON_WS_FLEXIBLE;
+    req.strict = 1;
     return llm_sched_add(s, &req, &r->seq, err, err_len);
 }
 
@@ -923,6 +925,8 @@ submit_choices(llm_sched *s, const job *j, rec *recs, int n, int kind,
     req.constraint_kind = kind;
     req.constraint = src;
     req.constraint_len = src ? strlen(src) : 0;
+    req.json_ws = LLM_JSON_WS_FLEXIBLE;
+    req.strict = 1;
     rc = llm_sched_add(s, &req, &recs[0].seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
         printf("# add: %s\n", err);
