@@ -791,7 +791,12 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     /* the constraint's text follows the ids (checked to fit by submit) */
     sl->constraint_kind = req->constraint_kind;
     sl->constraint_len = (uint32_t) req->constraint_len;
-    sl->json_ws = (uint32_t) llcf->json_ws;
+    /* auto: a free json_object written compact nests objects on SmolLM2
+       (docs/api.md "JSON whitespace"); every schema is compact */
+    sl->json_ws = llcf->json_ws != NGX_HTTP_LLM_JSON_WS_AUTO
+                  ? (uint32_t) llcf->json_ws
+                  : req->constraint_kind == LLM_CONSTRAINT_JSON_OBJECT
+                  ? LLM_JSON_WS_FLEXIBLE : LLM_JSON_WS_COMPACT;
     sl->strict = req->constraint_strict;
     sl->relaxed[0] = '\0';     /* the engine writes it before a token */
     if (req->constraint_len) {

@@ -65,6 +65,7 @@ static ngx_conf_num_bounds_t  ngx_http_llm_max_tool_calls_bounds = {
 static ngx_conf_enum_t  ngx_http_llm_json_ws[] = {
     { ngx_string("compact"), LLM_JSON_WS_COMPACT },
     { ngx_string("flexible"), LLM_JSON_WS_FLEXIBLE },
+    { ngx_string("auto"), NGX_HTTP_LLM_JSON_WS_AUTO },
     { ngx_null_string, 0 }
 };
 
@@ -604,9 +605,9 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_LLM_DEFAULT_MAX_N);
     ngx_conf_merge_uint_value(conf->max_tool_calls, prev->max_tool_calls,
                               NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS);
-    /* docs/api.md "Structured outputs": the default measured */
+    /* measured: docs/api.md "JSON whitespace" */
     ngx_conf_merge_uint_value(conf->json_ws, prev->json_ws,
-                              LLM_JSON_WS_FLEXIBLE);
+                              NGX_HTTP_LLM_JSON_WS_AUTO);
     /* every generation holds a non-cancelable timer: a graceful reload
      * waits for it instead of cutting the stream */
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);

@@ -56,6 +56,8 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
 #define NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS  8  /* llm_max_tool_calls */
+/* llm_json_whitespace auto: compact but for json_object (docs/api.md) */
+#define NGX_HTTP_LLM_JSON_WS_AUTO  2
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
@@ -176,7 +178,7 @@ typedef struct {
     ngx_uint_t                  max_n;      /* llm_max_n: choices */
     ngx_uint_t                  max_tool_calls; /* llm_max_tool_calls */
     ngx_uint_t                  json_ws;    /* llm_json_whitespace:
-                                               LLM_JSON_WS_* */
+                                               LLM_JSON_WS_*, or AUTO */
 } ngx_http_llm_loc_conf_t;
 
 

@@ -53,7 +53,8 @@ typedef struct {
 } llm_grammar_limits;
 
 /* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, flexible JSON of at most
-   20 blanks in a row (the request path sets compact), strict */
+   20 blanks in a row, strict (the request path sets both per request:
+   the slot's json_ws and strict) */
 void llm_grammar_limits_default(llm_grammar_limits *lim);
 
 /* the tokens' bytes once per model (the token trie lives here) */
