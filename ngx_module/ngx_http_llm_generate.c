@@ -760,6 +760,21 @@ ngx_http_llm_generation_free(void *data)
 /* ---------------------------------------------------------------------- */
 /* into the ring                                                          */
 
+/* llm_json_whitespace auto: what a request's constraint is written in */
+static uint32_t
+ngx_http_llm_json_ws_auto(llm_api_request *req)
+{
+    if (req->constraint_kind == LLM_CONSTRAINT_JSON_OBJECT
+        || req->tool_choice == LLM_TOOL_CHOICE_REQUIRED
+        || req->tool_choice == LLM_TOOL_CHOICE_NAMED)
+    {
+        return LLM_JSON_WS_FLEXIBLE;
+    }
+
+    return LLM_JSON_WS_COMPACT;
+}
+
+
 static void
 ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 {
@@ -791,12 +806,12 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     /* the constraint's text follows the ids (checked to fit by submit) */
     sl->constraint_kind = req->constraint_kind;
     sl->constraint_len = (uint32_t) req->constraint_len;
-    /* auto: a free json_object written compact nests objects on SmolLM2
-       (docs/api.md "JSON whitespace"); every schema is compact */
+    /* auto: compact for a response_format schema or grammar; a free
+       json_object and tool calls stay flexible (measured, docs/api.md
+       "JSON whitespace") */
     sl->json_ws = llcf->json_ws != NGX_HTTP_LLM_JSON_WS_AUTO
                   ? (uint32_t) llcf->json_ws
-                  : req->constraint_kind == LLM_CONSTRAINT_JSON_OBJECT
-                  ? LLM_JSON_WS_FLEXIBLE : LLM_JSON_WS_COMPACT;
+                  : ngx_http_llm_json_ws_auto(req);
     sl->strict = req->constraint_strict;
     sl->relaxed[0] = '\0';     /* the engine writes it before a token */
     if (req->constraint_len) {

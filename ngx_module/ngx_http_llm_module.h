@@ -56,7 +56,8 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 
 #define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
 #define NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS  8  /* llm_max_tool_calls */
-/* llm_json_whitespace auto: compact but for json_object (docs/api.md) */
+/* llm_json_whitespace auto: compact for json_schema and grammars, flexible
+   for json_object and tool calls (docs/api.md "JSON whitespace") */
 #define NGX_HTTP_LLM_JSON_WS_AUTO  2
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
