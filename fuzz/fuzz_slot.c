@@ -11,7 +11,8 @@
  * ring's limits, a prompt of 1..max_prompt tokens, max_tokens >= 0, and
  * sampling parameters the sampler's own check answers (either way) without
  * a fault; every prompt and stop id is read, and every byte of the output
- * constraint, whose text must lie inside the slot's prompt[].
+ * constraint, whose text must lie inside the slot's prompt[], with a
+ * json_ws and strict the compiler knows.
  */
 #include "server/server.c"      /* llm_slot_request is static there */
 
@@ -61,7 +62,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         || req.constraint_kind > LLM_CONSTRAINT_REGEX
         || req.constraint_len > LLM_CONSTRAINT_MAX_BYTES
         || req.constraint + req.constraint_len
-           > (const char *) sl->prompt + sizeof(sl->prompt))
+           > (const char *) sl->prompt + sizeof(sl->prompt)
+        || (req.json_ws != LLM_JSON_WS_COMPACT
+            && req.json_ws != LLM_JSON_WS_FLEXIBLE)
+        || (req.strict != 0 && req.strict != 1))
     {
         abort();
     }

@@ -543,7 +543,8 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
 const char *
 ngx_http_llm_finish_name(ngx_http_llm_choice_t *c)
 {
-    if (c->out_active && c->out.n_calls > 0
+    /* a reply cut in a call says length, with the calls it finished */
+    if (c->out_active && c->out.n_calls > 0 && !c->out.dropped
         && (c->finish == LLM_FINISH_STOP || c->finish == LLM_FINISH_LENGTH))
     {
         return "tool_calls";

@@ -393,9 +393,11 @@ ngx_http_llm_apply_defaults(ngx_http_llm_loc_conf_t *llcf,
 static ngx_int_t
 ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
-    size_t            len;
-    llm_api_error     err;
-    llm_api_request  *req = &ctx->req;
+    int                       max_calls;
+    size_t                    len;
+    llm_api_error             err;
+    llm_api_request          *req = &ctx->req;
+    ngx_http_llm_loc_conf_t  *llcf;
 
     if (req->tool_choice != LLM_TOOL_CHOICE_REQUIRED
         && req->tool_choice != LLM_TOOL_CHOICE_NAMED)
@@ -417,9 +419,15 @@ ngx_http_llm_tool_choice(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return ngx_http_llm_refuse_api(ctx, &err);
     }
 
+    /* a named function or parallel_tool_calls false: one call, then the
+       end; else up to llm_max_tool_calls */
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    max_calls = (req->tool_choice == LLM_TOOL_CHOICE_NAMED
+                 || !req->parallel_tool_calls)
+                ? 1 : (int) llcf->max_tool_calls;
+
     req->constraint = llm_tool_grammar(ctx->ecf->tool_format, req->tools,
-                                       req->tool_name,
-                                       req->parallel_tool_calls,
+                                       req->tool_name, max_calls,
                                        ctx->ecf->tokenizer, &len);
     if (req->constraint == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -666,6 +674,10 @@ ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
                          ctx->req.tools);
+            /* the tool grammar: a reply that does not parse was cut */
+            c->out.constrained =
+                ctx->req.tool_choice == LLM_TOOL_CHOICE_REQUIRED
+                || ctx->req.tool_choice == LLM_TOOL_CHOICE_NAMED;
             c->out_active = 1;
         }
     }
@@ -748,13 +760,31 @@ ngx_http_llm_generation_free(void *data)
 /* ---------------------------------------------------------------------- */
 /* into the ring                                                          */
 
+/* llm_json_whitespace auto: what a request's constraint is written in */
+static uint32_t
+ngx_http_llm_json_ws_auto(llm_api_request *req)
+{
+    if (req->constraint_kind == LLM_CONSTRAINT_JSON_OBJECT
+        || req->tool_choice == LLM_TOOL_CHOICE_REQUIRED
+        || req->tool_choice == LLM_TOOL_CHOICE_NAMED)
+    {
+        return LLM_JSON_WS_FLEXIBLE;
+    }
+
+    return LLM_JSON_WS_COMPACT;
+}
+
+
 static void
 ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
 {
-    int                   i;
-    llm_sampling         *p = &sl->sampling;
-    llm_api_request      *req = &ctx->req;
-    llm_sampling_params  *s = &req->sampling;
+    int                       i;
+    llm_sampling             *p = &sl->sampling;
+    llm_api_request          *req = &ctx->req;
+    llm_sampling_params      *s = &req->sampling;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(ctx->request, ngx_http_llm_module);
 
     llm_sampling_to_ring(s, p);
     p->max_tokens = ctx->max_tokens;
@@ -776,6 +806,14 @@ ngx_http_llm_fill_slot(ngx_http_llm_ctx_t *ctx, llm_slot *sl)
     /* the constraint's text follows the ids (checked to fit by submit) */
     sl->constraint_kind = req->constraint_kind;
     sl->constraint_len = (uint32_t) req->constraint_len;
+    /* auto: compact for a response_format schema or grammar; a free
+       json_object and tool calls stay flexible (measured, docs/api.md
+       "JSON whitespace") */
+    sl->json_ws = llcf->json_ws != NGX_HTTP_LLM_JSON_WS_AUTO
+                  ? (uint32_t) llcf->json_ws
+                  : ngx_http_llm_json_ws_auto(req);
+    sl->strict = req->constraint_strict;
+    sl->relaxed[0] = '\0';     /* the engine writes it before a token */
     if (req->constraint_len) {
         ngx_memcpy(llm_slot_constraint(sl), req->constraint,
                    req->constraint_len);

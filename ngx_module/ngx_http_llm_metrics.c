@@ -491,6 +491,14 @@ static const ngx_http_llm_family_t  ngx_http_llm_families[] = {
       "replies that looked like a tool call and were not one (sent as "
       "content)",
       ngx_http_llm_series_zone, ngx_http_llm_zone(tool_parse_failures), 0 },
+    { "ngx_llm_tool_calls_dropped_total", "counter",
+      "replies constrained to tool calls cut by max_tokens in a call (the "
+      "unfinished call dropped, the finished ones kept)",
+      ngx_http_llm_series_zone, ngx_http_llm_zone(tool_calls_dropped), 0 },
+    { "ngx_llm_schema_relaxed_total", "counter",
+      "replies whose JSON schema had keywords relaxed (not strict; named "
+      "in x-llm-schema-relaxed)",
+      ngx_http_llm_series_zone, ngx_http_llm_zone(schema_relaxed), 0 },
     { "ngx_llm_model_info", "gauge",
       "the model file's sha256, checked at configuration time",
       ngx_http_llm_series_model_info, 0, 0 },

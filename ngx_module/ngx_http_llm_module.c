@@ -56,6 +56,20 @@ static ngx_conf_num_bounds_t  ngx_http_llm_max_n_bounds = {
 };
 
 
+/* llm_max_tool_calls: a reply's calls under tool_choice "required" */
+static ngx_conf_num_bounds_t  ngx_http_llm_max_tool_calls_bounds = {
+    ngx_conf_check_num_bounds, 1, 128
+};
+
+
+static ngx_conf_enum_t  ngx_http_llm_json_ws[] = {
+    { ngx_string("compact"), LLM_JSON_WS_COMPACT },
+    { ngx_string("flexible"), LLM_JSON_WS_FLEXIBLE },
+    { ngx_string("auto"), NGX_HTTP_LLM_JSON_WS_AUTO },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_command_t  ngx_http_llm_commands[] = {
 
     { ngx_string("llm_engine"),
@@ -106,6 +120,20 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_llm_loc_conf_t, max_n),
       &ngx_http_llm_max_n_bounds },
+
+    { ngx_string("llm_max_tool_calls"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_tool_calls),
+      &ngx_http_llm_max_tool_calls_bounds },
+
+    { ngx_string("llm_json_whitespace"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, json_ws),
+      &ngx_http_llm_json_ws },
 
     { ngx_string("llm_deadline"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -545,6 +573,8 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
 
     llcf->max_tokens = NGX_CONF_UNSET_UINT;
     llcf->max_n = NGX_CONF_UNSET_UINT;
+    llcf->max_tool_calls = NGX_CONF_UNSET_UINT;
+    llcf->json_ws = NGX_CONF_UNSET_UINT;
     llcf->deadline = NGX_CONF_UNSET_MSEC;
     llcf->max_body_size = NGX_CONF_UNSET_SIZE;
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
@@ -573,6 +603,11 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->max_tokens, prev->max_tokens, 0);
     ngx_conf_merge_uint_value(conf->max_n, prev->max_n,
                               NGX_HTTP_LLM_DEFAULT_MAX_N);
+    ngx_conf_merge_uint_value(conf->max_tool_calls, prev->max_tool_calls,
+                              NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS);
+    /* measured: docs/api.md "JSON whitespace" */
+    ngx_conf_merge_uint_value(conf->json_ws, prev->json_ws,
+                              NGX_HTTP_LLM_JSON_WS_AUTO);
     /* every generation holds a non-cancelable timer: a graceful reload
      * waits for it instead of cutting the stream */
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);

@@ -55,6 +55,10 @@ typedef struct ngx_http_llm_peer_s  ngx_http_llm_peer_t;
 #define NGX_HTTP_LLM_N_STATUS  12
 
 #define NGX_HTTP_LLM_DEFAULT_MAX_N  8     /* llm_max_n */
+#define NGX_HTTP_LLM_DEFAULT_MAX_TOOL_CALLS  8  /* llm_max_tool_calls */
+/* llm_json_whitespace auto: compact for json_schema and grammars, flexible
+   for json_object and tool calls (docs/api.md "JSON whitespace") */
+#define NGX_HTTP_LLM_JSON_WS_AUTO  2
 
 #define NGX_HTTP_LLM_SECRET_LEN  16     /* bytes; hex in the socket name */
 
@@ -64,6 +68,9 @@ typedef struct {
     ngx_atomic_t                status[NGX_HTTP_LLM_N_STATUS];
     ngx_atomic_t                watchdog_restarts;
     ngx_atomic_t                tool_parse_failures;
+    ngx_atomic_t                tool_calls_dropped; /* cut, unfinished */
+    ngx_atomic_t                schema_relaxed; /* replies whose schema
+                                                   was relaxed */
     /* made by the master when the zone is made: part of the engine's
        socket name, so nobody can bind it before the engine does */
     u_char                      secret[NGX_HTTP_LLM_SECRET_LEN];
@@ -170,6 +177,9 @@ typedef struct {
                                                tokenizes in a front */
     ngx_uint_t                  prefix_tokens;  /* llm_prefix_hash_tokens */
     ngx_uint_t                  max_n;      /* llm_max_n: choices */
+    ngx_uint_t                  max_tool_calls; /* llm_max_tool_calls */
+    ngx_uint_t                  json_ws;    /* llm_json_whitespace:
+                                               LLM_JSON_WS_*, or AUTO */
 } ngx_http_llm_loc_conf_t;
 
 
@@ -284,6 +294,9 @@ struct ngx_http_llm_ctx_s {
     uint64_t                    t_scheduled_ns;
     uint64_t                    t_first_ns; /* of any choice */
     uint64_t                    t_done_ns;  /* the last choice's end */
+    ngx_str_t                   relaxed;    /* the schema keywords the
+                                               engine relaxed: the
+                                               x-llm-schema-relaxed header */
     ngx_str_t                   prefix_hash;    /* a front's, when read */
     ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
@@ -303,6 +316,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    out_in_think:1; /* llm_reply_init's */
     unsigned                    failed:1;   /* the request's error event
                                                is out: nothing follows */
+    unsigned                    relaxed_read:1; /* relaxed taken from
+                                                   choice 0's slot */
 };
 
 

@@ -167,6 +167,81 @@ ngx_http_llm_pending(ngx_chain_t *cl)
 }
 
 
+/*
+ * The schema keywords the engine relaxed (not strict), which it wrote in
+ * choice 0's slot before any token: counted, logged at info, and named in
+ * the x-llm-schema-relaxed header. The engine's text is checked as the
+ * ring's every field: terminated, and printable ASCII only.
+ */
+static void
+ngx_http_llm_stream_relaxed(ngx_http_llm_ctx_t *ctx)
+{
+    size_t                    n, i;
+    llm_slot                 *sl = ctx->choices[0].slot.slot;
+    ngx_http_request_t       *r = ctx->request;
+    ngx_http_llm_counters_t  *cnt;
+
+    ctx->relaxed_read = 1;
+
+    if (sl == NULL || ctx->req.constraint_kind == LLM_CONSTRAINT_NONE) {
+        return;
+    }
+
+    n = ngx_strnlen((u_char *) sl->relaxed, sizeof(sl->relaxed));
+    for (i = 0; i < n; i++) {
+        if (sl->relaxed[i] < 0x20 || sl->relaxed[i] > 0x7e) {
+            break;
+        }
+    }
+    if (n == sizeof(sl->relaxed) || i < n) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "llm: the engine's list of relaxed schema keywords "
+                      "is not printable terminated text; ignored");
+        return;
+    }
+    if (n == 0) {
+        return;
+    }
+
+    ctx->relaxed.data = ngx_pnalloc(r->pool, n);
+    if (ctx->relaxed.data == NULL) {
+        return;
+    }
+    ngx_memcpy(ctx->relaxed.data, sl->relaxed, n);
+    ctx->relaxed.len = n;
+
+    cnt = ngx_http_llm_counters(ctx->ecf);
+    if (cnt) {
+        (void) ngx_atomic_fetch_add(&cnt->schema_relaxed, 1);
+    }
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "llm: schema keywords relaxed (not strict): %V",
+                  &ctx->relaxed);
+}
+
+
+/* x-llm-schema-relaxed, when the engine relaxed the schema */
+static ngx_int_t
+ngx_http_llm_relaxed_header(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_table_elt_t  *h;
+
+    if (ctx->relaxed.len == 0) {
+        return NGX_OK;
+    }
+
+    h = ngx_list_push(&ctx->request->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    h->hash = 1;
+    ngx_str_set(&h->key, "x-llm-schema-relaxed");
+    h->value = ctx->relaxed;
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
 {
@@ -197,6 +272,11 @@ ngx_http_llm_stream_header(ngx_http_llm_ctx_t *ctx)
     h->hash = 1;
     ngx_str_set(&h->key, "X-Accel-Buffering");
     ngx_str_set(&h->value, "no");
+
+    if (ngx_http_llm_relaxed_header(ctx) != NGX_OK) {
+        ngx_http_llm_ctx_finish(ctx, NGX_ERROR);
+        return NGX_ERROR;
+    }
 
     ctx->sse_started = 1;
 
@@ -446,6 +526,18 @@ ngx_http_llm_stream_split_end(ngx_http_llm_ctx_t *ctx,
                       llm_tool_format_name(c->out.format), c->out.why);
     }
 
+    if (c->out.dropped) {
+        cnt = ngx_http_llm_counters(ctx->ecf);
+        if (cnt) {
+            (void) ngx_atomic_fetch_add(&cnt->tool_calls_dropped, 1);
+        }
+        ngx_log_error(NGX_LOG_INFO, ctx->request->connection->log, 0,
+                      "llm: the reply was cut in a tool call (%s format): "
+                      "%d finished call(s) kept, the unfinished one "
+                      "dropped", llm_tool_format_name(c->out.format),
+                      c->out.n_calls);
+    }
+
     if (ctx->stream && c->out.n_calls
         && ngx_http_llm_format_tool_calls(ctx, c, last) != NGX_OK)
     {
@@ -494,6 +586,10 @@ ngx_http_llm_stream_read(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 
     if (head - c->consumed > LLM_RING_OUT_CAP) {
         return ngx_http_llm_stream_corrupt(ctx, c, last, head);
+    }
+
+    if (!ctx->relaxed_read && head != c->consumed) {
+        ngx_http_llm_stream_relaxed(ctx);
     }
 
     if (ctx->stream && !ctx->sse_started && head != c->consumed
@@ -686,6 +782,10 @@ ngx_http_llm_stream_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     }
 
     if (!ctx->stream) {
+        if (ngx_http_llm_relaxed_header(ctx) != NGX_OK) {
+            ngx_http_llm_ctx_finish(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR);
+            return NGX_ERROR;
+        }
         rc = ngx_http_send_header(r);
         if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
             ngx_http_llm_ctx_finish(ctx, rc);

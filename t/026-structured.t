@@ -172,9 +172,10 @@ sub error_of {
 }
 
 my ($est, $err, $eraw) = error_of({ response_format => { type => 'json_schema',
-    json_schema => { name => 'x', schema => { type => 'array',
-                     contains => { type => 'string' } } } } });
-is($est, 400, 'an unsupported keyword: 400') or diag($eraw);
+    json_schema => { name => 'x', strict => JSON::PP::true,
+                     schema => { type => 'array',
+                                 contains => { type => 'string' } } } } });
+is($est, 400, 'strict, an unsupported keyword: 400') or diag($eraw);
 like($err->{message} // '', qr/'contains'/, 'naming the keyword: '
      . ($err->{message} // ''));
 

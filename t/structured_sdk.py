@@ -121,12 +121,14 @@ def refused():
             model="smollm2", max_tokens=5,
             messages=[{"role": "user", "content": "Hi"}],
             response_format={"type": "json_schema", "json_schema": {
-                "name": "x", "schema": {"type": "array", "contains":
-                                        {"type": "string"}}}})
-        ok(False, "an unsupported keyword: BadRequestError")
+                "name": "x", "strict": True,
+                "schema": {"type": "array",
+                           "contains": {"type": "string"}}}})
+        ok(False, "strict, an unsupported keyword: BadRequestError")
     except openai.BadRequestError as e:
         ok("'contains'" in str(e),
-           "an unsupported keyword: BadRequestError naming it", str(e))
+           "strict, an unsupported keyword: BadRequestError naming it",
+           str(e))
 
 
 section("parse", parse_pydantic)

@@ -496,6 +496,77 @@ free_calls(llm_reply *o)
 }
 
 
+/* parallel_tool_calls false: the first call only */
+static void
+keep_first(llm_reply *o)
+{
+    while (!o->parallel && o->n_calls > 1) {
+        o->n_calls--;
+        free(o->calls[o->n_calls].name);
+        free(o->calls[o->n_calls].arguments);
+    }
+}
+
+
+/* the calls of a JSON array opened at s[i] ('['), up to the first that
+   is not a whole call: a constrained reply's array cut short */
+static void
+salvage_array(llm_reply *o, const char *s, size_t n, size_t i)
+{
+    cJSON  *v;
+    int     rc;
+
+    i = skip_blanks(s, i, n);
+    if (i >= n || s[i] != '[') {
+        return;
+    }
+    for (i++; ; i++) {
+        i = skip_blanks(s, i, n);
+        v = json_at(s, n, &i);
+        rc = v ? add_call_object(o, v) : -1;
+        cJSON_Delete(v);
+        i = skip_blanks(s, i, n);
+        if (rc != 0 || i >= n || s[i] != ',') {
+            return;
+        }
+    }
+}
+
+
+/*
+ * A constrained reply that did not parse was cut (the grammar allows
+ * nothing else): the calls finished before the cut stay, the last one is
+ * dropped. HERMES and LLAMA3 parse call by call, so o->calls has them
+ * already; GENERIC and MISTRAL hold one array, walked again here.
+ */
+static void
+salvage_calls(llm_reply *o, const char *s, size_t n)
+{
+    long    at;
+    size_t  i;
+
+    if (o->format == LLM_TOOL_FMT_GENERIC || o->format == LLM_TOOL_FMT_NONE) {
+        free_calls(o);
+        at = find(s, n, "\"tool_calls\"");
+        if (at >= 0) {
+            i = skip_blanks(s, (size_t) at + sizeof("\"tool_calls\"") - 1, n);
+            if (i < n && s[i] == ':') {
+                salvage_array(o, s, n, i + 1);
+            }
+        }
+
+    } else if (o->format == LLM_TOOL_FMT_MISTRAL) {
+        free_calls(o);
+        i = skip_blanks(s, 0, n);
+        if (starts(s + i, n - i, MISTRAL_OPEN) == 1) {
+            i += sizeof(MISTRAL_OPEN) - 1;
+        }
+        salvage_array(o, s, n, i);
+    }
+    o->dropped = 1;
+}
+
+
 /* the end of a held call: calls, or the text back as content */
 static void
 parse_calls(llm_reply *o)
@@ -527,11 +598,11 @@ parse_calls(llm_reply *o)
         if (end > rest) {
             (void) buf_add(o, &o->o_content, s + rest, end - rest);
         }
-        while (!o->parallel && o->n_calls > 1) {
-            o->n_calls--;
-            free(o->calls[o->n_calls].name);
-            free(o->calls[o->n_calls].arguments);
-        }
+        keep_first(o);
+
+    } else if (o->constrained) {
+        salvage_calls(o, s, n);
+        keep_first(o);
 
     } else {
         free_calls(o);
@@ -607,7 +678,9 @@ tool_run(llm_reply *o, int final)
             if (r == -1 && !final) {
                 return;
             }
-            o->t_phase = (r == 1) ? T_CALL : T_TEXT;
+            /* constrained, a start of the call is one cut short */
+            o->t_phase = (r == 1 || (r == -1 && o->constrained)) ? T_CALL
+                                                                  : T_TEXT;
             continue;
 
         case T_TEXT:
@@ -937,12 +1010,53 @@ llm_tool_call_delta(const llm_tool_call *call, int index, int head)
  * tool_choice "required" and a named function, as a grammar
  */
 
+/*
+ * additionalProperties false where a parameter schema's object does not
+ * say: constrained decoders do so for generation (llama.cpp's
+ * json-schema-to-grammar, xgrammar's strict mode), and a small model
+ * otherwise invents keys until max_tokens. Walks the keywords that hold
+ * schemas, never data (enum, const, default, examples).
+ */
+static void
+close_objects(cJSON *s)
+{
+    static const char *const  one[] = {
+        "items", "additionalItems", "contains", "not", "if", "then", "else",
+        "additionalProperties", "unevaluatedProperties", NULL
+    };
+    static const char *const  many[] = {
+        "properties", "patternProperties", "$defs", "definitions",
+        "prefixItems", "anyOf", "oneOf", "allOf", NULL
+    };
+    const char *const        *k;
+    cJSON                    *c;
+
+    if (!cJSON_IsObject(s)) {
+        return;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(s, "properties") != NULL
+        && cJSON_GetObjectItemCaseSensitive(s, "additionalProperties") == NULL
+        && cJSON_GetObjectItemCaseSensitive(s, "patternProperties") == NULL)
+    {
+        cJSON_AddFalseToObject(s, "additionalProperties");
+    }
+    for (k = one; *k; k++) {
+        close_objects(cJSON_GetObjectItemCaseSensitive(s, *k));
+    }
+    for (k = many; *k; k++) {
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(s, *k)) {
+            close_objects(c);
+        }
+    }
+}
+
+
 /* anyOf over the tools (or the one named): {"name": const, key: params} */
 static cJSON *
 calls_schema(const cJSON *tools, const char *only, const char *key)
 {
     const cJSON  *t, *fn, *nm, *params;
-    cJSON        *any, *alts, *alt, *props, *name, *req;
+    cJSON        *any, *alts, *alt, *props, *name, *req, *args;
 
     any = cJSON_CreateObject();
     alts = cJSON_AddArrayToObject(any, "anyOf");
@@ -974,10 +1088,10 @@ calls_schema(const cJSON *tools, const char *only, const char *key)
         cJSON_AddStringToObject(alt, "type", "object");
         cJSON_AddStringToObject(name, "const", nm->valuestring);
         cJSON_AddItemToObject(props, "name", name);
-        cJSON_AddItemToObject(props, key,
-                              cJSON_IsObject(params)
-                              ? cJSON_Duplicate(params, 1)
-                              : cJSON_Parse("{\"type\":\"object\"}"));
+        args = cJSON_IsObject(params) ? cJSON_Duplicate(params, 1)
+                                      : cJSON_Parse("{\"type\":\"object\"}");
+        close_objects(args);
+        cJSON_AddItemToObject(props, key, args);
         cJSON_AddItemToObject(alt, "properties", props);
         cJSON_AddItemToArray(req, cJSON_CreateString("name"));
         cJSON_AddItemToArray(req, cJSON_CreateString(key));
@@ -1006,13 +1120,16 @@ tag_term(char *out, size_t n, const llm_tokenizer *tok, const char *tag)
 
 char *
 llm_tool_grammar(int format, const cJSON *tools, const char *name,
-    int parallel, const llm_tokenizer *tok, size_t *len)
+    int max_calls, const llm_tokenizer *tok, size_t *len)
 {
-    char    open[48], close[48], *schema, *out = NULL;
+    char    open[48], close[48], more[32], *schema, *out = NULL;
     cJSON  *any, *root, *props, *calls, *req;
     size_t  n;
     int     w = -1;
 
+    if (max_calls < 1) {
+        max_calls = 1;
+    }
     any = calls_schema(tools, name,
                        format == LLM_TOOL_FMT_LLAMA3 ? "parameters"
                                                      : "arguments");
@@ -1034,9 +1151,7 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
         cJSON_AddStringToObject(calls, "type", "array");
         cJSON_AddItemToObject(calls, "items", any);
         cJSON_AddNumberToObject(calls, "minItems", 1);
-        if (!parallel) {
-            cJSON_AddNumberToObject(calls, "maxItems", 1);
-        }
+        cJSON_AddNumberToObject(calls, "maxItems", max_calls);
         cJSON_AddItemToArray(req, cJSON_CreateString("tool_calls"));
         cJSON_AddFalseToObject(root, "additionalProperties");
         any = root;
@@ -1054,29 +1169,36 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
         return NULL;
     }
 
+    /* the calls after the first: {0,max_calls - 1} of them */
+    more[0] = '\0';
+    if (max_calls > 1) {
+        snprintf(more, sizeof(more), "{0,%d}", max_calls - 1);
+    }
+
     switch (format) {
     case LLM_TOOL_FMT_HERMES:
         tag_term(open, sizeof(open), tok, HERMES_OPEN);
         tag_term(close, sizeof(close), tok, HERMES_CLOSE);
         w = snprintf(out, n,
-                     "root ::= call-block%s\n"
+                     "root ::= call-block%s%s\n"
                      "call-block ::= %s \"\\n\" call \"\\n\" %s\n"
                      "call ::= %%json %s\n",
-                     parallel ? " (\"\\n\" call-block)*" : "",
+                     max_calls > 1 ? " (\"\\n\" call-block)" : "", more,
                      open, close, schema);
         break;
     case LLM_TOOL_FMT_MISTRAL:
         tag_term(open, sizeof(open), tok, MISTRAL_OPEN);
         w = snprintf(out, n,
-                     "root ::= %s \"[\" call%s \"]\"\n"
+                     "root ::= %s \"[\" call%s%s \"]\"\n"
                      "call ::= %%json %s\n",
-                     open, parallel ? " (\", \" call)*" : "", schema);
+                     open, max_calls > 1 ? " (\", \" call)" : "", more,
+                     schema);
         break;
     case LLM_TOOL_FMT_LLAMA3:
         w = snprintf(out, n,
-                     "root ::= call%s\n"
+                     "root ::= call%s%s\n"
                      "call ::= %%json %s\n",
-                     parallel ? " (\"; \" call)*" : "", schema);
+                     max_calls > 1 ? " (\"; \" call)" : "", more, schema);
         break;
     default:
         w = snprintf(out, n, "root ::= %%json %s\n", schema);

@@ -26,7 +26,10 @@
  * that may be the start of a tool call is held back until the end, where
  * it is parsed: a valid call becomes tool_calls; anything else (truncated
  * JSON, an unknown function, arguments that are not an object) comes back
- * as content with failed set, never dropped. Pushing a text whole or split
+ * as content with failed set, never dropped. A reply constrained to calls
+ * (llm_reply.constrained) that does not parse was cut by max_tokens: the
+ * calls finished before the cut are kept, the unfinished one is dropped
+ * (dropped set), and no text of the envelope becomes content. Pushing a text whole or split
  * at any byte gives the same result (t/unit/test_tool_call.c).
  *
  * defines: llm_tool_format_detect, llm_tool_format_name, llm_reply_init,
@@ -91,7 +94,15 @@ typedef struct {
     llm_tool_call  *calls;
     int             n_calls;
     int             failed;         /* looked like a call, did not parse */
+    int             dropped;        /* constrained: an unfinished call cut
+                                       off at the end, dropped */
     char            why[128];       /* why not, for the log */
+
+    /* set by the caller after llm_reply_init: the reply is constrained to
+       tool calls (tool_choice "required" or named), so a text that does
+       not parse is one cut short: the calls finished before the cut are
+       kept, the unfinished one dropped, and nothing becomes content */
+    int             constrained;
 } llm_reply;
 
 /*
@@ -132,12 +143,15 @@ char *llm_tool_call_delta(const llm_tool_call *call, int index, int head);
 /*
  * The grammar (LLM_CONSTRAINT_GRAMMAR, engine/grammar/grammar.h's dialect)
  * that makes a model write only tool calls in format: one of the tools
- * (name NULL) or the one named, several when parallel. tok (may be NULL)
+ * (name NULL) or the one named, 1..max_calls of them, then the end. A
+ * parameter schema's objects that do not say additionalProperties get
+ * false (docs/api.md, "Tool calling": a small model otherwise invents
+ * keys until max_tokens). tok (may be NULL)
  * says whether "<tool_call>" / "[TOOL_CALLS]" are tokens of their own,
  * written then as the token. Malloc'ed text, *len bytes; NULL when memory
  * ran out.
  */
 char *llm_tool_grammar(int format, const cJSON *tools, const char *name,
-    int parallel, const llm_tokenizer *tok, size_t *len);
+    int max_calls, const llm_tokenizer *tok, size_t *len);
 
 #endif /* NGX_LLM_API_REPLY_H */

@@ -1233,7 +1233,9 @@ parse_json_schema(llm_api_request *req, const cJSON *rf, llm_api_error *err)
         return fail_type(err, "response_format.json_schema.strict",
                          "a boolean", strict);
     }
-    /* strict or not, the schema is enforced (docs/api.md) */
+    /* strict: what the grammar cannot enforce is refused; else relaxed
+       and named (docs/api.md, "Structured outputs") */
+    req->constraint_strict = cJSON_IsTrue(strict);
     schema = llm_api_field(js, "schema");
     if (schema == NULL) {
         return llm_api_fail_missing(err, "response_format.json_schema.schema");

@@ -134,6 +134,10 @@ typedef struct {
     int                  constraint_kind;
     char                *constraint;
     size_t               constraint_len;
+    int                  constraint_strict;    /* json_schema.strict, or
+                                                  a tool's function.strict:
+                                                  what the grammar cannot
+                                                  enforce is refused */
 
     /* tool calling (api/tools.h) */
     cJSON               *tools;        /* the tools array; NULL: none */

@@ -139,6 +139,26 @@ parse_tool(const cJSON *t, int i, const cJSON *tools, llm_api_error *err)
 }
 
 
+/* 1 when a tool (the one named, or any) has function.strict true */
+static int
+tools_strict(const cJSON *tools, const char *name)
+{
+    const cJSON  *t, *fn, *nm;
+
+    cJSON_ArrayForEach(t, tools) {
+        fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if ((name == NULL
+             || (cJSON_IsString(nm) && strcmp(nm->valuestring, name) == 0))
+            && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict")))
+        {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
 static int
 parse_tool_choice(llm_api_request *req, const cJSON *tc, llm_api_error *err)
 {
@@ -270,6 +290,15 @@ llm_tools_parse(llm_api_request *req, const cJSON *root, llm_api_error *err)
             return fail_type(err, "parallel_tool_calls", "a boolean");
         }
         req->parallel_tool_calls = cJSON_IsTrue(par);
+    }
+
+    /* the tool grammar is strict when a function it may call asks */
+    if (req->tool_choice == LLM_TOOL_CHOICE_REQUIRED
+        || req->tool_choice == LLM_TOOL_CHOICE_NAMED)
+    {
+        req->constraint_strict = tools_strict(req->tools,
+                                  req->tool_choice == LLM_TOOL_CHOICE_NAMED
+                                  ? req->tool_name : NULL);
     }
     return 0;
 }

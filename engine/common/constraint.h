@@ -14,4 +14,8 @@
 
 #define LLM_CONSTRAINT_MAX_BYTES    65536   /* of text; past it: 400 */
 
+/* the JSON of json_object, json_schema and %json (llm_json_whitespace) */
+#define LLM_JSON_WS_COMPACT         0   /* no blank between JSON tokens */
+#define LLM_JSON_WS_FLEXIBLE        1   /* up to max_ws blanks in a row */
+
 #endif /* NGX_LLM_CONSTRAINT_H */

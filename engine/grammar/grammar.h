@@ -39,8 +39,7 @@ typedef struct llm_grammar_vocab llm_grammar_vocab;
 typedef struct llm_grammar llm_grammar;
 typedef struct llm_matcher llm_matcher;
 
-#define LLM_JSON_WS_COMPACT     0   /* no blank between JSON tokens */
-#define LLM_JSON_WS_FLEXIBLE    1   /* up to max_ws blanks in a row */
+/* LLM_JSON_WS_COMPACT / FLEXIBLE: common/constraint.h */
 
 typedef struct {
     size_t      max_source;     /* bytes of grammar or schema text */
@@ -54,7 +53,8 @@ typedef struct {
 } llm_grammar_limits;
 
 /* LLM_CONSTRAINT_MAX_BYTES of source, 100 ms, flexible JSON of at most
-   20 blanks in a row (the request path sets compact), strict */
+   20 blanks in a row, strict (the request path sets both per request:
+   the slot's json_ws and strict) */
 void llm_grammar_limits_default(llm_grammar_limits *lim);
 
 /* the tokens' bytes once per model (the token trie lives here) */

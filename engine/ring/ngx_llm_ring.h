@@ -34,12 +34,14 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        6       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        7       /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
                                            slot's speculative, its stats,
-                                           6: n choices (choice_slots) */
+                                           6: n choices (choice_slots),
+                                           7: the constraint's json_ws and
+                                           strict, the relaxed list */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -49,6 +51,8 @@
 #define LLM_RING_MAX_TOP_LP     20
 #define LLM_RING_REASON_LEN     256
 #define LLM_RING_MAX_CHOICES    16              /* n of one request */
+#define LLM_RING_RELAXED_LEN    1024            /* the relaxed list, NUL
+                                                   included */
 
 /* engine state, llm_ring_header.state */
 enum llm_engine_state {
@@ -174,6 +178,10 @@ typedef struct {
                                            CHOICE slots of choices 1..n-1,
                                            SUBMITTED before this one */
     uint32_t        choice_slots[LLM_RING_MAX_CHOICES - 1];
+    uint32_t        json_ws;            /* LLM_JSON_WS_* of the constraint */
+    uint32_t        strict;             /* 1: what the constraint's grammar
+                                           cannot enforce is refused;
+                                           0: relaxed, listed in relaxed[] */
 
     /* progress: written by the engine, read by the worker */
     _Atomic uint32_t out_head;          /* tokens published (monotonic) */
@@ -187,6 +195,11 @@ typedef struct {
     uint64_t        t_first_token_ns;   /* engine */
     uint64_t        t_done_ns;          /* engine */
     char            message[LLM_RING_REASON_LEN];   /* error text */
+    char            relaxed[LLM_RING_RELAXED_LEN];  /* the keywords the
+                                           constraint relaxed, "kw@/ptr, ...",
+                                           cut at a ", "; written before
+                                           the first token, NUL-terminated
+                                           (checked by the reader) */
 
     llm_out_token   out[LLM_RING_OUT_CAP];          /* out[i % CAP] */
     int32_t         prompt[LLM_RING_MAX_PROMPT];    /* then the constraint's

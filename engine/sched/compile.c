@@ -14,6 +14,8 @@
 
 struct llm_compiled {
     int              kind;
+    int              json_ws;       /* LLM_JSON_WS_*: part of the key */
+    int              strict;        /* 0/1: part of the key */
     uint64_t         hash;
     char            *src;           /* (len + 1) a copy */
     size_t           len;
@@ -67,11 +69,12 @@ now_ns(void)
 }
 
 
-/* FNV-1a over the kind and the text */
+/* FNV-1a over the kind, the JSON whitespace, the strictness and the text */
 static uint64_t
-text_hash(int kind, const char *src, size_t len)
+text_hash(int kind, int json_ws, int strict, const char *src, size_t len)
 {
-    uint64_t  h = 0xcbf29ce484222325ull ^ (uint64_t) kind;
+    uint64_t  h = 0xcbf29ce484222325ull ^ (uint64_t) kind
+                  ^ ((uint64_t) json_ws << 8) ^ ((uint64_t) strict << 9);
     size_t    i;
 
     for (i = 0; i < len; i++) {
@@ -82,11 +85,11 @@ text_hash(int kind, const char *src, size_t len)
 
 
 static int
-same_text(const llm_compiled *e, int kind, uint64_t hash, const char *src,
-    size_t len)
+same_text(const llm_compiled *e, const llm_compiled *k, const char *src)
 {
-    return e->kind == kind && e->hash == hash && e->len == len
-           && memcmp(e->src, src, len) == 0;
+    return e->kind == k->kind && e->json_ws == k->json_ws
+           && e->strict == k->strict && e->hash == k->hash
+           && e->len == k->len && memcmp(e->src, src, k->len) == 0;
 }
 
 
@@ -107,9 +110,10 @@ static void *
 compile_thread(void *arg)
 {
     llm_compiler  *c = arg;
-    llm_compiled  *e;
-    llm_job       *j;
-    uint64_t       t0, ns;
+    llm_compiled        *e;
+    llm_job             *j;
+    uint64_t             t0, ns;
+    llm_grammar_limits   lim;
 
     for ( ;; ) {
         pthread_mutex_lock(&c->mu);
@@ -128,9 +132,12 @@ compile_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
 
         e = j->e;
+        lim = c->opt.limits;
+        lim.json_ws = e->json_ws;
+        lim.strict = e->strict;
         t0 = now_ns();
         e->g = c->opt.compile(c->opt.vocab, e->kind, e->src, e->len,
-                              &c->opt.limits, e->err, sizeof(e->err));
+                              &lim, e->err, sizeof(e->err));
         ns = now_ns() - t0;
         if (e->g == NULL && e->err[0] == '\0') {
             snprintf(e->err, sizeof(e->err), "the constraint does not "
@@ -197,13 +204,12 @@ cache_insert(llm_compiler *c, llm_compiled *e)
 
 
 static llm_compiled *
-cache_find(llm_compiler *c, int kind, uint64_t hash, const char *src,
-    size_t len)
+cache_find(llm_compiler *c, const llm_compiled *k, const char *src)
 {
     int  i;
 
     for (i = 0; i < c->n_cache; i++) {
-        if (same_text(c->cache[i], kind, hash, src, len)) {
+        if (same_text(c->cache[i], k, src)) {
             c->cache[i]->used = c->clock++;
             return c->cache[i];
         }
@@ -235,8 +241,9 @@ job_add_waiter(llm_job *j, void *waiter)
 
 
 static llm_job *
-job_new(int kind, uint64_t hash, const char *src, size_t len)
+job_new(const llm_compiled *k, const char *src)
 {
+    size_t    len = k->len;
     llm_job  *j = calloc(1, sizeof(*j));
 
     if (j == NULL) {
@@ -251,8 +258,10 @@ job_new(int kind, uint64_t hash, const char *src, size_t len)
     memcpy(j->e->src, src, len);
     j->e->src[len] = '\0';
     j->e->len = len;
-    j->e->kind = kind;
-    j->e->hash = hash;
+    j->e->kind = k->kind;
+    j->e->json_ws = k->json_ws;
+    j->e->strict = k->strict;
+    j->e->hash = k->hash;
     j->e->refs = 1;         /* the job's, until it is finalized */
     return j;
 }
@@ -281,24 +290,30 @@ active_remove(llm_compiler *c, llm_job *j)
 
 
 int
-llm_compiler_get(llm_compiler *c, int kind, const char *src, size_t len,
-    void *waiter, llm_compiled **out)
+llm_compiler_get(llm_compiler *c, int kind, int json_ws, int strict,
+    const char *src, size_t len, void *waiter, llm_compiled **out)
 {
-    uint64_t   hash = text_hash(kind, src, len);
-    llm_job   *j;
+    llm_job       *j;
+    llm_compiled   k;           /* the key */
 
-    *out = cache_find(c, kind, hash, src, len);
+    k.kind = kind;
+    k.json_ws = json_ws;
+    k.strict = strict;
+    k.len = len;
+    k.hash = text_hash(kind, json_ws, strict, src, len);
+
+    *out = cache_find(c, &k, src);
     if (*out != NULL) {
         (*out)->refs++;
         c->st.hits++;
         return 1;
     }
     for (j = c->active; j != NULL; j = j->next_active) {
-        if (same_text(j->e, kind, hash, src, len)) {
+        if (same_text(j->e, &k, src)) {
             return job_add_waiter(j, waiter) == 0 ? 0 : -1;
         }
     }
-    j = job_new(kind, hash, src, len);
+    j = job_new(&k, src);
     if (j == NULL || job_add_waiter(j, waiter) != 0) {
         if (j != NULL) {
             compiled_free(j->e);

@@ -9,7 +9,8 @@
  * others keep stepping; the thread then calls notify (the engine wakes its
  * loop) and the scheduler takes the result at its next step.
  *
- * Compiled grammars are cached by (kind, text) in a small LRU: many
+ * Compiled grammars are cached by (kind, JSON whitespace, strictness,
+ * text) in a small LRU: many
  * requests share one schema. A grammar is immutable, so one copy serves
  * every sequence (each has its own matcher); a cached entry holds a
  * reference count, and one the LRU evicts lives until its last sequence
@@ -72,12 +73,13 @@ llm_compiler *llm_compiler_create(const llm_compiler_options *o, char *err,
 void llm_compiler_free(llm_compiler *c);
 
 /*
- * The compiled form of (kind, src), for waiter. Returns 1 with *out (a
+ * The compiled form of (kind, src) with its JSON whitespace (LLM_JSON_WS_*)
+ * and strictness (the options' limits give the rest), for waiter. Returns 1 with *out (a
  * reference: release it) when the cache has it, 0 when it is compiling
  * (llm_compiler_take gives it to waiter later), -1 when out of memory.
  */
-int llm_compiler_get(llm_compiler *c, int kind, const char *src, size_t len,
-    void *waiter, llm_compiled **out);
+int llm_compiler_get(llm_compiler *c, int kind, int json_ws, int strict,
+    const char *src, size_t len, void *waiter, llm_compiled **out);
 
 /* one finished waiter: 1 with *waiter and *out (a reference), 0 if none */
 int llm_compiler_take(llm_compiler *c, void **waiter, llm_compiled **out);

@@ -501,7 +501,10 @@ check_constraint(llm_sched *s, const llm_request *req, char *err,
     if (req->constraint_kind < LLM_CONSTRAINT_JSON_OBJECT
         || req->constraint_kind > LLM_CONSTRAINT_REGEX
         || req->constraint_len > LLM_CONSTRAINT_MAX_BYTES
-        || (req->constraint_len > 0 && req->constraint == NULL))
+        || (req->constraint_len > 0 && req->constraint == NULL)
+        || (req->json_ws != LLM_JSON_WS_COMPACT
+            && req->json_ws != LLM_JSON_WS_FLEXIBLE)
+        || (req->strict != 0 && req->strict != 1))
     {
         snprintf(err, err_len, "invalid output constraint (kind %d, %zu "
                  "bytes)", req->constraint_kind, req->constraint_len);
@@ -533,6 +536,10 @@ constraint_attach(llm_sched *s, llm_seq *q, llm_compiled *e, char *err,
         return LLM_SCHED_NO_MEMORY;
     }
     q->compiled = e;
+    if (s->opt.on_constraint != NULL) {
+        s->opt.on_constraint(q->user,
+                             llm_grammar_relaxed(llm_compiled_grammar(e)));
+    }
     return LLM_SCHED_OK;
 }
 
@@ -555,8 +562,8 @@ constraint_start(llm_sched *s, llm_seq *q, const llm_request *req,
         text = "";          /* the text is ignored: one cache entry */
         len = 0;
     }
-    rc = llm_compiler_get(s->opt.compiler, req->constraint_kind, text, len,
-                          q, &e);
+    rc = llm_compiler_get(s->opt.compiler, req->constraint_kind,
+                          req->json_ws, req->strict, text, len, q, &e);
     if (rc < 0) {
         snprintf(err, err_len, "out of memory for a constraint");
         return LLM_SCHED_NO_MEMORY;

@@ -114,6 +114,9 @@ typedef struct {
     const char           *constraint;   /* (constraint_len) its text,
                                            copied */
     size_t                constraint_len;
+    int                   json_ws;      /* LLM_JSON_WS_*: its JSON */
+    int                   strict;       /* 1: what the grammar cannot
+                                           enforce is refused; 0: relaxed */
     int                   speculative;  /* 0: as options.spec_draft_tokens
                                            says; -1: no speculation */
     int                   n_choices;    /* 0, 1: one; n > 1: n sequences
@@ -208,6 +211,9 @@ typedef struct {
                                const llm_sample_out *lp);
     /* the sequence ended; its llm_seq is freed right after this returns */
     void           (*on_finish)(void *user, const llm_seq_result *r);
+    /* (optional) the constraint's grammar is attached, before any token:
+       relaxed lists what it relaxed ("" when nothing, llm_grammar_relaxed) */
+    void           (*on_constraint)(void *user, const char *relaxed);
     /* (optional, NULL: always 1) 0: the consumer is full, skip this
        sequence in this step */
     int            (*can_emit)(void *user);

@@ -333,7 +333,7 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     llm_logit_bias *bias, char *err, size_t errlen)
 {
     uint32_t             i, n_prompt, n_stop, n_bias, top_lp, max_tokens;
-    uint32_t             ckind, clen;
+    uint32_t             ckind, clen, json_ws, strict;
     const llm_sampling  *p = &sl->sampling;
 
     n_prompt = sl->n_prompt;
@@ -343,6 +343,8 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     max_tokens = p->max_tokens;
     ckind = sl->constraint_kind;
     clen = sl->constraint_len;
+    json_ws = sl->json_ws;
+    strict = sl->strict;
 
     if (n_prompt == 0 || n_prompt > max_prompt
         || n_prompt > LLM_RING_MAX_PROMPT
@@ -358,10 +360,13 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     /* the constraint's text shares prompt[] with the ids */
     if (ckind > LLM_CONSTRAINT_REGEX || clen > LLM_CONSTRAINT_MAX_BYTES
         || (uint64_t) n_prompt * sizeof(int32_t) + clen > sizeof(sl->prompt)
-        || (ckind == LLM_CONSTRAINT_NONE && clen != 0))
+        || (ckind == LLM_CONSTRAINT_NONE && clen != 0)
+        || (json_ws != LLM_JSON_WS_COMPACT && json_ws != LLM_JSON_WS_FLEXIBLE)
+        || strict > 1)
     {
         snprintf(err, errlen, "constraint kind %u of %u bytes after %u "
-                 "prompt tokens", ckind, clen, n_prompt);
+                 "prompt tokens, json_ws %u, strict %u", ckind, clen,
+                 n_prompt, json_ws, strict);
         return -1;
     }
 
@@ -384,6 +389,8 @@ llm_slot_request(const llm_slot *sl, uint32_t max_prompt, llm_request *req,
     req->constraint_kind = (int) ckind;
     req->constraint = (const char *) (sl->prompt + n_prompt);
     req->constraint_len = clen;
+    req->json_ws = (int) json_ws;
+    req->strict = (int) strict;
     req->fair_key = sl->fair_key;
     req->speculative = sl->speculative != 0 ? -1 : 0;
 

@@ -120,6 +120,7 @@ void llm_slot_finish(llm_server *s, llm_slot *sl, uint32_t finish,
     uint32_t error, const char *message);
 /* the scheduler's callbacks (llm_sched_options), user an llm_slot_user */
 void llm_on_token(void *user, int32_t token, const llm_sample_out *lp);
+void llm_on_constraint(void *user, const char *relaxed);
 int llm_emit_room(void *user);
 int llm_can_emit(void *user);
 void llm_on_finish(void *user, const llm_seq_result *r);

@@ -347,6 +347,7 @@ llm_loader_thread(void *arg)
     so.batch_share = s->opt.batch_share;
     so.prefix_caching = s->opt.prefix_caching;
     so.on_token = llm_on_token;
+    so.on_constraint = llm_on_constraint;
     so.on_finish = llm_on_finish;
     so.can_emit = llm_can_emit;
     so.emit_room = llm_emit_room;

@@ -5,7 +5,7 @@
  * and message; the slot's owner gets a WAKE at the end of the loop's turn.
  * And the ring's FAILED state with its reason.
  *
- * defines: llm_on_token, llm_emit_room, llm_can_emit, llm_on_finish,
+ * defines: llm_on_token, llm_on_constraint, llm_emit_room, llm_can_emit, llm_on_finish,
  *          llm_slot_finish, llm_ring_fail, llm_client_by_id
  */
 #include <stdint.h>
@@ -116,6 +116,32 @@ llm_on_token(void *user, int32_t token, const llm_sample_out *lp)
 
     atomic_store_explicit(&sl->out_head, head + 1, memory_order_release);
     llm_wake_owner(u->server, u->owner);
+}
+
+
+/* the keywords the constraint relaxed, before the first token: cut at
+   the last ", " that fits the slot's relaxed[] */
+void
+llm_on_constraint(void *user, const char *relaxed)
+{
+    size_t          n;
+    llm_slot       *sl;
+    llm_slot_user  *u = user;
+
+    if (u == NULL) {
+        return;
+    }
+    sl = llm_ring_slot(u->server->ring, u->index);
+    n = relaxed ? strlen(relaxed) : 0;
+    if (n >= sizeof(sl->relaxed)) {
+        /* relaxed is longer: relaxed[n + 1] exists for each n tried */
+        for (n = sizeof(sl->relaxed) - 1;
+             n > 0 && memcmp(relaxed + n, ", ", 2) != 0;
+             n--)
+        { /* void */ }
+    }
+    memcpy(sl->relaxed, relaxed ? relaxed : "", n);
+    sl->relaxed[n] = '\0';
 }
 
 

@@ -542,6 +542,8 @@ submit_constrained(llm_sched *s, const job *j, rec *r, int kind,
     req.constraint_kind = kind;
     req.constraint = src;
     req.constraint_len = src ? strlen(src) : 0;
+    req.json_ws = LLM_JSON_WS_FLEXIBLE;
+    req.strict = 1;
     return llm_sched_add(s, &req, &r->seq, err, err_len);
 }
 
@@ -618,6 +620,103 @@ is_alternative_prefix(const char *text)
         }
     }
     return 0;
+}
+
+
+static char  last_relaxed[256];
+
+static void
+on_constraint(void *user, const char *relaxed)
+{
+    (void) user;
+    snprintf(last_relaxed, sizeof(last_relaxed), "%s", relaxed);
+}
+
+
+/* one constrained request with its own json_ws and strict; drained */
+static void
+run_with_options(llm_sched *s, const job *j, rec *r, const char *schema,
+    int json_ws, int strict)
+{
+    llm_request  req;
+    char         err[256];
+
+    memset(&req, 0, sizeof(req));
+    memset(r, 0, sizeof(*r));
+    req.prompt = j->prompt;
+    req.n_prompt = j->n_prompt;
+    req.sampling = j->sp;
+    req.max_tokens = j->max_tokens;
+    req.user = r;
+    req.constraint_kind = LLM_CONSTRAINT_JSON_SCHEMA;
+    req.constraint = schema;
+    req.constraint_len = strlen(schema);
+    req.json_ws = json_ws;
+    req.strict = strict;
+    last_relaxed[0] = '\0';
+    if (llm_sched_add(s, &req, &r->seq, err, sizeof(err)) != LLM_SCHED_OK) {
+        snprintf(r->msg, sizeof(r->msg), "%s", err);
+        r->res.finish = LLM_SEQ_REFUSED;
+        return;
+    }
+    drain_constrained(s, 60);
+}
+
+
+/* each request's json_ws and strict reach the compile, which caches on
+   both: strict refuses what the same text relaxed compiles, and
+   on_constraint names what was relaxed before the first token */
+static void
+test_constraint_options(llm_backend *be, int n_vocab)
+{
+    static const char  schema[] = "{\"type\":\"object\",\"properties\":"
+        "{\"s\":{\"type\":\"string\",\"format\":\"iri-reference\"}},"
+        "\"required\":[\"s\"],\"additionalProperties\":false}";
+    static job          j;
+    static rec          r;
+    llm_compiler_stats  cs;
+    llm_compiler       *c = make_compiler(0);
+    llm_sched_options   o;
+    llm_sched          *s;
+    char                err[256];
+
+    make_job(&j, n_vocab, 0, 4, 12, 901);
+    llm_sched_options_default(&o);
+    o.max_num_seqs = 2;
+    o.on_token = on_token;
+    o.on_finish = on_finish;
+    o.on_constraint = on_constraint;
+    o.compiler = c;
+    o.n_grammar_vocab = llm_tokenizer_n_vocab(ctok);
+    s = llm_sched_create(be, &o, err, sizeof(err));
+    if (!ok(s != NULL && c != NULL, "a scheduler with on_constraint")) {
+        printf("# %s\n", err);
+        return;
+    }
+
+    run_with_options(s, &j, &r, schema, LLM_JSON_WS_COMPACT, 1);
+    ok(r.res.finish == LLM_SEQ_REFUSED && strstr(r.msg, "iri-reference")
+       && strstr(r.msg, "/properties/s"),
+       "strict: refused, naming keyword and pointer (%s)", r.msg);
+
+    run_with_options(s, &j, &r, schema, LLM_JSON_WS_COMPACT, 0);
+    ok(r.res.finish != LLM_SEQ_REFUSED && r.n_out > 0,
+       "not strict: the same text runs (%d tokens)", r.n_out);
+    is_str(last_relaxed, "iri-reference-format@/properties/s",
+           "on_constraint names what was relaxed");
+
+    run_with_options(s, &j, &r, schema, LLM_JSON_WS_FLEXIBLE, 0);
+    run_with_options(s, &j, &r, schema, LLM_JSON_WS_COMPACT, 0);
+    llm_compiler_stats_get(c, &cs);
+    ok(cs.compiles == 3 && cs.hits == 1,
+       "one compile per (json_ws, strict): %llu compiles, %llu hits",
+       (unsigned long long) cs.compiles, (unsigned long long) cs.hits);
+
+    run_with_options(s, &j, &r, schema, 7, 0);
+    ok(r.res.finish == LLM_SEQ_REFUSED, "json_ws 7: refused (%s)", r.msg);
+
+    llm_sched_free(s);
+    llm_compiler_free(c);
 }
 
 
@@ -923,6 +1022,8 @@ submit_choices(llm_sched *s, const job *j, rec *recs, int n, int kind,
     req.constraint_kind = kind;
     req.constraint = src;
     req.constraint_len = src ? strlen(src) : 0;
+    req.json_ws = LLM_JSON_WS_FLEXIBLE;
+    req.strict = 1;
     rc = llm_sched_add(s, &req, &recs[0].seq, err, sizeof(err));
     if (rc != LLM_SCHED_OK) {
         printf("# add: %s\n", err);
@@ -1145,6 +1246,7 @@ test_constraints(const llm_model *m, llm_backend *be)
     cvocab = llm_grammar_vocab_new(tok, err, sizeof(err));
     if (ok(cvocab != NULL, "a grammar vocabulary")) {
         test_constraint_outputs(be, m->cfg.vocab_size);
+        test_constraint_options(be, m->cfg.vocab_size);
         test_constraint_compile_thread(be, m->cfg.vocab_size);
         test_constraint_preempt(be, m->cfg.vocab_size);
         test_choices_constrained(be, m->cfg.vocab_size);

@@ -860,10 +860,12 @@ test_generic_smollm2(void)
 
 #define ALT_W "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"    \
     "\"get_weather\"},\"%s\":{\"type\":\"object\",\"properties\":{\"city\":"  \
-    "{\"type\":\"string\"}},\"required\":[\"city\"]}},\"required\":"          \
+    "{\"type\":\"string\"}},\"required\":[\"city\"],"                         \
+    "\"additionalProperties\":false}},\"required\":"                           \
     "[\"name\",\"%s\"],\"additionalProperties\":false}"
 #define ALT_T "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":"    \
-    "\"get_time\"},\"%s\":{\"type\":\"object\",\"properties\":{}}},"          \
+    "\"get_time\"},\"%s\":{\"type\":\"object\",\"properties\":{},"             \
+    "\"additionalProperties\":false}},"                                        \
     "\"required\":[\"name\",\"%s\"],\"additionalProperties\":false}"
 
 
@@ -929,18 +931,18 @@ test_grammar(void)
     llm_tokenizer  *tok;
     int32_t         tc;
 
-    g = llm_tool_grammar(H, tools, NULL, 1, NULL, &len);
+    g = llm_tool_grammar(H, tools, NULL, 8, NULL, &len);
     snprintf(want, sizeof(want),
-             "root ::= call-block (\"\\n\" call-block)*\n"
+             "root ::= call-block (\"\\n\" call-block){0,7}\n"
              "call-block ::= \"<tool_call>\" \"\\n\" call \"\\n\" "
              "\"</tool_call>\"\n"
              "call ::= %%json {\"anyOf\":[" ALT_W "," ALT_T "]}\n",
              "arguments", "arguments", "arguments", "arguments");
-    is_str(g, want, "hermes required, parallel: tags as text");
+    is_str(g, want, "hermes required, up to 8 calls: tags as text");
     ok(g && len == strlen(g), "grammar length");
     free(g);
 
-    g = llm_tool_grammar(H, tools, "get_time", 0, NULL, &len);
+    g = llm_tool_grammar(H, tools, "get_time", 1, NULL, &len);
     snprintf(want, sizeof(want),
              "root ::= call-block\n"
              "call-block ::= \"<tool_call>\" \"\\n\" call \"\\n\" "
@@ -950,22 +952,22 @@ test_grammar(void)
     is_str(g, want, "hermes named function, one call");
     free(g);
 
-    g = llm_tool_grammar(L, tools, "get_weather", 0, NULL, &len);
+    g = llm_tool_grammar(L, tools, "get_weather", 1, NULL, &len);
     snprintf(want, sizeof(want),
              "root ::= call\ncall ::= %%json {\"anyOf\":[" ALT_W "]}\n",
              "parameters", "parameters");
     is_str(g, want, "llama3: parameters");
     free(g);
 
-    g = llm_tool_grammar(M, tools, NULL, 1, NULL, &len);
+    g = llm_tool_grammar(M, tools, NULL, 3, NULL, &len);
     snprintf(want, sizeof(want),
-             "root ::= \"[TOOL_CALLS]\" \"[\" call (\", \" call)* \"]\"\n"
+             "root ::= \"[TOOL_CALLS]\" \"[\" call (\", \" call){0,2} \"]\"\n"
              "call ::= %%json {\"anyOf\":[" ALT_W "," ALT_T "]}\n",
              "arguments", "arguments", "arguments", "arguments");
-    is_str(g, want, "mistral");
+    is_str(g, want, "mistral: up to 3 calls");
     free(g);
 
-    g = llm_tool_grammar(G, tools, "get_weather", 0, NULL, &len);
+    g = llm_tool_grammar(G, tools, "get_weather", 1, NULL, &len);
     snprintf(want, sizeof(want),
              "root ::= %%json {\"type\":\"object\",\"properties\":"
              "{\"tool_calls\":{\"type\":\"array\",\"items\":{\"anyOf\":["
@@ -979,13 +981,13 @@ test_grammar(void)
     tok = tokenizer_with_tool_tokens();
     ok(tok != NULL, "a qwen2 vocabulary with <tool_call> tokens");
     if (tok) {
-        g = llm_tool_grammar(H, tools, "get_time", 0, tok, &len);
+        g = llm_tool_grammar(H, tools, "get_time", 1, tok, &len);
         ok(g && strstr(g, "call-block ::= <tool_call> \"\\n\" call \"\\n\" "
                           "</tool_call>\n"),
            "hermes: <tool_call> as the token");
         free(g);
         tc = llm_token_lookup(tok, "[TOOL_CALLS]", 12);
-        g = llm_tool_grammar(M, tools, "get_time", 0, tok, &len);
+        g = llm_tool_grammar(M, tools, "get_time", 1, tok, &len);
         snprintf(want, sizeof(want), "root ::= <[%d]> \"[\" call \"]\"\n",
                  (int) tc);
         ok(tc >= 0 && g && strncmp(g, want, strlen(want)) == 0,
@@ -993,6 +995,87 @@ test_grammar(void)
         free(g);
         llm_tokenizer_free(tok);
     }
+}
+
+
+/* a reply constrained to calls (tool_choice required / named), cut by
+   max_tokens: the finished calls stay, the cut one goes, no content */
+static void
+test_cut(void)
+{
+    static const struct {
+        int          fmt;
+        int          parallel;
+        const char  *text;
+        const char  *calls;
+        const char  *name;
+    } cases[] = {
+        { G, 1, "{\"tool_calls\":[{\"name\":\"get_time\",\"arguments\":{}},"
+                "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Par",
+          "get_time:{};", "generic: the first call kept, the cut one dropped" },
+        { G, 1, "{\"tool_calls\": [ {\"name\": \"get_time\", \"arguments\": "
+                "{}} , {\"name\": \"get_weather\", \"arguments\": "
+                "{\"city\": \"Paris\"}}, {\"na",
+          "get_time:{};get_weather:{\"city\":\"Paris\"};",
+          "generic, flexible blanks: two kept" },
+        { G, 1, "{\"tool_calls\":[{\"name\":\"get_wea", "",
+          "generic: cut in the first call, no call" },
+        { G, 1, "{\"tool_", "", "generic: cut in the envelope" },
+        { G, 0, "{\"tool_calls\":[{\"name\":\"get_time\",\"arguments\":{}},"
+                "{\"name\":\"get_time\",\"arguments\":{}},{",
+          "get_time:{};", "generic, parallel false: the first only" },
+        { H, 1, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
+                "</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"ar",
+          "get_time:{};", "hermes: the closed call kept" },
+        { H, 1, "<tool_ca", "", "hermes: cut in the tag" },
+        { M, 1, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, "
+                "{\"name\": \"get_weather\", \"arguments\": {\"ci",
+          "get_time:{};", "mistral: the first call kept" },
+        { L, 1, "{\"name\": \"get_time\", \"parameters\": {}}; {\"name\": \"g",
+          "get_time:{};", "llama3: the first call kept" },
+    };
+    llm_reply        o;
+    llm_reply_piece  p;
+    char             calls[512], content[512];
+    size_t           i, k;
+    int              c;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        calls[0] = content[0] = '\0';
+        llm_reply_init(&o, cases[i].fmt, 0, 0, cases[i].parallel, tools);
+        o.constrained = 1;
+        /* token by token, as a stream */
+        for (k = 0; cases[i].text[k]; k++) {
+            llm_reply_push(&o, cases[i].text + k, 1, &p);
+            add(content, sizeof(content), p.content ? p.content : "",
+                p.content_len);
+        }
+        llm_reply_finish(&o, &p);
+        add(content, sizeof(content), p.content ? p.content : "",
+            p.content_len);
+        for (c = 0; c < o.n_calls; c++) {
+            add(calls, sizeof(calls), o.calls[c].name,
+                strlen(o.calls[c].name));
+            add(calls, sizeof(calls), ":", 1);
+            add(calls, sizeof(calls), o.calls[c].arguments,
+                strlen(o.calls[c].arguments));
+            add(calls, sizeof(calls), ";", 1);
+        }
+        is_str(calls, cases[i].calls, "%s", cases[i].name);
+        ok(content[0] == '\0' && o.dropped && !o.failed,
+           "%s: no content, dropped, not failed (content \"%s\")",
+           cases[i].name, content);
+        llm_reply_free(&o);
+    }
+
+    /* a whole constrained reply is not dropped */
+    llm_reply_init(&o, G, 0, 0, 1, tools);
+    o.constrained = 1;
+    llm_reply_push(&o, "{\"tool_calls\":[{\"name\":\"get_time\","
+                   "\"arguments\":{}}]}", 52, &p);
+    llm_reply_finish(&o, &p);
+    ok(o.n_calls == 1 && !o.dropped, "a whole constrained reply: one call");
+    llm_reply_free(&o);
 }
 
 
@@ -1009,6 +1092,7 @@ main(void)
     test_prompt_in_think();
     test_generic_smollm2();
     test_grammar();
+    test_cut();
 
     cJSON_Delete(tools);
     return tap_done();
