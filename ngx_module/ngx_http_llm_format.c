@@ -22,7 +22,7 @@ static const char *ngx_http_llm_finish_names[] = {
  * can be parts of a character: invalid bytes become U+FFFD, so the JSON is
  * always valid UTF-8. Needs 6 bytes of room per input byte.
  */
-static u_char *
+u_char *
 ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
 {
     u_char          c;
@@ -85,7 +85,7 @@ ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
 }
 
 
-static ngx_buf_t *
+ngx_buf_t *
 ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
 {
     u_char       *start, *end;
@@ -123,7 +123,7 @@ ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
 
 
 /* b at the end of the output being built */
-static ngx_int_t
+ngx_int_t
 ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_buf_t *b)
 {
@@ -364,6 +364,10 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return NGX_OK;
     }
 
+    if (ctx->messages) {
+        return ngx_http_llm_messages_delta(ctx, last, NULL, 0, text, len);
+    }
+
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
         size += ngx_http_llm_lp_size(ctx, o);
@@ -433,6 +437,12 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return ngx_http_llm_format_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
+    }
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_delta(ctx, last,
+                                           (u_char *) piece->reasoning, rlen,
+                                           (u_char *) piece->content, clen);
     }
 
     if (rlen == 0) {
@@ -521,6 +531,10 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
     int             i;
     llm_tool_call  *call;
 
+    if (ctx->messages) {
+        return ngx_http_llm_messages_tool_calls(ctx, c, last);
+    }
+
     for (i = 0; i < c->out.n_calls; i++) {
         call = &c->out.calls[i];
 
@@ -575,6 +589,10 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 {
     u_char     *p;
     ngx_buf_t  *b;
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_finish(ctx, c, last);
+    }
 
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
     if (b == NULL) {
@@ -781,7 +799,12 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     ngx_buf_t           *b;
     ngx_http_request_t  *r = ctx->request;
 
-    if (ctx->stream) {
+    if (ctx->messages) {
+        if (ngx_http_llm_messages_final(ctx, &b) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+    } else if (ctx->stream) {
         b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
         if (b == NULL) {
             return NGX_ERROR;
@@ -815,6 +838,10 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     u_char     *p;
     size_t      len;
     ngx_buf_t  *b;
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_error_event(ctx, last, status, msg);
+    }
 
     len = ngx_strlen(msg);
 

@@ -28,7 +28,7 @@ static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
 /* entry: read the body                                                   */
 
 ngx_int_t
-ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
+ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind)
 {
     ngx_int_t                 rc;
     ngx_pool_cleanup_t       *cln;
@@ -59,7 +59,10 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
     cln->data = ctx;
 
     ctx->ecf = llcf->engine;
-    ctx->chat = chat;
+    ctx->chat = (kind != NGX_HTTP_LLM_GEN_COMPLETION);
+    ctx->messages = (kind >= NGX_HTTP_LLM_GEN_MESSAGES);
+    ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT);
+    ctx->thinking = -1;
 
     r->request_body_in_single_buf = 1;
 
@@ -176,7 +179,18 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_http_llm_prepare(r, ctx, body, len);
+    /* a Messages body is read as the chat request it translates to */
+    rc = ctx->messages ? ngx_http_llm_messages_body(ctx, &body, &len) : NGX_OK;
+
+    if (rc == NGX_OK) {
+        rc = ngx_http_llm_prepare(r, ctx, body, len);
+    }
+
+    if (rc == NGX_DONE) {
+        ngx_http_finalize_request(r, ngx_http_llm_messages_count(ctx));
+        return;
+    }
+
     if (rc != NGX_OK) {
         ngx_http_finalize_request(r, ngx_http_llm_answer(ctx, rc));
         return;
@@ -213,7 +227,7 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
     char **text, size_t *len, llm_span **spans, size_t *n_spans, char *err,
     size_t err_len)
 {
-    cJSON         *vars, *special, *msgs;
+    cJSON         *vars, *special, *msgs, *extra;
     size_t         i, n;
     const cJSON   *tools;
     ngx_int_t      rc;
@@ -243,7 +257,23 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    vars = jinja_chat_context(msgs, tools, 1, special, NULL);
+    /* Messages' thinking switch: the template's enable_thinking */
+    extra = NULL;
+    if (ctx->thinking >= 0) {
+        extra = cJSON_CreateObject();
+        if (extra == NULL
+            || cJSON_AddBoolToObject(extra, "enable_thinking", ctx->thinking)
+               == NULL)
+        {
+            cJSON_Delete(extra);
+            cJSON_Delete(special);
+            cJSON_Delete(msgs);
+            return NGX_ERROR;
+        }
+    }
+
+    vars = jinja_chat_context(msgs, tools, 1, special, extra);
+    cJSON_Delete(extra);
     cJSON_Delete(special);
     cJSON_Delete(msgs);
     if (vars == NULL) {
@@ -696,6 +726,10 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         return rc;
     }
 
+    if (ctx->count_only) {
+        return NGX_DONE;            /* counted: nothing to generate */
+    }
+
     rc = ngx_http_llm_admit(r, ctx);
     if (rc != NGX_OK) {
         return rc;
@@ -912,7 +946,8 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
-                              ctx->chat ? "chatcmpl-" : "cmpl-",
+                              ctx->messages ? "msg_"
+                              : ctx->chat ? "chatcmpl-" : "cmpl-",
                               sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())

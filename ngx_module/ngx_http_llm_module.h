@@ -303,6 +303,16 @@ struct ngx_http_llm_ctx_s {
     unsigned                    out_in_think:1; /* llm_reply_init's */
     unsigned                    failed:1;   /* the request's error event
                                                is out: nothing follows */
+
+    /* Anthropic's Messages API (ngx_http_llm_messages.c) */
+    unsigned                    messages:1; /* its shapes in and out */
+    unsigned                    count_only:1;   /* /count_tokens */
+    unsigned                    msg_started:1;  /* message_start is out */
+    unsigned                    msg_block:2;    /* the open content block:
+                                                   0 none, 1 thinking,
+                                                   2 text */
+    ngx_uint_t                  msg_index;  /* of the next block */
+    ngx_int_t                   thinking;   /* -1, 0, 1: enable_thinking */
 };
 
 
@@ -383,8 +393,13 @@ ngx_int_t ngx_http_llm_log_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_metrics_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
-/* ngx_http_llm_generate.c */
-ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
+/* ngx_http_llm_generate.c: what ngx_http_llm_generate() serves */
+#define NGX_HTTP_LLM_GEN_COMPLETION  0      /* /v1/completions */
+#define NGX_HTTP_LLM_GEN_CHAT        1      /* /v1/chat/completions */
+#define NGX_HTTP_LLM_GEN_MESSAGES    2      /* /v1/messages */
+#define NGX_HTTP_LLM_GEN_COUNT       3      /* /v1/messages/count_tokens */
+
+ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind);
 ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_engine_conf_t *ecf,
     ngx_flag_t special_in_content, char **text, size_t *len,
@@ -397,6 +412,27 @@ char *ngx_http_llm_prefix_tokens_check(ngx_conf_t *cf, void *post,
     void *data);
 ngx_int_t ngx_http_llm_prefix_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_llm_prefix_add_variables(ngx_conf_t *cf);
+
+/* ngx_http_llm_messages.c */
+ngx_uint_t ngx_http_llm_messages_uri(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_messages_body(ngx_http_llm_ctx_t *ctx, u_char **body,
+    size_t *len);
+ngx_int_t ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_messages_error(ngx_http_request_t *r,
+    ngx_uint_t status, const char *msg);
+ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
+    const char *msg);
+ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const u_char *reasoning, size_t rlen,
+    const u_char *text, size_t tlen);
+ngx_int_t ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t status, const char *msg);
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
@@ -420,6 +456,10 @@ ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_format.c */
+u_char *ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len);
+ngx_buf_t *ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size);
+ngx_int_t ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_buf_t *b);
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last, const u_char *text,
     size_t len, const llm_out_token *o, ngx_uint_t role);
