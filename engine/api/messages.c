@@ -849,7 +849,7 @@ llm_messages_reply(const llm_messages_out *o)
     {
         goto failed;
     }
-    if ((o->text_len || o->n_calls == 0)
+    if ((o->text_len || (o->n_calls == 0 && o->reasoning_len == 0))
         && msg_add_block(content, "text", "text", o->text ? o->text : "",
                          o->text_len) != 0)
     {
