@@ -150,7 +150,7 @@ POST /v1/messages
 POST /v1/messages
 {"model":
 --- error_code: 400
---- response_body_like: ^\{"type":"error","error":\{"type":"invalid_request_error","message":"the body is not valid JSON \(at byte \d+\)"\}\}$
+--- response_body_like: ^\{"type":"error","error":\{"type":"invalid_request_error","message":"We could not parse the JSON body of your request: the body ends at byte 9, inside an unfinished value. The API expects a JSON object."\}\}$
 
 
 
@@ -305,3 +305,37 @@ POST /v1/messages
 {"model":"smollm2","max_tokens":3,"temperature":0,"messages":[{"role":"user","content":"Hi"}]}
 --- error_code: 200
 --- response_body_like: "content":\[\{"type":"thinking","thinking":"[^"]+","signature":""\}\],"stop_reason":"max_tokens"
+
+
+
+=== TEST 24: authentication stays nginx's: a map on $http_x_api_key, a 401 in Anthropic's shape written by return (an if block is not an llm_api location)
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+    }
+    map $http_x_api_key $llm_key_ok {
+        default       0;
+        "sk-ant-good" 1;
+    }
+--- config
+    location /v1/ {
+        default_type application/json;
+        if ($llm_key_ok = 0) {
+            return 401 '{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}\n';
+        }
+        llm_api main;
+    }
+--- request eval
+["POST /v1/messages
+{\"model\":\"smollm2\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+"POST /v1/messages/count_tokens
+{\"model\":\"smollm2\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}"]
+--- more_headers eval
+["x-api-key: sk-ant-bad", "x-api-key: sk-ant-good"]
+--- error_code eval
+[401, 200]
+--- response_body eval
+["{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}\n", "{\"input_tokens\":31}\n"]

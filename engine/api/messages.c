@@ -677,6 +677,7 @@ llm_messages_to_chat(const char *body, size_t len, int count_only,
     char             *text;
     cJSON            *root, *out;
     llm_api_limits    def;
+    llm_api_request   req;
     llm_json_result   res;
 
     memset(err, 0, sizeof(*err));
@@ -686,17 +687,17 @@ llm_messages_to_chat(const char *body, size_t len, int count_only,
         lim = &def;
     }
 
-    if (lim->max_body && len > lim->max_body) {
-        llm_api_fail(err, 413, "request_too_large", "", "request body of "
-                     "%zu bytes is over the limit of %zu bytes", len,
-                     lim->max_body);
-        return NULL;
-    }
-    if (llm_json_check(body, len, lim->max_depth, lim->max_values, 0, &res)
-        != LLM_JSON_OK)
+    /* a body the chat parser would refuse before reading it (size, strict
+       JSON, depth, values): its refusal, in its words */
+    if ((lim->max_body && len > lim->max_body)
+        || llm_json_check(body, len, lim->max_depth, lim->max_values,
+                          LLM_JSON_NO_NUL, &res) != LLM_JSON_OK)
     {
-        llm_api_fail(err, 400, BAD, "", "the body is not valid JSON (at "
-                     "byte %zu)", res.offset);
+        memset(&req, 0, sizeof(req));
+        if (llm_api_parse(&req, body, len, LLM_API_CHAT, lim, err) == 0) {
+            llm_api_fail(err, 400, BAD, "", "the body is not valid JSON");
+        }
+        llm_api_request_free(&req);
         return NULL;
     }
 
