@@ -166,9 +166,11 @@ ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len)
 static void
 ngx_http_llm_body_handler(ngx_http_request_t *r)
 {
+    cJSON               *json;
     size_t               len;
     u_char              *body;
     ngx_int_t            rc;
+    llm_api_error        err;
     ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
@@ -180,14 +182,22 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     }
 
     /* a Messages body is read as the chat request it translates to */
-    rc = ctx->messages ? ngx_http_llm_messages_body(ctx, &body, &len) : NGX_OK;
+    rc = ctx->messages ? ngx_http_llm_messages_body(ctx, &body, &len, &err)
+                       : NGX_OK;
 
-    if (rc == NGX_OK) {
+    if (rc == NGX_DECLINED) {
+        rc = ngx_http_llm_refuse_api(ctx, &err);
+
+    } else if (rc == NGX_OK) {
         rc = ngx_http_llm_prepare(r, ctx, body, len);
     }
 
     if (rc == NGX_DONE) {
-        ngx_http_finalize_request(r, ngx_http_llm_messages_count(ctx));
+        /* count_tokens: counted, nothing to generate */
+        json = ngx_http_llm_messages_count(ctx);
+        ngx_http_finalize_request(r, json ? ngx_http_llm_send_json(r,
+                                                    NGX_HTTP_OK, json)
+                                          : NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 

@@ -416,12 +416,13 @@ ngx_int_t ngx_http_llm_prefix_add_variables(ngx_conf_t *cf);
 /* ngx_http_llm_messages.c */
 ngx_uint_t ngx_http_llm_messages_uri(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_messages_body(ngx_http_llm_ctx_t *ctx, u_char **body,
-    size_t *len);
-ngx_int_t ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
-ngx_int_t ngx_http_llm_messages_error(ngx_http_request_t *r,
-    ngx_uint_t status, const char *msg);
+    size_t *len, llm_api_error *err);
+cJSON *ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
+cJSON *ngx_http_llm_messages_error(ngx_uint_t status, const char *msg);
 ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
     const char *msg);
+
+/* ngx_http_llm_messages_sse.c */
 ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, const u_char *reasoning, size_t rlen,
     const u_char *text, size_t tlen);
@@ -455,11 +456,13 @@ ngx_int_t ngx_http_llm_quota_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 
-/* ngx_http_llm_format.c */
+/* ngx_http_llm_buf.c */
 u_char *ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len);
 ngx_buf_t *ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size);
 ngx_int_t ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_buf_t *b);
+
+/* ngx_http_llm_format.c */
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last, const u_char *text,
     size_t len, const llm_out_token *o, ngx_uint_t role);

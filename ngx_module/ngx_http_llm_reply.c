@@ -356,7 +356,9 @@ ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
                   msg, param ? " param=" : "", param ? param : "");
 
     if (ngx_http_llm_messages_uri(r)) {
-        return ngx_http_llm_messages_error(r, status, msg);
+        root = ngx_http_llm_messages_error(status, msg);
+        return root ? ngx_http_llm_send_json(r, status, root)
+                    : NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     if (status == NGX_HTTP_SERVICE_UNAVAILABLE
