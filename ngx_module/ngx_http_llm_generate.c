@@ -60,9 +60,13 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind)
 
     ctx->ecf = llcf->engine;
     ctx->chat = (kind != NGX_HTTP_LLM_GEN_COMPLETION);
-    ctx->messages = (kind >= NGX_HTTP_LLM_GEN_MESSAGES);
-    ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT);
+    ctx->messages = (kind == NGX_HTTP_LLM_GEN_MESSAGES
+                     || kind == NGX_HTTP_LLM_GEN_COUNT);
+    ctx->tokenize = (kind == NGX_HTTP_LLM_GEN_TOKENIZE);
+    ctx->detokenize = (kind == NGX_HTTP_LLM_GEN_DETOKENIZE);
+    ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT || ctx->tokenize);
     ctx->thinking = -1;
+    ctx->add_special = -1;
 
     r->request_body_in_single_buf = 1;
 
@@ -181,9 +185,20 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    /* a Messages body is read as the chat request it translates to */
+    if (ctx->detokenize) {
+        json = NULL;
+        rc = ngx_http_llm_detokenize(ctx, body, len, &json);
+        ngx_http_finalize_request(r, rc == NGX_OK
+                                     ? ngx_http_llm_send_json(r, NGX_HTTP_OK,
+                                                              json)
+                                     : ngx_http_llm_answer(ctx, rc));
+        return;
+    }
+
+    /* a Messages or /tokenize body is read as the request it stands for */
     rc = ctx->messages ? ngx_http_llm_messages_body(ctx, &body, &len, &err)
-                       : NGX_OK;
+         : ctx->tokenize ? ngx_http_llm_tokenize_body(ctx, &body, &len, &err)
+         : NGX_OK;
 
     if (rc == NGX_DECLINED) {
         rc = ngx_http_llm_refuse_api(ctx, &err);
@@ -193,11 +208,18 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     }
 
     if (rc == NGX_DONE) {
-        /* count_tokens: counted, nothing to generate */
-        json = ngx_http_llm_messages_count(ctx);
-        ngx_http_finalize_request(r, json ? ngx_http_llm_send_json(r,
-                                                    NGX_HTTP_OK, json)
-                                          : NGX_HTTP_INTERNAL_SERVER_ERROR);
+        /* count_tokens, /tokenize: the prompt is made, nothing generates */
+        json = NULL;
+        if (ctx->tokenize) {
+            rc = ngx_http_llm_tokenize_reply(ctx, &json);
+        } else {
+            json = ngx_http_llm_messages_count(ctx);
+            rc = json ? NGX_OK : NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ngx_http_finalize_request(r, rc == NGX_OK
+                                     ? ngx_http_llm_send_json(r, NGX_HTTP_OK,
+                                                              json)
+                                     : ngx_http_llm_answer(ctx, rc));
         return;
     }
 
@@ -282,7 +304,8 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
         }
     }
 
-    vars = jinja_chat_context(msgs, tools, 1, special, extra);
+    vars = jinja_chat_context(msgs, tools, !ctx->no_gen_prompt, special,
+                              extra);
     cJSON_Delete(extra);
     cJSON_Delete(special);
     cJSON_Delete(msgs);
@@ -586,9 +609,11 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return NGX_OK;
     }
 
+    /* /tokenize's add_special_tokens, else the endpoint's rule */
     if (!ctx->chat) {
         return ngx_http_llm_tokenize(r, ctx, ctx->req.prompt,
-                                     ctx->req.prompt_len, 1, NULL, 0);
+                                     ctx->req.prompt_len,
+                                     ctx->add_special != 0, NULL, 0);
     }
 
     rc = ngx_http_llm_render_chat(r, ctx, &text, &len, &spans, &n_spans);
@@ -599,7 +624,8 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_split_init(r, ctx, text, len);
 
     /* vLLM's rule: the template wrote the special tokens itself */
-    rc = ngx_http_llm_tokenize(r, ctx, text, len, 0, spans, n_spans);
+    rc = ngx_http_llm_tokenize(r, ctx, text, len, ctx->add_special == 1,
+                               spans, n_spans);
     free(text);
 
     return rc;

@@ -313,6 +313,15 @@ struct ngx_http_llm_ctx_s {
                                                    2 text */
     ngx_uint_t                  msg_index;  /* of the next block */
     ngx_int_t                   thinking;   /* -1, 0, 1: enable_thinking */
+
+    /* /tokenize, /detokenize (ngx_http_llm_tokenize.c) */
+    unsigned                    tokenize:1;
+    unsigned                    detokenize:1;
+    unsigned                    no_gen_prompt:1;    /* the template's
+                                                       add_generation_prompt
+                                                       off */
+    unsigned                    token_strs:1;
+    ngx_int_t                   add_special;    /* -1: the endpoint's */
 };
 
 
@@ -398,6 +407,8 @@ ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 #define NGX_HTTP_LLM_GEN_CHAT        1      /* /v1/chat/completions */
 #define NGX_HTTP_LLM_GEN_MESSAGES    2      /* /v1/messages */
 #define NGX_HTTP_LLM_GEN_COUNT       3      /* /v1/messages/count_tokens */
+#define NGX_HTTP_LLM_GEN_TOKENIZE    4      /* /tokenize */
+#define NGX_HTTP_LLM_GEN_DETOKENIZE  5      /* /detokenize */
 
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind);
 ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
@@ -421,6 +432,13 @@ cJSON *ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
 cJSON *ngx_http_llm_messages_error(ngx_uint_t status, const char *msg);
 ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
     const char *msg);
+
+/* ngx_http_llm_tokenize.c */
+ngx_int_t ngx_http_llm_tokenize_body(ngx_http_llm_ctx_t *ctx, u_char **body,
+    size_t *len, llm_api_error *err);
+ngx_int_t ngx_http_llm_tokenize_reply(ngx_http_llm_ctx_t *ctx, cJSON **json);
+ngx_int_t ngx_http_llm_detokenize(ngx_http_llm_ctx_t *ctx, u_char *body,
+    size_t len, cJSON **json);
 
 /* ngx_http_llm_messages_sse.c */
 ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
