@@ -594,6 +594,52 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 }
 
 
+/* fill in the middle: <pre> prompt <suf> suffix <mid>, for a model that
+   has the tokens (found at load, tokenizer/fim.h) */
+static ngx_int_t
+ngx_http_llm_fim(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    int                          n, cap;
+    int32_t                     *ids;
+    ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
+
+    if (ecf->fim.pre < 0) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "unsupported_value",
+                                   "suffix: the model `%V` has no "
+                                   "fill-in-the-middle tokens",
+                                   &ecf->served_model_name);
+    }
+
+    if (ctx->req.prompt == NULL) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "unsupported_value",
+                                   "suffix: the prompt must be text for "
+                                   "fill in the middle");
+    }
+
+    cap = (int) ngx_min(ctx->req.prompt_len + ctx->req.suffix_len + 8,
+                        LLM_RING_MAX_PROMPT + 1);
+
+    ids = ngx_palloc(r->pool, cap * sizeof(int32_t));
+    if (ids == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    n = llm_fim_prompt(ecf->tokenizer, &ecf->fim, ctx->req.prompt,
+                       ctx->req.prompt_len, ctx->req.suffix,
+                       ctx->req.suffix_len, ids, cap);
+    if (n < 0) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->prompt = ids;
+    ctx->n_prompt = (uint32_t) n;   /* may exceed cap: checked by caller */
+
+    return NGX_OK;
+}
+
+
 /* the prompt as token ids: rendered and tokenized, or given as ids */
 static ngx_int_t
 ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
@@ -602,6 +648,10 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     size_t      len, n_spans;
     llm_span   *spans;
     ngx_int_t   rc;
+
+    if (!ctx->chat && ctx->req.suffix) {
+        return ngx_http_llm_fim(r, ctx);
+    }
 
     if (ctx->req.prompt_ids && !ctx->chat) {
         ctx->prompt = ctx->req.prompt_ids;

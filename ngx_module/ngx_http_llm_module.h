@@ -39,6 +39,7 @@
 #include "common/defaults.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/fim.h"
 #include "jinja/jinja.h"
 #include "api/request.h"
 #include "api/stop.h"
@@ -132,6 +133,7 @@ typedef struct {
     jinja_tmpl                 *chat_template;
     ngx_uint_t                  tool_format;    /* LLM_TOOL_FMT_*, of the
                                                    template's text */
+    llm_fim                     fim;            /* pre -1: no FIM tokens */
     ngx_str_t                   chat_template_file;
     ngx_str_t                   bos_text;
     ngx_str_t                   eos_text;

@@ -2,6 +2,30 @@
 # (docs/api.md): a prompt or a chat to the ids the completion and chat
 # endpoints send, the vocabulary's strings, ids back to text, errors.
 use Test::Nginx::Socket 'no_plan';
+use Cwd qw(abs_path);
+use FindBin;
+use JSON::PP;
+
+# t/data/models/hf-qwen2 with Qwen2.5-Coder's three FIM tokens added to
+# its tokenizer (ids 603-605, past the tiny model's 603 embeddings: only
+# the worker's side, /tokenize, is served from it)
+my $hf = abs_path("$FindBin::Bin/data/models/hf-qwen2");
+my $fim = "$ENV{TEST_NGINX_BUILD}/t/hf-qwen2-fim";
+system("rm -rf $fim && mkdir -p $fim && cp $hf/* $fim/") == 0 or die;
+{
+    open my $in, '<', "$fim/tokenizer.json" or die;
+    my $tok = decode_json(do { local $/; <$in> });
+    my $id = 603;
+    for my $name (qw(<|fim_prefix|> <|fim_suffix|> <|fim_middle|>)) {
+        push @{ $tok->{added_tokens} }, { id => $id++, content => $name,
+            single_word => JSON::PP::false, lstrip => JSON::PP::false,
+            rstrip => JSON::PP::false, normalized => JSON::PP::false,
+            special => JSON::PP::true };
+    }
+    open my $out, '>', "$fim/tokenizer.json" or die;
+    print $out encode_json($tok);
+}
+$ENV{TEST_NGINX_FIM_MODEL} = $fim;
 
 add_block_preprocessor(sub {
     my $block = shift;
@@ -136,3 +160,44 @@ POST /tokenize
  '"message":"Missing required parameter: .tokens.\.",',
  '"code":"model_not_found"',
  '"code":"method_not_allowed"']
+
+
+
+=== TEST 7: fill in the middle: a vocabulary with Qwen2.5-Coder's FIM tokens: /tokenize shows the PSM prompt (prefix, suffix as plain text)
+--- http_config
+    llm_engine hf {
+        model $TEST_NGINX_FIM_MODEL;
+        served_model_name coder;
+        max_model_len 256;
+        kv_cache_memory 16m;
+    }
+--- config
+    location ~ ^/(de)?tokenize$ { llm_api hf; }
+--- request eval
+["POST /tokenize
+{\"prompt\":\"def f(\",\"suffix\":\"):\",\"return_token_strs\":true}",
+"POST /tokenize
+{\"prompt\":\"def f(\",\"return_token_strs\":true}",
+"POST /tokenize
+{\"prompt\":\"<|fim_middle|>\",\"suffix\":\"x\"}",
+"POST /tokenize
+{\"prompt\":[1,2],\"suffix\":\"x\"}"]
+--- error_code eval
+[200, 200, 200, 400]
+--- response_body_like eval
+['^\{"count":\d+,"max_model_len":256,"tokens":\[603,[\d,]+\],"token_strs":\["<\|fim_prefix\|>",("[^"]*",)+"<\|fim_suffix\|>",("[^"]*",)+"<\|fim_middle\|>"\]\}$',
+ '^\{"count":\d+,"max_model_len":256,"tokens":\[(?!603)',
+ '^\{"count":\d+,"max_model_len":256,"tokens":\[603,(?!605)\d+,',
+ '"message":"suffix: the prompt must be text for fill in the middle"']
+
+
+
+=== TEST 8: fill in the middle on a model without FIM tokens: a 400 naming the model (SmolLM2's vocabulary has none)
+--- request
+POST /v1/completions
+{"model":"smollm2","prompt":"def f(","suffix":"):","max_tokens":4}
+--- error_code: 400
+--- response_body
+{"error":{"message":"suffix: the model `smollm2` has no fill-in-the-middle tokens","type":"invalid_request_error","param":null,"code":"unsupported_value"}}
+--- error_log
+llm: 400 suffix: the model `smollm2` has no fill-in-the-middle tokens
