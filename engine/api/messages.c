@@ -529,7 +529,9 @@ msg_thinking(const cJSON *th, llm_messages_opts *opts, llm_api_error *err)
                         "or 'disabled'");
     }
     budget = llm_api_field(th, "budget_tokens");
+    /* the range first: a cast of a double past INT_MAX is undefined */
     if (budget != NULL && (!cJSON_IsNumber(budget) || budget->valuedouble < 1
+                           || budget->valuedouble > 2147483647.0
                            || budget->valuedouble
                               != (double) (int) budget->valuedouble))
     {

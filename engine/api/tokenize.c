@@ -177,9 +177,10 @@ llm_detokenize_parse(const char *body, size_t len, int32_t n_vocab,
 
     i = 0;
     cJSON_ArrayForEach(t, tokens) {
-        if (!cJSON_IsNumber(t) || t->valuedouble != (double) (int64_t)
-                                                     t->valuedouble
-            || t->valuedouble < 0 || t->valuedouble >= n_vocab)
+        /* the range first: a cast of a double out of range is undefined */
+        if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0)
+            || t->valuedouble >= n_vocab
+            || t->valuedouble != (double) (int32_t) t->valuedouble)
         {
             free(*ids);
             *ids = NULL;

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE     /* memmem */
 #include "api/tool_xml.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,11 @@ xml_value(const char *v, const char *type)
         return cJSON_CreateString(v);
     }
     if (strcmp(type, "integer") == 0 || strcmp(type, "number") == 0) {
+        /* finite, and an integer exactly (2^53) when it must be one */
         d = strtod(v, &end);
-        if (end != v && *end == '\0'
-            && (type[0] == 'n' || d == (double) (long long) d))
+        if (end != v && *end == '\0' && isfinite(d)
+            && (type[0] == 'n' || (fabs(d) < 9007199254740992.0
+                                   && d == floor(d))))
         {
             return cJSON_CreateNumber(d);
         }

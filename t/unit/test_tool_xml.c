@@ -123,6 +123,8 @@ test_values(void)
         "</function>\n";
     static const char  odd[] =
         "<function=run>\n<parameter=timeout>\nsoon\n</parameter>\n"
+        "<parameter=ratio>\nnan\n</parameter>\n"
+        "<parameter=env>\n[1]\n</parameter>\n"
         "<parameter=dry>\nyes\n</parameter>\n"
         "<parameter=cmd>\n\n  two\nlines \n\n</parameter>\n</function>";
 
@@ -140,7 +142,8 @@ test_values(void)
     ok(llm_tool_xml_call(odd, sizeof(odd) - 1, tools, &name, &args, why,
                          sizeof(why)) == 0, "values not of their type");
     s = cJSON_PrintUnformatted(args);
-    is_str(s, "{\"timeout\":\"soon\",\"dry\":\"yes\",\"cmd\":\"\\n  two\\n"
+    is_str(s, "{\"timeout\":\"soon\",\"ratio\":\"nan\",\"env\":\"[1]\","
+           "\"dry\":\"yes\",\"cmd\":\"\\n  two\\n"
            "lines \\n\"}", "stay strings; only one newline each side is "
            "the format's");
     free(s);
@@ -167,6 +170,8 @@ test_replies(void)
              "\"ls\"}}\n</tool_call>", "run:{\"cmd\":\"ls\"};", "", 0,
              "a Hermes JSON body (the grammar's) is read too");
     is_reply("No call here.", "", "No call here.", 0, "plain text");
+    is_reply(CALL(P("timeout", "1e300")), "run:{\"timeout\":\"1e300\"};",
+             "", 0, "an integer past 2^53 stays a string");
 
     /* malformed: the text comes back as content, failed */
     is_reply("<tool_call>\n<function=rm>\n" P("x", "1") "</function>\n"
