@@ -339,3 +339,20 @@ POST /v1/messages
 [401, 200]
 --- response_body eval
 ["{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}\n", "{\"input_tokens\":31}\n"]
+
+
+
+=== TEST 25: a stream cut by its deadline ends with Anthropic's error event
+--- config
+    location /v1/ {
+        llm_api main;
+        llm_deadline 2s;
+    }
+--- request
+POST /v1/messages
+{"model":"smollm2","max_tokens":1900,"temperature":0,"stream":true,"messages":[{"role":"user","content":"Count from 1 to 1000, one number per line."}]}
+--- timeout: 60
+--- error_code: 200
+--- response_body_like: ^event: message_start\n.*\nevent: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"the generation deadline passed"\}\}\n\n$
+--- error_log
+llm: 504 stream ended by an error: the generation deadline passed
