@@ -144,7 +144,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 3) {
         return 0;
     }
-    fmt = data[0] % 5;
+    fmt = data[0] % (LLM_TOOL_FMT_QWEN3_XML + 1);
     flags = data[1];
     s = (const char *) data + 3;
     n = size - 3;

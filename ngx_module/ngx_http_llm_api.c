@@ -1,6 +1,7 @@
 /*
  * llm_api: the routes under the location (/models, /chat/completions,
- * /completions) and the answers to wrong methods and unknown paths.
+ * /completions, /messages, /messages/count_tokens, /tokenize,
+ * /detokenize) and the answers to wrong methods and unknown paths.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -48,7 +49,10 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         return ngx_http_llm_when_ready(r, peer, ngx_http_llm_models_handler);
     }
 
-    if (ngx_http_llm_uri_ends(r, "/chat/completions")
+    if (ngx_http_llm_messages_uri(r)
+        || ngx_http_llm_uri_ends(r, "/tokenize")
+        || ngx_http_llm_uri_ends(r, "/detokenize")
+        || ngx_http_llm_uri_ends(r, "/chat/completions")
         || ngx_http_llm_uri_ends(r, "/completions"))
     {
         if (r->method != NGX_HTTP_POST) {
@@ -61,8 +65,17 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                                            "use POST for %V", &r->uri);
         }
 
-        return ngx_http_llm_generate(r, ngx_http_llm_uri_ends(r,
-                                                 "/chat/completions"));
+        return ngx_http_llm_generate(r,
+                   ngx_http_llm_uri_ends(r, "/messages/count_tokens")
+                   ? NGX_HTTP_LLM_GEN_COUNT
+                   : ngx_http_llm_uri_ends(r, "/messages")
+                   ? NGX_HTTP_LLM_GEN_MESSAGES
+                   : ngx_http_llm_uri_ends(r, "/tokenize")
+                   ? NGX_HTTP_LLM_GEN_TOKENIZE
+                   : ngx_http_llm_uri_ends(r, "/detokenize")
+                   ? NGX_HTTP_LLM_GEN_DETOKENIZE
+                   : ngx_http_llm_uri_ends(r, "/chat/completions")
+                   ? NGX_HTTP_LLM_GEN_CHAT : NGX_HTTP_LLM_GEN_COMPLETION);
     }
 
     rc = ngx_http_discard_request_body(r);

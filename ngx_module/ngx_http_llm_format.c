@@ -1,146 +1,22 @@
 /*
  * Tokens to bytes: a generation's text as OpenAI's SSE chunks or its JSON
  * reply, logprobs in both forms, the error event of a stream that fails.
- * Written with ngx_sprintf into buffers a long stream reuses; every string
- * escaped into valid UTF-8. Nothing here sends or decides: the stream does.
+ * Written with ngx_sprintf into buffers a long stream reuses
+ * (ngx_http_llm_buf.c); every string escaped into valid UTF-8. Nothing
+ * here sends or decides: the stream does. A Messages request's shapes are
+ * ngx_http_llm_messages_sse.c's.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
-#include "text/utf8.h"
 
 
 static const char *ngx_http_llm_finish_names[] = {
     "null", "stop", "length", "cancelled", "error"
 };
 
-
-/*
- * A JSON string body (no quotes). Token pieces of byte-level vocabularies
- * can be parts of a character: invalid bytes become U+FFFD, so the JSON is
- * always valid UTF-8. Needs 6 bytes of room per input byte.
- */
-static u_char *
-ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len)
-{
-    u_char          c;
-    size_t          n;
-    static u_char   hex[] = "0123456789abcdef";
-
-    while (len) {
-        c = *src;
-
-        if (c >= 0x80) {
-            n = llm_utf8_len(src, len);
-            if (n == 0) {
-                dst = ngx_cpymem(dst, "\\ufffd", 6);
-                src++;
-                len--;
-                continue;
-            }
-            dst = ngx_cpymem(dst, src, n);
-            src += n;
-            len -= n;
-            continue;
-        }
-
-        src++;
-        len--;
-
-        switch (c) {
-        case '"':
-        case '\\':
-            *dst++ = '\\';
-            *dst++ = c;
-            break;
-        case '\n':
-            *dst++ = '\\';
-            *dst++ = 'n';
-            break;
-        case '\r':
-            *dst++ = '\\';
-            *dst++ = 'r';
-            break;
-        case '\t':
-            *dst++ = '\\';
-            *dst++ = 't';
-            break;
-        default:
-            if (c < 0x20) {
-                *dst++ = '\\';
-                *dst++ = 'u';
-                *dst++ = '0';
-                *dst++ = '0';
-                *dst++ = hex[c >> 4];
-                *dst++ = hex[c & 0xf];
-            } else {
-                *dst++ = c;
-            }
-        }
-    }
-
-    return dst;
-}
-
-
-static ngx_buf_t *
-ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size)
-{
-    u_char       *start, *end;
-    ngx_buf_t    *b;
-    ngx_chain_t  *cl, **ll;
-
-    /* a long stream reuses the buffers the client has taken (the
-       request's: every choice's output goes out on one connection) */
-    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
-        cl = *ll;
-        b = cl->buf;
-        if ((size_t) (b->end - b->start) >= size) {
-            *ll = cl->next;
-            ngx_free_chain(ctx->request->pool, cl);
-            start = b->start;
-            end = b->end;
-            ngx_memzero(b, sizeof(ngx_buf_t));     /* flags too */
-            b->start = start;
-            b->end = end;
-            b->pos = start;
-            b->last = start;
-            b->temporary = 1;
-            b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
-            return b;
-        }
-    }
-
-    b = ngx_create_temp_buf(ctx->request->pool, ngx_max(size, 1024));
-    if (b == NULL) {
-        return NULL;
-    }
-    b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
-    return b;
-}
-
-
-/* b at the end of the output being built */
-static ngx_int_t
-ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    ngx_buf_t *b)
-{
-    ngx_chain_t  *cl;
-
-    cl = ngx_alloc_chain_link(ctx->request->pool);
-    if (cl == NULL) {
-        return NGX_ERROR;
-    }
-
-    cl->buf = b;
-    cl->next = NULL;
-    **last = cl;
-    *last = &cl->next;
-
-    return NGX_OK;
-}
 
 /* the head of every chunk: data: {"id":...,"choices":[{"index":i, */
 static u_char *
@@ -364,6 +240,10 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return NGX_OK;
     }
 
+    if (ctx->messages) {
+        return ngx_http_llm_messages_delta(ctx, last, NULL, 0, text, len);
+    }
+
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
         size += ngx_http_llm_lp_size(ctx, o);
@@ -433,6 +313,12 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return ngx_http_llm_format_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
+    }
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_delta(ctx, last,
+                                           (u_char *) piece->reasoning, rlen,
+                                           (u_char *) piece->content, clen);
     }
 
     if (rlen == 0) {
@@ -521,6 +407,10 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
     int             i;
     llm_tool_call  *call;
 
+    if (ctx->messages) {
+        return ngx_http_llm_messages_tool_calls(ctx, c, last);
+    }
+
     for (i = 0; i < c->out.n_calls; i++) {
         call = &c->out.calls[i];
 
@@ -576,6 +466,10 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 {
     u_char     *p;
     ngx_buf_t  *b;
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_finish(ctx, c, last);
+    }
 
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
     if (b == NULL) {
@@ -782,7 +676,12 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     ngx_buf_t           *b;
     ngx_http_request_t  *r = ctx->request;
 
-    if (ctx->stream) {
+    if (ctx->messages) {
+        if (ngx_http_llm_messages_final(ctx, &b) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+    } else if (ctx->stream) {
         b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
         if (b == NULL) {
             return NGX_ERROR;
@@ -816,6 +715,10 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     u_char     *p;
     size_t      len;
     ngx_buf_t  *b;
+
+    if (ctx->messages) {
+        return ngx_http_llm_messages_error_event(ctx, last, status, msg);
+    }
 
     len = ngx_strlen(msg);
 

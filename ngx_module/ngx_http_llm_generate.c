@@ -28,7 +28,7 @@ static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
 /* entry: read the body                                                   */
 
 ngx_int_t
-ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
+ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind)
 {
     ngx_int_t                 rc;
     ngx_pool_cleanup_t       *cln;
@@ -59,7 +59,14 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
     cln->data = ctx;
 
     ctx->ecf = llcf->engine;
-    ctx->chat = chat;
+    ctx->chat = (kind != NGX_HTTP_LLM_GEN_COMPLETION);
+    ctx->messages = (kind == NGX_HTTP_LLM_GEN_MESSAGES
+                     || kind == NGX_HTTP_LLM_GEN_COUNT);
+    ctx->tokenize = (kind == NGX_HTTP_LLM_GEN_TOKENIZE);
+    ctx->detokenize = (kind == NGX_HTTP_LLM_GEN_DETOKENIZE);
+    ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT || ctx->tokenize);
+    ctx->thinking = -1;
+    ctx->add_special = -1;
 
     r->request_body_in_single_buf = 1;
 
@@ -163,9 +170,11 @@ ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len)
 static void
 ngx_http_llm_body_handler(ngx_http_request_t *r)
 {
+    cJSON               *json;
     size_t               len;
     u_char              *body;
     ngx_int_t            rc;
+    llm_api_error        err;
     ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
@@ -176,7 +185,44 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    rc = ngx_http_llm_prepare(r, ctx, body, len);
+    if (ctx->detokenize) {
+        json = NULL;
+        rc = ngx_http_llm_detokenize(ctx, body, len, &json);
+        ngx_http_finalize_request(r, rc == NGX_OK
+                                     ? ngx_http_llm_send_json(r, NGX_HTTP_OK,
+                                                              json)
+                                     : ngx_http_llm_answer(ctx, rc));
+        return;
+    }
+
+    /* a Messages or /tokenize body is read as the request it stands for */
+    rc = ctx->messages ? ngx_http_llm_messages_body(ctx, &body, &len, &err)
+         : ctx->tokenize ? ngx_http_llm_tokenize_body(ctx, &body, &len, &err)
+         : NGX_OK;
+
+    if (rc == NGX_DECLINED) {
+        rc = ngx_http_llm_refuse_api(ctx, &err);
+
+    } else if (rc == NGX_OK) {
+        rc = ngx_http_llm_prepare(r, ctx, body, len);
+    }
+
+    if (rc == NGX_DONE) {
+        /* count_tokens, /tokenize: the prompt is made, nothing generates */
+        json = NULL;
+        if (ctx->tokenize) {
+            rc = ngx_http_llm_tokenize_reply(ctx, &json);
+        } else {
+            json = ngx_http_llm_messages_count(ctx);
+            rc = json ? NGX_OK : NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ngx_http_finalize_request(r, rc == NGX_OK
+                                     ? ngx_http_llm_send_json(r, NGX_HTTP_OK,
+                                                              json)
+                                     : ngx_http_llm_answer(ctx, rc));
+        return;
+    }
+
     if (rc != NGX_OK) {
         ngx_http_finalize_request(r, ngx_http_llm_answer(ctx, rc));
         return;
@@ -213,7 +259,7 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
     char **text, size_t *len, llm_span **spans, size_t *n_spans, char *err,
     size_t err_len)
 {
-    cJSON         *vars, *special, *msgs;
+    cJSON         *vars, *special, *msgs, *extra;
     size_t         i, n;
     const cJSON   *tools;
     ngx_int_t      rc;
@@ -243,7 +289,24 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    vars = jinja_chat_context(msgs, tools, 1, special, NULL);
+    /* Messages' thinking switch: the template's enable_thinking */
+    extra = NULL;
+    if (ctx->thinking >= 0) {
+        extra = cJSON_CreateObject();
+        if (extra == NULL
+            || cJSON_AddBoolToObject(extra, "enable_thinking", ctx->thinking)
+               == NULL)
+        {
+            cJSON_Delete(extra);
+            cJSON_Delete(special);
+            cJSON_Delete(msgs);
+            return NGX_ERROR;
+        }
+    }
+
+    vars = jinja_chat_context(msgs, tools, !ctx->no_gen_prompt, special,
+                              extra);
+    cJSON_Delete(extra);
     cJSON_Delete(special);
     cJSON_Delete(msgs);
     if (vars == NULL) {
@@ -539,6 +602,52 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 }
 
 
+/* fill in the middle: <pre> prompt <suf> suffix <mid>, for a model that
+   has the tokens (found at load, tokenizer/fim.h) */
+static ngx_int_t
+ngx_http_llm_fim(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    int                          n, cap;
+    int32_t                     *ids;
+    ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
+
+    if (ecf->fim.pre < 0) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "unsupported_value",
+                                   "suffix: the model `%V` has no "
+                                   "fill-in-the-middle tokens",
+                                   &ecf->served_model_name);
+    }
+
+    if (ctx->req.prompt == NULL) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "unsupported_value",
+                                   "suffix: the prompt must be text for "
+                                   "fill in the middle");
+    }
+
+    cap = (int) ngx_min(ctx->req.prompt_len + ctx->req.suffix_len + 8,
+                        LLM_RING_MAX_PROMPT + 1);
+
+    ids = ngx_palloc(r->pool, cap * sizeof(int32_t));
+    if (ids == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    n = llm_fim_prompt(ecf->tokenizer, &ecf->fim, ctx->req.prompt,
+                       ctx->req.prompt_len, ctx->req.suffix,
+                       ctx->req.suffix_len, ids, cap);
+    if (n < 0) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->prompt = ids;
+    ctx->n_prompt = (uint32_t) n;   /* may exceed cap: checked by caller */
+
+    return NGX_OK;
+}
+
+
 /* the prompt as token ids: rendered and tokenized, or given as ids */
 static ngx_int_t
 ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
@@ -548,15 +657,21 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     llm_span   *spans;
     ngx_int_t   rc;
 
+    if (!ctx->chat && ctx->req.suffix) {
+        return ngx_http_llm_fim(r, ctx);
+    }
+
     if (ctx->req.prompt_ids && !ctx->chat) {
         ctx->prompt = ctx->req.prompt_ids;
         ctx->n_prompt = ctx->req.n_prompt_ids;
         return NGX_OK;
     }
 
+    /* /tokenize's add_special_tokens, else the endpoint's rule */
     if (!ctx->chat) {
         return ngx_http_llm_tokenize(r, ctx, ctx->req.prompt,
-                                     ctx->req.prompt_len, 1, NULL, 0);
+                                     ctx->req.prompt_len,
+                                     ctx->add_special != 0, NULL, 0);
     }
 
     rc = ngx_http_llm_render_chat(r, ctx, &text, &len, &spans, &n_spans);
@@ -567,7 +682,8 @@ ngx_http_llm_prompt(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_split_init(r, ctx, text, len);
 
     /* vLLM's rule: the template wrote the special tokens itself */
-    rc = ngx_http_llm_tokenize(r, ctx, text, len, 0, spans, n_spans);
+    rc = ngx_http_llm_tokenize(r, ctx, text, len, ctx->add_special == 1,
+                               spans, n_spans);
     free(text);
 
     return rc;
@@ -706,6 +822,10 @@ ngx_http_llm_prepare(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     rc = ngx_http_llm_prompt(r, ctx);
     if (rc != NGX_OK) {
         return rc;
+    }
+
+    if (ctx->count_only) {
+        return NGX_DONE;            /* counted: nothing to generate */
     }
 
     rc = ngx_http_llm_admit(r, ctx);
@@ -950,7 +1070,8 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
-                              ctx->chat ? "chatcmpl-" : "cmpl-",
+                              ctx->messages ? "msg_"
+                              : ctx->chat ? "chatcmpl-" : "cmpl-",
                               sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())

@@ -248,6 +248,8 @@ ngx_http_llm_load_hf_tokenizer(ngx_conf_t *cf,
         return NGX_CONF_ERROR;
     }
 
+    (void) llm_fim_find(ecf->tokenizer, NULL, &ecf->fim);
+
     if (ngx_http_llm_tokenizer_texts(cf, ecf) != NGX_CONF_OK) {
         return NGX_CONF_ERROR;
     }
@@ -331,6 +333,8 @@ ngx_http_llm_load_tokenizer(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
         rv = NGX_CONF_ERROR;
         goto done;
     }
+
+    (void) llm_fim_find(ecf->tokenizer, &g, &ecf->fim);
 
     if (ngx_http_llm_tokenizer_texts(cf, ecf) != NGX_CONF_OK) {
         rv = NGX_CONF_ERROR;

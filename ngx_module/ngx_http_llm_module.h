@@ -39,6 +39,7 @@
 #include "common/defaults.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/fim.h"
 #include "jinja/jinja.h"
 #include "api/request.h"
 #include "api/stop.h"
@@ -139,6 +140,7 @@ typedef struct {
     jinja_tmpl                 *chat_template;
     ngx_uint_t                  tool_format;    /* LLM_TOOL_FMT_*, of the
                                                    template's text */
+    llm_fim                     fim;            /* pre -1: no FIM tokens */
     ngx_str_t                   chat_template_file;
     ngx_str_t                   bos_text;
     ngx_str_t                   eos_text;
@@ -318,6 +320,25 @@ struct ngx_http_llm_ctx_s {
                                                is out: nothing follows */
     unsigned                    relaxed_read:1; /* relaxed taken from
                                                    choice 0's slot */
+
+    /* Anthropic's Messages API (ngx_http_llm_messages.c) */
+    unsigned                    messages:1; /* its shapes in and out */
+    unsigned                    count_only:1;   /* /count_tokens */
+    unsigned                    msg_started:1;  /* message_start is out */
+    unsigned                    msg_block:2;    /* the open content block:
+                                                   0 none, 1 thinking,
+                                                   2 text */
+    ngx_uint_t                  msg_index;  /* of the next block */
+    ngx_int_t                   thinking;   /* -1, 0, 1: enable_thinking */
+
+    /* /tokenize, /detokenize (ngx_http_llm_tokenize.c) */
+    unsigned                    tokenize:1;
+    unsigned                    detokenize:1;
+    unsigned                    no_gen_prompt:1;    /* the template's
+                                                       add_generation_prompt
+                                                       off */
+    unsigned                    token_strs:1;
+    ngx_int_t                   add_special;    /* -1: the endpoint's */
 };
 
 
@@ -398,8 +419,15 @@ ngx_int_t ngx_http_llm_log_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_metrics_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 
-/* ngx_http_llm_generate.c */
-ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat);
+/* ngx_http_llm_generate.c: what ngx_http_llm_generate() serves */
+#define NGX_HTTP_LLM_GEN_COMPLETION  0      /* /v1/completions */
+#define NGX_HTTP_LLM_GEN_CHAT        1      /* /v1/chat/completions */
+#define NGX_HTTP_LLM_GEN_MESSAGES    2      /* /v1/messages */
+#define NGX_HTTP_LLM_GEN_COUNT       3      /* /v1/messages/count_tokens */
+#define NGX_HTTP_LLM_GEN_TOKENIZE    4      /* /tokenize */
+#define NGX_HTTP_LLM_GEN_DETOKENIZE  5      /* /detokenize */
+
+ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind);
 ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_engine_conf_t *ecf,
     ngx_flag_t special_in_content, char **text, size_t *len,
@@ -412,6 +440,35 @@ char *ngx_http_llm_prefix_tokens_check(ngx_conf_t *cf, void *post,
     void *data);
 ngx_int_t ngx_http_llm_prefix_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_llm_prefix_add_variables(ngx_conf_t *cf);
+
+/* ngx_http_llm_messages.c */
+ngx_uint_t ngx_http_llm_messages_uri(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_messages_body(ngx_http_llm_ctx_t *ctx, u_char **body,
+    size_t *len, llm_api_error *err);
+cJSON *ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
+cJSON *ngx_http_llm_messages_error(ngx_uint_t status, const char *msg);
+ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
+    const char *msg);
+
+/* ngx_http_llm_tokenize.c */
+ngx_int_t ngx_http_llm_tokenize_body(ngx_http_llm_ctx_t *ctx, u_char **body,
+    size_t *len, llm_api_error *err);
+ngx_int_t ngx_http_llm_tokenize_reply(ngx_http_llm_ctx_t *ctx, cJSON **json);
+ngx_int_t ngx_http_llm_detokenize(ngx_http_llm_ctx_t *ctx, u_char *body,
+    size_t len, cJSON **json);
+
+/* ngx_http_llm_messages_sse.c */
+ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const u_char *reasoning, size_t rlen,
+    const u_char *text, size_t tlen);
+ngx_int_t ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t status, const char *msg);
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
@@ -433,6 +490,12 @@ void ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx);
 ngx_int_t ngx_http_llm_quota_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_llm_priority(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_buf.c */
+u_char *ngx_http_llm_json_escape(u_char *dst, const u_char *src, size_t len);
+ngx_buf_t *ngx_http_llm_get_buf(ngx_http_llm_ctx_t *ctx, size_t size);
+ngx_int_t ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_buf_t *b);
 
 /* ngx_http_llm_format.c */
 ngx_int_t ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx,

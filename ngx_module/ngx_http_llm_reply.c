@@ -355,6 +355,12 @@ ngx_http_llm_error_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_log_error(level, r->connection->log, 0, "llm: %ui %s%s%s", status,
                   msg, param ? " param=" : "", param ? param : "");
 
+    if (ngx_http_llm_messages_uri(r)) {
+        root = ngx_http_llm_messages_error(status, msg);
+        return root ? ngx_http_llm_send_json(r, status, root)
+                    : NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     if (status == NGX_HTTP_SERVICE_UNAVAILABLE
         || status == NGX_HTTP_TOO_MANY_REQUESTS)
     {
@@ -577,6 +583,13 @@ ngx_http_llm_page(ngx_http_request_t *r, ngx_uint_t status)
     u_char                        msg[128];
     ngx_http_llm_loc_conf_t      *llcf;
     ngx_http_llm_status_error_t  *e;
+
+    if (ngx_http_llm_messages_uri(r)) {
+        e = ngx_http_llm_status_error(status);
+        return ngx_http_llm_messages_page(r->pool, status,
+                                          e ? e->message
+                                            : "The request failed.");
+    }
 
     /* core's client_max_body_size is llm_max_body_size (merge_loc_conf):
        say which limit, and the declared size when there is one */

@@ -27,6 +27,7 @@
 #include <sys/random.h>
 
 #include "api/reply.h"
+#include "api/tool_xml.h"
 
 
 enum { R_DETECT, R_THINK, R_AFTER, R_CONTENT };
@@ -58,7 +59,8 @@ llm_tool_format_detect(const char *tmpl, size_t len)
         return LLM_TOOL_FMT_GENERIC;
     }
     if (memmem(tmpl, len, HERMES_OPEN, sizeof(HERMES_OPEN) - 1)) {
-        return LLM_TOOL_FMT_HERMES;
+        return memmem(tmpl, len, "<function=", 10) ? LLM_TOOL_FMT_QWEN3_XML
+                                                   : LLM_TOOL_FMT_HERMES;
     }
     if (memmem(tmpl, len, MISTRAL_OPEN, sizeof(MISTRAL_OPEN) - 1)) {
         return LLM_TOOL_FMT_MISTRAL;
@@ -77,11 +79,11 @@ const char *
 llm_tool_format_name(int format)
 {
     static const char *const names[] = {
-        "none", "generic", "hermes", "llama3", "mistral"
+        "none", "generic", "hermes", "llama3", "mistral", "qwen3_xml"
     };
 
-    return format >= 0 && format <= LLM_TOOL_FMT_MISTRAL ? names[format]
-                                                          : "unknown";
+    return format >= 0 && format <= LLM_TOOL_FMT_QWEN3_XML ? names[format]
+                                                            : "unknown";
 }
 
 
@@ -350,6 +352,59 @@ parse_hermes(llm_reply *o, const char *s, size_t n, size_t *rest)
 }
 
 
+/* <tool_call><function=f><parameter=p>v</parameter></function></tool_call>,
+   repeated (api/tool_xml.h); a JSON body as Hermes' */
+static int
+parse_qwen3_xml(llm_reply *o, const char *s, size_t n, size_t *rest)
+{
+    int      rc;
+    long     e;
+    char    *name;
+    size_t   i = skip_blanks(s, 0, n), j, body_end, after;
+    cJSON   *args, *v;
+
+    while (starts(s + i, n - i, HERMES_OPEN) == 1) {
+        i += sizeof(HERMES_OPEN) - 1;
+        e = find(s + i, n - i, HERMES_CLOSE);
+        body_end = e < 0 ? n : i + e;
+        after = e < 0 ? n : body_end + sizeof(HERMES_CLOSE) - 1;
+        j = skip_blanks(s, i, body_end);
+
+        if (j < body_end && s[j] == '{') {
+            v = json_at(s, body_end, &j);
+            rc = (v != NULL && skip_blanks(s, j, body_end) == body_end)
+                 ? add_call_object(o, v)
+                 : fail_why(o, "a <tool_call> that is neither XML nor one "
+                            "JSON object", NULL);
+            cJSON_Delete(v);
+
+        } else if (llm_tool_xml_call(s + i, body_end - i, o->tools, &name,
+                                     &args, o->why, sizeof(o->why))
+                   == 0)
+        {
+            v = cJSON_CreateString(name);
+            rc = v ? add_call(o, v, args)
+                   : fail_why(o, "out of memory", NULL);
+            cJSON_Delete(v);
+            cJSON_Delete(args);
+            free(name);
+
+        } else {
+            rc = -1;
+        }
+        if (rc != 0) {
+            return -1;
+        }
+        i = skip_blanks(s, after, n);
+    }
+    if (o->n_calls == 0) {
+        return fail_why(o, "no <tool_call> after all", NULL);
+    }
+    *rest = i;
+    return 0;
+}
+
+
 /* [TOOL_CALLS][{...}, ...] or [TOOL_CALLS]name[ARGS]{...}, repeated */
 static int
 parse_mistral(llm_reply *o, const char *s, size_t n, size_t *rest)
@@ -580,6 +635,9 @@ parse_calls(llm_reply *o)
     case LLM_TOOL_FMT_HERMES:
         rc = parse_hermes(o, s, n, &rest);
         break;
+    case LLM_TOOL_FMT_QWEN3_XML:
+        rc = parse_qwen3_xml(o, s, n, &rest);
+        break;
     case LLM_TOOL_FMT_MISTRAL:
         rc = parse_mistral(o, s, n, &rest);
         break;
@@ -633,7 +691,8 @@ opens_call(int format, const char *s, size_t n)
     const char *const        *o;
     int                       r, best = 0;
 
-    o = format == LLM_TOOL_FMT_HERMES ? hermes
+    o = (format == LLM_TOOL_FMT_HERMES || format == LLM_TOOL_FMT_QWEN3_XML)
+        ? hermes
         : format == LLM_TOOL_FMT_MISTRAL ? mistral
         : format == LLM_TOOL_FMT_LLAMA3 ? llama3 : generic;
     for (; *o; o++) {
@@ -652,7 +711,8 @@ opens_call(int format, const char *s, size_t n)
 static const char *
 call_marker(int format)
 {
-    return format == LLM_TOOL_FMT_HERMES ? HERMES_OPEN
+    return (format == LLM_TOOL_FMT_HERMES
+            || format == LLM_TOOL_FMT_QWEN3_XML) ? HERMES_OPEN
            : format == LLM_TOOL_FMT_MISTRAL ? MISTRAL_OPEN : NULL;
 }
 
@@ -1177,6 +1237,7 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
 
     switch (format) {
     case LLM_TOOL_FMT_HERMES:
+    case LLM_TOOL_FMT_QWEN3_XML:    /* a JSON body, which its parser reads */
         tag_term(open, sizeof(open), tok, HERMES_OPEN);
         tag_term(close, sizeof(close), tok, HERMES_CLOSE);
         w = snprintf(out, n,

@@ -16,6 +16,11 @@
  *   LLAMA3   {"name": "f", "parameters": {...}}, the whole reply, maybe
  *            after <|python_tag|> (Llama 3.1 / 3.2 / 3.3): the template
  *            contains "<|python_tag|>" or "\"parameters\""
+ *   QWEN3_XML <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>
+ *            \n</function>\n</tool_call> (Qwen3-Coder, Qwen3.5; api/tool_xml.h):
+ *            the template contains "<tool_call>" and "<function="; a
+ *            Hermes JSON body is read too (what the grammar of a
+ *            required or named call makes)
  *   GENERIC  ours, for every other template: a system message describes
  *            the tools (llm_tools_system_prompt) and the model answers
  *            {"tool_calls": [{"name": "f", "arguments": {...}}]} or
@@ -49,6 +54,7 @@
 #define LLM_TOOL_FMT_HERMES     2
 #define LLM_TOOL_FMT_LLAMA3     3
 #define LLM_TOOL_FMT_MISTRAL    4
+#define LLM_TOOL_FMT_QWEN3_XML  5
 
 /* the format of a template's tool calls; GENERIC when it has none we know */
 int llm_tool_format_detect(const char *tmpl, size_t len);

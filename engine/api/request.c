@@ -1109,9 +1109,14 @@ parse_unsupported(llm_api_request *req, const cJSON *root,
             return fail_unsupported(err, "best_of",
                                     "best_of > 1 is not supported.");
         }
+        /* fill in the middle: the model's FIM tokens decide whether it
+           can be served (the worker knows them, ngx_http_llm_generate.c) */
         if (suffix != NULL && suffix[0] != '\0') {
-            return fail_unsupported(err, "suffix", "suffix (fill in the "
-                                    "middle) is not supported.");
+            req->suffix_len = strlen(suffix);
+            req->suffix = dup_string(suffix, req->suffix_len);
+            if (req->suffix == NULL) {
+                return llm_api_fail_oom(err);
+            }
         }
     }
     return 0;
@@ -1421,6 +1426,7 @@ llm_api_request_free(llm_api_request *req)
     free(req->model);
     cJSON_Delete(req->messages);
     free(req->prompt);
+    free(req->suffix);
     free(req->prompt_ids);
     free(req->logit_bias);
     for (i = 0; i < req->n_stop; i++) {

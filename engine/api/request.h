@@ -106,6 +106,9 @@ typedef struct {
     size_t               prompt_len;
     int32_t             *prompt_ids;   /* (n_prompt_ids) */
     int                  n_prompt_ids;
+    char                *suffix;       /* fill in the middle: NULL, or
+                                          (suffix_len + 1) bytes */
+    size_t               suffix_len;
 
     int                  max_tokens;   /* >= 1; 0: not given */
     unsigned             given;        /* LLM_API_GIVEN_* */

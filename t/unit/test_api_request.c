@@ -395,8 +395,7 @@ static const bad_case bad_fields[] = {
       NULL },
     { COMP, "\"best_of\":0", NULL, 400, "best_of", "integer_below_min_value",
       NULL },
-    { COMP, "\"suffix\":\"x\"", NULL, 400, "suffix", "unsupported_value",
-      NULL },
+    { COMP, "\"suffix\":5", NULL, 400, "suffix", "invalid_type", NULL },
     { COMP, "\"temperature\":3", NULL, 400, "temperature",
       "decimal_above_max_value", NULL },
 
@@ -1157,9 +1156,32 @@ test_stop_ids_room(void)
 }
 
 
+
+/* suffix (fill in the middle) is kept for the worker, which knows whether
+   the model has FIM tokens; "" is as absent */
+static void
+test_suffix(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+
+    memset(&r, 0, sizeof(r));
+    ok(parse(COMP, body_of(COMP, "\"suffix\":\"}\\n\""), &r, &e) == 0,
+       "suffix: parsed");
+    is_str(r.suffix, "}\n", "suffix: kept");
+    is_int(r.suffix_len, 2, "suffix: its length");
+    llm_api_request_free(&r);
+
+    memset(&r, 0, sizeof(r));
+    ok(parse(COMP, body_of(COMP, "\"suffix\":\"\""), &r, &e) == 0
+       && r.suffix == NULL, "suffix \"\": as absent");
+    llm_api_request_free(&r);
+}
+
 int
 main(void)
 {
+    test_suffix();
     test_bad_fields();
     test_full_chat();
     test_defaults();
