@@ -1,6 +1,6 @@
 /*
  * llm_api: the routes under the location (/models, /chat/completions,
- * /completions) and the answers to wrong methods and unknown paths.
+ * /completions, /responses) and the answers to wrong methods and unknown paths.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -62,7 +62,21 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         }
 
         return ngx_http_llm_generate(r, ngx_http_llm_uri_ends(r,
-                                                 "/chat/completions"));
+                                                 "/chat/completions"), 0);
+    }
+
+    if (ngx_http_llm_uri_ends(r, "/responses")) {
+        if (r->method != NGX_HTTP_POST) {
+            rc = ngx_http_discard_request_body(r);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "method_not_allowed",
+                                           "use POST for %V", &r->uri);
+        }
+
+        return ngx_http_llm_generate(r, 1, 1);
     }
 
     rc = ngx_http_discard_request_body(r);

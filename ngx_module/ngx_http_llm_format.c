@@ -789,7 +789,10 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         b->last = ngx_http_llm_final_sse(ctx, b->last);
 
     } else {
-        if (ngx_http_llm_final_json(ctx, &b) != NGX_OK) {
+        if ((ctx->responses ? ngx_http_llm_responses_final(ctx, &b)
+                            : ngx_http_llm_final_json(ctx, &b))
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 

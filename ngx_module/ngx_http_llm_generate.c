@@ -28,7 +28,8 @@ static ngx_int_t ngx_http_llm_tool_choice(ngx_http_request_t *r,
 /* entry: read the body                                                   */
 
 ngx_int_t
-ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
+ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat,
+    ngx_uint_t responses)
 {
     ngx_int_t                 rc;
     ngx_pool_cleanup_t       *cln;
@@ -60,6 +61,12 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat)
 
     ctx->ecf = llcf->engine;
     ctx->chat = chat;
+    if (responses) {
+        ctx->responses = ngx_pcalloc(r->pool, sizeof(llm_responses_req));
+        if (ctx->responses == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
 
     r->request_body_in_single_buf = 1;
 
@@ -448,6 +455,7 @@ static ngx_int_t
 ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     u_char *body, size_t len)
 {
+    ngx_int_t                    rc;
     llm_api_error                err;
     llm_api_limits               lim;
     ngx_http_llm_loc_conf_t     *llcf;
@@ -460,11 +468,22 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     lim.max_body = llcf->max_body_size;
     lim.max_n = (int) llcf->max_n;
 
+    if (ctx->responses) {
+        /* a Responses request becomes a chat body (api/responses.h) */
+        rc = ngx_http_llm_responses_parse(r, ctx, &lim, &body, &len);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+    }
+
     if (llm_api_parse(&ctx->req, (char *) body, len,
                       ctx->chat ? LLM_API_CHAT : LLM_API_COMPLETION, &lim,
                       &err)
         != 0)
     {
+        if (ctx->responses) {
+            llm_responses_param(err.param, sizeof(err.param));
+        }
         return ngx_http_llm_refuse_api(ctx, &err);
     }
     ctx->req_parsed = 1;
@@ -912,7 +931,8 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
-                              ctx->chat ? "chatcmpl-" : "cmpl-",
+                              ctx->responses ? "resp_"
+                              : ctx->chat ? "chatcmpl-" : "cmpl-",
                               sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
