@@ -364,6 +364,11 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return NGX_OK;
     }
 
+    if (ctx->responses) {
+        return ngx_http_llm_responses_delta(ctx, last, NULL, 0,
+                                            (char *) text, len);
+    }
+
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
         size += ngx_http_llm_lp_size(ctx, o);
@@ -433,6 +438,11 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return ngx_http_llm_format_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
+    }
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_delta(ctx, last, piece->reasoning,
+                                            rlen, piece->content, clen);
     }
 
     if (rlen == 0) {
@@ -521,6 +531,10 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
     int             i;
     llm_tool_call  *call;
 
+    if (ctx->responses) {
+        return ngx_http_llm_responses_calls(ctx, c, last);
+    }
+
     for (i = 0; i < c->out.n_calls; i++) {
         call = &c->out.calls[i];
 
@@ -575,6 +589,10 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 {
     u_char     *p;
     ngx_buf_t  *b;
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_finish(ctx, c, last);
+    }
 
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
     if (b == NULL) {
@@ -782,6 +800,10 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
     ngx_http_request_t  *r = ctx->request;
 
     if (ctx->stream) {
+        if (ctx->responses) {
+            return ngx_http_llm_responses_done(ctx, last);
+        }
+
         b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
         if (b == NULL) {
             return NGX_ERROR;
@@ -820,6 +842,10 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_buf_t  *b;
 
     len = ngx_strlen(msg);
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_error(ctx, last, code, msg);
+    }
 
     b = ngx_http_llm_get_buf(ctx, 6 * len + 256);
     if (b == NULL) {

@@ -62,7 +62,7 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t chat,
     ctx->ecf = llcf->engine;
     ctx->chat = chat;
     if (responses) {
-        ctx->responses = ngx_pcalloc(r->pool, sizeof(llm_responses_req));
+        ctx->responses = ngx_http_llm_responses_create(r->pool);
         if (ctx->responses == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }

@@ -403,8 +403,20 @@ ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
 ngx_int_t ngx_http_llm_responses_parse(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, llm_api_limits *lim, u_char **body,
     size_t *len);
+llm_responses_req *ngx_http_llm_responses_create(ngx_pool_t *pool);
 ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
     ngx_buf_t **bp);
+ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *reasoning, size_t rlen,
+    const char *content, size_t clen);
+ngx_int_t ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *code, const char *msg);
 
 /* ngx_http_llm_prefix.c */
 char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,

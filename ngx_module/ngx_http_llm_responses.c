@@ -2,13 +2,60 @@
  * POST /v1/responses: the request translated into a chat one before the
  * chat path parses it (api/responses.h), hosted tools dropped with a
  * header and a log line (or refused under llm_responses_strict_tools),
- * and the reply of choice 0 as a response object with its output items.
+ * and the reply of choice 0 as a response object with its output items,
+ * whole or as the event stream the SDKs parse: response.created,
+ * .in_progress, per item .output_item.added, its deltas and .done events,
+ * .output_item.done, then response.completed or .incomplete (or error and
+ * response.failed), each event numbered by sequence_number.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
 
 #include "ngx_http_llm_module.h"
+
+
+#define NGX_HTTP_LLM_RESP_NONE       0
+#define NGX_HTTP_LLM_RESP_REASONING  1
+#define NGX_HTTP_LLM_RESP_TEXT       2
+
+
+/* a text that grows in the request's pool */
+typedef struct {
+    u_char                     *data;
+    size_t                      len;
+    size_t                      cap;
+} ngx_http_llm_resp_text_t;
+
+
+/* the request (first: ctx->responses points at it) and its stream */
+typedef struct {
+    llm_responses_req           rq;
+    ngx_uint_t                  seq;        /* the next sequence_number */
+    ngx_uint_t                  n_out;      /* output items opened */
+    ngx_uint_t                  open;       /* NGX_HTTP_LLM_RESP_* */
+    size_t                      open_from;  /* the open item's text starts
+                                               here in its buffer */
+    char                        open_id[96];
+    ngx_http_llm_resp_text_t    text;       /* the answer, whole */
+    ngx_http_llm_resp_text_t    reasoning;  /* the thinking, whole */
+    unsigned                    started:1;  /* response.created is out */
+} ngx_http_llm_responses_t;
+
+
+static ngx_int_t ngx_http_llm_responses_close(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+
+
+llm_responses_req *
+ngx_http_llm_responses_create(ngx_pool_t *pool)
+{
+    ngx_http_llm_responses_t  *rs;
+
+    rs = ngx_pcalloc(pool, sizeof(ngx_http_llm_responses_t));
+
+    return rs ? &rs->rq : NULL;
+}
 
 
 static void
@@ -59,13 +106,6 @@ ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                                    "conversation in input");
     }
 
-    if (rq->stream) {
-        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                   "unsupported_value",
-                                   "stream is not supported on "
-                                   "/v1/responses yet");
-    }
-
     if (rq->hosted[0]) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                       "llm: responses: hosted tools dropped: %s",
@@ -108,63 +148,91 @@ ngx_http_llm_responses_count(ngx_http_llm_ctx_t *ctx, const u_char *text,
 }
 
 
+/* what the response object says of choice 0: text and reasoning are
+   the collected reply's (non-streaming) or the stream's */
+static void
+ngx_http_llm_responses_result(ngx_http_llm_ctx_t *ctx,
+    llm_responses_result *res, char *id, const u_char *text, size_t tlen,
+    const u_char *reasoning, size_t rlen)
+{
+    ngx_http_llm_choice_t  *c = &ctx->choices[0];
+
+    ngx_memzero(res, sizeof(llm_responses_result));
+    res->id = id;
+    res->created_at = ctx->created;
+    res->model = (char *) ctx->ecf->served_model_name.data;
+    res->with_output = 1;
+    res->text = (char *) text;
+    res->text_len = tlen;
+
+    if (c->out_active) {
+        res->calls = c->out.calls;
+        res->n_calls = c->out.n_calls;
+
+        if (c->out.reasoning && rlen) {
+            res->reasoning = (char *) reasoning;
+            res->reasoning_len = rlen;
+            res->reasoning_tokens = ngx_http_llm_responses_count(ctx,
+                                                         reasoning, rlen);
+        }
+    }
+
+    if (c->finish == LLM_FINISH_LENGTH) {
+        res->status = "incomplete";
+        res->incomplete = "max_output_tokens";
+
+    } else {
+        res->status = "completed";
+    }
+
+    res->input_tokens = ctx->n_prompt;
+    res->cached_tokens = ctx->n_cached;
+    res->output_tokens = c->n_completion;
+    if (res->reasoning_tokens > res->output_tokens) {
+        res->reasoning_tokens = res->output_tokens;
+    }
+}
+
+
+static char *
+ngx_http_llm_responses_id(ngx_http_llm_ctx_t *ctx)
+{
+    char  *id;
+
+    id = ngx_pnalloc(ctx->request->pool, ctx->id.len + 1);
+    if (id == NULL) {
+        return NULL;
+    }
+    ngx_memcpy(id, ctx->id.data, ctx->id.len);
+    id[ctx->id.len] = '\0';
+
+    return id;
+}
+
+
 /* the response object of a request that did not stream */
 ngx_int_t
 ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 {
     char                    *json, *id;
-    size_t                   len;
+    size_t                   len, tlen, rlen;
     cJSON                   *o;
     ngx_buf_t               *b;
     llm_responses_result     res;
     ngx_http_llm_choice_t   *c = &ctx->choices[0];
 
-    id = ngx_pnalloc(ctx->request->pool, ctx->id.len + 1);
+    id = ngx_http_llm_responses_id(ctx);
     if (id == NULL) {
         return NGX_ERROR;
     }
-    ngx_memcpy(id, ctx->id.data, ctx->id.len);
-    id[ctx->id.len] = '\0';
 
-    ngx_memzero(&res, sizeof(res));
-    res.id = id;
-    res.created_at = ctx->created;
-    res.model = (char *) ctx->ecf->served_model_name.data;
-    res.with_output = 1;
-
-    if (c->text) {
-        res.text = (char *) c->text->pos;
-        res.text_len = c->text->last - c->text->pos;
-    }
-
-    if (c->out_active) {
-        res.calls = c->out.calls;
-        res.n_calls = c->out.n_calls;
-
-        if (c->out.reasoning && c->reasoning
-            && c->reasoning->last > c->reasoning->pos)
-        {
-            res.reasoning = (char *) c->reasoning->pos;
-            res.reasoning_len = c->reasoning->last - c->reasoning->pos;
-            res.reasoning_tokens = ngx_http_llm_responses_count(ctx,
-                                        c->reasoning->pos, res.reasoning_len);
-        }
-    }
-
-    if (c->finish == LLM_FINISH_LENGTH) {
-        res.status = "incomplete";
-        res.incomplete = "max_output_tokens";
-
-    } else {
-        res.status = "completed";
-    }
-
-    res.input_tokens = ctx->n_prompt;
-    res.cached_tokens = ctx->n_cached;
-    res.output_tokens = c->n_completion;
-    if (res.reasoning_tokens > res.output_tokens) {
-        res.reasoning_tokens = res.output_tokens;
-    }
+    tlen = c->text ? (size_t) (c->text->last - c->text->pos) : 0;
+    rlen = c->reasoning ? (size_t) (c->reasoning->last - c->reasoning->pos)
+                        : 0;
+    ngx_http_llm_responses_result(ctx, &res, id,
+                                  c->text ? c->text->pos : NULL, tlen,
+                                  c->reasoning ? c->reasoning->pos : NULL,
+                                  rlen);
 
     o = llm_responses_object(ctx->responses, &res);
     json = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -185,4 +253,638 @@ ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 
     *bp = b;
     return NGX_OK;
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* the event stream                                                       */
+
+static ngx_int_t
+ngx_http_llm_resp_text_add(ngx_pool_t *pool, ngx_http_llm_resp_text_t *t,
+    const u_char *s, size_t len)
+{
+    u_char  *p;
+    size_t   cap;
+
+    if (t->len + len > t->cap) {
+        cap = ngx_max(2 * t->cap, t->len + len + 256);
+        p = ngx_pnalloc(pool, cap);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+        if (t->len) {
+            ngx_memcpy(p, t->data, t->len);
+        }
+        t->data = p;
+        t->cap = cap;
+    }
+
+    if (len) {
+        ngx_memcpy(t->data + t->len, s, len);
+        t->len += len;
+    }
+
+    return NGX_OK;
+}
+
+
+/* a buffer of the request's that the client has taken, or a new one
+   (tagged as ngx_http_llm_format.c's, so both reuse each other's) */
+static ngx_buf_t *
+ngx_http_llm_responses_buf(ngx_http_llm_ctx_t *ctx, size_t size)
+{
+    u_char       *start, *end;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl, **ll;
+
+    for (ll = &ctx->free; *ll; ll = &(*ll)->next) {
+        cl = *ll;
+        b = cl->buf;
+        if ((size_t) (b->end - b->start) >= size) {
+            *ll = cl->next;
+            ngx_free_chain(ctx->request->pool, cl);
+            start = b->start;
+            end = b->end;
+            ngx_memzero(b, sizeof(ngx_buf_t));
+            b->start = start;
+            b->end = end;
+            b->pos = start;
+            b->last = start;
+            b->temporary = 1;
+            b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+            return b;
+        }
+    }
+
+    b = ngx_create_temp_buf(ctx->request->pool, ngx_max(size, 1024));
+    if (b == NULL) {
+        return NULL;
+    }
+    b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+    return b;
+}
+
+
+/* "event: <type>\ndata: <ev>\n\n" with the next sequence_number; ev is
+   consumed. last_buf: the stream's last event */
+static ngx_int_t
+ngx_http_llm_responses_send(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    cJSON *ev, ngx_uint_t last_buf)
+{
+    char                      *json, *type;
+    size_t                     len;
+    ngx_buf_t                 *b;
+    ngx_chain_t               *cl;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (ev == NULL
+        || cJSON_AddNumberToObject(ev, "sequence_number", rs->seq) == NULL)
+    {
+        cJSON_Delete(ev);
+        return NGX_ERROR;
+    }
+    rs->seq++;
+
+    type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
+    json = type ? cJSON_PrintUnformatted(ev) : NULL;
+    if (json == NULL) {
+        cJSON_Delete(ev);
+        return NGX_ERROR;
+    }
+
+    len = ngx_strlen(json);
+    b = ngx_http_llm_responses_buf(ctx, len + ngx_strlen(type) + 32);
+    if (b != NULL) {
+        b->last = ngx_sprintf(b->last, "event: %s\ndata: %*s\n\n", type,
+                              len, json);
+        b->flush = 1;
+        if (last_buf) {
+            b->last_buf = (ctx->request == ctx->request->main) ? 1 : 0;
+            b->last_in_chain = 1;
+        }
+    }
+    cJSON_free(json);
+    cJSON_Delete(ev);
+
+    cl = b ? ngx_alloc_chain_link(ctx->request->pool) : NULL;
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+    cl->buf = b;
+    cl->next = NULL;
+    **last = cl;
+    *last = &cl->next;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_responses_emit(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    cJSON *ev)
+{
+    return ngx_http_llm_responses_send(ctx, last, ev, 0);
+}
+
+
+/* {"type": type} with the item's place: output_index, item_id,
+   content_index (content_index < 0: none) */
+static cJSON *
+ngx_http_llm_responses_event(const char *type, ngx_int_t output_index,
+    const char *item_id, ngx_int_t content_index)
+{
+    cJSON  *ev;
+
+    ev = cJSON_CreateObject();
+    if (ev == NULL
+        || cJSON_AddStringToObject(ev, "type", type) == NULL
+        || (output_index >= 0
+            && cJSON_AddNumberToObject(ev, "output_index", output_index)
+               == NULL)
+        || (item_id
+            && cJSON_AddStringToObject(ev, "item_id", item_id) == NULL)
+        || (content_index >= 0
+            && cJSON_AddNumberToObject(ev, "content_index", content_index)
+               == NULL))
+    {
+        cJSON_Delete(ev);
+        return NULL;
+    }
+
+    return ev;
+}
+
+
+/* ev.name = item (consumed), or ev deleted when either is missing */
+static cJSON *
+ngx_http_llm_responses_with(cJSON *ev, const char *name, cJSON *item)
+{
+    if (ev == NULL || item == NULL
+        || !cJSON_AddItemToObject(ev, name, item))
+    {
+        cJSON_Delete(ev);
+        cJSON_Delete(item);
+        return NULL;
+    }
+
+    return ev;
+}
+
+
+/* response.created and response.in_progress, once */
+static ngx_int_t
+ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    char                      *id;
+    cJSON                     *ev;
+    ngx_uint_t                 i;
+    llm_responses_result       res;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+    static const char         *types[] = {
+        "response.created", "response.in_progress"
+    };
+
+    if (rs->started) {
+        return NGX_OK;
+    }
+    rs->started = 1;
+
+    id = ngx_http_llm_responses_id(ctx);
+    if (id == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&res, sizeof(res));
+    res.id = id;
+    res.created_at = ctx->created;
+    res.model = (char *) ctx->ecf->served_model_name.data;
+    res.status = "in_progress";
+
+    for (i = 0; i < 2; i++) {
+        ev = ngx_http_llm_responses_event(types[i], -1, NULL, -1);
+        ev = ngx_http_llm_responses_with(ev, "response",
+                                   llm_responses_object(&rs->rq, &res));
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* a new item: output_item.added, and for a message its part */
+static ngx_int_t
+ngx_http_llm_responses_open(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t what)
+{
+    cJSON                     *ev, *item, *part;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (ngx_http_llm_responses_close(ctx, last) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    llm_responses_item_id(rs->open_id, sizeof(rs->open_id),
+                          what == NGX_HTTP_LLM_RESP_TEXT ? "msg" : "rs",
+                          (char *) ctx->id.data, (int) rs->n_out);
+
+    if (what == NGX_HTTP_LLM_RESP_TEXT) {
+        item = llm_responses_message_item(rs->open_id, "", 0, "in_progress");
+        if (item) {
+            cJSON_ReplaceItemInObject(item, "content", cJSON_CreateArray());
+        }
+        rs->open_from = rs->text.len;
+
+    } else {
+        item = llm_responses_reasoning_item(rs->open_id, "", 0);
+        if (item) {
+            cJSON_ReplaceItemInObject(item, "content", cJSON_CreateArray());
+        }
+        rs->open_from = rs->reasoning.len;
+    }
+
+    ev = ngx_http_llm_responses_event("response.output_item.added",
+                                      rs->n_out, NULL, -1);
+    ev = ngx_http_llm_responses_with(ev, "item", item);
+    if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    rs->open = what;
+
+    if (what == NGX_HTTP_LLM_RESP_TEXT) {
+        item = llm_responses_message_item(rs->open_id, "", 0, "in_progress");
+        part = cJSON_DetachItemFromArray(cJSON_GetObjectItem(item,
+                                                             "content"), 0);
+        cJSON_DeleteItemFromObject(part, "logprobs");
+        cJSON_Delete(item);
+
+        ev = ngx_http_llm_responses_event("response.content_part.added",
+                                          rs->n_out, rs->open_id, 0);
+        ev = ngx_http_llm_responses_with(ev, "part", part);
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* the open item's .done events and output_item.done */
+static ngx_int_t
+ngx_http_llm_responses_close(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    char                      *text;
+    cJSON                     *ev, *item, *part;
+    size_t                     len;
+    const u_char              *p;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (rs->open == NGX_HTTP_LLM_RESP_NONE) {
+        return NGX_OK;
+    }
+
+    if (rs->open == NGX_HTTP_LLM_RESP_TEXT) {
+        p = rs->text.data + rs->open_from;
+        len = rs->text.len - rs->open_from;
+        item = llm_responses_message_item(rs->open_id, (char *) p, len,
+                    ctx->choices[0].finish == LLM_FINISH_LENGTH
+                    ? "incomplete" : "completed");
+    } else {
+        p = rs->reasoning.data + rs->open_from;
+        len = rs->reasoning.len - rs->open_from;
+        item = llm_responses_reasoning_item(rs->open_id, (char *) p, len);
+    }
+    text = llm_responses_text((char *) p, len);
+
+    if (item == NULL || text == NULL) {
+        cJSON_Delete(item);
+        free(text);
+        return NGX_ERROR;
+    }
+
+    if (rs->open == NGX_HTTP_LLM_RESP_TEXT) {
+        ev = ngx_http_llm_responses_event("response.output_text.done",
+                                          rs->n_out, rs->open_id, 0);
+        if (ev == NULL || cJSON_AddStringToObject(ev, "text", text) == NULL
+            || cJSON_AddArrayToObject(ev, "logprobs") == NULL)
+        {
+            cJSON_Delete(ev);
+            ev = NULL;
+        }
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            goto failed;
+        }
+
+        part = cJSON_Duplicate(cJSON_GetArrayItem(cJSON_GetObjectItem(item,
+                                                     "content"), 0), 1);
+        cJSON_DeleteItemFromObject(part, "logprobs");
+        ev = ngx_http_llm_responses_event("response.content_part.done",
+                                          rs->n_out, rs->open_id, 0);
+        ev = ngx_http_llm_responses_with(ev, "part", part);
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            goto failed;
+        }
+
+    } else {
+        ev = ngx_http_llm_responses_event("response.reasoning_text.done",
+                                          rs->n_out, rs->open_id, 0);
+        if (ev == NULL
+            || cJSON_AddStringToObject(ev, "text", text) == NULL)
+        {
+            cJSON_Delete(ev);
+            ev = NULL;
+        }
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            goto failed;
+        }
+    }
+    free(text);
+
+    ev = ngx_http_llm_responses_event("response.output_item.done",
+                                      rs->n_out, NULL, -1);
+    ev = ngx_http_llm_responses_with(ev, "item", item);
+
+    rs->open = NGX_HTTP_LLM_RESP_NONE;
+    rs->n_out++;
+
+    return ngx_http_llm_responses_emit(ctx, last, ev);
+
+failed:
+
+    free(text);
+    cJSON_Delete(item);
+    return NGX_ERROR;
+}
+
+
+/* one piece of thinking or answer (either may be empty) */
+static ngx_int_t
+ngx_http_llm_responses_piece(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t what, const u_char *s, size_t len)
+{
+    char                      *delta;
+    cJSON                     *ev;
+    ngx_http_llm_resp_text_t  *t;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (len == 0) {
+        return NGX_OK;
+    }
+
+    if (rs->open != what
+        && ngx_http_llm_responses_open(ctx, last, what) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    t = (what == NGX_HTTP_LLM_RESP_TEXT) ? &rs->text : &rs->reasoning;
+    if (ngx_http_llm_resp_text_add(ctx->request->pool, t, s, len)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    delta = llm_responses_text((char *) s, len);
+    if (delta == NULL) {
+        return NGX_ERROR;
+    }
+
+    ev = ngx_http_llm_responses_event(what == NGX_HTTP_LLM_RESP_TEXT
+                                      ? "response.output_text.delta"
+                                      : "response.reasoning_text.delta",
+                                      rs->n_out, rs->open_id, 0);
+    if (ev == NULL || cJSON_AddStringToObject(ev, "delta", delta) == NULL
+        || (what == NGX_HTTP_LLM_RESP_TEXT
+            && cJSON_AddArrayToObject(ev, "logprobs") == NULL))
+    {
+        cJSON_Delete(ev);
+        ev = NULL;
+    }
+    free(delta);
+
+    return ngx_http_llm_responses_emit(ctx, last, ev);
+}
+
+
+/* what the splitter (or the detokenizer) let out: thinking, then answer */
+ngx_int_t
+ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const char *reasoning, size_t rlen, const char *content, size_t clen)
+{
+    if (ngx_http_llm_responses_start(ctx, last) != NGX_OK
+        || ngx_http_llm_responses_piece(ctx, last,
+                                        NGX_HTTP_LLM_RESP_REASONING,
+                                        (u_char *) reasoning, rlen)
+           != NGX_OK
+        || ngx_http_llm_responses_piece(ctx, last, NGX_HTTP_LLM_RESP_TEXT,
+                                        (u_char *) content, clen)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the calls, parsed at the end of the reply: each an item, its arguments
+   (or a custom tool's input) in one delta */
+ngx_int_t
+ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last)
+{
+    int                        i;
+    char                       id[96];
+    cJSON                     *ev, *item, *v;
+    const char                *type, *arg, *text;
+    llm_tool_call              empty;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (ngx_http_llm_responses_start(ctx, last) != NGX_OK
+        || ngx_http_llm_responses_close(ctx, last) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < c->out.n_calls; i++) {
+        llm_responses_item_id(id, sizeof(id), "fc", (char *) ctx->id.data,
+                              (int) rs->n_out);
+
+        item = llm_responses_call_item(&rs->rq, id, &c->out.calls[i],
+                                       "completed");
+        if (item == NULL) {
+            return NGX_ERROR;
+        }
+        type = cJSON_GetStringValue(cJSON_GetObjectItem(item, "type"));
+        arg = (ngx_strcmp(type, "custom_tool_call") == 0) ? "input"
+                                                           : "arguments";
+        text = cJSON_GetStringValue(cJSON_GetObjectItem(item, arg));
+
+        empty = c->out.calls[i];
+        empty.arguments = "";
+        v = llm_responses_call_item(&rs->rq, id, &empty, "in_progress");
+        if (v) {
+            cJSON_ReplaceItemInObject(v, arg, cJSON_CreateString(""));
+        }
+        ev = ngx_http_llm_responses_event("response.output_item.added",
+                                          rs->n_out, NULL, -1);
+        ev = ngx_http_llm_responses_with(ev, "item", v);
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            cJSON_Delete(item);
+            return NGX_ERROR;
+        }
+
+        ev = ngx_http_llm_responses_event(*arg == 'i'
+                               ? "response.custom_tool_call_input.delta"
+                               : "response.function_call_arguments.delta",
+                               rs->n_out, id, -1);
+        if (ev == NULL || cJSON_AddStringToObject(ev, "delta", text) == NULL)
+        {
+            cJSON_Delete(ev);
+            ev = NULL;
+        }
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            cJSON_Delete(item);
+            return NGX_ERROR;
+        }
+
+        ev = ngx_http_llm_responses_event(*arg == 'i'
+                               ? "response.custom_tool_call_input.done"
+                               : "response.function_call_arguments.done",
+                               rs->n_out, id, -1);
+        if (ev == NULL || cJSON_AddStringToObject(ev, arg, text) == NULL) {
+            cJSON_Delete(ev);
+            ev = NULL;
+        }
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            cJSON_Delete(item);
+            return NGX_ERROR;
+        }
+
+        ev = ngx_http_llm_responses_event("response.output_item.done",
+                                          rs->n_out, NULL, -1);
+        ev = ngx_http_llm_responses_with(ev, "item", item);
+        rs->n_out++;
+        if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* the reply ended: the open item closes; a reply of nothing is an empty
+   message, as when it does not stream */
+ngx_int_t
+ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last)
+{
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    if (ngx_http_llm_responses_start(ctx, last) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (rs->n_out == 0 && rs->open != NGX_HTTP_LLM_RESP_TEXT
+        && !(c->out_active && c->out.n_calls)
+        && ngx_http_llm_responses_open(ctx, last, NGX_HTTP_LLM_RESP_TEXT)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_responses_close(ctx, last);
+}
+
+
+/* response.completed or response.incomplete: the whole response */
+ngx_int_t
+ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
+{
+    char                      *id;
+    cJSON                     *ev;
+    llm_responses_result       res;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    id = ngx_http_llm_responses_id(ctx);
+    if (id == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_llm_responses_result(ctx, &res, id, rs->text.data,
+                                  rs->text.len, rs->reasoning.data,
+                                  rs->reasoning.len);
+
+    ev = ngx_http_llm_responses_event(res.incomplete
+                                      ? "response.incomplete"
+                                      : "response.completed", -1, NULL, -1);
+    ev = ngx_http_llm_responses_with(ev, "response",
+                                     llm_responses_object(&rs->rq, &res));
+
+    return ngx_http_llm_responses_send(ctx, last, ev, 1);
+}
+
+
+/* the stream failed: an error event, then response.failed */
+ngx_int_t
+ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    const char *code, const char *msg)
+{
+    char                      *id;
+    cJSON                     *ev, *o, *err;
+    llm_responses_result       res;
+    ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
+                                    ctx->responses;
+
+    ev = ngx_http_llm_responses_event("error", -1, NULL, -1);
+    if (ev == NULL || cJSON_AddStringToObject(ev, "code", code) == NULL
+        || cJSON_AddStringToObject(ev, "message", msg) == NULL
+        || cJSON_AddNullToObject(ev, "param") == NULL)
+    {
+        cJSON_Delete(ev);
+        ev = NULL;
+    }
+    if (ngx_http_llm_responses_emit(ctx, last, ev) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    id = ngx_http_llm_responses_id(ctx);
+    if (id == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memzero(&res, sizeof(res));
+    res.id = id;
+    res.created_at = ctx->created;
+    res.model = (char *) ctx->ecf->served_model_name.data;
+    res.status = "failed";
+
+    o = llm_responses_object(&rs->rq, &res);
+    err = cJSON_CreateObject();
+    if (o == NULL || err == NULL
+        || cJSON_AddStringToObject(err, "code", code) == NULL
+        || cJSON_AddStringToObject(err, "message", msg) == NULL)
+    {
+        cJSON_Delete(o);
+        cJSON_Delete(err);
+        return NGX_ERROR;
+    }
+    cJSON_ReplaceItemInObject(o, "error", err);
+
+    ev = ngx_http_llm_responses_event("response.failed", -1, NULL, -1);
+    ev = ngx_http_llm_responses_with(ev, "response", o);
+
+    return ngx_http_llm_responses_send(ctx, last, ev, 1);
 }

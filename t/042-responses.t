@@ -247,3 +247,38 @@ POST /v1/responses
 --- response_body_like: "output_text","text":"Hello!".*"input_tokens":31,
 --- no_error_log
 [error]
+
+
+
+=== TEST 20: stream: the event sequence of a message, numbered from 0, cut by max_output_tokens
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":2,"temperature":0,"stream":true}
+--- error_code: 200
+--- response_headers
+Content-Type: text/event-stream
+--- response_body_like: ^event: response\.created\ndata: \{"type":"response\.created","response":\{"id":"(resp_[0-9a-f]+)","object":"response",[^\n]*"status":"in_progress",[^\n]*"output":\[\],"usage":null\},"sequence_number":0\}\n\nevent: response\.in_progress\ndata: [^\n]*"sequence_number":1\}\n\nevent: response\.output_item\.added\ndata: \{"type":"response\.output_item\.added","output_index":0,"item":\{"id":"(msg_[0-9a-f]+00)","type":"message","status":"in_progress","role":"assistant","content":\[\]\},"sequence_number":2\}\n\nevent: response\.content_part\.added\ndata: \{"type":"response\.content_part\.added","output_index":0,"item_id":"\2","content_index":0,"part":\{"type":"output_text","text":"","annotations":\[\]\},"sequence_number":3\}\n\n(event: response\.output_text\.delta\ndata: \{"type":"response\.output_text\.delta","output_index":0,"item_id":"\2","content_index":0,"delta":"[^"]+","logprobs":\[\],"sequence_number":\d+\}\n\n)+event: response\.output_text\.done\ndata: \{"type":"response\.output_text\.done","output_index":0,"item_id":"\2","content_index":0,"text":"Hello!","logprobs":\[\],"sequence_number":\d+\}\n\nevent: response\.content_part\.done\ndata: [^\n]*"part":\{"type":"output_text","text":"Hello!","annotations":\[\]\},[^\n]*\n\nevent: response\.output_item\.done\ndata: \{"type":"response\.output_item\.done","output_index":0,"item":\{"id":"\2","type":"message","status":"incomplete",[^\n]*\n\nevent: response\.incomplete\ndata: \{"type":"response\.incomplete","response":\{"id":"\1",[^\n]*"status":"incomplete",[^\n]*"incomplete_details":\{"reason":"max_output_tokens"\},[^\n]*"output":\[\{"id":"\2",[^\n]*"usage":\{"input_tokens":31,[^\n]*"output_tokens":2,[^\n]*\}\n\n$
+--- no_error_log
+[error]
+
+
+
+=== TEST 21: stream: a function call as its item, arguments delta and done
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Weather in Paris?","tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}}],"tool_choice":"required","parallel_tool_calls":false,"max_output_tokens":60,"temperature":0,"stream":true}
+--- error_code: 200
+--- response_body_like: event: response\.output_item\.added\ndata: \{"type":"response\.output_item\.added","output_index":0,"item":\{"id":"(fc_[0-9a-f]+00)","type":"function_call","status":"in_progress","call_id":"(call_[A-Za-z0-9]{24})","name":"get_weather","arguments":""\},"sequence_number":2\}\n\nevent: response\.function_call_arguments\.delta\ndata: \{"type":"response\.function_call_arguments\.delta","output_index":0,"item_id":"\1","delta":"\{[^\n]*\n\nevent: response\.function_call_arguments\.done\ndata: \{"type":"response\.function_call_arguments\.done","output_index":0,"item_id":"\1","arguments":"\{[^\n]*\n\nevent: response\.output_item\.done\ndata: [^\n]*"call_id":"\2"[^\n]*\n\nevent: response\.completed\ndata: [^\n]*"status":"completed"[^\n]*"output":\[\{"id":"\1","type":"function_call"
+--- no_error_log
+[error]
+
+
+
+=== TEST 22: stream: a custom tool's call as custom_tool_call with its input events
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Write hello into a.txt","tools":[{"type":"custom","name":"apply_patch","description":"Edit files with a patch"}],"tool_choice":"required","parallel_tool_calls":false,"max_output_tokens":60,"temperature":0,"stream":true}
+--- error_code: 200
+--- response_body_like: "item":\{"id":"(fc_[0-9a-f]+00)","type":"custom_tool_call","status":"in_progress","call_id":"call_[A-Za-z0-9]{24}","name":"apply_patch","input":""\}.*event: response\.custom_tool_call_input\.delta\ndata: \{"type":"response\.custom_tool_call_input\.delta","output_index":0,"item_id":"\1","delta":.*event: response\.custom_tool_call_input\.done\ndata: \{"type":"response\.custom_tool_call_input\.done","output_index":0,"item_id":"\1","input":.*event: response\.completed\n
+--- no_error_log
+[error]

@@ -6,7 +6,8 @@
  * tool types, namespaces, custom tools, hosted tools).
  *
  * defines: llm_responses_parse, llm_responses_free, llm_responses_param,
- *          llm_responses_item_id, llm_responses_message_item,
+ *          llm_responses_text, llm_responses_item_id,
+ *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
  *          llm_responses_usage, llm_responses_object
  */
@@ -17,6 +18,7 @@
 #include "api/responses.h"
 #include "api/error.h"
 #include "api/json_strict.h"
+#include "text/utf8.h"
 
 #define NAME_MAX_LEN  64        /* a function name (OpenAI's) */
 
@@ -909,7 +911,7 @@ copy_fields(llm_responses_req *rq, const cJSON *root, cJSON *chat,
 {
     static const char *const  same[] = {
         "model", "temperature", "top_p", "user", "parallel_tool_calls",
-        "top_k", "min_p", "seed", "stop", NULL
+        "top_k", "min_p", "seed", "stop", "stream", NULL
     };
     static const char *const  echoed[] = {
         "instructions", "max_output_tokens", "metadata",
@@ -1130,6 +1132,36 @@ llm_responses_param(char *param, size_t size)
  * output items and the response object
  */
 
+/* text as a C string of valid UTF-8: a byte that starts no valid
+   sequence (a token cut a character) becomes U+FFFD, NUL is dropped */
+char *
+llm_responses_text(const char *s, size_t len)
+{
+    char    *out, *p;
+    size_t   n;
+
+    out = malloc(3 * len + 1);
+    if (out == NULL) {
+        return NULL;
+    }
+    p = out;
+    while (len) {
+        n = llm_utf8_len((const unsigned char *) s, len);
+        if (n == 0) {
+            p += llm_utf8_encode(0xFFFD, p);
+            n = 1;
+        } else if (s[0] != '\0') {
+            memcpy(p, s, n);
+            p += n;
+        }
+        s += n;
+        len -= n;
+    }
+    *p = '\0';
+    return out;
+}
+
+
 void
 llm_responses_item_id(char *out, size_t size, const char *prefix,
     const char *resp_id, int n)
@@ -1147,15 +1179,13 @@ llm_responses_message_item(const char *id, const char *text, size_t len,
     cJSON  *m, *content, *part;
     char   *t;
 
-    t = malloc(len + 1);
+    t = llm_responses_text(text, len);
     m = cJSON_CreateObject();
     content = cJSON_CreateArray();
     part = cJSON_CreateObject();
     if (t == NULL || m == NULL || content == NULL || part == NULL) {
         goto oom;
     }
-    memcpy(t, text, len);
-    t[len] = '\0';
     if (cJSON_AddStringToObject(m, "id", id) == NULL
         || cJSON_AddStringToObject(m, "type", "message") == NULL
         || cJSON_AddStringToObject(m, "status", status) == NULL
@@ -1187,14 +1217,12 @@ llm_responses_reasoning_item(const char *id, const char *text, size_t len)
     cJSON  *m, *content, *part;
     char   *t;
 
-    t = malloc(len + 1);
+    t = llm_responses_text(text, len);
     m = cJSON_CreateObject();
     part = cJSON_CreateObject();
     if (t == NULL || m == NULL || part == NULL) {
         goto oom;
     }
-    memcpy(t, text, len);
-    t[len] = '\0';
     if (cJSON_AddStringToObject(m, "id", id) == NULL
         || cJSON_AddStringToObject(m, "type", "reasoning") == NULL
         || cJSON_AddArrayToObject(m, "summary") == NULL

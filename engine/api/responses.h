@@ -18,7 +18,8 @@
  * strict_tools. What is supported, dropped or refused: docs/api.md.
  *
  * defines: llm_responses_parse, llm_responses_free, llm_responses_param,
- *          llm_responses_item_id, llm_responses_message_item,
+ *          llm_responses_text, llm_responses_item_id,
+ *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
  *          llm_responses_usage, llm_responses_object
  */
@@ -72,6 +73,10 @@ void llm_responses_free(llm_responses_req *rq);
 /* an error's param from the chat parser (max_tokens, response_format,
    messages[3]...) in the Responses request's words, in place */
 void llm_responses_param(char *param, size_t size);
+
+/* len bytes of text as a malloc'ed C string of valid UTF-8 (invalid
+   bytes U+FFFD, NUL dropped); NULL on OOM */
+char *llm_responses_text(const char *s, size_t len);
 
 /* "<prefix>_<the response id's tail><n>": an output item's id */
 void llm_responses_item_id(char *out, size_t size, const char *prefix,
