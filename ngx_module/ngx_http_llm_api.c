@@ -65,6 +65,12 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                                                  "/chat/completions"), 0);
     }
 
+    if (ngx_strlcasestrn(r->uri.data, r->uri.data + r->uri.len,
+                         (u_char *) "/responses/", 11 - 1) != NULL)
+    {
+        return ngx_http_llm_responses_handler(r);
+    }
+
     if (ngx_http_llm_uri_ends(r, "/responses")) {
         if (r->method != NGX_HTTP_POST) {
             rc = ngx_http_discard_request_body(r);

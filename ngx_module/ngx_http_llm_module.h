@@ -166,6 +166,8 @@ typedef struct {
     ngx_flag_t                  reasoning;  /* <think> -> reasoning_content */
     ngx_flag_t                  responses_strict_tools; /* hosted tools:
                                                    400, not dropped */
+    ngx_shm_zone_t             *responses_zone; /* stored responses; NULL:
+                                                   none */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
     ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
@@ -404,6 +406,9 @@ ngx_int_t ngx_http_llm_responses_parse(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, llm_api_limits *lim, u_char **body,
     size_t *len);
 llm_responses_req *ngx_http_llm_responses_create(ngx_pool_t *pool);
+char *ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_llm_responses_handler(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
     ngx_buf_t **bp);
 ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,

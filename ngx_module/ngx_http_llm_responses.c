@@ -43,6 +43,33 @@ typedef struct {
 } ngx_http_llm_responses_t;
 
 
+/* llm_responses_zone: stored responses by id, oldest evicted first */
+typedef struct {
+    ngx_rbtree_t                rbtree;
+    ngx_rbtree_node_t           sentinel;
+    ngx_queue_t                 lru;        /* head: the newest */
+} ngx_http_llm_resp_sh_t;
+
+
+typedef struct {
+    ngx_http_llm_resp_sh_t     *sh;
+    ngx_slab_pool_t            *shpool;
+    time_t                      ttl;
+} ngx_http_llm_resp_zone_t;
+
+
+/* from the rbtree node's color on, as limit_req's nodes */
+typedef struct {
+    u_char                      color;
+    u_char                      pad;
+    u_short                     id_len;
+    ngx_queue_t                 queue;
+    time_t                      expires;
+    size_t                      len;        /* of the stored text */
+    u_char                      data[1];    /* the id, then the text */
+} ngx_http_llm_resp_node_t;
+
+
 static ngx_int_t ngx_http_llm_responses_close(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
 
@@ -65,6 +92,548 @@ ngx_http_llm_responses_cleanup(void *data)
 }
 
 
+/* ---------------------------------------------------------------------- */
+/* the store: llm_responses_zone                                          */
+
+static void
+ngx_http_llm_resp_rbtree_insert(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
+{
+    ngx_rbtree_node_t         **p;
+    ngx_http_llm_resp_node_t   *rn, *rnt;
+
+    for ( ;; ) {
+
+        if (node->key < temp->key) {
+            p = &temp->left;
+
+        } else if (node->key > temp->key) {
+            p = &temp->right;
+
+        } else {
+            rn = (ngx_http_llm_resp_node_t *) &node->color;
+            rnt = (ngx_http_llm_resp_node_t *) &temp->color;
+
+            p = (ngx_memn2cmp(rn->data, rnt->data, rn->id_len, rnt->id_len)
+                 < 0) ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+
+/* the node of id, or NULL; locked by the caller */
+static ngx_rbtree_node_t *
+ngx_http_llm_resp_lookup(ngx_http_llm_resp_zone_t *zone, ngx_str_t *id,
+    uint32_t hash)
+{
+    ngx_int_t                  rc;
+    ngx_rbtree_node_t         *node, *sentinel;
+    ngx_http_llm_resp_node_t  *rn;
+
+    node = zone->sh->rbtree.root;
+    sentinel = zone->sh->rbtree.sentinel;
+
+    while (node != sentinel) {
+
+        if (hash != node->key) {
+            node = (hash < node->key) ? node->left : node->right;
+            continue;
+        }
+
+        rn = (ngx_http_llm_resp_node_t *) &node->color;
+        rc = ngx_memn2cmp(id->data, rn->data, id->len, rn->id_len);
+
+        if (rc == 0) {
+            return node;
+        }
+
+        node = (rc < 0) ? node->left : node->right;
+    }
+
+    return NULL;
+}
+
+
+static void
+ngx_http_llm_resp_free_node(ngx_http_llm_resp_zone_t *zone,
+    ngx_rbtree_node_t *node)
+{
+    ngx_http_llm_resp_node_t  *rn;
+
+    rn = (ngx_http_llm_resp_node_t *) &node->color;
+    ngx_queue_remove(&rn->queue);
+    ngx_rbtree_delete(&zone->sh->rbtree, node);
+    ngx_slab_free_locked(zone->shpool, node);
+}
+
+
+/* the entries past their ttl, oldest first; all of them (n 0) or n */
+static void
+ngx_http_llm_resp_expire(ngx_http_llm_resp_zone_t *zone, ngx_uint_t n)
+{
+    time_t                     now;
+    ngx_queue_t               *q;
+    ngx_http_llm_resp_node_t  *rn;
+
+    now = ngx_time();
+
+    while (!ngx_queue_empty(&zone->sh->lru)) {
+        q = ngx_queue_last(&zone->sh->lru);
+        rn = ngx_queue_data(q, ngx_http_llm_resp_node_t, queue);
+
+        if (n == 0 && rn->expires > now) {
+            return;
+        }
+
+        ngx_http_llm_resp_free_node(zone, (ngx_rbtree_node_t *)
+                               ((u_char *) rn
+                                - offsetof(ngx_rbtree_node_t, color)));
+        if (n && --n == 0) {
+            return;
+        }
+    }
+}
+
+
+/* a copy of id's stored text in pool, NULL: none (or no memory: *oom) */
+static u_char *
+ngx_http_llm_resp_get(ngx_shm_zone_t *shm_zone, ngx_pool_t *pool,
+    ngx_str_t *id, size_t *len, ngx_uint_t *oom)
+{
+    u_char                    *text;
+    uint32_t                   hash;
+    ngx_rbtree_node_t         *node;
+    ngx_http_llm_resp_node_t  *rn;
+    ngx_http_llm_resp_zone_t  *zone = shm_zone->data;
+
+    hash = ngx_crc32_short(id->data, id->len);
+    text = NULL;
+    *oom = 0;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    ngx_http_llm_resp_expire(zone, 0);
+
+    node = ngx_http_llm_resp_lookup(zone, id, hash);
+    if (node != NULL) {
+        rn = (ngx_http_llm_resp_node_t *) &node->color;
+
+        /* a use makes it the newest: the last evicted */
+        ngx_queue_remove(&rn->queue);
+        ngx_queue_insert_head(&zone->sh->lru, &rn->queue);
+
+        text = ngx_pnalloc(pool, rn->len + 1);
+        if (text == NULL) {
+            *oom = 1;
+        } else {
+            ngx_memcpy(text, rn->data + rn->id_len, rn->len);
+            text[rn->len] = '\0';
+            *len = rn->len;
+        }
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return text;
+}
+
+
+/* NGX_OK, NGX_DECLINED: too big for the zone even when empty */
+static ngx_int_t
+ngx_http_llm_resp_put(ngx_shm_zone_t *shm_zone, ngx_str_t *id,
+    const char *text, size_t len)
+{
+    size_t                     size;
+    uint32_t                   hash;
+    ngx_uint_t                 tries;
+    ngx_rbtree_node_t         *node;
+    ngx_http_llm_resp_node_t  *rn;
+    ngx_http_llm_resp_zone_t  *zone = shm_zone->data;
+
+    hash = ngx_crc32_short(id->data, id->len);
+    size = offsetof(ngx_rbtree_node_t, color)
+           + offsetof(ngx_http_llm_resp_node_t, data) + id->len + len;
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    ngx_http_llm_resp_expire(zone, 0);
+
+    node = ngx_http_llm_resp_lookup(zone, id, hash);
+    if (node != NULL) {
+        ngx_http_llm_resp_free_node(zone, node);
+    }
+
+    /* bounded: the oldest go until it fits */
+    for (tries = 0; ; tries++) {
+        node = ngx_slab_alloc_locked(zone->shpool, size);
+        if (node != NULL || ngx_queue_empty(&zone->sh->lru)) {
+            break;
+        }
+        ngx_http_llm_resp_expire(zone, 1);
+    }
+
+    if (node == NULL) {
+        ngx_shmtx_unlock(&zone->shpool->mutex);
+        return NGX_DECLINED;
+    }
+
+    node->key = hash;
+    rn = (ngx_http_llm_resp_node_t *) &node->color;
+    rn->id_len = (u_short) id->len;
+    rn->len = len;
+    rn->expires = ngx_time() + zone->ttl;
+    ngx_memcpy(rn->data, id->data, id->len);
+    ngx_memcpy(rn->data + id->len, text, len);
+
+    ngx_rbtree_insert(&zone->sh->rbtree, node);
+    ngx_queue_insert_head(&zone->sh->lru, &rn->queue);
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    if (tries) {
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
+                       "llm: responses zone \"%V\": %ui evicted",
+                       &shm_zone->shm.name, tries);
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_resp_delete(ngx_shm_zone_t *shm_zone, ngx_str_t *id)
+{
+    uint32_t                   hash;
+    ngx_rbtree_node_t         *node;
+    ngx_http_llm_resp_zone_t  *zone = shm_zone->data;
+
+    hash = ngx_crc32_short(id->data, id->len);
+
+    ngx_shmtx_lock(&zone->shpool->mutex);
+
+    node = ngx_http_llm_resp_lookup(zone, id, hash);
+    if (node != NULL) {
+        ngx_http_llm_resp_free_node(zone, node);
+    }
+
+    ngx_shmtx_unlock(&zone->shpool->mutex);
+
+    return node ? NGX_OK : NGX_DECLINED;
+}
+
+
+static ngx_int_t
+ngx_http_llm_resp_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    size_t                     len;
+    ngx_http_llm_resp_zone_t  *ozone = data;
+    ngx_http_llm_resp_zone_t  *zone = shm_zone->data;
+
+    if (ozone) {
+        /* a reload: the stored responses stay */
+        zone->sh = ozone->sh;
+        zone->shpool = ozone->shpool;
+        return NGX_OK;
+    }
+
+    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        zone->sh = zone->shpool->data;
+        return NGX_OK;
+    }
+
+    zone->sh = ngx_slab_alloc(zone->shpool, sizeof(ngx_http_llm_resp_sh_t));
+    if (zone->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    zone->shpool->data = zone->sh;
+
+    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
+                    ngx_http_llm_resp_rbtree_insert);
+    ngx_queue_init(&zone->sh->lru);
+
+    len = sizeof(" in llm_responses_zone \"\"") + shm_zone->shm.name.len;
+
+    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
+    if (zone->shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(zone->shpool->log_ctx, " in llm_responses_zone \"%V\"%Z",
+                &shm_zone->shm.name);
+
+    /* a full zone evicts: not an error for the log */
+    zone->shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+/* llm_responses_zone NAME SIZE TTL; */
+char *
+ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_llm_loc_conf_t  *llcf = conf;
+
+    ssize_t                    size;
+    ngx_str_t                 *value;
+    time_t                     ttl;
+    ngx_shm_zone_t            *shm_zone;
+    ngx_http_llm_resp_zone_t  *zone;
+
+    if (llcf->responses_zone != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    size = ngx_parse_size(&value[2]);
+    if (size == NGX_ERROR || size < (ssize_t) (8 * ngx_pagesize)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid llm_responses_zone size \"%V\": at "
+                           "least %uz", &value[2], 8 * ngx_pagesize);
+        return NGX_CONF_ERROR;
+    }
+
+    ttl = ngx_parse_time(&value[3], 1);
+    if (ttl == (time_t) NGX_ERROR || ttl == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid llm_responses_zone ttl \"%V\"",
+                           &value[3]);
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone = ngx_shared_memory_add(cf, &value[1], size,
+                                     &ngx_http_llm_module);
+    if (shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (shm_zone->data) {
+        zone = shm_zone->data;
+        if (zone->ttl != ttl) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "llm_responses_zone \"%V\" is already "
+                               "declared with another ttl", &value[1]);
+            return NGX_CONF_ERROR;
+        }
+
+    } else {
+        zone = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_resp_zone_t));
+        if (zone == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        zone->ttl = ttl;
+        shm_zone->init = ngx_http_llm_resp_init_zone;
+        shm_zone->data = zone;
+    }
+
+    llcf->responses_zone = shm_zone;
+
+    return NGX_CONF_OK;
+}
+
+
+/* previous_response_id: its conversation comes before the input */
+static ngx_int_t
+ngx_http_llm_responses_continue(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, llm_api_limits *lim, u_char *body, size_t len)
+{
+    u_char                   *prev;
+    size_t                    plen;
+    ngx_str_t                 id;
+    ngx_uint_t                oom;
+    llm_api_error             err;
+    llm_responses_req        *rq = ctx->responses;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    if (llcf->responses_zone == NULL) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "previous_response_id_unsupported",
+                                   "previous_response_id needs stored "
+                                   "responses, and this location has no "
+                                   "llm_responses_zone: resend the "
+                                   "conversation in input");
+    }
+
+    id.data = (u_char *) rq->previous_id;
+    id.len = ngx_strlen(rq->previous_id);
+
+    prev = ngx_http_llm_resp_get(llcf->responses_zone, r->pool, &id, &plen,
+                                 &oom);
+    if (prev == NULL) {
+        if (oom) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "llm: responses: previous response \"%V\" not found",
+                      &id);
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_NOT_FOUND,
+                                   "previous_response_not_found",
+                                   "Previous response with id '%V' not "
+                                   "found.", &id);
+    }
+
+    llm_responses_free(rq);
+
+    if (llm_responses_parse(rq, (char *) body, len, lim,
+                            llcf->responses_strict_tools, (char *) prev,
+                            plen, &err)
+        != 0)
+    {
+        return ngx_http_llm_refuse_api(ctx, &err);
+    }
+
+    return NGX_OK;
+}
+
+
+/* a finished response into the zone when the request asked for it */
+static void
+ngx_http_llm_responses_keep(ngx_http_llm_ctx_t *ctx, cJSON *o)
+{
+    char                     *text;
+    ngx_http_request_t       *r = ctx->request;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    if (llcf->responses_zone == NULL || !ctx->responses->store) {
+        return;
+    }
+
+    cJSON_ReplaceItemInObject(o, "store", cJSON_CreateTrue());
+
+    text = llm_responses_stored(ctx->responses, o);
+    if (text == NULL
+        || ngx_http_llm_resp_put(llcf->responses_zone, &ctx->id, text,
+                                 ngx_strlen(text))
+           != NGX_OK)
+    {
+        cJSON_ReplaceItemInObject(o, "store", cJSON_CreateFalse());
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "llm: responses: \"%V\" not stored: %s",
+                      &ctx->id, text ? "larger than llm_responses_zone"
+                                     : "out of memory");
+    }
+
+    cJSON_free(text);
+}
+
+
+/* GET and DELETE /v1/responses/{id} */
+ngx_int_t
+ngx_http_llm_responses_handler(ngx_http_request_t *r)
+{
+    u_char                   *text;
+    size_t                    len;
+    cJSON                    *stored, *json;
+    ngx_int_t                 rc;
+    ngx_str_t                 id;
+    ngx_uint_t                oom;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_DELETE))) {
+        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                       "method_not_allowed",
+                                       "use GET or DELETE for %V", &r->uri);
+    }
+
+    for (id.data = r->uri.data + r->uri.len; id.data > r->uri.data;
+         id.data--)
+    {
+        if (id.data[-1] == '/') {
+            break;
+        }
+    }
+    id.len = r->uri.data + r->uri.len - id.data;
+
+    if (llcf->responses_zone == NULL) {
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "llm: responses: \"%V\" asked for, no "
+                      "llm_responses_zone", &id);
+        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND, "not_found",
+                                       "Response with id '%V' not found: "
+                                       "this location stores none (no "
+                                       "llm_responses_zone).", &id);
+    }
+
+    if (r->method == NGX_HTTP_DELETE) {
+        if (ngx_http_llm_resp_delete(llcf->responses_zone, &id) != NGX_OK) {
+            ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                          "llm: responses: \"%V\" not found to delete", &id);
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
+                                           "not_found", "Response with id "
+                                           "'%V' not found.", &id);
+        }
+
+        json = cJSON_CreateObject();
+        if (json == NULL
+            || cJSON_AddStringToObject(json, "object", "response") == NULL
+            || cJSON_AddTrueToObject(json, "deleted") == NULL)
+        {
+            cJSON_Delete(json);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        text = ngx_pnalloc(r->pool, id.len + 1);
+        if (text == NULL) {
+            cJSON_Delete(json);
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        *ngx_cpymem(text, id.data, id.len) = '\0';
+        cJSON_AddStringToObject(json, "id", (char *) text);
+
+        return ngx_http_llm_send_json(r, NGX_HTTP_OK, json);
+    }
+
+    text = ngx_http_llm_resp_get(llcf->responses_zone, r->pool, &id, &len,
+                                 &oom);
+    if (text == NULL) {
+        if (oom) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                      "llm: responses: \"%V\" not found", &id);
+        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND, "not_found",
+                                       "Response with id '%V' not found.",
+                                       &id);
+    }
+
+    stored = cJSON_ParseWithLength((char *) text, len);
+    json = cJSON_DetachItemFromObject(stored, "response");
+    cJSON_Delete(stored);
+    if (json == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    return ngx_http_llm_send_json(r, NGX_HTTP_OK, json);
+}
+
+
 /*
  * *body becomes the chat body (the translation's, freed with the pool);
  * lim's body size was checked on the client's body. NGX_OK, or what the
@@ -74,6 +643,7 @@ ngx_int_t
 ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     llm_api_limits *lim, u_char **body, size_t *len)
 {
+    ngx_int_t                 rc;
     llm_api_error             err;
     ngx_table_elt_t          *h;
     ngx_pool_cleanup_t       *cln;
@@ -88,7 +658,7 @@ ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
 
     if (llm_responses_parse(rq, (char *) *body, *len, lim,
-                            llcf->responses_strict_tools, &err)
+                            llcf->responses_strict_tools, NULL, 0, &err)
         != 0)
     {
         llm_responses_free(rq);
@@ -98,12 +668,10 @@ ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     cln->data = rq;
 
     if (rq->previous_id != NULL) {
-        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                                   "previous_response_id_unsupported",
-                                   "previous_response_id needs stored "
-                                   "responses, and this location has no "
-                                   "llm_responses_zone: resend the "
-                                   "conversation in input");
+        rc = ngx_http_llm_responses_continue(r, ctx, lim, *body, *len);
+        if (rc != NGX_OK) {
+            return rc;
+        }
     }
 
     if (rq->hosted[0]) {
@@ -235,6 +803,9 @@ ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
                                   rlen);
 
     o = llm_responses_object(ctx->responses, &res);
+    if (o != NULL) {
+        ngx_http_llm_responses_keep(ctx, o);
+    }
     json = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     if (json == NULL) {
@@ -813,7 +1384,7 @@ ngx_int_t
 ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     char                      *id;
-    cJSON                     *ev;
+    cJSON                     *ev, *o;
     llm_responses_result       res;
     ngx_http_llm_responses_t  *rs = (ngx_http_llm_responses_t *)
                                     ctx->responses;
@@ -827,11 +1398,15 @@ ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
                                   rs->text.len, rs->reasoning.data,
                                   rs->reasoning.len);
 
+    o = llm_responses_object(&rs->rq, &res);
+    if (o != NULL) {
+        ngx_http_llm_responses_keep(ctx, o);
+    }
+
     ev = ngx_http_llm_responses_event(res.incomplete
                                       ? "response.incomplete"
                                       : "response.completed", -1, NULL, -1);
-    ev = ngx_http_llm_responses_with(ev, "response",
-                                     llm_responses_object(&rs->rq, &res));
+    ev = ngx_http_llm_responses_with(ev, "response", o);
 
     return ngx_http_llm_responses_send(ctx, last, ev, 1);
 }

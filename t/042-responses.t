@@ -24,6 +24,7 @@ _EOC_
         $block->set_value("config", <<'_EOC_');
     location /v1/ { llm_api main; }
     location /strict/v1/ { llm_api main; llm_responses_strict_tools on; }
+    location /zone/v1/ { llm_api main; llm_responses_zone t042 1m 10m; }
 _EOC_
     }
 
@@ -282,3 +283,76 @@ POST /v1/responses
 --- response_body_like: "item":\{"id":"(fc_[0-9a-f]+00)","type":"custom_tool_call","status":"in_progress","call_id":"call_[A-Za-z0-9]{24}","name":"apply_patch","input":""\}.*event: response\.custom_tool_call_input\.delta\ndata: \{"type":"response\.custom_tool_call_input\.delta","output_index":0,"item_id":"\1","delta":.*event: response\.custom_tool_call_input\.done\ndata: \{"type":"response\.custom_tool_call_input\.done","output_index":0,"item_id":"\1","input":.*event: response\.completed\n
 --- no_error_log
 [error]
+
+
+
+=== TEST 23: a zone: an unknown previous_response_id is a 404 previous_response_not_found
+--- request
+POST /zone/v1/responses
+{"model":"smollm2","input":"Hi","previous_response_id":"resp_0123"}
+--- error_code: 404
+--- response_body_like: ^\{"error":\{"message":"Previous response with id 'resp_0123' not found\.","type":"invalid_request_error","param":null,"code":"previous_response_not_found"\}\}
+--- error_log
+previous response "resp_0123" not found
+
+
+
+=== TEST 24: a zone: a stored response comes back by GET, then DELETE removes it
+--- request eval
+["POST /zone/v1/responses\n{\"model\":\"smollm2\",\"input\":\"Hi\",\"max_output_tokens\":2,\"temperature\":0}",
+ "GET /zone/v1/responses/resp_none",
+ "DELETE /zone/v1/responses/resp_none"]
+--- error_code eval
+[200, 404, 404]
+--- response_body_like eval
+['"store":true',
+ '"code":"not_found"',
+ '"code":"not_found"']
+--- no_error_log
+[error]
+
+
+
+=== TEST 25: no zone: GET /v1/responses/{id} is a 404 that says why
+--- request
+GET /v1/responses/resp_0123
+--- error_code: 404
+--- response_body_like: "message":"Response with id 'resp_0123' not found: this location stores none \(no llm_responses_zone\)\.",.*"code":"not_found"
+
+
+
+=== TEST 26: POST /v1/responses/{id}: 405
+--- request
+POST /zone/v1/responses/resp_0123
+{}
+--- error_code: 405
+--- response_body_like: "code":"method_not_allowed"
+
+
+
+=== TEST 27: store false: not kept, "store":false
+--- request
+POST /zone/v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":2,"temperature":0,"store":false}
+--- error_code: 200
+--- response_body_like: "store":false
+--- no_error_log
+[error]
+
+
+
+=== TEST 28: llm_responses_zone with a bad size: nginx refuses the configuration
+--- config
+    location /v1/ { llm_api main; llm_responses_zone z 1k 10m; }
+--- must_die
+--- error_log
+invalid llm_responses_zone size "1k"
+
+
+
+=== TEST 29: llm_responses_zone with a bad ttl: refused
+--- config
+    location /v1/ { llm_api main; llm_responses_zone z 1m never; }
+--- must_die
+--- error_log
+invalid llm_responses_zone ttl "never"

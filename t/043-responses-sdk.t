@@ -67,7 +67,8 @@ my $port = nginx_setup('responses-sdk', <<"EOF");
     }
     server {
         listen 127.0.0.1:\$PORT;
-        location /v1/ { llm_api main; }
+        location /v1/ { llm_api main; llm_responses_zone conv 4m 1h; }
+        location /small/v1/ { llm_api main; llm_responses_zone small 32k 1h; }
         location /strict/v1/ { llm_api main; llm_responses_strict_tools on; }
         location /qwen/v1/ { llm_api qwen; }
         location = /healthz { llm_health main; }
@@ -81,6 +82,7 @@ ok(wait_healthy(60), 'engine ready');
 # --- the SDK's checks, one test each ------------------------------------------
 
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
+$ENV{NGX_LLM_MASTER_PID} = $master;
 $ENV{OPENAI_SDK_VERSION} = $sdk_version;
 my $py_pid = open my $py, '-|', $python, "$FindBin::Bin/responses_sdk.py"
     or die "cannot run t/responses_sdk.py: $!";

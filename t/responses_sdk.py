@@ -5,9 +5,12 @@ round trip with function_call_output, store:false with the history resent
 (cached tokens on the next turn), a Codex-shaped conversation of three
 turns (its items, a custom tool, a namespace, a hosted tool dropped,
 streaming, store:false), errors as the SDK's exceptions, and a tiny
-Qwen-template model's Hermes tool calls. Run by t/043-responses-sdk.t
-against a private nginx: /v1/ SmolLM2, /strict/v1/ the same with
-llm_responses_strict_tools on, /qwen/v1/ the tiny Qwen2 of t/data.
+Qwen-template model; stored responses (llm_responses_zone): retrieve,
+previous_response_id on new connections to two workers and after a
+reload, delete, the oldest evicted from a small zone. Run by
+t/043-responses-sdk.t against a private nginx with two workers: /v1/
+SmolLM2 with a zone, /small/v1/ the same with a 32k zone, /strict/v1/ with
+llm_responses_strict_tools on and no zone, /qwen/v1/ the tiny Qwen2.
 
 Prints TAP. Greedy expectations are t/042-responses.t's.
 
@@ -15,7 +18,9 @@ Environment: NGX_LLM_BASE=http://127.0.0.1:PORT (required).
 """
 import json
 import os
+import signal
 import sys
+import time
 import traceback
 
 import openai
@@ -286,8 +291,8 @@ def codex():
 def errors():
     c = client()
     try:
-        c.responses.create(model="smollm2", input="Hi",
-                           previous_response_id="resp_123")
+        client("/strict/v1").responses.create(
+            model="smollm2", input="Hi", previous_response_id="resp_123")
         ok(False, "previous_response_id without a zone: BadRequestError")
     except openai.BadRequestError as e:
         ok("llm_responses_zone" in e.message,
@@ -322,10 +327,92 @@ def qwen():
     is_(evs[-1].type, "response.incomplete", "qwen template: a stream")
 
 
+def workers():
+    master = int(os.environ["NGX_LLM_MASTER_PID"])
+    with open(f"/proc/{master}/task/{master}/children") as f:
+        return set(f.read().split())
+
+
+def stored():
+    r1 = client().responses.create(model="smollm2",
+                                   input="Name three colours.",
+                                   max_output_tokens=30, temperature=0)
+    is_(r1.store, True, "store: the response says it is stored")
+    got = client().responses.retrieve(r1.id)
+    is_((got.id, got.output_text), (r1.id, r1.output_text),
+        "store: retrieve() gives it back")
+
+    # new connections: nginx's two workers take them as they come
+    r2 = client().responses.create(model="smollm2",
+                                   previous_response_id=r1.id,
+                                   input="And three animals?",
+                                   max_output_tokens=20, temperature=0)
+    is_(r2.previous_response_id, r1.id, "continue: previous_response_id")
+    ok(r2.usage.input_tokens > r1.usage.input_tokens
+       + r1.usage.output_tokens,
+       "continue: the stored conversation comes before the input")
+    c2 = r2.usage.input_tokens_details.cached_tokens
+    ok(c2 > 0, f"continue: cached {c2} of {r2.usage.input_tokens} tokens")
+    ok(all(client().responses.retrieve(r2.id).id == r2.id
+           for _ in range(6)), "store: six fresh connections retrieve it")
+
+    # a reload: new workers, the zone stays
+    before = workers()
+    os.kill(int(os.environ["NGX_LLM_MASTER_PID"]), signal.SIGHUP)
+    for _ in range(100):
+        time.sleep(0.1)
+        now = workers()
+        if now and not (now & before):
+            break
+    ok(now and not (now & before), "reload: every worker is new")
+    r3 = client().responses.create(model="smollm2",
+                                   previous_response_id=r2.id,
+                                   input="And three fruits?",
+                                   max_output_tokens=10, temperature=0)
+    c3 = r3.usage.input_tokens_details.cached_tokens
+    ok(r3.usage.input_tokens > r2.usage.input_tokens and c3 > 0,
+       f"after a reload: continued, cached {c3} of "
+       f"{r3.usage.input_tokens} tokens")
+
+    raw = client().responses.with_raw_response.delete(r1.id)
+    is_((raw.status_code, json.loads(raw.text)),
+        (200, {"object": "response", "deleted": True, "id": r1.id}),
+        "delete: 200, deleted")
+    try:
+        client().responses.retrieve(r1.id)
+        ok(False, "delete: retrieve() then fails")
+    except openai.NotFoundError:
+        ok(True, "delete: retrieve() then fails with NotFoundError")
+    try:
+        client().responses.create(model="smollm2", input="x",
+                                  previous_response_id=r1.id)
+        ok(False, "a deleted previous_response_id: NotFoundError")
+    except openai.NotFoundError as e:
+        is_(e.body.get("code"), "previous_response_not_found",
+            "a deleted previous_response_id: previous_response_not_found")
+
+    # bounded: a small zone drops its oldest
+    ids = []
+    for i in range(40):
+        r = client("/small/v1").responses.create(
+            model="smollm2", input=f"{i} " + "word " * 150,
+            max_output_tokens=1, temperature=0)
+        ids.append(r.id)
+    kept = []
+    for rid in ids:
+        try:
+            client("/small/v1").responses.retrieve(rid)
+            kept.append(rid)
+        except openai.NotFoundError:
+            pass
+    ok(0 < len(kept) < len(ids) and ids[-1] in kept and ids[0] not in kept,
+       f"small zone: the newest {len(kept)} of {len(ids)} kept")
+
+
 for name, fn in [("create", create), ("stream", stream), ("parse", parse),
                  ("function round trip", function_round_trip),
                  ("history resent", history_resent), ("codex", codex),
-                 ("errors", errors), ("qwen", qwen)]:
+                 ("errors", errors), ("qwen", qwen), ("stored", stored)]:
     section(name, fn)
 
 print(f"1..{n_tests}")

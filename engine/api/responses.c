@@ -9,7 +9,8 @@
  *          llm_responses_text, llm_responses_item_id,
  *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
- *          llm_responses_usage, llm_responses_object
+ *          llm_responses_usage, llm_responses_object,
+ *          llm_responses_stored
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -768,15 +769,18 @@ output_item(const cJSON *it, const char *param, cJSON *msgs,
 }
 
 
-/* instructions first, then input: a string (one user turn) or items */
+static int parse_items(llm_responses_req *rq, const cJSON *input,
+    cJSON *msgs, llm_api_error *err);
+
+
+/* instructions first, then the stored conversation (prev), then input: a
+   string (one user turn) or items; rq->items keeps prev's and input's */
 static int
-parse_input(llm_responses_req *rq, const cJSON *root, cJSON *chat,
-    llm_api_error *err)
+parse_input(llm_responses_req *rq, const cJSON *root, const cJSON *prev,
+    cJSON *chat, llm_api_error *err)
 {
-    cJSON        *input, *it, *msgs, *type;
-    const char   *instr, *ty;
-    char          p[64];
-    int           i = 0, rc;
+    cJSON        *input, *msgs, *m;
+    const char   *instr;
 
     if (get_string(root, "instructions", "instructions", 0, &instr, err)
         != 0)
@@ -790,17 +794,63 @@ parse_input(llm_responses_req *rq, const cJSON *root, cJSON *chat,
         return llm_api_fail_oom(err);
     }
 
+    rq->items = prev ? cJSON_Duplicate(prev, 1) : cJSON_CreateArray();
+    if (rq->items == NULL) {
+        return llm_api_fail_oom(err);
+    }
+    if (prev && parse_items(rq, prev, msgs, err) != 0) {
+        /* the store's own text: a fault in it is ours */
+        err->status = 500;
+        return -1;
+    }
+
     input = llm_api_field(root, "input");
     if (input == NULL) {
         return llm_api_fail_missing(err, "input");
     }
     if (cJSON_IsString(input)) {
+        m = cJSON_CreateObject();
+        if (m == NULL || !cJSON_AddItemToArray(rq->items, m)
+            || cJSON_AddStringToObject(m, "role", "user") == NULL
+            || cJSON_AddStringToObject(m, "content", input->valuestring)
+               == NULL)
+        {
+            return llm_api_fail_oom(err);
+        }
         return add_message(msgs, "user", input->valuestring)
                ? 0 : llm_api_fail_oom(err);
     }
     if (!cJSON_IsArray(input)) {
         return fail_type(err, "input", "a string or an array", input);
     }
+    if (parse_items(rq, input, msgs, err) != 0) {
+        return -1;
+    }
+    if (prev) {
+        for (m = input->child; m; m = m->next) {
+            if (!cJSON_AddItemToArray(rq->items, cJSON_Duplicate(m, 1))) {
+                return llm_api_fail_oom(err);
+            }
+        }
+    } else {
+        cJSON_Delete(rq->items);
+        rq->items = cJSON_Duplicate(input, 1);
+        if (rq->items == NULL) {
+            return llm_api_fail_oom(err);
+        }
+    }
+    return 0;
+}
+
+
+static int
+parse_items(llm_responses_req *rq, const cJSON *input, cJSON *msgs,
+    llm_api_error *err)
+{
+    cJSON        *it, *type;
+    const char   *ty;
+    char          p[64];
+    int           i = 0, rc;
 
     cJSON_ArrayForEach(it, input) {
         snprintf(p, sizeof(p), "input[%d]", i);
@@ -1007,9 +1057,10 @@ parse_refused(llm_responses_req *rq, const cJSON *root, llm_api_error *err)
 
 int
 llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
-    const llm_api_limits *lim, int strict_tools, llm_api_error *err)
+    const llm_api_limits *lim, int strict_tools, const char *prev,
+    size_t prev_len, llm_api_error *err)
 {
-    cJSON            *root, *chat;
+    cJSON            *root, *chat, *stored = NULL;
     llm_json_result   res;
     int               rc;
 
@@ -1056,8 +1107,20 @@ llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
     if (rc == 0) {
         rc = parse_tool_choice(rq, root, chat, err);
     }
+    if (rc == 0 && prev != NULL) {
+        stored = cJSON_ParseWithLength(prev, prev_len);
+        if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(stored,
+                                                            "conversation")))
+        {
+            rc = llm_api_fail(err, 500, "server_error", "",
+                              "The stored response is unreadable.");
+        }
+    }
     if (rc == 0) {
-        rc = parse_input(rq, root, chat, err);
+        rc = parse_input(rq, root,
+                         stored ? cJSON_GetObjectItemCaseSensitive(stored,
+                                                          "conversation")
+                                : NULL, chat, err);
     }
     if (rc == 0) {
         rc = parse_text(rq, root, chat, err);
@@ -1071,6 +1134,7 @@ llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
         }
     }
 
+    cJSON_Delete(stored);
     cJSON_Delete(chat);
     cJSON_Delete(root);
     return rc;
@@ -1090,6 +1154,7 @@ llm_responses_free(llm_responses_req *rq)
     free(rq->tools);
     cJSON_free(rq->chat);
     cJSON_Delete(rq->echo);
+    cJSON_Delete(rq->items);
     free(rq->previous_id);
     memset(rq, 0, sizeof(*rq));
 }
@@ -1425,7 +1490,7 @@ llm_responses_object(const llm_responses_req *rq,
             && cJSON_AddTrueToObject(o, "parallel_tool_calls") == NULL)
         || (!cJSON_HasObjectItem(o, "truncation")
             && cJSON_AddStringToObject(o, "truncation", "disabled") == NULL)
-        || cJSON_AddBoolToObject(o, "store", 0) == NULL)
+        || cJSON_AddBoolToObject(o, "store", res->stored) == NULL)
     {
         goto oom;
     }
@@ -1455,4 +1520,37 @@ llm_responses_object(const llm_responses_req *rq,
 oom:
     cJSON_Delete(o);
     return NULL;
+}
+
+
+char *
+llm_responses_stored(const llm_responses_req *rq, const cJSON *response)
+{
+    char         *text;
+    cJSON        *o, *conv, *it;
+    const cJSON  *out;
+
+    o = cJSON_CreateObject();
+    conv = rq->items ? cJSON_Duplicate(rq->items, 1) : cJSON_CreateArray();
+    if (o == NULL || conv == NULL
+        || !cJSON_AddItemToObject(o, "conversation", conv))
+    {
+        cJSON_Delete(o);
+        cJSON_Delete(conv);
+        return NULL;
+    }
+    out = cJSON_GetObjectItemCaseSensitive(response, "output");
+    for (it = out ? out->child : NULL; it; it = it->next) {
+        if (!cJSON_AddItemToArray(conv, cJSON_Duplicate(it, 1))) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    if (!cJSON_AddItemToObject(o, "response", cJSON_Duplicate(response, 1))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
 }

@@ -21,7 +21,8 @@
  *          llm_responses_text, llm_responses_item_id,
  *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
- *          llm_responses_usage, llm_responses_object
+ *          llm_responses_usage, llm_responses_object,
+ *          llm_responses_stored
  */
 #ifndef NGX_LLM_API_RESPONSES_H
 #define NGX_LLM_API_RESPONSES_H
@@ -55,6 +56,8 @@ typedef struct {
                                        hosted tools' types, ", " between;
                                        "" when none */
     char                *previous_id;   /* previous_response_id or NULL */
+    cJSON               *items;     /* the conversation as input items: a
+                                       stored one's, then this input's */
     int                  stream;
     int                  store;     /* default 1 (OpenAI's) */
 } llm_responses_req;
@@ -62,11 +65,19 @@ typedef struct {
 /*
  * Translates body (len bytes) into rq->chat. strict_tools: hosted tools
  * are a 400 naming them instead of dropped. lim: the body's size, depth
- * and values. 0, or -1 with err (param in the Responses request's words);
- * rq can be freed either way.
+ * and values. prev (prev_len bytes, NULL: none): a stored response
+ * (llm_responses_stored), whose conversation comes before the input. 0,
+ * or -1 with err (param in the Responses request's words); rq can be
+ * freed either way.
  */
 int llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
-    const llm_api_limits *lim, int strict_tools, llm_api_error *err);
+    const llm_api_limits *lim, int strict_tools, const char *prev,
+    size_t prev_len, llm_api_error *err);
+
+/* what a store keeps of a response: {"conversation": rq's items and the
+   response's output, "response": response}, malloc'ed JSON text */
+char *llm_responses_stored(const llm_responses_req *rq,
+    const cJSON *response);
 
 void llm_responses_free(llm_responses_req *rq);
 
@@ -110,6 +121,7 @@ typedef struct {
     uint32_t             reasoning_tokens;
     int                  with_output;   /* 0: "output": [] (the stream's
                                            response.created) */
+    int                  stored;        /* "store" says so */
 } llm_responses_result;
 
 /* "usage": input, cached, output, reasoning and total tokens */

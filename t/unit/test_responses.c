@@ -24,7 +24,8 @@ tr(const char *body, int strict, llm_responses_req *rq, cJSON **chat,
     int              rc;
 
     *chat = NULL;
-    rc = llm_responses_parse(rq, body, strlen(body), &lim, strict, err);
+    rc = llm_responses_parse(rq, body, strlen(body), &lim, strict, NULL, 0,
+                             err);
     if (rc != 0) {
         return rc;
     }
