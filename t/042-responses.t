@@ -25,6 +25,7 @@ _EOC_
     location /v1/ { llm_api main; }
     location /strict/v1/ { llm_api main; llm_responses_strict_tools on; }
     location /zone/v1/ { llm_api main; llm_responses_zone t042 1m 10m; }
+    location /short/v1/ { llm_api main; llm_deadline 3s; }
 _EOC_
     }
 
@@ -356,3 +357,15 @@ invalid llm_responses_zone size "1k"
 --- must_die
 --- error_log
 invalid llm_responses_zone ttl "never"
+
+
+
+=== TEST 30: a stream cut by its deadline: an error event, then response.failed, and the 504 in the log
+--- request
+POST /short/v1/responses
+{"model":"smollm2","input":"Once upon a time","max_output_tokens":2000,"ignore_eos":true,"stream":true}
+--- timeout: 60
+--- error_code: 200
+--- response_body_like: event: response\.output_text\.delta\n.*\n\nevent: error\ndata: \{"type":"error","code":"deadline_exceeded","message":"the generation deadline passed","param":null,"sequence_number":(\d+)\}\n\nevent: response\.failed\ndata: \{"type":"response\.failed","response":\{"id":"resp_[0-9a-f]+",[^\n]*"status":"failed","error":\{"code":"deadline_exceeded","message":"the generation deadline passed"\},[^\n]*\}\n\n$
+--- error_log
+llm: 504 stream ended by an error: the generation deadline passed

@@ -961,7 +961,7 @@ copy_fields(llm_responses_req *rq, const cJSON *root, cJSON *chat,
 {
     static const char *const  same[] = {
         "model", "temperature", "top_p", "user", "parallel_tool_calls",
-        "top_k", "min_p", "seed", "stop", "stream", NULL
+        "top_k", "min_p", "seed", "stop", "stream", "ignore_eos", NULL
     };
     static const char *const  echoed[] = {
         "instructions", "max_output_tokens", "metadata",
