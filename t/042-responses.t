@@ -369,3 +369,57 @@ POST /short/v1/responses
 --- response_body_like: event: response\.output_text\.delta\n.*\n\nevent: error\ndata: \{"type":"error","code":"deadline_exceeded","message":"the generation deadline passed","param":null,"sequence_number":(\d+)\}\n\nevent: response\.failed\ndata: \{"type":"response\.failed","response":\{"id":"resp_[0-9a-f]+",[^\n]*"status":"failed","error":\{"code":"deadline_exceeded","message":"the generation deadline passed"\},[^\n]*\}\n\n$
 --- error_log
 llm: 504 stream ended by an error: the generation deadline passed
+
+
+
+=== TEST 31: a template whose prompt opens <think>, llm_reasoning on: a reasoning item first, its tokens counted
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        chat_template ../html/think.jinja;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+    }
+--- config
+    location /v1/ { llm_api main; llm_reasoning on; }
+--- user_files
+>>> think.jinja
+{% for m in messages %}<|im_start|>{{ m['role'] }}
+{{ m['content'] }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+<think>
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":8,"temperature":0}
+--- error_code: 200
+--- response_body_like: "output":\[\{"id":"rs_[0-9a-f]+00","type":"reasoning","summary":\[\],"content":\[\{"type":"reasoning_text","text":"[^"]+.*"usage":\{"input_tokens":\d+,"input_tokens_details":\{"cached_tokens":\d+\},"output_tokens":8,"output_tokens_details":\{"reasoning_tokens":[1-8]\}
+--- no_error_log
+[error]
+
+
+
+=== TEST 32: the same streamed: reasoning_text deltas and done in a reasoning item
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        chat_template ../html/think.jinja;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+    }
+--- config
+    location /v1/ { llm_api main; llm_reasoning on; }
+--- user_files
+>>> think.jinja
+{% for m in messages %}<|im_start|>{{ m['role'] }}
+{{ m['content'] }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+<think>
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":8,"temperature":0,"stream":true}
+--- error_code: 200
+--- response_body_like: event: response\.output_item\.added\ndata: \{"type":"response\.output_item\.added","output_index":0,"item":\{"id":"(rs_[0-9a-f]+00)","type":"reasoning","summary":\[\],"content":\[\]\},"sequence_number":2\}\n\nevent: response\.reasoning_text\.delta\ndata: \{"type":"response\.reasoning_text\.delta","output_index":0,"item_id":"\1","content_index":0,"delta":.*event: response\.reasoning_text\.done\ndata: \{"type":"response\.reasoning_text\.done","output_index":0,"item_id":"\1","content_index":0,"text":.*event: response\.output_item\.done\ndata: \{"type":"response\.output_item\.done","output_index":0,"item":\{"id":"\1","type":"reasoning",.*event: response\.incomplete\n
+--- no_error_log
+[error]
