@@ -931,12 +931,15 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->id.len = ngx_sprintf(ctx->id.data, "%s%016xL%08xD",
-                              ctx->responses ? "resp_"
-                              : ctx->chat ? "chatcmpl-" : "cmpl-",
+                              ctx->chat ? "chatcmpl-" : "cmpl-",
                               sl->req_seq
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
                   - ctx->id.data;
+
+    if (ctx->responses && ngx_http_llm_responses_new_id(ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     /* the id clients log (the SDKs read it as the request id) */
     h = ngx_list_push(&r->headers_out.headers);

@@ -406,6 +406,7 @@ ngx_int_t ngx_http_llm_responses_parse(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, llm_api_limits *lim, u_char **body,
     size_t *len);
 llm_responses_req *ngx_http_llm_responses_create(ngx_pool_t *pool);
+ngx_int_t ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx);
 char *ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_llm_responses_handler(ngx_http_request_t *r);

@@ -14,6 +14,8 @@
 
 #include "ngx_http_llm_module.h"
 
+#include <sys/random.h>
+
 
 #define NGX_HTTP_LLM_RESP_NONE       0
 #define NGX_HTTP_LLM_RESP_REASONING  1
@@ -692,6 +694,38 @@ ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     *body = (u_char *) rq->chat;
     *len = rq->chat_len;
     lim->max_body = 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * "resp_" and 128 random bits: a stored response is read and continued by
+ * its id alone, so the id must not be guessed from another one
+ */
+ngx_int_t
+ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx)
+{
+    u_char      rnd[16], *p;
+    ngx_uint_t  i;
+
+    if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t) sizeof(rnd)) {
+        ngx_log_error(NGX_LOG_ALERT, ctx->request->connection->log,
+                      ngx_errno, "llm: getrandom() failed for a response id");
+        return NGX_ERROR;
+    }
+
+    p = ngx_pnalloc(ctx->request->pool, sizeof("resp_") - 1 + 2 * 16);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->id.data = p;
+    p = ngx_cpymem(p, "resp_", sizeof("resp_") - 1);
+    for (i = 0; i < sizeof(rnd); i++) {
+        p = ngx_sprintf(p, "%02xd", rnd[i]);
+    }
+    ctx->id.len = p - ctx->id.data;
 
     return NGX_OK;
 }
