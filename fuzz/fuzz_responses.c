@@ -13,6 +13,7 @@
  * failure the error is complete.
  */
 #include "api/responses.h"
+#include "text/utf8.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ check_ok(llm_responses_req *rq, const llm_api_limits *lim)
     }
     kept = llm_responses_stored(rq, o);
     cJSON_Delete(o);
-    if (kept == NULL) {
+    if (kept == NULL || !llm_utf8_valid(kept, strlen(kept))) {
         abort();
     }
 
@@ -96,7 +97,7 @@ check_ok(llm_responses_req *rq, const llm_api_limits *lim)
         check_error(&err);
     }
     llm_responses_free(&next);
-    cJSON_free(kept);
+    free(kept);
 }
 
 

@@ -19,6 +19,21 @@ ngx_http_llm_uri_ends(ngx_http_request_t *r, const char *suffix)
 }
 
 
+/* the URI is <collection>/<one segment>: /v1/responses/resp_... */
+static ngx_uint_t
+ngx_http_llm_uri_item(ngx_http_request_t *r, const char *collection)
+{
+    u_char  *p, *end = r->uri.data + r->uri.len;
+    size_t   n = ngx_strlen(collection);
+
+    for (p = end; p > r->uri.data && p[-1] != '/'; p--) { /* void */ }
+
+    return p > r->uri.data && p < end
+           && (size_t) (p - 1 - r->uri.data) >= n
+           && ngx_strncmp(p - 1 - n, collection, n) == 0;
+}
+
+
 ngx_int_t
 ngx_http_llm_api_handler(ngx_http_request_t *r)
 {
@@ -65,9 +80,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                                                  "/chat/completions"), 0);
     }
 
-    if (ngx_strlcasestrn(r->uri.data, r->uri.data + r->uri.len,
-                         (u_char *) "/responses/", 11 - 1) != NULL)
-    {
+    if (ngx_http_llm_uri_item(r, "/responses")) {
         return ngx_http_llm_responses_handler(r);
     }
 

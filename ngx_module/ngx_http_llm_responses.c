@@ -536,7 +536,7 @@ ngx_http_llm_responses_keep(ngx_http_llm_ctx_t *ctx, cJSON *o)
                                      : "out of memory");
     }
 
-    cJSON_free(text);
+    free(text);
 }
 
 
@@ -715,7 +715,7 @@ ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx)
         return NGX_ERROR;
     }
 
-    p = ngx_pnalloc(ctx->request->pool, sizeof("resp_") - 1 + 2 * 16);
+    p = ngx_pnalloc(ctx->request->pool, sizeof("resp_") + 2 * 16);
     if (p == NULL) {
         return NGX_ERROR;
     }
@@ -726,6 +726,9 @@ ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx)
         p = ngx_sprintf(p, "%02xd", rnd[i]);
     }
     ctx->id.len = p - ctx->id.data;
+
+    /* also a C string: the item ids are made of it */
+    *p = '\0';
 
     return NGX_OK;
 }
@@ -840,7 +843,7 @@ ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
     if (o != NULL) {
         ngx_http_llm_responses_keep(ctx, o);
     }
-    json = o ? cJSON_PrintUnformatted(o) : NULL;
+    json = o ? llm_responses_print(o) : NULL;
     cJSON_Delete(o);
     if (json == NULL) {
         return NGX_ERROR;
@@ -849,12 +852,12 @@ ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
     len = ngx_strlen(json);
     b = ngx_create_temp_buf(ctx->request->pool, len + 1);
     if (b == NULL) {
-        cJSON_free(json);
+        free(json);
         return NGX_ERROR;
     }
     b->last = ngx_cpymem(b->last, json, len);
     *b->last++ = '\n';
-    cJSON_free(json);
+    free(json);
 
     *bp = b;
     return NGX_OK;
@@ -952,7 +955,7 @@ ngx_http_llm_responses_send(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     rs->seq++;
 
     type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "type"));
-    json = type ? cJSON_PrintUnformatted(ev) : NULL;
+    json = type ? llm_responses_print(ev) : NULL;
     if (json == NULL) {
         cJSON_Delete(ev);
         return NGX_ERROR;
@@ -969,7 +972,7 @@ ngx_http_llm_responses_send(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
             b->last_in_chain = 1;
         }
     }
-    cJSON_free(json);
+    free(json);
     cJSON_Delete(ev);
 
     cl = b ? ngx_alloc_chain_link(ctx->request->pool) : NULL;

@@ -6,7 +6,7 @@
  * tool types, namespaces, custom tools, hosted tools).
  *
  * defines: llm_responses_parse, llm_responses_free, llm_responses_param,
- *          llm_responses_text, llm_responses_item_id,
+ *          llm_responses_text, llm_responses_print, llm_responses_item_id,
  *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
  *          llm_responses_usage, llm_responses_object,
@@ -1227,6 +1227,23 @@ llm_responses_text(const char *s, size_t len)
 }
 
 
+/* cJSON writes a string's bytes as they are, and decodes a lone
+   surrogate escape of a model's arguments into bytes no UTF-8 has */
+char *
+llm_responses_print(const cJSON *o)
+{
+    char  *json, *text;
+
+    json = cJSON_PrintUnformatted(o);
+    if (json == NULL) {
+        return NULL;
+    }
+    text = llm_responses_text(json, strlen(json));
+    cJSON_free(json);
+    return text;
+}
+
+
 void
 llm_responses_item_id(char *out, size_t size, const char *prefix,
     const char *resp_id, int n)
@@ -1550,7 +1567,7 @@ llm_responses_stored(const llm_responses_req *rq, const cJSON *response)
         cJSON_Delete(o);
         return NULL;
     }
-    text = cJSON_PrintUnformatted(o);
+    text = llm_responses_print(o);
     cJSON_Delete(o);
     return text;
 }

@@ -18,7 +18,7 @@
  * strict_tools. What is supported, dropped or refused: docs/api.md.
  *
  * defines: llm_responses_parse, llm_responses_free, llm_responses_param,
- *          llm_responses_text, llm_responses_item_id,
+ *          llm_responses_text, llm_responses_print, llm_responses_item_id,
  *          llm_responses_message_item,
  *          llm_responses_reasoning_item, llm_responses_call_item,
  *          llm_responses_usage, llm_responses_object,
@@ -75,7 +75,7 @@ int llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
     size_t prev_len, llm_api_error *err);
 
 /* what a store keeps of a response: {"conversation": rq's items and the
-   response's output, "response": response}, malloc'ed JSON text */
+   response's output, "response": response}, malloc'ed JSON text (free()) */
 char *llm_responses_stored(const llm_responses_req *rq,
     const cJSON *response);
 
@@ -88,6 +88,10 @@ void llm_responses_param(char *param, size_t size);
 /* len bytes of text as a malloc'ed C string of valid UTF-8 (invalid
    bytes U+FFFD, NUL dropped); NULL on OOM */
 char *llm_responses_text(const char *s, size_t len);
+
+/* o as compact JSON text of valid UTF-8, malloc'ed (free()); NULL on
+   OOM. Every text of ours goes out through it */
+char *llm_responses_print(const cJSON *o);
 
 /* "<prefix>_<the response id's tail><n>": an output item's id */
 void llm_responses_item_id(char *out, size_t size, const char *prefix,

@@ -11,6 +11,7 @@
 #include "tap.h"
 #include "api/request.h"
 #include "api/responses.h"
+#include "text/utf8.h"
 
 static llm_api_limits  lim;
 
@@ -387,6 +388,39 @@ test_output(void)
 }
 
 
+/* a model's lone surrogate escape and a cut character: valid UTF-8 out */
+static void
+test_utf8(void)
+{
+    llm_responses_req     rq;
+    llm_api_error         err;
+    llm_tool_call         call;
+    cJSON                *c, *item;
+    char                 *text;
+
+    is_int(tr("{\"model\":\"m\",\"input\":\"x\",\"tools\":[{\"type\":"
+              "\"custom\",\"name\":\"p\"}]}", 0, &rq, &c, &err), 0,
+           "a custom tool");
+    cJSON_Delete(c);
+    memset(&call, 0, sizeof(call));
+    strcpy(call.id, "call_1");
+    call.name = "p";
+    call.arguments = "{\"input\":\"a\\ud800b\xff\"}";
+    item = llm_responses_call_item(&rq, "fc_1", &call, "completed");
+    text = llm_responses_print(item);
+    ok(text && llm_utf8_valid(text, strlen(text)),
+       "a lone surrogate and a bad byte: valid UTF-8 printed");
+    ok(text && strstr(text, "b\xef\xbf\xbd") != NULL, "0xff as U+FFFD");
+    free(text);
+    cJSON_Delete(item);
+
+    text = llm_responses_text("ok\xe2\x82", 5);
+    is_str(text, "ok\xef\xbf\xbd\xef\xbf\xbd", "a cut character");
+    free(text);
+    llm_responses_free(&rq);
+}
+
+
 int
 main(void)
 {
@@ -396,6 +430,7 @@ main(void)
     test_tools();
     test_text_format();
     test_output();
+    test_utf8();
 
     return tap_done();
 }
