@@ -1,7 +1,8 @@
 /*
  * llm_api: the routes under the location (/models, /chat/completions,
  * /completions, /messages, /messages/count_tokens, /tokenize,
- * /detokenize) and the answers to wrong methods and unknown paths.
+ * /detokenize, /responses) and the answers to wrong methods and
+ * unknown paths.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -17,6 +18,21 @@ ngx_http_llm_uri_ends(ngx_http_request_t *r, const char *suffix)
 
     return r->uri.len >= n
            && ngx_strncmp(r->uri.data + r->uri.len - n, suffix, n) == 0;
+}
+
+
+/* the URI is <collection>/<one segment>: /v1/responses/resp_... */
+static ngx_uint_t
+ngx_http_llm_uri_item(ngx_http_request_t *r, const char *collection)
+{
+    u_char  *p, *end = r->uri.data + r->uri.len;
+    size_t   n = ngx_strlen(collection);
+
+    for (p = end; p > r->uri.data && p[-1] != '/'; p--) { /* void */ }
+
+    return p > r->uri.data && p < end
+           && (size_t) (p - 1 - r->uri.data) >= n
+           && ngx_strncmp(p - 1 - n, collection, n) == 0;
 }
 
 
@@ -76,6 +92,24 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                    ? NGX_HTTP_LLM_GEN_DETOKENIZE
                    : ngx_http_llm_uri_ends(r, "/chat/completions")
                    ? NGX_HTTP_LLM_GEN_CHAT : NGX_HTTP_LLM_GEN_COMPLETION);
+    }
+
+    if (ngx_http_llm_uri_item(r, "/responses")) {
+        return ngx_http_llm_responses_handler(r);
+    }
+
+    if (ngx_http_llm_uri_ends(r, "/responses")) {
+        if (r->method != NGX_HTTP_POST) {
+            rc = ngx_http_discard_request_body(r);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "method_not_allowed",
+                                           "use POST for %V", &r->uri);
+        }
+
+        return ngx_http_llm_generate(r, NGX_HTTP_LLM_GEN_RESPONSES);
     }
 
     rc = ngx_http_discard_request_body(r);

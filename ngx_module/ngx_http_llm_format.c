@@ -244,6 +244,11 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return ngx_http_llm_messages_delta(ctx, last, NULL, 0, text, len);
     }
 
+    if (ctx->responses) {
+        return ngx_http_llm_responses_delta(ctx, last, NULL, 0,
+                                            (char *) text, len);
+    }
+
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
         size += ngx_http_llm_lp_size(ctx, o);
@@ -319,6 +324,11 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
         return ngx_http_llm_messages_delta(ctx, last,
                                            (u_char *) piece->reasoning, rlen,
                                            (u_char *) piece->content, clen);
+    }
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_delta(ctx, last, piece->reasoning,
+                                            rlen, piece->content, clen);
     }
 
     if (rlen == 0) {
@@ -411,6 +421,10 @@ ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
         return ngx_http_llm_messages_tool_calls(ctx, c, last);
     }
 
+    if (ctx->responses) {
+        return ngx_http_llm_responses_calls(ctx, c, last);
+    }
+
     for (i = 0; i < c->out.n_calls; i++) {
         call = &c->out.calls[i];
 
@@ -469,6 +483,10 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 
     if (ctx->messages) {
         return ngx_http_llm_messages_finish(ctx, c, last);
+    }
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_finish(ctx, c, last);
     }
 
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
@@ -682,6 +700,10 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         }
 
     } else if (ctx->stream) {
+        if (ctx->responses) {
+            return ngx_http_llm_responses_done(ctx, last);
+        }
+
         b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
         if (b == NULL) {
             return NGX_ERROR;
@@ -689,7 +711,10 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
         b->last = ngx_http_llm_final_sse(ctx, b->last);
 
     } else {
-        if (ngx_http_llm_final_json(ctx, &b) != NGX_OK) {
+        if ((ctx->responses ? ngx_http_llm_responses_final(ctx, &b)
+                            : ngx_http_llm_final_json(ctx, &b))
+            != NGX_OK)
+        {
             return NGX_ERROR;
         }
 
@@ -721,6 +746,10 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     }
 
     len = ngx_strlen(msg);
+
+    if (ctx->responses) {
+        return ngx_http_llm_responses_error(ctx, last, code, msg);
+    }
 
     b = ngx_http_llm_get_buf(ctx, 6 * len + 256);
     if (b == NULL) {

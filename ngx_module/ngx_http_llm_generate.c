@@ -67,6 +67,12 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind)
     ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT || ctx->tokenize);
     ctx->thinking = -1;
     ctx->add_special = -1;
+    if (kind == NGX_HTTP_LLM_GEN_RESPONSES) {
+        ctx->responses = ngx_http_llm_responses_create(r->pool);
+        if (ctx->responses == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
 
     r->request_body_in_single_buf = 1;
 
@@ -519,6 +525,7 @@ static ngx_int_t
 ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     u_char *body, size_t len)
 {
+    ngx_int_t                    rc;
     llm_api_error                err;
     llm_api_limits               lim;
     ngx_http_llm_loc_conf_t     *llcf;
@@ -531,11 +538,22 @@ ngx_http_llm_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     lim.max_body = llcf->max_body_size;
     lim.max_n = (int) llcf->max_n;
 
+    if (ctx->responses) {
+        /* a Responses request becomes a chat body (api/responses.h) */
+        rc = ngx_http_llm_responses_parse(r, ctx, &lim, &body, &len);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+    }
+
     if (llm_api_parse(&ctx->req, (char *) body, len,
                       ctx->chat ? LLM_API_CHAT : LLM_API_COMPLETION, &lim,
                       &err)
         != 0)
     {
+        if (ctx->responses) {
+            llm_responses_param(err.param, sizeof(err.param));
+        }
         return ngx_http_llm_refuse_api(ctx, &err);
     }
     ctx->req_parsed = 1;
@@ -1076,6 +1094,10 @@ ngx_http_llm_to_ring(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                               ^ ((uint64_t) ngx_pid << 40),
                               (uint32_t) ngx_random())
                   - ctx->id.data;
+
+    if (ctx->responses && ngx_http_llm_responses_new_id(ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
 
     /* the id clients log (the SDKs read it as the request id) */
     h = ngx_list_push(&r->headers_out.headers);

@@ -191,6 +191,20 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_loc_conf_t, fair_key),
       NULL },
 
+    { ngx_string("llm_responses_strict_tools"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, responses_strict_tools),
+      NULL },
+
+    { ngx_string("llm_responses_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE3,
+      ngx_http_llm_responses_zone_conf,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_reasoning"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -580,6 +594,8 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     llcf->max_buffered = NGX_CONF_UNSET_SIZE;
     llcf->special_in_content = NGX_CONF_UNSET;
     llcf->reasoning = NGX_CONF_UNSET;
+    llcf->responses_strict_tools = NGX_CONF_UNSET;
+    llcf->responses_zone = NGX_CONF_UNSET_PTR;
     llcf->prefix = NGX_CONF_UNSET_PTR;
     llcf->prefix_tokens = NGX_CONF_UNSET_UINT;
 
@@ -619,6 +635,10 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_value(conf->special_in_content, prev->special_in_content,
                          0);
     ngx_conf_merge_value(conf->reasoning, prev->reasoning, 0);
+    ngx_conf_merge_value(conf->responses_strict_tools,
+                         prev->responses_strict_tools, 0);
+    ngx_conf_merge_ptr_value(conf->responses_zone, prev->responses_zone,
+                             NULL);
     ngx_conf_merge_ptr_value(conf->prefix, prev->prefix, NULL);
     /* 16 blocks of the engine's 16 tokens: a system prompt's start */
     ngx_conf_merge_uint_value(conf->prefix_tokens, prev->prefix_tokens, 256);

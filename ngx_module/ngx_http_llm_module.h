@@ -19,6 +19,8 @@
  *   ngx_http_llm_generate.c  chat/completions: request -> ring slot
  *   ngx_http_llm_stream.c    ring slot -> client: read, finish, flush
  *   ngx_http_llm_format.c    tokens -> SSE chunks and JSON replies
+ *   ngx_http_llm_responses.c /v1/responses: the request as a chat one,
+ *                            the reply as output items
  *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
  *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object, the
@@ -46,6 +48,7 @@
 #include "params/sampling_ring.h"
 #include "api/reply.h"
 #include "api/tools.h"
+#include "api/responses.h"
 
 #include <cjson/cJSON.h>
 
@@ -170,6 +173,10 @@ typedef struct {
     ngx_flag_t                  special_in_content; /* a message may write
                                                        control tokens */
     ngx_flag_t                  reasoning;  /* <think> -> reasoning_content */
+    ngx_flag_t                  responses_strict_tools; /* hosted tools:
+                                                   400, not dropped */
+    ngx_shm_zone_t             *responses_zone; /* stored responses; NULL:
+                                                   none */
     llm_sampling_params         sampling;   /* location defaults */
     unsigned                    sampling_set;   /* LLM_API_GIVEN_* */
     ngx_array_t                *quotas;     /* ngx_http_llm_quota_t */
@@ -302,6 +309,9 @@ struct ngx_http_llm_ctx_s {
     ngx_str_t                   prefix_hash;    /* a front's, when read */
     ngx_int_t                   prefix_state;   /* NGX_DONE while reading */
 
+    llm_responses_req          *responses;  /* POST /v1/responses; NULL:
+                                               chat or completions */
+
     ngx_http_llm_choice_t      *choices;    /* (n_choices); NULL until the
                                                request is prepared */
     ngx_uint_t                  n_choices;
@@ -426,12 +436,36 @@ ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
 #define NGX_HTTP_LLM_GEN_COUNT       3      /* /v1/messages/count_tokens */
 #define NGX_HTTP_LLM_GEN_TOKENIZE    4      /* /tokenize */
 #define NGX_HTTP_LLM_GEN_DETOKENIZE  5      /* /detokenize */
+#define NGX_HTTP_LLM_GEN_RESPONSES   6      /* /v1/responses */
 
 ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind);
 ngx_int_t ngx_http_llm_render_template(ngx_pool_t *pool,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_engine_conf_t *ecf,
     ngx_flag_t special_in_content, char **text, size_t *len,
     llm_span **spans, size_t *n_spans, char *err, size_t err_len);
+
+/* ngx_http_llm_responses.c */
+ngx_int_t ngx_http_llm_responses_parse(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, llm_api_limits *lim, u_char **body,
+    size_t *len);
+llm_responses_req *ngx_http_llm_responses_create(ngx_pool_t *pool);
+ngx_int_t ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx);
+char *ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_llm_responses_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *reasoning, size_t rlen,
+    const char *content, size_t clen);
+ngx_int_t ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, const char *code, const char *msg);
 
 /* ngx_http_llm_prefix.c */
 char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,
