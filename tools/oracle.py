@@ -816,6 +816,29 @@ HF_MODELS = [
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
     },
+    {   # Qwen3-MoE: 8 experts of 32, 2 routed per token, renormalised
+        # top-k weights (Qwen3-30B-A3B's norm_topk_prob); dense attention
+        # as qwen3 (QK-norm). "hidden" is unused by its MoE layers.
+        "name": "hf-qwen3moe", "arch": "qwen3_moe", "seed": 16,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                     "<think>", "</think>"],
+        "dtype": "bfloat16", "tied": False,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "moe": {"experts": 8, "used": 2, "ff": 32, "norm": True},
+    },
+    {   # the same without renormalisation (norm_topk_prob false): the
+        # top-k softmax probabilities weight the experts as they are
+        "name": "hf-qwen3moe-nonorm", "arch": "qwen3_moe", "seed": 17,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                     "<think>", "</think>"],
+        "dtype": "float32", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "moe": {"experts": 6, "used": 3, "ff": 48, "norm": False},
+    },
 ]
 
 HF_CASES = [
@@ -916,6 +939,13 @@ def hf_config(spec, vocab):
         kw["rope_scaling"] = dict(spec["rope_scaling"])
     if spec["arch"] == "mistral":
         kw["sliding_window"] = spec.get("sliding_window")
+    if "moe" in spec:
+        moe = spec["moe"]
+        kw.update(num_experts=moe["experts"],
+                  num_experts_per_tok=moe["used"],
+                  moe_intermediate_size=moe["ff"],
+                  norm_topk_prob=moe["norm"], decoder_sparse_step=1,
+                  mlp_only_layers=[])
     return AutoConfig.for_model(spec["arch"], **kw)
 
 
@@ -941,8 +971,11 @@ def hf_init_weights(model, spec):
                 v = 4.0 * r / np.sqrt(p.shape[1])
             elif "q_proj" in name or "k_proj" in name:
                 v = 1.5 * r / np.sqrt(p.shape[1])
+            elif name.endswith("mlp.gate.weight"):
+                # MoE router: spread enough that routing differs by token
+                v = 2.0 * r / np.sqrt(p.shape[-1])
             else:
-                v = r / np.sqrt(p.shape[1])
+                v = r / np.sqrt(p.shape[-1])
             p.copy_(v)
 
 
@@ -992,6 +1025,15 @@ HF_GGUF_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+}
+
+# per-expert HF tensors (mlp.experts.N.<proj>.weight), stacked by expert
+# into llama.cpp's 3-D tensors
+HF_GGUF_EXPERTS = {
+    "gate_proj": "ffn_gate_exps.weight",
+    "up_proj": "ffn_up_exps.weight",
+    "down_proj": "ffn_down_exps.weight",
 }
 
 
@@ -1059,7 +1101,8 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     from safetensors.torch import load_file
 
     st = load_file(os.path.join(folder, "model.safetensors"))
-    arch = "llama" if spec["arch"] in ("llama", "mistral") else spec["arch"]
+    arch = {"llama": "llama", "mistral": "llama",
+            "qwen3_moe": "qwen3moe"}.get(spec["arch"], spec["arch"])
     head_dim = spec.get("head_dim", spec["dim"] // spec["heads"])
     writer = gguf.GGUFWriter(path, arch)
     writer.add_name(spec["name"])
@@ -1077,6 +1120,12 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     writer.add_vocab_size(vocab)
     if spec.get("sliding_window"):
         writer.add_sliding_window(spec["sliding_window"])
+    if "moe" in spec:
+        writer.add_expert_count(spec["moe"]["experts"])
+        writer.add_expert_used_count(spec["moe"]["used"])
+        writer.add_expert_feed_forward_length(spec["moe"]["ff"])
+        # llama.cpp renormalises qwen3moe's top-k unless this says not to
+        writer.add_expert_weights_norm(spec["moe"]["norm"])
     gguf_tokenizer(writer, tj, tc, spec, vocab)
 
     def add(name, t):
@@ -1090,9 +1139,14 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
         else:
             writer.add_tensor(name, t.float().numpy())
 
+    experts = {}
     for name in sorted(st):
         t = st[name]
-        if name == "model.embed_tokens.weight":
+        if ".mlp.experts." in name:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            _, _, e, proj, _ = rest.split(".")
+            experts.setdefault((int(layer), proj), {})[int(e)] = t
+        elif name == "model.embed_tokens.weight":
             add("token_embd.weight", t)
         elif name == "model.norm.weight":
             add("output_norm.weight", t)
@@ -1106,6 +1160,9 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
             elif arch == "llama" and rest == "self_attn.k_proj.weight":
                 t = hf_permute(t, spec["kv_heads"])
             add(out, t.contiguous())
+    for (layer, proj), per in sorted(experts.items()):
+        add("blk.%d.%s" % (layer, HF_GGUF_EXPERTS[proj]),
+            torch.stack([per[e] for e in sorted(per)]).contiguous())
     if "rope_scaling" in spec:
         writer.add_tensor("rope_freqs.weight",
                           llama3_rope_factors(spec, head_dim))

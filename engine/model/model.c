@@ -10,6 +10,7 @@
  */
 #include "format/hf_config.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -29,18 +30,39 @@
 
 
 static int
-model_fail(llm_model *m, const char *fmt, ...)
+model_vfail(llm_model *m, const char *fmt, va_list ap)
 {
-    va_list  ap;
-    int      n;
+    int  n;
 
     n = snprintf(m->err, sizeof(m->err), "%s: ",
                  m->path ? m->path : "(model)");
     if (n < 0 || (size_t) n >= sizeof(m->err)) {
         return -1;
     }
-    va_start(ap, fmt);
     vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
+    return -1;
+}
+
+
+static int
+model_fail(llm_model *m, const char *fmt, ...)
+{
+    va_list  ap;
+
+    va_start(ap, fmt);
+    model_vfail(m, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+
+int
+llm_model_fail(llm_model *m, const char *fmt, ...)
+{
+    va_list  ap;
+
+    va_start(ap, fmt);
+    model_vfail(m, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -130,13 +152,13 @@ read_arch(llm_model *m)
         c->rope_neox = 1;
         return 0;
     }
-    if (strcmp(c->arch, "qwen3") == 0) {
+    if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
         c->rope_neox = 1;
         return 0;
     }
     return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3 are)", c->arch);
+                      "mistral, qwen2, qwen3, qwen3moe are)", c->arch);
 }
 
 
@@ -190,6 +212,9 @@ read_config(llm_model *m)
         return model_fail(m, "rope.dimension_count %d must be even and at "
                           "most the head size %d", c->rope_dim, c->head_dim);
     }
+    if (llm_moe_arch(c->arch) && llm_moe_gguf_config(m) != 0) {
+        return -1;
+    }
     return get_int(m, "attention.sliding_window", &c->sliding_window, 0, 0);
 }
 
@@ -213,6 +238,13 @@ lookup_tensor(const llm_model *m, const char *name)
         }
     }
     return NULL;
+}
+
+
+const gguf_tensor *
+llm_model_tensor(const llm_model *m, const char *name)
+{
+    return lookup_tensor(m, name);
 }
 
 
@@ -348,10 +380,20 @@ load_layer(llm_model *m, int i)
         || get_split(m, i, "attn_k", kv_dim, c->dim, 1, &l->wk)
         || get_split(m, i, "attn_v", kv_dim, c->dim, 1, &l->wv)
         || get_split(m, i, "attn_output", c->dim, q_dim, 0, &l->wo)
-        || get_layer_vector(m, i, "ffn_norm.weight", c->dim, &l->ffn_norm)
-        || get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1, &l->w_gate)
-        || get_split(m, i, "ffn_up", c->hidden_dim, c->dim, 1, &l->w_up)
-        || get_split(m, i, "ffn_down", c->dim, c->hidden_dim, 0, &l->w_down))
+        || get_layer_vector(m, i, "ffn_norm.weight", c->dim, &l->ffn_norm))
+    {
+        return -1;
+    }
+    if (c->n_expert > 0) {
+        if (llm_moe_load_layer(m, i) != 0) {
+            return -1;
+        }
+    } else if (get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1,
+                         &l->w_gate)
+               || get_split(m, i, "ffn_up", c->hidden_dim, c->dim, 1,
+                            &l->w_up)
+               || get_split(m, i, "ffn_down", c->dim, c->hidden_dim, 0,
+                            &l->w_down))
     {
         return -1;
     }
@@ -425,8 +467,16 @@ load_weights(llm_model *m)
                           "heads (%d, kv %d) and hidden size %d", m->tp_size,
                           c->n_heads, c->n_kv_heads, c->hidden_dim);
     }
+    if (c->n_expert > 0 && m->tp_size > 1) {
+        return model_fail(m, "tensor parallelism is not implemented for "
+                          "mixture-of-experts models (%s)", c->arch);
+    }
     m->layers = calloc(c->n_layers, sizeof(llm_layer));
-    if (m->layers == NULL) {
+    if (c->n_expert > 0 && m->layers != NULL) {
+        m->experts = calloc((size_t) c->n_layers * 3 * c->n_expert,
+                            sizeof(llm_tensor));
+    }
+    if (m->layers == NULL || (c->n_expert > 0 && m->experts == NULL)) {
         return model_fail(m, "out of memory for %d layers", c->n_layers);
     }
     for (i = 0; i < c->n_layers; i++) {
@@ -530,6 +580,8 @@ llm_model_free(llm_model *m)
 
     free(m->layers);
     m->layers = NULL;
+    free(m->experts);
+    m->experts = NULL;
     gguf_close(&m->gguf);
     for (i = 0; i < m->n_hf_tensors; i++) {
         free(m->hf_tensors[i].name);
@@ -735,14 +787,14 @@ hf_arch(llm_model *m, const cJSON *root)
     snprintf(c->arch, sizeof(c->arch), "%s", type->valuestring);
     if (strcmp(c->arch, "qwen2") == 0) {
         c->qkv_bias = 1;
-    } else if (strcmp(c->arch, "qwen3") == 0) {
+    } else if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
     } else if (strcmp(c->arch, "llama") != 0
                && strcmp(c->arch, "mistral") != 0)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
-                          "supported (llama, mistral, qwen2, qwen3 are)",
-                          c->arch);
+                          "supported (llama, mistral, qwen2, qwen3, "
+                          "qwen3_moe are)", c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)
@@ -813,6 +865,9 @@ hf_config(llm_model *m, const cJSON *root)
         return -1;
     }
     c->tied_output = cfg_true(root, "tie_word_embeddings");
+    if (llm_moe_arch(c->arch)) {
+        return llm_moe_hf_config(m, root);
+    }
     return 0;
 }
 
@@ -899,6 +954,14 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
     rest = end + 1;
     if (strcmp(rest, "self_attn.rotary_emb.inv_freq") == 0) {
         return 1;
+    }
+    if (c->n_expert > 0) {
+        if (llm_moe_hf_name(m, layer, rest, out, len) == 0) {
+            return 0;
+        }
+        if (strncmp(rest, "mlp.", 4) == 0) {
+            return -1;     /* no dense FFN in a MoE layer */
+        }
     }
     for (i = 0; i < sizeof(hf_layer_names) / sizeof(hf_layer_names[0]);
          i++)
@@ -1232,9 +1295,10 @@ llm_model_weight_bytes(const llm_model *m)
         const llm_layer *l = &m->layers[i];
 
         b += view_bytes(&l->wq) + view_bytes(&l->wk) + view_bytes(&l->wv)
-             + view_bytes(&l->wo) + view_bytes(&l->w_gate)
-             + view_bytes(&l->w_up) + view_bytes(&l->w_down)
-             + 2 * (uint64_t) c->dim * sizeof(float);
+             + view_bytes(&l->wo) + 2 * (uint64_t) c->dim * sizeof(float);
+        b += c->n_expert > 0 ? llm_moe_weight_bytes(m, i)
+             : view_bytes(&l->w_gate) + view_bytes(&l->w_up)
+               + view_bytes(&l->w_down);
     }
     b += ggml_row_size(m->tok_embd.type, c->dim);    /* one embedding row */
     b += view_bytes(&m->output) + (uint64_t) c->dim * sizeof(float);
