@@ -1067,6 +1067,13 @@ main(void)
     stories_path(path, sizeof(path), "f16");
     test_batch_invariance(path, "tiny260K f16");
     test_batch_invariance(smollm2, "SmolLM2 Q4_1");
+    /* mixture of experts: a step's tokens grouped by expert (moe_cpu.h) */
+    test_batch_invariance("t/data/models/hf-qwen3moe.gguf",
+                          "qwen3moe GGUF BF16");
+    test_batch_invariance("t/data/models/hf-qwen3moe",
+                          "qwen3moe HF BF16");
+    test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
+                          "qwen3moe nonorm GGUF F32");
     test_long_context(path, "tiny260K f16", 3);
     test_long_context(smollm2, "SmolLM2 Q4_1", 2);
     return tap_done();
