@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "model/model.h"
+#include "model/quantize.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -1037,6 +1038,33 @@ test_cli(void)
 }
 
 
+/* batched == unbatched on the tiny qwen3moe requantized to `type` by
+ * our quantizer: experts in their own blocks through the packed kernels */
+static void
+test_moe_quantized(const char *type)
+{
+    char   path[] = "/tmp/test_moe_XXXXXX", err[512] = "", label[64];
+    int    fd = mkstemp(path);
+
+    if (fd < 0) {
+        ok(0, "moe %s: temporary file", type);
+        return;
+    }
+    close(fd);
+    if (!ok(llm_quantize_file("t/data/models/hf-qwen3moe.gguf", path,
+                              llm_quant_ftype_find(type), NULL, err,
+                              sizeof(err)) == 0,
+            "qwen3moe quantized to %s by our quantizer %s", type, err))
+    {
+        unlink(path);
+        return;
+    }
+    snprintf(label, sizeof(label), "qwen3moe GGUF %s", type);
+    test_batch_invariance(path, label);
+    unlink(path);
+}
+
+
 int
 main(void)
 {
@@ -1074,6 +1102,8 @@ main(void)
                           "qwen3moe HF BF16");
     test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
                           "qwen3moe nonorm GGUF F32");
+    test_moe_quantized("Q8_0");
+    test_moe_quantized("Q4_0");
     test_long_context(path, "tiny260K f16", 3);
     test_long_context(smollm2, "SmolLM2 Q4_1", 2);
     return tap_done();
