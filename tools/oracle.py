@@ -826,6 +826,7 @@ HF_MODELS = [
         "dtype": "bfloat16", "tied": False,
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "template": "Qwen-Qwen3-0.6B.jinja",
         "moe": {"experts": 8, "used": 2, "ff": 32, "norm": True},
     },
     {   # the same without renormalisation (norm_topk_prob false): the
@@ -837,6 +838,7 @@ HF_MODELS = [
         "dtype": "float32", "tied": True,
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "template": "Qwen-Qwen3-0.6B.jinja",
         "moe": {"experts": 6, "used": 3, "ff": 48, "norm": False},
     },
 ]
