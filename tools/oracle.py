@@ -1201,6 +1201,8 @@ def write_hf_model(spec, fixtures, folder, gguf_path):
         shutil.rmtree(folder)
     model.to(getattr(torch, spec["dtype"])).save_pretrained(
         folder, safe_serialization=True)
+    # transformers writes the weights 0600: nginx's engine user reads them
+    os.chmod(os.path.join(folder, "model.safetensors"), 0o644)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(folder, extra)):
             os.remove(os.path.join(folder, extra))
