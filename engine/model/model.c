@@ -30,39 +30,18 @@
 
 
 static int
-model_vfail(llm_model *m, const char *fmt, va_list ap)
+model_fail(llm_model *m, const char *fmt, ...)
 {
-    int  n;
+    va_list  ap;
+    int      n;
 
     n = snprintf(m->err, sizeof(m->err), "%s: ",
                  m->path ? m->path : "(model)");
     if (n < 0 || (size_t) n >= sizeof(m->err)) {
         return -1;
     }
+    va_start(ap, fmt);
     vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    return -1;
-}
-
-
-static int
-model_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-
-    va_start(ap, fmt);
-    model_vfail(m, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-
-int
-llm_model_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-
-    va_start(ap, fmt);
-    model_vfail(m, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -241,13 +220,6 @@ lookup_tensor(const llm_model *m, const char *name)
 }
 
 
-const gguf_tensor *
-llm_model_tensor(const llm_model *m, const char *name)
-{
-    return lookup_tensor(m, name);
-}
-
-
 static const gguf_tensor *
 find_tensor(llm_model *m, const char *name)
 {
@@ -385,7 +357,7 @@ load_layer(llm_model *m, int i)
         return -1;
     }
     if (c->n_expert > 0) {
-        if (llm_moe_load_layer(m, i) != 0) {
+        if (llm_moe_load_layer(m, i, lookup_tensor) != 0) {
             return -1;
         }
     } else if (get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1,

@@ -8,6 +8,7 @@
 #include "model/moe.h"
 #include "quant.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,25 @@ static const struct {
     { "ffn_up_exps",   "up_proj" },
     { "ffn_down_exps", "down_proj" },
 };
+
+
+/* m->err = "<path>: <fault>", as the loader writes it; -1 */
+static int
+moe_fail(llm_model *m, const char *fmt, ...)
+{
+    va_list  ap;
+    int      n;
+
+    n = snprintf(m->err, sizeof(m->err), "%s: ",
+                 m->path ? m->path : "(model)");
+    if (n < 0 || (size_t) n >= sizeof(m->err)) {
+        return -1;
+    }
+    va_start(ap, fmt);
+    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
 
 
 int
@@ -41,7 +61,7 @@ moe_check(llm_model *m)
         || c->n_expert_used < 1 || c->n_expert_used > c->n_expert
         || c->expert_ff < 1)
     {
-        return llm_model_fail(m, "mixture of experts: %d experts (1..%d), "
+        return moe_fail(m, "mixture of experts: %d experts (1..%d), "
                               "%d used per token (1..experts), expert size "
                               "%d: invalid", c->n_expert, MOE_MAX_EXPERTS,
                               c->n_expert_used, c->expert_ff);
@@ -58,7 +78,7 @@ gguf_key_int(llm_model *m, const char *suffix, int *out)
 
     snprintf(key, sizeof(key), "%s.%s", m->cfg.arch, suffix);
     if (gguf_get_u64(&m->gguf, key, &v) != 0 || v > (1u << 20)) {
-        return llm_model_fail(m, "metadata key '%s' is missing or not an "
+        return moe_fail(m, "metadata key '%s' is missing or not an "
                               "integer in 0..%d", key, 1 << 20);
     }
     *out = (int) v;
@@ -86,7 +106,7 @@ llm_moe_gguf_config(llm_model *m)
     if (gguf_find_kv(&m->gguf, key) != NULL
         && gguf_get_bool(&m->gguf, key, &c->expert_norm) != 0)
     {
-        return llm_model_fail(m, "metadata key '%s' is not a bool", key);
+        return moe_fail(m, "metadata key '%s' is not a bool", key);
     }
     return moe_check(m);
 }
@@ -99,7 +119,7 @@ hf_int(llm_model *m, const cJSON *root, const char *key, int *out)
     double        d = cJSON_GetNumberValue(v);
 
     if (!cJSON_IsNumber(v) || !(d >= 1 && d <= (1 << 20)) || d != (int) d) {
-        return llm_model_fail(m, "config.json: \"%s\" is missing or not an "
+        return moe_fail(m, "config.json: \"%s\" is missing or not an "
                               "integer in 1..%d", key, 1 << 20);
     }
     *out = (int) d;
@@ -131,7 +151,7 @@ llm_moe_hf_config(llm_model *m, const cJSON *root)
     if ((only != NULL && cJSON_GetArraySize(only) > 0)
         || (step != NULL && cJSON_GetNumberValue(step) != 1))
     {
-        return llm_model_fail(m, "config.json: dense layers among the MoE "
+        return moe_fail(m, "config.json: dense layers among the MoE "
                               "layers (mlp_only_layers, decoder_sparse_step "
                               "!= 1) are not supported");
     }
@@ -176,21 +196,21 @@ llm_moe_hf_name(const llm_model *m, long layer, const char *rest,
 /* expert e of matrix k of layer i: a slice of the 3-D GGUF tensor, or the
  * HF per-expert tensor; rows x cols, checked */
 static int
-expert_view(llm_model *m, int i, int k, int e, int rows, int cols,
-    llm_tensor *out)
+expert_view(llm_model *m, llm_moe_find_fn find, int i, int k, int e,
+    int rows, int cols, llm_tensor *out)
 {
     const gguf_tensor  *t;
     char                name[128], err[256];
     size_t              rs;
 
     snprintf(name, sizeof(name), "blk.%d.%s.weight", i, moe_mats[k].gguf);
-    t = llm_model_tensor(m, name);
+    t = find(m, name);
     if (t != NULL) {
         if (t->n_dims != 3 || t->ne[0] != (uint64_t) cols
             || t->ne[1] != (uint64_t) rows
             || t->ne[2] != (uint64_t) m->cfg.n_expert)
         {
-            return llm_model_fail(m, "tensor '%s': expected shape [%d, %d, "
+            return moe_fail(m, "tensor '%s': expected shape [%d, %d, "
                                   "%d], got [%llu, %llu, %llu] with %u dims",
                                   name, cols, rows, m->cfg.n_expert,
                                   (unsigned long long) t->ne[0],
@@ -203,29 +223,29 @@ expert_view(llm_model *m, int i, int k, int e, int rows, int cols,
     } else {
         snprintf(name, sizeof(name), "blk.%d.%s.%d.weight", i,
                  moe_mats[k].gguf, e);
-        t = llm_model_tensor(m, name);
+        t = find(m, name);
         if (t == NULL) {
-            return llm_model_fail(m, "tensor 'blk.%d.%s.weight' (or its "
+            return moe_fail(m, "tensor 'blk.%d.%s.weight' (or its "
                                   "expert %d) is missing", i,
                                   moe_mats[k].gguf, e);
         }
         if (t->n_dims != 2 || t->ne[0] != (uint64_t) cols
             || t->ne[1] != (uint64_t) rows)
         {
-            return llm_model_fail(m, "tensor '%s': expected shape [%d, %d]",
+            return moe_fail(m, "tensor '%s': expected shape [%d, %d]",
                                   name, cols, rows);
         }
         *out = llm_tensor_make(t->data, t->type, rows, cols);
     }
     if (llm_tensor_check(out, err, sizeof(err)) != 0) {
-        return llm_model_fail(m, "tensor '%s' expert %d: %s", name, e, err);
+        return moe_fail(m, "tensor '%s' expert %d: %s", name, e, err);
     }
     return 0;
 }
 
 
 int
-llm_moe_load_layer(llm_model *m, int i)
+llm_moe_load_layer(llm_model *m, int i, llm_moe_find_fn find)
 {
     const llm_config    *c = &m->cfg;
     llm_layer           *l = &m->layers[i];
@@ -235,25 +255,27 @@ llm_moe_load_layer(llm_model *m, int i)
     int                  e;
 
     snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", i);
-    t = llm_model_tensor(m, name);
+    t = find(m, name);
     if (t == NULL || t->n_dims != 2 || t->ne[0] != (uint64_t) c->dim
         || t->ne[1] != (uint64_t) c->n_expert)
     {
-        return llm_model_fail(m, "tensor '%s' (the router) is missing or "
+        return moe_fail(m, "tensor '%s' (the router) is missing or "
                               "not of shape [%d, %d]", name, c->dim,
                               c->n_expert);
     }
     l->router = llm_tensor_make(t->data, t->type, c->n_expert, c->dim);
     if (llm_tensor_check(&l->router, err, sizeof(err)) != 0) {
-        return llm_model_fail(m, "tensor '%s': %s", name, err);
+        return moe_fail(m, "tensor '%s': %s", name, err);
     }
     l->exp_gate = v;
     l->exp_up = v + c->n_expert;
     l->exp_down = v + 2 * c->n_expert;
     for (e = 0; e < c->n_expert; e++) {
-        if (expert_view(m, i, 0, e, c->expert_ff, c->dim, &l->exp_gate[e])
-            || expert_view(m, i, 1, e, c->expert_ff, c->dim, &l->exp_up[e])
-            || expert_view(m, i, 2, e, c->dim, c->expert_ff,
+        if (expert_view(m, find, i, 0, e, c->expert_ff, c->dim,
+                        &l->exp_gate[e])
+            || expert_view(m, find, i, 1, e, c->expert_ff, c->dim,
+                           &l->exp_up[e])
+            || expert_view(m, find, i, 2, e, c->dim, c->expert_ff,
                            &l->exp_down[e]))
         {
             return -1;

@@ -10,8 +10,9 @@
  *     renamed blk.L.ffn_{gate,up,down}_exps.E.weight by the loader.
  * The forward (routing, grouping by expert) is backend/moe_cpu.c.
  *
- * defines: llm_moe_arch, llm_moe_gguf_config, llm_moe_hf_config,
- *          llm_moe_hf_name, llm_moe_load_layer, llm_moe_weight_bytes
+ * defines: llm_moe_find_fn, llm_moe_arch, llm_moe_gguf_config,
+ *          llm_moe_hf_config, llm_moe_hf_name, llm_moe_load_layer,
+ *          llm_moe_weight_bytes
  */
 #ifndef NGX_LLM_MOE_H
 #define NGX_LLM_MOE_H
@@ -35,14 +36,14 @@ int llm_moe_hf_config(llm_model *m, const cJSON *root);
  * the GGUF name for the router and per-expert tensors, -1 otherwise */
 int llm_moe_hf_name(const llm_model *m, long layer, const char *rest,
     char *out, size_t len);
-/* layer i's router and expert views into m->layers[i]; 0 or -1 */
-int llm_moe_load_layer(llm_model *m, int i);
+/* the loader's tensor lookup by GGUF name, either format; NULL if absent */
+typedef const gguf_tensor *(*llm_moe_find_fn)(const llm_model *m,
+    const char *name);
+/* layer i's router and expert views into m->layers[i]; 0 or -1 with
+ * m->err set */
+int llm_moe_load_layer(llm_model *m, int i, llm_moe_find_fn find);
 /* the bytes one token reads from a MoE layer: router + n_expert_used
  * experts (the experts are assumed equally sized) */
 uint64_t llm_moe_weight_bytes(const llm_model *m, int layer);
-
-/* model.c's helpers, for moe.c */
-int llm_model_fail(llm_model *m, const char *fmt, ...);
-const gguf_tensor *llm_model_tensor(const llm_model *m, const char *name);
 
 #endif
