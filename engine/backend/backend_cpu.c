@@ -15,6 +15,7 @@
  *     x += att @ wo^T                         <- TP all-reduce point
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
+ *       (mixture of experts, qwen3moe: routed experts instead, moe_cpu.c)
  *   logits = rmsnorm(x[wanted rows]) * out_norm @ output^T
  *
  * Matmuls go through the kernels library (quantized SIMD dot products,

@@ -47,13 +47,15 @@ llm_moe_cpu_init(llm_moe_cpu *mc, const llm_config *cfg, int max_tokens,
     mc->weight = malloc(sizeof(float) * nk);
     mc->pos = malloc(sizeof(int32_t) * nk);
     mc->count = malloc(sizeof(int32_t) * (cfg->n_expert + 1));
+    mc->next = malloc(sizeof(int32_t) * cfg->n_expert);
     mc->xg = malloc(sizeof(float) * nk * cfg->dim);
     mc->g = malloc(sizeof(float) * nk * cfg->expert_ff);
     mc->u = malloc(sizeof(float) * nk * cfg->expert_ff);
     mc->y = malloc(sizeof(float) * nk * cfg->dim);
     mc->acc = malloc(sizeof(float) * cfg->dim);
     if (mc->logits == NULL || mc->sel == NULL || mc->weight == NULL
-        || mc->pos == NULL || mc->count == NULL || mc->xg == NULL
+        || mc->pos == NULL || mc->count == NULL || mc->next == NULL
+        || mc->xg == NULL
         || mc->g == NULL || mc->u == NULL || mc->y == NULL
         || mc->acc == NULL)
     {
@@ -72,6 +74,7 @@ llm_moe_cpu_free(llm_moe_cpu *mc)
     free(mc->weight);
     free(mc->pos);
     free(mc->count);
+    free(mc->next);
     free(mc->xg);
     free(mc->g);
     free(mc->u);
@@ -143,24 +146,15 @@ group_tokens(llm_moe_cpu *mc, const float *xb, int n)
     for (e = 0; e < mc->n_expert; e++) {
         mc->count[e + 1] += mc->count[e];
     }
-    /* count[e] is now expert e's first row; advance a copy as rows fill */
+    /* count[e] is now expert e's first row; next[e] its next free one */
+    memcpy(mc->next, mc->count, sizeof(int32_t) * mc->n_expert);
     for (t = 0; t < n; t++) {
         for (j = 0; j < k; j++) {
-            mc->pos[t * k + j] = mc->sel[t * k + j];   /* expert, for now */
-        }
-    }
-    {
-        int32_t  next[mc->n_expert];
+            int  row = mc->next[mc->sel[t * k + j]]++;
 
-        memcpy(next, mc->count, sizeof(int32_t) * mc->n_expert);
-        for (t = 0; t < n; t++) {
-            for (j = 0; j < k; j++) {
-                int  row = next[mc->pos[t * k + j]]++;
-
-                mc->pos[t * k + j] = row;
-                memcpy(mc->xg + (size_t) row * mc->dim,
-                       xb + (size_t) t * mc->dim, sizeof(float) * mc->dim);
-            }
+            mc->pos[t * k + j] = row;
+            memcpy(mc->xg + (size_t) row * mc->dim,
+                   xb + (size_t) t * mc->dim, sizeof(float) * mc->dim);
         }
     }
 }

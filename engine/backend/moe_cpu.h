@@ -41,6 +41,7 @@ typedef struct {
     float           *weight;     /* (n, k) their weights */
     int32_t         *pos;        /* (n, k) row of (token, j) in the groups */
     int32_t         *count;      /* (n_expert + 1) group offsets */
+    int32_t         *next;       /* (n_expert) next free row of a group */
     float           *xg;         /* (n*k, dim) inputs grouped by expert */
     float           *g;          /* (n*k, ff) gate, then silu(gate)*up */
     float           *u;          /* (n*k, ff) up */
