@@ -834,6 +834,31 @@ HF_MODELS = [
         "theta_local": 10000.0, "rope_linear": 8.0, "sliding_window": 12,
         "swa_pattern": 2, "query_pre_attn_scalar": 24,
     },
+    {   # Qwen3-MoE: 8 experts of 32, 2 routed per token, renormalised
+        # top-k weights (Qwen3-30B-A3B's norm_topk_prob); dense attention
+        # as qwen3 (QK-norm). "hidden" is unused by its MoE layers.
+        "name": "hf-qwen3moe", "arch": "qwen3_moe", "seed": 16,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                     "<think>", "</think>"],
+        "dtype": "bfloat16", "tied": False,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "template": "Qwen-Qwen3-0.6B.jinja",
+        "moe": {"experts": 8, "used": 2, "ff": 32, "norm": True},
+    },
+    {   # the same without renormalisation (norm_topk_prob false): the
+        # top-k softmax probabilities weight the experts as they are
+        "name": "hf-qwen3moe-nonorm", "arch": "qwen3_moe", "seed": 17,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                     "<think>", "</think>"],
+        "dtype": "float32", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-6, "theta": 1000000.0,
+        "template": "Qwen-Qwen3-0.6B.jinja",
+        "moe": {"experts": 6, "used": 3, "ff": 48, "norm": False},
+    },
 ]
 
 HF_CASES = [
@@ -949,6 +974,13 @@ def hf_config(spec, vocab):
                 "sliding_attention": {"rope_type": "default",
                                       "rope_theta": spec["theta_local"]}},
             pad_token_id=None)
+    if "moe" in spec:
+        moe = spec["moe"]
+        kw.update(num_experts=moe["experts"],
+                  num_experts_per_tok=moe["used"],
+                  moe_intermediate_size=moe["ff"],
+                  norm_topk_prob=moe["norm"], decoder_sparse_step=1,
+                  mlp_only_layers=[])
     return AutoConfig.for_model(spec["arch"], **kw)
 
 
@@ -976,8 +1008,11 @@ def hf_init_weights(model, spec):
                 v = 4.0 * r / np.sqrt(p.shape[1])
             elif "q_proj" in name or "k_proj" in name:
                 v = 1.5 * r / np.sqrt(p.shape[1])
+            elif name.endswith("mlp.gate.weight"):
+                # MoE router: spread enough that routing differs by token
+                v = 2.0 * r / np.sqrt(p.shape[-1])
             else:
-                v = r / np.sqrt(p.shape[1])
+                v = r / np.sqrt(p.shape[-1])
             p.copy_(v)
 
 
@@ -1027,6 +1062,15 @@ HF_GGUF_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+}
+
+# per-expert HF tensors (mlp.experts.N.<proj>.weight), stacked by expert
+# into llama.cpp's 3-D tensors
+HF_GGUF_EXPERTS = {
+    "gate_proj": "ffn_gate_exps.weight",
+    "up_proj": "ffn_up_exps.weight",
+    "down_proj": "ffn_down_exps.weight",
 }
 
 # Gemma's four norms of a layer (llama.cpp's names)
@@ -1101,7 +1145,8 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     from safetensors.torch import load_file
 
     st = load_file(os.path.join(folder, "model.safetensors"))
-    arch = "llama" if spec["arch"] in ("llama", "mistral") else spec["arch"]
+    arch = {"llama": "llama", "mistral": "llama",
+            "qwen3_moe": "qwen3moe"}.get(spec["arch"], spec["arch"])
     gemma = arch == "gemma3_text"
     arch = "gemma3" if gemma else arch
     names = HF_GGUF_GEMMA3_NAMES if gemma else HF_GGUF_NAMES
@@ -1132,6 +1177,12 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
         writer.add_rope_scaling_factor(spec["rope_linear"])
         writer.add_float32("gemma3.attention.query_pre_attn_scalar",
                            float(spec["query_pre_attn_scalar"]))
+    if "moe" in spec:
+        writer.add_expert_count(spec["moe"]["experts"])
+        writer.add_expert_used_count(spec["moe"]["used"])
+        writer.add_expert_feed_forward_length(spec["moe"]["ff"])
+        # llama.cpp renormalises qwen3moe's top-k unless this says not to
+        writer.add_expert_weights_norm(spec["moe"]["norm"])
     gguf_tokenizer(writer, tj, tc, spec, vocab)
 
     def add(name, t):
@@ -1145,11 +1196,16 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
         else:
             writer.add_tensor(name, t.float().numpy())
 
+    experts = {}
     for name in sorted(st):
         t = st[name]
         if gemma and name.endswith("norm.weight"):
             t = t.float() + 1.0     # llama.cpp's converter: norm_shift
-        if name == "model.embed_tokens.weight":
+        if ".mlp.experts." in name:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            _, _, e, proj, _ = rest.split(".")
+            experts.setdefault((int(layer), proj), {})[int(e)] = t
+        elif name == "model.embed_tokens.weight":
             add("token_embd.weight", t)
         elif name == "model.norm.weight":
             add("output_norm.weight", t)
@@ -1163,6 +1219,9 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
             elif arch == "llama" and rest == "self_attn.k_proj.weight":
                 t = hf_permute(t, spec["kv_heads"])
             add(out, t.contiguous())
+    for (layer, proj), per in sorted(experts.items()):
+        add("blk.%d.%s" % (layer, HF_GGUF_EXPERTS[proj]),
+            torch.stack([per[e] for e in sorted(per)]).contiguous())
     if "rope_scaling" in spec:
         writer.add_tensor("rope_freqs.weight",
                           llama3_rope_factors(spec, head_dim))
@@ -1207,6 +1266,8 @@ def write_hf_model(spec, fixtures, folder, gguf_path):
         shutil.rmtree(folder)
     model.to(getattr(torch, spec["dtype"])).save_pretrained(
         folder, safe_serialization=True)
+    # transformers writes the weights 0600: nginx's engine user reads them
+    os.chmod(os.path.join(folder, "model.safetensors"), 0o644)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(folder, extra)):
             os.remove(os.path.join(folder, extra))

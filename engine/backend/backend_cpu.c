@@ -15,6 +15,7 @@
  *     x += att @ wo^T                         <- TP all-reduce point
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
+ *       (mixture of experts, qwen3moe: routed experts instead, moe_cpu.c)
  *   logits = rmsnorm(x[wanted rows]) * out_norm @ output^T
  *
  * gemma3 adds: x = embed * sqrt(dim); a sliding window on 5 of 6 layers,
@@ -34,6 +35,7 @@
 #include "activation.h"
 #include "attention.h"
 #include "backend/backend.h"
+#include "backend/moe_cpu.h"
 #include "model/kv.h"
 #include "norm.h"
 #include "rope.h"
@@ -62,6 +64,9 @@ typedef struct {
        llm_pack) swapped for packed copies in `packed` */
     llm_layer       *layers;     /* (n_layers) */
     llm_tensor       output;
+    llm_tensor      *experts;    /* MoE: the model's expert views, which
+                                    c->layers point to, packed likewise */
+    llm_moe_cpu      moe;        /* MoE: routing and grouping scratch */
     uint8_t         *packed;
     llm_threadpool  *tp;
     int              n_threads;
@@ -917,6 +922,11 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);
+    if (cfg->n_expert > 0) {
+        /* mixture of experts (moe_cpu.c); tp 1 only, no all-reduce */
+        c->oom |= llm_moe_cpu_forward(&c->moe, c->x, c->xb, n, l) != 0;
+        return;
+    }
     matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
     run_job(c, cfg->gemma ? geglu_task : swiglu_task, &sj,
             sj.n * CPU_COST_SWIGLU);
@@ -1057,6 +1067,8 @@ cpu_free(llm_backend *be)
         free(c->inv_freq);
         free(c->inv_freq_local);
         free(c->layers);
+        free(c->experts);
+        llm_moe_cpu_free(&c->moe);
         free(c->packed);
         free(c);
     }
@@ -1191,6 +1203,16 @@ pack_all(cpu_ctx *c, int n_layers)
         pack_one(c, &y->w_gate, &off);
         pack_one(c, &y->w_up, &off);
         pack_one(c, &y->w_down, &off);
+        /* MoE: the router, then every expert's gate, up, down (one
+         * contiguous run of views per layer, from c->experts) */
+        for (int e = 0; y->exp_gate != NULL && e < 3 * c->moe.n_expert;
+             e++)
+        {
+            pack_one(c, e == 0 ? &y->router : &y->exp_gate[e - 1], &off);
+        }
+        if (y->exp_gate != NULL) {
+            pack_one(c, &y->exp_gate[3 * c->moe.n_expert - 1], &off);
+        }
     }
     pack_one(c, &c->output, &off);
     return off;
@@ -1210,6 +1232,22 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
         return -1;
     }
     memcpy(c->layers, m->layers, sizeof(llm_layer) * m->cfg.n_layers);
+    if (m->cfg.n_expert > 0) {
+        size_t  per = 3 * (size_t) m->cfg.n_expert;
+
+        c->experts = malloc(sizeof(llm_tensor) * per * m->cfg.n_layers);
+        if (c->experts == NULL) {
+            return -1;
+        }
+        memcpy(c->experts, m->experts,
+               sizeof(llm_tensor) * per * m->cfg.n_layers);
+        for (int l = 0; l < m->cfg.n_layers; l++) {
+            c->layers[l].exp_gate = c->experts + l * per;
+            c->layers[l].exp_up = c->experts + l * per + m->cfg.n_expert;
+            c->layers[l].exp_down = c->experts + l * per
+                                    + 2 * m->cfg.n_expert;
+        }
+    }
     c->output = m->output;
     if (exact || (size = pack_all(c, m->cfg.n_layers)) == 0) {
         return 0;
@@ -1301,6 +1339,8 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
         || c->inv_freq == NULL || c->inv_freq_local == NULL
         || c->tp == NULL || (o->exact && c->xs == NULL)
         || cpu_slots_init(c, m, o, n, shared) != 0
+        || (cfg->n_expert > 0
+            && llm_moe_cpu_init(&c->moe, cfg, n, c->tp, o->exact) != 0)
         || cpu_pack_weights(c, m, o->exact) != 0)
     {
         snprintf(err, err_len, "cpu backend: out of memory (or no threads) "

@@ -1056,6 +1056,10 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
 {
     cu_ctx  *c = (cu_ctx *) be->ctx;
 
+    if (cfg->n_expert > 0) {
+        return be_fail(be, "cuda backend: mixture-of-experts models (%s) "
+                       "run on the CPU backend only", cfg->arch);
+    }
     if (tp < 1 || cfg->n_heads % tp != 0 || cfg->n_kv_heads % tp != 0
         || cfg->hidden_dim % tp != 0)
     {

@@ -11,6 +11,7 @@
  */
 #include "format/hf_config.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -131,7 +132,7 @@ read_arch(llm_model *m)
         c->rope_neox = 1;
         return 0;
     }
-    if (strcmp(c->arch, "qwen3") == 0) {
+    if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
         c->rope_neox = 1;
         return 0;
@@ -143,7 +144,7 @@ read_arch(llm_model *m)
         return 0;
     }
     return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3, gemma3 are)", c->arch);
+                      "mistral, qwen2, qwen3, qwen3moe, gemma3 are)", c->arch);
 }
 
 
@@ -308,6 +309,9 @@ read_config(llm_model *m)
     if (c->rope_dim > c->head_dim || c->rope_dim % 2 != 0) {
         return model_fail(m, "rope.dimension_count %d must be even and at "
                           "most the head size %d", c->rope_dim, c->head_dim);
+    }
+    if (llm_moe_arch(c->arch) && llm_moe_gguf_config(m) != 0) {
+        return -1;
     }
     if (c->gemma) {
         if (read_gemma3(m) != 0) {
@@ -477,10 +481,20 @@ load_layer(llm_model *m, int i)
         || get_split(m, i, "attn_k", kv_dim, c->dim, 1, &l->wk)
         || get_split(m, i, "attn_v", kv_dim, c->dim, 1, &l->wv)
         || get_split(m, i, "attn_output", c->dim, q_dim, 0, &l->wo)
-        || get_layer_vector(m, i, "ffn_norm.weight", c->dim, &l->ffn_norm)
-        || get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1, &l->w_gate)
-        || get_split(m, i, "ffn_up", c->hidden_dim, c->dim, 1, &l->w_up)
-        || get_split(m, i, "ffn_down", c->dim, c->hidden_dim, 0, &l->w_down))
+        || get_layer_vector(m, i, "ffn_norm.weight", c->dim, &l->ffn_norm))
+    {
+        return -1;
+    }
+    if (c->n_expert > 0) {
+        if (llm_moe_load_layer(m, i, lookup_tensor) != 0) {
+            return -1;
+        }
+    } else if (get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1,
+                         &l->w_gate)
+               || get_split(m, i, "ffn_up", c->hidden_dim, c->dim, 1,
+                            &l->w_up)
+               || get_split(m, i, "ffn_down", c->dim, c->hidden_dim, 0,
+                            &l->w_down))
     {
         return -1;
     }
@@ -563,8 +577,16 @@ load_weights(llm_model *m)
                           "heads (%d, kv %d) and hidden size %d", m->tp_size,
                           c->n_heads, c->n_kv_heads, c->hidden_dim);
     }
+    if (c->n_expert > 0 && m->tp_size > 1) {
+        return model_fail(m, "tensor parallelism is not implemented for "
+                          "mixture-of-experts models (%s)", c->arch);
+    }
     m->layers = calloc(c->n_layers, sizeof(llm_layer));
-    if (m->layers == NULL) {
+    if (c->n_expert > 0 && m->layers != NULL) {
+        m->experts = calloc((size_t) c->n_layers * 3 * c->n_expert,
+                            sizeof(llm_tensor));
+    }
+    if (m->layers == NULL || (c->n_expert > 0 && m->experts == NULL)) {
         return model_fail(m, "out of memory for %d layers", c->n_layers);
     }
     for (i = 0; i < c->n_layers; i++) {
@@ -668,6 +690,8 @@ llm_model_free(llm_model *m)
 
     free(m->layers);
     m->layers = NULL;
+    free(m->experts);
+    m->experts = NULL;
     gguf_close(&m->gguf);
     for (i = 0; i < m->n_hf_tensors; i++) {
         free(m->hf_tensors[i].name);
@@ -873,14 +897,14 @@ hf_arch(llm_model *m, const cJSON *root)
     snprintf(c->arch, sizeof(c->arch), "%s", type->valuestring);
     if (strcmp(c->arch, "qwen2") == 0) {
         c->qkv_bias = 1;
-    } else if (strcmp(c->arch, "qwen3") == 0) {
+    } else if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
     } else if (strcmp(c->arch, "llama") != 0
                && strcmp(c->arch, "mistral") != 0)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
                           "supported (llama, mistral, qwen2, qwen3, "
-                          "gemma3_text, gemma3 are)", c->arch);
+                          "qwen3_moe, gemma3_text, gemma3 are)", c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)
@@ -1164,6 +1188,9 @@ hf_config(llm_model *m, const cJSON *root)
     }
     c->tied_output = cfg_true(root, "tie_word_embeddings");
     config_finish(c);
+    if (llm_moe_arch(c->arch)) {
+        return llm_moe_hf_config(m, root);
+    }
     return 0;
 }
 
@@ -1312,6 +1339,14 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
         if (strcmp(rest, hf_gemma3_names[i].hf) == 0) {
             snprintf(out, len, "blk.%ld.%s", layer, hf_gemma3_names[i].gguf);
             return 0;
+        }
+    }
+    if (c->n_expert > 0) {
+        if (llm_moe_hf_name(m, layer, rest, out, len) == 0) {
+            return 0;
+        }
+        if (strncmp(rest, "mlp.", 4) == 0) {
+            return -1;     /* no dense FFN in a MoE layer */
         }
     }
     for (i = 0; i < sizeof(hf_layer_names) / sizeof(hf_layer_names[0]);
@@ -1672,9 +1707,11 @@ llm_model_weight_bytes(const llm_model *m)
         const llm_layer *l = &m->layers[i];
 
         b += view_bytes(&l->wq) + view_bytes(&l->wk) + view_bytes(&l->wv)
-             + view_bytes(&l->wo) + view_bytes(&l->w_gate)
-             + view_bytes(&l->w_up) + view_bytes(&l->w_down)
+             + view_bytes(&l->wo)
              + (c->gemma ? 4 : 2) * (uint64_t) c->dim * sizeof(float);
+        b += c->n_expert > 0 ? llm_moe_weight_bytes(m, i)
+             : view_bytes(&l->w_gate) + view_bytes(&l->w_up)
+               + view_bytes(&l->w_down);
     }
     b += ggml_row_size(m->tok_embd.type, c->dim);    /* one embedding row */
     b += view_bytes(&m->output) + (uint64_t) c->dim * sizeof(float);

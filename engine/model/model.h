@@ -94,6 +94,12 @@ typedef struct {
     float     rope_low_freq_factor;
     float     rope_high_freq_factor;
     float     rope_orig_ctx;       /* HF: original_max_position_embeddings */
+    /* mixture of experts (qwen3moe, moe.h): 0 experts = dense FFN */
+    int       n_expert;            /* expert_count */
+    int       n_expert_used;       /* expert_used_count: top-k per token */
+    int       expert_ff;           /* expert_feed_forward_length */
+    int       expert_norm;         /* renormalise the top-k weights to sum
+                                      1 (HF norm_topk_prob) */
 } llm_config;
 
 /* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
@@ -117,6 +123,12 @@ typedef struct {
     llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */
     llm_tensor   w_up;             /* (hidden_dim/tp, dim) column-split */
     llm_tensor   w_down;           /* (dim, hidden_dim/tp) row-split */
+    /* MoE layers (cfg.n_expert > 0) have these instead of the three
+       above, each expert a 2-D view (moe.h); tp 1 only */
+    llm_tensor   router;           /* (n_expert, dim) ffn_gate_inp */
+    llm_tensor  *exp_gate;         /* (n_expert) views (expert_ff, dim) */
+    llm_tensor  *exp_up;           /* (n_expert) views (expert_ff, dim) */
+    llm_tensor  *exp_down;         /* (n_expert) views (dim, expert_ff) */
 } llm_layer;
 
 typedef struct {
@@ -140,6 +152,8 @@ typedef struct {
     float      **owned;            /* (n_owned) F32 copies of 1-D tensors,
                                       rope factors: freed with the model */
     int          n_owned;
+    llm_tensor  *experts;          /* (n_layers, 3, n_expert) the expert
+                                      views the layers point into */
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
 

@@ -44,6 +44,8 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     sh->n_kv_heads = c->n_kv_heads;
     sh->head_dim = c->head_dim;
     sh->hidden_dim = c->hidden_dim;
+    sh->n_expert = c->n_expert;
+    sh->expert_ff = c->expert_ff;
     sh->vocab_size = c->vocab_size;
     sh->max_seq_len = c->max_seq_len;
     sh->tied_output = c->tied_output;
@@ -79,9 +81,13 @@ llm_plan_shape_weights(llm_plan_shape *sh)
     q = (uint64_t) sh->n_heads * sh->head_dim;
     kv = (uint64_t) sh->n_kv_heads * sh->head_dim;
 
-    /* wq, wk, wv, wo; gate, up, down */
-    layer = (uint64_t) sh->dim * (q + 2 * kv) + q * sh->dim
-            + 3 * (uint64_t) sh->dim * sh->hidden_dim;
+    /* wq, wk, wv, wo; gate, up, down (MoE: the router and every
+     * expert's three) */
+    layer = (uint64_t) sh->dim * (q + 2 * kv) + q * sh->dim;
+    layer += sh->n_expert > 0
+             ? (uint64_t) sh->n_expert * sh->dim * (1 + 3 * (uint64_t)
+                                                    sh->expert_ff)
+             : 3 * (uint64_t) sh->dim * sh->hidden_dim;
     embd = (uint64_t) sh->vocab_size * sh->dim * (sh->tied_output ? 1 : 2);
     /* attn_norm, ffn_norm per layer, output_norm; f32 in a GGUF, the
      * checkpoint's type in a HF directory: counted at weight_type */

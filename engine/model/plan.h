@@ -39,6 +39,8 @@ typedef struct {
     int          n_kv_heads;
     int          head_dim;
     int          hidden_dim;       /* intermediate size */
+    int          n_expert;         /* MoE: experts per layer (0: dense) */
+    int          expert_ff;        /* MoE: an expert's intermediate size */
     int          vocab_size;
     int          max_seq_len;      /* the model's context length */
     int          tied_output;      /* lm_head is the embedding */

@@ -397,12 +397,12 @@ make_variant(const char *dir, const char *src, const char *key,
 
 
 static void
-expect_refusal(const char *dir, const char *key, const char *value,
-    const char *want)
+expect_refusal_of(const char *src, const char *dir, const char *key,
+    const char *value, const char *want)
 {
     llm_model  m;
 
-    if (make_variant(dir, MODELS "/hf-qwen2", key, value) != 0) {
+    if (make_variant(dir, src, key, value) != 0) {
         ok(0, "variant with %s = %s", key, value ? value : "(none)");
         return;
     }
@@ -410,6 +410,14 @@ expect_refusal(const char *dir, const char *key, const char *value,
        && strstr(m.err, want) != NULL, "%s = %s -> \"%s\"", key,
        value ? value : "(removed)", m.err);
     llm_model_free(&m);
+}
+
+
+static void
+expect_refusal(const char *dir, const char *key, const char *value,
+    const char *want)
+{
+    expect_refusal_of(MODELS "/hf-qwen2", dir, key, value, want);
 }
 
 
@@ -443,6 +451,25 @@ test_refusals(const char *tmp)
                    "model.safetensors: tensor "
                    "'model.layers.0.self_attn.k_proj.bias' is not part of "
                    "a llama model");
+
+    /* mixture of experts (qwen3_moe) */
+    expect_refusal_of(MODELS "/hf-qwen3moe", dir, "num_experts_per_tok",
+                      "9", "9 used per token (1..experts)");
+    expect_refusal_of(MODELS "/hf-qwen3moe", dir, "mlp_only_layers", "[1]",
+                      "dense layers among the MoE layers");
+    expect_refusal_of(MODELS "/hf-qwen3moe", dir, "num_local_experts", "4",
+                      "tensor 'model.layers.0.mlp.experts.4.down_proj."
+                      "weight' is not part of a qwen3_moe model");
+    expect_refusal_of(MODELS "/hf-qwen3moe", dir, "moe_intermediate_size",
+                      "16", "blk.0.ffn_gate_exps.0.weight': expected shape "
+                      "[64, 16]");
+    expect_refusal_of(MODELS "/hf-qwen3moe", dir, "num_local_experts",
+                      NULL, "\"num_local_experts\" is missing");
+    ok(llm_model_load(&m, MODELS "/hf-qwen3moe", 0, 2) == -1
+       && strstr(m.err, "tensor parallelism is not implemented for "
+                 "mixture-of-experts") != NULL, "qwen3_moe at tp 2 -> "
+       "\"%s\"", m.err);
+    llm_model_free(&m);
 
     ok(llm_model_load(&m, tmp, 0, 1) == -1
        && strstr(m.err, "config.json: cannot open") != NULL,
@@ -641,7 +668,7 @@ test_gemma3_refusals(const char *tmp)
 
 static const char *hf_names[] = {
     "hf-llama", "hf-llama3", "hf-mistral", "hf-qwen2", "hf-qwen3",
-    "hf-gemma3",
+    "hf-gemma3", "hf-qwen3moe", "hf-qwen3moe-nonorm",
 };
 
 

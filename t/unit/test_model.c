@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "model/kv.h"
 #include "model/model.h"
+#include "model/quantize.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -291,6 +292,69 @@ test_shape_faults(void)
     buf[p - 1] = 'b';
     expect_load_error(buf, len, "unknown architecture",
                       "architecture 'llamb' is not supported");
+
+    free(orig);
+    free(buf);
+}
+
+
+/* the tiny qwen3moe GGUF with one fault at a time: each a clear message */
+static void
+test_moe_faults(void)
+{
+    const char  *path = "t/data/models/hf-qwen3moe.gguf";
+    FILE        *f = fopen(path, "rb");
+    uint8_t     *orig, *buf;
+    size_t       len, p;
+    uint32_t     v;
+
+    if (!ok(f != NULL, "open %s", path)) {
+        return;
+    }
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    orig = malloc(len);
+    buf = malloc(len);
+    if (fread(orig, 1, len, f) != len) {
+        len = 0;
+    }
+    fclose(f);
+
+    memcpy(buf, orig, len);
+    p = find_name(buf, len, "qwen3moe.expert_used_count");
+    v = 9;
+    memcpy(buf + p + 4, &v, 4);    /* type u32, then the value */
+    expect_load_error(buf, len, "moe: 9 of 8 experts per token",
+                      "8 experts (1..1024), 9 used per token");
+
+    memcpy(buf, orig, len);
+    p = find_name(buf, len, "qwen3moe.expert_feed_forward_length");
+    v = 16;
+    memcpy(buf + p + 4, &v, 4);
+    expect_load_error(buf, len, "moe: expert size 16",
+                      "tensor 'blk.0.ffn_gate_exps.weight': expected shape "
+                      "[64, 16, 8], got [64, 32, 8]");
+
+    memcpy(buf, orig, len);
+    p = find_name(buf, len, "blk.1.ffn_up_exps.weight");
+    buf[p - 8] = 'x';
+    expect_load_error(buf, len, "moe: missing experts",
+                      "tensor 'blk.1.ffn_up_exps.weight' (or its expert 0) "
+                      "is missing");
+
+    memcpy(buf, orig, len);
+    p = find_name(buf, len, "blk.0.ffn_gate_inp.weight");
+    buf[p - 8] = 'x';
+    expect_load_error(buf, len, "moe: missing router",
+                      "tensor 'blk.0.ffn_gate_inp.weight' (the router) is "
+                      "missing");
+
+    memcpy(buf, orig, len);
+    p = find_name(buf, len, "qwen3moe.expert_count");
+    buf[p - 1] = 'X';
+    expect_load_error(buf, len, "moe: no expert count",
+                      "'qwen3moe.expert_count' is missing");
 
     free(orig);
     free(buf);
@@ -1037,6 +1101,33 @@ test_cli(void)
 }
 
 
+/* batched == unbatched on the tiny qwen3moe requantized to `type` by
+ * our quantizer: experts in their own blocks through the packed kernels */
+static void
+test_moe_quantized(const char *type)
+{
+    char   path[] = "/tmp/test_moe_XXXXXX", err[512] = "", label[64];
+    int    fd = mkstemp(path);
+
+    if (fd < 0) {
+        ok(0, "moe %s: temporary file", type);
+        return;
+    }
+    close(fd);
+    if (!ok(llm_quantize_file("t/data/models/hf-qwen3moe.gguf", path,
+                              llm_quant_ftype_find(type), NULL, err,
+                              sizeof(err)) == 0,
+            "qwen3moe quantized to %s by our quantizer %s", type, err))
+    {
+        unlink(path);
+        return;
+    }
+    snprintf(label, sizeof(label), "qwen3moe GGUF %s", type);
+    test_batch_invariance(path, label);
+    unlink(path);
+}
+
+
 int
 main(void)
 {
@@ -1047,6 +1138,7 @@ main(void)
     test_configs();
     test_tp_views();
     test_shape_faults();
+    test_moe_faults();
     test_greedy();
     stories_path(path, sizeof(path), "f32");
     /* float weights: the rounding alone (measured 0.013); SmolLM2 quantizes
@@ -1067,6 +1159,15 @@ main(void)
     stories_path(path, sizeof(path), "f16");
     test_batch_invariance(path, "tiny260K f16");
     test_batch_invariance(smollm2, "SmolLM2 Q4_1");
+    /* mixture of experts: a step's tokens grouped by expert (moe_cpu.h) */
+    test_batch_invariance("t/data/models/hf-qwen3moe.gguf",
+                          "qwen3moe GGUF BF16");
+    test_batch_invariance("t/data/models/hf-qwen3moe",
+                          "qwen3moe HF BF16");
+    test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
+                          "qwen3moe nonorm GGUF F32");
+    test_moe_quantized("Q8_0");
+    test_moe_quantized("Q4_0");
     test_long_context(path, "tiny260K f16", 3);
     test_long_context(smollm2, "SmolLM2 Q4_1", 2);
     return tap_done();
