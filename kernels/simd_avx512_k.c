@@ -1,0 +1,151 @@
+/*
+ * AVX-512 VNNI kernels of the K-quants against q8k rows (issue 28), equal
+ * to their scalar references bit for bit: each super-block's integers are
+ * exact whatever instructions add them, and the float operations are the
+ * reference's, one by one, in its order (simd.h, docs/numerics.md rule 8).
+ *
+ * Q4_K: a weight super-block is unpacked once into four vectors of 64
+ * unsigned nibbles, vector k holding sub-blocks 2k (bytes 0-31) and 2k+1
+ * (bytes 32-63), so it meets 64 consecutive activation bytes as they lie
+ * in the q8k block; its 6-bit scales and mins are decoded once with
+ * 32-bit masks. Then, per activation row (up to XCHUNK rows per unpack):
+ * four vpdpbusd give dword sums of four products (|sum| <= 7680: they fit
+ * 16 bits), four vpdpwssd multiply them by their sub-block's scale and
+ * add them, the mins meet the q8k block sums in one vpmaddwd, and one
+ * reduction gives both integers.
+ *
+ * defines: llm_avx512_tile_q4_K (simd.h's AVX-512 set)
+ */
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "quant.h"
+#include "simd.h"
+
+#define TGT __attribute__((target( \
+    "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) inline
+#define XCHUNK  16                 /* activation rows per weight unpack */
+
+/* one Q4_K super-block, ready for any number of activation rows */
+typedef struct {
+    __m512i   q[4];      /* sub-blocks 2k | 2k+1 as bytes 0..15 */
+    __m512i   sc[4];     /* dword lanes 0-7: scale 2k, 8-15: scale 2k+1 */
+    __m256i   mins;      /* int16 lanes 2j, 2j+1: min j */
+    float     d, dmin;
+} q4k_unpacked;
+
+
+TGT static INLINE float
+half_to_float(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+
+/* the 12 scale bytes as 8 scales (bytes 0-7 of sc) and 8 mins (of mn):
+ * the layout llm_q4k_scale_min reads one at a time */
+TGT static INLINE void
+q4k_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t u[3], o[4];
+
+    memcpy(u, s, 12);
+    o[0] = u[0] & 0x3f3f3f3f;                             /* sc0..3 */
+    o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4; /* sc4..7 */
+    o[2] = u[1] & 0x3f3f3f3f;                             /* m0..3 */
+    o[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
+    memcpy(sc, o, 8);
+    memcpy(mn, o + 2, 8);
+}
+
+
+TGT static INLINE void
+q4k_unpack(const llm_block_q4_K *w, q4k_unpacked *u)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    uint8_t sc[8], mn[8];
+
+    for (int h = 0; h < 2; h++) {
+        __m512i a = _mm512_loadu_si512(w->qs + 64 * h);
+        __m512i lo = _mm512_and_si512(a, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(a, 4), m4);
+        /* 128-bit lanes 0,1 of lo (sub-block 4h) then of hi (4h+1); lanes
+         * 2,3 of each (4h+2, 4h+3) */
+        u->q[2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);
+        u->q[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xee);
+    }
+    q4k_scales(w->scales, sc, mn);
+    __m512i s32 = _mm512_cvtepu8_epi32(_mm_loadl_epi64((const void *) sc));
+    for (int k = 0; k < 4; k++) {
+        __m512i idx = _mm512_set_epi32(
+            2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+            2 * k + 1, 2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+            2 * k, 2 * k);
+        u->sc[k] = _mm512_permutexvar_epi32(idx, s32);
+    }
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const void *) mn));
+    u->mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16),
+                               _mm_unpacklo_epi16(m16, m16));
+    u->d = half_to_float(w->d);
+    u->dmin = half_to_float(w->dmin);
+}
+
+
+/* one super-block against one q8k block: the reference's two fmaf */
+TGT static INLINE float
+q4k_block(const q4k_unpacked *u, const llm_block_q8k *x, float acc)
+{
+    __m512i s = _mm512_setzero_si512();
+
+    for (int k = 0; k < 4; k++) {
+        __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->q[k],
+                                         _mm512_loadu_si512(x->qs + 64 * k));
+        s = _mm512_dpwssd_epi32(s, dp, u->sc[k]);
+    }
+    __m256i mn = _mm256_madd_epi16(
+        _mm256_loadu_si256((const __m256i *) x->bsums), u->mins);
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s),
+                                  _mm512_extracti64x4_epi64(s, 1));
+    __m256i h = _mm256_hadd_epi32(s8, mn);
+    __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h),
+                               _mm256_extracti128_si256(h, 1));
+    h2 = _mm_hadd_epi32(h2, h2);
+    int isum = _mm_cvtsi128_si32(h2), imin = _mm_extract_epi32(h2, 1);
+
+    acc = fmaf(u->d * x->d, (float) isum, acc);
+    return fmaf(-(u->dmin * x->d), (float) imin, acc);
+}
+
+
+TGT void
+llm_avx512_tile_q4_K(const llm_tile *t)
+{
+    int nb = t->n / LLM_QK_K;
+
+    for (int r = 0; r < t->n_w; r++) {
+        const llm_block_q4_K *w =
+            (const void *) (t->w + (size_t) r * t->w_stride);
+        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {
+            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;
+            float acc[XCHUNK] = { 0 };
+            for (int b = 0; b < nb; b++) {
+                q4k_unpacked u;
+                q4k_unpack(w + b, &u);
+                for (int i = 0; i < ni; i++) {
+                    const llm_block_q8k *x = (const void *)
+                        (t->act + (size_t) (i0 + i) * t->act_stride);
+                    acc[i] = q4k_block(&u, x + b, acc[i]);
+                }
+            }
+            for (int i = 0; i < ni; i++) {
+                t->out[(size_t) (i0 + i) * t->ld_out + r] = acc[i];
+            }
+        }
+    }
+}
+
+#endif
