@@ -14,7 +14,17 @@
  * add them, the mins meet the q8k block sums in one vpmaddwd, and one
  * reduction gives both integers.
  *
- * defines: llm_avx512_tile_q4_K (simd.h's AVX-512 set)
+ * Q5_0 (the type most of a Q4_K_M file's rows of 576 get): lanes are
+ * eight consecutive blocks, so lane k is the reference's acc[b % 8] and
+ * one vfmadd serves eight blocks. Two blocks fill a vector: nibbles put
+ * in element order by one 128-bit-lane shuffle and a blend, the fifth
+ * bit added under the 64-bit mask that is their two qh words. vpdpbusd
+ * takes q + 16 (unsigned) against x, minus 16 times the sums of x (one
+ * vpdpbusd more); a shuffle/unpack tree reduces four vectors' dwords to
+ * the eight blocks' exact sums.
+ *
+ * defines: llm_avx512_tile_q4_K, llm_avx512_tile_q5_0 (simd.h's AVX-512
+ * set)
  */
 #if defined(__x86_64__)
 
@@ -143,6 +153,141 @@ llm_avx512_tile_q4_K(const llm_tile *t)
             }
             for (int i = 0; i < ni; i++) {
                 t->out[(size_t) (i0 + i) * t->ld_out + r] = acc[i];
+            }
+        }
+    }
+}
+
+
+
+/* eight Q5_0 blocks (fewer at a row's end: missing ones are zero) */
+typedef struct {
+    __m512i   q[4];      /* blocks 2k | 2k+1: q + 16, in 0..31 */
+    __m256    d;         /* lane k: block k's scale */
+    int       n;         /* blocks present */
+} q5_0_group;
+
+
+TGT static INLINE __m512i
+q5_0_pair(const llm_block_q5_0 *a, const llm_block_q5_0 *b)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    uint32_t ha, hb = 0;
+    __m128i qb = _mm_setzero_si128();
+
+    memcpy(&ha, a->qh, 4);
+    if (b != NULL) {
+        memcpy(&hb, b->qh, 4);
+        qb = _mm_loadu_si128((const __m128i *) b->qs);
+    }
+    __m256i y = _mm256_set_m128i(qb, _mm_loadu_si128((const __m128i *) a->qs));
+    /* 128-bit lanes: a, a, b, b; low nibbles of the first of each pair
+     * (elements 0-15), high of the second (16-31) */
+    __m512i z = _mm512_shuffle_i64x2(_mm512_castsi256_si512(y),
+                                     _mm512_castsi256_si512(y), 0x50);
+    __m512i q = _mm512_mask_blend_epi64(0xcc, _mm512_and_si512(z, m4),
+        _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+    return _mm512_or_si512(q, _mm512_maskz_mov_epi8(
+        (__mmask64) ha | (__mmask64) hb << 32, _mm512_set1_epi8(0x10)));
+}
+
+
+TGT static INLINE void
+q5_0_unpack(const llm_block_q5_0 *w, int n, q5_0_group *g)
+{
+    uint16_t dh[8] = { 0 };
+
+    for (int k = 0; k < 4; k++) {
+        g->q[k] = 2 * k < n ? q5_0_pair(w + 2 * k, 2 * k + 1 < n
+                                        ? w + 2 * k + 1 : NULL)
+                            : _mm512_setzero_si512();
+    }
+    for (int k = 0; k < n; k++) {
+        memcpy(&dh[k], &w[k].d, 2);
+    }
+    g->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) dh));
+    g->n = n;
+}
+
+
+/* lane k of the result: the exact sum of 4-byte group dwords 8k..8k+7 of
+ * the four vectors read as one (block k's 32 products) */
+TGT static INLINE __m256i
+sum_blocks8(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    /* 128-bit lane c: block c's (then c + 4's) four partial sums */
+    __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(v0, v1, 0x88),
+                                   _mm512_shuffle_i64x2(v0, v1, 0xdd));
+    __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(v2, v3, 0x88),
+                                   _mm512_shuffle_i64x2(v2, v3, 0xdd));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s01, s23),
+                                 _mm512_unpackhi_epi32(s01, s23));
+    u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, 0x4e));
+    /* dword 4c: block c, 4c + 1: block c + 4 */
+    const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0,
+                                         13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, u));
+}
+
+
+/* a group against eight q8a blocks: the reference's acc[b % 8] fmaf */
+TGT static INLINE __m256
+q5_0_group_dot(const q5_0_group *g, const llm_block_q8a *x, __m256 acc)
+{
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512i dp[4];
+    float dx[8] = { 0 };
+
+    for (int k = 0; k < 4; k++) {
+        __m512i xv = _mm512_setzero_si512();
+        if (2 * k < g->n) {
+            __m256i xa = _mm256_loadu_si256((const __m256i *) x[2 * k].qs);
+            __m256i xb = 2 * k + 1 < g->n
+                ? _mm256_loadu_si256((const __m256i *) x[2 * k + 1].qs)
+                : _mm256_setzero_si256();
+            xv = _mm512_inserti64x4(_mm512_castsi256_si512(xa), xb, 1);
+        }
+        dp[k] = _mm512_sub_epi32(
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[k], xv),
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv));
+    }
+    for (int k = 0; k < g->n; k++) {
+        dx[k] = x[k].d;
+    }
+    __m256 isum = _mm256_cvtepi32_ps(sum_blocks8(dp[0], dp[1], dp[2], dp[3]));
+    __mmask8 live = (__mmask8) ((1u << g->n) - 1);
+    return _mm256_mask3_fmadd_ps(_mm256_mul_ps(g->d, _mm256_loadu_ps(dx)),
+                                 isum, acc, live);
+}
+
+
+TGT void
+llm_avx512_tile_q5_0(const llm_tile *t)
+{
+    int nb = t->n / LLM_QK;
+
+    for (int r = 0; r < t->n_w; r++) {
+        const llm_block_q5_0 *w =
+            (const void *) (t->w + (size_t) r * t->w_stride);
+        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {
+            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;
+            __m256 acc[XCHUNK];
+            for (int i = 0; i < ni; i++) {
+                acc[i] = _mm256_setzero_ps();
+            }
+            for (int b = 0; b < nb; b += 8) {
+                q5_0_group g;
+                q5_0_unpack(w + b, nb - b < 8 ? nb - b : 8, &g);
+                for (int i = 0; i < ni; i++) {
+                    const llm_block_q8a *x = (const void *)
+                        (t->act + (size_t) (i0 + i) * t->act_stride);
+                    acc[i] = q5_0_group_dot(&g, x + b, acc[i]);
+                }
+            }
+            for (int i = 0; i < ni; i++) {
+                float a[8];
+                _mm256_storeu_ps(a, acc[i]);
+                t->out[(size_t) (i0 + i) * t->ld_out + r] = llm_hsum8(a);
             }
         }
     }
