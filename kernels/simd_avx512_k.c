@@ -23,8 +23,12 @@
  * vpdpbusd more); a shuffle/unpack tree reduces four vectors' dwords to
  * the eight blocks' exact sums.
  *
- * defines: llm_avx512_tile_q4_K, llm_avx512_tile_q5_0 (simd.h's AVX-512
- * set)
+ * Q6_K: as Q4_K, the six bits put together per 64 elements (the two
+ * high bits by a 16-bit variable shift of qh), scales per 16 elements;
+ * the -32 offset comes off as 32 times the scales against the q8k sums.
+ *
+ * defines: llm_avx512_tile_q4_K, llm_avx512_tile_q6_K,
+ * llm_avx512_tile_q5_0 (simd.h's AVX-512 set)
  */
 #if defined(__x86_64__)
 
@@ -131,33 +135,114 @@ q4k_block(const q4k_unpacked *u, const llm_block_q8k *x, float acc)
 }
 
 
-TGT void
-llm_avx512_tile_q4_K(const llm_tile *t)
-{
-    int nb = t->n / LLM_QK_K;
-
-    for (int r = 0; r < t->n_w; r++) {
-        const llm_block_q4_K *w =
-            (const void *) (t->w + (size_t) r * t->w_stride);
-        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {
-            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;
-            float acc[XCHUNK] = { 0 };
-            for (int b = 0; b < nb; b++) {
-                q4k_unpacked u;
-                q4k_unpack(w + b, &u);
-                for (int i = 0; i < ni; i++) {
-                    const llm_block_q8k *x = (const void *)
-                        (t->act + (size_t) (i0 + i) * t->act_stride);
-                    acc[i] = q4k_block(&u, x + b, acc[i]);
-                }
-            }
-            for (int i = 0; i < ni; i++) {
-                t->out[(size_t) (i0 + i) * t->ld_out + r] = acc[i];
-            }
-        }
-    }
+/* the tile loop of the super-block types: each weight super-block
+ * unpacked once for up to XCHUNK activation rows, one float accumulator
+ * per output taking the super-blocks in order */
+#define TILE_K(name, wtype, utype, unpack, block)                             \
+TGT void                                                                      \
+name(const llm_tile *t)                                                       \
+{                                                                             \
+    int nb = t->n / LLM_QK_K;                                                 \
+                                                                              \
+    for (int r = 0; r < t->n_w; r++) {                                        \
+        const wtype *w = (const void *) (t->w + (size_t) r * t->w_stride);    \
+        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {                         \
+            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;             \
+            float acc[XCHUNK] = { 0 };                                        \
+            for (int b = 0; b < nb; b++) {                                    \
+                utype u;                                                      \
+                unpack(w + b, &u);                                            \
+                for (int i = 0; i < ni; i++) {                                \
+                    const llm_block_q8k *x = (const void *)                   \
+                        (t->act + (size_t) (i0 + i) * t->act_stride);         \
+                    acc[i] = block(&u, x + b, acc[i]);                        \
+                }                                                             \
+            }                                                                 \
+            for (int i = 0; i < ni; i++) {                                    \
+                t->out[(size_t) (i0 + i) * t->ld_out + r] = acc[i];           \
+            }                                                                 \
+        }                                                                     \
+    }                                                                         \
 }
 
+TILE_K(llm_avx512_tile_q4_K, llm_block_q4_K, q4k_unpacked, q4k_unpack,
+       q4k_block)
+
+
+/* one Q6_K super-block: q + 32 (0..63) in element order, 64 a vector */
+typedef struct {
+    __m512i   q[4];
+    __m512i   sc[4];     /* dword lane j of vector v: scale 4v + j / 4,
+                            in the low 16 bits (signed), high bits 0 */
+    __m256i   sc16;      /* the 16 scales as int16 */
+    float     d;
+} q6k_unpacked;
+
+
+TGT static INLINE void
+q6k_unpack(const llm_block_q6_K *w, q6k_unpacked *u)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3);
+    /* 16-bit shift counts: elements 0-31 of a vector take qh bits 0-1
+     * (then 4-5), elements 32-63 bits 2-3 (then 6-7) */
+    const __m512i sh_a = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                            _mm256_set1_epi16(2), 1);
+    const __m512i sh_b = _mm512_add_epi16(sh_a, _mm512_set1_epi16(4));
+
+    for (int h = 0; h < 2; h++) {
+        __m512i l = _mm512_loadu_si512(w->ql + 64 * h);
+        __m256i qh = _mm256_loadu_si256((const __m256i *) (w->qh + 32 * h));
+        __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+        __m512i ha = _mm512_and_si512(_mm512_srlv_epi16(hh, sh_a), m2);
+        __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(hh, sh_b), m2);
+        u->q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                      _mm512_slli_epi16(ha, 4));
+        u->q[2 * h + 1] = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+            _mm512_slli_epi16(hb, 4));
+    }
+    __m128i s8 = _mm_loadu_si128((const __m128i *) w->scales);
+    __m512i s32 = _mm512_and_si512(_mm512_cvtepi8_epi32(s8),
+                                   _mm512_set1_epi32(0xffff));
+    for (int v = 0; v < 4; v++) {
+        __m512i idx = _mm512_set_epi32(
+            4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 2, 4 * v + 2,
+            4 * v + 2, 4 * v + 2, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1,
+            4 * v, 4 * v, 4 * v, 4 * v);
+        u->sc[v] = _mm512_permutexvar_epi32(idx, s32);
+    }
+    u->sc16 = _mm256_cvtepi8_epi16(s8);
+    u->d = half_to_float(w->d);
+}
+
+
+/* the reference's integer: sum over sub-blocks of scale times the sum
+ * of (q - 32) x, as sum of scale * q x minus 32 sum of scale * bsum */
+TGT static INLINE float
+q6k_block(const q6k_unpacked *u, const llm_block_q8k *x, float acc)
+{
+    __m512i s = _mm512_setzero_si512();
+
+    for (int v = 0; v < 4; v++) {
+        __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u->q[v],
+                                         _mm512_loadu_si512(x->qs + 64 * v));
+        s = _mm512_dpwssd_epi32(s, dp, u->sc[v]);
+    }
+    __m256i bias = _mm256_madd_epi16(
+        _mm256_loadu_si256((const __m256i *) x->bsums), u->sc16);
+    __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s),
+                                  _mm512_extracti64x4_epi64(s, 1));
+    __m256i h = _mm256_hadd_epi32(s8, bias);
+    __m128i h2 = _mm_add_epi32(_mm256_castsi256_si128(h),
+                               _mm256_extracti128_si256(h, 1));
+    h2 = _mm_hadd_epi32(h2, h2);
+    int total = _mm_cvtsi128_si32(h2) - 32 * _mm_extract_epi32(h2, 1);
+
+    return fmaf(u->d * x->d, (float) total, acc);
+}
+
+TILE_K(llm_avx512_tile_q6_K, llm_block_q6_K, q6k_unpacked, q6k_unpack,
+       q6k_block)
 
 
 /* eight Q5_0 blocks (fewer at a row's end: missing ones are zero) */
