@@ -27,8 +27,11 @@
  * high bits by a 16-bit variable shift of qh), scales per 16 elements;
  * the -32 offset comes off as 32 times the scales against the q8k sums.
  *
+ * IQ4_NL: as Q5_0, the nibbles looked up by vpshufb in the value table
+ * plus 128 (unsigned), minus 128 times the sums of x.
+ *
  * defines: llm_avx512_tile_q4_K, llm_avx512_tile_q6_K,
- * llm_avx512_tile_q5_0 (simd.h's AVX-512 set)
+ * llm_avx512_tile_q5_0, llm_avx512_tile_iq4_nl (simd.h's AVX-512 set)
  */
 #if defined(__x86_64__)
 
@@ -245,35 +248,45 @@ TILE_K(llm_avx512_tile_q6_K, llm_block_q6_K, q6k_unpacked, q6k_unpack,
        q6k_block)
 
 
-/* eight Q5_0 blocks (fewer at a row's end: missing ones are zero) */
+/* eight 32-element blocks (fewer at a row's end: missing ones are zero) */
 typedef struct {
-    __m512i   q[4];      /* blocks 2k | 2k+1: q + 16, in 0..31 */
+    __m512i   q[4];      /* blocks 2k | 2k+1 as unsigned bytes: Q5_0 q + 16
+                            (0..31), IQ4_NL its value + 128 (1..241) */
     __m256    d;         /* lane k: block k's scale */
     int       n;         /* blocks present */
-} q5_0_group;
+} q32_group;
+
+
+/* the nibbles of two blocks (16 bytes each; b may be NULL) in element
+ * order: 128-bit lanes a, a, b, b, low nibbles in the first of each pair
+ * (elements 0-15), high in the second (16-31) */
+TGT static INLINE __m512i
+nibbles_pair(const uint8_t *qa, const uint8_t *qb)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m128i vb = qb != NULL ? _mm_loadu_si128((const __m128i *) qb)
+                            : _mm_setzero_si128();
+    __m256i y = _mm256_set_m128i(vb, _mm_loadu_si128((const __m128i *) qa));
+    __m512i z = _mm512_shuffle_i64x2(_mm512_castsi256_si512(y),
+                                     _mm512_castsi256_si512(y), 0x50);
+
+    return _mm512_mask_blend_epi64(0xcc, _mm512_and_si512(z, m4),
+        _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
+}
 
 
 TGT static INLINE __m512i
 q5_0_pair(const llm_block_q5_0 *a, const llm_block_q5_0 *b)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     uint32_t ha, hb = 0;
-    __m128i qb = _mm_setzero_si128();
 
     memcpy(&ha, a->qh, 4);
     if (b != NULL) {
         memcpy(&hb, b->qh, 4);
-        qb = _mm_loadu_si128((const __m128i *) b->qs);
     }
-    __m256i y = _mm256_set_m128i(qb, _mm_loadu_si128((const __m128i *) a->qs));
-    /* 128-bit lanes: a, a, b, b; low nibbles of the first of each pair
-     * (elements 0-15), high of the second (16-31) */
-    __m512i z = _mm512_shuffle_i64x2(_mm512_castsi256_si512(y),
-                                     _mm512_castsi256_si512(y), 0x50);
-    __m512i q = _mm512_mask_blend_epi64(0xcc, _mm512_and_si512(z, m4),
-        _mm512_and_si512(_mm512_srli_epi16(z, 4), m4));
-    return _mm512_or_si512(q, _mm512_maskz_mov_epi8(
-        (__mmask64) ha | (__mmask64) hb << 32, _mm512_set1_epi8(0x10)));
+    return _mm512_or_si512(nibbles_pair(a->qs, b ? b->qs : NULL),
+        _mm512_maskz_mov_epi8((__mmask64) ha | (__mmask64) hb << 32,
+                              _mm512_set1_epi8(0x10)));
 }
 
 
@@ -292,17 +305,44 @@ gather_dwords(const void *base, int stride, int n)
 }
 
 
+/* the fp16 scales at the start of n blocks (the low 16 bits of a dword) */
+TGT static INLINE __m256
+gather_half(const void *blocks, int stride, int n)
+{
+    return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(
+        gather_dwords(blocks, stride, n)));
+}
+
+
 TGT static INLINE void
-q5_0_unpack(const llm_block_q5_0 *w, int n, q5_0_group *g)
+q5_0_unpack(const llm_block_q5_0 *w, int n, q32_group *g)
 {
     for (int k = 0; k < 4; k++) {
         g->q[k] = 2 * k < n ? q5_0_pair(w + 2 * k, 2 * k + 1 < n
                                         ? w + 2 * k + 1 : NULL)
                             : _mm512_setzero_si512();
     }
-    /* d and qh's first half: the low 16 bits are d */
-    g->d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(
-        gather_dwords(w, sizeof(llm_block_q5_0), n)));
+    g->d = gather_half(w, sizeof(llm_block_q5_0), n);
+    g->n = n;
+}
+
+
+TGT static INLINE void
+iq4_nl_unpack(const llm_block_iq4_nl *w, int n, q32_group *g)
+{
+    /* the value table + 128, in every 128-bit lane for vpshufb */
+    __m128i kv = _mm_add_epi8(
+        _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
+        _mm_set1_epi8((char) 0x80));
+    __m512i table = _mm512_broadcast_i32x4(kv);
+
+    for (int k = 0; k < 4; k++) {
+        g->q[k] = 2 * k < n
+            ? _mm512_shuffle_epi8(table, nibbles_pair(w[2 * k].qs,
+                  2 * k + 1 < n ? w[2 * k + 1].qs : NULL))
+            : _mm512_setzero_si512();
+    }
+    g->d = gather_half(w, sizeof(llm_block_iq4_nl), n);
     g->n = n;
 }
 
@@ -327,11 +367,13 @@ sum_blocks8(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
 }
 
 
-/* a group against eight q8a blocks: the reference's acc[b % 8] fmaf */
+/* a group against eight q8a blocks: the reference's acc[b % 8] fmaf;
+ * the weights were stored as q + bias */
 TGT static INLINE __m256
-q5_0_group_dot(const q5_0_group *g, const llm_block_q8a *x, __m256 acc)
+q32_group_dot(const q32_group *g, const llm_block_q8a *x, __m256 acc,
+              int bias)
 {
-    const __m512i sixteen = _mm512_set1_epi8(16);
+    const __m512i biasv = _mm512_set1_epi8((char) bias);
     __m512i dp[4];
 
     for (int k = 0; k < 4; k++) {
@@ -345,7 +387,7 @@ q5_0_group_dot(const q5_0_group *g, const llm_block_q8a *x, __m256 acc)
         }
         dp[k] = _mm512_sub_epi32(
             _mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[k], xv),
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv));
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), biasv, xv));
     }
     __m256 dx = _mm256_castsi256_ps(
         gather_dwords(&x->d, sizeof(llm_block_q8a), g->n));
@@ -356,36 +398,39 @@ q5_0_group_dot(const q5_0_group *g, const llm_block_q8a *x, __m256 acc)
 }
 
 
-TGT void
-llm_avx512_tile_q5_0(const llm_tile *t)
-{
-    int nb = t->n / LLM_QK;
-
-    for (int r = 0; r < t->n_w; r++) {
-        const llm_block_q5_0 *w =
-            (const void *) (t->w + (size_t) r * t->w_stride);
-        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {
-            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;
-            __m256 acc[XCHUNK];
-            for (int i = 0; i < ni; i++) {
-                acc[i] = _mm256_setzero_ps();
-            }
-            for (int b = 0; b < nb; b += 8) {
-                q5_0_group g;
-                q5_0_unpack(w + b, nb - b < 8 ? nb - b : 8, &g);
-                for (int i = 0; i < ni; i++) {
-                    const llm_block_q8a *x = (const void *)
-                        (t->act + (size_t) (i0 + i) * t->act_stride);
-                    acc[i] = q5_0_group_dot(&g, x + b, acc[i]);
-                }
-            }
-            for (int i = 0; i < ni; i++) {
-                float a[8];
-                _mm256_storeu_ps(a, acc[i]);
-                t->out[(size_t) (i0 + i) * t->ld_out + r] = llm_hsum8(a);
-            }
-        }
-    }
+#define TILE_32(name, wtype, unpack, bias)                                    \
+TGT void                                                                      \
+name(const llm_tile *t)                                                       \
+{                                                                             \
+    int nb = t->n / LLM_QK;                                                   \
+                                                                              \
+    for (int r = 0; r < t->n_w; r++) {                                        \
+        const wtype *w = (const void *) (t->w + (size_t) r * t->w_stride);    \
+        for (int i0 = 0; i0 < t->n_x; i0 += XCHUNK) {                         \
+            int ni = t->n_x - i0 < XCHUNK ? t->n_x - i0 : XCHUNK;             \
+            __m256 acc[XCHUNK];                                               \
+            for (int i = 0; i < ni; i++) {                                    \
+                acc[i] = _mm256_setzero_ps();                                 \
+            }                                                                 \
+            for (int b = 0; b < nb; b += 8) {                                 \
+                q32_group g;                                                  \
+                unpack(w + b, nb - b < 8 ? nb - b : 8, &g);                   \
+                for (int i = 0; i < ni; i++) {                                \
+                    const llm_block_q8a *x = (const void *)                   \
+                        (t->act + (size_t) (i0 + i) * t->act_stride);         \
+                    acc[i] = q32_group_dot(&g, x + b, acc[i], bias);          \
+                }                                                             \
+            }                                                                 \
+            for (int i = 0; i < ni; i++) {                                    \
+                float a[8];                                                   \
+                _mm256_storeu_ps(a, acc[i]);                                  \
+                t->out[(size_t) (i0 + i) * t->ld_out + r] = llm_hsum8(a);     \
+            }                                                                 \
+        }                                                                     \
+    }                                                                         \
 }
+
+TILE_32(llm_avx512_tile_q5_0, llm_block_q5_0, q5_0_unpack, 16)
+TILE_32(llm_avx512_tile_iq4_nl, llm_block_iq4_nl, iq4_nl_unpack, 128)
 
 #endif
