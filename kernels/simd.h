@@ -88,6 +88,12 @@ void llm_avx2_tile_q3_K(const llm_tile *t);
 void llm_avx2_tile_q5_K(const llm_tile *t);
 void llm_avx2_tile_iq4_xs(const llm_tile *t);
 
+/* simd_avx512_k.c: the K-quants on AVX-512 VNNI (plain q8k rows) */
+void llm_avx512_tile_q4_K(const llm_tile *t);
+void llm_avx512_tile_q6_K(const llm_tile *t);
+void llm_avx512_tile_q5_0(const llm_tile *t);
+void llm_avx512_tile_iq4_nl(const llm_tile *t);
+
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;
 extern const llm_kernel_set llm_kernels_avx512;
