@@ -668,6 +668,7 @@ ngx_http_llm_responses_parse(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     }
     cln->handler = ngx_http_llm_responses_cleanup;
     cln->data = rq;
+    ctx->thinking = rq->thinking;   /* reasoning.effort */
 
     if (rq->previous_id != NULL) {
         rc = ngx_http_llm_responses_continue(r, ctx, lim, *body, *len);

@@ -423,3 +423,61 @@ POST /v1/responses
 --- response_body_like: event: response\.output_item\.added\ndata: \{"type":"response\.output_item\.added","output_index":0,"item":\{"id":"(rs_[0-9a-f]+00)","type":"reasoning","summary":\[\],"content":\[\]\},"sequence_number":2\}\n\nevent: response\.reasoning_text\.delta\ndata: \{"type":"response\.reasoning_text\.delta","output_index":0,"item_id":"\1","content_index":0,"delta":.*event: response\.reasoning_text\.done\ndata: \{"type":"response\.reasoning_text\.done","output_index":0,"item_id":"\1","content_index":0,"text":.*event: response\.output_item\.done\ndata: \{"type":"response\.output_item\.done","output_index":0,"item":\{"id":"\1","type":"reasoning",.*event: response\.incomplete\n
 --- no_error_log
 [error]
+
+
+
+=== TEST 33: reasoning.effort minimal switches the template's thinking off (enable_thinking false: the empty think block adds input tokens)
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        chat_template ../html/switch.jinja;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+    }
+--- user_files
+>>> switch.jinja
+{% for m in messages %}<|im_start|>{{ m['role'] }}
+{{ m['content'] }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":1,"temperature":0,"reasoning":{"effort":"minimal"}}
+--- error_code: 200
+--- response_body_like: "input_tokens":19,
+--- no_error_log
+[error]
+
+
+
+=== TEST 34: reasoning.effort high leaves it on (the template's own default prompt)
+--- http_config
+    llm_engine main {
+        model $TEST_NGINX_MODEL;
+        served_model_name smollm2;
+        chat_template ../html/switch.jinja;
+        max_model_len 2048;
+        kv_cache_memory 256m;
+    }
+--- user_files
+>>> switch.jinja
+{% for m in messages %}<|im_start|>{{ m['role'] }}
+{{ m['content'] }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}
+--- request
+POST /v1/responses
+{"model":"smollm2","input":"Hi","max_output_tokens":1,"temperature":0,"reasoning":{"effort":"high"}}
+--- error_code: 200
+--- response_body_like: "input_tokens":10,
+--- no_error_log
+[error]

@@ -998,6 +998,53 @@ copy_fields(llm_responses_req *rq, const cJSON *root, cJSON *chat,
 }
 
 
+/*
+ * reasoning.effort: templates switch thinking on or off (Qwen3's
+ * enable_thinking), not by degree, so "none" and "minimal" turn it off and
+ * "low", "medium", "high" on; the effort itself is echoed, not enforced
+ */
+static int
+parse_reasoning(llm_responses_req *rq, const cJSON *root, llm_api_error *err)
+{
+    static const char *const  off[] = { "none", "minimal", NULL };
+    static const char *const  on[] = { "low", "medium", "high", NULL };
+    const cJSON              *r, *e;
+    int                       i;
+
+    rq->thinking = -1;
+    r = llm_api_field(root, "reasoning");
+    if (r == NULL || cJSON_IsNull(r)) {
+        return 0;
+    }
+    if (!cJSON_IsObject(r)) {
+        return fail_type(err, "reasoning", "an object", r);
+    }
+    e = llm_api_field(r, "effort");
+    if (e == NULL || cJSON_IsNull(e)) {
+        return 0;
+    }
+    if (!cJSON_IsString(e)) {
+        return fail_type(err, "reasoning.effort", "a string", e);
+    }
+    for (i = 0; off[i]; i++) {
+        if (strcmp(e->valuestring, off[i]) == 0) {
+            rq->thinking = 0;
+            return 0;
+        }
+    }
+    for (i = 0; on[i]; i++) {
+        if (strcmp(e->valuestring, on[i]) == 0) {
+            rq->thinking = 1;
+            return 0;
+        }
+    }
+    return llm_api_fail(err, 400, "invalid_value", "reasoning.effort",
+                        "Invalid value: '%.32s'. Supported values are: "
+                        "'none', 'minimal', 'low', 'medium' and 'high'.",
+                        e->valuestring);
+}
+
+
 /* what we do not do, refused rather than answered otherwise */
 static int
 parse_refused(llm_responses_req *rq, const cJSON *root, llm_api_error *err)
@@ -1100,6 +1147,9 @@ llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
     }
     if (rc == 0) {
         rc = copy_fields(rq, root, chat, err);
+    }
+    if (rc == 0) {
+        rc = parse_reasoning(rq, root, err);
     }
     if (rc == 0) {
         rc = parse_tools(rq, root, strict_tools, chat, err);

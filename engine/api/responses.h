@@ -60,6 +60,9 @@ typedef struct {
                                        stored one's, then this input's */
     int                  stream;
     int                  store;     /* default 1 (OpenAI's) */
+    int                  thinking;  /* reasoning.effort as the template's
+                                       enable_thinking: -1 not given, 0
+                                       "none"/"minimal", 1 otherwise */
 } llm_responses_req;
 
 /*

@@ -421,6 +421,46 @@ test_utf8(void)
 }
 
 
+/* reasoning.effort switches the template's thinking: off, on, not given */
+static void
+test_reasoning(void)
+{
+    static const struct { const char *effort; int thinking; } cases[] = {
+        { "\"none\"", 0 }, { "\"minimal\"", 0 }, { "\"low\"", 1 },
+        { "\"medium\"", 1 }, { "\"high\"", 1 }, { "null", -1 },
+    };
+    llm_responses_req  rq;
+    llm_api_error      err;
+    cJSON             *chat;
+    char               body[256];
+    size_t             i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"input\":\"hi\","
+                 "\"reasoning\":{\"effort\":%s}}", cases[i].effort);
+        is_int(tr(body, 0, &rq, &chat, &err), 0, "effort %s: accepted",
+               cases[i].effort);
+        is_int(rq.thinking, cases[i].thinking, "effort %s: thinking",
+               cases[i].effort);
+        cJSON_Delete(chat);
+        llm_responses_free(&rq);
+    }
+    is_int(tr("{\"model\":\"m\",\"input\":\"hi\"}", 0, &rq, &chat, &err),
+           0, "no reasoning: accepted");
+    is_int(rq.thinking, -1, "no reasoning: the template's default");
+    cJSON_Delete(chat);
+    llm_responses_free(&rq);
+
+    refused("{\"model\":\"m\",\"input\":\"hi\","
+            "\"reasoning\":{\"effort\":\"max\"}}", 0, 400,
+            "reasoning.effort", "invalid_value", "effort 'max'");
+    refused("{\"model\":\"m\",\"input\":\"hi\",\"reasoning\":{\"effort\":3}}",
+            0, 400, "reasoning.effort", "invalid_type", "effort 3");
+    refused("{\"model\":\"m\",\"input\":\"hi\",\"reasoning\":\"high\"}", 0,
+            400, "reasoning", "invalid_type", "reasoning a string");
+}
+
+
 int
 main(void)
 {
@@ -431,6 +471,7 @@ main(void)
     test_text_format();
     test_output();
     test_utf8();
+    test_reasoning();
 
     return tap_done();
 }
