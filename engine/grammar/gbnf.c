@@ -4,7 +4,9 @@
  * (grammar_impl.h): literals become one byte set per byte, char classes on
  * code points become rules of UTF-8 byte sequences, x* x+ x? x{m,n} become
  * right-recursive or nested optional rules named after their parent
- * ("value-3"), as llama.cpp names them.
+ * ("value-3"), as llama.cpp names them; x{m,n} with m or n past
+ * LLM_GRAMMAR_MAX_UNROLL becomes one GE_REPEAT of a rule holding x, a
+ * counter in the matcher, whatever n.
  *
  * defines: llm_gbnf_parse, llm_gbuild_free, llm_grammar_now_ns
  */
@@ -811,6 +813,31 @@ wrap(llm_gbuild *b, int rule, int from)
 }
 
 
+/* x{min,max} past the unrolling cap: x becomes a rule, counted */
+static int
+repeat_counted(llm_gbuild *b, int rule, llm_gelem x, long min, long max)
+{
+    int  r = x.val;
+
+    if (x.type != GE_RULE) {
+        if ((r = rule_new_helper(b, rule)) < 0
+            || emit(b, r, x.type, x.val) != 0)
+        {
+            return -1;
+        }
+    }
+    if (grow((void **) &b->reps, &b->cap_reps, b->n_reps + 1,
+             sizeof(llm_grepeat)) != 0)
+    {
+        return build_oom(b);
+    }
+    b->reps[b->n_reps].rule = r;
+    b->reps[b->n_reps].min = (int32_t) min;
+    b->reps[b->n_reps].max = (int32_t) max;
+    return emit(b, rule, GE_REPEAT, b->n_reps++);
+}
+
+
 /* the repetition x{min,max} of the last element of rule (max -1: no cap) */
 static int
 repeat(gp *g, int rule, int from, long min, long max)
@@ -827,6 +854,9 @@ repeat(gp *g, int rule, int from, long min, long max)
     }
     x = b->rules[rule].el[from];
     b->rules[rule].n_el = from;
+    if (min > LLM_GRAMMAR_MAX_UNROLL || max > LLM_GRAMMAR_MAX_UNROLL) {
+        return repeat_counted(b, rule, x, min, max);
+    }
     for (i = 0; i < min; i++) {
         if (emit(b, rule, x.type, x.val) != 0) {
             return -1;
@@ -866,7 +896,7 @@ parse_int(gp *g)
     }
     while (g->p < g->end && *g->p >= '0' && *g->p <= '9') {
         n = n * 10 + (*g->p++ - '0');
-        if (n > 100000000) {
+        if (n > LLM_GRAMMAR_MAX_REPEAT) {
             return -2;
         }
     }
@@ -1115,6 +1145,7 @@ llm_gbuild_free(llm_gbuild *b)
     }
     free(b->rules);
     free(b->sets);
+    free(b->reps);
     free(b->rule_hash);
     free(b->set_hash);
     free(b->range_set);

@@ -5,7 +5,8 @@
  * Checks, each an error naming the rule: no root, an undefined rule, left
  * recursion (direct, indirect or through rules that match the empty
  * string: the matcher expands rules eagerly and would loop), a rule that
- * can never complete (a mask would allow a token leading nowhere). The
+ * can never complete (a mask would allow a token leading nowhere), a
+ * counted repetition (GE_REPEAT) of a rule that may be empty. The
  * caps of grammar_impl.h and the limits' source size and compile time.
  *
  * Compiled grammars are kept by the vocabulary (LLM_GRAMMAR_CACHED, least
@@ -67,6 +68,26 @@ timed_out(llm_gbuild *b)
 }
 
 
+/* the rule element e refers to (GE_RULE, GE_REPEAT's body), or -1 */
+static int
+elem_rule(const llm_gbuild *b, const llm_gelem *e)
+{
+    return e->type == GE_RULE ? e->val
+           : e->type == GE_REPEAT ? b->reps[e->val].rule : -1;
+}
+
+
+static int
+elem_nullable(const llm_gbuild *b, const llm_gelem *e,
+    const uint8_t *nullable)
+{
+    if (e->type == GE_REPEAT) {
+        return b->reps[e->val].min == 0 || nullable[b->reps[e->val].rule];
+    }
+    return e->type == GE_RULE && nullable[e->val];
+}
+
+
 static void
 compute_nullable(llm_gbuild *b, uint8_t *nullable)
 {
@@ -90,9 +111,7 @@ compute_nullable(llm_gbuild *b, uint8_t *nullable)
                         break;
                     }
                     ok = 1;
-                } else if (ru->el[i].type != GE_RULE
-                           || !nullable[ru->el[i].val])
-                {
+                } else if (!elem_nullable(b, &ru->el[i], nullable)) {
                     ok = 0;
                 }
             }
@@ -124,8 +143,8 @@ compute_productive(llm_gbuild *b, uint8_t *prod)
                         break;
                     }
                     ok = 1;
-                } else if (ru->el[i].type == GE_RULE
-                           && !prod[ru->el[i].val])
+                } else if (elem_rule(b, &ru->el[i]) >= 0
+                           && !prod[elem_rule(b, &ru->el[i])])
                 {
                     ok = 0;
                 }
@@ -174,7 +193,7 @@ check_left_recursion(llm_gbuild *b, const uint8_t *nullable)
             rule = -1;
             i = edge[top];
             for (j = i - 1; j >= 0 && ru->el[j].type != GE_ALT; j--) {
-                if (ru->el[j].type != GE_RULE || !nullable[ru->el[j].val]) {
+                if (!elem_nullable(b, &ru->el[j], nullable)) {
                     start = 0;
                     break;
                 }
@@ -186,12 +205,12 @@ check_left_recursion(llm_gbuild *b, const uint8_t *nullable)
                     start = 1;
                     continue;
                 }
-                if (start && e->type == GE_RULE) {
-                    rule = e->val;
+                if (start && elem_rule(b, e) >= 0) {
+                    rule = elem_rule(b, e);
                     i++;
                     break;
                 }
-                start = start && e->type == GE_RULE && nullable[e->val];
+                start = start && elem_nullable(b, e, nullable);
             }
             edge[top] = i;
             if (rule < 0) {
@@ -213,6 +232,25 @@ check_left_recursion(llm_gbuild *b, const uint8_t *nullable)
                  "'%s' (not supported: write it right-recursive or with "
                  "*)", b->rules[found].name);
         return -1;
+    }
+    return 0;
+}
+
+
+/* a counter's body may not be empty: empty iterations would loop */
+static int
+check_repeats(llm_gbuild *b, const uint8_t *nullable)
+{
+    int  i;
+
+    for (i = 0; i < b->n_reps; i++) {
+        if (nullable[b->reps[i].rule]) {
+            snprintf(b->err, b->err_len, "grammar: a repetition {%d,%d} over "
+                     "%d of '%s', which may match the empty string (not "
+                     "supported)", (int) b->reps[i].min, (int) b->reps[i].max,
+                     LLM_GRAMMAR_MAX_UNROLL, b->rules[b->reps[i].rule].name);
+            return -1;
+        }
     }
     return 0;
 }
@@ -244,9 +282,11 @@ check_productive(llm_gbuild *b, int root, const uint8_t *prod)
         for (i = 0; i < b->rules[r].n_el; i++) {
             const llm_gelem  *e = &b->rules[r].el[i];
 
-            if (e->type == GE_RULE && !seen[e->val]) {
-                seen[e->val] = 1;
-                todo[n++] = e->val;
+            int               x = elem_rule(b, e);
+
+            if (x >= 0 && !seen[x]) {
+                seen[x] = 1;
+                todo[n++] = x;
             }
         }
     }
@@ -288,9 +328,12 @@ flatten(llm_gbuild *b, int root)
     g->alt_first = malloc((size_t) (b->n_rules + 1) * sizeof(int32_t));
     g->alt_start = malloc((size_t) n_alt * sizeof(int32_t));
     g->sets = malloc((size_t) (b->n_sets ? b->n_sets : 1) * 32);
+    g->reps = malloc((size_t) (b->n_reps ? b->n_reps : 1)
+                     * sizeof(llm_grepeat));
     g->shared = calloc(1, sizeof(llm_gshared));
     if (g->el == NULL || g->rule_start == NULL || g->alt_first == NULL
-        || g->alt_start == NULL || g->sets == NULL || g->shared == NULL
+        || g->alt_start == NULL || g->sets == NULL || g->reps == NULL
+        || g->shared == NULL
         || pthread_mutex_init(&g->shared->lock, NULL) != 0)
     {
         free(g->shared);
@@ -316,6 +359,10 @@ flatten(llm_gbuild *b, int root)
         memcpy(g->sets, b->sets, (size_t) b->n_sets * 32);
     }
     g->n_sets = b->n_sets;
+    if (b->n_reps > 0) {
+        memcpy(g->reps, b->reps, (size_t) b->n_reps * sizeof(llm_grepeat));
+    }
+    g->n_reps = b->n_reps;
     g->n_el = n_el;
     g->n_rules = b->n_rules;
     g->root = root;
@@ -357,8 +404,8 @@ llm_grammar_from_build(llm_gbuild *b)
         return NULL;
     }
     compute_nullable(b, flags);
-    if (timed_out(b) || check_left_recursion(b, flags) != 0
-        || timed_out(b))
+    if (timed_out(b) || check_repeats(b, flags) != 0
+        || check_left_recursion(b, flags) != 0 || timed_out(b))
     {
         goto done;
     }
@@ -474,6 +521,7 @@ grammar_destroy(llm_grammar *g)
     free(g->alt_first);
     free(g->alt_start);
     free(g->sets);
+    free(g->reps);
     free(g->relaxed);
     if (g->shared != NULL) {
         int  i;

@@ -7,11 +7,13 @@
  * code points is compiled (gbnf.c) into a rule whose alternatives are
  * UTF-8 byte sequences, each byte a set of 256 bits. A matcher state is a
  * set of stacks (matcher.c), each stack a hash-consed list of positions in
- * that array.
+ * that array. A bounded repetition x{m,n} past LLM_GRAMMAR_MAX_UNROLL is
+ * one element, GE_REPEAT (a counter in the matcher's stack node), not n
+ * copies of x.
  *
  * defines: llm_gelem, llm_gbuild (the parser's output), llm_gbnf_parse,
- *          llm_regex_to_gbnf, llm_matcher_accept_bytes, llm_grammar_*
- *          caps (LLM_GRAMMAR_MAX_*)
+ *          llm_grepeat, llm_regex_to_gbnf, llm_matcher_accept_bytes,
+ *          llm_grammar_* caps (LLM_GRAMMAR_MAX_*)
  */
 #ifndef NGX_LLM_GRAMMAR_IMPL_H
 #define NGX_LLM_GRAMMAR_IMPL_H
@@ -26,7 +28,9 @@
 /* caps: past any of them the compile (or, at run time, the step) fails */
 #define LLM_GRAMMAR_MAX_ELEMS    (1 << 20)  /* elements of the automaton */
 #define LLM_GRAMMAR_MAX_RULES    65536      /* rules, generated ones too */
-#define LLM_GRAMMAR_MAX_REPEAT   1000       /* n of x{m,n} */
+#define LLM_GRAMMAR_MAX_REPEAT   (1 << 30)  /* m, n of x{m,n} */
+#define LLM_GRAMMAR_MAX_UNROLL   1000       /* x{m,n} up to it: copies of
+                                               x; past it: a counter */
 #define LLM_GRAMMAR_MAX_NEST     256        /* ( ( ( ... nesting */
 #define LLM_GRAMMAR_MAX_STACKS   4096       /* stacks in one matcher state */
 #define LLM_GRAMMAR_MAX_NODES    (1 << 22)  /* stack nodes of one matcher */
@@ -40,12 +44,21 @@ enum {
     GE_RULE,        /* val: rule index */
     GE_BYTES,       /* val: index of a 256-bit byte set */
     GE_TOKEN,       /* val: token id (a special token named by the grammar) */
+    GE_REPEAT,      /* val: index of an llm_grepeat (x{m,n} by a counter) */
 };
 
 typedef struct {
     int32_t     type;
     int32_t     val;
 } llm_gelem;
+
+/* x{min,max} counted: body rule x, which may not match the empty string
+   (the matcher would loop on empty iterations) */
+typedef struct {
+    int32_t     rule;
+    int32_t     min;
+    int32_t     max;                /* -1: no cap */
+} llm_grepeat;
 
 /* one rule while parsing: its elements, then flattened by compile */
 typedef struct {
@@ -62,6 +75,8 @@ typedef struct {
     int         n_rules, cap_rules;
     uint8_t   (*sets)[32];          /* byte sets, bit b of byte b/8 */
     int         n_sets, cap_sets;
+    llm_grepeat *reps;              /* GE_REPEAT's bounds */
+    int         n_reps, cap_reps;
     int32_t    *rule_hash;          /* open addressing: rule index + 1 */
     uint32_t    rule_hmask;
     int32_t    *set_hash;           /* open addressing: set index + 1 */
@@ -161,10 +176,12 @@ struct llm_grammar_vocab {
 /*
  * A local mask (matcher.c), kept by the grammar for every matcher of it:
  * key is the cut stack's positions, top first (-1 past a short stack),
- * then 1 when it was cut (0: it is the whole stack).
+ * then 1 when it was cut (0: it is the whole stack), then the counter
+ * class of each position (0 but at a GE_REPEAT).
  */
 typedef struct {
-    int32_t     key[4];
+    int32_t     key[8];             /* [4..6]: the positions' counter
+                                       classes (matcher.c), [7] 0 */
     uint32_t   *accepted;
     int32_t    *unsure;             /* trie nodes */
     int32_t     n_unsure;
@@ -189,6 +206,8 @@ struct llm_grammar {
     int         root;
     uint8_t   (*sets)[32];
     int         n_sets;
+    llm_grepeat *reps;
+    int         n_reps;
     llm_gshared *shared;            /* mutable, behind its lock */
     llm_gcache  *cache;             /* the cache holding it, or NULL */
     int          refs;              /* under cache->lock */

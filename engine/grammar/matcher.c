@@ -1,9 +1,13 @@
 /*
  * The matcher: a pushdown automaton run on bytes, as a lazily built DFA.
  *
- * A stack is a hash-consed list of nodes (pos, parent): pos is the next
- * element to match in the grammar's flat array, parent the node to return
- * to when its rule ends (-1: the bottom). A state is the sorted set of the
+ * A stack is a hash-consed list of nodes (pos, parent, cnt): pos is the
+ * next element to match in the grammar's flat array, parent the node to
+ * return to when its rule ends (-1: the bottom), cnt the iterations done
+ * when pos is a counted repetition (GE_REPEAT; 0 elsewhere): a counter is
+ * part of the stack, so of the state, its transitions, masks and history
+ * (rollback restores it), and x{0,10000} costs one node per iteration
+ * reached, not 10000 rules. A state is the sorted set of the
  * stacks alive, interned, so a state is one integer (sid). Stacks are kept
  * expanded: every top is a terminal (a byte set or a named token), or the
  * accept node 0 when the whole grammar may end here. A call whose return
@@ -18,7 +22,10 @@
  * stack cut below its top LOCAL_DEPTH nodes, cached per cut stack, so
  * that a string in any context costs one trie walk per matcher; the
  * subtrees a cut stack could not decide (its rule ended, the rest of the
- * stack matters) are walked from the full state. History is the list of
+ * stack matters) are walked from the full state. A cut stack's key holds
+ * each counter's class (counter_class), not its value: counts that behave
+ * alike for as many bytes as the longest token share the mask. History
+ * is the list of
  * states, so rollback is a pointer move and gives back exactly the masks
  * it had.
  *
@@ -53,6 +60,7 @@
 typedef struct {
     int32_t     pos;
     int32_t     parent;
+    int32_t     cnt;            /* at a GE_REPEAT: iterations done */
     int32_t     local;          /* its local mask's slot, or -1 */
 } mnode;
 
@@ -170,6 +178,13 @@ hash2(int32_t a, int32_t b)
 }
 
 
+static uint32_t
+node_hash3(int32_t pos, int32_t parent, int32_t cnt)
+{
+    return hash2(pos, parent) ^ (uint32_t) cnt * 0x85EBCA6Bu;
+}
+
+
 static int
 node_rehash(llm_matcher *m)
 {
@@ -181,7 +196,8 @@ node_rehash(llm_matcher *m)
         return -1;
     }
     for (i = 1; i < (uint32_t) m->n_nodes; i++) {
-        h = hash2(m->nodes[i].pos, m->nodes[i].parent) & (n - 1);
+        h = node_hash3(m->nodes[i].pos, m->nodes[i].parent, m->nodes[i].cnt)
+            & (n - 1);
         while (t[h]) {
             h = (h + 1) & (n - 1);
         }
@@ -195,13 +211,15 @@ node_rehash(llm_matcher *m)
 
 
 static int32_t
-node_get(llm_matcher *m, int32_t pos, int32_t parent)
+node_get(llm_matcher *m, int32_t pos, int32_t parent, int32_t cnt)
 {
-    uint32_t  h = hash2(pos, parent) & m->node_hmask;
+    uint32_t  h = node_hash3(pos, parent, cnt) & m->node_hmask;
     int32_t   id;
 
     while ((id = m->node_hash[h]) != 0) {
-        if (m->nodes[id - 1].pos == pos && m->nodes[id - 1].parent == parent) {
+        if (m->nodes[id - 1].pos == pos && m->nodes[id - 1].parent == parent
+            && m->nodes[id - 1].cnt == cnt)
+        {
             return id - 1;
         }
         h = (h + 1) & m->node_hmask;
@@ -216,6 +234,7 @@ node_get(llm_matcher *m, int32_t pos, int32_t parent)
     id = m->n_nodes++;
     m->nodes[id].pos = pos;
     m->nodes[id].parent = parent;
+    m->nodes[id].cnt = cnt;
     m->nodes[id].local = -1;
     m->node_hash[h] = id + 1;
     if ((uint32_t) m->n_nodes * 2 > m->node_hmask && node_rehash(m) != 0) {
@@ -241,13 +260,14 @@ push_tmp(llm_matcher *m, int32_t id)
 }
 
 
-/* pushes onto tmp the expanded stacks of (pos, parent) */
+/* pushes onto tmp the expanded stacks of (pos, parent, cnt) */
 static int
-expand(llm_matcher *m, int32_t pos, int32_t parent)
+expand(llm_matcher *m, int32_t pos, int32_t parent, int32_t cnt)
 {
     const llm_grammar  *g = m->g;
     const llm_gelem    *e;
-    int32_t             ret, a, t;
+    const llm_grepeat  *rp;
+    int32_t             ret, a, t, nc;
 
     for ( ;; ) {
         if (++m->work > MAX_WORK) {
@@ -265,6 +285,7 @@ expand(llm_matcher *m, int32_t pos, int32_t parent)
             if (parent == NODE_BOUNDARY) {
                 return push_tmp(m, NODE_BOUNDARY);
             }
+            cnt = m->nodes[parent].cnt;
             pos = m->nodes[parent].pos;
             parent = m->nodes[parent].parent;
             continue;
@@ -273,20 +294,45 @@ expand(llm_matcher *m, int32_t pos, int32_t parent)
             t = g->el[pos + 1].type;
             ret = parent;
             if (t != GE_END && t != GE_ALT
-                && (ret = node_get(m, pos + 1, parent)) < 0)
+                && (ret = node_get(m, pos + 1, parent, 0)) < 0)
             {
                 return -1;
             }
             for (a = g->alt_first[e->val]; a < g->alt_first[e->val + 1]; a++)
             {
-                if (expand(m, g->alt_start[a], ret) != 0) {
+                if (expand(m, g->alt_start[a], ret, 0) != 0) {
                     return -1;
                 }
             }
             return 0;
 
+        case GE_REPEAT:
+            /* another iteration returns here one count up (without a cap,
+               counts past min are all alike: it stays at min); past min,
+               what follows */
+            rp = &g->reps[e->val];
+            if (rp->max < 0 || cnt < rp->max) {
+                nc = rp->max < 0 && cnt >= rp->min ? rp->min : cnt + 1;
+                if ((ret = node_get(m, pos, parent, nc)) < 0) {
+                    return -1;
+                }
+                for (a = g->alt_first[rp->rule];
+                     a < g->alt_first[rp->rule + 1]; a++)
+                {
+                    if (expand(m, g->alt_start[a], ret, 0) != 0) {
+                        return -1;
+                    }
+                }
+            }
+            if (cnt < rp->min) {
+                return 0;
+            }
+            pos++;
+            cnt = 0;
+            continue;
+
         default:
-            return push_tmp(m, node_get(m, pos, parent));
+            return push_tmp(m, node_get(m, pos, parent, 0));
         }
     }
 }
@@ -448,7 +494,9 @@ step(llm_matcher *m, int32_t sid, int type, int32_t c)
         {
             continue;
         }
-        if (expand(m, m->nodes[node].pos + 1, m->nodes[node].parent) != 0) {
+        if (expand(m, m->nodes[node].pos + 1, m->nodes[node].parent, 0)
+            != 0)
+        {
             return SID_DEAD;
         }
     }
@@ -511,6 +559,7 @@ llm_matcher_new(const llm_grammar *g)
     }
     m->nodes[0].pos = -1;               /* the accept node */
     m->nodes[0].parent = -1;
+    m->nodes[0].cnt = 0;
     m->nodes[0].local = -1;
     m->nodes[1] = m->nodes[0];          /* NODE_BOUNDARY */
     m->n_nodes = 2;
@@ -522,7 +571,7 @@ llm_matcher_new(const llm_grammar *g)
     }
     m->work = 0;
     for (a = g->alt_first[g->root]; a < g->alt_first[g->root + 1]; a++) {
-        if (expand(m, g->alt_start[a], -1) != 0) {
+        if (expand(m, g->alt_start[a], -1, 0) != 0) {
             llm_matcher_free(m);
             return NULL;
         }
@@ -682,7 +731,8 @@ walk_local(llm_matcher *m, int32_t lsid, llm_glocal *L, int max_d)
 static uint32_t
 key_hash(const int32_t *k)
 {
-    return (hash2(k[0], k[1]) ^ hash2(k[2], k[3]) * 31u)
+    return (hash2(k[0], k[1]) ^ hash2(k[2], k[3]) * 31u
+            ^ hash2(k[4], k[5]) * 17u ^ hash2(k[6], k[7]) * 7u)
            & (LLM_GRAMMAR_SHARED * 2 - 1);
 }
 
@@ -698,7 +748,7 @@ shared_find_add(const llm_grammar *g, const int32_t *key, llm_glocal *l)
 
     pthread_mutex_lock(&sh->lock);
     while (sh->slot[h] != NULL) {
-        if (memcmp(sh->slot[h]->key, key, 4 * sizeof(int32_t)) == 0) {
+        if (memcmp(sh->slot[h]->key, key, 8 * sizeof(int32_t)) == 0) {
             found = sh->slot[h];
             break;
         }
@@ -741,7 +791,7 @@ truncate_stack(llm_matcher *m, int32_t n, int d)
     if (p == m->nodes[n].parent || m->overflow) {
         return n;
     }
-    return node_get(m, m->nodes[n].pos, p);
+    return node_get(m, m->nodes[n].pos, p, m->nodes[n].cnt);
 }
 
 
@@ -805,7 +855,14 @@ min_bytes(llm_matcher *m)
                         }
                         continue;
                     }
-                    cur += t == GE_RULE ? mb[g->el[k].val] : 1;
+                    if (t == GE_REPEAT) {
+                        const llm_grepeat  *rp = &g->reps[g->el[k].val];
+
+                        cur += rp->min >= cap ? cap
+                               : rp->min * mb[rp->rule];
+                    } else {
+                        cur += t == GE_RULE ? mb[g->el[k].val] : 1;
+                    }
                     cur = cur < cap ? cur : cap;
                 }
                 if (best < mb[r]) {
@@ -871,6 +928,8 @@ fp_walk(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d,
         if (e->type == GE_RULE) {
             fp_reach(m, e->val, d);
             d += mb[e->val];
+        } else if (e->type == GE_REPEAT) {
+            return hz;          /* fp_seq gives up there */
         } else {
             d++;
         }
@@ -909,6 +968,9 @@ fp_seq(llm_matcher *m, const int32_t *mb, int32_t pos, int32_t d, int whole)
         switch (e->type) {
         case GE_END:
             return 0;
+        case GE_REPEAT:
+            return -1;          /* a counter's value is not in the
+                                   fingerprint: not shared */
         case GE_ALT:
             if (!whole) {
                 return 0;
@@ -1160,24 +1222,51 @@ llm_grammar_vocab_shared(const llm_grammar_vocab *v, uint64_t *hits)
 }
 
 
+/*
+ * What of node n's counter a local mask depends on: a walk reads at most
+ * max_depth bytes, and an iteration takes one at least (its body may not
+ * be empty), so only whether it may stop after 0, 1, ... max_depth more
+ * iterations (lo) and go on after them (hi) matter, each clamped at
+ * max_depth + 1. Counts far from both bounds share a class (and a mask);
+ * near a bound each count has its own. 0: n is no counter.
+ */
+static int32_t
+counter_class(const llm_matcher *m, int32_t n)
+{
+    const llm_grepeat  *rp;
+    int32_t             d = m->v->max_depth + 1, lo, hi, c;
+
+    if (n <= NODE_BOUNDARY || m->g->el[m->nodes[n].pos].type != GE_REPEAT) {
+        return 0;
+    }
+    rp = &m->g->reps[m->g->el[m->nodes[n].pos].val];
+    c = m->nodes[n].cnt;
+    lo = rp->min - c < 0 ? 0 : rp->min - c > d ? d : rp->min - c;
+    hi = rp->max < 0 || rp->max - c > d ? d : rp->max - c;
+    return 1 + lo * (d + 1) + hi;
+}
+
+
 static llm_glocal *
 local_get(llm_matcher *m, int32_t key)
 {
     llm_glocal  *l, *found;
     mlocal      *L;
     uint32_t     h = 0;
-    int32_t      lsid, n, k4[4], n_fp;
+    int32_t      lsid, n, k4[8], n_fp;
     int          i, k = m->nodes[key].local;
 
     if (k >= 0) {
         return m->locals[k].l;
     }
-    /* the key: positions top first, then whether it was cut */
+    /* the key: positions top first, whether it was cut, counter classes */
     for (i = 0, n = key; i < 3; i++) {
         k4[i] = n > NODE_BOUNDARY ? m->nodes[n].pos : -1;
+        k4[4 + i] = counter_class(m, n);
         n = n > NODE_BOUNDARY ? m->nodes[n].parent : n;
     }
     k4[3] = n == NODE_BOUNDARY;
+    k4[7] = 0;
     l = shared_find_add(m->g, k4, NULL);
     if (l == NULL) {
         l = calloc(1, sizeof(*l));

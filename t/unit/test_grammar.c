@@ -5,6 +5,8 @@
  * at its step, masks equal to a brute-force check (try every token), the
  * cache equal to a fresh walk, special tokens only where named, stop
  * tokens only where the grammar may end, rollback giving the same mask,
+ * counted repetitions (x{m,n} past the unrolling cap) exact at their
+ * bounds, in mask, cache and rollback,
  * and random walks of allowed tokens that always end in accepted text.
  */
 #include "tap.h"
@@ -143,8 +145,14 @@ test_syntax(void)
            "grammar: expected '::=' at 1:6", "no ::=");
     is_str(error_of(GR, "root ::= \"x\"{3,2}", 17),
            "grammar: repetition {3,2}: max below min at 1:13", "{3,2}");
-    is_str(error_of(GR, "root ::= \"x\"{0,5000}", 20),
-           "grammar: repetition count over 1000 at 1:13", "{0,5000}");
+    is_str(error_of(GR, "root ::= \"x\"{0,5000}", 20), "", "{0,5000}: "
+           "counted");
+    is_str(error_of(GR, "root ::= \"x\"{0,1073741825}", 26),
+           "grammar: bad repetition count at 1:13", "{0,2^30+1}");
+    is_str(error_of(GR, "root ::= (\"x\"?){0,5000}", 24),
+           "grammar: a repetition {0,5000} over 1000 of 'root-1', which may "
+           "match the empty string (not supported)",
+           "a counted body that may be empty");
     is_str(error_of(GR, "root ::= [b-a]", 14),
            "grammar: bad range in char class at 1:10", "[b-a]");
     is_str(error_of(GR, "root ::= <no-such>", 18),
@@ -903,6 +911,166 @@ test_threads(void)
 }
 
 
+/* n letters */
+static char *
+letters(int n)
+{
+    char  *s = malloc((size_t) n + 3);
+
+    s[0] = '<';
+    memset(s + 1, 'a', (size_t) n);
+    s[n + 1] = '>';
+    s[n + 2] = '\0';
+    return s;
+}
+
+
+/*
+ * x{m,n} past the unrolling cap: a counter. Exact at n-1, n, n+1; the
+ * mask at and near the bounds equal to trying every token; two counts
+ * near a bound keep different masks (the cache keys on the counter's
+ * class); rollback across the counter gives back the count.
+ */
+static void
+test_counters(void)
+{
+    static const int   at[] = { 0, 1, 700, 1500, 2000, 4000, 4960, 4990,
+                                4995, 4999, 5000 };
+    const char        *src = "root ::= \"<\" [a-z]{1500,5000} \">\"";
+    llm_grammar       *g;
+    llm_matcher       *m, *m2;
+    uint32_t          *mask, *ref, *m4990, *m4999;
+    char               err[256], *s;
+    int                i, c, bad, n0;
+
+    s = letters(1499);
+    is_int(matches(GR, src, s), 0, "{1500,5000}: 1499 refused");
+    free(s);
+    s = letters(1500);
+    is_int(matches(GR, src, s), 1, "{1500,5000}: 1500 accepted");
+    free(s);
+    s = letters(1501);
+    is_int(matches(GR, src, s), 1, "{1500,5000}: 1501 accepted");
+    free(s);
+    s = letters(4999);
+    is_int(matches(GR, src, s), 1, "{1500,5000}: 4999 accepted");
+    free(s);
+    s = letters(5000);
+    is_int(matches(GR, src, s), 1, "{1500,5000}: 5000 accepted");
+    free(s);
+    s = letters(5001);
+    is_int(matches(GR, src, s), 0, "{1500,5000}: 5001 refused");
+    free(s);
+    s = letters(7000);
+    is_int(matches(GR, "root ::= \"<\" \"a\"{7000} \">\"", s), 1,
+           "{7000}: 7000 accepted");
+    s[7000] = '>', s[7001] = '\0';
+    is_int(matches(GR, "root ::= \"<\" \"a\"{7000} \">\"", s), 0,
+           "{7000}: 6999 refused");
+    free(s);
+    s = letters(3000);
+    is_int(matches(GR, "root ::= \"<\" \"a\"{3000,} \">\"", s), 1,
+           "{3000,}: 3000 accepted");
+    s[3000] = '>', s[3001] = '\0';
+    is_int(matches(GR, "root ::= \"<\" \"a\"{3000,} \">\"", s), 0,
+           "{3000,}: 2999 refused");
+    free(s);
+    s = letters(9000);
+    is_int(matches(GR, "root ::= \"<\" \"a\"{3000,} \">\"", s), 1,
+           "{3000,}: 9000 accepted");
+    free(s);
+    is_int(matches(LLM_CONSTRAINT_REGEX, "a{0,10000}b", "aab"), 1,
+           "regex a{0,10000}b: aab");
+    s = letters(10001);
+    s[0] = 'a';                         /* 10002 letters, then "b" */
+    s[10002] = 'b';
+    is_int(matches(LLM_CONSTRAINT_REGEX, "a{0,10000}b", s + 3), 1,
+           "regex a{0,10000}b: 9999 a and b");
+    is_int(matches(LLM_CONSTRAINT_REGEX, "a{0,10000}b", s + 2), 1,
+           "regex a{0,10000}b: 10000 a and b");
+    is_int(matches(LLM_CONSTRAINT_REGEX, "a{0,10000}b", s + 1), 0,
+           "regex a{0,10000}b: 10001 a and b refused");
+    free(s);
+
+    /* small, bounded memory: one element, whatever n */
+    g = compile(GR, "root ::= \"a\"{0,100000000}", err, sizeof(err));
+    ok(g != NULL && g->n_el < 16 && g->n_reps == 1,
+       "{0,100000000}: %d elements", g ? g->n_el : -1);
+    llm_grammar_free(g);
+
+    /* masks near the bounds: equal to trying every token */
+    mask = malloc((size_t) n_words * 4);
+    ref = malloc((size_t) n_words * 4);
+    m4990 = malloc((size_t) n_words * 4);
+    m4999 = malloc((size_t) n_words * 4);
+    g = compile(GR, src, err, sizeof(err));
+    m = llm_matcher_new(g);
+    llm_matcher_accept_bytes(m, "<", 1);
+    for (i = 0, c = 0, bad = 0; i < (int) (sizeof(at) / sizeof(at[0])); i++)
+    {
+        for (; c < at[i]; c++) {
+            llm_matcher_accept_bytes(m, "a", 1);
+        }
+        n0 = llm_matcher_mask(m, mask);
+        if (llm_matcher_mask_nocache(m, ref) != n0
+            || memcmp(mask, ref, (size_t) n_words * 4) != 0
+            || !mask_is_exact(m, mask))
+        {
+            printf("# count %d: the mask is wrong\n", c);
+            bad++;
+        }
+        if (c == 4990) {
+            memcpy(m4990, mask, (size_t) n_words * 4);
+        }
+        if (c == 4999) {
+            memcpy(m4999, mask, (size_t) n_words * 4);
+        }
+    }
+    is_int(bad, 0, "masks at counts 0..5000 of {1500,5000}: exact");
+    ok(memcmp(m4990, m4999, (size_t) n_words * 4) != 0,
+       "counts 4990 and 4999: different masks");
+    ok(llm_matcher_accept_bytes(m, "a", 1) != 0
+       && llm_matcher_accept_bytes(m, ">", 1) == 0, "5001st letter refused, "
+       "the end taken");
+
+    /* rollback across the counter */
+    llm_matcher_rollback(m, 1 + 10);    /* ">" and 10 letters: count 4990 */
+    n0 = llm_matcher_mask(m, mask);
+    ok(memcmp(mask, m4990, (size_t) n_words * 4) == 0,
+       "rollback to count 4990: its mask");
+    ok(llm_matcher_accept_bytes(m, "aaaaaaaaa", 9) == 0
+       && llm_matcher_mask(m, mask) >= 0
+       && memcmp(mask, m4999, (size_t) n_words * 4) == 0,
+       "9 letters more: the mask of 4999");
+    llm_matcher_rollback(m, 1);
+    ok(llm_matcher_accept_bytes(m, "aaaaaaaaaaa", 11) != 0
+       && llm_matcher_accept_bytes(m, "aaaaaaaaaa>", 11) == 0,
+       "rolled back to 4990: 11 letters refused, 10 taken");
+    llm_matcher_free(m);
+
+    /* a second matcher of the grammar, straight to 4999 and 4990: the
+       grammar's cached local masks keep the two counts apart */
+    m2 = llm_matcher_new(g);
+    llm_matcher_accept_bytes(m2, "<", 1);
+    for (c = 0; c < 4999; c++) {
+        llm_matcher_accept_bytes(m2, "a", 1);
+    }
+    llm_matcher_mask(m2, mask);
+    ok(memcmp(mask, m4999, (size_t) n_words * 4) == 0,
+       "another matcher at 4999: the same mask");
+    llm_matcher_rollback(m2, 9);
+    llm_matcher_mask(m2, mask);
+    ok(memcmp(mask, m4990, (size_t) n_words * 4) == 0,
+       "and at 4990 (rollback 9)");
+    llm_matcher_free(m2);
+    llm_grammar_free(g);
+    free(mask);
+    free(ref);
+    free(m4990);
+    free(m4999);
+}
+
+
 int
 main(void)
 {
@@ -927,6 +1095,7 @@ main(void)
     test_syntax();
     test_caps();
     test_regex();
+    test_counters();
     test_special();
     test_json_walk();
     test_random_walks();

@@ -570,11 +570,11 @@ test_caps(void)
            "130 names beginning differently: refused");
     free(deep);
 
-    is_str(gbnf("{\"type\":\"string\",\"maxLength\":1001}"),
-           "ERR: json_schema: 'maxLength' 1001 at the root is over 1000, the "
-           "most the grammar enforces", "maxLength cap");
-    ok(strncmp(gbnf("{\"type\":\"string\",\"maxLength\":1000}"), "root ::=", 8)
-       == 0, "maxLength 1000 is fine");
+    is_str(gbnf("{\"type\":\"string\",\"maxLength\":1073741825}"),
+           "ERR: json_schema: 'maxLength' 1073741825 at the root is over "
+           "1073741824, the most the grammar enforces", "maxLength cap");
+    ok(strncmp(gbnf("{\"type\":\"string\",\"maxLength\":1073741824}"),
+               "root ::=", 8) == 0, "maxLength 2^30 is fine");
     is_str(gbnf("{\"type\":\"array\",\"minItems\":-1}"),
            "ERR: json_schema: 'minItems' at the root is not a non-negative "
            "integer", "negative minItems");
@@ -1478,6 +1478,78 @@ relaxed_of(const char *schema, llm_grammar **out)
 }
 
 
+/* string chars and array items past the unrolling cap: counters, exact
+   at n-1, n, n+1, in small memory, strict */
+static void
+test_counted(void)
+{
+    llm_grammar  *g;
+    char          err[512], *t;
+    int           n;
+
+    static const char  *str = "{\"type\":\"string\",\"minLength\":1200,"
+                              "\"maxLength\":5000}";
+    static const char  *arr = "{\"type\":\"array\",\"items\":{\"const\":1},"
+                              "\"minItems\":1500,\"maxItems\":2000}";
+    static const int    len[] = { 1199, 1200, 1201, 4999, 5000, 5001 };
+    size_t              i;
+
+    t = malloc(8000);
+    g = compile(str, strlen(str), err, sizeof(err));
+    ok(g != NULL && g->n_el < 2000, "minLength 1200 maxLength 5000: "
+       "compiles strict, %d elements", g ? g->n_el : -1);
+    if (g != NULL) {
+        for (i = 0; i < sizeof(len) / sizeof(len[0]); i++) {
+            t[0] = '"';
+            memset(t + 1, 'x', (size_t) len[i]);
+            t[len[i] + 1] = '"';
+            ok(accepts(g, t, (size_t) len[i] + 2)
+               == (len[i] >= 1200 && len[i] <= 5000), "%d chars: %s",
+               len[i], len[i] >= 1200 && len[i] <= 5000 ? "accepted"
+                                                        : "refused");
+        }
+        /* "\xc3\xa9" and "\\n": 2 chars in 4 bytes, then n - 2 more */
+        for (n = 5000; n <= 5001; n++) {
+            t[0] = '"';
+            memcpy(t + 1, "\xc3\xa9\\n", 4);
+            memset(t + 5, 'y', (size_t) n - 2);
+            t[n + 3] = '"';
+            ok(accepts(g, t, (size_t) n + 4) == (n == 5000), "%d chars with "
+               "UTF-8 and an escape: %s", n, n == 5000 ? "accepted"
+                                                       : "refused");
+        }
+        llm_grammar_free(g);
+    }
+    g = compile(arr, strlen(arr), err, sizeof(err));
+    ok(g != NULL, "minItems 1500 maxItems 2000: compiles strict (%s)",
+       g ? "" : err);
+    if (g != NULL) {
+        int  k;
+
+        for (k = 1499; k <= 1501; k++) {
+            t[0] = '[';
+            for (n = 0; n < k; n++) {
+                t[1 + 2 * n] = '1', t[2 + 2 * n] = ',';
+            }
+            t[2 * k] = ']';
+            ok(accepts(g, t, (size_t) 2 * k + 1) == (k >= 1500),
+               "%d items: %s", k, k >= 1500 ? "accepted" : "refused");
+        }
+        for (k = 1999; k <= 2001; k++) {
+            t[0] = '[';
+            for (n = 0; n < k; n++) {
+                t[1 + 2 * n] = '1', t[2 + 2 * n] = ',';
+            }
+            t[2 * k] = ']';
+            ok(accepts(g, t, (size_t) 2 * k + 1) == (k <= 2000),
+               "%d items: %s", k, k <= 2000 ? "accepted" : "refused");
+        }
+        llm_grammar_free(g);
+    }
+    free(t);
+}
+
+
 static void
 test_relaxed(void)
 {
@@ -1531,7 +1603,11 @@ test_relaxed(void)
                       NULL),
            "minimum@", "a fractional bound on a number");
     is_str(relaxed_of("{\"type\":\"string\",\"maxLength\":5000}", NULL),
-           "maxLength@", "a count over the cap");
+           "", "maxLength 5000: exact (a counter)");
+    is_str(relaxed_of("{\"type\":\"array\",\"maxItems\":2000,\"minItems\":"
+                      "1500}", NULL), "", "maxItems 2000: exact");
+    is_str(relaxed_of("{\"type\":\"string\",\"maxLength\":4294967295}",
+                      NULL), "maxLength@", "a count over the cap (2^30)");
     is_str(relaxed_of("{\"type\":\"string\",\"pattern\":\"\\\\bx\",\"minLength\":"
                       "2}", NULL),
            "minLength/maxLength@, pattern@", "keywords dropped in turn");
@@ -1981,7 +2057,11 @@ walk(llm_grammar *g, unsigned *seed, char *out, int cap)
                 }
             }
             for (i = 0; i < na && b < 0; i++) {
-                if (allowed[i] < 0x80 && !strchr("[{,", allowed[i])) {
+                /* not blanks: a long array (minItems past 1000) would
+                   spend the 8 KB on them */
+                if (allowed[i] < 0x80 && allowed[i] > ' '
+                    && !strchr("[{,", allowed[i]))
+                {
                     b = allowed[i];
                 }
             }
@@ -2132,6 +2212,16 @@ test_walks(void)
         "{\"type\":\"array\",\"items\":{\"type\":\"number\",\"multipleOf\":"
         "100}}",
         "{\"type\":\"string\",\"pattern\":\"(\\\\d\\\\w\\\\s\\\\D\\\\W\\\\S.|x)\"}",
+        /* counters (past the unrolling cap) */
+        "{\"type\":\"string\",\"minLength\":1995,\"maxLength\":2000}",
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+        "\"minLength\":1001,\"maxLength\":1003},\"t\":{\"type\":\"string\","
+        "\"maxLength\":5000}},\"required\":[\"s\",\"t\"]}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,"
+        "\"maximum\":9},\"minItems\":1200,\"maxItems\":1202}",
+        "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":"
+        "2},\"minItems\":1001,\"maxItems\":3000}",
+        "{\"type\":\"string\",\"pattern\":\"^a[b-d]{1500,1502}$\"}",
     };
     char         out_path[1024], cmd[2400], *text, err[512], line[512];
     const char  *build = getenv("BUILD");
@@ -2257,6 +2347,7 @@ main(void)
     test_suite();
     test_compact();
     test_relaxed();
+    test_counted();
     test_corpus();
     test_walks();
 
