@@ -993,7 +993,13 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
     if (b->n_logits > 0) {
         rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
                      cfg->norm_eps, b->logit_idx);
-        logits_rows(be, b);
+        if (b->hidden != NULL && c->rank == 0) {
+            memcpy(b->hidden, c->xb,
+                   (size_t) b->n_logits * cfg->dim * sizeof(float));
+        }
+        if (b->logits != NULL) {
+            logits_rows(be, b);
+        }
     }
     if (c->oom) {
         return be_fail(be, "cpu backend: out of memory for the activations "

@@ -35,7 +35,8 @@ llm_batch_check(const llm_batch *b, const llm_batch_limits *l, char *err,
     }
     if (b->n_logits < 0 || b->n_logits > b->n_tokens
         || (b->n_logits > 0 && b->logit_idx == NULL)
-        || (b->n_logits > 0 && l->need_logits && b->logits == NULL))
+        || (b->n_logits > 0 && l->need_logits && b->logits == NULL
+            && b->hidden == NULL))
     {
         return batch_fail(err, err_len, "batch asks for %d logit rows of %d "
                           "tokens", b->n_logits, b->n_tokens);

@@ -1,0 +1,276 @@
+/*
+ * Embeddings (issue 32): the final hidden states a forward gives
+ * (llm_batch.hidden) pooled by model/pool.c.
+ *
+ *   1. Oracle: t/data/models/hf-qwen3 (tiny random-weight Qwen3) pooled
+ *      last-token and mean, L2-normalised, and Matryoshka-truncated, within
+ *      the golden's tolerance (1e-4 per component) of transformers' fp32
+ *      last_hidden_state pooled as sentence-transformers
+ *      (tools/embed_oracle.py writes t/data/golden/embed-hf-qwen3.json).
+ *      The backend runs exact (float activations, double sums).
+ *   2. Batched == alone, bit for bit: the three prompts in one forward
+ *      (three sequences) give the same pooled vectors as each alone, at the
+ *      default (fast) numerics.
+ *   3. Hidden states without logits leave no logits asked for; a forward
+ *      with both gives the same logits as one without hidden.
+ *   4. Pool types: none and rank refused, names parsed (max refused).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tap.h"
+#include "backend/backend.h"
+#include "model/model.h"
+#include "model/pool.h"
+
+#define MODEL      "t/data/models/hf-qwen3"
+#define GOLDEN     "t/data/golden/embed-hf-qwen3.json"
+#define MAX_IDS    256
+#define MAX_CASES  8
+
+
+typedef struct {
+    int32_t   ids[MAX_IDS];
+    int       n;
+} prompt;
+
+
+static char *
+slurp(const char *path)
+{
+    FILE   *f = fopen(path, "rb");
+    char   *buf;
+    long    n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n + 1);
+    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
+        buf[n] = '\0';
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+
+/*
+ * One forward of n_p prompts as n_p sequences (each its own KV blocks),
+ * every token's hidden state into hidden (total tokens, dim), and, when
+ * logits is not NULL, every token's logits. 0 on success.
+ */
+static int
+forward_all(const llm_model *m, int exact, const prompt *p, int n_p,
+    float *hidden, float *logits)
+{
+    llm_backend_options   o;
+    llm_backend          *be;
+    llm_batch             b;
+    int32_t               tok[MAX_CASES * MAX_IDS], pos[MAX_CASES * MAX_IDS];
+    int32_t               seq[MAX_CASES * MAX_IDS], idx[MAX_CASES * MAX_IDS];
+    int32_t              *table[MAX_CASES], n_blocks[MAX_CASES];
+    const int32_t        *tables[MAX_CASES];
+    char                  err[512];
+    int                   s, i, n = 0, per, rc;
+
+    llm_backend_options_default(&o, m);
+    o.n_threads = exact ? 1 : 2;
+    o.exact = exact;
+    o.max_batch_tokens = MAX_CASES * MAX_IDS;
+    be = llm_backend_create("cpu", m, &o, err, sizeof(err));
+    if (be == NULL) {
+        printf("# %s\n", err);
+        return -1;
+    }
+    per = be->opt.kv_n_blocks / MAX_CASES;
+    for (s = 0; s < n_p; s++) {
+        table[s] = malloc(per * sizeof(int32_t));
+        for (i = 0; i < per; i++) {
+            table[s][i] = s * per + i;
+        }
+        tables[s] = table[s];
+        n_blocks[s] = per;
+        for (i = 0; i < p[s].n; i++, n++) {
+            tok[n] = p[s].ids[i];
+            pos[n] = i;
+            seq[n] = s;
+            idx[n] = n;
+        }
+    }
+    memset(&b, 0, sizeof(b));
+    b.n_tokens = n;
+    b.token = tok;
+    b.pos = pos;
+    b.seq = seq;
+    b.n_seqs = n_p;
+    b.block_table = tables;
+    b.n_blocks = n_blocks;
+    b.n_logits = n;
+    b.logit_idx = idx;
+    b.logits = logits;
+    b.hidden = hidden;
+    rc = llm_backend_forward(be, &b);
+    if (rc != 0) {
+        printf("# forward: %s\n", be->err);
+    }
+    llm_backend_free(be);
+    for (s = 0; s < n_p; s++) {
+        free(table[s]);
+    }
+    return rc;
+}
+
+
+static double
+max_diff(const float *v, const cJSON *golden, int n)
+{
+    double  worst = 0, d;
+    int     i;
+
+    if (cJSON_GetArraySize(golden) != n) {
+        return INFINITY;
+    }
+    for (i = 0; i < n; i++) {
+        d = fabs(v[i] - cJSON_GetArrayItem(golden, i)->valuedouble);
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
+
+int
+main(void)
+{
+    llm_model      m;
+    char          *text;
+    cJSON         *root, *c;
+    prompt         p[MAX_CASES];
+    int            n_p = 0, dim, tdim, s, i, off, total, same;
+    double         tol, d, worst = 0;
+    float         *h_exact, *h_one, *h_all, *lg_a, *lg_b;
+    float          v[4096], w[4096];
+
+    text = slurp(GOLDEN);
+    root = text ? cJSON_Parse(text) : NULL;
+    if (!ok(root != NULL, "golden %s parses", GOLDEN)
+        || !ok(llm_model_load(&m, MODEL, 0, 1) == 0, "%s loads", MODEL))
+    {
+        return tap_done();
+    }
+    dim = m.cfg.dim;
+    tdim = cJSON_GetObjectItem(root, "truncate_dim")->valueint;
+    tol = cJSON_GetObjectItem(root, "tolerance")->valuedouble;
+    is_int(dim, cJSON_GetObjectItem(root, "hidden_size")->valueint,
+           "hidden size as the golden's");
+
+    total = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+        const cJSON *id;
+        p[n_p].n = 0;
+        cJSON_ArrayForEach(id, cJSON_GetObjectItem(c, "prompt_ids")) {
+            p[n_p].ids[p[n_p].n++] = (int32_t) id->valuedouble;
+        }
+        total += p[n_p].n;
+        if (++n_p == MAX_CASES) {
+            break;
+        }
+    }
+    ok(n_p == 3, "3 golden cases");
+
+    /* 1. the oracle, one prompt per forward, exact numerics */
+    h_exact = malloc((size_t) MAX_IDS * dim * sizeof(float));
+    s = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+        if (!ok(forward_all(&m, 1, &p[s], 1, h_exact, NULL) == 0,
+                "case %d: exact forward, hidden states only", s))
+        {
+            break;
+        }
+        llm_pool(h_exact, p[s].n, dim, LLM_POOL_LAST, 0, dim, v);
+        d = max_diff(v, cJSON_GetObjectItem(c, "last_raw"), dim);
+        worst = d > worst ? d : worst;
+        ok(d <= tol, "case %d: last hidden state within %g (%.3g)", s, tol, d);
+        llm_pool(h_exact, p[s].n, dim, LLM_POOL_LAST, 1, dim, v);
+        d = max_diff(v, cJSON_GetObjectItem(c, "last"), dim);
+        worst = d > worst ? d : worst;
+        ok(d <= tol, "case %d: last-token pooling within %g (%.3g)",
+           s, tol, d);
+        llm_pool(h_exact, p[s].n, dim, LLM_POOL_MEAN, 1, dim, v);
+        d = max_diff(v, cJSON_GetObjectItem(c, "mean"), dim);
+        worst = d > worst ? d : worst;
+        ok(d <= tol, "case %d: mean pooling within %g (%.3g)", s, tol, d);
+        llm_pool(h_exact, p[s].n, dim, LLM_POOL_LAST, 1, tdim, v);
+        d = max_diff(v, cJSON_GetObjectItem(c, "last_truncated"), tdim);
+        worst = d > worst ? d : worst;
+        ok(d <= tol, "case %d: truncated to %d within %g (%.3g)",
+           s, tdim, tol, d);
+        s++;
+    }
+    printf("# oracle: max |engine - transformers| = %.3g\n", worst);
+
+    /* 2. batched == alone, bit for bit, fast numerics */
+    h_one = malloc((size_t) MAX_IDS * dim * sizeof(float));
+    h_all = malloc((size_t) total * dim * sizeof(float));
+    ok(forward_all(&m, 0, p, n_p, h_all, NULL) == 0, "3 prompts, one batch");
+    off = 0;
+    for (s = 0; s < n_p; s++) {
+        ok(forward_all(&m, 0, &p[s], 1, h_one, NULL) == 0, "case %d alone",
+           s);
+        same = memcmp(h_one, h_all + (size_t) off * dim,
+                      (size_t) p[s].n * dim * sizeof(float)) == 0;
+        for (i = LLM_POOL_MEAN; i <= LLM_POOL_LAST; i++) {
+            llm_pool(h_one, p[s].n, dim, i, 1, dim, v);
+            llm_pool(h_all + (size_t) off * dim, p[s].n, dim, i, 1, dim, w);
+            same &= memcmp(v, w, (size_t) dim * sizeof(float)) == 0;
+        }
+        ok(same, "case %d: batched == alone bit for bit (hidden, 3 poolings)",
+           s);
+        off += p[s].n;
+    }
+
+    /* 3. hidden beside logits changes no logit */
+    lg_a = malloc((size_t) p[0].n * m.cfg.vocab_size * sizeof(float));
+    lg_b = malloc((size_t) p[0].n * m.cfg.vocab_size * sizeof(float));
+    ok(forward_all(&m, 0, p, 1, NULL, lg_a) == 0
+       && forward_all(&m, 0, p, 1, h_one, lg_b) == 0
+       && memcmp(lg_a, lg_b, (size_t) p[0].n * m.cfg.vocab_size
+                 * sizeof(float)) == 0
+       && memcmp(h_one, h_all, (size_t) p[0].n * dim * sizeof(float)) == 0,
+       "logits with hidden == logits without; hidden the same");
+
+    /* 4. pool types */
+    ok(llm_pool(h_one, 1, dim, LLM_POOL_NONE, 1, dim, v) == -1
+       && llm_pool(h_one, 1, dim, LLM_POOL_RANK, 1, dim, v) == -1,
+       "none and rank are not poolings");
+    i = -1;
+    ok(llm_pool_type_parse("lasttoken", &i) == 0 && i == LLM_POOL_LAST
+       && llm_pool_type_parse("mean", &i) == 0 && i == LLM_POOL_MEAN
+       && llm_pool_type_parse("cls", &i) == 0 && i == LLM_POOL_CLS
+       && llm_pool_type_parse("max", &i) == -1
+       && llm_pool_type_parse("weightedmean", &i) == -1,
+       "pooling names: lasttoken/mean/cls parsed, max/weightedmean refused");
+    llm_pool(h_one, p[0].n, dim, LLM_POOL_CLS, 0, dim, v);
+    ok(memcmp(v, h_one, (size_t) dim * sizeof(float)) == 0,
+       "cls is the first token's state");
+
+    free(h_exact);
+    free(h_one);
+    free(h_all);
+    free(lg_a);
+    free(lg_b);
+    llm_model_free(&m);
+    cJSON_Delete(root);
+    free(text);
+    return tap_done();
+}
