@@ -14,12 +14,20 @@
  *   3. Hidden states without logits leave no logits asked for; a forward
  *      with both gives the same logits as one without hidden.
  *   4. Pool types: none and rank refused, names parsed (max refused).
+ *   5. The model's pooling (pool_config.c): hf-qwen3 and its GGUF twin
+ *      are generation models; the directory with a sentence-transformers
+ *      modules.json (Transformer, Pooling lasttoken, Normalize) is a
+ *      normalised last-token embedder; Dense, max pooling, include_prompt
+ *      false refused by name; Matryoshka only with is_matryoshka.
  */
+#define _GNU_SOURCE    /* mkdtemp */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -149,6 +157,124 @@ max_diff(const float *v, const cJSON *golden, int n)
 }
 
 
+static void
+put(const char *dir, const char *name, const char *text)
+{
+    char   path[1024];
+    FILE  *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+
+#define ST_MODULES(extra)                                                   \
+    "[{\"idx\":0,\"name\":\"0\",\"path\":\"\","                           \
+    "\"type\":\"sentence_transformers.models.Transformer\"},"             \
+    "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\","                   \
+    "\"type\":\"sentence_transformers.models.Pooling\"}" extra "]"
+
+/*
+ * A copy of hf-qwen3 (weights linked) with modules.json, 1_Pooling and
+ * config.json as given; loads it into *m. Returns llm_model_load's rc.
+ */
+static int
+st_dir(llm_model *m, const char *modules, const char *pooling,
+    const char *config_extra)
+{
+    char   dir[] = "/tmp/test_embed.XXXXXX", path[1024], src[1024];
+    char  *cfg, *end;
+    int    rc;
+
+    if (mkdtemp(dir) == NULL) {
+        return -2;
+    }
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    if (realpath(MODEL "/model.safetensors", src) == NULL
+        || symlink(src, path) != 0)
+    {
+        return -2;
+    }
+    cfg = slurp(MODEL "/config.json");
+    end = cfg ? strrchr(cfg, '}') : NULL;
+    if (end == NULL) {
+        return -2;
+    }
+    *end = '\0';
+    snprintf(path, sizeof(path), "%s%s}\n", cfg, config_extra);
+    free(cfg);
+    put(dir, "config.json", path);
+    put(dir, "modules.json", modules);
+    snprintf(path, sizeof(path), "%s/1_Pooling", dir);
+    mkdir(path, 0700);
+    put(dir, "1_Pooling/config.json", pooling);
+    rc = llm_model_load(m, dir, 0, 1);
+    if (rc != 0) {
+        printf("# %s\n", m->err);
+    }
+    snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+    if (system(path) != 0) {
+        printf("# could not remove %s\n", dir);
+    }
+    return rc;
+}
+
+
+#define LAST_POOL  "{\"word_embedding_dimension\":64," \
+                   "\"pooling_mode_lasttoken\":true}"
+
+static void
+test_pool_config(void)
+{
+    llm_model  m;
+    int        rc;
+
+    rc = llm_model_load(&m, MODEL, 0, 1);
+    ok(rc == 0 && m.cfg.pooling == LLM_POOL_NONE,
+       "hf-qwen3 (no modules.json) is a generation model");
+    llm_model_free(&m);
+    rc = llm_model_load(&m, MODEL ".gguf", 0, 1);
+    ok(rc == 0 && m.cfg.pooling == LLM_POOL_NONE,
+       "hf-qwen3.gguf (no pooling_type) is a generation model");
+    llm_model_free(&m);
+
+    rc = st_dir(&m, ST_MODULES(",{\"idx\":2,\"name\":\"2\",\"path\":"
+                "\"2_Normalize\",\"type\":"
+                "\"sentence_transformers.models.Normalize\"}"),
+                LAST_POOL, "");
+    ok(rc == 0 && m.cfg.pooling == LLM_POOL_LAST && m.cfg.pool_normalize
+       && !m.cfg.matryoshka,
+       "Transformer + Pooling lasttoken + Normalize: normalised last token, "
+       "no Matryoshka");
+    llm_model_free(&m);
+    rc = st_dir(&m, ST_MODULES(""), "{\"pooling_mode_mean_tokens\":true}",
+                ",\"is_matryoshka\":true");
+    ok(rc == 0 && m.cfg.pooling == LLM_POOL_MEAN && !m.cfg.pool_normalize
+       && m.cfg.matryoshka, "mean, no Normalize, is_matryoshka");
+    llm_model_free(&m);
+    rc = st_dir(&m, ST_MODULES(",{\"idx\":2,\"name\":\"2\",\"path\":"
+                "\"2_Dense\",\"type\":"
+                "\"sentence_transformers.models.Dense\"}"), LAST_POOL, "");
+    ok(rc == -1 && strstr(m.err, "module Dense (2_Dense) is not supported"),
+       "a Dense module refused by name");
+    llm_model_free(&m);
+    rc = st_dir(&m, ST_MODULES(""), "{\"pooling_mode_max_tokens\":true}",
+                "");
+    ok(rc == -1 && strstr(m.err, "pooling_mode_max_tokens is not supported"),
+       "max pooling refused by name");
+    llm_model_free(&m);
+    rc = st_dir(&m, ST_MODULES(""), "{\"pooling_mode_lasttoken\":true,"
+                "\"include_prompt\":false}", "");
+    ok(rc == -1 && strstr(m.err, "include_prompt false is not supported"),
+       "include_prompt false refused by name");
+    llm_model_free(&m);
+}
+
+
 int
 main(void)
 {
@@ -263,6 +389,8 @@ main(void)
     llm_pool(h_one, p[0].n, dim, LLM_POOL_CLS, 0, dim, v);
     ok(memcmp(v, h_one, (size_t) dim * sizeof(float)) == 0,
        "cls is the first token's state");
+
+    test_pool_config();
 
     free(h_exact);
     free(h_one);
