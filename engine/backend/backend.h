@@ -71,13 +71,13 @@ typedef struct {
     int                     n_logits;
     const int32_t          *logit_idx;    /* (n_logits) token indices whose
                                              logits are wanted */
-    float                  *logits;       /* out: (n_logits, vocab_size); NULL
-                                             with hidden: none computed */
-    float                  *hidden;       /* out (optional, NULL: none):
-                                             (n_logits, dim), each logit
-                                             row's final hidden state after
-                                             the final norm (embeddings,
-                                             model/pool.h); CPU only */
+    float                  *logits;       /* out: (n_logits, vocab_size) */
+    int                     n_hidden;     /* embeddings (model/pool.h); CPU
+                                             only, 0 elsewhere */
+    const int32_t          *hidden_idx;   /* (n_hidden) token indices whose
+                                             final hidden states (after the
+                                             final norm) are wanted */
+    float                  *hidden;       /* out: (n_hidden, dim) */
 } llm_batch;
 
 /* what a backend accepts; llm_batch_check tests a batch against it */

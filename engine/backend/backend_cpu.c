@@ -993,13 +993,12 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
     if (b->n_logits > 0) {
         rmsnorm_rows(c, c->xb, c->x, m->out_norm, b->n_logits, cfg->dim,
                      cfg->norm_eps, b->logit_idx);
-        if (b->hidden != NULL && c->rank == 0) {
-            memcpy(b->hidden, c->xb,
-                   (size_t) b->n_logits * cfg->dim * sizeof(float));
-        }
-        if (b->logits != NULL) {
-            logits_rows(be, b);
-        }
+        logits_rows(be, b);
+    }
+    if (b->n_hidden > 0 && c->rank == 0) {
+        /* the same norm the logit rows get, into the caller's rows */
+        rmsnorm_rows(c, b->hidden, c->x, m->out_norm, b->n_hidden, cfg->dim,
+                     cfg->norm_eps, b->hidden_idx);
     }
     if (c->oom) {
         return be_fail(be, "cpu backend: out of memory for the activations "

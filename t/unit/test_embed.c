@@ -1,6 +1,6 @@
 /*
  * Embeddings (issue 32): the final hidden states a forward gives
- * (llm_batch.hidden) pooled by model/pool.c.
+ * (llm_batch.hidden, rows hidden_idx) pooled by model/pool.c.
  *
  *   1. Oracle: t/data/models/hf-qwen3 (tiny random-weight Qwen3) pooled
  *      last-token and mean, L2-normalised, and Matryoshka-truncated, within
@@ -11,8 +11,8 @@
  *   2. Batched == alone, bit for bit: the three prompts in one forward
  *      (three sequences) give the same pooled vectors as each alone, at the
  *      default (fast) numerics.
- *   3. Hidden states without logits leave no logits asked for; a forward
- *      with both gives the same logits as one without hidden.
+ *   3. Hidden rows beside logit rows change no logit and no hidden state;
+ *      a bad hidden row index is refused.
  *   4. Pool types: none and rank refused, names parsed (max refused).
  *   5. The model's pooling (pool_config.c): hf-qwen3 and its GGUF twin
  *      are generation models; the directory with a sentence-transformers
@@ -124,9 +124,11 @@ forward_all(const llm_model *m, int exact, const prompt *p, int n_p,
     b.n_seqs = n_p;
     b.block_table = tables;
     b.n_blocks = n_blocks;
-    b.n_logits = n;
+    b.n_logits = logits ? n : 0;
     b.logit_idx = idx;
     b.logits = logits;
+    b.n_hidden = hidden ? n : 0;
+    b.hidden_idx = idx;
     b.hidden = hidden;
     rc = llm_backend_forward(be, &b);
     if (rc != 0) {
@@ -374,6 +376,29 @@ main(void)
                  * sizeof(float)) == 0
        && memcmp(h_one, h_all, (size_t) p[0].n * dim * sizeof(float)) == 0,
        "logits with hidden == logits without; hidden the same");
+
+    {
+        llm_batch_limits  l = { 64, 605, 256, 16, 64, 1 };
+        llm_batch         b;
+        int32_t           t = 1, ps = 0, sq = 0, bad = 1, tb[1] = { 0 };
+        int32_t           nb = 1;
+        const int32_t    *tbs[1] = { tb };
+        char              err[256];
+
+        memset(&b, 0, sizeof(b));
+        b = (llm_batch) { 1, &t, &ps, &sq, 1, tbs, &nb, 0, NULL, NULL, 1,
+                          &bad, v };
+        ok(llm_batch_check(&b, &l, err, sizeof(err)) == -1
+           && strstr(err, "hidden row 0: token index 1"),
+           "a hidden row outside the batch refused (%s)", err);
+        b.hidden_idx = &sq;
+        b.hidden = NULL;
+        ok(llm_batch_check(&b, &l, err, sizeof(err)) == -1,
+           "hidden rows without a buffer refused");
+        b.hidden = v;
+        ok(llm_batch_check(&b, &l, err, sizeof(err)) == 0,
+           "one hidden row, no logits: accepted");
+    }
 
     /* 4. pool types */
     ok(llm_pool(h_one, 1, dim, LLM_POOL_NONE, 1, dim, v) == -1
