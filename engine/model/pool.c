@@ -1,7 +1,8 @@
 /*
  * Pooling of final hidden states into one embedding (pool.h).
  *
- * defines: llm_pool_type_name, llm_pool_type_parse, llm_pool
+ * defines: llm_pool_type_name, llm_pool_type_parse, llm_pool_wants,
+ *          llm_pool_add, llm_pool_finish, llm_pool
  */
 #include <math.h>
 #include <string.h>
@@ -39,48 +40,80 @@ llm_pool_type_parse(const char *name, int *type)
 }
 
 
+/* which tokens a pooling reads: all (mean), the first, the last */
+int
+llm_pool_wants(int type, int pos, int n)
+{
+    return type == LLM_POOL_MEAN || (type == LLM_POOL_CLS && pos == 0)
+           || (type == LLM_POOL_LAST && pos == n - 1);
+}
+
+
+/* mean: a float sum in token order (torch's sum(h * mask, 1)); cls and
+   last: the one row wanted */
+void
+llm_pool_add(int type, float *acc, const float *row, int dim)
+{
+    int  e;
+
+    if (type != LLM_POOL_MEAN) {
+        memcpy(acc, row, (size_t) dim * sizeof(float));
+        return;
+    }
+    for (e = 0; e < dim; e++) {
+        acc[e] += row[e];
+    }
+}
+
+
+/* mean: / n (torch: sum / mask.sum()); the first dims kept (Matryoshka),
+   then / max(||v||_2, 1e-12) (F.normalize) */
+void
+llm_pool_finish(float *acc, int n, int type, int normalize, int dims)
+{
+    int     e;
+    double  ss;
+
+    if (type == LLM_POOL_MEAN) {
+        for (e = 0; e < dims; e++) {
+            acc[e] = acc[e] / (float) n;
+        }
+    }
+    if (!normalize) {
+        return;
+    }
+    ss = 0.0;
+    for (e = 0; e < dims; e++) {
+        ss += (double) acc[e] * acc[e];
+    }
+    ss = sqrt(ss);
+    if (ss < 1e-12) {
+        ss = 1e-12;
+    }
+    for (e = 0; e < dims; e++) {
+        acc[e] = (float) (acc[e] / ss);
+    }
+}
+
+
+/* the whole prompt's rows at once: the same adds and finish */
 int
 llm_pool(const float *hidden, int n, int dim, int type, int normalize,
     int dims, float *out)
 {
-    int     i, e;
-    double  ss;
+    int  i;
 
-    switch (type) {
-    case LLM_POOL_MEAN:
-        /* sum in float, token order, then divide: torch's
-           sum(h * mask, 1) / mask.sum() */
-        for (e = 0; e < dims; e++) {
-            float s = 0.0f;
-            for (i = 0; i < n; i++) {
-                s += hidden[(size_t) i * dim + e];
-            }
-            out[e] = s / (float) n;
-        }
-        break;
-    case LLM_POOL_CLS:
-        memcpy(out, hidden, (size_t) dims * sizeof(float));
-        break;
-    case LLM_POOL_LAST:
-        memcpy(out, hidden + (size_t) (n - 1) * dim,
-               (size_t) dims * sizeof(float));
-        break;
-    default:
+    if (type != LLM_POOL_MEAN && type != LLM_POOL_CLS
+        && type != LLM_POOL_LAST)
+    {
         return -1;
     }
-
-    if (normalize) {
-        ss = 0.0;
-        for (e = 0; e < dims; e++) {
-            ss += (double) out[e] * out[e];
-        }
-        ss = sqrt(ss);
-        if (ss < 1e-12) {
-            ss = 1e-12;
-        }
-        for (e = 0; e < dims; e++) {
-            out[e] = (float) (out[e] / ss);
+    memset(out, 0, (size_t) dims * sizeof(float));
+    for (i = 0; i < n; i++) {
+        if (llm_pool_wants(type, i, n)) {
+            llm_pool_add(type, out, hidden + (size_t) i * dim, dims);
         }
     }
+    llm_pool_finish(out, n, type, normalize, dims);
     return 0;
 }

@@ -6,7 +6,7 @@
  * order, so a vector depends on its own prompt only (batched == alone).
  *
  * defines: llm_pool_type, llm_pool_type_name, llm_pool_type_parse,
- *          llm_pool
+ *          llm_pool_wants, llm_pool_add, llm_pool_finish, llm_pool
  */
 #ifndef NGX_LLM_POOL_H
 #define NGX_LLM_POOL_H
@@ -31,6 +31,16 @@ const char *llm_pool_type_name(int type);
  * (max, weightedmean, ... are refused by name by the caller).
  */
 int llm_pool_type_parse(const char *name, int *type);
+
+/*
+ * Pooling a token at a time, so a prompt prefilled in chunks (the
+ * scheduler) pools exactly as one forward: acc(dim) starts zeroed, gets
+ * llm_pool_add for each token pos 0..n-1 in order that llm_pool_wants,
+ * then llm_pool_finish(acc, n, ...) leaves the vector in acc[0..dims).
+ */
+int llm_pool_wants(int type, int pos, int n);
+void llm_pool_add(int type, float *acc, const float *row, int dim);
+void llm_pool_finish(float *acc, int n, int type, int normalize, int dims);
 
 /*
  * out(dim) = pool(hidden(n, dim)) over n >= 1 tokens, then, when
