@@ -19,6 +19,11 @@
  *      modules.json (Transformer, Pooling lasttoken, Normalize) is a
  *      normalised last-token embedder; Dense, max pooling, include_prompt
  *      false refused by name; Matryoshka only with is_matryoshka.
+ *   6. The batcher: three embeddings (last and mean pooling, Matryoshka
+ *      16) and a generation submitted together, prefilled in chunks of 8
+ *      tokens a step: each vector equals llm_pool over its prompt run
+ *      alone in one forward, bit for bit; the generation gives the tokens
+ *      it gives alone; a generation model refuses an embedding.
  */
 #define _GNU_SOURCE    /* mkdtemp */
 #include <math.h>
@@ -35,6 +40,8 @@
 #include "backend/backend.h"
 #include "model/model.h"
 #include "model/pool.h"
+#include "params/sampling.h"
+#include "sched/scheduler.h"
 
 #define MODEL      "t/data/models/hf-qwen3"
 #define GOLDEN     "t/data/golden/embed-hf-qwen3.json"
@@ -277,6 +284,185 @@ test_pool_config(void)
 }
 
 
+/* ---- 6. the batcher ------------------------------------------------------ */
+
+typedef struct {
+    float    vec[4096];
+    int      dims;
+    int      n_emb;             /* on_embedding calls */
+    int      n_fin;
+    int      finish;
+    int32_t  out[16];
+    int      n_out;
+} rec;
+
+
+static void
+on_token(void *user, int32_t token, const llm_sample_out *lp)
+{
+    rec  *r = user;
+
+    (void) lp;
+    if (r->n_out < 16) {
+        r->out[r->n_out++] = token;
+    }
+}
+
+
+static void
+on_embedding(void *user, const float *vec, int dims)
+{
+    rec  *r = user;
+
+    memcpy(r->vec, vec, (size_t) dims * sizeof(float));
+    r->dims = dims;
+    r->n_emb++;
+}
+
+
+static void
+on_finish(void *user, const llm_seq_result *res)
+{
+    rec  *r = user;
+
+    r->n_fin++;
+    r->finish = res->finish;
+}
+
+
+/* n requests (embed[i]: an embedding of dims[i], else 4 greedy tokens)
+   through one scheduler, 8 tokens a step; 0 when every one finished once */
+static int
+run_sched(llm_model *m, const prompt *p, const int *embed, const int *dims,
+    int n, rec *r)
+{
+    llm_backend_options   o;
+    llm_backend          *be;
+    llm_sched_options     so;
+    llm_sched            *s;
+    llm_request           req;
+    llm_seq              *q;
+    char                  err[512];
+    int                   i, rc = 0, steps = 0;
+
+    llm_backend_options_default(&o, m);
+    be = llm_backend_create("cpu", m, &o, err, sizeof(err));
+    llm_sched_options_default(&so);
+    so.max_batched_tokens = 8;
+    so.prefix_caching = 0;
+    so.on_token = on_token;
+    so.on_embedding = on_embedding;
+    so.on_finish = on_finish;
+    s = be ? llm_sched_create(be, &so, err, sizeof(err)) : NULL;
+    if (s == NULL) {
+        printf("# %s\n", err);
+        llm_backend_free(be);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        memset(&r[i], 0, sizeof(r[i]));
+        memset(&req, 0, sizeof(req));
+        req.prompt = p[i].ids;
+        req.n_prompt = p[i].n;
+        llm_sampling_params_default(&req.sampling);
+        req.sampling.temperature = 0;
+        req.max_tokens = 4;
+        req.ignore_eos = 1;
+        req.embed = embed[i];
+        req.embed_dims = dims[i];
+        req.user = &r[i];
+        if (llm_sched_add(s, &req, &q, err, sizeof(err)) != LLM_SCHED_OK) {
+            printf("# add %d: %s\n", i, err);
+            rc = -1;
+        }
+    }
+    while (llm_sched_has_work(s) && steps++ < 1000) {
+        if (llm_sched_step(s) < 0) {
+            rc = -1;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        rc |= r[i].n_fin == 1 ? 0 : -1;
+    }
+    llm_sched_free(s);
+    llm_backend_free(be);
+    return rc;
+}
+
+
+static void
+test_sched(llm_model *m, const prompt *p)
+{
+    static rec   r[4], alone;
+    prompt       four[4];
+    int          embed[4] = { 1, 1, 0, 1 }, dims[4] = { 0, 0, 0, 16 };
+    int          i, dim = m->cfg.dim, pool, same;
+    float       *h = malloc((size_t) MAX_IDS * dim * sizeof(float));
+    float        v[4096];
+    llm_backend_options   o;
+    llm_backend          *be;
+    llm_sched_options     so;
+    llm_sched            *s;
+    llm_request           req;
+    llm_seq              *q;
+    char                  err[512];
+
+    four[0] = p[0];
+    four[1] = p[1];
+    four[2] = p[0];
+    four[3] = p[2];
+    for (pool = LLM_POOL_MEAN; pool <= LLM_POOL_LAST; pool += 2) {
+        m->cfg.pooling = pool;
+        m->cfg.pool_normalize = 1;
+        if (!ok(run_sched(m, four, embed, dims, 4, r) == 0,
+                "%s: 3 embeddings and a generation, 8 tokens a step: all "
+                "finished once", llm_pool_type_name(pool)))
+        {
+            continue;
+        }
+        for (i = 0; i < 4; i++) {
+            if (!embed[i]) {
+                continue;
+            }
+            same = forward_all(m, 0, &four[i], 1, h, NULL) == 0;
+            llm_pool(h, four[i].n, dim, pool, 1, dims[i] ? dims[i] : dim, v);
+            same &= r[i].n_emb == 1 && r[i].finish == LLM_SEQ_STOP
+                    && r[i].dims == (dims[i] ? dims[i] : dim)
+                    && memcmp(v, r[i].vec, r[i].dims * sizeof(float)) == 0
+                    && r[i].n_out == 0;
+            ok(same, "%s: embedding %d (%d tokens, %d dims) == its prompt "
+               "alone in one forward, bit for bit", llm_pool_type_name(pool),
+               i, four[i].n, r[i].dims);
+        }
+        ok(run_sched(m, &four[2], &embed[2], &dims[2], 1, &alone) == 0
+           && alone.n_out == 4 && r[2].n_out == 4
+           && memcmp(alone.out, r[2].out, sizeof(alone.out)) == 0
+           && r[2].n_emb == 0,
+           "%s: the generation beside them gives its tokens alone",
+           llm_pool_type_name(pool));
+    }
+
+    m->cfg.pooling = LLM_POOL_NONE;
+    llm_backend_options_default(&o, m);
+    be = llm_backend_create("cpu", m, &o, err, sizeof(err));
+    llm_sched_options_default(&so);
+    so.on_finish = on_finish;
+    s = be ? llm_sched_create(be, &so, err, sizeof(err)) : NULL;
+    memset(&req, 0, sizeof(req));
+    req.prompt = p[0].ids;
+    req.n_prompt = p[0].n;
+    llm_sampling_params_default(&req.sampling);
+    req.embed = 1;
+    ok(s != NULL && llm_sched_add(s, &req, &q, err, sizeof(err))
+                    == LLM_SCHED_BAD_REQUEST
+       && strstr(err, "not an embedding model"),
+       "a generation model refuses an embedding (%s)", err);
+    llm_sched_free(s);
+    llm_backend_free(be);
+    free(h);
+}
+
+
 int
 main(void)
 {
@@ -415,6 +601,7 @@ main(void)
     ok(memcmp(v, h_one, (size_t) dim * sizeof(float)) == 0,
        "cls is the first token's state");
 
+    test_sched(&m, p);
     test_pool_config();
 
     free(h_exact);
