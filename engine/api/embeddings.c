@@ -331,12 +331,11 @@ embed_vector(const float *v, int dims, int base64)
 }
 
 
-char *
+cJSON *
 llm_embed_reply(const char *model, const float *const *vec, int n, int dims,
-    int base64, long prompt_tokens, size_t *len)
+    int base64, long prompt_tokens)
 {
     cJSON  *root, *data, *item, *usage, *e;
-    char   *text = NULL;
     int     i;
 
     root = cJSON_CreateObject();
@@ -366,12 +365,9 @@ llm_embed_reply(const char *model, const float *const *vec, int n, int dims,
     {
         goto done;
     }
-    text = cJSON_PrintUnformatted(root);
-    if (text != NULL) {
-        *len = strlen(text);
-    }
+    return root;
 
 done:
     cJSON_Delete(root);
-    return text;
+    return NULL;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "api/request.h"
 
 #define LLM_EMBED_MAX_INPUTS  2048      /* OpenAI's bound on input[] */
@@ -46,9 +48,9 @@ void llm_embed_request_free(llm_embed_request *req);
  * The reply: {"object": "list", "data": [{"object": "embedding", "index":
  * i, "embedding": [floats] or base64 of little-endian float32}], "model",
  * "usage": {"prompt_tokens", "total_tokens"}}; vec[i] has dims floats.
- * malloc'd (free()), *len bytes; NULL when memory ran out.
+ * cJSON_Delete() it; NULL when memory ran out.
  */
-char *llm_embed_reply(const char *model, const float *const *vec, int n,
-    int dims, int base64, long prompt_tokens, size_t *len);
+cJSON *llm_embed_reply(const char *model, const float *const *vec, int n,
+    int dims, int base64, long prompt_tokens);
 
 #endif /* NGX_LLM_API_EMBEDDINGS_H */

@@ -178,6 +178,17 @@ test_many_inputs(void)
 }
 
 
+static char *
+print(cJSON *j, size_t *len)
+{
+    char  *t = j ? cJSON_PrintUnformatted(j) : NULL;
+
+    cJSON_Delete(j);
+    *len = t ? strlen(t) : 0;
+    return t;
+}
+
+
 static void
 test_reply(void)
 {
@@ -190,7 +201,7 @@ test_reply(void)
     cJSON              *root, *data, *e, *u;
     int                 i, same = 1;
 
-    text = llm_embed_reply("m", vec, 2, 3, 0, 17, &len);
+    text = print(llm_embed_reply("m", vec, 2, 3, 0, 17), &len);
     root = text ? cJSON_Parse(text) : NULL;
     data = cJSON_GetObjectItem(root, "data");
     u = cJSON_GetObjectItem(root, "usage");
@@ -219,7 +230,7 @@ test_reply(void)
     cJSON_Delete(root);
     free(text);
 
-    text = llm_embed_reply("m", vec, 2, 3, 1, 17, &len);
+    text = print(llm_embed_reply("m", vec, 2, 3, 1, 17), &len);
     root = text ? cJSON_Parse(text) : NULL;
     data = cJSON_GetObjectItem(root, "data");
     same = cJSON_GetArraySize(data) == 2;
@@ -244,7 +255,7 @@ test_reply(void)
     {
         static const float one[1] = { 1.0f };
         const float *v[1] = { one };
-        text = llm_embed_reply("m", v, 1, 1, 1, 1, &len);
+        text = print(llm_embed_reply("m", v, 1, 1, 1, 1), &len);
         ok(text != NULL && strstr(text, "\"AACAPw==\""),
            "1.0f is AACAPw== (numpy: base64 of float32 1.0)");
         free(text);
