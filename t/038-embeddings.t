@@ -154,6 +154,9 @@ my %bad = (
         [{ model => 'qwen3-embed', input => 'a', encoding_format => 'int8' },
          400, 'encoding_format', qr/float/],
     'broken JSON' => ['{"model":', 400, undef, qr/JSON/],
+    'an input past max_model_len 256 (the engine\'s refusal)' =>
+        [{ model => 'qwen3-embed', input => ['a', [(1) x 300]] }, 400,
+         undef, qr/input\[1\].*max_model_len/],
 );
 for my $name (sort keys %bad) {
     my ($req, $status, $param, $re) = @{ $bad{$name} };
