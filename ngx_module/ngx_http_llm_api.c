@@ -1,7 +1,7 @@
 /*
  * llm_api: the routes under the location (/models, /chat/completions,
  * /completions, /messages, /messages/count_tokens, /tokenize,
- * /detokenize, /responses) and the answers to wrong methods and
+ * /detokenize, /responses, /embeddings) and the answers to wrong methods and
  * unknown paths.
  */
 #include <ngx_config.h>
@@ -94,6 +94,18 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                    ? NGX_HTTP_LLM_GEN_CHAT : NGX_HTTP_LLM_GEN_COMPLETION);
     }
 
+    if (ngx_http_llm_uri_ends(r, "/embeddings")) {
+        if (r->method != NGX_HTTP_POST) {
+            rc = ngx_http_discard_request_body(r);
+            if (rc != NGX_OK) {
+                return rc;
+            }
+            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED,
+                                           "method_not_allowed",
+                                           "use POST for %V", &r->uri);
+        }
+        return ngx_http_llm_embeddings(r);
+    }
     if (ngx_http_llm_uri_item(r, "/responses")) {
         return ngx_http_llm_responses_handler(r);
     }

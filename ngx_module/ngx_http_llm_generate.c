@@ -119,7 +119,7 @@ ngx_http_llm_body_read(ngx_http_request_t *r)
 }
 
 
-static u_char *
+u_char *
 ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len)
 {
     u_char       *p, *body;

@@ -311,6 +311,8 @@ struct ngx_http_llm_ctx_s {
 
     llm_responses_req          *responses;  /* POST /v1/responses; NULL:
                                                chat or completions */
+    void                       *embed;      /* POST /v1/embeddings's state
+                                               (ngx_http_llm_embeddings.c) */
 
     ngx_http_llm_choice_t      *choices;    /* (n_choices); NULL until the
                                                request is prepared */
@@ -483,6 +485,12 @@ cJSON *ngx_http_llm_messages_count(ngx_http_llm_ctx_t *ctx);
 cJSON *ngx_http_llm_messages_error(ngx_uint_t status, const char *msg);
 ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
     const char *msg);
+
+/* ngx_http_llm_embeddings.c */
+ngx_int_t ngx_http_llm_embeddings(ngx_http_request_t *r);
+
+/* ngx_http_llm_generate.c: the body read, in one piece */
+u_char *ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len);
 
 /* ngx_http_llm_tokenize.c */
 ngx_int_t ngx_http_llm_tokenize_body(ngx_http_llm_ctx_t *ctx, u_char **body,

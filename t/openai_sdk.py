@@ -341,8 +341,13 @@ def errors():
                                                    messages=HI),
                  404, "model_not_found", None, "invalid_request_error")
     expect_error("404 unknown endpoint", openai.NotFoundError,
-                 lambda: c.embeddings.create(model="smollm2", input="x"),
+                 lambda: c.images.generate(model="smollm2", prompt="x"),
                  404, "unknown_url")
+    # /v1/embeddings on a generation engine (t/038 serves an embedder)
+    expect_error("400 embeddings of a generation model",
+                 openai.BadRequestError,
+                 lambda: c.embeddings.create(model="smollm2", input="x"),
+                 400, "invalid_value")
     e = expect_error("503 unusable model", openai.InternalServerError,
                      lambda: client("/bad/v1").chat.completions.create(
                          model="bad", messages=HI),

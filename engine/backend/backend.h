@@ -72,6 +72,12 @@ typedef struct {
     const int32_t          *logit_idx;    /* (n_logits) token indices whose
                                              logits are wanted */
     float                  *logits;       /* out: (n_logits, vocab_size) */
+    int                     n_hidden;     /* embeddings (model/pool.h); CPU
+                                             only, 0 elsewhere */
+    const int32_t          *hidden_idx;   /* (n_hidden) token indices whose
+                                             final hidden states (after the
+                                             final norm) are wanted */
+    float                  *hidden;       /* out: (n_hidden, dim) */
 } llm_batch;
 
 /* what a backend accepts; llm_batch_check tests a batch against it */

@@ -1005,6 +1005,11 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
                      cfg->norm_eps, b->logit_idx);
         logits_rows(be, b);
     }
+    if (b->n_hidden > 0 && c->rank == 0) {
+        /* the same norm the logit rows get, into the caller's rows */
+        rmsnorm_rows(c, b->hidden, c->x, m->out_norm, b->n_hidden, cfg->dim,
+                     cfg->norm_eps, b->hidden_idx);
+    }
     if (c->oom) {
         return be_fail(be, "cpu backend: out of memory for the activations "
                        "of a batch of %d tokens", b->n_tokens);

@@ -832,6 +832,11 @@ cuda_run(llm_backend *be, const llm_batch *b, out_kind kind, int32_t *ids,
     if (check_batch(be, b) != 0) {
         return -1;
     }
+    if (b->n_hidden > 0) {
+        /* embeddings run on the CPU backend only (issue 32) */
+        return be_fail(be, "cuda backend: hidden states (embeddings) are "
+                       "not supported");
+    }
     if (kind == OUT_LOGITS && b->n_logits > 0 && b->logits == NULL) {
         return be_fail(be, "batch asks for %d logit rows and gives no "
                        "buffer", b->n_logits);

@@ -68,6 +68,19 @@ llm_batch_check(const llm_batch *b, const llm_batch_limits *l, char *err,
         }
     }
 
+    if (b->n_hidden < 0 || b->n_hidden > b->n_tokens
+        || (b->n_hidden > 0 && (b->hidden_idx == NULL || b->hidden == NULL)))
+    {
+        return batch_fail(err, err_len, "batch asks for %d hidden rows of "
+                          "%d tokens", b->n_hidden, b->n_tokens);
+    }
+    for (i = 0; i < b->n_hidden; i++) {
+        if (b->hidden_idx[i] < 0 || b->hidden_idx[i] >= b->n_tokens) {
+            return batch_fail(err, err_len, "hidden row %d: token index %d "
+                              "outside the batch of %d", i,
+                              b->hidden_idx[i], b->n_tokens);
+        }
+    }
     for (i = 0; i < b->n_logits; i++) {
         if (b->logit_idx[i] < 0 || b->logit_idx[i] >= b->n_tokens) {
             return batch_fail(err, err_len, "logit row %d: token index %d of "

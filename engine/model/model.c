@@ -612,7 +612,9 @@ model_finish_load(llm_model *m, int rc)
         snprintf(m->err, sizeof(m->err), "%s", m->gguf.err);
         return -1;
     }
-    if (read_config(m) != 0 || load_weights(m) != 0) {
+    if (read_config(m) != 0 || load_weights(m) != 0
+        || llm_model_pooling_gguf(m) != 0)
+    {
         return -1;
     }
     return 0;
@@ -1579,7 +1581,7 @@ hf_load(llm_model *m, int dirfd)
         return model_fail(m, "tie_word_embeddings is false but "
                           "lm_head.weight is missing");
     }
-    if (load_weights(m) != 0) {
+    if (load_weights(m) != 0 || llm_model_pooling_hf(m, dirfd) != 0) {
         return -1;
     }
     if (vocab != c->vocab_size) {

@@ -35,7 +35,8 @@
  *          llm_model_weight_bytes,
  *          llm_model_rope_inv_freq, llm_model_rope_inv_freq_local,
  *          llm_config_layer_window, llm_model_tokenizer,
- *          llm_model_chat_template, llm_hf_chat_template
+ *          llm_model_chat_template, llm_hf_chat_template,
+ *          llm_model_pooling_gguf, llm_model_pooling_hf
  */
 #ifndef NGX_LLM_MODEL_H
 #define NGX_LLM_MODEL_H
@@ -100,6 +101,11 @@ typedef struct {
     int       expert_ff;           /* expert_feed_forward_length */
     int       expert_norm;         /* renormalise the top-k weights to sum
                                       1 (HF norm_topk_prob) */
+    /* embedders (model/pool.h, pool_config.c): LLM_POOL_NONE for a
+       generation model */
+    int       pooling;             /* enum llm_pool_type */
+    int       pool_normalize;      /* L2-normalise the pooled vector */
+    int       matryoshka;          /* trained for truncation (dimensions) */
 } llm_config;
 
 /* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
@@ -156,6 +162,12 @@ typedef struct {
                                       views the layers point into */
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
+
+/* the pooling of a GGUF (<arch>.pooling_type) or a sentence-transformers
+ * directory (modules.json) into m->cfg; none leaves LLM_POOL_NONE. 0, or
+ * -1 with m->err naming what is not supported (pool_config.c) */
+int llm_model_pooling_gguf(llm_model *m);
+int llm_model_pooling_hf(llm_model *m, int dirfd);
 
 /*
  * Load a llama-family model, a GGUF file or a Hugging Face directory, for

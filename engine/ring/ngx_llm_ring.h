@@ -34,14 +34,18 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        7       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        8       /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
                                            slot's speculative, its stats,
                                            6: n choices (choice_slots),
                                            7: the constraint's json_ws and
-                                           strict, the relaxed list */
+                                           strict, the relaxed list,
+                                           8: EMBED slots (embed_dims,
+                                           n_vector, the vector over
+                                           prompt[]), the model's pooling
+                                           facts */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -88,6 +92,9 @@ enum llm_slot_kind {
     LLM_KIND_CHOICE = 3,        /* the stream of choice i > 0 of the
                                    GENERATE slot that lists it; taken with
                                    that slot, never on its own */
+    LLM_KIND_EMBED = 4,         /* version 8: one input's pooled vector,
+                                   written over prompt[] (llm_slot_vector)
+                                   before DONE */
 };
 
 enum llm_finish {
@@ -182,6 +189,15 @@ typedef struct {
     uint32_t        strict;             /* 1: what the constraint's grammar
                                            cannot enforce is refused;
                                            0: relaxed, listed in relaxed[] */
+    uint32_t        embed_dims;         /* EMBED: 0 the model's dim, else
+                                           1..dim (Matryoshka; the engine
+                                           refuses it unless the model's
+                                           facts say matryoshka) */
+    uint32_t        n_vector;           /* EMBED, engine: floats of the
+                                           vector in prompt[], valid in
+                                           DONE with finish STOP; the
+                                           reader checks it against the
+                                           dims it asked for */
 
     /* progress: written by the engine, read by the worker */
     _Atomic uint32_t out_head;          /* tokens published (monotonic) */
@@ -208,6 +224,15 @@ typedef struct {
 
 _Static_assert(offsetof(llm_slot, out_head) % 8 == 0,
                "llm_slot: the engine's progress fields aligned");
+
+/* an EMBED slot's vector: n_vector floats over prompt[] (the scheduler
+   copied the ids at admission, so the engine reuses the space; at most
+   LLM_RING_MAX_PROMPT floats, 128 KiB) */
+static inline float *
+llm_slot_vector(llm_slot *sl)
+{
+    return (float *) (void *) sl->prompt;
+}
 
 /* the constraint's text: constraint_len bytes right after the prompt ids;
    n_prompt * 4 + constraint_len <= sizeof prompt, checked by the reader */
@@ -317,6 +342,11 @@ typedef struct {
     uint32_t        dim;
     uint32_t        n_heads;
     uint32_t        n_kv_heads;
+    uint32_t        pooling;            /* version 8: enum llm_pool_type
+                                           (model/pool.h), 0: a generation
+                                           model; else an embedder: EMBED
+                                           slots only */
+    uint32_t        matryoshka;         /* 1: embed_dims below dim allowed */
 } llm_model_facts;
 
 typedef struct {

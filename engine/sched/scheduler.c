@@ -14,6 +14,7 @@
 #include "common/constraint.h"
 #include "common/defaults.h"
 #include "common/priority.h"
+#include "model/pool.h"
 
 
 struct llm_sched {
@@ -67,6 +68,11 @@ struct llm_sched {
     float               *fork_row;     /* (n_vocab) a forking parent's logits
                                           before its own sample */
     float               *fork_scratch; /* (n_vocab) one choice's copy */
+    int                  dim;          /* the model's hidden size */
+    int                  n_hidden;     /* embeddings' rows in this step */
+    int32_t             *hidden_idx;   /* (max_batched_tokens) token index */
+    llm_seq            **hidden_seq;   /* (max_batched_tokens) */
+    float               *hidden;       /* (max_batched_tokens, dim) */
 
     llm_sched_stats      st;           /* counters; gauges filled on read */
 };
@@ -242,6 +248,7 @@ seq_free(llm_sched *s, llm_seq *q)
     llm_blocks_table_free(&q->blocks);
     free(q->tokens);
     free(q->stop_ids);
+    free(q->pool);
     free(q);
 }
 
@@ -346,6 +353,9 @@ seq_preempt(llm_sched *s, llm_seq *q)
     running_remove(s, q);
     llm_blocks_release(&s->bm, &q->blocks);
     q->n_computed = 0;
+    if (q->pool != NULL) {
+        memset(q->pool, 0, (size_t) s->dim * sizeof(*q->pool));
+    }
     q->n_preempted++;
     s->st.preemptions++;
     s->preempted_now = 1;
@@ -382,6 +392,15 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
         memcpy(q->stop_ids, req->stop_ids,
                req->n_stop_ids * sizeof(*q->stop_ids));
     }
+    if (req->embed) {
+        q->embed_dims = req->embed_dims > 0 ? req->embed_dims : s->dim;
+        q->pool = calloc(s->dim, sizeof(*q->pool));
+        if (q->pool == NULL) {
+            seq_free(s, q);
+            snprintf(err, err_len, "out of memory for an embedding");
+            return LLM_SCHED_NO_MEMORY;
+        }
+    }
     q->n_stop_ids = req->n_stop_ids;
     q->ignore_eos = req->ignore_eos;
     q->priority = req->priority;
@@ -412,6 +431,42 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
  * admission
  */
 
+/* an embedding: the model pools, no choices or constraint, the prompt
+   within max_model_len and the pool, dims within the model's */
+static int
+check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
+    char *err, size_t err_len)
+{
+    int64_t  need;
+
+    *max_tokens = 0;
+    if (s->be->model->cfg.pooling == LLM_POOL_NONE) {
+        snprintf(err, err_len, "the model is not an embedding model");
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (req->n_choices > 1 || req->constraint_kind != LLM_CONSTRAINT_NONE
+        || req->embed_dims < 0 || req->embed_dims > s->dim)
+    {
+        snprintf(err, err_len, "an embedding takes no choices or "
+                 "constraint, and 0..%d dimensions", s->dim);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (req->n_prompt > s->opt.max_model_len) {
+        snprintf(err, err_len, "the input has %d tokens, more than "
+                 "max_model_len %d", req->n_prompt, s->opt.max_model_len);
+        return LLM_SCHED_TOO_LONG;
+    }
+    need = (req->n_prompt + s->bm.block_size - 1) / s->bm.block_size;
+    if (need > s->bm.n_blocks) {
+        snprintf(err, err_len, "the input (%d tokens) needs %d KV blocks; "
+                 "the whole pool has %d", req->n_prompt, (int) need,
+                 s->bm.n_blocks);
+        return LLM_SCHED_TOO_LONG;
+    }
+    return LLM_SCHED_OK;
+}
+
+
 static int
 check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     char *err, size_t err_len)
@@ -433,6 +488,9 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
                      "vocabulary of %d", i, req->prompt[i], s->n_vocab);
             return LLM_SCHED_BAD_REQUEST;
         }
+    }
+    if (req->embed) {
+        return check_embed(s, req, max_tokens, err, err_len);
     }
     if (req->n_prompt >= len) {
         snprintf(err, err_len, "the prompt has %d tokens; max_model_len %d "
@@ -767,7 +825,16 @@ batch_add(llm_sched *s, llm_seq *q, int n)
         s->tok_seq[s->n_tokens] = e;
         s->n_tokens++;
     }
-    if (q->n_computed + real == q->n_tokens) {
+    for (i = 0; q->pool != NULL && i < n; i++) {
+        if (llm_pool_wants(s->be->model->cfg.pooling, q->n_computed + i,
+                           q->n_prompt))
+        {
+            s->hidden_idx[s->n_hidden] = s->n_tokens - n + i;
+            s->hidden_seq[s->n_hidden] = q;
+            s->n_hidden++;
+        }
+    }
+    if (q->pool == NULL && q->n_computed + real == q->n_tokens) {
         for (i = q->n_draft; i >= 0; i--) {
             s->logit_idx[s->n_logits] = s->n_tokens - 1 - i;
             s->logit_seq[s->n_logits] = q;
@@ -1057,8 +1124,11 @@ schedule_waiting(llm_sched *s, int yielding, sched_budget *b)
         if (gives_way(s, q) != yielding) {
             continue;
         }
-        hit = llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
-                                      q->n_tokens);
+        /* an embedding pools the states of its own tokens: none taken
+           from the cache */
+        hit = q->pool != NULL ? 0
+              : llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
+                                        q->n_tokens);
         q->n_computed = hit;
         n = q->n_tokens - q->n_computed;
         if (n > b->prefill) {
@@ -1134,7 +1204,7 @@ schedule(llm_sched *s)
 
     b.tokens = s->opt.max_batched_tokens;
     b.prefill = s->opt.max_prefill_tokens;
-    s->n_tokens = s->n_seqs = s->n_logits = 0;
+    s->n_tokens = s->n_seqs = s->n_logits = s->n_hidden = 0;
     s->draft_rows = 0;
     s->preempted_now = 0;
     s->admit_stopped = 0;
@@ -1193,6 +1263,9 @@ run_batch(llm_sched *s)
     b.n_logits = s->n_logits;
     b.logit_idx = s->logit_idx;
     b.logits = s->logits;
+    b.n_hidden = s->n_hidden;
+    b.hidden_idx = s->hidden_idx;
+    b.hidden = s->hidden;
     s->on_backend = backend_samples(s);
     if (!s->on_backend) {
         return llm_backend_forward(s->be, &b);
@@ -1476,6 +1549,38 @@ sample_and_publish(llm_sched *s, llm_seq *q, int e)
 }
 
 
+/* the step's hidden rows into their embeddings' pools (token order);
+   an embedding whose whole input is in is finished and sent */
+static void
+embed_rows(llm_sched *s)
+{
+    const llm_config  *cfg = &s->be->model->cfg;
+    llm_seq           *q;
+    int                e;
+
+    for (e = 0; e < s->n_hidden; e++) {
+        llm_pool_add(cfg->pooling, s->hidden_seq[e]->pool,
+                     s->hidden + (size_t) e * s->dim, s->dim);
+    }
+    for (e = 0; e < s->n_seqs; e++) {
+        q = s->bseq[e];
+        if (q->pool == NULL || q->n_computed < q->n_prompt
+            || q->cancel != LLM_SEQ_CANCEL_NONE)
+        {
+            continue;
+        }
+        llm_pool_finish(q->pool, q->n_prompt, cfg->pooling,
+                        cfg->pool_normalize, q->embed_dims);
+        if (s->opt.on_embedding != NULL) {
+            s->opt.on_embedding(q->user, q->pool, q->embed_dims);
+        }
+        q->t_first_token_ns = now_ns();
+        /* bseq[e] is not read again: finishing frees q */
+        seq_finish(s, q, LLM_SEQ_STOP, NULL, -1);
+    }
+}
+
+
 static void
 postprocess(llm_sched *s)
 {
@@ -1498,6 +1603,7 @@ postprocess(llm_sched *s)
             sample_and_publish(s, q, e);
         }
     }
+    embed_rows(s);
 }
 
 
@@ -1788,6 +1894,20 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->mask = malloc(s->mask_words * sizeof(*s->mask));
     s->fork_row = malloc(s->n_vocab * sizeof(*s->fork_row));
     s->fork_scratch = malloc(s->n_vocab * sizeof(*s->fork_scratch));
+    s->dim = be->model->cfg.dim;
+    if (be->model->cfg.pooling != LLM_POOL_NONE) {
+        s->hidden_idx = malloc(nt * sizeof(*s->hidden_idx));
+        s->hidden_seq = malloc(nt * sizeof(*s->hidden_seq));
+        s->hidden = malloc((size_t) nt * s->dim * sizeof(*s->hidden));
+        if (s->hidden_idx == NULL || s->hidden_seq == NULL
+            || s->hidden == NULL)
+        {
+            snprintf(err, err_len, "scheduler: out of memory for the "
+                     "hidden states of %d tokens", nt);
+            llm_sched_free(s);
+            return NULL;
+        }
+    }
     if (s->eos == NULL || s->running == NULL || s->cand == NULL
         || s->tok == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
@@ -1849,6 +1969,9 @@ llm_sched_free(llm_sched *s)
     free(s->mask);
     free(s->fork_row);
     free(s->fork_scratch);
+    free(s->hidden_idx);
+    free(s->hidden_seq);
+    free(s->hidden);
     free(s->logits);
     free(s);
 }

@@ -126,6 +126,15 @@ typedef struct {
                                            1..n-1 (choice 0's is user) */
     llm_seq             **choice_out;   /* (n_choices - 1) their handles,
                                            each valid until its on_finish */
+    int                   embed;        /* 1: an embedding (the model's
+                                           cfg.pooling): prefill only, no
+                                           logits, no prefix-cache lookup;
+                                           on_embedding, then on_finish
+                                           STOP; max_tokens, sampling,
+                                           stops and choices unused */
+    int                   embed_dims;   /* 0: the model's dim; else the
+                                           first embed_dims (Matryoshka),
+                                           1..dim */
 } llm_request;
 
 /* what llm_sched_add answers (the server maps these to the ring's codes) */
@@ -209,6 +218,9 @@ typedef struct {
     /* a token for the sequence (lp: NULL unless sampling.logprobs) */
     void           (*on_token)(void *user, int32_t token,
                                const llm_sample_out *lp);
+    /* an embedding request's vector (dims floats, normalised as the
+       model says), right before its on_finish */
+    void           (*on_embedding)(void *user, const float *vec, int dims);
     /* the sequence ended; its llm_seq is freed right after this returns */
     void           (*on_finish)(void *user, const llm_seq_result *r);
     /* (optional) the constraint's grammar is attached, before any token:

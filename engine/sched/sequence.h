@@ -88,6 +88,10 @@ struct llm_seq {
                                        this one's first token (FORKING) */
     int               n_forks;
     llm_seq          *parent;       /* FORKING: the choice 0 it forks from */
+    int               embed_dims;   /* an embedding: the dims it returns,
+                                       else 0 */
+    float            *pool;         /* (dim) an embedding's pooling so far
+                                       (model/pool.h), zeroed on preempt */
 
     uint64_t          t_arrival_ns;
     uint64_t          t_scheduled_ns;

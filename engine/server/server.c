@@ -270,6 +270,7 @@ llm_state_name(uint32_t st)
 
 
 static void llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl);
+static void llm_slot_embed(llm_server *s, llm_client *c, llm_slot *sl);
 
 
 static void
@@ -291,6 +292,10 @@ llm_slot_take(llm_server *s, llm_client *c, llm_slot *sl)
 
     case LLM_KIND_GENERATE:
         llm_slot_generate(s, c, sl);
+        break;
+
+    case LLM_KIND_EMBED:
+        llm_slot_embed(s, c, sl);
         break;
 
     default:
@@ -472,6 +477,15 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
         return;
     }
 
+    if (s->ring->model.pooling != 0) {
+        llm_log(LLM_LOG_INFO, "client %u: a generation refused: the model "
+                "is an embedding model", c->id);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "the model is an embedding model: it serves "
+                        "embeddings only");
+        return;
+    }
+
     if (llm_slot_request(sl, s->ring->max_prompt, &req, bias, err,
                          sizeof(err)) != 0)
     {
@@ -532,6 +546,81 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
     for (i = 0; i + 1 < n; i++) {
         s->users[cidx[i]].seq = cseq[i];
     }
+}
+
+
+/*
+ * An EMBED slot: n_prompt ids and embed_dims, read once and checked (the
+ * model pools, dims within its dim and, below it, only on a Matryoshka
+ * model), then one embedding request; llm_on_embedding writes the vector.
+ */
+static void
+llm_slot_embed(llm_server *s, llm_client *c, llm_slot *sl)
+{
+    int                     rc;
+    char                    err[256];
+    uint32_t                idx, n_prompt, dims;
+    llm_seq                *seq;
+    llm_sched              *sched;
+    llm_request             req;
+    const llm_model_facts  *f = &s->ring->model;
+
+    sched = atomic_load_explicit(&s->sched, memory_order_acquire);
+    if (sched == NULL || s->quit) {
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_NOT_READY,
+                        sched ? "engine draining" : "engine not ready");
+        return;
+    }
+    n_prompt = sl->n_prompt;
+    dims = sl->embed_dims;
+    if (n_prompt == 0 || n_prompt > s->ring->max_prompt
+        || n_prompt > LLM_RING_MAX_PROMPT || dims > f->dim)
+    {
+        llm_log(LLM_LOG_ERR, "client %u: invalid embedding slot (%u input "
+                "tokens, %u dimensions)", c->id, n_prompt, dims);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "invalid request in the ring");
+        return;
+    }
+    if (f->pooling == 0) {
+        llm_log(LLM_LOG_INFO, "client %u: an embedding refused: the model "
+                "is not an embedding model", c->id);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "the model is not an embedding model");
+        return;
+    }
+    if (dims != 0 && dims != f->dim && !f->matryoshka) {
+        llm_log(LLM_LOG_INFO, "client %u: an embedding of %u dimensions "
+                "refused: the model is not Matryoshka", c->id, dims);
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
+                        "the model does not support matryoshka "
+                        "representation, dimensions must be its own");
+        return;
+    }
+
+    memset(&req, 0, sizeof(req));
+    req.prompt = sl->prompt;
+    req.n_prompt = (int) n_prompt;
+    llm_sampling_params_default(&req.sampling);
+    req.priority = sl->priority;
+    req.fair_key = sl->fair_key;
+    req.embed = 1;
+    req.embed_dims = (int) dims;
+
+    idx = llm_slot_index(s, sl);
+    s->users[idx].server = s;
+    s->users[idx].index = idx;
+    s->users[idx].owner = c->id;
+    s->users[idx].seq = NULL;
+    req.user = &s->users[idx];
+    sl->n_vector = 0;
+
+    rc = llm_sched_add(sched, &req, &seq, err, sizeof(err));
+    if (rc != LLM_SCHED_OK) {
+        llm_slot_finish(s, sl, LLM_FINISH_ERROR, ring_error(rc), err);
+        return;
+    }
+    s->users[idx].seq = seq;
 }
 
 

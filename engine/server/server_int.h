@@ -123,6 +123,7 @@ void llm_on_token(void *user, int32_t token, const llm_sample_out *lp);
 void llm_on_constraint(void *user, const char *relaxed);
 int llm_emit_room(void *user);
 int llm_can_emit(void *user);
+void llm_on_embedding(void *user, const float *vec, int dims);
 void llm_on_finish(void *user, const llm_seq_result *r);
 
 

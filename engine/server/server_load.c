@@ -73,6 +73,8 @@ llm_fill_facts(llm_model_facts *f, const llm_model *m)
     f->n_heads = m->cfg.n_heads;
     f->n_kv_heads = m->cfg.n_kv_heads;
     f->vocab_size = m->cfg.vocab_size;
+    f->pooling = (uint32_t) m->cfg.pooling;
+    f->matryoshka = (uint32_t) m->cfg.matryoshka;
 
     for (i = 0; i < n; i++) {
         const gguf_tensor *tn = &tensors[i];
@@ -349,6 +351,7 @@ llm_loader_thread(void *arg)
     so.on_token = llm_on_token;
     so.on_constraint = llm_on_constraint;
     so.on_finish = llm_on_finish;
+    so.on_embedding = llm_on_embedding;
     so.can_emit = llm_can_emit;
     so.emit_room = llm_emit_room;
     so.spec_draft_tokens = s->opt.speculative_ngram

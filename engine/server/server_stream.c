@@ -5,7 +5,8 @@
  * and message; the slot's owner gets a WAKE at the end of the loop's turn.
  * And the ring's FAILED state with its reason.
  *
- * defines: llm_on_token, llm_on_constraint, llm_emit_room, llm_can_emit, llm_on_finish,
+ * defines: llm_on_token, llm_on_constraint, llm_emit_room, llm_can_emit,
+ *          llm_on_embedding, llm_on_finish,
  *          llm_slot_finish, llm_ring_fail, llm_client_by_id
  */
 #include <stdint.h>
@@ -202,6 +203,23 @@ ring_finish(llm_seq_finish f)
     default:
         return LLM_FINISH_ERROR;
     }
+}
+
+
+/* an EMBED slot's vector, over its prompt ids (copied at admission);
+   the DONE store in llm_on_finish publishes it */
+void
+llm_on_embedding(void *user, const float *vec, int dims)
+{
+    llm_slot_user  *u = user;
+    llm_slot       *sl;
+
+    if (u == NULL || dims < 1 || dims > LLM_RING_MAX_PROMPT) {
+        return;
+    }
+    sl = llm_ring_slot(u->server->ring, u->index);
+    memcpy(llm_slot_vector(sl), vec, (size_t) dims * sizeof(float));
+    sl->n_vector = (uint32_t) dims;
 }
 
 

@@ -408,7 +408,7 @@ greedy_story(const char *type, int n_gen, int32_t *out)
     }
     last = n - 1;
     llm_batch b = { n, toks, pos, seq, 1, tables, &n_blocks, 1, &last,
-                    logits };
+                    logits, 0, NULL, NULL };
     for (i = 0; i < n_gen && be != NULL; i++) {
         if (llm_backend_forward(be, &b) != 0) {
             printf("# %s\n", be->err);
@@ -462,7 +462,7 @@ kv_run(const llm_model *m, int kv_dtype, const int32_t *feed, int n_prompt,
         pos[i] = i;
     }
     llm_batch b = { n_prompt, feed, pos, seq, 1, tables, &n_blocks, 1, &last,
-                    logits };
+                    logits, 0, NULL, NULL };
     for (i = 0; i <= n_steps; i++) {
         if (llm_backend_forward(be, &b) != 0) {
             printf("# %s\n", be->err);
@@ -599,7 +599,7 @@ run_bb(llm_backend *be, batch_buf *bb, const int32_t *const *tables,
     const int32_t *n_blocks, float *logits)
 {
     llm_batch  b = { bb->n, bb->toks, bb->pos, bb->seq, 2, tables, n_blocks,
-                     bb->n, bb->idx, logits };
+                     bb->n, bb->idx, logits, 0, NULL, NULL };
     int        rc = llm_backend_forward(be, &b);
 
     if (rc != 0) {
@@ -835,7 +835,7 @@ test_reference_logits(void)
             }
             last = r->n - 1;
             llm_batch b = { r->n, r->ids, pos, seq, 1, tables, &n_blocks, 1,
-                            &last, logits };
+                            &last, logits, 0, NULL, NULL };
             if (be == NULL || llm_backend_forward(be, &b) != 0) {
                 ok(0, "%s: forward", r->label);
                 llm_backend_free(be);
@@ -880,7 +880,8 @@ test_bad_batches(void)
         llm_model_free(&m);
         return;
     }
-    llm_batch b = { 1, &tok, &pos, &seq, 1, tables, &nb, 1, &li, logits };
+    llm_batch b = { 1, &tok, &pos, &seq, 1, tables, &nb, 1, &li, logits,
+                    0, NULL, NULL };
 
     pos = 32;
     ok(llm_backend_forward(be, &b) == -1
@@ -995,7 +996,8 @@ test_forward_oom(const char *type, int tp, int n_threads, int exact, int n)
         seq[i] = 0;
         idx[i] = i;
     }
-    b = (llm_batch) { n, tok, pos, seq, 1, tables, &nb, n, idx, want };
+    b = (llm_batch) { n, tok, pos, seq, 1, tables, &nb, n, idx, want,
+                      0, NULL, NULL };
 
     rc = llm_backend_forward(ref, &b);
     b.logits = got;
@@ -1066,7 +1068,7 @@ test_cli(void)
 
     stories_path(path, sizeof(path), "f32");
     char  *a1[] = { "generate", "--model", path, "--prompt",
-                    "Once upon a time", "--max-tokens", "30", NULL };
+                    "Once upon a time", "--max-tokens", "30" };
     is_int(run_cli(a1, 7, out, sizeof(out)), 0, "cli: tiny260K runs");
     ok(strncmp(out, "Once upon a time", 16) == 0 && strlen(out) > 30,
        "cli: the prompt, then the continuation's text: %.60s", out);
@@ -1087,7 +1089,7 @@ test_cli(void)
     }
     close(fd);
     char  *a3[] = { "generate", "--model", (char *) smollm2, "--chat", chat,
-                    "--max-tokens", "40", NULL };
+                    "--max-tokens", "40" };
     is_int(run_cli(a3, 7, out, sizeof(out)), 0, "cli: SmolLM2 --chat runs");
     ok(strlen(out) > 10 && strstr(out, "<|im_end|>") == NULL
        && strstr(out, "<|im_start|>") == NULL,
@@ -1095,7 +1097,7 @@ test_cli(void)
     printf("# SmolLM2 says: %.*s\n", (int) strcspn(out, "\n"), out);
     unlink(chat);
 
-    char  *a4[] = { "generate", "--model", path, NULL };
+    char  *a4[] = { "generate", "--model", path };
     ok(run_cli(a4, 3, out, sizeof(out)) == 2, "cli: no prompt is a usage "
        "error");
 }

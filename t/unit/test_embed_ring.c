@@ -1,0 +1,306 @@
+/*
+ * Embeddings through the ring (version 8), without nginx: an engine
+ * serving t/data/models/hf-qwen3-embed (hf-qwen3's weights with a
+ * sentence-transformers modules.json: last token, Normalize, not
+ * Matryoshka) answers EMBED slots with the vector over prompt[]:
+ *   - the model facts say pooling last, no Matryoshka;
+ *   - a golden prompt's vector within 1e-4 of transformers'
+ *     (t/data/golden/embed-hf-qwen3.json, fast numerics);
+ *   - three EMBED slots submitted at once == each alone, bit for bit;
+ *   - refused, each alone, the engine staying up: dimensions on a model
+ *     not trained for them, dimensions past the model's, no input, and a
+ *     GENERATE slot (an embedding engine serves embeddings only).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+
+#include "tap.h"
+#include "ring/ring_client.h"
+
+#define MODEL   "t/data/models/hf-qwen3-embed"
+#define GOLDEN  "t/data/golden/embed-hf-qwen3.json"
+
+static uint64_t  req_seq;
+
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+
+static llm_slot *
+claim(llm_ring_header *h, uint32_t id, uint32_t kind)
+{
+    uint32_t   i, expected;
+    llm_slot  *sl;
+
+    for (i = 0; i < h->n_slots; i++) {
+        sl = llm_ring_slot(h, i);
+        expected = LLM_SLOT_FREE;
+        if (atomic_compare_exchange_strong(&sl->state, &expected,
+                                           LLM_SLOT_CLAIMED))
+        {
+            sl->owner = id;
+            sl->kind = kind;
+            sl->req_seq = ++req_seq;
+            sl->n_prompt = 0;
+            sl->embed_dims = 0;
+            memset(&sl->sampling, 0, sizeof(sl->sampling));
+            sl->sampling.top_p = 1;
+            sl->sampling.repetition_penalty = 1;
+            sl->sampling.max_tokens = 2;
+            atomic_store(&sl->cancel, 0);
+            atomic_store(&sl->out_head, 0);
+            atomic_store(&sl->out_tail, 0);
+            return sl;
+        }
+    }
+    return NULL;
+}
+
+
+static void
+kick(int fd)
+{
+    llm_msg m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = LLM_MSG_KICK;
+    (void) send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+}
+
+
+static void
+submit(int fd, llm_slot *sl)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sl->t_submit_ns = (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+    atomic_store(&sl->state, LLM_SLOT_SUBMITTED);
+    kick(fd);
+}
+
+
+static int
+wait_done(llm_slot *sl, double secs)
+{
+    double t0 = now_s();
+
+    while (now_s() - t0 < secs) {
+        if (atomic_load(&sl->state) == LLM_SLOT_DONE) {
+            return 1;
+        }
+        usleep(2000);
+    }
+    return 0;
+}
+
+
+static void
+release(llm_slot *sl)
+{
+    sl->owner = 0;
+    atomic_store(&sl->state, LLM_SLOT_FREE);
+}
+
+
+static char *
+slurp(const char *path)
+{
+    FILE   *f = fopen(path, "rb");
+    char   *buf;
+    long    n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n + 1);
+    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
+        buf[n] = '\0';
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+
+/* an EMBED slot of the golden case's ids (not yet submitted) */
+static llm_slot *
+embed_slot(llm_ring_header *h, uint32_t id, const cJSON *c, uint32_t dims)
+{
+    llm_slot     *sl = claim(h, id, LLM_KIND_EMBED);
+    const cJSON  *v;
+
+    if (sl == NULL) {
+        return NULL;
+    }
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(c, "prompt_ids")) {
+        sl->prompt[sl->n_prompt++] = (int32_t) v->valuedouble;
+    }
+    sl->embed_dims = dims;
+    return sl;
+}
+
+
+static int
+refused(int fd, llm_slot *sl, const char *what)
+{
+    int  r;
+
+    submit(fd, sl);
+    r = wait_done(sl, 10) && sl->finish == LLM_FINISH_ERROR
+        && sl->error == LLM_ERR_BAD_REQUEST && strstr(sl->message, what);
+    if (!r) {
+        printf("# finish %u error %u: %s\n", sl->finish, sl->error,
+               sl->message);
+    }
+    release(sl);
+    return r;
+}
+
+
+int
+main(void)
+{
+    int               fd, status, i, n, same;
+    char              engine[512], pidbuf[32], sockname[64];
+    char             *text;
+    double            t0, d, worst;
+    pid_t             pid;
+    uint32_t          id = 0;
+    cJSON            *root, *cases, *c;
+    llm_slot         *sl, *many[3];
+    llm_ring_header  *h;
+    float             alone[3][64];
+    const char       *build;
+
+    text = slurp(GOLDEN);
+    root = text ? cJSON_Parse(text) : NULL;
+    cases = cJSON_GetObjectItem(root, "cases");
+    if (!ok(cJSON_GetArraySize(cases) == 3, "golden %s: 3 cases", GOLDEN)) {
+        return tap_done();
+    }
+
+    build = getenv("BUILD") ? getenv("BUILD") : "build";
+    snprintf(engine, sizeof(engine), "%s/ngx_llm_engine", build);
+    snprintf(sockname, sizeof(sockname), "ngx_llm_test_embed/%d",
+             (int) getpid());
+    snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
+    signal(SIGPIPE, SIG_IGN);
+
+    pid = fork();
+    if (pid == 0) {
+        execl(engine, "ngx_llm_engine", "serve", "--name", "test",
+              "--socket", sockname, "--master-pid", pidbuf, "--model", MODEL,
+              "--max-model-len", "256", "--kv-cache-memory", "8388608",
+              "--max-num-seqs", "4", "--max-queued", "8", (char *) NULL);
+        _exit(127);
+    }
+
+    fd = llm_ring_connect(sockname, 500);
+    h = fd != -1 ? llm_ring_hello(fd, &id) : NULL;
+    if (!ok(h != NULL, "connected, ring version %d", LLM_RING_VERSION)) {
+        kill(pid, SIGKILL);
+        return tap_done();
+    }
+    t0 = now_s();
+    while (atomic_load(&h->state) != LLM_ENGINE_READY && now_s() - t0 < 60) {
+        usleep(10000);
+    }
+    is_int(atomic_load(&h->state), LLM_ENGINE_READY, "engine ready");
+    ok(h->model.pooling == 3 && h->model.matryoshka == 0
+       && h->model.dim == 64,
+       "facts: pooling last (%u), no Matryoshka, dim 64", h->model.pooling);
+
+    /* the golden, through the ring */
+    sl = embed_slot(h, id, cJSON_GetArrayItem(cases, 0), 0);
+    submit(fd, sl);
+    ok(wait_done(sl, 10) && sl->finish == LLM_FINISH_STOP
+       && sl->n_vector == 64 && atomic_load(&sl->out_head) == 0,
+       "an EMBED slot: STOP, 64 floats, no tokens (%s)", sl->message);
+    worst = 0;
+    c = cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 0), "last");
+    for (i = 0; i < 64 && sl->n_vector == 64; i++) {
+        d = fabs(llm_slot_vector(sl)[i]
+                 - cJSON_GetArrayItem(c, i)->valuedouble);
+        worst = d > worst ? d : worst;
+    }
+    ok(sl->n_vector == 64 && worst <= 1e-4,
+       "the vector within 1e-4 of transformers' (%.3g)", worst);
+    release(sl);
+
+    /* three at once == each alone */
+    for (n = 0; n < 3; n++) {
+        sl = embed_slot(h, id, cJSON_GetArrayItem(cases, n), 0);
+        submit(fd, sl);
+        ok(wait_done(sl, 10) && sl->n_vector == 64, "case %d alone", n);
+        memcpy(alone[n], llm_slot_vector(sl), sizeof(alone[n]));
+        release(sl);
+    }
+    for (n = 0; n < 3; n++) {
+        many[n] = embed_slot(h, id, cJSON_GetArrayItem(cases, n), 0);
+        many[n]->t_submit_ns = 0;
+        atomic_store(&many[n]->state, LLM_SLOT_SUBMITTED);
+    }
+    kick(fd);
+    same = 1;
+    for (n = 0; n < 3; n++) {
+        same &= wait_done(many[n], 10) && many[n]->n_vector == 64
+                && memcmp(alone[n], llm_slot_vector(many[n]),
+                          sizeof(alone[n])) == 0;
+        release(many[n]);
+    }
+    ok(same, "3 EMBED slots in one kick == each alone, bit for bit");
+
+    /* refusals, each alone */
+    ok(refused(fd, embed_slot(h, id, cJSON_GetArrayItem(cases, 0), 16),
+               "matryoshka"),
+       "dimensions 16 on a model not trained for them: bad request");
+    ok(refused(fd, embed_slot(h, id, cJSON_GetArrayItem(cases, 0), 65),
+               "invalid request"),
+       "dimensions past the model's: bad request");
+    sl = embed_slot(h, id, cJSON_GetArrayItem(cases, 0), 0);
+    sl->n_prompt = 0;
+    ok(refused(fd, sl, "invalid request"), "no input: bad request");
+    sl = embed_slot(h, id, cJSON_GetArrayItem(cases, 0), 0);
+    sl->n_prompt = LLM_RING_MAX_PROMPT + 1;
+    ok(refused(fd, sl, "invalid request"), "input count out of bounds");
+    sl = claim(h, id, LLM_KIND_GENERATE);
+    sl->prompt[0] = 1;
+    sl->n_prompt = 1;
+    ok(refused(fd, sl, "embedding model"),
+       "a generation on an embedding engine: bad request");
+    sl = embed_slot(h, id, cJSON_GetArrayItem(cases, 1), 64);
+    submit(fd, sl);
+    ok(wait_done(sl, 10) && sl->n_vector == 64
+       && memcmp(alone[1], llm_slot_vector(sl), sizeof(alone[1])) == 0,
+       "still up: dimensions 64 (its own) answered as before");
+    release(sl);
+
+    kill(pid, SIGQUIT);
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status), "engine exits on SIGQUIT");
+    cJSON_Delete(root);
+    free(text);
+    return tap_done();
+}
