@@ -3,7 +3,7 @@
 # t/data/models/hf-qwen3-embed (hf-qwen3 with a sentence-transformers
 # modules.json: last token, Normalize) answers OpenAI's request shapes;
 # the vector of a golden prompt is within 1e-4 of transformers'
-# (t/data/golden/embed-hf-qwen3.json, tools/embed_oracle.py); a text and
+# (t/data/embed/hf-qwen3.json, tools/embed_oracle.py); a text and
 # its ids give the same vector, a list gives each input's own vector
 # (batched in the engine == alone), base64 is the float32 bytes; errors
 # in OpenAI's shape: dimensions on a model not trained for them, a wrong
@@ -56,7 +56,7 @@ ok(wait_healthy(60), 'embedding engine ready');
 
 my $json = JSON::PP->new->canonical;
 my $golden = do {
-    open my $f, '<', "$FindBin::Bin/data/golden/embed-hf-qwen3.json" or die;
+    open my $f, '<', "$FindBin::Bin/data/embed/hf-qwen3.json" or die;
     decode_json(do { local $/; <$f> });
 };
 my @cases = @{ $golden->{cases} };

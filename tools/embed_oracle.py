@@ -7,7 +7,7 @@ state (Qwen3Model's output, after the final norm) of each prompt, pooled
 as sentence-transformers does (last token, mean), L2-normalised
 (torch.nn.functional.normalize), and Matryoshka-truncated (the first 16
 components, then normalised: sentence-transformers' truncate_dim).
-Writes t/data/golden/embed-hf-qwen3.json, read by t/unit/test_embed.c.
+Writes t/data/embed/hf-qwen3.json, read by t/unit/test_embed.c.
 
     $VENV/bin/python tools/embed_oracle.py      # from the repository root
 """
@@ -19,7 +19,7 @@ import transformers
 from transformers import AutoModel, AutoTokenizer
 
 MODEL = "t/data/models/hf-qwen3"
-OUT = "t/data/golden/embed-hf-qwen3.json"
+OUT = "t/data/embed/hf-qwen3.json"
 TEXTS = ["The quick brown fox jumps over the lazy dog.",
          "What is the capital of France?",
          "a"]

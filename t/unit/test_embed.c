@@ -6,7 +6,7 @@
  *      last-token and mean, L2-normalised, and Matryoshka-truncated, within
  *      the golden's tolerance (1e-4 per component) of transformers' fp32
  *      last_hidden_state pooled as sentence-transformers
- *      (tools/embed_oracle.py writes t/data/golden/embed-hf-qwen3.json).
+ *      (tools/embed_oracle.py writes t/data/embed/hf-qwen3.json).
  *      The backend runs exact (float activations, double sums).
  *   2. Batched == alone, bit for bit: the three prompts in one forward
  *      (three sequences) give the same pooled vectors as each alone, at the
@@ -44,7 +44,7 @@
 #include "sched/scheduler.h"
 
 #define MODEL      "t/data/models/hf-qwen3"
-#define GOLDEN     "t/data/golden/embed-hf-qwen3.json"
+#define GOLDEN     "t/data/embed/hf-qwen3.json"
 #define MAX_IDS    256
 #define MAX_CASES  8
 

@@ -5,7 +5,7 @@
  * Matryoshka) answers EMBED slots with the vector over prompt[]:
  *   - the model facts say pooling last, no Matryoshka;
  *   - a golden prompt's vector within 1e-4 of transformers'
- *     (t/data/golden/embed-hf-qwen3.json, fast numerics);
+ *     (t/data/embed/hf-qwen3.json, fast numerics);
  *   - three EMBED slots submitted at once == each alone, bit for bit;
  *   - refused, each alone, the engine staying up: dimensions on a model
  *     not trained for them, dimensions past the model's, no input, and a
@@ -27,7 +27,7 @@
 #include "ring/ring_client.h"
 
 #define MODEL   "t/data/models/hf-qwen3-embed"
-#define GOLDEN  "t/data/golden/embed-hf-qwen3.json"
+#define GOLDEN  "t/data/embed/hf-qwen3.json"
 
 static uint64_t  req_seq;
 
