@@ -118,6 +118,10 @@ typedef struct {
     const float *q_norm;           /* (head_dim) qk_norm, else NULL */
     const float *k_norm;           /* (head_dim) qk_norm, else NULL */
     const float *attn_post_norm;   /* (dim) gemma3: on att @ wo^T */
+    const float *attn_sinks;       /* (n_heads/tp) gpt-oss: a logit per
+                                      head in the softmax's denominator
+                                      (attention.h), else NULL; no loader
+                                      sets it yet (docs/models.md) */
     const float *ffn_norm;         /* (dim) */
     const float *ffn_post_norm;    /* (dim) gemma3: on the FFN's output */
     llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */
