@@ -447,6 +447,9 @@ test_refusals(const char *tmp)
                    "supported");
     expect_refusal(dir, "model_type", "\"gemma2\"",
                    "model_type \"gemma2\" is not supported");
+    /* gpt-oss until its loader lands (docs/models.md) */
+    expect_refusal(dir, "model_type", "\"gpt_oss\"",
+                   "model_type \"gpt_oss\" is not supported");
     expect_refusal(dir, "hidden_act", "\"gelu\"", "hidden_act must be");
     expect_refusal(dir, "num_hidden_layers", NULL,
                    "config.json: \"num_hidden_layers\" is missing");
