@@ -17,7 +17,14 @@
  * 2 sqrt(2/pi), c3 = c1 * 0.044715 (1 + tanh(u) = 2 sigmoid(2u)), the
  * sigmoid as in SwiGLU; scalar and AVX-512 again the same operations.
  *
- * defines: llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref
+ * Clamped SwiGLU (gpt-oss, transformers' GptOssExperts): g = min(g, 7),
+ * u = min(max(u, -7), 7), gate[i] = (u + 1) * (g * sigmoid(1.702 g)),
+ * the sigmoid of z = 1.702 g as in SwiGLU; scalar and AVX-512 again the
+ * same operations.
+ *
+ * defines: llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref,
+ *          llm_swiglu_oai, llm_swiglu_oai_ref, LLM_SWIGLU_OAI_LIMIT,
+ *          LLM_SWIGLU_OAI_ALPHA
  */
 #ifndef NGX_LLM_ACTIVATION_H
 #define NGX_LLM_ACTIVATION_H
@@ -33,5 +40,12 @@ void llm_swiglu_ref(float *gate, const float *up, size_t n);
 /* GeGLU with tanh GELU: the best kernel, and the scalar definition */
 void llm_geglu(float *gate, const float *up, size_t n);
 void llm_geglu_ref(float *gate, const float *up, size_t n);
+
+/* gpt-oss's clamped SwiGLU: the best kernel, and the scalar definition */
+#define LLM_SWIGLU_OAI_LIMIT  7.0f
+#define LLM_SWIGLU_OAI_ALPHA  1.702f
+
+void llm_swiglu_oai(float *gate, const float *up, size_t n);
+void llm_swiglu_oai_ref(float *gate, const float *up, size_t n);
 
 #endif

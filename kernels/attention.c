@@ -261,6 +261,20 @@ llm_att_merge(float *acc, const float *part, int hd, int first)
 
 
 void
+llm_att_sink(float *acc, float sink, int hd)
+{
+    float  m = acc[hd], mn = m > sink ? m : sink;
+    float  a = att_exp1(m - mn);
+
+    for (int d = 0; d < hd; d++) {
+        acc[d] *= a;
+    }
+    acc[hd] = mn;
+    acc[hd + 1] = fmaf(acc[hd + 1], a, att_exp1(sink - mn));
+}
+
+
+void
 llm_att_finish(const float *acc, float *out, int hd)
 {
 #if defined(__x86_64__)
@@ -303,6 +317,9 @@ att_spans(att_span_fn fn, int max_q, const llm_att_seq *s,
             }
         }
         for (i = 0; i < n; i++) {
+            if (q[i].sink != NULL) {
+                llm_att_sink(acc + i * P, *q[i].sink, hd);
+            }
             llm_att_finish(acc + i * P, q[i].out, hd);
         }
     }

@@ -31,7 +31,16 @@
  *   mn = max(M, m_k); a = llm_att_exp(M - mn); b = llm_att_exp(m_k - mn)
  *   L = fmaf(L, a, l_k * b); O[d] = fmaf(O[d], a, o_k[d] * b); M = mn
  *
- * and out[d] = O[d] / L. Within one span (up to 256 positions) this is
+ * and out[d] = O[d] / L. An attention sink (gpt-oss: a learned logit
+ * per head that takes its share of the softmax's denominator and adds
+ * nothing to the output) is merged last, as a span of one position with
+ * m = sink, l = 1, o = 0 (llm_att_sink):
+ *
+ *   mn = max(M, sink); a = llm_att_exp(M - mn)
+ *   L = fmaf(L, a, llm_att_exp(sink - mn)); O[d] = O[d] * a; M = mn
+ *
+ * one scalar function that every kernel's caller runs, so the kernels
+ * agree with sinks as they do without. Within one span (up to 256 positions) this is
  * the single loop exactly. Spans let one decode token's attention over a
  * long context run on every thread (llm_attention_span, one span an item)
  * while a prefill, which has items enough, does the same spans in turn.
@@ -48,6 +57,7 @@
  *
  * defines: llm_att_seq, llm_att_query, llm_attention, llm_attention_ref,
  *          llm_attention_span, llm_att_span_used, llm_att_merge,
+ *          llm_att_sink,
  *          llm_att_finish, llm_att_exp, LLM_ATT_TILE, LLM_ATT_SPAN,
  *          LLM_ATT_PART, LLM_ATT_MAX_Q
  */
@@ -84,6 +94,8 @@ typedef struct {
     const float    *q;            /* (hd) */
     float          *out;          /* (hd) */
     int             t0, p;        /* positions t0..p, t0 <= p */
+    const float    *sink;         /* the head's sink logit (gpt-oss), or
+                                     NULL: none */
 } llm_att_query;
 
 /* out of every query (nq <= LLM_ATT_MAX_Q) on the best kernel for this
@@ -103,6 +115,10 @@ void llm_attention_span(const llm_att_seq *s, const llm_att_query *q,
 
 /* span k has a position of the query */
 int llm_att_span_used(const llm_att_query *q, int k);
+
+/* acc merged with the sink: a span of one position whose score is sink
+ * and whose value is 0, merged after every real span */
+void llm_att_sink(float *acc, float sink, int hd);
 
 /* acc = part (first) or acc merged with part (the spans in ascending
  * order); out = acc's o / l */

@@ -807,6 +807,20 @@ HF_MODELS = [
         "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
         "eps": 1e-6, "theta": 1000000.0,
     },
+    {   # Qwen2.5 long context: rope_scaling "yarn" (gpt-oss's rope too);
+        # the original context (16) is shorter than the test prompts, so
+        # the ramp between beta_fast and beta_slow and the attention factor
+        # (0.1 ln 4 + 1) both move the logits
+        "name": "hf-qwen2-yarn", "arch": "qwen2", "seed": 18,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        "template": "Qwen-Qwen2.5-7B-Instruct.jinja",
+        "dtype": "float32", "tied": True,
+        "dim": 64, "hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2,
+        "eps": 1e-6, "theta": 10000.0,
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                         "original_max_position_embeddings": 16},
+    },
     {   # Qwen3: per-head q/k RMSNorm, head_dim != hidden / heads
         "name": "hf-qwen3", "arch": "qwen3", "seed": 15,
         "tokenizer": "qwen2-bpe", "keep": 600,
@@ -1177,6 +1191,13 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
         writer.add_rope_scaling_factor(spec["rope_linear"])
         writer.add_float32("gemma3.attention.query_pre_attn_scalar",
                            float(spec["query_pre_attn_scalar"]))
+    rs = spec.get("rope_scaling", {})
+    if rs.get("rope_type") == "yarn":
+        # llama.cpp's keys; its betas default to 32 and 1 as transformers'
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(rs["factor"])
+        writer.add_rope_scaling_orig_ctx_len(
+            rs["original_max_position_embeddings"])
     if "moe" in spec:
         writer.add_expert_count(spec["moe"]["experts"])
         writer.add_expert_used_count(spec["moe"]["used"])
@@ -1222,7 +1243,7 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     for (layer, proj), per in sorted(experts.items()):
         add("blk.%d.%s" % (layer, HF_GGUF_EXPERTS[proj]),
             torch.stack([per[e] for e in sorted(per)]).contiguous())
-    if "rope_scaling" in spec:
+    if spec.get("rope_scaling", {}).get("rope_type") == "llama3":
         writer.add_tensor("rope_freqs.weight",
                           llama3_rope_factors(spec, head_dim))
     writer.write_header_to_file()

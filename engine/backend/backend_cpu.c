@@ -451,6 +451,7 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
 {
     cpu_ctx          *c = be->ctx;
     const llm_config *cfg = &be->model->cfg;
+    const float      *sinks = be->model->layers[layer].attn_sinks;
     int               hd = cfg->head_dim;
     int               g = c->n_heads / c->n_kv_heads, t, h, nq = 0;
     llm_att_seq       s;
@@ -475,6 +476,7 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
             q[nq].out = c->att + (size_t) t * c->q_dim + (size_t) h * hd;
             q[nq].p = b->pos[t];
             q[nq].t0 = attention_t0(c, b->pos[t]);
+            q[nq].sink = sinks != NULL ? &sinks[h] : NULL;
             nq++;
         }
     }
@@ -494,6 +496,7 @@ attention_merge_task(void *arg, int ith, int nth)
     layer_job        *j = arg;
     cpu_ctx          *c = j->be->ctx;
     const llm_batch  *b = j->batch;
+    const float      *sinks = j->be->model->layers[j->layer].attn_sinks;
     int               hd = c->head_dim, w, k;
     float             acc[LLM_ATT_PART(LLM_ATT_MAX_HD)];
 
@@ -503,6 +506,9 @@ attention_merge_task(void *arg, int ith, int nth)
 
         for (k = k0; k <= b->pos[t] / LLM_ATT_SPAN; k++) {
             llm_att_merge(acc, attention_part(c, t, h, k), hd, k == k0);
+        }
+        if (sinks != NULL) {            /* after every span, as att_spans */
+            llm_att_sink(acc, sinks[h], hd);
         }
         llm_att_finish(acc, c->att + (size_t) t * c->q_dim
                             + (size_t) h * hd, hd);

@@ -124,6 +124,38 @@ llm_moe_route(const float *logits, int n_expert, int k, int norm,
 }
 
 
+void
+llm_moe_route_topk_softmax(const float *logits, int n_expert, int k,
+    int32_t *sel, float *weight)
+{
+    float  sum = 0.0f;
+    int    e, j, best;
+
+    for (j = 0; j < k; j++) {
+        best = -1;
+        for (e = 0; e < n_expert; e++) {
+            int  taken = 0;
+
+            for (int q = 0; q < j; q++) {
+                taken |= sel[q] == e;
+            }
+            if (!taken && (best < 0 || logits[e] > logits[best])) {
+                best = e;
+            }
+        }
+        sel[j] = best;
+    }
+    /* sel[0] holds the largest logit: the softmax's max */
+    for (j = 0; j < k; j++) {
+        weight[j] = expf(logits[sel[j]] - logits[sel[0]]);
+        sum += weight[j];
+    }
+    for (j = 0; j < k; j++) {
+        weight[j] /= sum;
+    }
+}
+
+
 static int
 mm(llm_moe_cpu *mc, float *out, const float *x, int n, const llm_tensor *w)
 {

@@ -17,7 +17,8 @@
  * test_model checks it bit for bit on the tiny MoE models.
  *
  * defines: llm_moe_cpu, llm_moe_cpu_init, llm_moe_cpu_free,
- *          llm_moe_cpu_forward, llm_moe_route
+ *          llm_moe_cpu_forward, llm_moe_route,
+ *          llm_moe_route_topk_softmax
  */
 #ifndef NGX_LLM_MOE_CPU_H
 #define NGX_LLM_MOE_CPU_H
@@ -62,6 +63,13 @@ int llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
  * transformers' Qwen3MoeTopKRouter (softmax in float, top-k, optional
  * renormalisation) */
 void llm_moe_route(const float *logits, int n_expert, int k, int norm,
+    int32_t *sel, float *weight);
+
+/* gpt-oss's router (GptOssTopKRouter): the k largest logits (the
+ * router's bias already added), same order and ties as llm_moe_route,
+ * then softmax over those k only. Not yet called: no gpt-oss loader
+ * (docs/models.md) */
+void llm_moe_route_topk_softmax(const float *logits, int n_expert, int k,
     int32_t *sel, float *weight);
 
 #endif

@@ -231,12 +231,79 @@ read_gemma3(llm_model *m)
 }
 
 
+/* YaRN's parameters in range; the attention factor defaults to 0.1
+ * ln(factor) + 1 (transformers' get_mscale, llama.cpp's) and scales cos
+ * and sin of q and k both, so scores by its square: folded into
+ * att_scale, which needs every dimension rotated */
+static int
+yarn_check(llm_model *m)
+{
+    llm_config  *c = &m->cfg;
+
+    if (!(c->rope_factor >= 1.0f) || !(c->rope_orig_ctx >= 1.0f)
+        || !(c->rope_yarn_beta_fast > 0.0f)
+        || !(c->rope_yarn_beta_slow > 0.0f))
+    {
+        return model_fail(m, "yarn rope scaling needs factor >= 1, an "
+                          "original context >= 1 and positive betas");
+    }
+    if (c->rope_dim != c->head_dim) {
+        return model_fail(m, "yarn rope scaling with a partial rotary "
+                          "dimension (%d of %d) is not supported",
+                          c->rope_dim, c->head_dim);
+    }
+    if (c->rope_yarn_attn == 0.0f) {
+        c->rope_yarn_attn = c->rope_factor <= 1.0f ? 1.0f
+            : (float) (0.1 * log((double) c->rope_factor) + 1.0);
+    }
+    return 0;
+}
+
+
+/* YaRN in GGUF (llama.cpp's keys): rope.scaling.type "yarn" with
+ * rope.scaling.factor, original_context_length and yarn_beta_fast/slow;
+ * llama.cpp always truncates the ramp's ends and takes the attention
+ * factor as 0.1 ln(factor) + 1 */
+static int
+gguf_yarn(llm_model *m)
+{
+    llm_config  *c = &m->cfg;
+    const char  *type;
+    uint64_t     len;
+    int          orig;
+
+    if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &type,
+                     &len) != 0
+        || !(len == 4 && memcmp(type, "yarn", 4) == 0))
+    {
+        return 0;
+    }
+    c->rope_yarn = 1;
+    c->rope_yarn_truncate = 1;
+    if (get_float(m, "rope.scaling.factor", &c->rope_factor, 1, 0) != 0
+        || get_int(m, "rope.scaling.original_context_length", &orig, 1, 0)
+           != 0
+        || get_float(m, "rope.scaling.yarn_beta_fast",
+                     &c->rope_yarn_beta_fast, 0, 32.0f) != 0
+        || get_float(m, "rope.scaling.yarn_beta_slow",
+                     &c->rope_yarn_beta_slow, 0, 1.0f) != 0)
+    {
+        return -1;
+    }
+    c->rope_orig_ctx = (float) orig;
+    return yarn_check(m);
+}
+
+
 /* what every architecture derives the same way once its keys are read */
 static void
 config_finish(llm_config *c)
 {
     if (c->att_scale == 0.0f) {
         c->att_scale = 1.0f / sqrtf((float) c->head_dim);
+    }
+    if (c->rope_yarn) {
+        c->att_scale *= c->rope_yarn_attn * c->rope_yarn_attn;
     }
     if (c->rope_theta_local == 0.0f) {
         c->rope_theta_local = c->rope_theta;
@@ -318,7 +385,8 @@ read_config(llm_model *m)
             return -1;
         }
     } else if (get_int(m, "attention.sliding_window", &c->sliding_window, 0,
-                       0) != 0)
+                       0) != 0
+               || gguf_yarn(m) != 0)
     {
         return -1;
     }
@@ -830,6 +898,44 @@ cfg_true(const cJSON *root, const char *key)
  * (transformers 5, theta inside). Only "default" and "llama3" scaling are
  * implemented; anything else is refused rather than run wrong.
  */
+/* transformers' _compute_yarn_parameters: factor and
+ * original_max_position_embeddings required, beta_fast 32, beta_slow 1,
+ * truncate true, attention_factor from factor (DeepSeek's mscale and
+ * mscale_all_dim are refused by name) */
+static int
+hf_yarn(llm_model *m, const cJSON *sc)
+{
+    llm_config    *c = &m->cfg;
+    const cJSON   *tr = cJSON_GetObjectItemCaseSensitive(sc, "truncate");
+
+    if (cJSON_GetObjectItemCaseSensitive(sc, "mscale") != NULL
+        || cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim") != NULL)
+    {
+        return model_fail(m, "config.json: yarn rope scaling with mscale or "
+                          "mscale_all_dim is not supported");
+    }
+    if (tr != NULL && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
+        return model_fail(m, "config.json: yarn \"truncate\" is not a "
+                          "boolean");
+    }
+    c->rope_yarn = 1;
+    c->rope_yarn_truncate = !cJSON_IsFalse(tr);
+    if (cfg_float(m, sc, "factor", 1, 0, &c->rope_factor) != 0
+        || cfg_float(m, sc, "original_max_position_embeddings", 1, 0,
+                     &c->rope_orig_ctx) != 0
+        || cfg_float(m, sc, "beta_fast", 0, 32.0f, &c->rope_yarn_beta_fast)
+           != 0
+        || cfg_float(m, sc, "beta_slow", 0, 1.0f, &c->rope_yarn_beta_slow)
+           != 0
+        || cfg_float(m, sc, "attention_factor", 0, 0.0f,
+                     &c->rope_yarn_attn) != 0)
+    {
+        return -1;
+    }
+    return yarn_check(m);
+}
+
+
 static int
 hf_rope(llm_model *m, const cJSON *root)
 {
@@ -863,9 +969,12 @@ hf_rope(llm_model *m, const cJSON *root)
     if (strcmp(name, "default") == 0) {
         return 0;
     }
+    if (strcmp(name, "yarn") == 0) {
+        return hf_yarn(m, sc);
+    }
     if (strcmp(name, "llama3") != 0) {
         return model_fail(m, "config.json: rope scaling type \"%.32s\" is "
-                          "not supported (default, llama3 are)", name);
+                          "not supported (default, llama3, yarn are)", name);
     }
     c->rope_llama3 = 1;
     if (cfg_float(m, sc, "factor", 1, 0, &c->rope_factor) != 0
@@ -1613,6 +1722,42 @@ llm_model_rope_inv_freq_local(const llm_model *m, float *inv_freq)
 }
 
 
+/* the dimension (of rope_dim) that turns n times over rope_orig_ctx */
+static double
+yarn_dim(const llm_config *c, double n)
+{
+    return c->rope_dim * log(c->rope_orig_ctx / (n * 2.0 * M_PI))
+           / (2.0 * log((double) c->rope_theta));
+}
+
+
+/* transformers' _compute_yarn_parameters for frequency i (extrap =
+ * theta^-(2i/d)): the ramp's ends in double as Python's math, the
+ * blend in float32 as torch */
+static float
+yarn_freq(const llm_config *c, float extrap, int i)
+{
+    double  lo = yarn_dim(c, c->rope_yarn_beta_fast);
+    double  hi = yarn_dim(c, c->rope_yarn_beta_slow);
+    float   pos_freq = 1.0f / extrap, interp, ramp, ext;
+
+    if (c->rope_yarn_truncate) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
+    lo = lo > 0 ? lo : 0;
+    hi = hi < c->rope_dim - 1 ? hi : c->rope_dim - 1;
+    if (lo == hi) {
+        hi += 0.001;                  /* transformers: no singularity */
+    }
+    interp = 1.0f / (c->rope_factor * pos_freq);
+    ramp = ((float) i - (float) lo) / (float) (hi - lo);
+    ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+    ext = 1.0f - ramp;
+    return interp * (1.0f - ext) + extrap * ext;
+}
+
+
 void
 llm_model_rope_inv_freq(const llm_model *m, float *inv_freq)
 {
@@ -1630,6 +1775,8 @@ llm_model_rope_inv_freq(const llm_model *m, float *inv_freq)
                                   (float) (2 * i) / (float) c->rope_dim);
         if (c->rope_freqs != NULL) {
             inv_freq[i] /= c->rope_freqs[i];
+        } else if (c->rope_yarn) {
+            inv_freq[i] = yarn_freq(c, inv_freq[i], i);
         } else if (c->rope_llama3) {
             wavelen = (float) (2.0 * M_PI) / inv_freq[i];
             scaled = wavelen > lo_wl ? inv_freq[i] / c->rope_factor

@@ -95,6 +95,18 @@ typedef struct {
     float     rope_low_freq_factor;
     float     rope_high_freq_factor;
     float     rope_orig_ctx;       /* HF: original_max_position_embeddings */
+    /* YaRN (gpt-oss, long-context Qwen): inv_freq blends interpolation
+       (/ rope_factor) and extrapolation by a ramp over the frequencies
+       between the beta_fast and beta_slow rotations of rope_orig_ctx;
+       cos and sin times the attention factor, folded into att_scale */
+    int       rope_yarn;
+    float     rope_yarn_beta_fast; /* default 32 */
+    float     rope_yarn_beta_slow; /* default 1 */
+    int       rope_yarn_truncate;  /* floor/ceil the ramp's ends (HF
+                                      "truncate", default true; llama.cpp
+                                      always) */
+    float     rope_yarn_attn;      /* attention_factor, default 0.1 ln(factor)
+                                      + 1 */
     /* mixture of experts (qwen3moe, moe.h): 0 experts = dense FFN */
     int       n_expert;            /* expert_count */
     int       n_expert_used;       /* expert_used_count: top-k per token */
@@ -124,6 +136,10 @@ typedef struct {
     const float *q_norm;           /* (head_dim) qk_norm, else NULL */
     const float *k_norm;           /* (head_dim) qk_norm, else NULL */
     const float *attn_post_norm;   /* (dim) gemma3: on att @ wo^T */
+    const float *attn_sinks;       /* (n_heads/tp) gpt-oss: a logit per
+                                      head in the softmax's denominator
+                                      (attention.h), else NULL; no loader
+                                      sets it yet (docs/models.md) */
     const float *ffn_norm;         /* (dim) */
     const float *ffn_post_norm;    /* (dim) gemma3: on the FFN's output */
     llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */

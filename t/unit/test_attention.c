@@ -126,10 +126,11 @@ cache_make(test_cache *c, int hd, int n_kv, int bs, int f16, int n_pos)
 
 /* softmax(q k / sqrt(hd)) v in double over the values as stored */
 static void
-naive(const test_cache *c, const float *q, int t0, int p, double *out)
+naive(const test_cache *c, const float *q, int t0, int p, const float *sink,
+    double *out)
 {
     const llm_att_seq *s = &c->s;
-    double  sc[1024], max = -INFINITY, sum = 0.0;
+    double  sc[1024], max = sink ? *sink : -INFINITY, sum = 0.0;
     int     t, d;
 
     for (t = t0; t <= p; t++) {
@@ -144,6 +145,7 @@ naive(const test_cache *c, const float *q, int t0, int p, double *out)
         sc[t] = exp(sc[t] - max);
         sum += sc[t];
     }
+    sum += sink ? exp(*sink - max) : 0.0;
     for (d = 0; d < s->hd; d++) {
         double o = 0.0;
         for (t = t0; t <= p; t++) {
@@ -174,10 +176,14 @@ test_exp(void)
 }
 
 
-/* one cache configuration: every check of the file header */
+/* one cache configuration: every check of the file header; with sinks,
+ * a sink logit per query head (gpt-oss) around the scores' own range */
 static void
-test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
+test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS,
+    int sinks)
 {
+    static const float  sink_of[9] = { 2.5f, -1.0f, 0.0f, 6.0f, -30.0f,
+                                       0.75f, 1.5f, -3.0f, 4.0f };
     const int   N_Q = N_POS > 100 ? 4 : 9;   /* long: less time */
     test_cache  c;
     float      *q = malloc(sizeof(float) * N_Q * N_POS * hd);
@@ -191,7 +197,8 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
     cache_make(&c, hd, n_kv, bs, f16, N_POS);
     c.s.head_off = (n_kv - 1) * hd;           /* the last kv head */
     snprintf(what, sizeof(what), "hd %d, block %d, %s, window %d, %d "
-             "positions", hd, bs, f16 ? "f16" : "f32", window, N_POS);
+             "positions%s", hd, bs, f16 ? "f16" : "f32", window, N_POS,
+             sinks ? ", sinks" : "");
     for (size_t i = 0; i < (size_t) N_Q * N_POS * hd; i++) {
         q[i] = frand();
     }
@@ -199,13 +206,14 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
 #define Q(h, p)   (q + ((size_t) (h) * N_POS + (p)) * hd)
 #define AT(a, h, p) ((a) + ((size_t) (h) * N_POS + (p)) * hd)
 #define T0(p)     (window > 0 && (p) >= window ? (p) - window + 1 : 0)
+#define SK(h)     (sinks ? &sink_of[h] : NULL)
 
     /* the reference, one query at a time, against double precision */
     for (h = 0; h < N_Q; h++) {
         for (p = 0; p < N_POS; p++) {
-            llm_att_query one = { Q(h, p), AT(ref, h, p), T0(p), p };
+            llm_att_query one = { Q(h, p), AT(ref, h, p), T0(p), p, SK(h) };
             llm_attention_ref(&c.s, &one, 1, scale);
-            naive(&c, Q(h, p), T0(p), p, o);
+            naive(&c, Q(h, p), T0(p), p, SK(h), o);
             for (d = 0; d < hd; d++) {
                 double e = fabs(AT(ref, h, p)[d] - o[d]);
                 worst = e > worst ? e : worst;
@@ -219,7 +227,7 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
     /* the dispatching kernel, one query per call, equals the reference */
     for (h = 0; h < N_Q; h++) {
         for (p = 0; p < N_POS; p++) {
-            llm_att_query one = { Q(h, p), AT(got, h, p), T0(p), p };
+            llm_att_query one = { Q(h, p), AT(got, h, p), T0(p), p, SK(h) };
             llm_attention(&c.s, &one, 1, scale);
             same_single &= memcmp(AT(got, h, p), AT(ref, h, p),
                                   sizeof(float) * hd) == 0;
@@ -239,7 +247,7 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
             llm_att_query qs[3];
             float out[LLM_ATT_MAX_HD];
             for (h = 0; h < 3; h++) {
-                qs[h] = (llm_att_query) { Q(h, p), NULL, T0(p), p };
+                qs[h] = (llm_att_query) { Q(h, p), NULL, T0(p), p, SK(h) };
             }
             for (k = 0; k <= p / LLM_ATT_SPAN; k++) {
                 if (!llm_att_span_used(&qs[0], k)) {
@@ -253,6 +261,9 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
                 spans++;
             }
             for (h = 0; h < 3; h++) {
+                if (sinks) {
+                    llm_att_sink(acc + h * P, sink_of[h], hd);
+                }
                 llm_att_finish(acc + h * P, out, hd);
                 same &= memcmp(out, AT(ref, h, p), sizeof(float) * hd) == 0;
             }
@@ -275,6 +286,7 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
                         qs[nq].out = AT(got, h, t);
                         qs[nq].t0 = T0(t);
                         qs[nq].p = t;
+                        qs[nq].sink = SK(h);
                         nq++;
                     }
                 }
@@ -293,10 +305,10 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
     /* a call of queries far apart (one sequence, mixed positions) */
     {
         llm_att_query qs[4] = {
-            { Q(0, 3), AT(got, 0, 3), T0(3), 3 },
-            { Q(1, 80), AT(got, 1, 80), T0(80), 80 },
-            { Q(2, 16), AT(got, 2, 16), T0(16), 16 },
-            { Q(3, 47), AT(got, 3, 47), T0(47), 47 },
+            { Q(0, 3), AT(got, 0, 3), T0(3), 3, SK(0) },
+            { Q(1, 80), AT(got, 1, 80), T0(80), 80, SK(1) },
+            { Q(2, 16), AT(got, 2, 16), T0(16), 16, SK(2) },
+            { Q(3, 47), AT(got, 3, 47), T0(47), 47, SK(3) },
         };
         int same = 1;
         llm_attention(&c.s, qs, 4, scale);
@@ -309,6 +321,7 @@ test_config(int hd, int n_kv, int bs, int f16, int window, int N_POS)
 #undef Q
 #undef AT
 #undef T0
+#undef SK
     free(c.pool);
     free(q);
     free(ref);
@@ -321,34 +334,40 @@ main(void)
 {
     printf("# kernels: %s\n", llm_kernels_isa_name(llm_kernels_isa()));
     test_exp();
-    test_config(64, 3, 16, 1, 0, 83);  /* SmolLM2 */
-    test_config(64, 3, 16, 0, 0, 83);
-    test_config(128, 2, 32, 1, 0, 83); /* llama 8B head, bigger blocks */
-    test_config(8, 8, 16, 1, 0, 83);   /* tiny260K: only a tail */
-    test_config(20, 2, 16, 0, 0, 83);  /* 16 + a tail of 4, hd % 4 == 0 */
-    test_config(18, 2, 16, 1, 0, 83);  /* a tail of 2 in d chains too */
-    test_config(64, 2, 16, 1, 21, 83); /* sliding window */
-    test_config(64, 2, 32, 0, 40, 83);
+    test_config(64, 3, 16, 1, 0, 83, 0);  /* SmolLM2 */
+    test_config(64, 3, 16, 0, 0, 83, 0);
+    test_config(128, 2, 32, 1, 0, 83, 0); /* llama 8B head, bigger blocks */
+    test_config(8, 8, 16, 1, 0, 83, 0);   /* tiny260K: only a tail */
+    test_config(20, 2, 16, 0, 0, 83, 0);  /* 16 + a tail of 4, hd % 4 == 0 */
+    test_config(18, 2, 16, 1, 0, 83, 0);  /* a tail of 2 in d chains too */
+    test_config(64, 2, 16, 1, 21, 83, 0); /* sliding window */
+    test_config(64, 2, 32, 0, 40, 83, 0);
     /* three spans of LLM_ATT_SPAN; a window across span edges */
-    test_config(64, 3, 16, 1, 0, 600);
-    test_config(64, 2, 32, 0, 300, 600);
+    test_config(64, 3, 16, 1, 0, 600, 0);
+    test_config(64, 2, 32, 0, 300, 600, 0);
+    /* gpt-oss: a sink per head, on full and windowed layers, over spans */
+    test_config(64, 3, 16, 1, 0, 83, 1);
+    test_config(64, 2, 16, 0, 21, 83, 1);
+    test_config(64, 2, 32, 1, 300, 600, 1);
 
     /* the same through the AVX2 kernel and the reference path (as
      * LLM_ISA=avx2 or scalar choose them) */
     if (llm_kernels_isa() > LLM_ISA_AVX2
         && llm_kernels_set_isa(LLM_ISA_AVX2) == 0)
     {
-        test_config(64, 3, 16, 1, 0, 83);
-        test_config(128, 2, 32, 1, 0, 83);
-        test_config(8, 8, 16, 1, 0, 83);
-        test_config(18, 2, 16, 1, 0, 83);
-        test_config(20, 2, 16, 0, 0, 83);
-        test_config(64, 2, 16, 1, 21, 83);
-        test_config(64, 2, 32, 0, 300, 600);
+        test_config(64, 3, 16, 1, 0, 83, 0);
+        test_config(128, 2, 32, 1, 0, 83, 0);
+        test_config(8, 8, 16, 1, 0, 83, 0);
+        test_config(18, 2, 16, 1, 0, 83, 0);
+        test_config(20, 2, 16, 0, 0, 83, 0);
+        test_config(64, 2, 16, 1, 21, 83, 0);
+        test_config(64, 2, 32, 0, 300, 600, 0);
+        test_config(64, 2, 16, 0, 21, 83, 1);
     }
     if (llm_kernels_set_isa(LLM_ISA_SCALAR) == 0) {
-        test_config(64, 3, 16, 1, 0, 83);
-        test_config(64, 3, 16, 1, 0, 600);
+        test_config(64, 3, 16, 1, 0, 83, 0);
+        test_config(64, 3, 16, 1, 0, 600, 0);
+        test_config(64, 2, 32, 1, 300, 600, 1);
     }
     return tap_done();
 }

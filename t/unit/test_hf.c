@@ -429,14 +429,27 @@ test_refusals(const char *tmp)
 
     snprintf(dir, sizeof(dir), "%s/variant", tmp);
     expect_refusal(dir, "rope_parameters",
+                   "{\"rope_type\":\"dynamic\",\"factor\":4.0,"
+                   "\"rope_theta\":10000.0}",
+                   "rope scaling type \"dynamic\" is not supported");
+    expect_refusal(dir, "rope_parameters",
                    "{\"rope_type\":\"yarn\",\"factor\":4.0,"
                    "\"rope_theta\":10000.0}",
-                   "rope scaling type \"yarn\" is not supported");
+                   "\"original_max_position_embeddings\" is missing");
+    expect_refusal(dir, "rope_parameters",
+                   "{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                   "\"original_max_position_embeddings\":16,\"mscale\":1,"
+                   "\"mscale_all_dim\":1,\"rope_theta\":10000.0}",
+                   "yarn rope scaling with mscale or mscale_all_dim is not "
+                   "supported");
     expect_refusal(dir, "use_sliding_window", "true",
                    "use_sliding_window (per-layer windows) is not "
                    "supported");
     expect_refusal(dir, "model_type", "\"gemma2\"",
                    "model_type \"gemma2\" is not supported");
+    /* gpt-oss until its loader lands (docs/models.md) */
+    expect_refusal(dir, "model_type", "\"gpt_oss\"",
+                   "model_type \"gpt_oss\" is not supported");
     expect_refusal(dir, "hidden_act", "\"gelu\"", "hidden_act must be");
     expect_refusal(dir, "num_hidden_layers", NULL,
                    "config.json: \"num_hidden_layers\" is missing");
@@ -668,7 +681,7 @@ test_gemma3_refusals(const char *tmp)
 
 static const char *hf_names[] = {
     "hf-llama", "hf-llama3", "hf-mistral", "hf-qwen2", "hf-qwen3",
-    "hf-gemma3", "hf-qwen3moe", "hf-qwen3moe-nonorm",
+    "hf-gemma3", "hf-qwen3moe", "hf-qwen3moe-nonorm", "hf-qwen2-yarn",
 };
 
 
@@ -862,6 +875,8 @@ typedef enum {
     /* gemma3's */
     DROP_NORM_SHIFT, DROP_POST_NORMS, DROP_GEGLU, DROP_EMBD_SCALE,
     DROP_ATT_SCALE, DROP_LOCAL_ROPE, DROP_ROPE_LINEAR, DROP_GLOBAL_LAYERS,
+    /* yarn's: the frequency ramp, the attention factor */
+    DROP_YARN_RAMP, DROP_YARN_ATTN,
 } quirk;
 
 
@@ -932,6 +947,12 @@ drop(llm_model *m, quirk q)
     }
     if (q == DROP_SLIDING_WINDOW) {
         m->cfg.sliding_window = 0;
+    }
+    if (q == DROP_YARN_RAMP) {
+        m->cfg.rope_yarn = 0;                 /* plain theta^-(2i/d) */
+    }
+    if (q == DROP_YARN_ATTN) {
+        m->cfg.att_scale = 1.0f / sqrtf((float) m->cfg.head_dim);
     }
 }
 
@@ -1030,6 +1051,12 @@ test_quirks(void)
     test_quirk("hf-qwen2", "gguf", DROP_QKV_BIAS, "QKV bias");
     test_quirk("hf-qwen3", "hf", DROP_QK_NORM, "QK-norm");
     test_quirk("hf-qwen3", "gguf", DROP_QK_NORM, "QK-norm");
+    test_quirk("hf-qwen2-yarn", "hf", DROP_YARN_RAMP, "yarn frequencies");
+    test_quirk("hf-qwen2-yarn", "gguf", DROP_YARN_RAMP, "yarn frequencies");
+    test_quirk("hf-qwen2-yarn", "hf", DROP_YARN_ATTN,
+               "yarn attention factor");
+    test_quirk("hf-qwen2-yarn", "gguf", DROP_YARN_ATTN,
+               "yarn attention factor");
     test_quirk("hf-llama3", "hf", DROP_LLAMA3_ROPE, "llama3 rope scaling");
     test_quirk("hf-llama3", "gguf", DROP_LLAMA3_ROPE,
                "llama3 rope scaling (rope_freqs)");

@@ -634,6 +634,53 @@ test_geglu(void)
 }
 
 
+/* gpt-oss's clamped SwiGLU: kernel == reference bit for bit, every
+ * length; against double precision (transformers' GptOssExperts: gate
+ * clamped at 7, up to [-7, 7], (up + 1) * gate * sigmoid(1.702 gate));
+ * the clamps at their edges */
+static void
+test_swiglu_oai(void)
+{
+    enum { N = 1000 };
+    float   g[N], up[N], ref[N], got[N];
+    double  worst = 0.0;
+    int     i, same = 1, n;
+
+    for (i = 0; i < N; i++) {
+        g[i] = (float) ((i * 7919) % 2001 - 1000) / 83.0f;   /* +-12 */
+        up[i] = (float) ((i * 104729) % 2001 - 1000) / 83.0f;
+    }
+    g[0] = 0.0f;
+    g[1] = 7.0f;
+    g[2] = 100.0f;   up[2] = 100.0f;
+    g[3] = -100.0f;  up[3] = -100.0f;
+    g[4] = 3e38f;    up[4] = -3e38f;
+    for (n = 1; n <= N; n = n < 40 ? n + 1 : (n < N && n + 97 > N ? N
+                                                                 : n + 97)) {
+        memcpy(ref, g, sizeof(float) * n);
+        memcpy(got, g, sizeof(float) * n);
+        llm_swiglu_oai_ref(ref, up, n);
+        llm_swiglu_oai(got, up, n);
+        same &= memcmp(ref, got, sizeof(float) * n) == 0;
+    }
+    ok(same, "swiglu_oai (%s) == llm_swiglu_oai_ref, bit for bit, lengths "
+       "1..%d", llm_kernels_isa_name(llm_kernels_isa()), N);
+    for (i = 0; i < N; i++) {
+        double x = g[i] < 7.0 ? g[i] : 7.0;
+        double u = up[i] < -7.0 ? -7.0 : up[i] > 7.0 ? 7.0 : up[i];
+        double want = (u + 1.0) * (x / (1.0 + exp(-1.702 * x)));
+        double err = fabs(ref[i] - want) / (fabs(want) > 1e-30 ? fabs(want)
+                                                                : 1.0);
+        worst = err > worst ? err : worst;
+    }
+    /* the double formula clamps too: g = 100 and 3e38 count as 7, up
+       +-100 and -3e38 as +-7 (indices 2-4 are in worst) */
+    ok(worst < 5e-6 && ref[0] == 0.0f && ref[3] == 0.0f,
+       "swiglu_oai within 5e-6 relative of double precision (worst %.2e); "
+       "the clamps at 0, 7, +-100, +-3e38", worst);
+}
+
+
 static void
 test_quantize_q8a(void)
 {
@@ -1057,6 +1104,7 @@ main(void)
     test_quantize_q8a();
     test_swiglu();
     test_geglu();
+    test_swiglu_oai();
     test_rmsnorm();
     test_rope();
     test_out_of_memory(pools[2]);

@@ -18,6 +18,7 @@
 #include "attention.h"
 #include "isa.h"
 #include "backend/backend.h"
+#include "backend/moe_cpu.h"
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -295,6 +296,64 @@ test_shape_faults(void)
 
     free(orig);
     free(buf);
+}
+
+
+/* gpt-oss's router: the top k by logit (ties: lower id), softmax over
+ * those k, against double precision; the same experts and (to rounding)
+ * weights as the renormalised qwen3moe router, whose top-k of a full
+ * softmax renormalised is mathematically that softmax */
+static void
+test_route_topk_softmax(void)
+{
+    enum { E = 32, K = 4, ROUNDS = 200 };
+    float    lg[E], w[K], w2[K];
+    int32_t  sel[K], sel2[K];
+    int      r, e, j, same_sel = 1, ties = 1;
+    double   worst = 0, worst2 = 0;
+    unsigned x = 12345;
+
+    for (r = 0; r < ROUNDS; r++) {
+        for (e = 0; e < E; e++) {
+            x = x * 1103515245u + 12345u;
+            lg[e] = ((float) (x >> 8 & 0xffff) / 65536.0f - 0.5f) * 16.0f;
+        }
+        llm_moe_route_topk_softmax(lg, E, K, sel, w);
+        llm_moe_route(lg, E, K, 1, sel2, w2);
+        double  m = lg[sel[0]], sum = 0;
+        for (j = 0; j < K; j++) {
+            sum += exp((double) lg[sel[j]] - m);
+            same_sel &= sel[j] == sel2[j];
+            /* descending, and nothing left out is larger */
+            same_sel &= j == 0 || lg[sel[j]] <= lg[sel[j - 1]];
+        }
+        for (e = 0; e < E; e++) {
+            int in = 0;
+            for (j = 0; j < K; j++) {
+                in |= sel[j] == e;
+            }
+            same_sel &= in || lg[e] <= lg[sel[K - 1]];
+        }
+        for (j = 0; j < K; j++) {
+            double want = exp((double) lg[sel[j]] - m) / sum;
+            worst = fabs(w[j] - want) > worst ? fabs(w[j] - want) : worst;
+            worst2 = fabs(w[j] - w2[j]) > worst2 ? fabs(w[j] - w2[j])
+                                                 : worst2;
+        }
+    }
+    ok(same_sel && worst < 1e-6 && worst2 < 1e-6, "gpt-oss router: top-%d "
+       "of %d logits, %d rounds: the largest, descending, == qwen3moe's; "
+       "softmax over them within 1e-6 of double (worst %.2e; renormalised "
+       "qwen3moe weights %.2e off)", K, E, ROUNDS, worst, worst2);
+
+    for (e = 0; e < E; e++) {
+        lg[e] = e == 7 || e == 3 || e == 20 ? 2.0f : -1.0f;
+    }
+    llm_moe_route_topk_softmax(lg, E, K, sel, w);
+    ties &= sel[0] == 3 && sel[1] == 7 && sel[2] == 20 && sel[3] == 0;
+    ties &= w[0] == w[1] && w[1] == w[2] && w[3] < w[0];
+    ok(ties, "gpt-oss router: ties go to the lower id (3, 7, 20, then 0), "
+       "equal logits equal weights");
 }
 
 
@@ -1141,6 +1200,7 @@ main(void)
     test_tp_views();
     test_shape_faults();
     test_moe_faults();
+    test_route_topk_softmax();
     test_greedy();
     stories_path(path, sizeof(path), "f32");
     /* float weights: the rounding alone (measured 0.013); SmolLM2 quantizes
