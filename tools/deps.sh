@@ -73,6 +73,12 @@ SDIST_URL=https://files.pythonhosted.org/packages/e4/b4/c8cd17629ced0b9644a71d39
 SDIST_SHA256=34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6
 SDIST_MODELS=llama_cpp_python-0.3.16/vendor/llama.cpp/models
 SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2)
+# Qwen3-Coder's published template (its XML tool calls, docs/api.md), which
+# the sdist above predates: from a newer sdist, only that member kept
+CODER_SDIST_NAME=llama-cpp-python==0.3.36
+CODER_SDIST_URL=https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz
+CODER_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+CODER_TEMPLATE=llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen3-Coder.jinja
 # JSON Schema fixtures (docs/json_schema.md): real-world schemas as
 # SchemaStore publishes them, vendored by the wheel of check-jsonschema, and
 # the official JSON-Schema-Test-Suite (schemas with valid and invalid
@@ -225,6 +231,16 @@ extract_sdist() {
         die "could not extract the fixtures from $tarball"
 }
 
+# Qwen3-Coder.jinja out of the newer sdist, beside the other templates
+extract_coder_template() {
+    local tarball
+    tarball=$(url_fetch "$1" "$CODER_SDIST_URL" "$CODER_SDIST_SHA256" \
+              "$CODER_SDIST_NAME (source, 77 MB, for Qwen3-Coder.jinja)")
+    tar -xzf "$tarball" -C "$2" --strip-components=4 "$CODER_TEMPLATE" ||
+        die "could not extract Qwen3-Coder.jinja from $tarball"
+    rm -f "$tarball"
+}
+
 # pip download one pinned file into dest and check its sha256; prints its
 # path
 pip_fetch() {
@@ -325,6 +341,7 @@ make_fixtures() {
     rm -rf "$new"
     download_sdist "$tmp"
     extract_sdist "$tmp/${SDIST_URL##*/}" "$new/$l"
+    extract_coder_template "$tmp" "$new/$l"
     extract_schemas "$tmp/schemas" "$new"
     echo "deps.sh: making the test fixtures (tools/fixtures.py)"
     local fx=("$REPO/tools/fixtures.py")

@@ -62,6 +62,9 @@ TEMPLATES = [
      {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, "llama"),
     ("qwen3", "fixtures:llama.cpp/templates/Qwen-Qwen3-0.6B.jinja", None,
      {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
+    # Qwen3-Coder's XML tool calls (from llama-cpp-python 0.3.36's sdist)
+    ("qwen3-coder", "fixtures:llama.cpp/templates/Qwen3-Coder.jinja", None,
+     {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
     ("smollm2", "repo:SmolLM2-135M-Instruct.jinja", None,
      {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
       "pad_token": "<|im_end|>"}, None),

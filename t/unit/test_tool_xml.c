@@ -9,6 +9,7 @@
 #include "api/reply.h"
 #include "api/tool_xml.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,40 @@ is_reply(const char *text, const char *want_calls, const char *want_content,
                     "</tool_call>"
 #define P(k, v)     "<parameter=" k ">\n" v "\n</parameter>\n"
 
+/* the published Qwen3-Coder template (make deps: llama-cpp-python
+   0.3.36's sdist, tools/fixtures.sha256), as a GGUF or tokenizer_config
+   would carry it */
+static void
+test_detect_published(void)
+{
+    char         path[4096], *text;
+    const char  *fx = getenv("FIXTURES");
+    FILE        *f;
+    long         n;
+
+    snprintf(path, sizeof(path), "%s/llama.cpp/templates/Qwen3-Coder.jinja",
+             fx ? fx : "");
+    f = fopen(path, "rb");
+    ok(f != NULL, "the published template: %s", path);
+    if (f == NULL) {
+        return;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    text = malloc((size_t) n + 1);
+    ok(text != NULL && fread(text, 1, (size_t) n, f) == (size_t) n,
+       "read it");
+    fclose(f);
+    if (text == NULL) {
+        return;
+    }
+    is_int(llm_tool_format_detect(text, (size_t) n), LLM_TOOL_FMT_QWEN3_XML,
+           "the published Qwen3-Coder template: XML");
+    free(text);
+}
+
+
 static void
 test_detect(void)
 {
@@ -102,6 +137,7 @@ test_detect(void)
            LLM_TOOL_FMT_HERMES, "<tool_call> with JSON: still Hermes");
     is_str(llm_tool_format_name(LLM_TOOL_FMT_QWEN3_XML), "qwen3_xml",
            "its name");
+    test_detect_published();
 }
 
 
