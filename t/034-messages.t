@@ -346,11 +346,11 @@ POST /v1/messages
 --- config
     location /v1/ {
         llm_api main;
-        llm_deadline 2s;
+        llm_deadline 1s;
     }
 --- request
 POST /v1/messages
-{"model":"smollm2","max_tokens":1900,"temperature":0,"stream":true,"messages":[{"role":"user","content":"Count from 1 to 1000, one number per line."}]}
+{"model":"smollm2","max_tokens":1900,"ignore_eos":true,"temperature":0,"stream":true,"messages":[{"role":"user","content":"Count from 1 to 1000, one number per line."}]}
 --- timeout: 60
 --- error_code: 200
 --- response_body_like: ^event: message_start\n.*\nevent: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"the generation deadline passed"\}\}\n\n$

@@ -12,6 +12,7 @@
  *   tool_choice auto|any|tool|none     -> auto|required|named|none
  *   stop_sequences                     -> stop
  *   max_tokens, temperature, top_p, top_k, stream: the same names
+ *   ignore_eos (ours, as on chat and /v1/responses): the same name
  *
  * defines: llm_messages_to_chat, llm_messages_stop_reason,
  *          llm_messages_error_type, llm_messages_reply
@@ -552,7 +553,8 @@ msg_copy_fields(const cJSON *root, cJSON *out, int count_only,
     int           i;
     cJSON        *v;
     static const char  *same[] = { "temperature", "top_p", "top_k",
-                                   "max_tokens", "stream", NULL };
+                                   "max_tokens", "stream", "ignore_eos",
+                                   NULL };
 
     for (i = 0; same[i]; i++) {
         v = llm_api_field(root, same[i]);
