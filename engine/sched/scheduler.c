@@ -1552,7 +1552,7 @@ sample_and_publish(llm_sched *s, llm_seq *q, int e)
 /* the step's hidden rows into their embeddings' pools (token order);
    an embedding whose whole input is in is finished and sent */
 static void
-embed_rows(llm_sched *s)
+embed_rows(llm_sched *s, int n_embed)
 {
     const llm_config  *cfg = &s->be->model->cfg;
     llm_seq           *q;
@@ -1562,9 +1562,9 @@ embed_rows(llm_sched *s)
         llm_pool_add(cfg->pooling, s->hidden_seq[e]->pool,
                      s->hidden + (size_t) e * s->dim, s->dim);
     }
-    for (e = 0; e < s->n_seqs; e++) {
+    for (e = 0; e < n_embed; e++) {
         q = s->bseq[e];
-        if (q->pool == NULL || q->n_computed < q->n_prompt
+        if (q->n_computed < q->n_prompt
             || q->cancel != LLM_SEQ_CANCEL_NONE)
         {
             continue;
@@ -1585,12 +1585,18 @@ static void
 postprocess(llm_sched *s)
 {
     llm_seq  *q;
-    int       e, nd;
+    int       e, nd, n_embed = 0;
 
     for (e = 0; e < s->n_seqs; e++) {
         q = s->bseq[e];
         q->in_batch = 0;
         q->n_computed += s->chunk[e] - q->n_draft;
+        if (q->pool != NULL) {
+            /* sampling below may finish (free) this batch's generations:
+               the embeddings move to the front of bseq, which nothing
+               reads after this step, and embed_rows reads only them */
+            s->bseq[n_embed++] = q;
+        }
     }
     for (e = 0; e < s->n_logits; e += 1 + nd) {
         q = s->logit_seq[e];
@@ -1603,7 +1609,7 @@ postprocess(llm_sched *s)
             sample_and_publish(s, q, e);
         }
     }
-    embed_rows(s);
+    embed_rows(s, n_embed);
 }
 
 
