@@ -23,6 +23,8 @@
  *                            the reply as output items
  *   ngx_http_llm_ready.c     waiting for the engine to be ready
  *   ngx_http_llm_quota.c     token quotas per key, priority, fair key
+ *   ngx_http_llm_shm.c       a keyed LRU store in a shared-memory zone
+ *                            (the quota zone's, the responses zone's)
  *   ngx_http_llm_reply.c     our JSON replies, OpenAI's error object, the
  *                            one place a refused request is answered
  *   ngx_http_llm_ctx.c       a request's context and its choices: created,
@@ -515,6 +517,30 @@ ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_shm.c: a keyed LRU store in a shared-memory zone */
+typedef struct {
+    ngx_rbtree_t                rbtree;
+    ngx_rbtree_node_t           sentinel;
+    ngx_queue_t                 lru;        /* head: the most recent */
+} ngx_http_llm_shm_sh_t;
+
+typedef struct {
+    ngx_http_llm_shm_sh_t      *sh;
+    ngx_slab_pool_t            *shpool;
+} ngx_http_llm_shm_t;
+
+/* <0, 0, >0: key against node's key (nodes of equal hash) */
+typedef ngx_int_t (*ngx_http_llm_shm_cmp_pt)(void *key,
+    ngx_rbtree_node_t *node);
+
+ngx_int_t ngx_http_llm_shm_init(ngx_shm_zone_t *shm_zone,
+    ngx_http_llm_shm_t *shm, ngx_http_llm_shm_t *old,
+    ngx_rbtree_insert_pt insert, const char *what);
+ngx_rbtree_node_t *ngx_http_llm_shm_find(ngx_http_llm_shm_t *shm,
+    uint32_t hash, ngx_http_llm_shm_cmp_pt cmp, void *key);
+void ngx_http_llm_shm_free(ngx_http_llm_shm_t *shm, ngx_rbtree_node_t *node,
+    ngx_queue_t *lru);
 
 /* ngx_http_llm_quota.c */
 char *ngx_http_llm_quota_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,

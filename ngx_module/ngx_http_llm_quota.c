@@ -12,8 +12,9 @@
  * sees it; completion tokens are counted as the stream reads them, and
  * the part of the reservation not used goes back when the request ends.
  *
- * The zone is like limit_req's: a slab pool, a red-black tree of keys, an
- * LRU queue to expire idle ones; a reload with the same size keeps it.
+ * The zone is a keyed store of ngx_http_llm_shm.c (limit_req's shape: a
+ * slab pool, a red-black tree of keys, an LRU queue to expire idle ones);
+ * a reload with the same size keeps it.
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -26,20 +27,18 @@
 #define NGX_HTTP_LLM_QUOTA_MAX_PER     (30 * 86400000ULL) /* 30 days, ms */
 
 
-/* the zone's shared part */
-typedef struct {
-    ngx_rbtree_t                rbtree;
-    ngx_rbtree_node_t           sentinel;
-    ngx_queue_t                 queue;      /* LRU: most recent first */
-} ngx_http_llm_quota_sh_t;
-
-
 /* llm_token_quota_zone: the shm zone's data */
 typedef struct {
-    ngx_http_llm_quota_sh_t    *sh;
-    ngx_slab_pool_t            *shpool;
+    ngx_http_llm_shm_t          shm;        /* the buckets, LRU first */
     ngx_http_complex_value_t    key;
 } ngx_http_llm_quota_zone_t;
+
+
+/* what a bucket is found by: the key and the limit it counts for */
+typedef struct {
+    ngx_str_t                  *key;
+    ngx_http_llm_quota_t       *limit;
+} ngx_http_llm_quota_find_t;
 
 
 /* one key's bucket for one limit, after the rbtree node's key */
@@ -209,6 +208,18 @@ ngx_http_llm_quota_rbtree_insert(ngx_rbtree_node_t *temp,
 }
 
 
+static ngx_int_t
+ngx_http_llm_quota_find_cmp(void *data, ngx_rbtree_node_t *node)
+{
+    ngx_http_llm_quota_find_t  *find = data;
+
+    return ngx_http_llm_quota_cmp(find->key->data, find->key->len,
+                                  find->limit->tokens, find->limit->per,
+                                  find->limit->burst,
+                                  (ngx_http_llm_quota_node_t *) &node->color);
+}
+
+
 /*
  * Idle keys go from the LRU tail: up to two whose buckets are full again
  * (they would start full anyway), or, when memory ran out, the oldest one
@@ -226,11 +237,11 @@ ngx_http_llm_quota_expire(ngx_http_llm_quota_zone_t *zone,
 
     for (n = 0; n < 2; n++) {
 
-        if (ngx_queue_empty(&zone->sh->queue)) {
+        if (ngx_queue_empty(&zone->shm.sh->lru)) {
             return;
         }
 
-        qu = ngx_queue_last(&zone->sh->queue);
+        qu = ngx_queue_last(&zone->shm.sh->lru);
         lq = ngx_queue_data(qu, ngx_http_llm_quota_node_t, queue);
 
         if (lq->refs) {
@@ -249,12 +260,9 @@ ngx_http_llm_quota_expire(ngx_http_llm_quota_zone_t *zone,
             }
         }
 
-        ngx_queue_remove(qu);
-
         node = (ngx_rbtree_node_t *)
                    ((u_char *) lq - offsetof(ngx_rbtree_node_t, color));
-        ngx_rbtree_delete(&zone->sh->rbtree, node);
-        ngx_slab_free_locked(zone->shpool, node);
+        ngx_http_llm_shm_free(&zone->shm, node, qu);
     }
 }
 
@@ -266,35 +274,23 @@ ngx_http_llm_quota_lookup(ngx_http_llm_quota_t *q, ngx_str_t *key,
 {
     size_t                      size;
     uint32_t                    hash;
-    ngx_int_t                   rc;
-    ngx_rbtree_node_t          *node, *sentinel;
+    ngx_rbtree_node_t          *node;
     ngx_http_llm_quota_node_t  *lq;
+    ngx_http_llm_quota_find_t   find;
     ngx_http_llm_quota_zone_t  *zone = q->shm_zone->data;
 
     hash = ngx_crc32_short(key->data, key->len);
+    find.key = key;
+    find.limit = q;
 
-    node = zone->sh->rbtree.root;
-    sentinel = zone->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash != node->key) {
-            node = (hash < node->key) ? node->left : node->right;
-            continue;
-        }
-
+    node = ngx_http_llm_shm_find(&zone->shm, hash,
+                                 ngx_http_llm_quota_find_cmp, &find);
+    if (node != NULL) {
         lq = (ngx_http_llm_quota_node_t *) &node->color;
-
-        rc = ngx_http_llm_quota_cmp(key->data, key->len, q->tokens, q->per,
-                                    q->burst, lq);
-        if (rc == 0) {
-            ngx_queue_remove(&lq->queue);
-            ngx_queue_insert_head(&zone->sh->queue, &lq->queue);
-            ngx_http_llm_quota_refill(q, lq, ngx_current_msec);
-            return lq;
-        }
-
-        node = (rc < 0) ? node->left : node->right;
+        ngx_queue_remove(&lq->queue);
+        ngx_queue_insert_head(&zone->shm.sh->lru, &lq->queue);
+        ngx_http_llm_quota_refill(q, lq, ngx_current_msec);
+        return lq;
     }
 
     size = offsetof(ngx_rbtree_node_t, color)
@@ -303,11 +299,11 @@ ngx_http_llm_quota_lookup(ngx_http_llm_quota_t *q, ngx_str_t *key,
 
     ngx_http_llm_quota_expire(zone, q, 0);
 
-    node = ngx_slab_alloc_locked(zone->shpool, size);
+    node = ngx_slab_alloc_locked(zone->shm.shpool, size);
     if (node == NULL) {
         ngx_http_llm_quota_expire(zone, q, 1);
 
-        node = ngx_slab_alloc_locked(zone->shpool, size);
+        node = ngx_slab_alloc_locked(zone->shm.shpool, size);
         if (node == NULL) {
             ngx_log_error(NGX_LOG_ALERT, log, 0,
                           "llm: llm_token_quota_zone \"%V\" is full: no "
@@ -334,8 +330,8 @@ ngx_http_llm_quota_lookup(ngx_http_llm_quota_t *q, ngx_str_t *key,
     lq->refs = 0;
     ngx_memcpy(lq->data, key->data, key->len);
 
-    ngx_rbtree_insert(&zone->sh->rbtree, node);
-    ngx_queue_insert_head(&zone->sh->queue, &lq->queue);
+    ngx_rbtree_insert(&zone->shm.sh->rbtree, node);
+    ngx_queue_insert_head(&zone->shm.sh->lru, &lq->queue);
 
     return lq;
 }
@@ -496,7 +492,7 @@ ngx_http_llm_quota_give_back(ngx_http_llm_quota_req_t *qr, uint64_t keep,
         }
 
         zone = h->quota->shm_zone->data;
-        ngx_shmtx_lock(&zone->shpool->mutex);
+        ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
         ngx_http_llm_quota_refill(h->quota, h->node, ngx_current_msec);
         if (h->held > keep) {
@@ -508,7 +504,7 @@ ngx_http_llm_quota_give_back(ngx_http_llm_quota_req_t *qr, uint64_t keep,
             h->node->refs--;
         }
 
-        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
         if (release) {
             h->node = NULL;
@@ -538,11 +534,11 @@ ngx_http_llm_quota_report(ngx_http_request_t *r, ngx_http_llm_quota_req_t *qr,
         }
 
         zone = h->quota->shm_zone->data;
-        ngx_shmtx_lock(&zone->shpool->mutex);
+        ngx_shmtx_lock(&zone->shm.shpool->mutex);
         ngx_http_llm_quota_refill(h->quota, h->node, ngx_current_msec);
         level = h->node->level;
         reset = ngx_http_llm_quota_wait(h->quota, h->node, h->quota->burst);
-        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
         if (!found || level < qr->remaining) {
             found = 1;
@@ -610,7 +606,7 @@ ngx_http_llm_quota_take(ngx_http_llm_quota_hold_t *h, uint64_t n)
     ngx_int_t                   rc;
     ngx_http_llm_quota_zone_t  *zone = h->quota->shm_zone->data;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
     ngx_http_llm_quota_refill(h->quota, h->node, ngx_current_msec);
 
@@ -623,7 +619,7 @@ ngx_http_llm_quota_take(ngx_http_llm_quota_hold_t *h, uint64_t n)
         rc = NGX_DECLINED;
     }
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
     return rc;
 }
@@ -634,10 +630,10 @@ ngx_http_llm_quota_untake(ngx_http_llm_quota_hold_t *h, uint64_t n)
 {
     ngx_http_llm_quota_zone_t  *zone = h->quota->shm_zone->data;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
     ngx_http_llm_quota_refund(h->quota, h->node, n);
     h->held -= n;
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 }
 
 
@@ -657,11 +653,11 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_quota_node_t  *lq;
     ngx_http_llm_quota_zone_t  *zone = q->shm_zone->data;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
     lq = ngx_http_llm_quota_lookup(q, key, r->connection->log);
     if (lq == NULL) {
-        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_shmtx_unlock(&zone->shm.shpool->mutex);
         *rc = ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
                                   "quota_zone_full",
                                   "the server's quota zone is full, "
@@ -676,7 +672,7 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         *left = level;
         wait = (need <= q->burst) ? ngx_http_llm_quota_wait(q, lq, need) : 0;
         reset = ngx_http_llm_quota_wait(q, lq, q->burst);
-        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
         *rc = ngx_http_llm_quota_refuse(ctx, q, level, need, wait, reset);
         return NGX_DECLINED;
@@ -691,7 +687,7 @@ ngx_http_llm_quota_reserve(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     h->node = lq;
     h->held = ctx->n_prompt + *completion;
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
     return NGX_OK;
 }
@@ -1039,61 +1035,28 @@ ngx_http_llm_priority(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 static ngx_int_t
 ngx_http_llm_quota_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    size_t                      len;
     ngx_http_llm_quota_zone_t  *ozone = data;
     ngx_http_llm_quota_zone_t  *zone = shm_zone->data;
 
-    if (ozone) {
-        /* a reload with the same size: the buckets go on */
-        if (zone->key.value.len != ozone->key.value.len
+    /* a reload with the same size: the buckets go on */
+    if (ozone
+        && (zone->key.value.len != ozone->key.value.len
             || ngx_strncmp(zone->key.value.data, ozone->key.value.data,
                            zone->key.value.len)
-               != 0)
-        {
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "llm_token_quota_zone \"%V\" uses the \"%V\" key "
-                          "while previously it used the \"%V\" key",
-                          &shm_zone->shm.name, &zone->key.value,
-                          &ozone->key.value);
-            return NGX_ERROR;
-        }
-
-        zone->sh = ozone->sh;
-        zone->shpool = ozone->shpool;
-        return NGX_OK;
-    }
-
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = zone->shpool->data;
-        return NGX_OK;
-    }
-
-    zone->sh = ngx_slab_alloc(zone->shpool, sizeof(ngx_http_llm_quota_sh_t));
-    if (zone->sh == NULL) {
+               != 0))
+    {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "llm_token_quota_zone \"%V\" uses the \"%V\" key "
+                      "while previously it used the \"%V\" key",
+                      &shm_zone->shm.name, &zone->key.value,
+                      &ozone->key.value);
         return NGX_ERROR;
     }
 
-    zone->shpool->data = zone->sh;
-
-    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
-                    ngx_http_llm_quota_rbtree_insert);
-    ngx_queue_init(&zone->sh->queue);
-
-    len = sizeof(" in llm_token_quota_zone \"\"") + shm_zone->shm.name.len;
-
-    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
-    if (zone->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(zone->shpool->log_ctx, " in llm_token_quota_zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    zone->shpool->log_nomem = 0;
-
-    return NGX_OK;
+    return ngx_http_llm_shm_init(shm_zone, &zone->shm,
+                                 ozone ? &ozone->shm : NULL,
+                                 ngx_http_llm_quota_rbtree_insert,
+                                 "llm_token_quota_zone");
 }
 
 

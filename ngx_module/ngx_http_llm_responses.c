@@ -47,15 +47,7 @@ typedef struct {
 
 /* llm_responses_zone: stored responses by id, oldest evicted first */
 typedef struct {
-    ngx_rbtree_t                rbtree;
-    ngx_rbtree_node_t           sentinel;
-    ngx_queue_t                 lru;        /* head: the newest */
-} ngx_http_llm_resp_sh_t;
-
-
-typedef struct {
-    ngx_http_llm_resp_sh_t     *sh;
-    ngx_slab_pool_t            *shpool;
+    ngx_http_llm_shm_t          shm;        /* LRU head: the newest */
     time_t                      ttl;
 } ngx_http_llm_resp_zone_t;
 
@@ -135,36 +127,25 @@ ngx_http_llm_resp_rbtree_insert(ngx_rbtree_node_t *temp,
 }
 
 
+static ngx_int_t
+ngx_http_llm_resp_find_cmp(void *data, ngx_rbtree_node_t *node)
+{
+    ngx_str_t                 *id = data;
+    ngx_http_llm_resp_node_t  *rn;
+
+    rn = (ngx_http_llm_resp_node_t *) &node->color;
+
+    return ngx_memn2cmp(id->data, rn->data, id->len, rn->id_len);
+}
+
+
 /* the node of id, or NULL; locked by the caller */
 static ngx_rbtree_node_t *
 ngx_http_llm_resp_lookup(ngx_http_llm_resp_zone_t *zone, ngx_str_t *id,
     uint32_t hash)
 {
-    ngx_int_t                  rc;
-    ngx_rbtree_node_t         *node, *sentinel;
-    ngx_http_llm_resp_node_t  *rn;
-
-    node = zone->sh->rbtree.root;
-    sentinel = zone->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash != node->key) {
-            node = (hash < node->key) ? node->left : node->right;
-            continue;
-        }
-
-        rn = (ngx_http_llm_resp_node_t *) &node->color;
-        rc = ngx_memn2cmp(id->data, rn->data, id->len, rn->id_len);
-
-        if (rc == 0) {
-            return node;
-        }
-
-        node = (rc < 0) ? node->left : node->right;
-    }
-
-    return NULL;
+    return ngx_http_llm_shm_find(&zone->shm, hash,
+                                 ngx_http_llm_resp_find_cmp, id);
 }
 
 
@@ -175,9 +156,7 @@ ngx_http_llm_resp_free_node(ngx_http_llm_resp_zone_t *zone,
     ngx_http_llm_resp_node_t  *rn;
 
     rn = (ngx_http_llm_resp_node_t *) &node->color;
-    ngx_queue_remove(&rn->queue);
-    ngx_rbtree_delete(&zone->sh->rbtree, node);
-    ngx_slab_free_locked(zone->shpool, node);
+    ngx_http_llm_shm_free(&zone->shm, node, &rn->queue);
 }
 
 
@@ -191,8 +170,8 @@ ngx_http_llm_resp_expire(ngx_http_llm_resp_zone_t *zone, ngx_uint_t n)
 
     now = ngx_time();
 
-    while (!ngx_queue_empty(&zone->sh->lru)) {
-        q = ngx_queue_last(&zone->sh->lru);
+    while (!ngx_queue_empty(&zone->shm.sh->lru)) {
+        q = ngx_queue_last(&zone->shm.sh->lru);
         rn = ngx_queue_data(q, ngx_http_llm_resp_node_t, queue);
 
         if (n == 0 && rn->expires > now) {
@@ -224,7 +203,7 @@ ngx_http_llm_resp_get(ngx_shm_zone_t *shm_zone, ngx_pool_t *pool,
     text = NULL;
     *oom = 0;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
     ngx_http_llm_resp_expire(zone, 0);
 
@@ -234,7 +213,7 @@ ngx_http_llm_resp_get(ngx_shm_zone_t *shm_zone, ngx_pool_t *pool,
 
         /* a use makes it the newest: the last evicted */
         ngx_queue_remove(&rn->queue);
-        ngx_queue_insert_head(&zone->sh->lru, &rn->queue);
+        ngx_queue_insert_head(&zone->shm.sh->lru, &rn->queue);
 
         text = ngx_pnalloc(pool, rn->len + 1);
         if (text == NULL) {
@@ -246,7 +225,7 @@ ngx_http_llm_resp_get(ngx_shm_zone_t *shm_zone, ngx_pool_t *pool,
         }
     }
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
     return text;
 }
@@ -268,7 +247,7 @@ ngx_http_llm_resp_put(ngx_shm_zone_t *shm_zone, ngx_str_t *id,
     size = offsetof(ngx_rbtree_node_t, color)
            + offsetof(ngx_http_llm_resp_node_t, data) + id->len + len;
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
     ngx_http_llm_resp_expire(zone, 0);
 
@@ -279,15 +258,15 @@ ngx_http_llm_resp_put(ngx_shm_zone_t *shm_zone, ngx_str_t *id,
 
     /* bounded: the oldest go until it fits */
     for (tries = 0; ; tries++) {
-        node = ngx_slab_alloc_locked(zone->shpool, size);
-        if (node != NULL || ngx_queue_empty(&zone->sh->lru)) {
+        node = ngx_slab_alloc_locked(zone->shm.shpool, size);
+        if (node != NULL || ngx_queue_empty(&zone->shm.sh->lru)) {
             break;
         }
         ngx_http_llm_resp_expire(zone, 1);
     }
 
     if (node == NULL) {
-        ngx_shmtx_unlock(&zone->shpool->mutex);
+        ngx_shmtx_unlock(&zone->shm.shpool->mutex);
         return NGX_DECLINED;
     }
 
@@ -299,10 +278,10 @@ ngx_http_llm_resp_put(ngx_shm_zone_t *shm_zone, ngx_str_t *id,
     ngx_memcpy(rn->data, id->data, id->len);
     ngx_memcpy(rn->data + id->len, text, len);
 
-    ngx_rbtree_insert(&zone->sh->rbtree, node);
-    ngx_queue_insert_head(&zone->sh->lru, &rn->queue);
+    ngx_rbtree_insert(&zone->shm.sh->rbtree, node);
+    ngx_queue_insert_head(&zone->shm.sh->lru, &rn->queue);
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
     if (tries) {
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, ngx_cycle->log, 0,
@@ -323,14 +302,14 @@ ngx_http_llm_resp_delete(ngx_shm_zone_t *shm_zone, ngx_str_t *id)
 
     hash = ngx_crc32_short(id->data, id->len);
 
-    ngx_shmtx_lock(&zone->shpool->mutex);
+    ngx_shmtx_lock(&zone->shm.shpool->mutex);
 
     node = ngx_http_llm_resp_lookup(zone, id, hash);
     if (node != NULL) {
         ngx_http_llm_resp_free_node(zone, node);
     }
 
-    ngx_shmtx_unlock(&zone->shpool->mutex);
+    ngx_shmtx_unlock(&zone->shm.shpool->mutex);
 
     return node ? NGX_OK : NGX_DECLINED;
 }
@@ -339,49 +318,14 @@ ngx_http_llm_resp_delete(ngx_shm_zone_t *shm_zone, ngx_str_t *id)
 static ngx_int_t
 ngx_http_llm_resp_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    size_t                     len;
     ngx_http_llm_resp_zone_t  *ozone = data;
     ngx_http_llm_resp_zone_t  *zone = shm_zone->data;
 
-    if (ozone) {
-        /* a reload: the stored responses stay */
-        zone->sh = ozone->sh;
-        zone->shpool = ozone->shpool;
-        return NGX_OK;
-    }
-
-    zone->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        zone->sh = zone->shpool->data;
-        return NGX_OK;
-    }
-
-    zone->sh = ngx_slab_alloc(zone->shpool, sizeof(ngx_http_llm_resp_sh_t));
-    if (zone->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    zone->shpool->data = zone->sh;
-
-    ngx_rbtree_init(&zone->sh->rbtree, &zone->sh->sentinel,
-                    ngx_http_llm_resp_rbtree_insert);
-    ngx_queue_init(&zone->sh->lru);
-
-    len = sizeof(" in llm_responses_zone \"\"") + shm_zone->shm.name.len;
-
-    zone->shpool->log_ctx = ngx_slab_alloc(zone->shpool, len);
-    if (zone->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(zone->shpool->log_ctx, " in llm_responses_zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    /* a full zone evicts: not an error for the log */
-    zone->shpool->log_nomem = 0;
-
-    return NGX_OK;
+    /* a reload: the stored responses stay */
+    return ngx_http_llm_shm_init(shm_zone, &zone->shm,
+                                 ozone ? &ozone->shm : NULL,
+                                 ngx_http_llm_resp_rbtree_insert,
+                                 "llm_responses_zone");
 }
 
 

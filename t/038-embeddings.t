@@ -16,6 +16,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
+use NgxLlm::Sdk;
 use JSON::PP;
 use MIME::Base64;
 use Test::More;
@@ -185,35 +186,11 @@ like($d->{error}{message} // '', qr/not an embedding model/, 'and says so')
 # 7. the official openai SDK (the venv t/040 makes, made here if missing)
 my $build = $ENV{TEST_NGINX_BUILD} || 'build';
 my $sdk_version = $ENV{OPENAI_SDK_VERSION} || '3.57.0';
-my $venv = "$build/venv-openai";
-my $python = "$venv/bin/python";
-my $has_sdk = "import openai, sys; sys.exit(openai.__version__ != '$sdk_version')";
-if (!-x $python || system($python, '-c', $has_sdk) != 0) {
-    note("installing openai==$sdk_version from PyPI into $venv");
-    system('python3', '-m', 'venv', $venv) == 0
-        or BAIL_OUT("python3 -m venv $venv failed (Debian: python3-venv)");
-    system("$venv/bin/pip", 'install', '--quiet', "openai==$sdk_version") == 0
-        or BAIL_OUT("pip install openai==$sdk_version failed (PyPI reachable?)");
-}
+my $python = sdk_venv('openai', "openai==$sdk_version");
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
 $ENV{TEXTS} = $json->encode([map { $_->{text} } @cases]);
 $ENV{EXPECT} = $json->encode(\@alone);
-my ($plan, $ran) = (undef, 0);
-open my $py, '-|', $python, "$FindBin::Bin/embeddings_sdk.py"
-    or die "cannot run t/embeddings_sdk.py: $!";
-while (my $line = <$py>) {
-    chomp $line;
-    if ($line =~ /^(not )?ok \d+ - (.*)$/) {
-        ok(!defined $1, "sdk: $2");
-        $ran++;
-    } elsif ($line =~ /^1\.\.(\d+)$/) {
-        $plan = $1;
-    } else {
-        diag("embeddings_sdk.py: $line");
-    }
-}
-close $py;
-ok(defined $plan && $plan == $ran, "embeddings_sdk.py ran its plan ($ran)");
+sdk_run($python, 'embeddings_sdk.py', timeout => 300, prefix => 'sdk: ');
 
 is(nginx_cmd('-s', 'quit'), 0, 'nginx stops');
 

@@ -14,6 +14,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
+use NgxLlm::Sdk;
 use Test::More;
 
 $ENV{TEST_NGINX_LOAD_MODULES}
@@ -25,24 +26,8 @@ my $build = $ENV{TEST_NGINX_BUILD} || 'build';
 my $sdk_version = $ENV{OPENAI_SDK_VERSION} || '3.57.0';
 my $js_version = $ENV{JSONSCHEMA_VERSION} || '4.26.0';
 
-# --- the venv: made once, reused while it holds the pinned packages ----------
-
-my $venv = "$build/venv-openai";
-my $python = "$venv/bin/python";
-my $has = "import openai, sys; from importlib.metadata import version; "
-        . "sys.exit(openai.__version__ != '$sdk_version' "
-        . "or version('jsonschema') != '$js_version')";
-
-if (!-x $python || system("$python -c \"$has\" 2>/dev/null") != 0) {
-    note("installing openai==$sdk_version jsonschema==$js_version into $venv");
-    -x $python or system('python3', '-m', 'venv', $venv) == 0
-        or BAIL_OUT("python3 -m venv $venv failed (Debian: python3-venv)");
-    system("$venv/bin/pip", 'install', '--quiet', "openai==$sdk_version",
-           "jsonschema==$js_version") == 0
-        or BAIL_OUT('pip install failed (PyPI reachable?)');
-}
-is(system($python, '-c', $has), 0,
-   "venv has openai $sdk_version and jsonschema $js_version");
+my $python = sdk_venv('openai', "openai==$sdk_version",
+                     "jsonschema==$js_version");
 
 my $binary = $ENV{TEST_NGINX_ENGINE} ? "binary $ENV{TEST_NGINX_ENGINE};" : '';
 
@@ -66,29 +51,7 @@ my $master = master_pid();
 ok(wait_healthy(60), 'engine ready');
 
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
-my $py_pid = open my $py, '-|', $python, "$FindBin::Bin/structured_sdk.py"
-    or die "cannot run t/structured_sdk.py: $!";
-# 100 generations on two shared cores take minutes, not ten
-local $SIG{ALRM} = sub { diag('structured_sdk.py timed out'); kill 'KILL', $py_pid };
-alarm 600;
-
-my ($plan, $ran) = (undef, 0);
-while (my $line = <$py>) {
-    chomp $line;
-    if ($line =~ /^(not )?ok \d+ - (.*)$/) {
-        ok(!defined $1, $2);
-        $ran++;
-    } elsif ($line =~ /^1\.\.(\d+)$/) {
-        $plan = $1;
-    } elsif ($line =~ /^#/) {
-        diag($line);
-    } else {
-        diag("structured_sdk.py: $line");
-    }
-}
-close $py;
-alarm 0;
-ok(defined $plan && $plan == $ran, "structured_sdk.py ran its plan ($ran tests)");
+sdk_run($python, 'structured_sdk.py', timeout => 600);
 
 is(nginx_cmd('-s', 'stop'), 0, 'stop');
 ok(wait_gone(10, $master), 'nginx gone');

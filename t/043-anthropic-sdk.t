@@ -15,9 +15,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
+use NgxLlm::Sdk;
 use Test::More;
-
-our $TODO;
 
 $ENV{TEST_NGINX_LOAD_MODULES}
     or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
@@ -29,20 +28,7 @@ $ENV{TEST_NGINX_FIXTURES}
     or BAIL_OUT('TEST_NGINX_FIXTURES not set: run the suites with make t-nginx');
 my $sdk_version = $ENV{ANTHROPIC_SDK_VERSION} || '2.17.0';
 
-# --- the venv: made once, reused while it holds the pinned SDK ---------------
-
-my $venv = "$build/venv-anthropic";
-my $python = "$venv/bin/python";
-my $has_sdk = "import anthropic, sys; sys.exit(anthropic.__version__ != '$sdk_version')";
-
-if (!-x $python || system($python, '-c', $has_sdk) != 0) {
-    note("installing anthropic==$sdk_version from PyPI into $venv");
-    system('python3', '-m', 'venv', $venv) == 0
-        or BAIL_OUT("python3 -m venv $venv failed (Debian: python3-venv)");
-    system("$venv/bin/pip", 'install', '--quiet', "anthropic==$sdk_version") == 0
-        or BAIL_OUT("pip install anthropic==$sdk_version failed (PyPI reachable?)");
-}
-is(system($python, '-c', $has_sdk), 0, "venv has anthropic $sdk_version");
+my $python = sdk_venv('anthropic', "anthropic==$sdk_version");
 
 # --- nginx: SmolLM2, and the same under llm_reasoning with a template that
 # opens <think> (t/027-tools.t's) ---------------------------------------------
@@ -87,35 +73,7 @@ ok(wait_healthy(60), 'engine ready');
 # --- the SDK's checks, one test each ------------------------------------------
 
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
-my $py_pid = open my $py, '-|', $python, "$FindBin::Bin/anthropic_sdk.py"
-    or die "cannot run t/anthropic_sdk.py: $!";
-# a hung server must not hang the suite: the whole script gets 5 minutes
-local $SIG{ALRM} = sub { diag('anthropic_sdk.py timed out'); kill 'KILL', $py_pid };
-alarm 300;
-
-my ($plan, $ran, $in_todo) = (undef, 0, 0);
-while (my $line = <$py>) {
-    chomp $line;
-    if ($line =~ /^(not )?ok \d+ - (.*?)(?: # TODO (.*))?$/) {
-        my ($pass, $name, $todo) = (!defined $1, $2, $3);
-        TODO: {
-            local $TODO = $todo;
-            ok($pass, $name);
-        }
-        $in_todo = defined $todo;
-        $ran++;
-    } elsif ($line =~ /^1\.\.(\d+)$/) {
-        $plan = $1;
-    } elsif ($line =~ /^#/) {
-        # a known gap's details only with prove -v
-        $in_todo ? note($line) : diag($line);
-    } else {
-        diag("anthropic_sdk.py: $line");
-    }
-}
-close $py;
-alarm 0;
-ok(defined $plan && $plan == $ran, "anthropic_sdk.py ran its plan ($ran tests)");
+sdk_run($python, 'anthropic_sdk.py', timeout => 300);
 
 is(nginx_cmd('-s', 'stop'), 0, 'stop');
 ok(wait_gone(10, $master), 'nginx gone');

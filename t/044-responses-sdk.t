@@ -14,10 +14,10 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
+use NgxLlm::Sdk;
 use Test::More;
 use Cwd qw(abs_path);
 
-our $TODO;
 
 $ENV{TEST_NGINX_LOAD_MODULES}
     or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
@@ -30,20 +30,7 @@ $ENV{TEST_NGINX_FIXTURES}
 my $sdk_version = $ENV{OPENAI_SDK_VERSION} || '3.57.0';
 
 
-# --- the venv: made once, reused while it holds the pinned SDK ---------------
-
-my $venv = "$build/venv-openai";
-my $python = "$venv/bin/python";
-my $has_sdk = "import openai, sys; sys.exit(openai.__version__ != '$sdk_version')";
-
-if (!-x $python || system($python, '-c', $has_sdk) != 0) {
-    note("installing openai==$sdk_version from PyPI into $venv");
-    system('python3', '-m', 'venv', $venv) == 0
-        or BAIL_OUT("python3 -m venv $venv failed (Debian: python3-venv)");
-    system("$venv/bin/pip", 'install', '--quiet', "openai==$sdk_version") == 0
-        or BAIL_OUT("pip install openai==$sdk_version failed (PyPI reachable?)");
-}
-is(system($python, '-c', $has_sdk), 0, "venv has openai $sdk_version");
+my $python = sdk_venv('openai', "openai==$sdk_version");
 
 # --- nginx with SmolLM2 and the tiny Qwen2 -------------------------------------
 
@@ -84,35 +71,7 @@ ok(wait_healthy(60), 'engine ready');
 $ENV{NGX_LLM_BASE} = "http://127.0.0.1:$port";
 $ENV{NGX_LLM_MASTER_PID} = $master;
 $ENV{OPENAI_SDK_VERSION} = $sdk_version;
-my $py_pid = open my $py, '-|', $python, "$FindBin::Bin/responses_sdk.py"
-    or die "cannot run t/responses_sdk.py: $!";
-# a hung server must not hang the suite: the whole script gets 5 minutes
-local $SIG{ALRM} = sub { diag('responses_sdk.py timed out'); kill 'KILL', $py_pid };
-alarm 300;
-
-my ($plan, $ran, $in_todo) = (undef, 0, 0);
-while (my $line = <$py>) {
-    chomp $line;
-    if ($line =~ /^(not )?ok \d+ - (.*?)(?: # TODO (.*))?$/) {
-        my ($pass, $name, $todo) = (!defined $1, $2, $3);
-        TODO: {
-            local $TODO = $todo;
-            ok($pass, $name);
-        }
-        $in_todo = defined $todo;
-        $ran++;
-    } elsif ($line =~ /^1\.\.(\d+)$/) {
-        $plan = $1;
-    } elsif ($line =~ /^#/) {
-        # a known gap's details only with prove -v
-        $in_todo ? note($line) : diag($line);
-    } else {
-        diag("responses_sdk.py: $line");
-    }
-}
-close $py;
-alarm 0;
-ok(defined $plan && $plan == $ran, "responses_sdk.py ran its plan ($ran tests)");
+sdk_run($python, 'responses_sdk.py', timeout => 300);
 
 is(nginx_cmd('-s', 'stop'), 0, 'stop');
 ok(wait_gone(10, $master), 'nginx gone');

@@ -24,100 +24,10 @@
 #include <cjson/cJSON.h>
 
 #include "tap.h"
-#include "ring/ring_client.h"
+#include "ring_fixture.h"
 
 #define MODEL   "t/data/models/hf-qwen3-embed"
 #define GOLDEN  "t/data/embed/hf-qwen3.json"
-
-static uint64_t  req_seq;
-
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-
-static llm_slot *
-claim(llm_ring_header *h, uint32_t id, uint32_t kind)
-{
-    uint32_t   i, expected;
-    llm_slot  *sl;
-
-    for (i = 0; i < h->n_slots; i++) {
-        sl = llm_ring_slot(h, i);
-        expected = LLM_SLOT_FREE;
-        if (atomic_compare_exchange_strong(&sl->state, &expected,
-                                           LLM_SLOT_CLAIMED))
-        {
-            sl->owner = id;
-            sl->kind = kind;
-            sl->req_seq = ++req_seq;
-            sl->n_prompt = 0;
-            sl->embed_dims = 0;
-            memset(&sl->sampling, 0, sizeof(sl->sampling));
-            sl->sampling.top_p = 1;
-            sl->sampling.repetition_penalty = 1;
-            sl->sampling.max_tokens = 2;
-            atomic_store(&sl->cancel, 0);
-            atomic_store(&sl->out_head, 0);
-            atomic_store(&sl->out_tail, 0);
-            return sl;
-        }
-    }
-    return NULL;
-}
-
-
-static void
-kick(int fd)
-{
-    llm_msg m;
-
-    memset(&m, 0, sizeof(m));
-    m.type = LLM_MSG_KICK;
-    (void) send(fd, &m, sizeof(m), MSG_NOSIGNAL);
-}
-
-
-static void
-submit(int fd, llm_slot *sl)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    sl->t_submit_ns = (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-    atomic_store(&sl->state, LLM_SLOT_SUBMITTED);
-    kick(fd);
-}
-
-
-static int
-wait_done(llm_slot *sl, double secs)
-{
-    double t0 = now_s();
-
-    while (now_s() - t0 < secs) {
-        if (atomic_load(&sl->state) == LLM_SLOT_DONE) {
-            return 1;
-        }
-        usleep(2000);
-    }
-    return 0;
-}
-
-
-static void
-release(llm_slot *sl)
-{
-    sl->owner = 0;
-    atomic_store(&sl->state, LLM_SLOT_FREE);
-}
-
 
 static char *
 slurp(const char *path)
@@ -154,6 +64,7 @@ embed_slot(llm_ring_header *h, uint32_t id, const cJSON *c, uint32_t dims)
     if (sl == NULL) {
         return NULL;
     }
+    sl->sampling.max_tokens = 2;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(c, "prompt_ids")) {
         sl->prompt[sl->n_prompt++] = (int32_t) v->valuedouble;
     }
@@ -183,16 +94,15 @@ int
 main(void)
 {
     int               fd, status, i, n, same;
-    char              engine[512], pidbuf[32], sockname[64];
+    char              sockname[64];
     char             *text;
-    double            t0, d, worst;
+    double            d, worst;
     pid_t             pid;
     uint32_t          id = 0;
     cJSON            *root, *cases, *c;
     llm_slot         *sl, *many[3];
     llm_ring_header  *h;
     float             alone[3][64];
-    const char       *build;
 
     text = slurp(GOLDEN);
     root = text ? cJSON_Parse(text) : NULL;
@@ -201,21 +111,7 @@ main(void)
         return tap_done();
     }
 
-    build = getenv("BUILD") ? getenv("BUILD") : "build";
-    snprintf(engine, sizeof(engine), "%s/ngx_llm_engine", build);
-    snprintf(sockname, sizeof(sockname), "ngx_llm_test_embed/%d",
-             (int) getpid());
-    snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
-    signal(SIGPIPE, SIG_IGN);
-
-    pid = fork();
-    if (pid == 0) {
-        execl(engine, "ngx_llm_engine", "serve", "--name", "test",
-              "--socket", sockname, "--master-pid", pidbuf, "--model", MODEL,
-              "--max-model-len", "256", "--kv-cache-memory", "8388608",
-              "--max-num-seqs", "4", "--max-queued", "8", (char *) NULL);
-        _exit(127);
-    }
+    pid = engine_spawn(MODEL, "test_embed", sockname, sizeof(sockname));
 
     fd = llm_ring_connect(sockname, 500);
     h = fd != -1 ? llm_ring_hello(fd, &id) : NULL;
@@ -223,11 +119,7 @@ main(void)
         kill(pid, SIGKILL);
         return tap_done();
     }
-    t0 = now_s();
-    while (atomic_load(&h->state) != LLM_ENGINE_READY && now_s() - t0 < 60) {
-        usleep(10000);
-    }
-    is_int(atomic_load(&h->state), LLM_ENGINE_READY, "engine ready");
+    ok(engine_ready(h, 60), "engine ready");
     ok(h->model.pooling == 3 && h->model.matryoshka == 0
        && h->model.dim == 64,
        "facts: pooling last (%u), no Matryoshka, dim 64", h->model.pooling);

@@ -19,127 +19,21 @@
 #include <sys/wait.h>
 
 #include "tap.h"
-#include "ring/ring_client.h"
-
-static char         sockname[64];
-static uint32_t     req_seq;
-
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-
-static llm_slot *
-claim(llm_ring_header *h, uint32_t client_id, uint32_t kind)
-{
-    uint32_t   i, expected;
-    llm_slot  *sl;
-
-    for (i = 0; i < h->n_slots; i++) {
-        sl = llm_ring_slot(h, i);
-        expected = LLM_SLOT_FREE;
-        if (atomic_compare_exchange_strong(&sl->state, &expected,
-                                           LLM_SLOT_CLAIMED))
-        {
-            sl->owner = client_id;
-            sl->kind = kind;
-            sl->req_seq = ++req_seq;
-            sl->n_prompt = 0;
-            memset(&sl->sampling, 0, sizeof(sl->sampling));
-            sl->sampling.top_p = 1;
-            sl->sampling.repetition_penalty = 1;
-            atomic_store(&sl->cancel, 0);
-            atomic_store(&sl->out_head, 0);
-            atomic_store(&sl->out_tail, 0);
-            return sl;
-        }
-    }
-    return NULL;
-}
-
-
-static void
-kick(int fd)
-{
-    llm_msg m;
-
-    memset(&m, 0, sizeof(m));
-    m.type = LLM_MSG_KICK;
-    (void) send(fd, &m, sizeof(m), MSG_NOSIGNAL);
-}
-
-
-static void
-submit(int fd, llm_slot *sl)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    sl->t_submit_ns = (uint64_t) ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-    atomic_store(&sl->state, LLM_SLOT_SUBMITTED);
-    kick(fd);
-}
-
-
-/* wait for DONE, reading the stream as a worker would */
-static int
-wait_done(llm_slot *sl, double secs)
-{
-    double t0 = now_s();
-
-    while (now_s() - t0 < secs) {
-        atomic_store(&sl->out_tail, atomic_load(&sl->out_head));
-        if (atomic_load(&sl->state) == LLM_SLOT_DONE) {
-            return 1;
-        }
-        usleep(2000);
-    }
-    return 0;
-}
-
-
-static void
-release(llm_slot *sl)
-{
-    sl->owner = 0;
-    atomic_store(&sl->state, LLM_SLOT_FREE);
-}
-
+#include "ring_fixture.h"
 
 int
 main(void)
 {
     int               fd, fd2, status;
-    char              engine[512], model[512], pidbuf[32];
+    char              model[512], sockname[64];
     pid_t             pid;
     double            t0;
     uint32_t          id, id2, i;
     llm_slot         *sl;
-    const char       *build;
     llm_ring_header  *h, *h2;
 
-    build = getenv("BUILD") ? getenv("BUILD") : "build";
-    snprintf(engine, sizeof(engine), "%s/ngx_llm_engine", build);
     tap_fixture(model, sizeof(model), "models/tiny260K-f32.gguf");
-    snprintf(sockname, sizeof(sockname), "ngx_llm_test/%d", (int) getpid());
-    snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
-
-    signal(SIGPIPE, SIG_IGN);
-
-    pid = fork();
-    if (pid == 0) {
-        execl(engine, "ngx_llm_engine", "serve", "--name", "test",
-              "--socket", sockname, "--master-pid", pidbuf, "--model", model,
-              "--max-model-len", "256", "--kv-cache-memory", "8388608",
-              "--max-num-seqs", "4", "--max-queued", "8", (char *) NULL);
-        _exit(127);
-    }
+    pid = engine_spawn(model, "test", sockname, sizeof(sockname));
 
     fd = llm_ring_connect(sockname, 500);
     ok(fd != -1, "connected to the engine");
@@ -150,11 +44,7 @@ main(void)
         return tap_done();
     }
 
-    t0 = now_s();
-    while (atomic_load(&h->state) != LLM_ENGINE_READY && now_s() - t0 < 60) {
-        usleep(10000);
-    }
-    is_int(atomic_load(&h->state), LLM_ENGINE_READY, "engine ready");
+    ok(engine_ready(h, 60), "engine ready");
     is_int(h->model.vocab_size, 512, "model facts in the header");
 
     /* a ping */
