@@ -390,6 +390,9 @@ def main():
     for c, s in zip(cases, scores):
         c["score"] = float("%.7g" % s)
     out["rerank"] = {"model": folder, "cases": cases}
+    for root, _, files in os.walk(MODELS):   # torch writes 0600 files
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o644)
     with open("t/data/embed/bert.json", "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
         f.write("\n")
