@@ -18,6 +18,10 @@ use NgxLlm::Harness;
 use JSON::PP;
 use Test::More;
 
+# the golden texts (accents, CJK) in test names
+binmode(Test::More->builder->$_, ':encoding(UTF-8)')
+    for qw(output failure_output todo_output);
+
 $ENV{TEST_NGINX_LOAD_MODULES}
     or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
 
