@@ -25,7 +25,7 @@ typedef struct {
     float  *att;           /* (n, dim) */
     float  *t;             /* (n, dim) */
     float  *up, *gate;     /* (n, hidden_dim) */
-    float  *score;         /* (n) */
+    float  *score;         /* (threads, n) one row of scores a thread */
     float  *cs, *sn;       /* (n, head_dim/2) nomic-bert's angles */
 } enc_scratch;
 
@@ -47,7 +47,7 @@ scratch_free(enc_scratch *s)
 
 
 static int
-scratch_alloc(enc_scratch *s, const llm_config *c, int n)
+scratch_alloc(enc_scratch *s, const llm_config *c, int n, int threads)
 {
     size_t  nd = (size_t) n * c->dim, nh = (size_t) n * c->hidden_dim;
 
@@ -59,7 +59,7 @@ scratch_alloc(enc_scratch *s, const llm_config *c, int n)
     s->t = malloc(nd * sizeof(float));
     s->up = malloc(nh * sizeof(float));
     s->gate = malloc(nh * sizeof(float));
-    s->score = malloc((size_t) n * sizeof(float));
+    s->score = malloc((size_t) threads * n * sizeof(float));
     s->cs = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
     s->sn = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
     if (!s->q || !s->k || !s->v || !s->att || !s->t || !s->up || !s->gate
@@ -149,44 +149,77 @@ rope_angles(const llm_model *m, int n, float *cs, float *sn)
 }
 
 
-/* att(n, dim) = softmax(q k^T * scale) v, every head, all tokens */
+/* one query row of one head: att[i, h] = softmax(q_i k^T * scale) v,
+   the scores in score (n), summed in index order */
 static void
-attention(const llm_config *c, const enc_scratch *s, int n)
+attention_row(const llm_config *c, const enc_scratch *s, int n, int i,
+    int h, float *score)
 {
-    int     h, i, j, e, hd = c->head_dim, d = c->dim;
-    float   mx, sum, *o;
-    const float  *qi, *kj;
+    int           j, e, hd = c->head_dim, d = c->dim;
+    float         mx = -INFINITY, sum, p, *o;
+    const float  *qi = s->q + (size_t) i * d + h * hd, *kj, *vj;
 
-    for (h = 0; h < c->n_heads; h++) {
-        for (i = 0; i < n; i++) {
-            qi = s->q + (size_t) i * d + h * hd;
-            mx = -INFINITY;
-            for (j = 0; j < n; j++) {
-                kj = s->k + (size_t) j * d + h * hd;
-                sum = 0.0f;
-                for (e = 0; e < hd; e++) {
-                    sum += qi[e] * kj[e];
-                }
-                s->score[j] = sum * c->att_scale;
-                mx = s->score[j] > mx ? s->score[j] : mx;
-            }
-            sum = 0.0f;
-            for (j = 0; j < n; j++) {
-                s->score[j] = expf(s->score[j] - mx);
-                sum += s->score[j];
-            }
-            o = s->att + (size_t) i * d + h * hd;
-            memset(o, 0, hd * sizeof(float));
-            for (j = 0; j < n; j++) {
-                const float *vj = s->v + (size_t) j * d + h * hd;
-                float        p = s->score[j] / sum;
-
-                for (e = 0; e < hd; e++) {
-                    o[e] += p * vj[e];
-                }
-            }
+    for (j = 0; j < n; j++) {
+        kj = s->k + (size_t) j * d + h * hd;
+        sum = 0.0f;
+        for (e = 0; e < hd; e++) {
+            sum += qi[e] * kj[e];
+        }
+        score[j] = sum * c->att_scale;
+        mx = score[j] > mx ? score[j] : mx;
+    }
+    sum = 0.0f;
+    for (j = 0; j < n; j++) {
+        score[j] = expf(score[j] - mx);
+        sum += score[j];
+    }
+    o = s->att + (size_t) i * d + h * hd;
+    memset(o, 0, hd * sizeof(float));
+    for (j = 0; j < n; j++) {
+        vj = s->v + (size_t) j * d + h * hd;
+        p = score[j] / sum;
+        for (e = 0; e < hd; e++) {
+            o[e] += p * vj[e];
         }
     }
+}
+
+
+typedef struct {
+    const llm_config   *c;
+    const enc_scratch  *s;
+    int                 n;
+} att_job;
+
+
+/* thread ith of nth takes rows ith, ith + nth, ...: a row's sums do not
+   depend on which thread runs it */
+static void
+attention_task(void *arg, int ith, int nth)
+{
+    att_job  *j = arg;
+    float    *score = j->s->score + (size_t) ith * j->n;
+    int       r, rows = j->n * j->c->n_heads;
+
+    for (r = ith; r < rows; r += nth) {
+        attention_row(j->c, j->s, j->n, r / j->c->n_heads,
+                      r % j->c->n_heads, score);
+    }
+}
+
+
+/* att(n, dim) = softmax(q k^T * scale) v, every head, all tokens */
+static void
+attention(llm_threadpool *tp, const llm_config *c, const enc_scratch *s,
+    int n)
+{
+    att_job  j = { c, s, n };
+
+    if (tp == NULL) {
+        attention_task(&j, 0, 1);
+        return;
+    }
+    llm_threadpool_run(tp, attention_task, &j);
 }
 
 
@@ -232,7 +265,7 @@ layer(const llm_model *m, llm_threadpool *tp, const llm_bert_layer *l,
             }
         }
     }
-    attention(c, s, n);
+    attention(tp, c, s, n);
     if (linear(tp, s->t, s->att, n, &l->wo, l->bo) != 0) {
         return -1;
     }
@@ -303,7 +336,7 @@ llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
     if (check_input(m, ids, types, n, err, err_len) != 0) {
         return -1;
     }
-    if (scratch_alloc(&s, &m->cfg, n) != 0) {
+    if (scratch_alloc(&s, &m->cfg, n, llm_threadpool_size(tp)) != 0) {
         snprintf(err, err_len, "out of memory for an encoder input of %d "
                  "tokens", n);
         return -1;

@@ -17,9 +17,10 @@
  *     x = LN(x + f)
  *
  * Numerics: each row's matmuls are the kernels' (batched == alone, any
- * thread count), attention sums in index order in float, LayerNorm in
+ * thread count), attention sums in index order in float (the (token,
+ * head) rows dealt to the threads, each row whole on one), LayerNorm in
  * double; so a sequence's states do not depend on what else is in the
- * step.
+ * step nor on the threads.
  *
  * The batcher's backend (llm_backend_cpu_create picks it for an encoder):
  * a batch must hold each sequence's whole input, positions 0..n-1 in
