@@ -1,9 +1,9 @@
 /*
  * SwiGLU and GeGLU (activation.h): the scalar definitions and AVX-512
  * kernels of the same operations, 16 elements at a time; gpt-oss's
- * clamped SwiGLU likewise.
+ * clamped SwiGLU likewise; BERT's erf GELU (scalar).
  *
- * defines: llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref,
+ * defines: llm_gelu_erf, llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref,
  *          llm_swiglu_oai, llm_swiglu_oai_ref
  */
 #include <math.h>
@@ -11,6 +11,17 @@
 #include "activation.h"
 #include "exp_neg.h"
 #include "isa.h"
+
+
+void
+llm_gelu_erf(float *x, size_t n)
+{
+    size_t  i;
+
+    for (i = 0; i < n; i++) {
+        x[i] = (float) (0.5 * x[i] * (1.0 + erf(x[i] * M_SQRT1_2)));
+    }
+}
 
 
 static inline float

@@ -22,7 +22,10 @@
  * the sigmoid of z = 1.702 g as in SwiGLU; scalar and AVX-512 again the
  * same operations.
  *
- * defines: llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref,
+ * GELU (BERT, transformers' "gelu"): x[i] = 0.5 x (1 + erf(x / sqrt 2)),
+ * erf in double; a scalar definition only (once per FFN element).
+ *
+ * defines: llm_gelu_erf, llm_swiglu, llm_swiglu_ref, llm_geglu, llm_geglu_ref,
  *          llm_swiglu_oai, llm_swiglu_oai_ref, LLM_SWIGLU_OAI_LIMIT,
  *          LLM_SWIGLU_OAI_ALPHA
  */
@@ -30,6 +33,8 @@
 #define NGX_LLM_ACTIVATION_H
 
 #include <stddef.h>
+
+void llm_gelu_erf(float *x, size_t n);
 
 /* the best kernel for this CPU (llm_kernels_isa) */
 void llm_swiglu(float *gate, const float *up, size_t n);

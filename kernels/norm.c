@@ -1,6 +1,6 @@
 /*
  * RMSNorm (norm.h): the scalar definition and an AVX-512 kernel of the
- * same operations.
+ * same operations; LayerNorm's scalar definition.
  */
 #include <math.h>
 
@@ -30,6 +30,30 @@ llm_rmsnorm_ref(float *out, const float *x, const float *w, int n,
                 n, eps);
     for (i = 0; i < n; i++) {
         out[i] = w[i] * (x[i] * r);
+    }
+}
+
+
+void
+llm_layernorm(float *out, const float *x, const float *w, const float *b,
+    int n, float eps)
+{
+    double  mean = 0.0, var = 0.0, d;
+    float   r, m;
+    int     i;
+
+    for (i = 0; i < n; i++) {
+        mean += x[i];
+    }
+    mean /= n;
+    for (i = 0; i < n; i++) {
+        d = x[i] - mean;
+        var += d * d;
+    }
+    r = (float) (1.0 / sqrt(var / n + eps));
+    m = (float) mean;
+    for (i = 0; i < n; i++) {
+        out[i] = (x[i] - m) * r * w[i] + b[i];
     }
 }
 

@@ -9,7 +9,12 @@
  * as halving adds) compute the same operations, so a row's result does
  * not depend on which ran it; in place (out == x) is allowed.
  *
- * defines: llm_rmsnorm, llm_rmsnorm_ref
+ * LayerNorm of one row (BERT): out[i] = (x[i] - mean) * r * w[i] + b[i],
+ * mean and variance (biased, as torch) in double in index order, r = 1 /
+ * sqrt(var + eps). A scalar definition only: encoders call it once per
+ * token and block, far from the matmuls' cost.
+ *
+ * defines: llm_rmsnorm, llm_rmsnorm_ref, llm_layernorm
  */
 #ifndef NGX_LLM_NORM_H
 #define NGX_LLM_NORM_H
@@ -21,5 +26,9 @@ void llm_rmsnorm(float *out, const float *x, const float *w, int n,
 /* the definition, scalar */
 void llm_rmsnorm_ref(float *out, const float *x, const float *w, int n,
     float eps);
+
+/* in place (out == x) allowed */
+void llm_layernorm(float *out, const float *x, const float *w,
+    const float *b, int n, float eps);
 
 #endif

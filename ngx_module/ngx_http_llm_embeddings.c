@@ -456,7 +456,8 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
 }
 
 
-/* the answer: the reply when rc is NGX_OK, else what rc already sent */
+/* the answer: the reply when every input is in, else rc, the result of
+   the refusal already sent (NGX_OK when it went out: no second header) */
 static void
 ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
 {
@@ -470,7 +471,7 @@ ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
 
     ngx_http_llm_embed_release(e);
 
-    if (rc == NGX_OK) {
+    if (rc == NGX_OK && e->n_done == (ngx_uint_t) e->req.n_inputs) {
         json = llm_embed_reply(e->req.model,
                                (const float *const *) e->vec,
                                e->req.n_inputs, (int) e->dims,

@@ -44,6 +44,7 @@
 #include "quant.h"
 #include "threadpool.h"
 #include "model/tp.h"
+#include "backend/encoder.h"
 #if NGX_LLM_CUDA
 #include "backend/backend_cuda.h"
 #endif
@@ -1585,6 +1586,9 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_options *o,
                  "max_batch_tokens %d)", o->n_threads, o->max_batch_tokens);
         return NULL;
     }
+    if (m->cfg.encoder) {
+        return llm_backend_encoder_create(m, o, err, err_len);
+    }
     if (m->tp_size > 1) {
         return cpu_tp_create(m, o, err, err_len);
     }
@@ -1600,6 +1604,11 @@ llm_backend_create(const char *name, const llm_model *m,
         return llm_backend_cpu_create(m, o, err, err_len);
     }
 #if NGX_LLM_CUDA
+    if (strcmp(name, "cuda") == 0 && m->cfg.encoder) {
+        snprintf(err, err_len, "backend \"cuda\" does not run encoders "
+                 "(%s) yet: use the cpu backend", m->cfg.arch);
+        return NULL;
+    }
     if (strcmp(name, "cuda") == 0) {
         return llm_backend_cuda_create(m, o, err, err_len);
     }

@@ -10,6 +10,7 @@
  *          llm_hf_chat_template
  */
 #include "format/hf_config.h"
+#include "model/bert.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "quant.h"
@@ -123,6 +124,10 @@ read_arch(llm_model *m)
     memcpy(c->arch, s, len);
     c->arch[len] = '\0';
 
+    /* encoders: their own config and views (bert.c) */
+    if (llm_bert_arch(c->arch)) {
+        return 0;
+    }
     /* llama and mistral are the same graph; the qwens add quirks */
     if (strcmp(c->arch, "llama") == 0 || strcmp(c->arch, "mistral") == 0) {
         return 0;
@@ -144,7 +149,8 @@ read_arch(llm_model *m)
         return 0;
     }
     return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3, qwen3moe, gemma3 are)", c->arch);
+                      "mistral, qwen2, qwen3, qwen3moe, gemma3, bert, "
+                      "nomic-bert are)", c->arch);
 }
 
 
@@ -333,8 +339,13 @@ read_config(llm_model *m)
     llm_config  *c = &m->cfg;
     int          key_len;
 
-    if (read_arch(m) != 0
-        || get_int(m, "embedding_length", &c->dim, 1, 0) != 0
+    if (read_arch(m) != 0) {
+        return -1;
+    }
+    if (llm_bert_arch(c->arch)) {
+        return llm_bert_config_gguf(m);
+    }
+    if (get_int(m, "embedding_length", &c->dim, 1, 0) != 0
         || get_int(m, "block_count", &c->n_layers, 1, 0) != 0
         || get_int(m, "feed_forward_length", &c->hidden_dim, 1, 0) != 0
         || get_int(m, "attention.head_count", &c->n_heads, 1, 0) != 0
@@ -607,6 +618,9 @@ load_weights(llm_model *m)
     uint64_t             vocab;
     int                  i;
 
+    if (c->encoder) {
+        return llm_bert_load(m, lookup_tensor);
+    }
     t = find_tensor(m, "token_embd.weight");
     if (t == NULL) {
         return -1;
@@ -760,6 +774,7 @@ llm_model_free(llm_model *m)
 
     free(m->layers);
     m->layers = NULL;
+    llm_bert_free(m);
     free(m->experts);
     m->experts = NULL;
     gguf_close(&m->gguf);
@@ -1242,6 +1257,12 @@ hf_config(llm_model *m, const cJSON *root)
     const cJSON   *sw, *type;
 
     type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (cJSON_IsString(type) && llm_bert_arch(type->valuestring)) {
+        snprintf(c->arch, sizeof(c->arch), "%s",
+                 strcmp(type->valuestring, "bert") == 0 ? "bert"
+                                                        : "nomic-bert");
+        return llm_bert_config_hf(m, root);
+    }
     if (cJSON_IsString(type) && (strcmp(type->valuestring, "gemma3") == 0
                                  || strcmp(type->valuestring, "gemma3_text")
                                     == 0))
@@ -1397,6 +1418,10 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
     char              *end, buf[256];
     long               layer;
     size_t             i, n;
+
+    if (c->encoder) {
+        return llm_bert_hf_name(m, hf, out, len);
+    }
 
     for (i = 0; c->gemma && i < sizeof(hf_gemma3_skipped) / sizeof(char *);
          i++)
@@ -1852,7 +1877,14 @@ llm_model_weight_bytes(const llm_model *m)
     uint64_t           b = 0;
     int                i;
 
-    for (i = 0; i < c->n_layers; i++) {
+    for (i = 0; c->encoder && m->bert != NULL && i < c->n_layers; i++) {
+        const llm_bert_layer *l = &m->bert->layers[i];
+
+        b += view_bytes(&l->wq) + view_bytes(&l->wk) + view_bytes(&l->wv)
+             + view_bytes(&l->wo) + view_bytes(&l->up)
+             + view_bytes(&l->gate) + view_bytes(&l->down);
+    }
+    for (i = 0; !c->encoder && i < c->n_layers; i++) {
         const llm_layer *l = &m->layers[i];
 
         b += view_bytes(&l->wq) + view_bytes(&l->wk) + view_bytes(&l->wv)

@@ -118,6 +118,11 @@ typedef struct {
     int       pooling;             /* enum llm_pool_type */
     int       pool_normalize;      /* L2-normalise the pooled vector */
     int       matryoshka;          /* trained for truncation (dimensions) */
+    /* encoders (bert.h): bidirectional, one forward a sequence, no KV;
+       a cross-encoder has pooling LLM_POOL_RANK */
+    int       encoder;             /* bert, nomic-bert */
+    int       nomic;               /* nomic-bert: rotary, SwiGLU, no biases */
+    int       n_types;             /* token types (bert's segment ids) */
 } llm_config;
 
 /* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
@@ -176,6 +181,8 @@ typedef struct {
     int          n_owned;
     llm_tensor  *experts;          /* (n_layers, 3, n_expert) the expert
                                       views the layers point into */
+    struct llm_bert *bert;         /* an encoder's own views (bert.h),
+                                      else NULL */
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
 

@@ -54,10 +54,14 @@ llm_model_pooling_gguf(llm_model *m)
     if (gguf_get_u32(&m->gguf, key, &t) != 0) {
         return pool_fail(m, "%s is not an integer", key);
     }
-    if (t == LLM_POOL_RANK) {
-        return pool_fail(m, "%s is rank (a reranker): not supported", key);
+    if (t == LLM_POOL_RANK && !(m->cfg.encoder && m->cfg.pooling
+                                 == LLM_POOL_RANK))
+    {
+        return pool_fail(m, "%s is rank (a reranker): only a BERT "
+                         "cross-encoder (cls and cls.output tensors) is "
+                         "supported", key);
     }
-    if (t > LLM_POOL_LAST) {
+    if (t > LLM_POOL_RANK) {
         return pool_fail(m, "%s %u is not a pooling we know", key, t);
     }
     /* llama.cpp's embeddings are L2-normalised by default */
@@ -117,6 +121,18 @@ pooling_mode(llm_model *m, const cJSON *cfg, const char *name)
     if (cJSON_IsFalse(v)) {
         return pool_fail(m, "%s: include_prompt false is not supported",
                          name);
+    }
+    /* sentence-transformers 5+: "pooling_mode": "cls" */
+    v = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
+    if (cJSON_IsString(v)) {
+        if (llm_pool_type_parse(v->valuestring, &type) != 0
+            || type == LLM_POOL_NONE || type == LLM_POOL_RANK)
+        {
+            return pool_fail(m, "%s: pooling_mode \"%s\" is not supported",
+                             name, v->valuestring);
+        }
+        m->cfg.pooling = type;
+        return 0;
     }
     for (i = 0; i < sizeof(modes) / sizeof(*modes); i++) {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg,

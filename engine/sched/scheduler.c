@@ -444,6 +444,30 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
         snprintf(err, err_len, "the model is not an embedding model");
         return LLM_SCHED_BAD_REQUEST;
     }
+    if (s->be->model->cfg.pooling == LLM_POOL_RANK) {
+        snprintf(err, err_len, "the model is a cross-encoder: it scores "
+                 "pairs, it gives no embeddings");
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    /* an encoder attends both ways: its input is one forward, never
+       chunked (encoder.h) */
+    if (s->be->model->cfg.encoder
+        && req->n_prompt > s->opt.max_prefill_tokens)
+    {
+        snprintf(err, err_len, "the input has %d tokens; an encoder reads "
+                 "its input in one forward of at most %d tokens "
+                 "(max_batched_tokens)", req->n_prompt,
+                 s->opt.max_prefill_tokens);
+        return LLM_SCHED_TOO_LONG;
+    }
+    if (s->be->model->cfg.encoder
+        && req->n_prompt > s->be->model->cfg.max_seq_len)
+    {
+        snprintf(err, err_len, "the input has %d tokens, more than the "
+                 "model's %d positions", req->n_prompt,
+                 s->be->model->cfg.max_seq_len);
+        return LLM_SCHED_TOO_LONG;
+    }
     if (req->n_choices > 1 || req->constraint_kind != LLM_CONSTRAINT_NONE
         || req->embed_dims < 0 || req->embed_dims > s->dim)
     {
@@ -1136,6 +1160,11 @@ schedule_waiting(llm_sched *s, int yielding, sched_budget *b)
         }
         if (n > b->tokens) {
             n = b->tokens;
+        }
+        if (s->be->model->cfg.encoder && n < q->n_tokens - q->n_computed) {
+            /* an encoder's input in one step or not yet (FCFS) */
+            s->admit_stopped = 1;
+            break;
         }
         held = q->n_computed + n == q->n_tokens && !may_emit(s, q);
         if (held || !admit_fits(s, q, n)) {

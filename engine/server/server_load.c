@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/encoder.h"
 #include "format/gguf.h"
 #include "grammar/grammar.h"
 #include "model/kv.h"
@@ -178,7 +179,8 @@ llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
 
 
 /*
- * A short greedy generation must work before health says ready: a 4-token
+ * A short greedy generation must work before health says ready (an
+ * encoder: one forward of 4 tokens, outside the batcher): a 4-token
  * prefill step, then decode steps, so both step shapes have run. The
  * workspaces were touched when allocated (docs/operations.md,
  * pre-allocation); a longer prefill touches nothing more and costs every
@@ -196,6 +198,21 @@ llm_warm_up(llm_server *s, llm_sched *sched)
 
     for (i = 0; i < 4; i++) {
         prompt[i] = (i * 7 + 1) % s->model.cfg.vocab_size;
+    }
+    if (s->model.cfg.encoder) {
+        /* an encoder generates nothing: one forward of its 4 tokens */
+        float  hidden[4 * 4096];
+
+        if (s->model.cfg.dim > 4096
+            || llm_encoder_forward(&s->model, NULL, prompt, NULL, 4, hidden,
+                                   err, sizeof(err)) != 0)
+        {
+            llm_log(LLM_LOG_ERR, "warm-up forward failed: %s",
+                    s->model.cfg.dim > 4096 ? "dim past 4096" : err);
+            llm_ring_fail(s, "warm-up forward failed");
+            return -1;
+        }
+        return 0;
     }
 
     memset(&req, 0, sizeof(req));

@@ -1,6 +1,7 @@
 /*
  * Hugging Face tokenizer.json loader: byte-level BPE (Llama 3, Qwen2/3,
- * GPT-2, SmolLM2) and SentencePiece-style BPE with byte fallback (Mistral,
+ * GPT-2, SmolLM2), WordPiece (BERT: BertNormalizer, BertPreTokenizer,
+ * wordpiece.c) and SentencePiece-style BPE with byte fallback (Mistral,
  * Llama 2), filling the same llm_tokenizer as the GGUF loader through the
  * builder in tokenizer/internal.h. SentencePiece-style files carry merge ranks
  * instead of scores; tokenizer/spm.c then merges by rank, as HF does.
@@ -451,6 +452,51 @@ load_config(llm_tokenizer *t, const cJSON *cfg)
 }
 
 
+/* WordPiece: BertNormalizer's switches (strip_accents null: as
+   lowercase), BertPreTokenizer (or Whitespace-like: none), "##" pieces */
+static int
+load_wordpiece(llm_tokenizer *t, const cJSON *tj, const cJSON *model,
+    char *err, size_t errlen)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer");
+    const cJSON *v;
+    const char *prefix = json_str(model, "continuing_subword_prefix");
+
+    if (prefix != NULL && strcmp(prefix, "##") != 0) {
+        snprintf(err, errlen, "tokenizer: WordPiece prefix \"%s\" is not "
+                 "supported (only \"##\")", prefix);
+        return -1;
+    }
+    if (n != NULL && !cJSON_IsNull(n) && !json_type_is(n, "BertNormalizer")) {
+        snprintf(err, errlen, "tokenizer: WordPiece with a %s normalizer is "
+                 "not supported (only BertNormalizer)",
+                 json_str(n, "type") ? json_str(n, "type") : "?");
+        return -1;
+    }
+    if (!json_type_is(pre, "BertPreTokenizer")) {
+        snprintf(err, errlen, "tokenizer: WordPiece needs the "
+                 "BertPreTokenizer");
+        return -1;
+    }
+    if (n != NULL && !cJSON_IsNull(n)) {
+        t->wpm_clean = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+                                          n, "clean_text"));
+        t->wpm_chinese = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+                                            n, "handle_chinese_chars"));
+        t->wpm_lower = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(
+                                          n, "lowercase"));
+        v = cJSON_GetObjectItemCaseSensitive(n, "strip_accents");
+        t->wpm_strip = cJSON_IsBool(v) ? cJSON_IsTrue(v) : t->wpm_lower;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
+    t->wpm_max_chars = cJSON_IsNumber(v) && v->valuedouble >= 1
+                       && v->valuedouble < 1e6 ? (int) v->valuedouble : 100;
+    snprintf(t->pre_name, sizeof(t->pre_name), "tokenizer.json");
+    return 0;
+}
+
+
 static llm_tokenizer *
 build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
 {
@@ -461,12 +507,16 @@ build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
     int32_t n;
     int kind;
 
-    if (!json_type_is(model, "BPE") || !cJSON_IsObject(vocab)) {
-        snprintf(err, errlen, "tokenizer: model.type must be \"BPE\" with "
-                 "a vocab object");
+    if ((!json_type_is(model, "BPE") && !json_type_is(model, "WordPiece"))
+        || !cJSON_IsObject(vocab))
+    {
+        snprintf(err, errlen, "tokenizer: model.type must be \"BPE\" or "
+                 "\"WordPiece\" with a vocab object");
         return NULL;
     }
-    if (json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"),
+    if (json_type_is(model, "WordPiece")) {
+        kind = LLM_TOKENIZER_WPM;
+    } else if (json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"),
                       "ByteLevel")
         || json_has_type(cJSON_GetObjectItemCaseSensitive(tj, "decoder"),
                          "ByteLevel"))
@@ -491,7 +541,14 @@ build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
     snprintf(t->pre_name, sizeof(t->pre_name), "tokenizer.json");
     t->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
                                         model, "ignore_merges"));
-    if (load_vocab(t, vocab, added, err, errlen) != 0
+    if (kind == LLM_TOKENIZER_WPM) {
+        if (load_vocab(t, vocab, added, err, errlen) != 0
+            || load_wordpiece(t, tj, model, err, errlen) != 0)
+        {
+            llm_tokenizer_free(t);
+            return NULL;
+        }
+    } else if (load_vocab(t, vocab, added, err, errlen) != 0
         || load_merges(t, cJSON_GetObjectItemCaseSensitive(model, "merges"),
                        err, errlen) != 0
         || load_pre(t, cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"),
@@ -506,6 +563,12 @@ build(const cJSON *tj, const cJSON *cfg, char *err, size_t errlen)
         const char *u = json_str(model, "unk_token");
 
         t->unk = tok_find(t, u, strlen(u));
+    }
+    if (kind == LLM_TOKENIZER_WPM && t->unk < 0) {
+        snprintf(err, errlen, "tokenizer: WordPiece without an unk_token "
+                 "in its vocabulary");
+        llm_tokenizer_free(t);
+        return NULL;
     }
     load_post(t, cJSON_GetObjectItemCaseSensitive(tj, "post_processor"));
     load_config(t, cfg);

@@ -16,7 +16,8 @@
  *          tok_pool_add, tok_add_token, tok_add_merge, tok_set_pre,
  *          tok_finish, tok_find, tok_merge_find, tok_hash,
  *          tok_specials_init, tok_special_at, tok_stops_init, tok_out,
- *          tok_out_push, tok_bpe_*, tok_spm_*, tok_pair, tok_heap_*
+ *          tok_out_push, tok_bpe_*, tok_spm_*, tok_wpm_*, tok_pair,
+ *          tok_heap_*
  */
 #ifndef NGX_LLM_TOKENIZER_INTERNAL_H
 #define NGX_LLM_TOKENIZER_INTERNAL_H
@@ -94,6 +95,13 @@ struct llm_tokenizer {
     int32_t      stop[TOK_MAX_STOP];
     int          n_stop;
     uint32_t     max_piece;            /* longest decoded piece */
+
+    /* WordPiece (wordpiece.c): HF's BertNormalizer switches */
+    int          wpm_clean;            /* controls out, whitespace to ' ' */
+    int          wpm_chinese;          /* spaces around CJK ideographs */
+    int          wpm_strip;            /* NFD, nonspacing marks out */
+    int          wpm_lower;            /* lowercase */
+    int          wpm_max_chars;        /* longer words are [UNK] */
 };
 
 /* a token's vocabulary text in the pool (re-read after tok_pool_add) */
@@ -174,6 +182,16 @@ int tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len,
 /* the derived tables once every token is in: byte tokens, word split */
 void tok_spm_init(llm_tokenizer *t);
 size_t tok_spm_decode_text(const char *text, size_t len, int type,
+    char *out);
+
+/* WordPiece (tokenizer/wordpiece.c) */
+int tok_wpm_encode(const llm_tokenizer *t, const char *text, size_t len,
+    tok_out *o);
+/* a GGUF vocabulary text ("\u2581word", "piece") as vocab.txt's ("word",
+   "##piece") into out (len + 2 bytes); its length */
+size_t tok_wpm_vocab_text(const char *text, size_t len, int type,
+    char *out);
+size_t tok_wpm_decode_text(const char *text, size_t len, int type,
     char *out);
 
 /*

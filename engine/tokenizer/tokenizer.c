@@ -51,7 +51,7 @@ compute_pieces(llm_tokenizer *t)
         size_t n;
         int64_t off;
 
-        if (e->text_len + 1 > cap) {
+        if (e->text_len + 2 > cap) {
             char *b = realloc(buf, cap = e->text_len + 64);
 
             if (b == NULL) {
@@ -63,6 +63,9 @@ compute_pieces(llm_tokenizer *t)
         /* tok_text() is re-read each time: tok_pool_add may move the pool */
         if (t->kind == LLM_TOKENIZER_SPM) {
             n = tok_spm_decode_text(tok_text(t, id), e->text_len, e->type,
+                                    buf);
+        } else if (t->kind == LLM_TOKENIZER_WPM) {
+            n = tok_wpm_decode_text(tok_text(t, id), e->text_len, e->type,
                                     buf);
         } else if (e->type == LLM_TOKEN_NORMAL) {
             n = tok_bpe_decode_text(tok_text(t, id), e->text_len, buf);
@@ -93,7 +96,7 @@ tok_finish(llm_tokenizer *t, char *err, size_t errlen)
     }
     if (t->kind == LLM_TOKENIZER_BPE) {
         tok_bpe_init(t);
-    } else {
+    } else if (t->kind == LLM_TOKENIZER_SPM) {
         tok_spm_init(t);
     }
     tok_stops_init(t);
@@ -203,6 +206,9 @@ encode_fragment(const llm_tokenizer *t, const char *text, size_t len,
     int prefix = t->add_space_prefix && (first || !t->prefix_first_only)
                  && !(t->prefix_if_no_space && text[0] == ' ');
 
+    if (t->kind == LLM_TOKENIZER_WPM) {
+        return tok_wpm_encode(t, text, len, o);
+    }
     if (t->normalize != TOK_NORM_NONE) {
         size_t n;
         char *norm = normalize(t, text, len, &n);
@@ -651,6 +657,7 @@ load_tokens(llm_tokenizer *t, const gguf_file *g, const gguf_kv *tokens,
         return -1;
     }
     for (int32_t id = 0; id < t->n_vocab; id++) {
+        char wpm[256];
         const char *s;
         uint64_t len;
         float score = 0.0f;
@@ -665,6 +672,10 @@ load_tokens(llm_tokenizer *t, const gguf_file *g, const gguf_kv *tokens,
         }
         if (types) {
             memcpy(&type, types + 4 * (size_t) id, 4);
+        }
+        if (t->kind == LLM_TOKENIZER_WPM && len < sizeof(wpm) - 2) {
+            len = tok_wpm_vocab_text(s, (size_t) len, type, wpm);
+            s = wpm;
         }
         if (tok_add_token(t, id, s, len, score, type) != 0) {
             snprintf(err, errlen, "tokenizer: out of memory");
@@ -733,6 +744,23 @@ load_specials(llm_tokenizer *t, const gguf_file *g, char *err, size_t errlen)
             return -1;
         }
     }
+    if (t->kind == LLM_TOKENIZER_WPM) {
+        /* llama.cpp's WPM: [CLS] text [SEP] */
+        if (gguf_opt_id(g, "tokenizer.ggml.cls_token_id", t->n_vocab,
+                        &t->bos, err, errlen)
+            || gguf_opt_id(g, "tokenizer.ggml.seperator_token_id",
+                           t->n_vocab, &t->eos, err, errlen))
+        {
+            return -1;
+        }
+        t->add_bos = t->bos >= 0;
+        t->add_eos = t->eos >= 0;
+        if (t->unk < 0) {
+            snprintf(err, errlen, "tokenizer: a bert vocabulary needs "
+                     "tokenizer.ggml.unknown_token_id");
+            return -1;
+        }
+    }
     gguf_opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     gguf_opt_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
     gguf_opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
@@ -754,9 +782,11 @@ load_kind(const gguf_file *g, int *kind, char *err, size_t errlen)
         *kind = LLM_TOKENIZER_BPE;
     } else if (len == 5 && memcmp(s, "llama", 5) == 0) {
         *kind = LLM_TOKENIZER_SPM;
+    } else if (len == 4 && memcmp(s, "bert", 4) == 0) {
+        *kind = LLM_TOKENIZER_WPM;
     } else {
         snprintf(err, errlen, "tokenizer: unsupported tokenizer.ggml.model "
-                 "\"%.*s\" (supported: gpt2, llama)", (int) len, s);
+                 "\"%.*s\" (supported: gpt2, llama, bert)", (int) len, s);
         return -1;
     }
     return 0;
@@ -778,6 +808,13 @@ load_pre(llm_tokenizer *t, const gguf_file *g, char *err, size_t errlen)
         }
         memcpy(name, s, len);
         name[len] = '\0';
+    }
+    if (t->kind == LLM_TOKENIZER_WPM) {
+        /* llama.cpp's WPM: uncased (bge, MiniLM, nomic-embed) */
+        t->wpm_clean = t->wpm_chinese = t->wpm_strip = t->wpm_lower = 1;
+        t->wpm_max_chars = 100;
+        snprintf(t->pre_name, sizeof(t->pre_name), "%s", name);
+        return 0;
     }
     if (tok_set_pre(t, name, err, errlen) != 0) {
         return -1;

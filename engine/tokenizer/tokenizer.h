@@ -38,6 +38,7 @@ enum llm_token_type {
 enum llm_tokenizer_kind {
     LLM_TOKENIZER_BPE = 1,        /* byte-level BPE with merge ranks */
     LLM_TOKENIZER_SPM = 2,        /* SentencePiece BPE with scores */
+    LLM_TOKENIZER_WPM = 3,        /* WordPiece (BERT, wordpiece.c) */
 };
 
 /*

@@ -1,0 +1,596 @@
+/*
+ * The encoder forward and its batcher backend (encoder.h).
+ *
+ * defines: llm_encoder_forward, llm_encoder_score, llm_encoder_pair,
+ *          llm_backend_encoder_create
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "activation.h"
+#include "backend/encoder.h"
+#include "matmul.h"
+#include "model/bert.h"
+#include "model/pool.h"
+#include "norm.h"
+#include "quant.h"
+#include "rope.h"
+
+
+/* scratch of one forward of n tokens */
+typedef struct {
+    float  *q, *k, *v;     /* (n, dim) */
+    float  *att;           /* (n, dim) */
+    float  *t;             /* (n, dim) */
+    float  *up, *gate;     /* (n, hidden_dim) */
+    float  *score;         /* (threads, n) one row of scores a thread */
+    float  *cs, *sn;       /* (n, head_dim/2) nomic-bert's angles */
+} enc_scratch;
+
+
+static void
+scratch_free(enc_scratch *s)
+{
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->t);
+    free(s->up);
+    free(s->gate);
+    free(s->score);
+    free(s->cs);
+    free(s->sn);
+}
+
+
+static int
+scratch_alloc(enc_scratch *s, const llm_config *c, int n, int threads)
+{
+    size_t  nd = (size_t) n * c->dim, nh = (size_t) n * c->hidden_dim;
+
+    memset(s, 0, sizeof(*s));
+    s->q = malloc(nd * sizeof(float));
+    s->k = malloc(nd * sizeof(float));
+    s->v = malloc(nd * sizeof(float));
+    s->att = malloc(nd * sizeof(float));
+    s->t = malloc(nd * sizeof(float));
+    s->up = malloc(nh * sizeof(float));
+    s->gate = malloc(nh * sizeof(float));
+    s->score = malloc((size_t) threads * n * sizeof(float));
+    s->cs = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
+    s->sn = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
+    if (!s->q || !s->k || !s->v || !s->att || !s->t || !s->up || !s->gate
+        || !s->score || !s->cs || !s->sn)
+    {
+        scratch_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+
+/* out(n, rows) = x(n, cols) W^T + b (b may be NULL) */
+static int
+linear(llm_threadpool *tp, float *out, const float *x, int n,
+    const llm_tensor *w, const float *b)
+{
+    int  i, r;
+
+    if (llm_matmul(tp, out, x, n, w) != 0) {
+        return -1;
+    }
+    for (i = 0; b != NULL && i < n; i++) {
+        for (r = 0; r < w->rows; r++) {
+            out[(size_t) i * w->rows + r] += b[r];
+        }
+    }
+    return 0;
+}
+
+
+/* a row of a (rows, dim) table, any weight type, added into x */
+static void
+add_row(float *x, const llm_tensor *t, int row, float *tmp, int dim)
+{
+    int  i;
+
+    llm_dequant_row(t->type, (const uint8_t *) t->data
+                             + (size_t) row * t->row_stride, tmp, dim);
+    for (i = 0; i < dim; i++) {
+        x[i] += tmp[i];
+    }
+}
+
+
+static void
+embed(const llm_model *m, const int32_t *ids, const int32_t *types, int n,
+    float *x, float *tmp)
+{
+    const llm_config  *c = &m->cfg;
+    const llm_bert    *b = m->bert;
+    int                i, d = c->dim;
+    float             *row;
+
+    for (i = 0; i < n; i++) {
+        row = x + (size_t) i * d;
+        memset(row, 0, d * sizeof(float));
+        add_row(row, &m->tok_embd, ids[i], tmp, d);
+        if (b->n_types > 0) {
+            add_row(row, &b->type_embd, types ? types[i] : 0, tmp, d);
+        }
+        if (b->pos_embd.data != NULL) {
+            add_row(row, &b->pos_embd, i, tmp, d);
+        }
+        llm_layernorm(row, row, b->embd_norm_w, b->embd_norm_b, d,
+                      c->norm_eps);
+    }
+}
+
+
+/* nomic-bert: cos and sin of each position's angles, as transformers
+   (float position times float inv_freq) */
+static void
+rope_angles(const llm_model *m, int n, float *cs, float *sn)
+{
+    int    half = m->cfg.head_dim / 2, p, i;
+    float  inv[512], a;
+
+    llm_model_rope_inv_freq(m, inv);
+    for (p = 0; p < n; p++) {
+        for (i = 0; i < half; i++) {
+            a = (float) p * inv[i];
+            cs[(size_t) p * half + i] = cosf(a);
+            sn[(size_t) p * half + i] = sinf(a);
+        }
+    }
+}
+
+
+/* one query row of one head: att[i, h] = softmax(q_i k^T * scale) v,
+   the scores in score (n), summed in index order */
+static void
+attention_row(const llm_config *c, const enc_scratch *s, int n, int i,
+    int h, float *score)
+{
+    int           j, e, hd = c->head_dim, d = c->dim;
+    float         mx = -INFINITY, sum, p, *o;
+    const float  *qi = s->q + (size_t) i * d + h * hd, *kj, *vj;
+
+    for (j = 0; j < n; j++) {
+        kj = s->k + (size_t) j * d + h * hd;
+        sum = 0.0f;
+        for (e = 0; e < hd; e++) {
+            sum += qi[e] * kj[e];
+        }
+        score[j] = sum * c->att_scale;
+        mx = score[j] > mx ? score[j] : mx;
+    }
+    sum = 0.0f;
+    for (j = 0; j < n; j++) {
+        score[j] = expf(score[j] - mx);
+        sum += score[j];
+    }
+    o = s->att + (size_t) i * d + h * hd;
+    memset(o, 0, hd * sizeof(float));
+    for (j = 0; j < n; j++) {
+        vj = s->v + (size_t) j * d + h * hd;
+        p = score[j] / sum;
+        for (e = 0; e < hd; e++) {
+            o[e] += p * vj[e];
+        }
+    }
+}
+
+
+typedef struct {
+    const llm_config   *c;
+    const enc_scratch  *s;
+    int                 n;
+} att_job;
+
+
+/* thread ith of nth takes rows ith, ith + nth, ...: a row's sums do not
+   depend on which thread runs it */
+static void
+attention_task(void *arg, int ith, int nth)
+{
+    att_job  *j = arg;
+    float    *score = j->s->score + (size_t) ith * j->n;
+    int       r, rows = j->n * j->c->n_heads;
+
+    for (r = ith; r < rows; r += nth) {
+        attention_row(j->c, j->s, j->n, r / j->c->n_heads,
+                      r % j->c->n_heads, score);
+    }
+}
+
+
+/* att(n, dim) = softmax(q k^T * scale) v, every head, all tokens */
+static void
+attention(llm_threadpool *tp, const llm_config *c, const enc_scratch *s,
+    int n)
+{
+    att_job  j = { c, s, n };
+
+    if (tp == NULL) {
+        attention_task(&j, 0, 1);
+        return;
+    }
+    llm_threadpool_run(tp, attention_task, &j);
+}
+
+
+/* x = LN(x + y) row by row */
+static void
+add_norm(float *x, const float *y, int n, int d, const float *w,
+    const float *b, float eps)
+{
+    size_t  i, k;
+
+    for (i = 0; i < (size_t) n; i++) {
+        for (k = 0; k < (size_t) d; k++) {
+            x[i * d + k] += y[i * d + k];
+        }
+        llm_layernorm(x + i * d, x + i * d, w, b, d, eps);
+    }
+}
+
+
+static int
+layer(const llm_model *m, llm_threadpool *tp, const llm_bert_layer *l,
+    float *x, int n, enc_scratch *s)
+{
+    const llm_config  *c = &m->cfg;
+    int                i, h, hd = c->head_dim, d = c->dim;
+    size_t             nh = (size_t) n * c->hidden_dim;
+
+    if (linear(tp, s->q, x, n, &l->wq, l->bq) || linear(tp, s->k, x, n,
+                                                         &l->wk, l->bk)
+        || linear(tp, s->v, x, n, &l->wv, l->bv))
+    {
+        return -1;
+    }
+    if (c->nomic) {
+        for (i = 0; i < n; i++) {
+            for (h = 0; h < c->n_heads; h++) {
+                llm_rope_head(s->q + (size_t) i * d + h * hd,
+                              s->cs + (size_t) i * (hd / 2),
+                              s->sn + (size_t) i * (hd / 2), hd, 1);
+                llm_rope_head(s->k + (size_t) i * d + h * hd,
+                              s->cs + (size_t) i * (hd / 2),
+                              s->sn + (size_t) i * (hd / 2), hd, 1);
+            }
+        }
+    }
+    attention(tp, c, s, n);
+    if (linear(tp, s->t, s->att, n, &l->wo, l->bo) != 0) {
+        return -1;
+    }
+    add_norm(x, s->t, n, d, l->attn_norm_w, l->attn_norm_b, c->norm_eps);
+    if (linear(tp, s->up, x, n, &l->up, l->up_b) != 0) {
+        return -1;
+    }
+    if (c->nomic) {
+        if (linear(tp, s->gate, x, n, &l->gate, NULL) != 0) {
+            return -1;
+        }
+        llm_swiglu(s->gate, s->up, nh);
+    } else {
+        llm_gelu_erf(s->up, nh);
+        memcpy(s->gate, s->up, nh * sizeof(float));
+    }
+    if (linear(tp, s->t, s->gate, n, &l->down, l->down_b) != 0) {
+        return -1;
+    }
+    add_norm(x, s->t, n, d, l->out_norm_w, l->out_norm_b, c->norm_eps);
+    return 0;
+}
+
+
+static int
+check_input(const llm_model *m, const int32_t *ids, const int32_t *types,
+    int n, char *err, size_t err_len)
+{
+    const llm_config  *c = &m->cfg;
+    int                i;
+
+    if (!c->encoder || m->bert == NULL) {
+        snprintf(err, err_len, "the model is not an encoder");
+        return -1;
+    }
+    if (n < 1 || n > c->max_seq_len) {
+        snprintf(err, err_len, "an encoder input of %d tokens (1..%d)", n,
+                 c->max_seq_len);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= c->vocab_size) {
+            snprintf(err, err_len, "token %d: id %d outside the vocabulary "
+                     "of %d", i, ids[i], c->vocab_size);
+            return -1;
+        }
+        if (types != NULL && (types[i] < 0
+                              || types[i] >= (m->bert->n_types
+                                              ? m->bert->n_types : 1)))
+        {
+            snprintf(err, err_len, "token %d: type %d outside 0..%d", i,
+                     types[i], m->bert->n_types - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+
+int
+llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
+    const int32_t *ids, const int32_t *types, int n, float *hidden,
+    char *err, size_t err_len)
+{
+    enc_scratch  s;
+    int          i, rc = 0;
+
+    if (check_input(m, ids, types, n, err, err_len) != 0) {
+        return -1;
+    }
+    if (scratch_alloc(&s, &m->cfg, n, llm_threadpool_size(tp)) != 0) {
+        snprintf(err, err_len, "out of memory for an encoder input of %d "
+                 "tokens", n);
+        return -1;
+    }
+    embed(m, ids, types, n, hidden, s.t);
+    if (m->cfg.nomic) {
+        rope_angles(m, n, s.cs, s.sn);
+    }
+    for (i = 0; i < m->cfg.n_layers && rc == 0; i++) {
+        rc = layer(m, tp, &m->bert->layers[i], hidden, n, &s);
+    }
+    scratch_free(&s);
+    if (rc != 0) {
+        snprintf(err, err_len, "out of memory for the activations");
+    }
+    return rc;
+}
+
+
+int
+llm_encoder_score(const llm_model *m, llm_threadpool *tp,
+    const int32_t *ids, const int32_t *types, int n, float *logit,
+    char *err, size_t err_len)
+{
+    const llm_bert  *b = m->bert;
+    float           *h, *pooled;
+    int              i, d = m->cfg.dim, rc = -1;
+
+    if (m->cfg.pooling != LLM_POOL_RANK || b == NULL
+        || b->classifier.data == NULL)
+    {
+        snprintf(err, err_len, "the model is not a cross-encoder (no "
+                 "classifier head)");
+        return -1;
+    }
+    if (n < 1 || n > m->cfg.max_seq_len) {
+        return check_input(m, ids, types, n, err, err_len);
+    }
+    h = malloc((size_t) n * d * sizeof(float));
+    pooled = malloc((size_t) d * sizeof(float));
+    if (h == NULL || pooled == NULL) {
+        snprintf(err, err_len, "out of memory");
+    } else if (llm_encoder_forward(m, tp, ids, types, n, h, err, err_len)
+               == 0)
+    {
+        /* BertPooler: tanh(W h[0] + b); then the classifier's one logit */
+        if (linear(tp, pooled, h, 1, &b->pooler, b->pooler_b) == 0) {
+            for (i = 0; i < d; i++) {
+                pooled[i] = tanhf(pooled[i]);
+            }
+            rc = linear(tp, logit, pooled, 1, &b->classifier,
+                        b->classifier_b);
+        }
+        if (rc != 0) {
+            snprintf(err, err_len, "out of memory for the activations");
+        }
+    }
+    free(h);
+    free(pooled);
+    return rc;
+}
+
+
+int
+llm_encoder_pair(int32_t cls, int32_t sep, const int32_t *q, int nq,
+    const int32_t *d, int nd, int32_t *ids, int32_t *types, int max)
+{
+    int  n = 0, i;
+
+#define PUT(id, type) do {                                                   \
+        if (n < max) { ids[n] = (id); types[n] = (type); }                   \
+        n++;                                                                 \
+    } while (0)
+    PUT(cls, 0);
+    for (i = 0; i < nq; i++) {
+        PUT(q[i], 0);
+    }
+    PUT(sep, 0);
+    for (i = 0; i < nd; i++) {
+        PUT(d[i], 1);
+    }
+    PUT(sep, 1);
+#undef PUT
+    return n;
+}
+
+
+/* ---------------------------------------------------------------------------
+ * the batcher's backend
+ */
+
+typedef struct {
+    llm_threadpool  *tp;
+    int32_t         *ids;      /* (max_batch_tokens) one sequence's ids */
+    int32_t         *where;    /* (max_batch_tokens) their batch indices */
+    int32_t         *row;      /* (max_batch_tokens) batch index -> its
+                                  hidden row, or -1 */
+    float           *hidden;   /* (max_batch_tokens, dim) */
+} enc_ctx;
+
+
+static int
+enc_fail(llm_backend *be, const char *fmt, const char *what, int a, int b)
+{
+    snprintf(be->err, sizeof(be->err), fmt, what, a, b);
+    return -1;
+}
+
+
+/* sequence s's tokens, which must be positions 0..n-1 in batch order */
+static int
+enc_gather(llm_backend *be, const llm_batch *b, int s, int *n)
+{
+    enc_ctx  *c = be->ctx;
+    int       i, k = 0;
+
+    for (i = 0; i < b->n_tokens; i++) {
+        if (b->seq[i] != s) {
+            continue;
+        }
+        if (b->pos[i] != k) {
+            return enc_fail(be, "%s: sequence %d has position %d where the "
+                            "input's next is expected (an encoder's input "
+                            "is one forward)", "encoder", s, b->pos[i]);
+        }
+        c->ids[k] = b->token[i];
+        c->where[k++] = i;
+    }
+    *n = k;
+    return 0;
+}
+
+
+static int
+enc_forward(llm_backend *be, const llm_batch *b)
+{
+    enc_ctx   *c = be->ctx;
+    int        s, i, k, n, d = be->model->cfg.dim;
+    char       err[256];
+
+    if (b->n_tokens < 0 || b->n_tokens > be->opt.max_batch_tokens
+        || b->n_logits != 0 || b->n_hidden < 0
+        || b->n_hidden > b->n_tokens || (b->n_hidden > 0 && !b->hidden))
+    {
+        return enc_fail(be, "%s: a batch of %d tokens with %d logit rows "
+                        "(an encoder gives hidden states only)", "encoder",
+                        b->n_tokens, b->n_logits);
+    }
+    for (i = 0; i < b->n_tokens; i++) {
+        c->row[i] = -1;
+        if (b->seq[i] < 0 || b->seq[i] >= b->n_seqs) {
+            return enc_fail(be, "%s: token %d of sequence %d", "encoder", i,
+                            b->seq[i]);
+        }
+    }
+    for (i = 0; i < b->n_hidden; i++) {
+        if (b->hidden_idx[i] < 0 || b->hidden_idx[i] >= b->n_tokens) {
+            return enc_fail(be, "%s: hidden row %d at token %d", "encoder",
+                            i, b->hidden_idx[i]);
+        }
+        c->row[b->hidden_idx[i]] = i;
+    }
+    for (s = 0; s < b->n_seqs; s++) {
+        if (enc_gather(be, b, s, &n) != 0) {
+            return -1;
+        }
+        if (n == 0) {
+            continue;
+        }
+        if (llm_encoder_forward(be->model, c->tp, c->ids, NULL, n,
+                                c->hidden, err, sizeof(err)) != 0)
+        {
+            snprintf(be->err, sizeof(be->err), "encoder: %s", err);
+            return -1;
+        }
+        for (k = 0; k < n; k++) {
+            i = c->row[c->where[k]];
+            if (i >= 0) {
+                memcpy(b->hidden + (size_t) i * d,
+                       c->hidden + (size_t) k * d, d * sizeof(float));
+            }
+        }
+    }
+    return 0;
+}
+
+
+static void
+enc_free(llm_backend *be)
+{
+    enc_ctx  *c = be->ctx;
+
+    if (c != NULL) {
+        llm_threadpool_free(c->tp);
+        free(c->ids);
+        free(c->where);
+        free(c->row);
+        free(c->hidden);
+        free(c);
+    }
+    free(be);
+}
+
+
+static void
+enc_usage(llm_backend *be, llm_backend_usage *u)
+{
+    enc_ctx  *c = be->ctx;
+
+    u->busy_ns = llm_threadpool_busy_ns(c->tp);
+    u->n_threads = llm_threadpool_size(c->tp);
+}
+
+
+llm_backend *
+llm_backend_encoder_create(const llm_model *m, const llm_backend_options *o,
+    char *err, size_t err_len)
+{
+    llm_backend  *be;
+    enc_ctx      *c;
+    size_t        n = (size_t) o->max_batch_tokens;
+
+    if (m->bert == NULL || !m->cfg.encoder) {
+        snprintf(err, err_len, "encoder backend: the model is not an "
+                 "encoder");
+        return NULL;
+    }
+    be = calloc(1, sizeof(*be));
+    c = calloc(1, sizeof(*c));
+    if (be == NULL || c == NULL) {
+        free(be);
+        free(c);
+        snprintf(err, err_len, "encoder backend: out of memory");
+        return NULL;
+    }
+    be->iface.name = "cpu";
+    be->iface.forward = enc_forward;
+    be->iface.free = enc_free;
+    be->iface.usage = enc_usage;
+    be->model = m;
+    be->opt = *o;
+    be->ctx = c;
+    c->tp = o->n_threads > 1 ? llm_threadpool_create(o->n_threads) : NULL;
+    c->ids = malloc(n * sizeof(int32_t));
+    c->where = malloc(n * sizeof(int32_t));
+    c->row = malloc(n * sizeof(int32_t));
+    c->hidden = malloc(n * m->cfg.dim * sizeof(float));
+    if ((o->n_threads > 1 && c->tp == NULL) || !c->ids || !c->where
+        || !c->row || !c->hidden)
+    {
+        enc_free(be);
+        snprintf(err, err_len, "encoder backend: out of memory for %zu "
+                 "tokens", n);
+        return NULL;
+    }
+    return be;
+}
