@@ -273,6 +273,36 @@ typedef struct {
 } ngx_http_llm_choice_t;
 
 
+/*
+ * How one kind of request writes its output: a stream's pieces and the
+ * reply of a request that did not stream. One table per API shape
+ * (OpenAI's in ngx_http_llm_format.c, Anthropic's Messages in
+ * ngx_http_llm_messages_sse.c, Responses in ngx_http_llm_responses.c);
+ * ngx_http_llm_output() maps a request kind (NGX_HTTP_LLM_GEN_*) to one.
+ * Every entry is required.
+ */
+typedef struct {
+    /* a stream's text the reply's splitter let out: thinking, answer */
+    ngx_int_t  (*delta)(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+                        ngx_chain_t ***last, const llm_reply_piece *piece,
+                        const llm_out_token *o, ngx_uint_t role);
+    /* a stream's tool calls, once the choice's reply is read */
+    ngx_int_t  (*tool_calls)(ngx_http_llm_ctx_t *ctx,
+                             ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+    /* a stream's choice ended */
+    ngx_int_t  (*finish)(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+                         ngx_chain_t ***last);
+    /* a stream's last events (the request ended) */
+    ngx_int_t  (*done)(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last);
+    /* the whole reply of a request that did not stream */
+    ngx_int_t  (*reply)(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp);
+    /* a stream's last event when it failed after its headers went out */
+    ngx_int_t  (*error)(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+                        ngx_uint_t status, const char *code,
+                        const char *msg);
+} ngx_http_llm_output_t;
+
+
 /* one request's state, also what the $llm_* variables read */
 struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
@@ -283,6 +313,7 @@ struct ngx_http_llm_ctx_s {
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
     ngx_http_event_handler_pt   read_body;  /* nginx's, while it reads */
     ngx_http_llm_error_t       *error;      /* a step's refusal, to send */
+    const ngx_http_llm_output_t *output;    /* the shape of its output */
 
     /* generation */
     llm_api_request             req;
@@ -455,19 +486,7 @@ ngx_int_t ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx);
 char *ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_llm_responses_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
-    ngx_buf_t **bp);
-ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *reasoning, size_t rlen,
-    const char *content, size_t clen);
-ngx_int_t ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *code, const char *msg);
+extern const ngx_http_llm_output_t  ngx_http_llm_responses_output;
 
 /* ngx_http_llm_prefix.c */
 char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -500,17 +519,7 @@ ngx_int_t ngx_http_llm_detokenize(ngx_http_llm_ctx_t *ctx, u_char *body,
     size_t len, cJSON **json);
 
 /* ngx_http_llm_messages_sse.c */
-ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const u_char *reasoning, size_t rlen,
-    const u_char *text, size_t tlen);
-ngx_int_t ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx,
-    ngx_buf_t **bp);
-ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, ngx_uint_t status, const char *msg);
+extern const ngx_http_llm_output_t  ngx_http_llm_messages_output;
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
@@ -552,6 +561,9 @@ ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_format_last(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_buf_t *b);
+const ngx_http_llm_output_t *ngx_http_llm_output(ngx_uint_t kind);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, ngx_uint_t status, const char *code,
     const char *msg);
