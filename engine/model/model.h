@@ -118,6 +118,10 @@ typedef struct {
     int       pooling;             /* enum llm_pool_type */
     int       pool_normalize;      /* L2-normalise the pooled vector */
     int       matryoshka;          /* trained for truncation (dimensions) */
+    /* score models (rerankers, model/score.h): LLM_SCORE_NONE else */
+    int       score;               /* enum llm_score_type */
+    int32_t   score_yes;           /* LLM_SCORE_YES_NO: the output rows */
+    int32_t   score_no;
 } llm_config;
 
 /* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
@@ -153,7 +157,7 @@ typedef struct {
     llm_tensor  *exp_down;         /* (n_expert) views (dim, expert_ff) */
 } llm_layer;
 
-typedef struct {
+typedef struct llm_model_s {
     llm_config   cfg;
     int          tp_rank;          /* this rank's shard, 0..tp_size-1 */
     int          tp_size;          /* ranks in the group (docs/tp.md) */
@@ -176,6 +180,10 @@ typedef struct {
     int          n_owned;
     llm_tensor  *experts;          /* (n_layers, 3, n_expert) the expert
                                       views the layers point into */
+    /* a cross-encoder's head (model/score.h, LLM_SCORE_CLASSIFIER): the
+       pooled row h (dim) into one logit; 0, or -1. NULL: none */
+    int        (*score_head)(const struct llm_model_s *m, const float *h,
+                             float *logit);
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
 
