@@ -39,6 +39,7 @@
 
 #include "ring/ngx_llm_ring.h"
 #include "common/defaults.h"
+#include "common/task.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/fim.h"
@@ -115,6 +116,7 @@ typedef struct {
     ngx_flag_t                  speculative_ngram;
     ngx_uint_t                  speculative_draft_tokens;
     ngx_uint_t                  speculative_ngram_size;
+    ngx_uint_t                  task;       /* enum llm_task */
     ngx_flag_t                  kv_cache_prealloc;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
@@ -165,6 +167,8 @@ typedef struct {
     ngx_http_llm_engine_conf_t *engine;
     ngx_uint_t                  role;       /* NGX_HTTP_LLM_ROLE_* */
     ngx_uint_t                  max_tokens; /* clamp; 0: none */
+    ngx_uint_t                  max_input_tokens;   /* of one embeddings
+                                                       or rerank request */
     ngx_msec_t                  deadline;   /* 0: none */
     size_t                      max_body_size;
     size_t                      max_buffered; /* output held for a slow
@@ -507,6 +511,7 @@ ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
 
 /* ngx_http_llm_embeddings.c */
 ngx_int_t ngx_http_llm_embeddings(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_rerank(ngx_http_request_t *r);
 
 /* ngx_http_llm_generate.c: the body read, in one piece */
 u_char *ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len);

@@ -14,7 +14,6 @@
 
 
 static const char *score_names[] = { "none", "yes_no", "classifier" };
-static const char *task_names[] = { "auto", "generate", "embed", "score" };
 
 
 const char *
@@ -33,7 +32,7 @@ int
 llm_task_parse(const char *name, int *task)
 {
     for (int t = LLM_TASK_AUTO; t <= LLM_TASK_SCORE; t++) {
-        if (strcmp(name, task_names[t]) == 0) {
+        if (strcmp(name, llm_task_name(t)) == 0) {
             *task = t;
             return 0;
         }

@@ -24,12 +24,13 @@
  * beyond the stack; keep it small). The pair's token types reach the
  * forward as llm_batch.type (backend.h): prompt[type_split..] is type 1.
  *
- * defines: llm_score_type, llm_task, llm_score_type_name, llm_task_parse,
+ * defines: llm_score_type, llm_score_type_name, llm_task_parse,
  *          llm_model_task, llm_score
  */
 #ifndef NGX_LLM_SCORE_H
 #define NGX_LLM_SCORE_H
 
+#include "common/task.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,14 +41,6 @@ enum llm_score_type {
     LLM_SCORE_NONE = 0,
     LLM_SCORE_YES_NO = 1,
     LLM_SCORE_CLASSIFIER = 2,
-};
-
-/* what an engine serves: llm_engine's task (docs/directives.md) */
-enum llm_task {
-    LLM_TASK_AUTO = 0,          /* as the model's metadata says */
-    LLM_TASK_GENERATE = 1,
-    LLM_TASK_EMBED = 2,
-    LLM_TASK_SCORE = 3,
 };
 
 /* "none", "yes_no", "classifier"; "unknown" past the enum */
