@@ -370,12 +370,25 @@ ngx_http_llm_pooled_total(ngx_http_llm_embed_t *e)
 }
 
 
+/* the refusal set by ngx_http_llm_refuse() names dimensions */
 static ngx_int_t
 ngx_http_llm_embed_dims_refused(ngx_http_llm_ctx_t *ctx)
 {
+    if (ctx->error == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     ngx_cpystrn((u_char *) ctx->error->param, (u_char *) "dimensions",
                 sizeof(ctx->error->param));
-    return ngx_http_llm_answer(ctx, NGX_HTTP_BAD_REQUEST);
+    return NGX_HTTP_BAD_REQUEST;
+}
+
+
+/* the status of the refusal ctx->error holds */
+static ngx_int_t
+ngx_http_llm_embed_status(ngx_http_llm_ctx_t *ctx)
+{
+    return ctx->error ? (ngx_int_t) ctx->error->status
+                      : NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 
@@ -591,9 +604,8 @@ ngx_http_llm_embed_start(ngx_http_request_t *r)
     }
 
     if (ngx_http_llm_embed_fill(e) != NGX_OK) {
-        return ngx_http_llm_answer(ctx, ctx->error
-                                        ? (ngx_int_t) ctx->error->status
-                                        : NGX_HTTP_INTERNAL_SERVER_ERROR);
+        ngx_http_llm_embed_release(e);
+        return ngx_http_llm_answer(ctx, ngx_http_llm_embed_status(ctx));
     }
 
     r->read_event_handler = ngx_http_test_reading;
@@ -679,8 +691,7 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
            by the answer, and no handler of ours may run after it) */
         es->busy = 0;
         if (--e->n_flight == 0) {
-            ngx_http_llm_embed_end(e, ngx_http_llm_unavailable(r,
-                                                             ctx->peer));
+            ngx_http_llm_embed_end(e, ngx_http_llm_refuse_unavailable(ctx));
         }
         return;
     }
@@ -710,8 +721,7 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
             return;
         }
         if (ngx_http_llm_embed_fill(e) != NGX_OK) {
-            ngx_http_llm_embed_end(e, ngx_http_llm_answer(ctx,
-                                          (ngx_int_t) ctx->error->status));
+            ngx_http_llm_embed_end(e, ngx_http_llm_embed_status(ctx));
         }
         return;
     }
@@ -748,12 +758,12 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
     es->busy = 0;
     e->n_flight--;
     ngx_http_llm_peer_release(s);
-    ngx_http_llm_embed_end(e, ngx_http_llm_answer(ctx,
-                                          (ngx_int_t) ctx->error->status));
+    ngx_http_llm_embed_end(e, ngx_http_llm_embed_status(ctx));
 }
 
 
-/* the answer: the reply when rc is NGX_OK, else what rc already sent */
+/* the answer: the reply when rc is NGX_OK, else the refusal of status rc
+   (ctx->error) */
 static void
 ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
 {
@@ -771,6 +781,7 @@ ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
     if (rc != NGX_OK) {
         /* a request that failed costs no quota: $llm_prompt_tokens 0 */
         e->ctx->n_prompt = 0;
+        rc = ngx_http_llm_answer(e->ctx, rc);
 
     } else {
         json = e->kind->reply(e);

@@ -18,12 +18,19 @@
  *   4. The task: score on a model without "yes"/"no" tokens and on an
  *      embedder refused by name; embed on a plain decoder pools the last
  *      token, normalised; generate drops the pooling.
+ *   5. Qwen3-Embedding's tokenizer: a post_processor TemplateProcessing
+ *      ending in <|endoftext|> and a tokenizer_config eos_token
+ *      <|im_end|>: a text with special tokens ends in <|endoftext|> (what
+ *      last-token pooling takes, as transformers encodes it), while the
+ *      stop token stays <|im_end|>.
  */
+#define _GNU_SOURCE    /* mkdtemp */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -397,6 +404,73 @@ test_task(void)
 }
 
 
+/* ---- 5. Qwen3-Embedding's appended <|endoftext|> ----------------------- */
+
+static void
+put(const char *dir, const char *name, const char *text)
+{
+    char   path[1024];
+    FILE  *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+
+static void
+test_post_eos(void)
+{
+    char            dir[] = "/tmp/test_rerank.XXXXXX", err[256], cmd[1100];
+    char           *text, *out;
+    cJSON          *tj, *post;
+    int32_t         ids[16], eot, im_end;
+    int             n;
+    llm_tokenizer  *t = NULL;
+
+    text = slurp(MODEL "/tokenizer.json");
+    tj = text ? cJSON_Parse(text) : NULL;
+    post = cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":["
+                       "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
+                       "{\"SpecialToken\":{\"id\":\"<|endoftext|>\","
+                       "\"type_id\":0}}],\"pair\":[],"
+                       "\"special_tokens\":{}}");
+    if (tj != NULL && post != NULL && mkdtemp(dir) != NULL) {
+        cJSON_ReplaceItemInObject(tj, "post_processor", post);
+        post = NULL;
+        out = cJSON_Print(tj);
+        put(dir, "tokenizer.json", out ? out : "");
+        free(out);
+        put(dir, "tokenizer_config.json", "{\"eos_token\":\"<|im_end|>\","
+            "\"pad_token\":\"<|endoftext|>\",\"add_bos_token\":false}");
+        t = llm_tokenizer_load_hf(dir, err, sizeof(err));
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0) {
+            printf("# could not remove %s\n", dir);
+        }
+    }
+    cJSON_Delete(post);
+    cJSON_Delete(tj);
+    free(text);
+    if (!ok(t != NULL, "a Qwen3-Embedding-like tokenizer loads")) {
+        return;
+    }
+    eot = llm_token_lookup(t, "<|endoftext|>", 13);
+    im_end = llm_token_lookup(t, "<|im_end|>", 10);
+    n = llm_tokenize(t, "a", 1, 1, 0, ids, 16);
+    ok(n == 2 && ids[1] == eot && eot >= 0,
+       "with special tokens a text ends in <|endoftext|> (%d ids, last %d)",
+       n, n > 0 ? ids[n - 1] : -1);
+    is_int(llm_tokenizer_eos(t), im_end, "the stop token stays <|im_end|>");
+    n = llm_tokenize(t, "a", 1, 0, 0, ids, 16);
+    is_int(n, 1, "without special tokens nothing is appended");
+    llm_tokenizer_free(t);
+}
+
+
 int
 main(void)
 {
@@ -412,6 +486,7 @@ main(void)
 
     test_api();
     test_task();
+    test_post_eos();
 
     text = slurp(GOLDEN);
     root = text ? cJSON_Parse(text) : NULL;

@@ -240,6 +240,10 @@ is($st, 200, 'the embedder beside it answers /v1/embeddings');
                        '/gen/v1/chat/completions');
 is($st, 200, 'the chat model beside it answers');
 
+my @alerts = NgxLlm::Harness::log_lines(qr/\[(?:alert|crit|emerg)\]/);
+is(scalar @alerts, 0, 'no alert in the error log (a refusal is answered '
+   . 'once)') or diag(join '', @alerts);
+
 is(nginx_cmd('-s', 'quit'), 0, 'nginx stops');
 
 done_testing();
