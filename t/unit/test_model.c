@@ -658,7 +658,7 @@ run_bb(llm_backend *be, batch_buf *bb, const int32_t *const *tables,
     const int32_t *n_blocks, float *logits)
 {
     llm_batch  b = { bb->n, bb->toks, bb->pos, bb->seq, 2, tables, n_blocks,
-                     bb->n, bb->idx, logits, 0, NULL, NULL };
+                     bb->n, bb->idx, logits, 0, NULL, NULL, NULL };
     int        rc = llm_backend_forward(be, &b);
 
     if (rc != 0) {
