@@ -605,6 +605,7 @@ ngx_http_llm_embed_start(ngx_http_request_t *r)
 
     if (ngx_http_llm_embed_fill(e) != NGX_OK) {
         ngx_http_llm_embed_release(e);
+        ctx->n_prompt = 0;      /* refused: no quota spent */
         return ngx_http_llm_answer(ctx, ngx_http_llm_embed_status(ctx));
     }
 
