@@ -94,7 +94,9 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                    ? NGX_HTTP_LLM_GEN_CHAT : NGX_HTTP_LLM_GEN_COMPLETION);
     }
 
-    if (ngx_http_llm_uri_ends(r, "/embeddings")) {
+    if (ngx_http_llm_uri_ends(r, "/embeddings")
+        || ngx_http_llm_uri_ends(r, "/rerank"))
+    {
         if (r->method != NGX_HTTP_POST) {
             rc = ngx_http_discard_request_body(r);
             if (rc != NGX_OK) {
@@ -104,7 +106,8 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                                            "method_not_allowed",
                                            "use POST for %V", &r->uri);
         }
-        return ngx_http_llm_embeddings(r);
+        return ngx_http_llm_uri_ends(r, "/rerank") ? ngx_http_llm_rerank(r)
+                                                   : ngx_http_llm_embeddings(r);
     }
     if (ngx_http_llm_uri_item(r, "/responses")) {
         return ngx_http_llm_responses_handler(r);

@@ -83,6 +83,7 @@ ngx_http_llm_ctx_create(ngx_http_request_t *r, ngx_http_llm_peer_t *peer)
     ctx->waiter.data = ctx;
     ctx->deadline.data = ctx;
     ctx->deadline.log = r->connection->log;
+    ctx->output = ngx_http_llm_output(NGX_HTTP_LLM_GEN_COMPLETION);
 
     ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
 

@@ -1,12 +1,15 @@
 /*
- * OpenAI's POST /v1/embeddings in an llm_api location (docs/api.md,
- * issue 32). The body is read by api/embeddings.c, each text input
- * tokenized here with the served model's tokenizer, then each input is
- * one EMBED ring slot (docs/protocol.md): up to
+ * The pooling requests of an llm_api location (docs/api.md, issue 32):
+ * OpenAI's POST /v1/embeddings (an embedding engine) and POST /v1/rerank
+ * (a score engine). Each kind is a table of three steps,
+ * ngx_http_llm_pooled_t: read the body (api/embeddings.c,
+ * api/rerank.c), turn the inputs into ids once the engine's facts are
+ * known, write the reply. The rest is shared: each input (a text, or a
+ * query-document pair) is one EMBED ring slot (docs/protocol.md): up to
  * NGX_HTTP_LLM_EMBED_FLIGHT of them in the ring at once, the next one
  * submitted as one comes back, so a long input list does not take the
- * whole ring. The reply is built once every vector is in; the first
- * refusal ends the request (its other slots cancelled).
+ * whole ring. The reply is built once every vector (or score) is in; the
+ * first refusal ends the request (its other slots cancelled).
  */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -14,11 +17,25 @@
 
 #include "ngx_http_llm_module.h"
 #include "api/embeddings.h"
+#include "api/rerank.h"
 
 
 #define NGX_HTTP_LLM_EMBED_FLIGHT  16     /* slots one request holds */
 
 typedef struct ngx_http_llm_embed_s  ngx_http_llm_embed_t;
+
+/* one kind of pooling request */
+typedef struct {
+    ngx_str_t    name;              /* "embeddings", "rerank": logs */
+    const char  *input;             /* the field an input is named by */
+    /* the body (len bytes) into the request; an HTTP status to answer,
+       ctx->error set, or NGX_OK */
+    ngx_int_t  (*parse)(ngx_http_llm_embed_t *e, u_char *body, size_t len);
+    /* the engine is ready: does it serve this kind; the inputs' ids,
+       e->n_inputs, e->dims (floats per answer); NGX_OK or a status */
+    ngx_int_t  (*start)(ngx_http_llm_embed_t *e, llm_ring_header *ring);
+    cJSON     *(*reply)(ngx_http_llm_embed_t *e);
+} ngx_http_llm_pooled_t;
 
 typedef struct {
     ngx_http_llm_slot_t     slot;
@@ -30,11 +47,16 @@ typedef struct {
 struct ngx_http_llm_embed_s {
     ngx_http_request_t         *request;
     ngx_http_llm_ctx_t         *ctx;
+    const ngx_http_llm_pooled_t *kind;
     llm_embed_request           req;        /* malloc'd: freed by cleanup */
+    llm_rerank_request          rq;         /* the same */
+    ngx_uint_t                  n_inputs;
     int32_t                   **ids;        /* (n_inputs) each input's */
     uint32_t                   *n_ids;
+    uint32_t                   *split;      /* (n_inputs) type_split, or
+                                               NULL: 0 */
     float                     **vec;        /* (n_inputs) dims floats */
-    uint32_t                    dims;
+    uint32_t                    dims;       /* 1 for a score */
     ngx_uint_t                  next;       /* next input to submit */
     ngx_uint_t                  n_done;
     ngx_uint_t                  n_flight;
@@ -44,17 +66,62 @@ struct ngx_http_llm_embed_s {
 };
 
 
+static ngx_int_t ngx_http_llm_pooled(ngx_http_request_t *r,
+    const ngx_http_llm_pooled_t *kind);
 static void ngx_http_llm_embed_cleanup(void *data);
 static void ngx_http_llm_embed_body(ngx_http_request_t *r);
+static ngx_int_t ngx_http_llm_embed_parse(ngx_http_llm_embed_t *e,
+    u_char *body, size_t len);
 static ngx_int_t ngx_http_llm_embed_tokenize(ngx_http_llm_embed_t *e);
+static ngx_int_t ngx_http_llm_embed_check(ngx_http_llm_embed_t *e,
+    llm_ring_header *ring);
+static cJSON *ngx_http_llm_embed_reply(ngx_http_llm_embed_t *e);
+static ngx_int_t ngx_http_llm_rerank_parse(ngx_http_llm_embed_t *e,
+    u_char *body, size_t len);
+static ngx_int_t ngx_http_llm_rerank_start(ngx_http_llm_embed_t *e,
+    llm_ring_header *ring);
+static cJSON *ngx_http_llm_rerank_reply(ngx_http_llm_embed_t *e);
+static ngx_int_t ngx_http_llm_pooled_total(ngx_http_llm_embed_t *e);
 static ngx_int_t ngx_http_llm_embed_start(ngx_http_request_t *r);
 static ngx_int_t ngx_http_llm_embed_fill(ngx_http_llm_embed_t *e);
 static void ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s);
 static void ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc);
 
 
+static const ngx_http_llm_pooled_t  ngx_http_llm_pooled_embeddings = {
+    ngx_string("embeddings"),
+    "input",
+    ngx_http_llm_embed_parse,
+    ngx_http_llm_embed_check,
+    ngx_http_llm_embed_reply
+};
+
+
+static const ngx_http_llm_pooled_t  ngx_http_llm_pooled_rerank = {
+    ngx_string("rerank"),
+    "documents",
+    ngx_http_llm_rerank_parse,
+    ngx_http_llm_rerank_start,
+    ngx_http_llm_rerank_reply
+};
+
+
 ngx_int_t
 ngx_http_llm_embeddings(ngx_http_request_t *r)
+{
+    return ngx_http_llm_pooled(r, &ngx_http_llm_pooled_embeddings);
+}
+
+
+ngx_int_t
+ngx_http_llm_rerank(ngx_http_request_t *r)
+{
+    return ngx_http_llm_pooled(r, &ngx_http_llm_pooled_rerank);
+}
+
+
+static ngx_int_t
+ngx_http_llm_pooled(ngx_http_request_t *r, const ngx_http_llm_pooled_t *kind)
 {
     ngx_int_t                 rc;
     ngx_pool_cleanup_t       *cln;
@@ -83,6 +150,7 @@ ngx_http_llm_embeddings(ngx_http_request_t *r)
     ctx->embed = e;
     e->request = r;
     e->ctx = ctx;
+    e->kind = kind;
 
     r->request_body_in_single_buf = 1;
 
@@ -117,26 +185,21 @@ ngx_http_llm_embed_cleanup(void *data)
 
     ngx_http_llm_embed_release(e);
     llm_embed_request_free(&e->req);
+    llm_rerank_request_free(&e->rq);
 }
 
 
 static void
 ngx_http_llm_embed_body(ngx_http_request_t *r)
 {
-    u_char                      *body;
-    size_t                       len;
-    ngx_int_t                    rc;
-    llm_api_error                err;
-    llm_api_limits               lim;
-    ngx_http_llm_ctx_t          *ctx;
-    ngx_http_llm_embed_t        *e;
-    ngx_http_llm_loc_conf_t     *llcf;
-    ngx_http_llm_engine_conf_t  *ecf;
+    u_char                *body;
+    size_t                 len;
+    ngx_int_t              rc;
+    ngx_http_llm_ctx_t    *ctx;
+    ngx_http_llm_embed_t  *e;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
     e = ctx->embed;
-    ecf = ctx->ecf;
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
     body = ngx_http_llm_body_bytes(r, &len);
     if (body == NULL) {
@@ -144,31 +207,7 @@ ngx_http_llm_embed_body(ngx_http_request_t *r)
         return;
     }
 
-    llm_api_limits_default(&lim);
-    lim.max_body = llcf->max_body_size;
-    if (ecf->tokenizer != NULL) {
-        llm_api_limits_model(&lim, ecf->tokenizer);
-    }
-
-    if (llm_embed_parse(&e->req, (char *) body, len, &lim, &err) != 0) {
-        ngx_http_finalize_request(r, ngx_http_llm_answer(ctx,
-                                        ngx_http_llm_refuse_api(ctx, &err)));
-        return;
-    }
-
-    if (ngx_strlen(e->req.model) != ecf->served_model_name.len
-        || ngx_strncmp(e->req.model, ecf->served_model_name.data,
-                       ecf->served_model_name.len) != 0)
-    {
-        ngx_http_finalize_request(r, ngx_http_llm_answer(ctx,
-                      ngx_http_llm_refuse(ctx, NGX_HTTP_NOT_FOUND,
-                                          "model_not_found",
-                                          "The model `%s` does not exist",
-                                          e->req.model)));
-        return;
-    }
-
-    rc = ngx_http_llm_embed_tokenize(e);
+    rc = e->kind->parse(e, body, len);
     if (rc != NGX_OK) {
         ngx_http_finalize_request(r, ngx_http_llm_answer(ctx, rc));
         return;
@@ -176,6 +215,64 @@ ngx_http_llm_embed_body(ngx_http_request_t *r)
 
     ngx_http_finalize_request(r, ngx_http_llm_when_ready(r, ctx->peer,
                                              ngx_http_llm_embed_start));
+}
+
+
+/* the location's API limits for a body of this engine's model */
+static void
+ngx_http_llm_pooled_limits(ngx_http_llm_embed_t *e, llm_api_limits *lim)
+{
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(e->request, ngx_http_llm_module);
+    llm_api_limits_default(lim);
+    lim->max_body = llcf->max_body_size;
+    if (e->ctx->ecf->tokenizer != NULL) {
+        llm_api_limits_model(lim, e->ctx->ecf->tokenizer);
+    }
+}
+
+
+/* the body's model is the served one (required: NULL is refused) */
+static ngx_int_t
+ngx_http_llm_pooled_model(ngx_http_llm_embed_t *e, const char *model)
+{
+    ngx_str_t  *name = &e->ctx->ecf->served_model_name;
+
+    if (model != NULL && ngx_strlen(model) == name->len
+        && ngx_strncmp(model, name->data, name->len) == 0)
+    {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_refuse(e->ctx, NGX_HTTP_NOT_FOUND, "model_not_found",
+                               "The model `%s` does not exist",
+                               model ? model : "");
+}
+
+
+/* /v1/embeddings: OpenAI's body, texts tokenized before the engine */
+static ngx_int_t
+ngx_http_llm_embed_parse(ngx_http_llm_embed_t *e, u_char *body, size_t len)
+{
+    ngx_int_t       rc;
+    llm_api_error   err;
+    llm_api_limits  lim;
+
+    ngx_http_llm_pooled_limits(e, &lim);
+
+    if (llm_embed_parse(&e->req, (char *) body, len, &lim, &err) != 0) {
+        return ngx_http_llm_refuse_api(e->ctx, &err);
+    }
+
+    rc = ngx_http_llm_pooled_model(e, e->req.model);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    e->n_inputs = (ngx_uint_t) e->req.n_inputs;
+
+    return ngx_http_llm_embed_tokenize(e);
 }
 
 
@@ -190,8 +287,8 @@ ngx_http_llm_embed_tokenize(ngx_http_llm_embed_t *e)
     ngx_http_llm_engine_conf_t  *ecf = ctx->ecf;
     ngx_pool_t                  *pool = e->request->pool;
 
-    e->ids = ngx_pcalloc(pool, e->req.n_inputs * sizeof(int32_t *));
-    e->n_ids = ngx_pcalloc(pool, e->req.n_inputs * sizeof(uint32_t));
+    e->ids = ngx_pcalloc(pool, e->n_inputs * sizeof(int32_t *));
+    e->n_ids = ngx_pcalloc(pool, e->n_inputs * sizeof(uint32_t));
     if (e->ids == NULL || e->n_ids == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
@@ -237,39 +334,79 @@ ngx_http_llm_embed_tokenize(ngx_http_llm_embed_t *e)
         e->prompt_tokens += n;
     }
 
-    return NGX_OK;
+    return ngx_http_llm_pooled_total(e);
 }
 
 
+/* the request's inputs within llm_max_input_tokens */
+static ngx_int_t
+ngx_http_llm_pooled_total(ngx_http_llm_embed_t *e)
+{
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(e->request, ngx_http_llm_module);
+
+    if ((ngx_uint_t) e->prompt_tokens <= llcf->max_input_tokens) {
+        return NGX_OK;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, e->request->connection->log, 0,
+                  "llm: %V of %l tokens refused, llm_max_input_tokens %ui",
+                  &e->kind->name, e->prompt_tokens, llcf->max_input_tokens);
+
+    ngx_http_llm_refuse(e->ctx, NGX_HTTP_BAD_REQUEST,
+                        "context_length_exceeded",
+                        "the request's %s have %l tokens in all, more than "
+                        "the %ui this server takes in one request",
+                        e->kind->input, e->prompt_tokens,
+                        llcf->max_input_tokens);
+    if (e->ctx->error == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_cpystrn((u_char *) e->ctx->error->param, (u_char *) e->kind->input,
+                sizeof(e->ctx->error->param));
+
+    return NGX_HTTP_BAD_REQUEST;
+}
+
+
+/* the refusal set by ngx_http_llm_refuse() names dimensions */
 static ngx_int_t
 ngx_http_llm_embed_dims_refused(ngx_http_llm_ctx_t *ctx)
 {
+    if (ctx->error == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
     ngx_cpystrn((u_char *) ctx->error->param, (u_char *) "dimensions",
                 sizeof(ctx->error->param));
-    return ngx_http_llm_answer(ctx, NGX_HTTP_BAD_REQUEST);
+    return NGX_HTTP_BAD_REQUEST;
+}
+
+
+/* the status of the refusal ctx->error holds */
+static ngx_int_t
+ngx_http_llm_embed_status(ngx_http_llm_ctx_t *ctx)
+{
+    return ctx->error ? (ngx_int_t) ctx->error->status
+                      : NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 
 /* the engine is ready: is it an embedder, are the dimensions its own */
 static ngx_int_t
-ngx_http_llm_embed_start(ngx_http_request_t *r)
+ngx_http_llm_embed_check(ngx_http_llm_embed_t *e, llm_ring_header *ring)
 {
-    ngx_uint_t                   i;
-    llm_ring_header             *ring;
-    ngx_http_llm_ctx_t          *ctx;
-    ngx_http_llm_embed_t        *e;
+    ngx_http_llm_ctx_t  *ctx = e->ctx;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
-    e = ctx->embed;
-    ring = ngx_http_llm_peer_ring(ctx->peer);
-
-    if (ring->model.pooling == 0) {
-        return ngx_http_llm_answer(ctx, ngx_http_llm_refuse(ctx,
-                                   NGX_HTTP_BAD_REQUEST, "invalid_value",
+    if (ring->model.pooling == 0 || ring->model.score != 0) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_value",
                                    "The model `%V` is not an embedding "
                                    "model: it does not serve "
-                                   "/v1/embeddings",
-                                   &ctx->ecf->served_model_name));
+                                   "/v1/embeddings%s",
+                                   &ctx->ecf->served_model_name,
+                                   ring->model.score ? " (a reranker: "
+                                   "/v1/rerank)" : "");
     }
 
     e->dims = e->req.dimensions ? (uint32_t) e->req.dimensions
@@ -290,11 +427,176 @@ ngx_http_llm_embed_start(ngx_http_request_t *r)
         return ngx_http_llm_embed_dims_refused(ctx);
     }
 
-    e->vec = ngx_palloc(r->pool, e->req.n_inputs * sizeof(float *));
+    return NGX_OK;
+}
+
+
+static cJSON *
+ngx_http_llm_embed_reply(ngx_http_llm_embed_t *e)
+{
+    return llm_embed_reply(e->req.model, (const float *const *) e->vec,
+                           e->req.n_inputs, (int) e->dims, e->req.base64,
+                           e->prompt_tokens);
+}
+
+
+/* /v1/rerank: the body; the pairs are tokenized once the engine says how
+   its model reads them */
+static ngx_int_t
+ngx_http_llm_rerank_parse(ngx_http_llm_embed_t *e, u_char *body, size_t len)
+{
+    llm_api_error   err;
+    llm_api_limits  lim;
+
+    ngx_http_llm_pooled_limits(e, &lim);
+
+    if (llm_rerank_parse(&e->rq, (char *) body, len, &lim, &err) != 0) {
+        return ngx_http_llm_refuse_api(e->ctx, &err);
+    }
+
+    e->n_inputs = (ngx_uint_t) e->rq.n_docs;
+
+    /* model is optional, as in vLLM's and llama-server's rerank */
+    return e->rq.model ? ngx_http_llm_pooled_model(e, e->rq.model) : NGX_OK;
+}
+
+
+/* a score engine: each (query, document) pair as its model reads it */
+static ngx_int_t
+ngx_http_llm_rerank_start(ngx_http_llm_embed_t *e, llm_ring_header *ring)
+{
+    int                          n, cap, split;
+    ngx_uint_t                   i;
+    ngx_pool_t                  *pool = e->request->pool;
+    ngx_http_llm_ctx_t          *ctx = e->ctx;
+    llm_rerank_request          *rq = &e->rq;
+    const llm_tokenizer         *tok = ctx->ecf->tokenizer;
+
+    if (ring->model.score == 0) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_value",
+                                   "The model `%V` is not a reranker: it "
+                                   "does not serve /v1/rerank",
+                                   &ctx->ecf->served_model_name);
+    }
+    if (tok == NULL) {
+        return ngx_http_llm_refuse(ctx, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                   "engine_unavailable",
+                                   "the model is unusable, see the "
+                                   "server's error log");
+    }
+
+    e->dims = 1;
+    e->ids = ngx_pcalloc(pool, e->n_inputs * sizeof(int32_t *));
+    e->n_ids = ngx_pcalloc(pool, e->n_inputs * sizeof(uint32_t));
+    e->split = ngx_pcalloc(pool, e->n_inputs * sizeof(uint32_t));
+    if (e->ids == NULL || e->n_ids == NULL || e->split == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    for (i = 0; i < e->n_inputs; i++) {
+        cap = (int) ngx_min(rq->query_len + rq->doc_len[i] + 512,
+                            (size_t) LLM_RING_MAX_PROMPT + 1);
+        e->ids[i] = ngx_palloc(pool, cap * sizeof(int32_t));
+        if (e->ids[i] == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        split = 0;
+        n = ring->model.score == 1
+            ? llm_rerank_yes_no_ids(tok, rq->instruction, rq->query,
+                                    rq->query_len, rq->doc[i],
+                                    rq->doc_len[i], e->ids[i], cap)
+            : llm_rerank_pair_ids(tok, rq->query, rq->query_len, rq->doc[i],
+                                  rq->doc_len[i], e->ids[i], cap, &split);
+        if (n < 0) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        if (n > cap || n > (int) ring->max_prompt) {
+            ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
+                                "context_length_exceeded",
+                                "documents[%ui] with the query has more "
+                                "than the %uD tokens a request can hold",
+                                i, ngx_min((uint32_t) cap, ring->max_prompt));
+            if (ctx->error == NULL) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
+            ngx_cpystrn((u_char *) ctx->error->param,
+                        (u_char *) "documents", sizeof(ctx->error->param));
+            return NGX_HTTP_BAD_REQUEST;
+        }
+        e->n_ids[i] = (uint32_t) n;
+        e->split[i] = (uint32_t) split;
+        e->prompt_tokens += n;
+    }
+
+    return ngx_http_llm_pooled_total(e);
+}
+
+
+static cJSON *
+ngx_http_llm_rerank_reply(ngx_http_llm_embed_t *e)
+{
+    char       *id, *model;
+    float      *score;
+    ngx_str_t  *name = &e->ctx->ecf->served_model_name;
+    ngx_uint_t  i;
+
+    score = ngx_palloc(e->request->pool, e->n_inputs * sizeof(float));
+    model = ngx_pnalloc(e->request->pool, name->len + 1);
+    id = ngx_pnalloc(e->request->pool, 32);
+    if (score == NULL || model == NULL || id == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < e->n_inputs; i++) {
+        score[i] = e->vec[i][0];
+    }
+    *ngx_cpymem(model, name->data, name->len) = '\0';
+    /* $llm_request_id */
+    e->ctx->id.data = (u_char *) id;
+    e->ctx->id.len = ngx_snprintf((u_char *) id, 31, "rerank-%08xD%08xD",
+                                  (uint32_t) ngx_random(),
+                                  (uint32_t) ngx_random())
+                     - (u_char *) id;
+    id[e->ctx->id.len] = '\0';
+
+    return llm_rerank_reply(&e->rq, id, model, score, e->prompt_tokens);
+}
+
+
+/* the engine is ready: the kind's checks, then the first slots */
+static ngx_int_t
+ngx_http_llm_embed_start(ngx_http_request_t *r)
+{
+    ngx_int_t                    rc;
+    ngx_uint_t                   i;
+    llm_ring_header             *ring;
+    ngx_http_llm_ctx_t          *ctx;
+    ngx_http_llm_embed_t        *e;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+    e = ctx->embed;
+    ring = ngx_http_llm_peer_ring(ctx->peer);
+
+    rc = e->kind->start(e, ring);
+    if (rc != NGX_OK) {
+        return ngx_http_llm_answer(ctx, rc);
+    }
+
+    /* llm_token_quota takes the inputs' tokens; nothing is generated */
+    ctx->n_prompt = (uint32_t) e->prompt_tokens;
+    ctx->max_tokens = 0;
+    ctx->req.given |= LLM_API_GIVEN_MAX_TOKENS;
+    rc = ngx_http_llm_quota_admit(r, ctx);
+    if (rc != NGX_OK) {
+        return ngx_http_llm_answer(ctx, rc);
+    }
+    ctx->t_submit_ns = ngx_http_llm_now_ns();
+
+    e->vec = ngx_palloc(r->pool, e->n_inputs * sizeof(float *));
     if (e->vec == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    for (i = 0; i < (ngx_uint_t) e->req.n_inputs; i++) {
+    for (i = 0; i < e->n_inputs; i++) {
         e->vec[i] = ngx_palloc(r->pool, e->dims * sizeof(float));
         if (e->vec[i] == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -302,9 +604,9 @@ ngx_http_llm_embed_start(ngx_http_request_t *r)
     }
 
     if (ngx_http_llm_embed_fill(e) != NGX_OK) {
-        return ngx_http_llm_answer(ctx, ctx->error
-                                        ? (ngx_int_t) ctx->error->status
-                                        : NGX_HTTP_INTERNAL_SERVER_ERROR);
+        ngx_http_llm_embed_release(e);
+        ctx->n_prompt = 0;      /* refused: no quota spent */
+        return ngx_http_llm_answer(ctx, ngx_http_llm_embed_status(ctx));
     }
 
     r->read_event_handler = ngx_http_test_reading;
@@ -325,7 +627,7 @@ ngx_http_llm_embed_fill(ngx_http_llm_embed_t *e)
     ngx_http_llm_embed_slot_t   *es;
 
     for (i = 0; i < NGX_HTTP_LLM_EMBED_FLIGHT
-                && e->next < (ngx_uint_t) e->req.n_inputs; i++)
+                && e->next < e->n_inputs; i++)
     {
         es = &e->slots[i];
         if (es->busy) {
@@ -362,7 +664,8 @@ ngx_http_llm_embed_fill(ngx_http_llm_embed_t *e)
         ngx_memcpy(sl->prompt, e->ids[es->input],
                    e->n_ids[es->input] * sizeof(int32_t));
         sl->n_prompt = e->n_ids[es->input];
-        sl->embed_dims = e->dims;
+        sl->embed_dims = e->split ? 0 : e->dims;
+        sl->type_split = e->split ? e->split[es->input] : 0;
         sl->n_vector = 0;
         e->n_flight++;
         (void) ngx_http_llm_peer_submit(&es->slot);
@@ -389,8 +692,7 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
            by the answer, and no handler of ours may run after it) */
         es->busy = 0;
         if (--e->n_flight == 0) {
-            ngx_http_llm_embed_end(e, ngx_http_llm_unavailable(r,
-                                                             ctx->peer));
+            ngx_http_llm_embed_end(e, ngx_http_llm_refuse_unavailable(ctx));
         }
         return;
     }
@@ -401,7 +703,13 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
     }
 
     n = sl->n_vector;
+    if (ctx->t_scheduled_ns == 0 && sl->t_scheduled_ns != 0) {
+        ctx->t_scheduled_ns = sl->t_scheduled_ns;     /* the first input's */
+    }
     if (sl->finish == LLM_FINISH_STOP && n == e->dims) {
+        if (ctx->t_first_ns == 0) {
+            ctx->t_first_ns = ngx_http_llm_now_ns();
+        }
         ngx_memcpy(e->vec[es->input], llm_slot_vector(sl),
                    n * sizeof(float));
         es->busy = 0;
@@ -409,13 +717,12 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
         e->n_done++;
         ngx_http_llm_peer_release(s);
 
-        if (e->n_done == (ngx_uint_t) e->req.n_inputs) {
+        if (e->n_done == e->n_inputs) {
             ngx_http_llm_embed_end(e, NGX_OK);
             return;
         }
         if (ngx_http_llm_embed_fill(e) != NGX_OK) {
-            ngx_http_llm_embed_end(e, ngx_http_llm_answer(ctx,
-                                          (ngx_int_t) ctx->error->status));
+            ngx_http_llm_embed_end(e, ngx_http_llm_embed_status(ctx));
         }
         return;
     }
@@ -424,20 +731,21 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
 
     if (sl->finish == LLM_FINISH_STOP) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "llm: embedding of %uD floats, %uD asked",
-                      n, e->dims);
+                      "llm: %V answer of %uD floats, %uD asked",
+                      &e->kind->name, n, e->dims);
         ngx_http_llm_refuse(ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                             "engine_error", "the engine sent a vector of "
                             "another size");
 
     } else if (sl->error == LLM_ERR_BAD_REQUEST) {
         ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST, "invalid_value",
-                            "input[%ui]: %s", es->input, sl->message);
+                            "%s[%ui]: %s", e->kind->input, es->input,
+                            sl->message);
 
     } else if (sl->error == LLM_ERR_TOO_LONG) {
         ngx_http_llm_refuse(ctx, NGX_HTTP_BAD_REQUEST,
-                            "context_length_exceeded", "input[%ui]: %s",
-                            es->input, sl->message);
+                            "context_length_exceeded", "%s[%ui]: %s",
+                            e->kind->input, es->input, sl->message);
 
     } else if (sl->error == LLM_ERR_QUEUE_FULL) {
         ngx_http_llm_refuse(ctx, NGX_HTTP_TOO_MANY_REQUESTS, "queue_full",
@@ -451,13 +759,12 @@ ngx_http_llm_embed_slot_handler(ngx_http_llm_slot_t *s)
     es->busy = 0;
     e->n_flight--;
     ngx_http_llm_peer_release(s);
-    ngx_http_llm_embed_end(e, ngx_http_llm_answer(ctx,
-                                          (ngx_int_t) ctx->error->status));
+    ngx_http_llm_embed_end(e, ngx_http_llm_embed_status(ctx));
 }
 
 
-/* the answer: the reply when every input is in, else rc, the result of
-   the refusal already sent (NGX_OK when it went out: no second header) */
+/* the answer: the reply when rc is NGX_OK, else the refusal of status rc
+   (ctx->error) */
 static void
 ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
 {
@@ -470,12 +777,15 @@ ngx_http_llm_embed_end(ngx_http_llm_embed_t *e, ngx_int_t rc)
     e->ended = 1;
 
     ngx_http_llm_embed_release(e);
+    e->ctx->t_done_ns = ngx_http_llm_now_ns();
 
-    if (rc == NGX_OK && e->n_done == (ngx_uint_t) e->req.n_inputs) {
-        json = llm_embed_reply(e->req.model,
-                               (const float *const *) e->vec,
-                               e->req.n_inputs, (int) e->dims,
-                               e->req.base64, e->prompt_tokens);
+    if (rc != NGX_OK) {
+        /* a request that failed costs no quota: $llm_prompt_tokens 0 */
+        e->ctx->n_prompt = 0;
+        rc = ngx_http_llm_answer(e->ctx, rc);
+
+    } else {
+        json = e->kind->reply(e);
         rc = json ? ngx_http_llm_send_json(r, NGX_HTTP_OK, json)
                   : NGX_HTTP_INTERNAL_SERVER_ERROR;
     }

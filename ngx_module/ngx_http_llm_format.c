@@ -13,6 +13,33 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t ngx_http_llm_openai_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last,
+    const llm_reply_piece *piece, const llm_out_token *o, ngx_uint_t role);
+static ngx_int_t ngx_http_llm_openai_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_openai_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_openai_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_openai_reply(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+static ngx_int_t ngx_http_llm_openai_error(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg);
+
+
+/* /v1/completions and /v1/chat/completions */
+static const ngx_http_llm_output_t  ngx_http_llm_openai_output = {
+    ngx_http_llm_openai_delta,
+    ngx_http_llm_openai_tool_calls,
+    ngx_http_llm_openai_finish,
+    ngx_http_llm_openai_done,
+    ngx_http_llm_openai_reply,
+    ngx_http_llm_openai_error
+};
+
+
 static const char *ngx_http_llm_finish_names[] = {
     "null", "stop", "length", "cancelled", "error"
 };
@@ -221,33 +248,15 @@ ngx_http_llm_collect(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp,
 }
 
 
-/* one token's text as an SSE chunk (or into the reply being built) */
-ngx_int_t
-ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+/* one token's text as an OpenAI SSE chunk */
+static ngx_int_t
+ngx_http_llm_openai_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
     ngx_chain_t ***last, const u_char *text, size_t len,
     const llm_out_token *o, ngx_uint_t role)
 {
     size_t        size;
     u_char       *p;
     ngx_buf_t    *b;
-
-    if (!ctx->stream) {
-        if (ngx_http_llm_collect(ctx, &c->text, text, len) != NGX_OK) {
-            return NGX_ERROR;
-        }
-
-        c->text_offset += len;
-        return NGX_OK;
-    }
-
-    if (ctx->messages) {
-        return ngx_http_llm_messages_delta(ctx, last, NULL, 0, text, len);
-    }
-
-    if (ctx->responses) {
-        return ngx_http_llm_responses_delta(ctx, last, NULL, 0,
-                                            (char *) text, len);
-    }
 
     size = ngx_http_llm_chunk_head_len(ctx) + 6 * len + 128;
     if (o && ctx->req.sampling.logprobs) {
@@ -295,12 +304,11 @@ ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 
 
 /*
- * What the reply's splitter let out (c->out, api/reply.h): the
- * thinking as reasoning_content, the answer as content; a stream's chunk
- * or the reply being built.
+ * A stream's piece as OpenAI's chunk: the thinking as reasoning_content,
+ * the answer as content.
  */
-ngx_int_t
-ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+static ngx_int_t
+ngx_http_llm_openai_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
     ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
     ngx_uint_t role)
 {
@@ -308,31 +316,8 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
     u_char      *p;
     ngx_buf_t   *b;
 
-    if (!ctx->stream) {
-        if (rlen && ngx_http_llm_collect(ctx, &c->reasoning,
-                                         (u_char *) piece->reasoning, rlen)
-                    != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-        return ngx_http_llm_format_chunk(ctx, c, last,
-                                         (u_char *) piece->content, clen, o,
-                                         role);
-    }
-
-    if (ctx->messages) {
-        return ngx_http_llm_messages_delta(ctx, last,
-                                           (u_char *) piece->reasoning, rlen,
-                                           (u_char *) piece->content, clen);
-    }
-
-    if (ctx->responses) {
-        return ngx_http_llm_responses_delta(ctx, last, piece->reasoning,
-                                            rlen, piece->content, clen);
-    }
-
     if (rlen == 0) {
-        return ngx_http_llm_format_chunk(ctx, c, last,
+        return ngx_http_llm_openai_chunk(ctx, c, last,
                                          (u_char *) piece->content, clen, o,
                                          role);
     }
@@ -375,6 +360,59 @@ ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 }
 
 
+/* one token's text: a stream's piece, or into the reply being built */
+ngx_int_t
+ngx_http_llm_format_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const u_char *text, size_t len,
+    const llm_out_token *o, ngx_uint_t role)
+{
+    llm_reply_piece  piece;
+
+    if (!ctx->stream) {
+        if (ngx_http_llm_collect(ctx, &c->text, text, len) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        c->text_offset += len;
+        return NGX_OK;
+    }
+
+    piece.reasoning = NULL;
+    piece.reasoning_len = 0;
+    piece.content = (const char *) text;
+    piece.content_len = len;
+
+    return ctx->output->delta(ctx, c, last, &piece, o, role);
+}
+
+
+/*
+ * What the reply's splitter let out (c->out, api/reply.h): a stream's
+ * piece, or the thinking and the answer into the reply being built.
+ */
+ngx_int_t
+ngx_http_llm_format_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
+    ngx_uint_t role)
+{
+    if (ctx->stream) {
+        return ctx->output->delta(ctx, c, last, piece, o, role);
+    }
+
+    if (piece->reasoning_len
+        && ngx_http_llm_collect(ctx, &c->reasoning,
+                                (u_char *) piece->reasoning,
+                                piece->reasoning_len)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_format_chunk(ctx, c, last, (u_char *) piece->content,
+                                     piece->content_len, o, role);
+}
+
+
 /* one delta chunk of a stream: {"tool_calls":[...]} */
 static ngx_int_t
 ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
@@ -410,20 +448,12 @@ ngx_http_llm_tool_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
  * rebuild (llm_tool_call_delta): per call, the head with the name and
  * "arguments": "", then the arguments.
  */
-ngx_int_t
-ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
+static ngx_int_t
+ngx_http_llm_openai_tool_calls(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
     int             i;
     llm_tool_call  *call;
-
-    if (ctx->messages) {
-        return ngx_http_llm_messages_tool_calls(ctx, c, last);
-    }
-
-    if (ctx->responses) {
-        return ngx_http_llm_responses_calls(ctx, c, last);
-    }
 
     for (i = 0; i < c->out.n_calls; i++) {
         call = &c->out.calls[i];
@@ -474,20 +504,12 @@ ngx_http_llm_usage_json(ngx_http_llm_ctx_t *ctx, u_char *p)
 
 
 /* a choice's last chunk of a stream: its finish_reason */
-ngx_int_t
-ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+static ngx_int_t
+ngx_http_llm_openai_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
     ngx_chain_t ***last)
 {
     u_char     *p;
     ngx_buf_t  *b;
-
-    if (ctx->messages) {
-        return ngx_http_llm_messages_finish(ctx, c, last);
-    }
-
-    if (ctx->responses) {
-        return ngx_http_llm_responses_finish(ctx, c, last);
-    }
 
     b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 128);
     if (b == NULL) {
@@ -506,9 +528,18 @@ ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 
 
 /* a stream's usage chunk if asked for, [DONE] */
-static u_char *
-ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
+static ngx_int_t
+ngx_http_llm_openai_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
+    u_char     *p;
+    ngx_buf_t  *b;
+
+    b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+    p = b->last;
+
     if (ctx->req.include_usage) {
         p = ngx_sprintf(p, "data: {\"id\":\"%V\",\"object\":\"%s\","
                         "\"created\":%T,\"model\":\"%V\","
@@ -520,7 +551,9 @@ ngx_http_llm_final_sse(ngx_http_llm_ctx_t *ctx, u_char *p)
         p = ngx_sprintf(p, "}\n\n");
     }
 
-    return ngx_sprintf(p, "data: [DONE]\n\n");
+    b->last = ngx_sprintf(p, "data: [DONE]\n\n");
+
+    return ngx_http_llm_format_last(ctx, last, b);
 }
 
 
@@ -635,7 +668,7 @@ ngx_http_llm_choice_size(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
 
 /* the whole reply of a request that did not stream: every choice */
 static ngx_int_t
-ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
+ngx_http_llm_openai_reply(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 {
     char                   *calls[LLM_RING_MAX_CHOICES];
     u_char                 *p;
@@ -686,43 +719,37 @@ ngx_http_llm_final_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 }
 
 
-/* the request's last chunks (usage, [DONE]; each choice sent its finish
-   chunk), or the whole JSON reply of every choice */
+/* the request's last chunks (each choice sent its finish chunk), or the
+   whole reply of a request that did not stream */
 ngx_int_t
 ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     ngx_buf_t           *b;
     ngx_http_request_t  *r = ctx->request;
 
-    if (ctx->messages) {
-        if (ngx_http_llm_messages_final(ctx, &b) != NGX_OK) {
-            return NGX_ERROR;
-        }
-
-    } else if (ctx->stream) {
-        if (ctx->responses) {
-            return ngx_http_llm_responses_done(ctx, last);
-        }
-
-        b = ngx_http_llm_get_buf(ctx, ngx_http_llm_chunk_head_len(ctx) + 512);
-        if (b == NULL) {
-            return NGX_ERROR;
-        }
-        b->last = ngx_http_llm_final_sse(ctx, b->last);
-
-    } else {
-        if ((ctx->responses ? ngx_http_llm_responses_final(ctx, &b)
-                            : ngx_http_llm_final_json(ctx, &b))
-            != NGX_OK)
-        {
-            return NGX_ERROR;
-        }
-
-        r->headers_out.status = NGX_HTTP_OK;
-        r->headers_out.content_length_n = b->last - b->pos;
-        ngx_str_set(&r->headers_out.content_type, "application/json");
-        r->headers_out.content_type_len = r->headers_out.content_type.len;
+    if (ctx->stream) {
+        return ctx->output->done(ctx, last);
     }
+
+    if (ctx->output->reply(ctx, &b) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+
+    return ngx_http_llm_format_last(ctx, last, b);
+}
+
+
+/* the response's last buffer */
+ngx_int_t
+ngx_http_llm_format_last(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_buf_t *b)
+{
+    ngx_http_request_t  *r = ctx->request;
 
     b->last_buf = (r == r->main) ? 1 : 0;
     b->last_in_chain = 1;
@@ -732,24 +759,43 @@ ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 }
 
 
+/* a stream's tool calls, once the choice's reply is read */
+ngx_int_t
+ngx_http_llm_format_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last)
+{
+    return ctx->output->tool_calls(ctx, c, last);
+}
+
+
+/* a stream's choice ended */
+ngx_int_t
+ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last)
+{
+    return ctx->output->finish(ctx, c, last);
+}
+
+
 /* the last event of a stream that failed after its headers went out */
 ngx_int_t
 ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+    ngx_uint_t status, const char *code, const char *msg)
+{
+    return ctx->output->error(ctx, last, status, code, msg);
+}
+
+
+/* OpenAI's error event, then [DONE] */
+static ngx_int_t
+ngx_http_llm_openai_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     ngx_uint_t status, const char *code, const char *msg)
 {
     u_char     *p;
     size_t      len;
     ngx_buf_t  *b;
 
-    if (ctx->messages) {
-        return ngx_http_llm_messages_error_event(ctx, last, status, msg);
-    }
-
     len = ngx_strlen(msg);
-
-    if (ctx->responses) {
-        return ngx_http_llm_responses_error(ctx, last, code, msg);
-    }
 
     b = ngx_http_llm_get_buf(ctx, 6 * len + 256);
     if (b == NULL) {
@@ -765,4 +811,20 @@ ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
     b->flush = 1;
 
     return ngx_http_llm_append(ctx, last, b);
+}
+
+
+/* the output of a request kind (NGX_HTTP_LLM_GEN_*) */
+const ngx_http_llm_output_t *
+ngx_http_llm_output(ngx_uint_t kind)
+{
+    switch (kind) {
+    case NGX_HTTP_LLM_GEN_MESSAGES:
+    case NGX_HTTP_LLM_GEN_COUNT:
+        return &ngx_http_llm_messages_output;
+    case NGX_HTTP_LLM_GEN_RESPONSES:
+        return &ngx_http_llm_responses_output;
+    default:
+        return &ngx_http_llm_openai_output;
+    }
 }

@@ -65,6 +65,7 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_uint_t kind)
     ctx->tokenize = (kind == NGX_HTTP_LLM_GEN_TOKENIZE);
     ctx->detokenize = (kind == NGX_HTTP_LLM_GEN_DETOKENIZE);
     ctx->count_only = (kind == NGX_HTTP_LLM_GEN_COUNT || ctx->tokenize);
+    ctx->output = ngx_http_llm_output(kind);
     ctx->thinking = -1;
     ctx->add_special = -1;
     if (kind == NGX_HTTP_LLM_GEN_RESPONSES) {

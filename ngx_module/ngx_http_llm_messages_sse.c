@@ -3,8 +3,9 @@
  * request's side): the message object of a reply that did not stream, and
  * a stream's events: message_start, ping, content_block_start / _delta
  * (text_delta, thinking_delta, signature_delta, input_json_delta) /
- * _stop, message_delta, message_stop, and error. Called where
- * ngx_http_llm_format.c writes OpenAI's shapes; nothing here sends.
+ * _stop, message_delta, message_stop, and error: the output table
+ * ngx_http_llm_messages_output (ngx_http_llm_format.c calls it where it
+ * writes OpenAI's shapes); nothing here sends.
  *
  * A stream's content blocks: thinking (when llm_reasoning splits it), text,
  * then one tool_use block per call, each opened when its first bytes come
@@ -21,6 +22,33 @@
 #define NGX_HTTP_LLM_MSG_NONE      0
 #define NGX_HTTP_LLM_MSG_THINKING  1
 #define NGX_HTTP_LLM_MSG_TEXT      2
+
+
+static ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last,
+    const llm_reply_piece *piece, const llm_out_token *o, ngx_uint_t role);
+static ngx_int_t ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_messages_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_messages_json(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+static ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg);
+
+
+/* /v1/messages (and its count_tokens, which never streams) */
+const ngx_http_llm_output_t  ngx_http_llm_messages_output = {
+    ngx_http_llm_messages_delta,
+    ngx_http_llm_messages_tool_calls,
+    ngx_http_llm_messages_finish,
+    ngx_http_llm_messages_done,
+    ngx_http_llm_messages_json,
+    ngx_http_llm_messages_error_event
+};
 
 
 /* one event: "event: name\ndata: head<s escaped>tail\n\n" */
@@ -178,15 +206,18 @@ ngx_http_llm_messages_text(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /* what the splitter let out: thinking_delta and text_delta events */
-ngx_int_t
-ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const u_char *reasoning, size_t rlen, const u_char *text, size_t tlen)
+static ngx_int_t
+ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
+    ngx_uint_t role)
 {
     if (ngx_http_llm_messages_start(ctx, last) != NGX_OK
         || ngx_http_llm_messages_text(ctx, last, NGX_HTTP_LLM_MSG_THINKING,
-                                      reasoning, rlen) != NGX_OK
+                                      (u_char *) piece->reasoning,
+                                      piece->reasoning_len) != NGX_OK
         || ngx_http_llm_messages_text(ctx, last, NGX_HTTP_LLM_MSG_TEXT,
-                                      text, tlen) != NGX_OK)
+                                      (u_char *) piece->content,
+                                      piece->content_len) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -196,7 +227,7 @@ ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /* each call: a tool_use block, its input as one input_json_delta */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
@@ -262,8 +293,8 @@ ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
 }
 
 
-/* the choice ended: its open block closes (message_delta is final's) */
-ngx_int_t
+/* the choice ended: its open block closes (message_delta is done's) */
+static ngx_int_t
 ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
@@ -360,20 +391,14 @@ ngx_http_llm_messages_json(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
     *b->last++ = '\n';
     free(text);
 
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-
     *bp = b;
     return NGX_OK;
 }
 
 
-/* the stream's last events, message_delta and message_stop, or the
-   message of a reply that did not stream */
-ngx_int_t
-ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
+/* the stream's last events, message_delta and message_stop */
+static ngx_int_t
+ngx_http_llm_messages_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     u_char                 *p, *seq;
     size_t                  len;
@@ -381,10 +406,6 @@ ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
     ngx_buf_t              *b;
     const char             *reason;
     ngx_http_llm_choice_t  *c = &ctx->choices[0];
-
-    if (!ctx->stream) {
-        return ngx_http_llm_messages_json(ctx, bp);
-    }
 
     reason = ngx_http_llm_messages_stop(ctx, c, &seq);
     len = seq ? ngx_strlen(seq) : 0;
@@ -413,15 +434,15 @@ ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
                           ctx->n_prompt - cached, cached,
                           ngx_http_llm_completion_tokens(ctx));
 
-    *bp = b;
-    return NGX_OK;
+    return ngx_http_llm_format_last(ctx, last, b);
 }
 
 
 /* the last event of a stream that failed after its headers went out */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, ngx_uint_t status, const char *msg)
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg)
 {
     u_char      head[128];
     ngx_buf_t  *b;

@@ -458,6 +458,7 @@ ngx_http_llm_identity(ngx_http_llm_engine_conf_t *ecf, struct stat *mst,
     h = ngx_http_llm_hash(h, &ecf->speculative_ngram_size,
                           sizeof(ngx_uint_t));
     h = ngx_http_llm_hash(h, &ecf->kv_cache_prealloc, sizeof(ngx_flag_t));
+    h = ngx_http_llm_hash(h, &ecf->task, sizeof(ngx_uint_t));
 
     return h;
 }

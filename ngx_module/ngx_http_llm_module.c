@@ -51,6 +51,11 @@ static ngx_conf_post_t  ngx_http_llm_prefix_tokens_post = {
 
 /* llm_max_n: the choices a request may ask for (the ring carries
    LLM_RING_MAX_CHOICES slots per request) */
+static ngx_conf_num_bounds_t  ngx_http_llm_max_input_tokens_bounds = {
+    ngx_conf_check_num_bounds, 1, 16 * 1024 * 1024
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_llm_max_n_bounds = {
     ngx_conf_check_num_bounds, 1, LLM_RING_MAX_CHOICES
 };
@@ -66,6 +71,15 @@ static ngx_conf_enum_t  ngx_http_llm_json_ws[] = {
     { ngx_string("compact"), LLM_JSON_WS_COMPACT },
     { ngx_string("flexible"), LLM_JSON_WS_FLEXIBLE },
     { ngx_string("auto"), NGX_HTTP_LLM_JSON_WS_AUTO },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_llm_tasks[] = {
+    { ngx_string("auto"), LLM_TASK_AUTO },
+    { ngx_string("generate"), LLM_TASK_GENERATE },
+    { ngx_string("embed"), LLM_TASK_EMBED },
+    { ngx_string("score"), LLM_TASK_SCORE },
     { ngx_null_string, 0 }
 };
 
@@ -113,6 +127,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_llm_loc_conf_t, max_tokens),
       NULL },
+
+    { ngx_string("llm_max_input_tokens"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_input_tokens),
+      &ngx_http_llm_max_input_tokens_bounds },
 
     { ngx_string("llm_max_n"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -416,6 +437,13 @@ static ngx_command_t  ngx_http_llm_engine_commands[] = {
       offsetof(ngx_http_llm_engine_conf_t, speculative_draft_tokens),
       &ngx_http_llm_spec_draft_bounds },
 
+    { ngx_string("task"),
+      NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      0,
+      offsetof(ngx_http_llm_engine_conf_t, task),
+      &ngx_http_llm_tasks },
+
     { ngx_string("speculative_ngram_size"),
       NGX_CONF_TAKE1,
       ngx_conf_set_num_slot,
@@ -587,6 +615,7 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
 
     llcf->max_tokens = NGX_CONF_UNSET_UINT;
     llcf->max_n = NGX_CONF_UNSET_UINT;
+    llcf->max_input_tokens = NGX_CONF_UNSET_UINT;
     llcf->max_tool_calls = NGX_CONF_UNSET_UINT;
     llcf->json_ws = NGX_CONF_UNSET_UINT;
     llcf->deadline = NGX_CONF_UNSET_MSEC;
@@ -629,6 +658,9 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_msec_value(conf->deadline, prev->deadline, 3600000);
     ngx_conf_merge_size_value(conf->max_body_size, prev->max_body_size,
                               LLM_DEFAULT_MAX_BODY);
+    /* the tokens of one /v1/embeddings or /v1/rerank request, in all */
+    ngx_conf_merge_uint_value(conf->max_input_tokens,
+                              prev->max_input_tokens, 262144);
     ngx_conf_merge_size_value(conf->max_buffered, prev->max_buffered,
                               64 * 1024);
     /* off: a message cannot write a control token (docs/directives.md) */
@@ -738,6 +770,7 @@ ngx_http_llm_engine_block(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ecf->speculative_ngram = NGX_CONF_UNSET;
     ecf->speculative_draft_tokens = NGX_CONF_UNSET_UINT;
     ecf->speculative_ngram_size = NGX_CONF_UNSET_UINT;
+    ecf->task = NGX_CONF_UNSET_UINT;
     ecf->kv_cache_prealloc = NGX_CONF_UNSET;
     ecf->kv_cache_memory = NGX_CONF_UNSET;
     ecf->ready_timeout = NGX_CONF_UNSET_MSEC;
@@ -994,6 +1027,7 @@ ngx_http_llm_engine_done(ngx_conf_t *cf, ngx_http_llm_engine_conf_t *ecf)
     ngx_conf_init_uint_value(ecf->speculative_ngram_size,
                              LLM_DEFAULT_SPEC_NGRAM_SIZE);
     ngx_conf_init_value(ecf->kv_cache_prealloc, LLM_DEFAULT_KV_PREALLOC);
+    ngx_conf_init_uint_value(ecf->task, LLM_TASK_AUTO);
     ngx_conf_init_value(ecf->kv_cache_memory,
                         (off_t) LLM_DEFAULT_KV_CACHE_BYTES);
     ngx_conf_init_msec_value(ecf->ready_timeout,

@@ -41,6 +41,7 @@
 
 #include "ring/ngx_llm_ring.h"
 #include "common/defaults.h"
+#include "common/task.h"
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/fim.h"
@@ -117,6 +118,7 @@ typedef struct {
     ngx_flag_t                  speculative_ngram;
     ngx_uint_t                  speculative_draft_tokens;
     ngx_uint_t                  speculative_ngram_size;
+    ngx_uint_t                  task;       /* enum llm_task */
     ngx_flag_t                  kv_cache_prealloc;
     off_t                       kv_cache_memory;
     ngx_msec_t                  ready_timeout;
@@ -167,6 +169,8 @@ typedef struct {
     ngx_http_llm_engine_conf_t *engine;
     ngx_uint_t                  role;       /* NGX_HTTP_LLM_ROLE_* */
     ngx_uint_t                  max_tokens; /* clamp; 0: none */
+    ngx_uint_t                  max_input_tokens;   /* of one embeddings
+                                                       or rerank request */
     ngx_msec_t                  deadline;   /* 0: none */
     size_t                      max_body_size;
     size_t                      max_buffered; /* output held for a slow
@@ -275,6 +279,36 @@ typedef struct {
 } ngx_http_llm_choice_t;
 
 
+/*
+ * How one kind of request writes its output: a stream's pieces and the
+ * reply of a request that did not stream. One table per API shape
+ * (OpenAI's in ngx_http_llm_format.c, Anthropic's Messages in
+ * ngx_http_llm_messages_sse.c, Responses in ngx_http_llm_responses.c);
+ * ngx_http_llm_output() maps a request kind (NGX_HTTP_LLM_GEN_*) to one.
+ * Every entry is required.
+ */
+typedef struct {
+    /* a stream's text the reply's splitter let out: thinking, answer */
+    ngx_int_t  (*delta)(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+                        ngx_chain_t ***last, const llm_reply_piece *piece,
+                        const llm_out_token *o, ngx_uint_t role);
+    /* a stream's tool calls, once the choice's reply is read */
+    ngx_int_t  (*tool_calls)(ngx_http_llm_ctx_t *ctx,
+                             ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+    /* a stream's choice ended */
+    ngx_int_t  (*finish)(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+                         ngx_chain_t ***last);
+    /* a stream's last events (the request ended) */
+    ngx_int_t  (*done)(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last);
+    /* the whole reply of a request that did not stream */
+    ngx_int_t  (*reply)(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp);
+    /* a stream's last event when it failed after its headers went out */
+    ngx_int_t  (*error)(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
+                        ngx_uint_t status, const char *code,
+                        const char *msg);
+} ngx_http_llm_output_t;
+
+
 /* one request's state, also what the $llm_* variables read */
 struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
@@ -285,6 +319,7 @@ struct ngx_http_llm_ctx_s {
     ngx_int_t                 (*ready)(ngx_http_request_t *r);
     ngx_http_event_handler_pt   read_body;  /* nginx's, while it reads */
     ngx_http_llm_error_t       *error;      /* a step's refusal, to send */
+    const ngx_http_llm_output_t *output;    /* the shape of its output */
 
     /* generation */
     llm_api_request             req;
@@ -457,19 +492,7 @@ ngx_int_t ngx_http_llm_responses_new_id(ngx_http_llm_ctx_t *ctx);
 char *ngx_http_llm_responses_zone_conf(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_llm_responses_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
-    ngx_buf_t **bp);
-ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *reasoning, size_t rlen,
-    const char *content, size_t clen);
-ngx_int_t ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const char *code, const char *msg);
+extern const ngx_http_llm_output_t  ngx_http_llm_responses_output;
 
 /* ngx_http_llm_prefix.c */
 char *ngx_http_llm_prefix_conf(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -490,6 +513,7 @@ ngx_buf_t *ngx_http_llm_messages_page(ngx_pool_t *pool, ngx_uint_t status,
 
 /* ngx_http_llm_embeddings.c */
 ngx_int_t ngx_http_llm_embeddings(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_rerank(ngx_http_request_t *r);
 
 /* ngx_http_llm_generate.c: the body read, in one piece */
 u_char *ngx_http_llm_body_bytes(ngx_http_request_t *r, size_t *len);
@@ -502,17 +526,7 @@ ngx_int_t ngx_http_llm_detokenize(ngx_http_llm_ctx_t *ctx, u_char *body,
     size_t len, cJSON **json);
 
 /* ngx_http_llm_messages_sse.c */
-ngx_int_t ngx_http_llm_messages_delta(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, const u_char *reasoning, size_t rlen,
-    const u_char *text, size_t tlen);
-ngx_int_t ngx_http_llm_messages_tool_calls(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_messages_finish(ngx_http_llm_ctx_t *ctx,
-    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
-ngx_int_t ngx_http_llm_messages_final(ngx_http_llm_ctx_t *ctx,
-    ngx_buf_t **bp);
-ngx_int_t ngx_http_llm_messages_error_event(ngx_http_llm_ctx_t *ctx,
-    ngx_chain_t ***last, ngx_uint_t status, const char *msg);
+extern const ngx_http_llm_output_t  ngx_http_llm_messages_output;
 
 /* ngx_http_llm_stream.c */
 void ngx_http_llm_stream_start(ngx_http_request_t *r,
@@ -578,6 +592,9 @@ ngx_int_t ngx_http_llm_format_finish(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last);
 ngx_int_t ngx_http_llm_format_final(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
+ngx_int_t ngx_http_llm_format_last(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_buf_t *b);
+const ngx_http_llm_output_t *ngx_http_llm_output(ngx_uint_t kind);
 ngx_int_t ngx_http_llm_format_error(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last, ngx_uint_t status, const char *code,
     const char *msg);

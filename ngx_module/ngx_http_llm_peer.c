@@ -491,6 +491,8 @@ ngx_http_llm_peer_argv(ngx_http_llm_peer_t *peer, char **argv, u_char *buf,
     LLM_ARG("%ui", ecf->speculative_ngram_size);
     LLM_ARG("--kv-prealloc");
     LLM_ARG("%i", ecf->kv_cache_prealloc);
+    LLM_ARG("--task");
+    LLM_ARG("%s", llm_task_name((int) ecf->task));
 
     /* the engine follows the log file when `nginx -s reopen` renames it */
     log_name = &ngx_cycle->log->file->name;

@@ -582,7 +582,7 @@ ngx_http_llm_quota_settle(ngx_http_llm_ctx_t *ctx)
     used = ctx->n_prompt + qr->paid;
 
     if (ctx->t_submit_ns == 0
-        || (ctx->choices[0].finish == LLM_FINISH_ERROR
+        || (ctx->n_choices > 0 && ctx->choices[0].finish == LLM_FINISH_ERROR
             && ngx_http_llm_completion_tokens(ctx) == 0))
     {
         used = 0;

@@ -66,6 +66,31 @@ typedef struct {
 
 static ngx_int_t ngx_http_llm_responses_close(ngx_http_llm_ctx_t *ctx,
     ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last,
+    const llm_reply_piece *piece, const llm_out_token *o, ngx_uint_t role);
+static ngx_int_t ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_choice_t *c, ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last);
+static ngx_int_t ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx,
+    ngx_buf_t **bp);
+static ngx_int_t ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx,
+    ngx_chain_t ***last, ngx_uint_t status, const char *code,
+    const char *msg);
+
+
+/* POST /v1/responses's output: the response object or its events */
+const ngx_http_llm_output_t  ngx_http_llm_responses_output = {
+    ngx_http_llm_responses_delta,
+    ngx_http_llm_responses_calls,
+    ngx_http_llm_responses_finish,
+    ngx_http_llm_responses_done,
+    ngx_http_llm_responses_final,
+    ngx_http_llm_responses_error
+};
 
 
 llm_responses_req *
@@ -761,7 +786,7 @@ ngx_http_llm_responses_id(ngx_http_llm_ctx_t *ctx)
 
 
 /* the response object of a request that did not stream */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_responses_final(ngx_http_llm_ctx_t *ctx, ngx_buf_t **bp)
 {
     char                    *json, *id;
@@ -1228,17 +1253,20 @@ ngx_http_llm_responses_piece(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 
 /* what the splitter (or the detokenizer) let out: thinking, then answer */
-ngx_int_t
-ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *reasoning, size_t rlen, const char *content, size_t clen)
+static ngx_int_t
+ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx, ngx_http_llm_choice_t *c,
+    ngx_chain_t ***last, const llm_reply_piece *piece, const llm_out_token *o,
+    ngx_uint_t role)
 {
     if (ngx_http_llm_responses_start(ctx, last) != NGX_OK
         || ngx_http_llm_responses_piece(ctx, last,
                                         NGX_HTTP_LLM_RESP_REASONING,
-                                        (u_char *) reasoning, rlen)
+                                        (u_char *) piece->reasoning,
+                                        piece->reasoning_len)
            != NGX_OK
         || ngx_http_llm_responses_piece(ctx, last, NGX_HTTP_LLM_RESP_TEXT,
-                                        (u_char *) content, clen)
+                                        (u_char *) piece->content,
+                                        piece->content_len)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -1250,7 +1278,7 @@ ngx_http_llm_responses_delta(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
 
 /* the calls, parsed at the end of the reply: each an item, its arguments
    (or a custom tool's input) in one delta */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
@@ -1338,7 +1366,7 @@ ngx_http_llm_responses_calls(ngx_http_llm_ctx_t *ctx,
 
 /* the reply ended: the open item closes; a reply of nothing is an empty
    message, as when it does not stream */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_choice_t *c, ngx_chain_t ***last)
 {
@@ -1362,7 +1390,7 @@ ngx_http_llm_responses_finish(ngx_http_llm_ctx_t *ctx,
 
 
 /* response.completed or response.incomplete: the whole response */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 {
     char                      *id;
@@ -1395,9 +1423,9 @@ ngx_http_llm_responses_done(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last)
 
 
 /* the stream failed: an error event, then response.failed */
-ngx_int_t
+static ngx_int_t
 ngx_http_llm_responses_error(ngx_http_llm_ctx_t *ctx, ngx_chain_t ***last,
-    const char *code, const char *msg)
+    ngx_uint_t status, const char *code, const char *msg)
 {
     char                      *id;
     cJSON                     *ev, *o, *err;

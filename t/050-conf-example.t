@@ -134,6 +134,75 @@ for my $kind (qw(front node)) {
             "conf.example/routing-$kind.conf passes nginx -t");
 }
 
+# --- conf.example/retrieval.conf: chat, embedder, reranker side by side ----
+
+{
+    my $prefix = "$top/retrieval";
+    make_path("$prefix/logs");
+    my $conf = slurp("$examples/retrieval.conf");
+    my ($api, $ops) = (24000 + $$ % 1000, 25000 + $$ % 1000);
+    $conf =~ s{/usr/lib/nginx/modules/ngx_http_llm_module\.so}
+              {$ENV{TEST_NGINX_LOAD_MODULES}}
+        or fail('retrieval.conf loads the module');
+    $conf =~ s{/var/lib/ngx_llm/SmolLM2-135M-Instruct\.Q4_1\.gguf}
+              {$ENV{TEST_NGINX_MODEL}}
+        or fail('retrieval.conf names the chat model');
+    $conf =~ s{/var/lib/ngx_llm/Qwen3-Embedding-0\.6B}
+              {$FindBin::Bin/data/models/hf-qwen3-embed}
+        or fail('retrieval.conf names the embedder');
+    $conf =~ s{/var/lib/ngx_llm/Qwen3-Reranker-0\.6B}
+              {$FindBin::Bin/data/models/hf-qwen3-rerank}
+        or fail('retrieval.conf names the reranker');
+    $conf =~ s{(\n\s*served_model_name)}{\n        binary $ENV{TEST_NGINX_ENGINE};$1}g;
+    $conf =~ s{max_model_len       8192;}{max_model_len       256;}g;
+    $conf =~ s{kv_cache_memory     \d+[mg];}{kv_cache_memory     64m;}g;
+    $conf =~ s{/var/log/ngx_llm/}{$prefix/logs/}g
+        or fail('retrieval.conf has log paths');
+    $conf =~ s{/run/ngx_llm\.pid}{$prefix/logs/nginx.pid}
+        or fail('retrieval.conf has a pid path');
+    $conf =~ s{listen  8080;}{listen  127.0.0.1:$api;}
+        or fail('retrieval.conf has a listener');
+    $conf =~ s{listen  127\.0\.0\.1:9090;}{listen  127.0.0.1:$ops;}
+        or fail('retrieval.conf has an operations listener');
+    unlike($conf, qr{(?<![\w.])/(?:etc|var|run|usr)/},
+           'retrieval.conf: no other absolute path');
+    spew("$prefix/nginx.conf", $conf);
+    nginx_t($prefix, "$prefix/nginx.conf",
+            'conf.example/retrieval.conf passes nginx -t');
+
+    is(system($nginx, '-p', "$prefix/", '-c', "$prefix/nginx.conf"), 0,
+       'retrieval.conf runs');
+    for my $e (qw(chat embed rerank)) {
+        my $up = 0;
+        for (1 .. 120) {
+            $up = `curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$ops/healthz/$e` eq '200'
+                and last;
+            sleep 0.5;
+        }
+        ok($up, "its $e engine is ready");
+    }
+    my $key = 'Authorization: Bearer sk-REPLACE-ME-0000000000000000';
+    my %calls = (
+        '/v1/chat/completions' => ['{"model":"smollm2","max_tokens":2,'
+            . '"messages":[{"role":"user","content":"Hi"}]}',
+            qr/"chat\.completion"/],
+        '/v1/embeddings' => ['{"model":"qwen3-embedding","input":"a passage"}',
+            qr/"embedding":\[/],
+        '/v1/rerank' => ['{"model":"qwen3-reranker","query":"q",'
+            . '"documents":["a","b"]}', qr/"relevance_score":/],
+    );
+    for my $path (sort keys %calls) {
+        my ($body, $re) = @{ $calls{$path} };
+        my $out = `curl -s -H '$key' -H 'Content-Type: application/json' -d '$body' http://127.0.0.1:$api$path`;
+        like($out, $re, "$path answers beside the others");
+    }
+    my $denied = `curl -s -o /dev/null -w '%{http_code}' -d '{}' http://127.0.0.1:$api/v1/rerank`;
+    is($denied, '401', 'without the key: 401');
+    is(system($nginx, '-p', "$prefix/", '-c', "$prefix/nginx.conf", '-s',
+              'quit'), 0, 'retrieval.conf quits');
+    sleep 1;
+}
+
 # --- conf.example/production.conf -------------------------------------------
 
 my $prefix = "$top/prod";

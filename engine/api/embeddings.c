@@ -1,7 +1,8 @@
 /*
  * OpenAI's /v1/embeddings body and reply (embeddings.h).
  *
- * defines: llm_embed_parse, llm_embed_request_free, llm_embed_reply
+ * defines: llm_embed_root, llm_embed_parse, llm_embed_request_free,
+ *          llm_embed_reply
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,8 +17,8 @@
 
 /* the body as a cJSON object, or NULL with err filled (the messages of
    llm_api_parse for JSON faults, so every endpoint says them alike) */
-static cJSON *
-embed_root(const char *body, size_t len, const llm_api_limits *lim,
+cJSON *
+llm_embed_root(const char *body, size_t len, const llm_api_limits *lim,
     llm_api_error *err)
 {
     cJSON            *root;
@@ -182,7 +183,7 @@ llm_embed_parse(llm_embed_request *req, const char *body, size_t len,
         llm_api_limits_default(&def);
         lim = &def;
     }
-    root = embed_root(body, len, lim, err);
+    root = llm_embed_root(body, len, lim, err);
     if (root == NULL) {
         return -1;
     }

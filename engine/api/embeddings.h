@@ -4,7 +4,8 @@
  * to tokenize, or token ids); each becomes one EMBED ring slot
  * (docs/protocol.md), and the reply is built from their vectors.
  *
- * defines: LLM_EMBED_MAX_INPUTS, llm_embed_request, llm_embed_parse,
+ * defines: LLM_EMBED_MAX_INPUTS, llm_embed_request, llm_embed_root,
+ *          llm_embed_parse,
  *          llm_embed_request_free, llm_embed_reply
  */
 #ifndef NGX_LLM_API_EMBEDDINGS_H
@@ -39,6 +40,11 @@ typedef struct {
  * string, unused). 0, or -1 with err filled as OpenAI's 400 (413 past
  * lim->max_body); req is always safe to free.
  */
+/* a body (len bytes) within lim as a cJSON object, or NULL with err
+   filled as llm_api_parse fills it (also api/rerank.c's) */
+cJSON *llm_embed_root(const char *body, size_t len,
+    const llm_api_limits *lim, llm_api_error *err);
+
 int llm_embed_parse(llm_embed_request *req, const char *body, size_t len,
     const llm_api_limits *lim, llm_api_error *err);
 

@@ -78,6 +78,10 @@ typedef struct {
                                              final hidden states (after the
                                              final norm) are wanted */
     float                  *hidden;       /* out: (n_hidden, dim) */
+    const int32_t          *type;         /* (n_tokens) token types 0/1 of a
+                                             cross-encoder's pairs
+                                             (model/score.h); NULL: all 0.
+                                             Decoders ignore it */
 } llm_batch;
 
 /* what a backend accepts; llm_batch_check tests a batch against it */

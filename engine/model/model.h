@@ -123,6 +123,10 @@ typedef struct {
     int       encoder;             /* bert, nomic-bert */
     int       nomic;               /* nomic-bert: rotary, SwiGLU, no biases */
     int       n_types;             /* token types (bert's segment ids) */
+    /* score models (rerankers, model/score.h): LLM_SCORE_NONE else */
+    int       score;               /* enum llm_score_type */
+    int32_t   score_yes;           /* LLM_SCORE_YES_NO: the output rows */
+    int32_t   score_no;
 } llm_config;
 
 /* llm_tensor, the 2-D weight view (data, type, rows, cols, row_stride),
@@ -158,7 +162,7 @@ typedef struct {
     llm_tensor  *exp_down;         /* (n_expert) views (dim, expert_ff) */
 } llm_layer;
 
-typedef struct {
+typedef struct llm_model_s {
     llm_config   cfg;
     int          tp_rank;          /* this rank's shard, 0..tp_size-1 */
     int          tp_size;          /* ranks in the group (docs/tp.md) */
@@ -183,6 +187,10 @@ typedef struct {
                                       views the layers point into */
     struct llm_bert *bert;         /* an encoder's own views (bert.h),
                                       else NULL */
+    /* a cross-encoder's head (model/score.h, LLM_SCORE_CLASSIFIER): the
+       pooled row h (dim) into one logit; 0, or -1. NULL: none */
+    int        (*score_head)(const struct llm_model_s *m, const float *h,
+                             float *logit);
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
 

@@ -34,7 +34,7 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        8       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        9       /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
@@ -45,7 +45,9 @@
                                            8: EMBED slots (embed_dims,
                                            n_vector, the vector over
                                            prompt[]), the model's pooling
-                                           facts */
+                                           facts,
+                                           9: scores (the facts' score,
+                                           the slot's type_split) */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -94,7 +96,8 @@ enum llm_slot_kind {
                                    that slot, never on its own */
     LLM_KIND_EMBED = 4,         /* version 8: one input's pooled vector,
                                    written over prompt[] (llm_slot_vector)
-                                   before DONE */
+                                   before DONE; version 9: on a score
+                                   model, one pair's score */
 };
 
 enum llm_finish {
@@ -197,7 +200,13 @@ typedef struct {
                                            vector in prompt[], valid in
                                            DONE with finish STOP; the
                                            reader checks it against the
-                                           dims it asked for */
+                                           dims it asked for (1 on a score
+                                           model: the score) */
+    uint32_t        type_split;         /* version 9, EMBED on a score
+                                           model: prompt[type_split..] are
+                                           token type 1 (a cross-encoder's
+                                           second segment); 0: all type 0 */
+    uint32_t        reserved2;
 
     /* progress: written by the engine, read by the worker */
     _Atomic uint32_t out_head;          /* tokens published (monotonic) */
@@ -347,6 +356,12 @@ typedef struct {
                                            model; else an embedder: EMBED
                                            slots only */
     uint32_t        matryoshka;         /* 1: embed_dims below dim allowed */
+    uint32_t        score;              /* version 9: enum llm_score_type
+                                           (model/score.h), 0: none; else
+                                           a score model (a reranker):
+                                           EMBED slots of one pair each,
+                                           answered with one float */
+    uint32_t        reserved;
 } llm_model_facts;
 
 typedef struct {

@@ -15,6 +15,7 @@
 #include "common/defaults.h"
 #include "common/priority.h"
 #include "model/pool.h"
+#include "model/score.h"
 
 
 struct llm_sched {
@@ -47,6 +48,9 @@ struct llm_sched {
     int                  n_tokens;
     int32_t             *tok;          /* (max_batched_tokens) */
     int32_t             *pos;          /* (max_batched_tokens) */
+    int32_t             *tok_type;     /* (max_batched_tokens) token types
+                                          (a score model's pairs) */
+    int                  n_typed;      /* tokens of type 1 this step */
     int32_t             *tok_seq;      /* (max_batched_tokens) batch entry */
     int                  n_seqs;
     llm_seq            **bseq;         /* (max_num_seqs) */
@@ -394,6 +398,7 @@ seq_create(llm_sched *s, const llm_request *req, int max_tokens,
     }
     if (req->embed) {
         q->embed_dims = req->embed_dims > 0 ? req->embed_dims : s->dim;
+        q->type_split = req->type_split;
         q->pool = calloc(s->dim, sizeof(*q->pool));
         if (q->pool == NULL) {
             seq_free(s, q);
@@ -473,6 +478,14 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
     {
         snprintf(err, err_len, "an embedding takes no choices or "
                  "constraint, and 0..%d dimensions", s->dim);
+        return LLM_SCHED_BAD_REQUEST;
+    }
+    if (req->type_split < 0 || req->type_split >= req->n_prompt
+        || (s->be->model->cfg.score != LLM_SCORE_NONE
+            ? req->embed_dims != 0 : req->type_split != 0))
+    {
+        snprintf(err, err_len, "a score takes no dimensions, an embedding "
+                 "no token types; type_split within the input");
         return LLM_SCHED_BAD_REQUEST;
     }
     if (req->n_prompt > s->opt.max_model_len) {
@@ -846,6 +859,9 @@ batch_add(llm_sched *s, llm_seq *q, int n)
     for (i = 0; i < n; i++) {
         s->tok[s->n_tokens] = q->tokens[q->n_computed + i];
         s->pos[s->n_tokens] = q->n_computed + i;
+        s->tok_type[s->n_tokens] = q->type_split > 0
+                                   && q->n_computed + i >= q->type_split;
+        s->n_typed += s->tok_type[s->n_tokens];
         s->tok_seq[s->n_tokens] = e;
         s->n_tokens++;
     }
@@ -1233,7 +1249,7 @@ schedule(llm_sched *s)
 
     b.tokens = s->opt.max_batched_tokens;
     b.prefill = s->opt.max_prefill_tokens;
-    s->n_tokens = s->n_seqs = s->n_logits = s->n_hidden = 0;
+    s->n_tokens = s->n_seqs = s->n_logits = s->n_hidden = s->n_typed = 0;
     s->draft_rows = 0;
     s->preempted_now = 0;
     s->admit_stopped = 0;
@@ -1285,6 +1301,7 @@ run_batch(llm_sched *s)
     b.n_tokens = s->n_tokens;
     b.token = s->tok;
     b.pos = s->pos;
+    b.type = s->n_typed > 0 ? s->tok_type : NULL;
     b.seq = s->tok_seq;
     b.n_seqs = s->n_seqs;
     b.block_table = s->tables;
@@ -1583,6 +1600,7 @@ sample_and_publish(llm_sched *s, llm_seq *q, int e)
 static void
 embed_rows(llm_sched *s, int n_embed)
 {
+    float              score;
     const llm_config  *cfg = &s->be->model->cfg;
     llm_seq           *q;
     int                e;
@@ -1600,10 +1618,20 @@ embed_rows(llm_sched *s, int n_embed)
         }
         llm_pool_finish(q->pool, q->n_prompt, cfg->pooling,
                         cfg->pool_normalize, q->embed_dims);
-        if (s->opt.on_embedding != NULL) {
+        q->t_first_token_ns = now_ns();
+        if (cfg->score != LLM_SCORE_NONE) {
+            /* a score model: the pooled row through its head, one float */
+            if (llm_score(s->be->model, q->pool, &score) != 0) {
+                seq_finish(s, q, LLM_SEQ_ERROR, "the model's score head "
+                           "failed", -1);
+                continue;
+            }
+            if (s->opt.on_embedding != NULL) {
+                s->opt.on_embedding(q->user, &score, 1);
+            }
+        } else if (s->opt.on_embedding != NULL) {
             s->opt.on_embedding(q->user, q->pool, q->embed_dims);
         }
-        q->t_first_token_ns = now_ns();
         /* bseq[e] is not read again: finishing frees q */
         seq_finish(s, q, LLM_SEQ_STOP, NULL, -1);
     }
@@ -1908,6 +1936,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->cand = malloc(ns * sizeof(*s->cand));
     s->tok = malloc(nt * sizeof(*s->tok));
     s->pos = malloc(nt * sizeof(*s->pos));
+    s->tok_type = malloc(nt * sizeof(*s->tok_type));
     s->tok_seq = malloc(nt * sizeof(*s->tok_seq));
     s->bseq = malloc(ns * sizeof(*s->bseq));
     s->chunk = malloc(ns * sizeof(*s->chunk));
@@ -1945,6 +1974,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     }
     if (s->eos == NULL || s->running == NULL || s->cand == NULL
         || s->tok == NULL
+        || s->tok_type == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
@@ -1991,6 +2021,7 @@ llm_sched_free(llm_sched *s)
     free(s->running);
     free(s->cand);
     free(s->tok);
+    free(s->tok_type);
     free(s->pos);
     free(s->tok_seq);
     free(s->bseq);

@@ -135,6 +135,10 @@ typedef struct {
     int                   embed_dims;   /* 0: the model's dim; else the
                                            first embed_dims (Matryoshka),
                                            1..dim */
+    int                   type_split;   /* an embedding on a score model:
+                                           prompt[type_split..] are token
+                                           type 1 (a cross-encoder's second
+                                           segment); 0: all type 0 */
 } llm_request;
 
 /* what llm_sched_add answers (the server maps these to the ring's codes) */

@@ -90,6 +90,8 @@ struct llm_seq {
     llm_seq          *parent;       /* FORKING: the choice 0 it forks from */
     int               embed_dims;   /* an embedding: the dims it returns,
                                        else 0 */
+    int               type_split;   /* tokens from here are type 1; 0: none
+                                       (llm_request's) */
     float            *pool;         /* (dim) an embedding's pooling so far
                                        (model/pool.h), zeroed on preempt */
 

@@ -479,10 +479,13 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
     if (s->ring->model.pooling != 0) {
         llm_log(LLM_LOG_INFO, "client %u: a generation refused: the model "
-                "is an embedding model", c->id);
+                "is %s", c->id, s->ring->model.score ? "a reranker"
+                                                     : "an embedding model");
         llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
-                        "the model is an embedding model: it serves "
-                        "embeddings only");
+                        s->ring->model.score
+                        ? "the model is a reranker: it serves rerank only"
+                        : "the model is an embedding model: it serves "
+                          "embeddings only");
         return;
     }
 
@@ -550,16 +553,18 @@ llm_slot_generate(llm_server *s, llm_client *c, llm_slot *sl)
 
 
 /*
- * An EMBED slot: n_prompt ids and embed_dims, read once and checked (the
- * model pools, dims within its dim and, below it, only on a Matryoshka
- * model), then one embedding request; llm_on_embedding writes the vector.
+ * An EMBED slot: n_prompt ids, embed_dims and type_split, read once and
+ * checked (the model pools, dims within its dim and, below it, only on a
+ * Matryoshka model; on a score model dims 0 and type_split inside the
+ * input, elsewhere 0), then one embedding request; llm_on_embedding
+ * writes the vector (a score model's: its one score).
  */
 static void
 llm_slot_embed(llm_server *s, llm_client *c, llm_slot *sl)
 {
     int                     rc;
     char                    err[256];
-    uint32_t                idx, n_prompt, dims;
+    uint32_t                idx, n_prompt, dims, split;
     llm_seq                *seq;
     llm_sched              *sched;
     llm_request             req;
@@ -573,11 +578,14 @@ llm_slot_embed(llm_server *s, llm_client *c, llm_slot *sl)
     }
     n_prompt = sl->n_prompt;
     dims = sl->embed_dims;
+    split = sl->type_split;
     if (n_prompt == 0 || n_prompt > s->ring->max_prompt
-        || n_prompt > LLM_RING_MAX_PROMPT || dims > f->dim)
+        || n_prompt > LLM_RING_MAX_PROMPT || dims > f->dim
+        || split >= n_prompt || (f->score ? dims != 0 : split != 0))
     {
         llm_log(LLM_LOG_ERR, "client %u: invalid embedding slot (%u input "
-                "tokens, %u dimensions)", c->id, n_prompt, dims);
+                "tokens, %u dimensions, type split %u)", c->id, n_prompt,
+                dims, split);
         llm_slot_finish(s, sl, LLM_FINISH_ERROR, LLM_ERR_BAD_REQUEST,
                         "invalid request in the ring");
         return;
@@ -606,6 +614,7 @@ llm_slot_embed(llm_server *s, llm_client *c, llm_slot *sl)
     req.fair_key = sl->fair_key;
     req.embed = 1;
     req.embed_dims = (int) dims;
+    req.type_split = (int) split;
 
     idx = llm_slot_index(s, sl);
     s->users[idx].server = s;

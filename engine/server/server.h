@@ -36,6 +36,7 @@ typedef struct {
     int          speculative_ngram;         /* 1: prompt-lookup drafts */
     int          speculative_draft_tokens;  /* drafts per step */
     int          speculative_ngram_size;    /* n-gram looked up */
+    int          task;              /* enum llm_task (model/score.h) */
 } llm_server_opts;
 
 void llm_server_opts_default(llm_server_opts *o);

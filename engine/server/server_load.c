@@ -20,6 +20,8 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/plan.h"
+#include "model/pool.h"
+#include "model/score.h"
 #include "sched/compile.h"
 #include "sched/scheduler.h"
 #include "server/log.h"
@@ -76,6 +78,7 @@ llm_fill_facts(llm_model_facts *f, const llm_model *m)
     f->vocab_size = m->cfg.vocab_size;
     f->pooling = (uint32_t) m->cfg.pooling;
     f->matryoshka = (uint32_t) m->cfg.matryoshka;
+    f->score = (uint32_t) m->cfg.score;
 
     for (i = 0; i < n; i++) {
         const gguf_tensor *tn = &tensors[i];
@@ -248,6 +251,34 @@ llm_warm_up(llm_server *s, llm_sched *sched)
 }
 
 
+/* llm_engine's task over the model's metadata (model/score.h); a score
+   task looks its "yes" and "no" up in the model's tokenizer */
+static int
+llm_load_task(llm_server *s)
+{
+    int             rc;
+    char            err[256];
+    llm_tokenizer  *tok = NULL;
+
+    if (s->opt.task == LLM_TASK_SCORE && s->model.cfg.score == 0) {
+        tok = llm_model_tokenizer(&s->model, err, sizeof(err));
+        if (tok == NULL) {
+            llm_log(LLM_LOG_ERR, "task score: no tokenizer: %s", err);
+        }
+    }
+    rc = llm_model_task(&s->model, s->opt.task, tok);
+    llm_tokenizer_free(tok);
+    if (rc == 0 && s->model.cfg.pooling != 0) {
+        llm_log(LLM_LOG_NOTICE, "the model %s: %s pooling%s, score head %s",
+                s->model.cfg.score ? "scores pairs" : "embeds",
+                llm_pool_type_name(s->model.cfg.pooling),
+                s->model.cfg.pool_normalize ? ", normalised" : "",
+                llm_score_type_name(s->model.cfg.score));
+    }
+    return rc;
+}
+
+
 /* from a compile thread: wake the loop, which takes the result */
 static void
 llm_compiled_notify(void *arg)
@@ -320,6 +351,9 @@ llm_loader_thread(void *arg)
                             s->opt.tensor_parallel);
     }
 
+    if (rc == 0 && llm_load_task(s) != 0) {
+        rc = -1;
+    }
     if (rc != 0) {
         llm_log(LLM_LOG_ERR, "cannot load model: %s", s->model.err);
         llm_ring_fail(s, s->model.err);

@@ -16,6 +16,7 @@
 
 #include "common/defaults.h"
 #include "model/kv.h"
+#include "model/score.h"
 #include "ring/ngx_llm_ring.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -42,8 +43,8 @@ llm_parse_u64(const char *s, uint64_t *out)
 
 
 /* the engine's command line: one row per option, as nginx's commands */
-typedef enum { OPT_STR, OPT_INT, OPT_PID, OPT_U64, OPT_BOOL, OPT_KV_DTYPE }
-    llm_opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_PID, OPT_U64, OPT_BOOL, OPT_KV_DTYPE,
+               OPT_TASK } llm_opt_kind;
 
 typedef struct {
     const char    *name;
@@ -78,6 +79,7 @@ static const llm_opt  llm_opts[] = {
     OPT("--speculative-ngram", OPT_BOOL, speculative_ngram),
     OPT("--speculative-draft-tokens", OPT_INT, speculative_draft_tokens),
     OPT("--speculative-ngram-size", OPT_INT, speculative_ngram_size),
+    OPT("--task", OPT_TASK, task),
 };
 
 
@@ -122,6 +124,13 @@ llm_opt_set(llm_server_opts *o, const llm_opt *opt, const char *arg)
         if (*(int *) field < 0) {
             llm_log(LLM_LOG_EMERG, "option \"%s\": \"%s\" is not f16 "
                     "or f32", opt->name, arg);
+            return -1;
+        }
+        return 0;
+    case OPT_TASK:
+        if (llm_task_parse(arg, (int *) field) != 0) {
+            llm_log(LLM_LOG_EMERG, "option \"%s\": \"%s\" is not auto, "
+                    "generate, embed or score", opt->name, arg);
             return -1;
         }
         return 0;

@@ -406,6 +406,7 @@ load_post(llm_tokenizer *t, const cJSON *post)
         const char *s = json_str(last, "id");
 
         t->eos = tok_find(t, s, strlen(s));
+        t->post_eos = t->eos;
         t->add_eos = t->eos >= 0;
     }
 }

@@ -82,6 +82,13 @@ struct llm_tokenizer {
     int32_t      special_first[257];
 
     int32_t      bos, eos, eot, eom, unk, pad;
+    int32_t      post_eos;             /* HF TemplateProcessing's last
+                                          special token: what add_eos
+                                          appends (Qwen3-Embedding's
+                                          <|endoftext|>) even where
+                                          tokenizer_config's eos_token,
+                                          the stop token, is another;
+                                          -1: eos */
     int          add_bos, add_eos;
     int          add_space_prefix;     /* SPM: "▁" before the text */
     int          prefix_first_only;    /* SPM: only before the first text,

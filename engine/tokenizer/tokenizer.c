@@ -334,7 +334,7 @@ llm_tokenize_spans(const llm_tokenizer *t, const char *text, size_t len,
         rc = -1;
     }
     if (add_special && t->add_eos && t->eos >= 0) {
-        tok_out_push(&o, t->eos);
+        tok_out_push(&o, t->post_eos >= 0 ? t->post_eos : t->eos);
     }
     if (o.oom || o.n > INT32_MAX / 2) {
         rc = -1;

@@ -161,6 +161,7 @@ tok_new(int kind, int32_t n_vocab)
     t->kind = kind;
     t->n_vocab = n_vocab;
     t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = -1;
+    t->post_eos = -1;
     t->tokens = calloc(n_vocab > 0 ? n_vocab : 1, sizeof(tok_entry));
     t->vocab_slots = malloc(slots * sizeof(int32_t));
     t->vocab_mask = slots - 1;
