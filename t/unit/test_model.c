@@ -1162,6 +1162,89 @@ test_cli(void)
 }
 
 
+/*
+ * One MoE layer of the model at path, straight through llm_moe_cpu: a
+ * step of 40 tokens whose inputs repeat 5 vectors (so every routed expert
+ * gets many tokens, several experts the same ones) plus 8 distinct ones.
+ * The fused job on 4 threads (row chunks of 16: several items per
+ * expert, threads waiting on each other) == each token alone == the
+ * unfused reference, bit for bit.
+ */
+#define MOE_T  48
+
+static void
+test_moe_shared(const char *path, const char *label)
+{
+    llm_model        m;
+    llm_moe_cpu      mc;
+    llm_threadpool  *tp = NULL;
+    float           *xb = NULL, *base = NULL, *x1 = NULL, *x2 = NULL;
+    float           *x3 = NULL;
+    int              t, i, dim, shared = 0, e, rc = 0;
+    uint32_t         r = 12345;
+
+    if (llm_model_load(&m, path, 0, 1) != 0) {
+        ok(0, "%s: load: %s", label, m.err);
+        return;
+    }
+    dim = m.cfg.dim;
+    tp = llm_threadpool_create(4);
+    xb = malloc(sizeof(float) * MOE_T * dim);
+    base = malloc(sizeof(float) * MOE_T * dim);
+    x1 = malloc(sizeof(float) * MOE_T * dim);
+    x2 = malloc(sizeof(float) * MOE_T * dim);
+    x3 = malloc(sizeof(float) * MOE_T * dim);
+    if (tp == NULL || xb == NULL || base == NULL || x1 == NULL || x2 == NULL
+        || x3 == NULL || llm_moe_cpu_init(&mc, &m.cfg, MOE_T, tp, 0) != 0)
+    {
+        ok(0, "%s: shared experts: set-up", label);
+        goto done;
+    }
+    for (i = 0; i < MOE_T * dim; i++) {
+        r = r * 1664525u + 1013904223u;
+        base[i] = ((float) (r >> 8) / 16777216.0f - 0.5f) * 0.5f;
+        r = r * 1664525u + 1013904223u;
+        xb[i] = ((float) (r >> 8) / 16777216.0f - 0.5f) * 4.0f;
+    }
+    for (t = 8; t < MOE_T; t++) {           /* tokens 8.. repeat 0..4 */
+        memcpy(xb + (size_t) t * dim, xb + (size_t) (t % 5) * dim,
+               sizeof(float) * dim);
+    }
+
+    memcpy(x1, base, sizeof(float) * MOE_T * dim);
+    rc |= llm_moe_cpu_forward(&mc, x1, xb, MOE_T, &m.layers[0]);
+    for (e = 0; e < m.cfg.n_expert; e++) {
+        shared += mc.count[e + 1] - mc.count[e] >= 8;
+    }
+    memcpy(x2, base, sizeof(float) * MOE_T * dim);
+    for (t = 0; t < MOE_T; t++) {
+        rc |= llm_moe_cpu_forward(&mc, x2 + (size_t) t * dim,
+                                  xb + (size_t) t * dim, 1, &m.layers[0]);
+    }
+    mc.fused = 0;
+    memcpy(x3, base, sizeof(float) * MOE_T * dim);
+    rc |= llm_moe_cpu_forward(&mc, x3, xb, MOE_T, &m.layers[0]);
+    ok(rc == 0 && shared >= 2, "%s: %d experts got >= 8 of the step's "
+       "%d tokens", label, shared, MOE_T);
+    ok(memcmp(x1, x2, sizeof(float) * MOE_T * dim) == 0,
+       "%s: a step whose tokens share experts (fused, 4 threads) == each "
+       "token alone, bit for bit", label);
+    ok(memcmp(x1, x3, sizeof(float) * MOE_T * dim) == 0,
+       "%s: fused == unfused (three matmuls per expert), bit for bit",
+       label);
+    llm_moe_cpu_free(&mc);
+
+done:
+    free(xb);
+    free(base);
+    free(x1);
+    free(x2);
+    free(x3);
+    llm_threadpool_free(tp);
+    llm_model_free(&m);
+}
+
+
 /* batched == unbatched on the tiny qwen3moe requantized to `type` by
  * our quantizer: experts in their own blocks through the packed kernels */
 static void
@@ -1185,6 +1268,7 @@ test_moe_quantized(const char *type)
     }
     snprintf(label, sizeof(label), "qwen3moe GGUF %s", type);
     test_batch_invariance(path, label);
+    test_moe_shared(path, label);
     unlink(path);
 }
 
@@ -1228,6 +1312,9 @@ main(void)
                           "qwen3moe HF BF16");
     test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
                           "qwen3moe nonorm GGUF F32");
+    test_moe_shared("t/data/models/hf-qwen3moe.gguf", "qwen3moe GGUF BF16");
+    test_moe_shared("t/data/models/hf-qwen3moe-nonorm.gguf",
+                    "qwen3moe nonorm GGUF F32");
     test_moe_quantized("Q8_0");
     test_moe_quantized("Q4_0");
     test_long_context(path, "tiny260K f16", 3);
