@@ -24,8 +24,10 @@
  * the unfused reference).
  *
  * For another router (gpt-oss): fill mc->sel and mc->weight (n, k) for the
- * step's n tokens, set mc->glu (llm_swiglu_oai), call llm_moe_cpu_experts.
- * Expert biases are not supported yet.
+ * step's n tokens (experts in the order their outputs are to be summed),
+ * set mc->glu and mc->glu_ref (llm_swiglu_oai, llm_swiglu_oai_ref) once
+ * after llm_moe_cpu_init, call llm_moe_cpu_experts. Expert biases are not
+ * supported yet.
  *
  * defines: llm_moe_cpu, llm_moe_weights, llm_moe_cpu_init,
  *          llm_moe_cpu_free, llm_moe_cpu_forward, llm_moe_cpu_experts,
