@@ -8,8 +8,9 @@
  *          grouped input xg holds xb[t] for expert sel[t][j] (tokens in
  *          order within a group)
  *   per expert e with rows:  g, u = xg_e @ gate_e^T, xg_e @ up_e^T
+ *                                   (+ biases, if any)
  *                            g    = glu(g, u)
- *                            y_e  = g_e @ down_e^T
+ *                            y_e  = g_e @ down_e^T (+ bias)
  *   per token: x[t] += sum_j weight[t][j] * y[pos[t][j]]  (j in top-k order)
  *
  * The router is one matmul (one pool job); everything after the grouping
@@ -246,6 +247,18 @@ sum_tokens(llm_moe_cpu *mc, float *x, int t0, int t1)
 }
 
 
+/* y(rows, ld) columns c0..c1 += b[c0..c1] (b NULL: none) */
+static void
+add_bias(float *y, size_t ld, int rows, const float *b, int c0, int c1)
+{
+    for (int r = 0; b != NULL && r < rows; r++) {
+        for (int c = c0; c < c1; c++) {
+            y[r * ld + c] += b[c];
+        }
+    }
+}
+
+
 /* --- unfused: three matmuls per routed expert (exact mode, tests) ------- */
 
 static int
@@ -272,6 +285,10 @@ experts_unfused(llm_moe_cpu *mc, const llm_moe_weights *ew)
                  &ew->gate[e]);
         rc |= mm(mc, mc->u + lo * ff, mc->xg + lo * dim, rows,
                  &ew->up[e]);
+        add_bias(mc->g + lo * ff, ff, rows,
+                 ew->gate_b ? ew->gate_b + e * ff : NULL, 0, (int) ff);
+        add_bias(mc->u + lo * ff, ff, rows,
+                 ew->up_b ? ew->up_b + e * ff : NULL, 0, (int) ff);
         if (mc->exact) {
             mc->glu_ref(mc->g + lo * ff, mc->u + lo * ff, rows * ff);
         } else {
@@ -279,6 +296,8 @@ experts_unfused(llm_moe_cpu *mc, const llm_moe_weights *ew)
         }
         rc |= mm(mc, mc->y + lo * dim, mc->g + lo * ff, rows,
                  &ew->down[e]);
+        add_bias(mc->y + lo * dim, dim, rows,
+                 ew->down_b ? ew->down_b + e * dim : NULL, 0, (int) dim);
     }
     return rc;
 }
@@ -335,6 +354,12 @@ item_gu(llm_moe_cpu *mc, const struct llm_moe_item *it)
     v = llm_tensor_rows(&ew->up[e], it->r0, nr);
     llm_matmul_act(u, ff, mc->off_u[e] == SIZE_MAX ? &mc->act_g[e]
                                                    : &mc->act_u[e], &v);
+    if (ew->gate_b != NULL) {
+        add_bias(g - it->r0, ff, rows, ew->gate_b + e * ff, it->r0, it->r1);
+    }
+    if (ew->up_b != NULL) {
+        add_bias(u - it->r0, ff, rows, ew->up_b + e * ff, it->r0, it->r1);
+    }
     for (t = 0; t < rows; t++) {
         mc->glu(g + t * ff, u + t * ff, nr);
     }
@@ -384,6 +409,10 @@ fused_task(void *arg, int ith, int nth)
             v = llm_tensor_rows(&ew->down[e], it->r0, it->r1 - it->r0);
             llm_matmul_act(mc->y + lo * mc->dim + it->r0, mc->dim,
                            &mc->act_d[e], &v);
+            if (ew->down_b != NULL) {
+                add_bias(mc->y + lo * mc->dim, mc->dim, rows,
+                         ew->down_b + e * mc->dim, it->r0, it->r1);
+            }
             atomic_fetch_sub(&mc->down_left, 1);
             break;
         default:
@@ -519,7 +548,8 @@ int
 llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
     const llm_layer *l)
 {
-    llm_moe_weights  ew = { l->exp_gate, l->exp_up, l->exp_down };
+    llm_moe_weights  ew = { l->exp_gate, l->exp_up, l->exp_down,
+                            NULL, NULL, NULL };
     int              t, k = mc->k;
 
     if (mm(mc, mc->logits, xb, n, &l->router) != 0) {

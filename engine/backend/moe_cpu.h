@@ -26,8 +26,9 @@
  * For another router (gpt-oss): fill mc->sel and mc->weight (n, k) for the
  * step's n tokens (experts in the order their outputs are to be summed),
  * set mc->glu and mc->glu_ref (llm_swiglu_oai, llm_swiglu_oai_ref) once
- * after llm_moe_cpu_init, call llm_moe_cpu_experts. Expert biases are not
- * supported yet.
+ * after llm_moe_cpu_init, call llm_moe_cpu_experts with the experts'
+ * biases in llm_moe_weights (each added to its matmul's output row before
+ * the GLU, or to the expert's output before the weighted sum).
  *
  * defines: llm_moe_cpu, llm_moe_weights, llm_moe_cpu_init,
  *          llm_moe_cpu_free, llm_moe_cpu_forward, llm_moe_cpu_experts,
@@ -44,11 +45,15 @@
 #include "model/model.h"
 #include "threadpool.h"
 
-/* one layer's experts: n_expert 2-D views each (model.h's llm_layer) */
+/* one layer's experts: n_expert 2-D views each (model.h's llm_layer),
+ * and optional biases added after each matmul (gpt-oss; NULL: none) */
 typedef struct {
     const llm_tensor  *gate;       /* (n_expert) views (expert_ff, dim) */
     const llm_tensor  *up;         /* (n_expert) views (expert_ff, dim) */
     const llm_tensor  *down;       /* (n_expert) views (dim, expert_ff) */
+    const float       *gate_b;     /* (n_expert, expert_ff) or NULL */
+    const float       *up_b;       /* (n_expert, expert_ff) or NULL */
+    const float       *down_b;     /* (n_expert, dim) or NULL */
 } llm_moe_weights;
 
 struct llm_moe_item;
