@@ -296,7 +296,7 @@ test-asan: $(ASAN_BUILD)/nginx-asan
 
 BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
               $(BUILD)/bench/ring_ping $(BUILD)/bench/isolation \
-              $(BUILD)/bench/grammar_bench
+              $(BUILD)/bench/grammar_bench $(BUILD)/bench/moe
 # grammar_bench's folders of JSON Schemas (*.json): ours (bench/schemas,
 # with examples/) and SchemaStore's from `make deps`
 GRAMMAR_SCHEMAS ?= bench/schemas $(wildcard $(FIXTURES)/jsonschema/schemastore)
@@ -308,6 +308,11 @@ $(BUILD)/bench/serve_bench: bench/serve_bench.c
 $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench -o $@ bench/decode.c bench/membw.c \
+	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
+
+$(BUILD)/bench/moe: bench/moe.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ bench/moe.c \
 	    $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA) $(LDLIBS) $(CUDA_LIBS)
 
 $(BUILD)/bench/isolation: bench/isolation.c $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)

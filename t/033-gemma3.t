@@ -4,10 +4,10 @@
 # on the same file, fp32: the first 11 tokens, all with reference margins
 # >= 0.25; docs/models.md), chat, streaming, tools through the generic
 # format, and a prompt of 836 tokens, past the 512-position window of its
-# local layers (transformers' 12 greedy ids again). The file carries no chat template (a base model) and the
-# official Gemma 3 template is in no fixture: chat.jinja below is ours,
-# Gemma's turn format (system text leads the first user turn), not the
-# official file.
+# local layers (transformers' 12 greedy ids again). The file carries no
+# chat template (a base model): chat renders with Gemma 3's published
+# template, google-gemma-3-it.jinja from `make deps` (tools/deps.sh; its
+# goldens against transformers are t/data/templates/gemma-3.*).
 use Test::Nginx::Socket 'no_plan';
 
 $ENV{TEST_NGINX_GEMMA}
@@ -23,7 +23,7 @@ add_block_preprocessor(sub {
     llm_engine main {
         model $TEST_NGINX_GEMMA;
         served_model_name gemma3;
-        chat_template ../html/chat.jinja;
+        chat_template $TEST_NGINX_FIXTURES/llama.cpp/templates/google-gemma-3-it.jinja;
         max_model_len 2048;
         kv_cache_memory 256m;
     }
@@ -31,12 +31,6 @@ _EOC_
     }
     if (!defined $block->config) {
         $block->set_value("config", "    location /v1/ { llm_api main; }\n");
-    }
-    if (!defined $block->user_files) {
-        $block->set_value("user_files", <<'_EOC_');
->>> chat.jinja
-{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set prefix = messages[0]['content'] + '\n\n' %}{% set turns = messages[1:] %}{% else %}{% set prefix = '' %}{% set turns = messages %}{% endif %}{% for m in turns %}{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else 'user') + '\n' + (prefix if loop.first else '') + m['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}
-_EOC_
     }
     $block->set_value("timeout", 120) unless defined $block->timeout;
 });
@@ -118,5 +112,16 @@ qq{POST /v1/completions
 {"model":"gemma3","prompt":"$ENV{TEST_NGINX_LONG} Line 71","max_tokens":12,"temperature":0}}
 --- error_code: 200
 --- response_body_like: "text":" of a long list of numbered lines. Line 72","logprobs":null,"finish_reason":"length"\}\],"usage":\{"prompt_tokens":836,"completion_tokens":12,
+--- no_error_log
+[error]
+
+
+
+=== TEST 8: the third factual prompt, 16 tokens (transformers' greedy ids, no reference margin < 0.02; docs/models.md)
+--- request
+POST /v1/completions
+{"model":"gemma3","prompt":"Water boils at a temperature of","max_tokens":16,"temperature":0}
+--- error_code: 200
+--- response_body_like: "text":" 100 degrees Celsius\.\\n\\nThe boiling point of water is 1","logprobs":null,"finish_reason":"length"
 --- no_error_log
 [error]

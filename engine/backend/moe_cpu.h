@@ -1,32 +1,62 @@
 /*
  * The CPU forward of a mixture-of-experts FFN (qwen3moe), for
  * backend_cpu.c's layer: route every token, group the tokens by expert,
- * run each expert once as a small GEMM over its tokens, add each token's
- * weighted expert outputs back to its residual row.
+ * run each routed expert once as a small GEMM over its tokens (gate and
+ * up from one quantization of its inputs), add each token's weighted
+ * expert outputs back to its residual row. After the router's matmul the
+ * whole step is one pool job (moe_cpu.c).
  *
  * Batching invariance (docs/numerics.md): a token's result never depends
  * on the other tokens of its step, because
  *   - the router logits, the expert GEMMs and the down projections are
  *     matmuls whose output rows depend only on their own input rows (the
- *     kernels' contract, the same one the dense FFN relies on);
- *   - softmax and top-k are per token (ties: the lower expert id first);
- *   - a token's k expert outputs are summed in its own top-k order (by
- *     descending probability), into a zeroed accumulator, then added to
- *     its residual row: the order of experts in the step and of tokens
- *     within an expert's group changes no sum.
- * test_model checks it bit for bit on the tiny MoE models.
+ *     kernels' contract, the same one the dense FFN relies on): an
+ *     expert's group of tokens, its row chunks and the threads that take
+ *     them change no bit of a row (llm_matmul_act == llm_matmul);
+ *   - activations are quantized per row, the GLU is elementwise (SIMD ==
+ *     scalar), softmax and top-k are per token (ties: lower expert id);
+ *   - a token's k expert outputs are summed, each element from zero, in
+ *     its own top-k order (by descending probability), then added to its
+ *     residual row: the order of experts in the step and of tokens within
+ *     an expert's group changes no sum.
+ * test_model checks it bit for bit on the tiny MoE models (batched ==
+ * unbatched, and a step whose tokens share their experts == each alone ==
+ * the unfused reference).
  *
- * defines: llm_moe_cpu, llm_moe_cpu_init, llm_moe_cpu_free,
- *          llm_moe_cpu_forward, llm_moe_route,
- *          llm_moe_route_topk_softmax
+ * For another router (gpt-oss): fill mc->sel and mc->weight (n, k) for the
+ * step's n tokens (experts in the order their outputs are to be summed),
+ * set mc->glu and mc->glu_ref (llm_swiglu_oai, llm_swiglu_oai_ref) once
+ * after llm_moe_cpu_init, call llm_moe_cpu_experts with the experts'
+ * biases in llm_moe_weights (each added to its matmul's output row before
+ * the GLU, or to the expert's output before the weighted sum).
+ *
+ * defines: llm_moe_cpu, llm_moe_weights, llm_moe_cpu_init,
+ *          llm_moe_cpu_free, llm_moe_cpu_forward, llm_moe_cpu_experts,
+ *          llm_moe_route, llm_moe_route_topk_softmax
  */
 #ifndef NGX_LLM_MOE_CPU_H
 #define NGX_LLM_MOE_CPU_H
 
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "matmul.h"
 #include "model/model.h"
 #include "threadpool.h"
+
+/* one layer's experts: n_expert 2-D views each (model.h's llm_layer),
+ * and optional biases added after each matmul (gpt-oss; NULL: none) */
+typedef struct {
+    const llm_tensor  *gate;       /* (n_expert) views (expert_ff, dim) */
+    const llm_tensor  *up;         /* (n_expert) views (expert_ff, dim) */
+    const llm_tensor  *down;       /* (n_expert) views (dim, expert_ff) */
+    const float       *gate_b;     /* (n_expert, expert_ff) or NULL */
+    const float       *up_b;       /* (n_expert, expert_ff) or NULL */
+    const float       *down_b;     /* (n_expert, dim) or NULL */
+} llm_moe_weights;
+
+struct llm_moe_item;
 
 typedef struct {
     llm_threadpool  *tp;
@@ -36,6 +66,11 @@ typedef struct {
     int              k;          /* experts per token */
     int              ff;         /* expert hidden size */
     int              norm;       /* renormalise the top-k weights */
+    int              fused;      /* 1: one pool job (default); 0: three
+                                    llm_matmul per expert (tests) */
+    /* gate = glu(gate, up), elementwise: llm_swiglu by default */
+    void           (*glu)(float *gate, const float *up, size_t n);
+    void           (*glu_ref)(float *gate, const float *up, size_t n);
     /* scratch for max_tokens tokens */
     float           *logits;     /* (n, n_expert) router logits */
     int32_t         *sel;        /* (n, k) experts, top-k order */
@@ -47,7 +82,23 @@ typedef struct {
     float           *g;          /* (n*k, ff) gate, then silu(gate)*up */
     float           *u;          /* (n*k, ff) up */
     float           *y;          /* (n*k, dim) expert outputs */
-    float           *acc;        /* (dim) one token's weighted sum */
+    /* the fused job's state (moe_cpu.c) */
+    const llm_moe_weights *ew;
+    float           *x_out;
+    struct llm_moe_item *items;
+    int              n_items;
+    atomic_int       next_item;
+    atomic_int       down_left;
+    atomic_int      *ready;      /* (n_expert) activations made: 1, 2 */
+    atomic_int      *pending;    /* (n_expert) gate/up items not done */
+    llm_act         *act_g;      /* (n_expert) per routed expert */
+    llm_act         *act_u;
+    llm_act         *act_d;
+    size_t          *off_g;      /* (n_expert) into abuf; off_u SIZE_MAX: */
+    size_t          *off_u;      /*   up reads act_g */
+    size_t          *off_d;
+    uint8_t         *abuf;       /* the step's quantized activations */
+    size_t           abuf_size;
 } llm_moe_cpu;
 
 /* scratch for max_tokens tokens of m's config; 0 or -1 (out of memory) */
@@ -58,6 +109,11 @@ void llm_moe_cpu_free(llm_moe_cpu *mc);
  * memory for its activations */
 int llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
     const llm_layer *l);
+/* x(n, dim) += experts(xb(n, dim)) as routed by mc->sel and mc->weight
+ * (n, k), which the caller filled (llm_moe_route or its own router); 0, or
+ * -1 out of memory (the fused job's activations: x untouched) */
+int llm_moe_cpu_experts(llm_moe_cpu *mc, float *x, const float *xb, int n,
+    const llm_moe_weights *ew);
 /* one token's routing from its router logits (n_expert): the k experts in
  * descending probability (ties: lower id first) and their weights, as
  * transformers' Qwen3MoeTopKRouter (softmax in float, top-k, optional

@@ -46,6 +46,7 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     sh->hidden_dim = c->hidden_dim;
     sh->n_expert = c->n_expert;
     sh->expert_ff = c->expert_ff;
+    sh->n_expert_used = c->n_expert_used;
     sh->vocab_size = c->vocab_size;
     sh->max_seq_len = c->max_seq_len;
     sh->tied_output = c->tied_output;
@@ -135,11 +136,36 @@ plan_cpu_act(const llm_plan_shape *sh, int n)
 }
 
 
+/* moe_cpu.c's scratch for n tokens: router logits (n, experts); sel,
+ * weight, pos (n, k); xg and y (n * k, dim), g and u (n * k, expert_ff)
+ * floats; the fused job's activations of every routed row (for gate/up
+ * and for down, the kernels' llm_act_size) */
+static uint64_t
+plan_cpu_moe(const llm_plan_shape *sh, uint64_t n)
+{
+    uint64_t    nk = n * sh->n_expert_used;
+    llm_tensor  w;
+
+    if (sh->n_expert == 0 || sh->n_expert_used == 0) {
+        return 0;
+    }
+    memset(&w, 0, sizeof(w));
+    w.type = sh->weight_type;
+    w.rows = 1;
+    w.cols = sh->dim;
+    w.row_stride = ggml_row_size(w.type, w.cols);
+    return (n * sh->n_expert + 3 * nk
+            + nk * (2 * (uint64_t) sh->dim + 2 * (uint64_t) sh->expert_ff))
+           * sizeof(float)
+           + llm_act_size(&w, (int) nk) * 2;
+}
+
+
 /*
  * backend_cpu.c cpu_rank_create, per rank, floats: x, xb (n, dim); q, att
  * (n, q_dim); k, v (n, kv_dim); hb, hb2 (n, hidden); scores (threads,
  * ATT_G * context); kvbuf (threads, 2 * head_dim); the row-split partials
- * (slices, n, dim); plus act_buf. The scheduler: logits (max_num_seqs,
+ * (slices, n, dim); plus act_buf; a MoE's scratch (plan_cpu_moe). The scheduler: logits (max_num_seqs,
  * vocab) floats; the block manager ~ 7 ints and a token block per block.
  */
 static uint64_t
@@ -157,6 +183,7 @@ plan_cpu_workspace(const llm_plan_shape *sh, const llm_plan_options *o,
          + n * sh->dim * (tp > 1 ? 2 : 1);
 
     return fl * sizeof(float) + plan_cpu_act(sh, (int) n)
+           + plan_cpu_moe(sh, n)
            + (uint64_t) o->max_num_seqs * sh->vocab_size * sizeof(float)
            + (uint64_t) kv_blocks * (7 * sizeof(int32_t) + 8
                                      + o->kv_block_size * sizeof(int32_t));

@@ -41,6 +41,7 @@ typedef struct {
     int          hidden_dim;       /* intermediate size */
     int          n_expert;         /* MoE: experts per layer (0: dense) */
     int          expert_ff;        /* MoE: an expert's intermediate size */
+    int          n_expert_used;    /* MoE: experts per token (top-k) */
     int          vocab_size;
     int          max_seq_len;      /* the model's context length */
     int          tied_output;      /* lm_head is the embedding */

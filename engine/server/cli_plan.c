@@ -229,6 +229,7 @@ plan_shape_config(plan_args *a)
     a->sh.hidden_dim = m.cfg.hidden_dim;
     a->sh.n_expert = m.cfg.n_expert;
     a->sh.expert_ff = m.cfg.expert_ff;
+    a->sh.n_expert_used = m.cfg.n_expert_used;
     a->sh.vocab_size = m.cfg.vocab_size;
     a->sh.max_seq_len = m.cfg.max_seq_len;
     a->sh.tied_output = m.cfg.tied_output;

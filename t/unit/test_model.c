@@ -18,6 +18,7 @@
 #include "attention.h"
 #include "isa.h"
 #include "backend/backend.h"
+#include "activation.h"
 #include "backend/moe_cpu.h"
 #include "model/kv.h"
 #include "model/model.h"
@@ -1162,6 +1163,132 @@ test_cli(void)
 }
 
 
+/* one MoE step of layer 0 through llm_moe_cpu_experts: the router's
+ * logits, qwen3moe's routing, the experts with ew's biases */
+static int
+moe_step(llm_moe_cpu *mc, llm_threadpool *tp, const llm_model *m, float *x,
+    const float *xb, int n, const llm_moe_weights *ew)
+{
+    int  t, k = mc->k;
+
+    if (llm_matmul(tp, mc->logits, xb, n, &m->layers[0].router) != 0) {
+        return -1;
+    }
+    for (t = 0; t < n; t++) {
+        llm_moe_route(mc->logits + (size_t) t * mc->n_expert, mc->n_expert,
+                      k, mc->norm, mc->sel + t * k, mc->weight + t * k);
+    }
+    return llm_moe_cpu_experts(mc, x, xb, n, ew);
+}
+
+
+/*
+ * One MoE layer of the model at path, straight through llm_moe_cpu: a
+ * step of 48 tokens whose inputs repeat 5 vectors (so every routed expert
+ * gets many tokens, several experts the same ones) plus 8 distinct ones.
+ * The fused job on 4 threads (row chunks of 16: several items per
+ * expert, threads waiting on each other) == each token alone == the
+ * unfused reference, bit for bit. oai: with random expert biases and
+ * gpt-oss's clamped SwiGLU (the interface gpt-oss calls).
+ */
+#define MOE_T  48
+
+static void
+test_moe_shared(const char *path, const char *label, int oai)
+{
+    llm_model        m;
+    llm_moe_cpu      mc;
+    llm_threadpool  *tp = NULL;
+    llm_moe_weights  ew;
+    float           *xb = NULL, *base = NULL, *x1 = NULL, *x2 = NULL;
+    float           *x3 = NULL, *bias = NULL;
+    int              t, i, dim, ff, E, shared = 0, e, rc = 0;
+    uint32_t         r = 12345;
+    char             name[128];
+
+    if (llm_model_load(&m, path, 0, 1) != 0) {
+        ok(0, "%s: load: %s", label, m.err);
+        return;
+    }
+    snprintf(name, sizeof(name), "%s%s", label,
+             oai ? " (biases, clamped SwiGLU)" : "");
+    dim = m.cfg.dim;
+    ff = m.cfg.expert_ff;
+    E = m.cfg.n_expert;
+    tp = llm_threadpool_create(4);
+    xb = malloc(sizeof(float) * MOE_T * dim);
+    base = malloc(sizeof(float) * MOE_T * dim);
+    x1 = malloc(sizeof(float) * MOE_T * dim);
+    x2 = malloc(sizeof(float) * MOE_T * dim);
+    x3 = malloc(sizeof(float) * MOE_T * dim);
+    bias = malloc(sizeof(float) * E * (2 * ff + dim));
+    if (tp == NULL || xb == NULL || base == NULL || x1 == NULL || x2 == NULL
+        || x3 == NULL || bias == NULL
+        || llm_moe_cpu_init(&mc, &m.cfg, MOE_T, tp, 0) != 0)
+    {
+        ok(0, "%s: shared experts: set-up", name);
+        goto done;
+    }
+    for (i = 0; i < MOE_T * dim; i++) {
+        r = r * 1664525u + 1013904223u;
+        base[i] = ((float) (r >> 8) / 16777216.0f - 0.5f) * 0.5f;
+        r = r * 1664525u + 1013904223u;
+        xb[i] = ((float) (r >> 8) / 16777216.0f - 0.5f) * 4.0f;
+    }
+    for (i = 0; i < E * (2 * ff + dim); i++) {
+        r = r * 1664525u + 1013904223u;
+        bias[i] = ((float) (r >> 8) / 16777216.0f - 0.5f) * 0.2f;
+    }
+    for (t = 8; t < MOE_T; t++) {           /* tokens 8.. repeat 0..4 */
+        memcpy(xb + (size_t) t * dim, xb + (size_t) (t % 5) * dim,
+               sizeof(float) * dim);
+    }
+    ew.gate = m.layers[0].exp_gate;
+    ew.up = m.layers[0].exp_up;
+    ew.down = m.layers[0].exp_down;
+    ew.gate_b = oai ? bias : NULL;
+    ew.up_b = oai ? bias + E * ff : NULL;
+    ew.down_b = oai ? bias + 2 * E * ff : NULL;
+    if (oai) {
+        mc.glu = llm_swiglu_oai;
+        mc.glu_ref = llm_swiglu_oai_ref;
+    }
+
+    memcpy(x1, base, sizeof(float) * MOE_T * dim);
+    rc |= moe_step(&mc, tp, &m, x1, xb, MOE_T, &ew);
+    for (e = 0; e < E; e++) {
+        shared += mc.count[e + 1] - mc.count[e] >= 8;
+    }
+    memcpy(x2, base, sizeof(float) * MOE_T * dim);
+    for (t = 0; t < MOE_T; t++) {
+        rc |= moe_step(&mc, tp, &m, x2 + (size_t) t * dim,
+                       xb + (size_t) t * dim, 1, &ew);
+    }
+    mc.fused = 0;
+    memcpy(x3, base, sizeof(float) * MOE_T * dim);
+    rc |= moe_step(&mc, tp, &m, x3, xb, MOE_T, &ew);
+    ok(rc == 0 && shared >= 2, "%s: %d experts got >= 8 of the step's "
+       "%d tokens", name, shared, MOE_T);
+    ok(memcmp(x1, x2, sizeof(float) * MOE_T * dim) == 0,
+       "%s: a step whose tokens share experts (fused, 4 threads) == each "
+       "token alone, bit for bit", name);
+    ok(memcmp(x1, x3, sizeof(float) * MOE_T * dim) == 0,
+       "%s: fused == unfused (three matmuls per expert), bit for bit",
+       name);
+    llm_moe_cpu_free(&mc);
+
+done:
+    free(xb);
+    free(base);
+    free(x1);
+    free(x2);
+    free(x3);
+    free(bias);
+    llm_threadpool_free(tp);
+    llm_model_free(&m);
+}
+
+
 /* batched == unbatched on the tiny qwen3moe requantized to `type` by
  * our quantizer: experts in their own blocks through the packed kernels */
 static void
@@ -1185,6 +1312,7 @@ test_moe_quantized(const char *type)
     }
     snprintf(label, sizeof(label), "qwen3moe GGUF %s", type);
     test_batch_invariance(path, label);
+    test_moe_shared(path, label, 0);
     unlink(path);
 }
 
@@ -1228,6 +1356,12 @@ main(void)
                           "qwen3moe HF BF16");
     test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
                           "qwen3moe nonorm GGUF F32");
+    test_moe_shared("t/data/models/hf-qwen3moe.gguf", "qwen3moe GGUF BF16",
+                    0);
+    test_moe_shared("t/data/models/hf-qwen3moe.gguf", "qwen3moe GGUF BF16",
+                    1);
+    test_moe_shared("t/data/models/hf-qwen3moe-nonorm.gguf",
+                    "qwen3moe nonorm GGUF F32", 0);
     test_moe_quantized("Q8_0");
     test_moe_quantized("Q4_0");
     test_long_context(path, "tiny260K f16", 3);
