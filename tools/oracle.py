@@ -885,7 +885,7 @@ HF_MODELS = [
         # (*_blocks, *_scales), so both formats hold the same values.
         # Harmony's special tokens on the qwen2 vocabulary (o200k is in no
         # fixture), the published gpt-oss template
-        "name": "hf-gptoss", "arch": "gpt_oss", "seed": 19,
+        "name": "hf-gptoss", "arch": "gpt_oss", "seed": 20,
         "tokenizer": "qwen2-bpe", "keep": 600,
         "specials": ["<|endoftext|>", "<|return|>", "<|constrain|>",
                      "<|channel|>", "<|start|>", "<|end|>", "<|message|>",
@@ -1057,7 +1057,7 @@ def hf_init_weights(model, spec):
             elif "norm" in name:
                 v = 1.0 + 0.1 * r
             elif name.endswith("sinks"):
-                v = 2.0 + r             # gpt-oss: comparable to the scores
+                v = 4.0 + 2.0 * r       # gpt-oss: comparable to the scores
             elif name.endswith(".bias") or name.endswith("_proj_bias"):
                 v = 0.5 * r
             elif name.endswith("experts.gate_up_proj"):

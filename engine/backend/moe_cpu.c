@@ -46,7 +46,8 @@ llm_moe_cpu_init(llm_moe_cpu *mc, const llm_config *cfg, int max_tokens,
     mc->k = cfg->n_expert_used;
     mc->ff = cfg->expert_ff;
     mc->norm = cfg->expert_norm;
-    mc->gpt_oss = cfg->gpt_oss;
+    mc->topk_softmax = cfg->router_topk_softmax;
+    mc->swiglu_oai = cfg->swiglu_oai;
     mc->logits = malloc(sizeof(float) * n * cfg->n_expert);
     mc->sel = malloc(sizeof(int32_t) * nk);
     mc->weight = malloc(sizeof(float) * nk);
@@ -188,7 +189,7 @@ add_bias(float *y, const float *b, int rows, size_t n)
 static void
 activate(const llm_moe_cpu *mc, float *g, const float *u, size_t n)
 {
-    if (mc->gpt_oss) {
+    if (mc->swiglu_oai) {
         (mc->exact ? llm_swiglu_oai_ref : llm_swiglu_oai)(g, u, n);
     } else {
         (mc->exact ? llm_swiglu_ref : llm_swiglu)(g, u, n);
@@ -236,7 +237,7 @@ llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
     for (t = 0; t < n; t++) {
         const float *lt = mc->logits + (size_t) t * mc->n_expert;
 
-        if (mc->gpt_oss) {
+        if (mc->topk_softmax) {
             llm_moe_route_topk_softmax(lt, mc->n_expert, k,
                                        mc->sel + t * k, mc->weight + t * k);
         } else {

@@ -36,8 +36,8 @@ typedef struct {
     int              k;          /* experts per token */
     int              ff;         /* expert hidden size */
     int              norm;       /* renormalise the top-k weights */
-    int              gpt_oss;    /* router and expert biases, top-k then
-                                    softmax, clamped SwiGLU */
+    int              topk_softmax;  /* gpt-oss: top-k, then softmax */
+    int              swiglu_oai;    /* gpt-oss: the clamped SwiGLU */
     /* scratch for max_tokens tokens */
     float           *logits;     /* (n, n_expert) router logits */
     int32_t         *sel;        /* (n, k) experts, top-k order */

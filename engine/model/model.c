@@ -134,7 +134,7 @@ read_arch(llm_model *m)
         return 0;
     }
     if (llm_gpt_oss_arch(c->arch)) {
-        c->gpt_oss = 1;
+        c->gpt_oss = c->router_topk_softmax = c->swiglu_oai = 1;
         c->qkv_bias = 1;
         c->rope_neox = 1;
         return 0;
@@ -1040,7 +1040,7 @@ hf_arch(llm_model *m, const cJSON *root)
     if (strcmp(c->arch, "qwen2") == 0) {
         c->qkv_bias = 1;
     } else if (llm_gpt_oss_arch(c->arch)) {
-        c->gpt_oss = 1;
+        c->gpt_oss = c->router_topk_softmax = c->swiglu_oai = 1;
         c->qkv_bias = 1;      /* and o_proj's bias (gpt_oss.c) */
     } else if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;

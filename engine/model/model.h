@@ -114,10 +114,12 @@ typedef struct {
     int       expert_ff;           /* expert_feed_forward_length */
     int       expert_norm;         /* renormalise the top-k weights to sum
                                       1 (HF norm_topk_prob) */
-    /* gpt-oss (model/gpt_oss.h): attention sinks and an output bias;
-       router bias, softmax over the top-k logits only, experts with
-       biases and the clamped SwiGLU (activation.h) */
+    /* gpt-oss (model/gpt_oss.h): attention sinks, an output bias,
+       router and expert biases (the layer's views), and: */
     int       gpt_oss;
+    int       router_topk_softmax; /* softmax over the top-k logits only */
+    int       swiglu_oai;          /* experts' clamped SwiGLU
+                                      (activation.h) */
     /* embedders (model/pool.h, pool_config.c): LLM_POOL_NONE for a
        generation model */
     int       pooling;             /* enum llm_pool_type */
