@@ -7,7 +7,7 @@
  *          llm_model_weight_bytes, llm_model_rope_inv_freq,
  *          llm_model_rope_inv_freq_local, llm_config_layer_window,
  *          llm_model_tokenizer, llm_model_chat_template,
- *          llm_hf_chat_template
+ *          llm_hf_chat_template, llm_model_own
  */
 #include "format/hf_config.h"
 #include "model/gpt_oss.h"
