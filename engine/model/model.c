@@ -1049,7 +1049,8 @@ hf_arch(llm_model *m, const cJSON *root)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
                           "supported (llama, mistral, qwen2, qwen3, "
-                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)", c->arch);
+                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)",
+                          c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)

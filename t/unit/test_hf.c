@@ -457,7 +457,8 @@ test_refusals(const char *tmp)
                       "{\"quant_method\":\"fp8\"}",
                       "quantization_config other than mxfp4");
     expect_refusal_of(MODELS "/hf-gptoss", dir, "num_local_experts", "4",
-                      "mlp.experts.gate_up_blocks': expected U8 of shape");
+                      "mlp.experts.gate_up_proj_blocks': expected U8 of "
+                      "shape");
     /* transformers' unquantized experts (E, dim, 2ff): refused by name */
     if (make_variant(dir, MODELS "/hf-gptoss", "model_type", "\"gpt_oss\"")
         == 0)
