@@ -54,6 +54,9 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     n = m->hf ? (uint64_t) m->n_hf_tensors : m->gguf.n_tensors;
 
     for (i = 0; i < n; i++) {
+        if (strstr(tensors[i].name, ".hf.") != NULL) {
+            continue;   /* gpt-oss's raw HF experts: counted repacked */
+        }
         sh->weight_bytes += tensors[i].nbytes;
         if (plan_replicated(tensors[i].name)) {
             sh->replicated_bytes += tensors[i].nbytes;
