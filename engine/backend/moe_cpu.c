@@ -66,8 +66,9 @@ llm_moe_cpu_init(llm_moe_cpu *mc, const llm_config *cfg, int max_tokens,
     mc->ff = cfg->expert_ff;
     mc->norm = cfg->expert_norm;
     mc->fused = 1;
-    mc->glu = llm_swiglu;
-    mc->glu_ref = llm_swiglu_ref;
+    mc->topk_softmax = cfg->router_topk_softmax;
+    mc->glu = cfg->swiglu_oai ? llm_swiglu_oai : llm_swiglu;
+    mc->glu_ref = cfg->swiglu_oai ? llm_swiglu_oai_ref : llm_swiglu_ref;
     mc->logits = malloc(sizeof(float) * n * cfg->n_expert);
     mc->sel = malloc(sizeof(int32_t) * nk);
     mc->weight = malloc(sizeof(float) * nk);
@@ -549,15 +550,24 @@ llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
     const llm_layer *l)
 {
     llm_moe_weights  ew = { l->exp_gate, l->exp_up, l->exp_down,
-                            NULL, NULL, NULL };
+                            l->exp_gate_b, l->exp_up_b, l->exp_down_b };
     int              t, k = mc->k;
 
     if (mm(mc, mc->logits, xb, n, &l->router) != 0) {
         return -1;
     }
+    /* gpt-oss: the router's bias, then softmax over the top k */
+    add_bias(mc->logits, mc->n_expert, n, l->router_b, 0, mc->n_expert);
     for (t = 0; t < n; t++) {
-        llm_moe_route(mc->logits + (size_t) t * mc->n_expert, mc->n_expert,
-                      k, mc->norm, mc->sel + t * k, mc->weight + t * k);
+        const float  *lt = mc->logits + (size_t) t * mc->n_expert;
+
+        if (mc->topk_softmax) {
+            llm_moe_route_topk_softmax(lt, mc->n_expert, k, mc->sel + t * k,
+                                       mc->weight + t * k);
+        } else {
+            llm_moe_route(lt, mc->n_expert, k, mc->norm, mc->sel + t * k,
+                          mc->weight + t * k);
+        }
     }
     return llm_moe_cpu_experts(mc, x, xb, n, &ew);
 }

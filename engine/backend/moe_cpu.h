@@ -23,12 +23,12 @@
  * unbatched, and a step whose tokens share their experts == each alone ==
  * the unfused reference).
  *
- * For another router (gpt-oss): fill mc->sel and mc->weight (n, k) for the
- * step's n tokens (experts in the order their outputs are to be summed),
- * set mc->glu and mc->glu_ref (llm_swiglu_oai, llm_swiglu_oai_ref) once
- * after llm_moe_cpu_init, call llm_moe_cpu_experts with the experts'
- * biases in llm_moe_weights (each added to its matmul's output row before
- * the GLU, or to the expert's output before the weighted sum).
+ * gpt-oss (cfg router_topk_softmax, swiglu_oai): llm_moe_cpu_forward adds
+ * the router's bias, routes by softmax over the top k, passes the
+ * experts' biases (each added to its matmul's output row before the GLU,
+ * or to the expert's output before the weighted sum) and runs the clamped
+ * SwiGLU (llm_swiglu_oai) as the GLU. Another router may fill mc->sel and
+ * mc->weight (n, k) itself and call llm_moe_cpu_experts.
  *
  * defines: llm_moe_cpu, llm_moe_weights, llm_moe_cpu_init,
  *          llm_moe_cpu_free, llm_moe_cpu_forward, llm_moe_cpu_experts,
@@ -68,6 +68,7 @@ typedef struct {
     int              norm;       /* renormalise the top-k weights */
     int              fused;      /* 1: one pool job (default); 0: three
                                     llm_matmul per expert (tests) */
+    int              topk_softmax;  /* gpt-oss: top-k, then softmax */
     /* gate = glu(gate, up), elementwise: llm_swiglu by default */
     void           (*glu)(float *gate, const float *up, size_t n);
     void           (*glu_ref)(float *gate, const float *up, size_t n);
