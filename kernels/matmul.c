@@ -228,14 +228,27 @@ static int
 packed_q(uint32_t type, const uint8_t *blk, int l, int j)
 {
     const uint8_t *q;
+    int n;
 
     if (type == GGML_TYPE_Q8_0) {
         q = blk + 32 + 64 * (j / 4) + 4 * l + j % 4;
         return (int) *q - 128;
     }
-    q = blk + (type == GGML_TYPE_Q4_1 ? 64 : 32) + 64 * ((j % 16) / 4)
-        + 4 * l + j % 4;
-    return (j < 16 ? *q & 0xf : *q >> 4) - (type == GGML_TYPE_Q4_0 ? 8 : 0);
+    q = blk + llm_pack_quants_at(type) + 64 * ((j % 16) / 4) + 4 * l + j % 4;
+    n = j < 16 ? *q & 0xf : *q >> 4;
+    switch (type) {
+    case GGML_TYPE_Q4_0:
+        return n - 8;
+    case GGML_TYPE_Q5_0:
+        /* fifth bit: bit 4l + j % 4 of the byte mask of vector j / 4 */
+        n |= (blk[32 + 8 * (j / 4) + (4 * l + j % 4) / 8]
+              >> ((4 * l + j % 4) % 8) & 1) << 4;
+        return n - 16;
+    case GGML_TYPE_IQ4_NL:
+        return llm_kvalues_iq4nl[n];
+    default: /* Q4_1 */
+        return n;
+    }
 }
 
 
@@ -304,11 +317,26 @@ tile_q8_0p(const llm_tile *t)
 }
 
 
+static void
+tile_q5_0p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_Q5_0, t);
+}
+
+
+static void
+tile_iq4_nlp(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_IQ4_NL, t);
+}
+
+
 const llm_kernel_set llm_kernels_scalar = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
-    .q8_0p = tile_q8_0p, .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
+    .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
+    .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
     .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
 };
@@ -327,6 +355,8 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q4_0: return set->q4_0p;
     case GGML_TYPE_Q4_1: return set->q4_1p;
     case GGML_TYPE_Q8_0: return set->q8_0p;
+    case GGML_TYPE_Q5_0: return set->q5_0p;
+    case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
     default:             return NULL;
     }
 }
@@ -682,8 +712,9 @@ act_threads(const matmul_job *job, llm_threadpool *tp)
 static size_t
 pack_tmp_size(const matmul_job *job)
 {
-    if (job->act_type != GGML_TYPE_Q8_0 || llm_is_q32x(job->w->type)
-        || (job->set->q32_pack == NULL && !job->w->pack))
+    if (job->act_type != GGML_TYPE_Q8_0
+        || (!job->w->pack && (llm_is_q32x(job->w->type)
+                              || job->set->q32_pack == NULL)))
     {
         return 0;
     }

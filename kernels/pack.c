@@ -1,6 +1,6 @@
 /*
- * Packed weights (tensor.h, llm_pack): 16 rows of a Q4_0, Q4_1 or Q8_0
- * matrix interleaved block by block, made once when a backend loads the
+ * Packed weights (tensor.h, llm_pack): 16 rows of a Q4_0, Q4_1, Q8_0, Q5_0
+ * or IQ4_NL matrix interleaved block by block, made once when a backend loads the
  * model (the kernels that read them: matmul.c's scalar ones, the
  * canonical order of simd.h, and simd_avx512.c's).
  *
@@ -9,8 +9,15 @@
  *   Q4_0:  d[16] f16 | q[4][16] dwords                   (32 + 256 bytes)
  *   Q4_1:  d[16] f16 | m[16] f16 | q[4][16] dwords       (64 + 256)
  *   Q8_0:  d[16] f16 | q[8][16] dwords, bytes w + 128    (32 + 512)
+ *   Q5_0:  d[16] f16 | hm[8] u64 | q[4][16] dwords       (32 + 64 + 256)
+ *   IQ4_NL: as Q4_0 (the nibbles index llm_kvalues_iq4nl)
  * q[k][l] holds bytes 4k..4k+3 of row l's quants as stored in GGUF (for
  * the 4-bit types: low nibbles elements 4k.., high nibbles 16 + 4k..).
+ * Q5_0's fifth bits are regrouped as the kernels use them: byte e of
+ * row l in quant vector k (k < 4: low nibbles, else high) is element
+ * 4k + e, and bit 4l + e of hm[k] is that element's fifth bit, so hm[k]
+ * is the 64-bit byte mask that puts 16 into vector k. Every layout takes
+ * the bytes of the rows it packs (16 times the block).
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +36,8 @@ llm_pack_useful(const llm_tensor *w)
 {
     return w->pack == 0 && llm_kernels_isa() == LLM_ISA_AVX512
            && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_1
-               || w->type == GGML_TYPE_Q8_0);
+               || w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q5_0
+               || w->type == GGML_TYPE_IQ4_NL);
 }
 
 
@@ -44,10 +52,28 @@ llm_pack_size(const llm_tensor *w)
 
 
 /* bytes before the quants in a packed block */
-static size_t
-quants_at(uint32_t type)
+size_t
+llm_pack_quants_at(uint32_t type)
 {
-    return type == GGML_TYPE_Q4_1 ? 64 : 32;
+    return type == GGML_TYPE_Q4_1 ? 64 : (type == GGML_TYPE_Q5_0 ? 96 : 32);
+}
+
+
+/* Q5_0's fifth bits of row l (qh as stored) into hm (pack.c's layout) */
+static void
+pack_qh(const uint8_t *qh4, int l, uint8_t *hm)
+{
+    uint32_t qh;
+
+    memcpy(&qh, qh4, 4);
+    for (int k = 0; k < 8; k++) {
+        for (int e = 0; e < 4; e++) {
+            if (qh >> (4 * k + e) & 1) {
+                hm[8 * k + (4 * l + e) / 8] |= (uint8_t) (1u << ((4 * l + e)
+                                                               % 8));
+            }
+        }
+    }
 }
 
 
@@ -56,7 +82,7 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
 {
     int       nb = w->cols / LLM_QK, g, b, l, k, r;
     size_t    bb = llm_quant_block_bytes(w->type);
-    size_t    pb = llm_pack_block_bytes(bb), qa = quants_at(w->type);
+    size_t    pb = llm_pack_block_bytes(bb), qa = llm_pack_quants_at(w->type);
     int       n_dw = w->type == GGML_TYPE_Q8_0 ? 8 : 4;
     uint8_t  *p = dst;
 
@@ -74,7 +100,11 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
                 if (w->type == GGML_TYPE_Q4_1) {
                     memcpy(p + 32 + 2 * l, src + 2, 2);           /* m */
                 }
-                const uint8_t *qs = src + (w->type == GGML_TYPE_Q4_1 ? 4 : 2);
+                if (w->type == GGML_TYPE_Q5_0) {
+                    pack_qh(src + 2, l, p + 32);
+                }
+                const uint8_t *qs = src + (w->type == GGML_TYPE_Q4_1 ? 4
+                                    : (w->type == GGML_TYPE_Q5_0 ? 6 : 2));
                 for (k = 0; k < n_dw; k++) {
                     uint8_t *q = p + qa + 64 * k + 4 * l;
                     memcpy(q, qs + 4 * k, 4);

@@ -50,7 +50,7 @@ typedef struct {
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
-    llm_tile_fn     q4_0p, q4_1p, q8_0p;
+    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
@@ -58,8 +58,9 @@ typedef struct {
 } llm_kernel_set;
 
 /* one activation block for packed weights: q8a's values, and the exact
- * sum of qs (Q4_0 and Q8_0 quants are unsigned w + 8, w + 128: the
- * kernels subtract 8 or 128 times it) */
+ * sum of qs (Q4_0, Q5_0, Q8_0 quants are unsigned w + 8, w + 16,
+ * w + 128, IQ4_NL's values + 128: the kernels subtract 8, 16 or 128
+ * times it) */
 typedef struct {
     int8_t    qs[32];
     float     d;
@@ -76,6 +77,9 @@ llm_pack_block_bytes(uint32_t type_bytes)
 {
     return (size_t) 16 * type_bytes;
 }
+
+/* pack.c: bytes before the quants in a packed block of type */
+size_t llm_pack_quants_at(uint32_t type);
 
 /* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
  * set lays out their activations its own way) */

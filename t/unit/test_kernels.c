@@ -1088,6 +1088,7 @@ main(void)
     static const uint32_t types[] = {
         GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+        GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL,
     };
     llm_threadpool *pools[3];
 
