@@ -108,28 +108,49 @@ dot_q32(uint32_t type, int n, const uint8_t *w, const llm_block_q8a *x)
 }
 
 
+/* a Q4_K super-block's exact integers against a q8k block: the scaled
+ * sums and the min sum */
+static void
+q4_K_ints(const llm_block_q4_K *w, const llm_block_q8k *x, int *isum,
+    int *imin)
+{
+    *isum = 0;
+    *imin = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m, g = 0;
+        const uint8_t *q = w->qs + 32 * (j / 2);
+        const int8_t *xq = x->qs + 32 * j;
+        llm_q4k_scale_min(w->scales, j, &sc, &m);
+        for (int l = 0; l < 32; l++) {
+            g += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * xq[l];
+        }
+        *isum += sc * g;
+        *imin += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    }
+}
+
+
+/* acc after one super-block (the reference's two fmaf) */
+static float
+q4_K_step(const llm_block_q4_K *w, const llm_block_q8k *x, float acc)
+{
+    int isum, imin;
+
+    q4_K_ints(w, x, &isum, &imin);
+    float dd = llm_fp16_to_fp32(w->d) * x->d;
+    float dm = llm_fp16_to_fp32(w->dmin) * x->d;
+    acc = fmaf(dd, (float) isum, acc);
+    return fmaf(-dm, (float) imin, acc);
+}
+
+
 static float
 dot_q4_K(int n, const llm_block_q4_K *w, const llm_block_q8k *x)
 {
     float acc = 0.0f;
 
     for (int b = 0; b < n / LLM_QK_K; b++) {
-        int isum = 0, imin = 0;
-        for (int j = 0; j < 8; j++) {
-            int sc, m, g = 0;
-            const uint8_t *q = w[b].qs + 32 * (j / 2);
-            const int8_t *xq = x[b].qs + 32 * j;
-            llm_q4k_scale_min(w[b].scales, j, &sc, &m);
-            for (int l = 0; l < 32; l++) {
-                g += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * xq[l];
-            }
-            isum += sc * g;
-            imin += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-        }
-        float dd = llm_fp16_to_fp32(w[b].d) * x[b].d;
-        float dm = llm_fp16_to_fp32(w[b].dmin) * x[b].d;
-        acc = fmaf(dd, (float) isum, acc);
-        acc = fmaf(-dm, (float) imin, acc);
+        acc = q4_K_step(&w[b], &x[b], acc);
     }
     return acc;
 }
@@ -296,6 +317,45 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
 }
 
 
+/* row l of a packed Q4_K super-block (pack.c) as stored in GGUF */
+static void
+packed_q4_K_row(const uint8_t *blk, int l, llm_block_q4_K *b)
+{
+    memcpy(&b->d, blk + 2 * l, 2);
+    memcpy(&b->dmin, blk + 32 + 2 * l, 2);
+    for (int k = 0; k < 3; k++) {
+        memcpy(b->scales + 4 * k, blk + LLM_PACK_Q4K_SC + 64 * k + 4 * l, 4);
+    }
+    for (int k = 0; k < 32; k++) {
+        memcpy(b->qs + 4 * k, blk + LLM_PACK_Q4K_QS + 64 * k + 4 * l, 4);
+    }
+}
+
+
+static void
+tile_q4_Kp(const llm_tile *t)
+{
+    int      nb = t->n / LLM_QK_K;
+    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q4_K));
+    llm_block_q4_K blk;
+
+    for (int r = 0; r < t->n_w; r++) {
+        int l = r % LLM_PACK_ROWS;
+        const uint8_t *w = t->w + (size_t) (r / LLM_PACK_ROWS) * t->w_stride;
+        for (int i = 0; i < t->n_x; i++) {
+            const llm_block_q8k *x = (const llm_block_q8k *)
+                                     (t->act + i * t->act_stride);
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                packed_q4_K_row(w + b * pb, l, &blk);
+                acc = q4_K_step(&blk, &x[b], acc);
+            }
+            t->out[i * t->ld_out + r] = acc;
+        }
+    }
+}
+
+
 static void
 tile_q4_0p(const llm_tile *t)
 {
@@ -336,6 +396,7 @@ const llm_kernel_set llm_kernels_scalar = {
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
     .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
+    .q4_Kp = tile_q4_Kp,
     .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
     .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
@@ -357,6 +418,7 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q8_0: return set->q8_0p;
     case GGML_TYPE_Q5_0: return set->q5_0p;
     case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
+    case GGML_TYPE_Q4_K: return set->q4_Kp;
     default:             return NULL;
     }
 }
@@ -436,7 +498,7 @@ llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)
                  "columns, not %d", ggml_type_name(w->type), blk, w->cols);
         return -1;
     }
-    if (w->pack != 0 && (w->pack != LLM_PACK_ROWS || blk != LLM_QK
+    if (w->pack != 0 && (w->pack != LLM_PACK_ROWS
                          || pick_packed(&llm_kernels_scalar, w->type) == NULL))
     {
         snprintf(err, err_len, "a %s matrix cannot be packed by %d rows",

@@ -16,8 +16,15 @@
  * Q5_0's fifth bits are regrouped as the kernels use them: byte e of
  * row l in quant vector k (k < 4: low nibbles, else high) is element
  * 4k + e, and bit 4l + e of hm[k] is that element's fifth bit, so hm[k]
- * is the 64-bit byte mask that puts 16 into vector k. Every layout takes
- * the bytes of the rows it packs (16 times the block).
+ * is the 64-bit byte mask that puts 16 into vector k.
+ *
+ * Q4_K, per super-block of a group of 16 rows (16 x 144 bytes):
+ *   d[16] f16 | dmin[16] f16 | sc[3][16] dwords | q[32][16] dwords
+ *   (32 + 32 + 192 + 2048)
+ * sc[t][l]: bytes 4t..4t+3 of row l's 12 scale bytes as stored; q[k][l]:
+ * bytes 4k..4k+3 of row l's 128 quant bytes (low nibbles: sub-block
+ * 2 (k / 8), high nibbles: the next one, elements 4 (k % 8) ..).
+ * Every layout takes the bytes of the rows it packs (16 times the block).
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +44,7 @@ llm_pack_useful(const llm_tensor *w)
     return w->pack == 0 && llm_kernels_isa() == LLM_ISA_AVX512
            && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_1
                || w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q5_0
-               || w->type == GGML_TYPE_IQ4_NL);
+               || w->type == GGML_TYPE_IQ4_NL || w->type == GGML_TYPE_Q4_K);
 }
 
 
@@ -46,7 +53,7 @@ llm_pack_size(const llm_tensor *w)
 {
     size_t groups = (size_t) (w->rows + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS;
 
-    return groups * (size_t) (w->cols / LLM_QK)
+    return groups * (size_t) (w->cols / llm_quant_block(w->type))
            * llm_pack_block_bytes(llm_quant_block_bytes(w->type));
 }
 
@@ -77,16 +84,48 @@ pack_qh(const uint8_t *qh4, int l, uint8_t *hm)
 }
 
 
-void
-llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
+/* Q4_K: the layout above */
+static void
+pack_q4_K(const llm_tensor *w, uint8_t *p)
+{
+    int      nb = w->cols / LLM_QK_K, g, b, l, k, r;
+    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q4_K));
+
+    for (g = 0; g * LLM_PACK_ROWS < w->rows; g++) {
+        for (b = 0; b < nb; b++, p += pb) {
+            for (l = 0; l < LLM_PACK_ROWS; l++) {
+                r = g * LLM_PACK_ROWS + l;
+                if (r >= w->rows) {
+                    break;
+                }
+                const llm_block_q4_K *src = (const llm_block_q4_K *)
+                    ((const uint8_t *) w->data + (size_t) r * w->row_stride)
+                    + b;
+                memcpy(p + 2 * l, &src->d, 2);
+                memcpy(p + 32 + 2 * l, &src->dmin, 2);
+                for (k = 0; k < 3; k++) {
+                    memcpy(p + LLM_PACK_Q4K_SC + 64 * k + 4 * l,
+                           src->scales + 4 * k, 4);
+                }
+                for (k = 0; k < 32; k++) {
+                    memcpy(p + LLM_PACK_Q4K_QS + 64 * k + 4 * l,
+                           src->qs + 4 * k, 4);
+                }
+            }
+        }
+    }
+}
+
+
+/* the 32-element types: the layouts above */
+static void
+pack_q32(const llm_tensor *w, uint8_t *p)
 {
     int       nb = w->cols / LLM_QK, g, b, l, k, r;
     size_t    bb = llm_quant_block_bytes(w->type);
     size_t    pb = llm_pack_block_bytes(bb), qa = llm_pack_quants_at(w->type);
     int       n_dw = w->type == GGML_TYPE_Q8_0 ? 8 : 4;
-    uint8_t  *p = dst;
 
-    memset(dst, 0, llm_pack_size(w));
     for (g = 0; g * LLM_PACK_ROWS < w->rows; g++) {
         for (b = 0; b < nb; b++, p += pb) {
             for (l = 0; l < LLM_PACK_ROWS; l++) {
@@ -117,8 +156,23 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
             }
         }
     }
+}
+
+
+void
+llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
+{
+    int  nb = w->cols / llm_quant_block(w->type);
+
+    memset(dst, 0, llm_pack_size(w));
+    if (w->type == GGML_TYPE_Q4_K) {
+        pack_q4_K(w, dst);
+    } else {
+        pack_q32(w, dst);
+    }
     *out = *w;
     out->data = dst;
     out->pack = LLM_PACK_ROWS;
-    out->row_stride = (size_t) nb * pb;
+    out->row_stride = (size_t) nb
+                      * llm_pack_block_bytes(llm_quant_block_bytes(w->type));
 }

@@ -50,7 +50,7 @@ typedef struct {
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
-    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp;
+    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
@@ -81,6 +81,11 @@ llm_pack_block_bytes(uint32_t type_bytes)
 /* pack.c: bytes before the quants in a packed block of type */
 size_t llm_pack_quants_at(uint32_t type);
 
+/* a packed Q4_K super-block (pack.c): d, dmin, then the scale dwords
+ * and the quant dwords at these offsets */
+#define LLM_PACK_Q4K_SC  64
+#define LLM_PACK_Q4K_QS  256
+
 /* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
  * set lays out their activations its own way) */
 void llm_avx2_tile_q5_0(const llm_tile *t);
@@ -97,6 +102,9 @@ void llm_avx512_tile_q4_K(const llm_tile *t);
 void llm_avx512_tile_q6_K(const llm_tile *t);
 void llm_avx512_tile_q5_0(const llm_tile *t);
 void llm_avx512_tile_iq4_nl(const llm_tile *t);
+
+/* simd_avx512_kp.c: packed K-quants (tensor.h) against plain q8k rows */
+void llm_avx512_tile_q4_Kp(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

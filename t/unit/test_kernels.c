@@ -821,8 +821,10 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     llm_tensor p, v, vp;
     llm_act a;
 
-    if (llm_quant_block(m->type) != LLM_QK) {
-        return;
+    int blk = llm_quant_block(m->type);
+
+    if (blk != LLM_QK && m->type != GGML_TYPE_Q4_K) {
+        return;                                  /* not a packed type */
     }
     on = (size_t) NX_BIG * m->rows;
     x = malloc(sizeof(float) * NX_BIG * m->cols);
@@ -877,16 +879,16 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
        "row ranges: %d runs)", tn, m->rows, m->cols, NX, NX_BIG, runs);
 
     /* a column range of the packed matrix == of the unpacked one */
-    if (m->cols >= 3 * LLM_QK) {
-        v = llm_tensor_cols(&m->t, LLM_QK, m->cols - 2 * LLM_QK);
-        vp = llm_tensor_cols(&p, LLM_QK, m->cols - 2 * LLM_QK);
+    if (m->cols >= 3 * blk) {
+        v = llm_tensor_cols(&m->t, blk, m->cols - 2 * blk);
+        vp = llm_tensor_cols(&p, blk, m->cols - 2 * blk);
         vp = llm_tensor_rows(&vp, 16, m->rows - 16);
         v = llm_tensor_rows(&v, 16, m->rows - 16);
         llm_matmul(pools[1], want, x, 3, &v);
         llm_matmul(pools[1], got, x, 3, &vp);
         ok(memcmp(got, want, sizeof(float) * 3 * v.rows) == 0, "%s packed: "
-           "view of columns %d..%d, rows 16.. == unpacked view", tn, LLM_QK,
-           m->cols - LLM_QK - 1);
+           "view of columns %d..%d, rows 16.. == unpacked view", tn, blk,
+           m->cols - blk - 1);
     }
     free(pd);
     free(buf);
