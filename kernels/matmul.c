@@ -156,28 +156,37 @@ dot_q4_K(int n, const llm_block_q4_K *w, const llm_block_q8k *x)
 }
 
 
+/* acc after one Q6_K super-block */
+static float
+q6_K_step(const llm_block_q6_K *w, const llm_block_q8k *x, float acc)
+{
+    float wf[LLM_QK_K];
+    int isum = 0;
+    /* the integers back from the reference dequantizer with d = 1,
+     * scale 1: exact, small integers */
+    llm_block_q6_K unit = *w;
+
+    unit.d = 0x3c00;                                     /* 1.0 */
+    memset(unit.scales, 1, sizeof(unit.scales));
+    llm_dequant_row(GGML_TYPE_Q6_K, &unit, wf, LLM_QK_K);
+    for (int k = 0; k < 16; k++) {
+        int g = 0;
+        for (int l = 16 * k; l < 16 * k + 16; l++) {
+            g += (int) wf[l] * x->qs[l];
+        }
+        isum += w->scales[k] * g;
+    }
+    return fmaf(llm_fp16_to_fp32(w->d) * x->d, (float) isum, acc);
+}
+
+
 static float
 dot_q6_K(int n, const llm_block_q6_K *w, const llm_block_q8k *x)
 {
     float acc = 0.0f;
-    float wf[LLM_QK_K];
 
     for (int b = 0; b < n / LLM_QK_K; b++) {
-        int isum = 0;
-        /* the integers back from the reference dequantizer with d = 1,
-         * scale 1: exact, small integers */
-        llm_block_q6_K unit = w[b];
-        unit.d = 0x3c00;                                 /* 1.0 */
-        memset(unit.scales, 1, sizeof(unit.scales));
-        llm_dequant_row(GGML_TYPE_Q6_K, &unit, wf, LLM_QK_K);
-        for (int k = 0; k < 16; k++) {
-            int g = 0;
-            for (int l = 16 * k; l < 16 * k + 16; l++) {
-                g += (int) wf[l] * x[b].qs[l];
-            }
-            isum += w[b].scales[k] * g;
-        }
-        acc = fmaf(llm_fp16_to_fp32(w[b].d) * x[b].d, (float) isum, acc);
+        acc = q6_K_step(&w[b], &x[b], acc);
     }
     return acc;
 }
@@ -332,12 +341,32 @@ packed_q4_K_row(const uint8_t *blk, int l, llm_block_q4_K *b)
 }
 
 
+/* row l of a packed Q6_K super-block (pack.c) as stored in GGUF */
 static void
-tile_q4_Kp(const llm_tile *t)
+packed_q6_K_row(const uint8_t *blk, int l, llm_block_q6_K *b)
+{
+    memcpy(&b->d, blk + 2 * l, 2);
+    for (int k = 0; k < 4; k++) {
+        memcpy(b->scales + 4 * k, blk + LLM_PACK_Q6K_SC + 64 * k + 4 * l, 4);
+    }
+    for (int k = 0; k < 32; k++) {
+        memcpy(b->ql + 4 * k, blk + LLM_PACK_Q6K_QL + 64 * k + 4 * l, 4);
+    }
+    for (int k = 0; k < 16; k++) {
+        memcpy(b->qh + 4 * k, blk + LLM_PACK_Q6K_QH + 64 * k + 4 * l, 4);
+    }
+}
+
+
+/* packed K-quants: each row rebuilt block by block, then the reference's
+ * step (dot_q4_K's and dot_q6_K's order) */
+static void
+tile_packed_k(uint32_t type, const llm_tile *t)
 {
     int      nb = t->n / LLM_QK_K;
-    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q4_K));
-    llm_block_q4_K blk;
+    size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
+    llm_block_q4_K b4;
+    llm_block_q6_K b6;
 
     for (int r = 0; r < t->n_w; r++) {
         int l = r % LLM_PACK_ROWS;
@@ -347,12 +376,31 @@ tile_q4_Kp(const llm_tile *t)
                                      (t->act + i * t->act_stride);
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                packed_q4_K_row(w + b * pb, l, &blk);
-                acc = q4_K_step(&blk, &x[b], acc);
+                if (type == GGML_TYPE_Q4_K) {
+                    packed_q4_K_row(w + b * pb, l, &b4);
+                    acc = q4_K_step(&b4, &x[b], acc);
+                } else {
+                    packed_q6_K_row(w + b * pb, l, &b6);
+                    acc = q6_K_step(&b6, &x[b], acc);
+                }
             }
             t->out[i * t->ld_out + r] = acc;
         }
     }
+}
+
+
+static void
+tile_q4_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q4_K, t);
+}
+
+
+static void
+tile_q6_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q6_K, t);
 }
 
 
@@ -396,7 +444,7 @@ const llm_kernel_set llm_kernels_scalar = {
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
     .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
-    .q4_Kp = tile_q4_Kp,
+    .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp,
     .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
     .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
@@ -419,6 +467,7 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q5_0: return set->q5_0p;
     case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
     case GGML_TYPE_Q4_K: return set->q4_Kp;
+    case GGML_TYPE_Q6_K: return set->q6_Kp;
     default:             return NULL;
     }
 }

@@ -24,6 +24,11 @@
  * sc[t][l]: bytes 4t..4t+3 of row l's 12 scale bytes as stored; q[k][l]:
  * bytes 4k..4k+3 of row l's 128 quant bytes (low nibbles: sub-block
  * 2 (k / 8), high nibbles: the next one, elements 4 (k % 8) ..).
+ *
+ * Q6_K, per super-block of a group (16 x 210 bytes):
+ *   d[16] f16 | sc[4][16] dwords | ql[32][16] dwords | qh[16][16] dwords
+ *   (32 + 256 + 2048 + 1024)
+ * each the same 4 bytes of every row's scales, ql, qh as stored.
  * Every layout takes the bytes of the rows it packs (16 times the block).
  */
 #include <math.h>
@@ -44,7 +49,8 @@ llm_pack_useful(const llm_tensor *w)
     return w->pack == 0 && llm_kernels_isa() == LLM_ISA_AVX512
            && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_1
                || w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q5_0
-               || w->type == GGML_TYPE_IQ4_NL || w->type == GGML_TYPE_Q4_K);
+               || w->type == GGML_TYPE_IQ4_NL || w->type == GGML_TYPE_Q4_K
+               || w->type == GGML_TYPE_Q6_K);
 }
 
 
@@ -117,6 +123,42 @@ pack_q4_K(const llm_tensor *w, uint8_t *p)
 }
 
 
+/* Q6_K: the layout above */
+static void
+pack_q6_K(const llm_tensor *w, uint8_t *p)
+{
+    int      nb = w->cols / LLM_QK_K, g, b, l, k, r;
+    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q6_K));
+
+    for (g = 0; g * LLM_PACK_ROWS < w->rows; g++) {
+        for (b = 0; b < nb; b++, p += pb) {
+            for (l = 0; l < LLM_PACK_ROWS; l++) {
+                r = g * LLM_PACK_ROWS + l;
+                if (r >= w->rows) {
+                    break;
+                }
+                const llm_block_q6_K *src = (const llm_block_q6_K *)
+                    ((const uint8_t *) w->data + (size_t) r * w->row_stride)
+                    + b;
+                memcpy(p + 2 * l, &src->d, 2);
+                for (k = 0; k < 4; k++) {
+                    memcpy(p + LLM_PACK_Q6K_SC + 64 * k + 4 * l,
+                           src->scales + 4 * k, 4);
+                }
+                for (k = 0; k < 32; k++) {
+                    memcpy(p + LLM_PACK_Q6K_QL + 64 * k + 4 * l,
+                           src->ql + 4 * k, 4);
+                }
+                for (k = 0; k < 16; k++) {
+                    memcpy(p + LLM_PACK_Q6K_QH + 64 * k + 4 * l,
+                           src->qh + 4 * k, 4);
+                }
+            }
+        }
+    }
+}
+
+
 /* the 32-element types: the layouts above */
 static void
 pack_q32(const llm_tensor *w, uint8_t *p)
@@ -167,6 +209,8 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
     memset(dst, 0, llm_pack_size(w));
     if (w->type == GGML_TYPE_Q4_K) {
         pack_q4_K(w, dst);
+    } else if (w->type == GGML_TYPE_Q6_K) {
+        pack_q6_K(w, dst);
     } else {
         pack_q32(w, dst);
     }

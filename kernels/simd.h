@@ -50,7 +50,8 @@ typedef struct {
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
-    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp;
+    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp,
+                    q6_Kp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
@@ -85,6 +86,10 @@ size_t llm_pack_quants_at(uint32_t type);
  * and the quant dwords at these offsets */
 #define LLM_PACK_Q4K_SC  64
 #define LLM_PACK_Q4K_QS  256
+/* a packed Q6_K super-block: d, then scales, ql, qh dwords */
+#define LLM_PACK_Q6K_SC  32
+#define LLM_PACK_Q6K_QL  288
+#define LLM_PACK_Q6K_QH  2336
 
 /* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
  * set lays out their activations its own way) */
@@ -105,6 +110,7 @@ void llm_avx512_tile_iq4_nl(const llm_tile *t);
 
 /* simd_avx512_kp.c: packed K-quants (tensor.h) against plain q8k rows */
 void llm_avx512_tile_q4_Kp(const llm_tile *t);
+void llm_avx512_tile_q6_Kp(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

@@ -17,7 +17,15 @@
  * quant vector; one activation row (decode) streams the weights in
  * memory order with prefetch.
  *
- * defines: llm_avx512_tile_q4_Kp (simd.h's AVX-512 set)
+ * Q6_K. The same lanes; a quant vector of 64 unsigned bytes q + 32 is
+ * a ql nibble OR-ed with two qh bits moved to bits 4-5 (16-bit shifts and
+ * a byte mask), four such vectors from two ql vectors and one qh vector.
+ * Per sub-block of 16 elements four vpdpbusd and one vpmulld by the
+ * row's int8 scale (sign-extended by 32-bit shifts); the +32 comes off as
+ * 32 times (scales . q8k sums of 16), eight vpdpwssd of int16 pairs.
+ *
+ * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp (simd.h's
+ * AVX-512 set)
  */
 #if defined(__x86_64__)
 
@@ -185,36 +193,161 @@ q4kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
 }
 
 
-/* one group (n_w <= 16 rows) against all the tile's activation rows */
-TGT static void
-q4kp_group(const uint8_t *w, int n_w, const llm_tile *t, int x0, int n_x,
-    int col)
+/* one group of 16 packed Q6_K rows against X <= 4 activation rows */
+TGT static INLINE void
+q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
+    size_t act_stride, float *out, size_t ld_out, __mmask16 rows,
+    const int stream)
 {
-    size_t pb = llm_pack_block_bytes(sizeof(llm_block_q4_K));
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[4];
+
+#pragma GCC unroll 4
+    for (int x = 0; x < X; x++) {
+        acc[x] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t) b * pb;
+        const llm_block_q8k *a[4];
+        __m512i isum[4], ibias[4];
+
+        if (stream) {
+            prefetch_ahead(blk, pb);
+        }
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            a[x] = (const llm_block_q8k *) (act + x * act_stride) + b;
+            isum[x] = ibias[x] = _mm512_setzero_si512();
+        }
+        /* half h (128 elements), sub-blocks 8h + 2c + s (c = 0..3): the
+           elements 32c + 16s .. of the half, dwords m = 4s .. 4s + 3 */
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < 2; s++) {
+                __m512i g[4][4];
+
+#pragma GCC unroll 4
+                for (int x = 0; x < X; x++) {
+                    g[x][0] = g[x][1] = g[x][2] = g[x][3]
+                        = _mm512_setzero_si512();
+                }
+#pragma GCC unroll 4
+                for (int m = 4 * s; m < 4 * s + 4; m++) {
+                    __m512i la = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
+                                                    + 64 * (16 * h + m));
+                    __m512i lb = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
+                                                    + 64 * (16 * h + 8 + m));
+                    __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QH
+                                                    + 64 * (8 * h + m));
+                    __m512i q[4];
+                    q[0] = _mm512_or_si512(_mm512_and_si512(la, m4),
+                               _mm512_and_si512(_mm512_slli_epi16(qh, 4),
+                                                m30));
+                    q[1] = _mm512_or_si512(_mm512_and_si512(lb, m4),
+                               _mm512_and_si512(_mm512_slli_epi16(qh, 2),
+                                                m30));
+                    q[2] = _mm512_or_si512(_mm512_and_si512(
+                               _mm512_srli_epi16(la, 4), m4),
+                               _mm512_and_si512(qh, m30));
+                    q[3] = _mm512_or_si512(_mm512_and_si512(
+                               _mm512_srli_epi16(lb, 4), m4),
+                               _mm512_and_si512(_mm512_srli_epi16(qh, 2),
+                                                m30));
+#pragma GCC unroll 4
+                    for (int x = 0; x < X; x++) {
+                        const int32_t *xq = (const int32_t *) a[x]->qs;
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; c++) {
+                            g[x][c] = _mm512_dpbusd_epi32(g[x][c], q[c],
+                                _mm512_set1_epi32(xq[32 * h + 8 * c + m]));
+                        }
+                    }
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    int k = 8 * h + 2 * c + s;
+                    __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q6K_SC
+                                                   + 64 * (k / 4));
+                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(
+                                     v, 24 - 8 * (k % 4)), 24);
+#pragma GCC unroll 4
+                    for (int x = 0; x < X; x++) {
+                        isum[x] = _mm512_add_epi32(isum[x],
+                                      _mm512_mullo_epi32(g[x][c], sc));
+                    }
+                }
+            }
+        }
+        /* 32 (sum_k sc_k bsums_k): scales 4t, 4t+2 and 4t+1, 4t+3 as
+           int16 pairs against the same pairs of sums */
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q6K_SC + 64 * t);
+            __m512i pe = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+            __m512i po = _mm512_srai_epi16(v, 8);
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                const int16_t *bs = a[x]->bsums + 4 * t;
+                int32_t e = (int32_t) ((uint32_t) (uint16_t) bs[0]
+                                       | (uint32_t) (uint16_t) bs[2] << 16);
+                int32_t o = (int32_t) ((uint32_t) (uint16_t) bs[1]
+                                       | (uint32_t) (uint16_t) bs[3] << 16);
+                ibias[x] = _mm512_dpwssd_epi32(ibias[x], pe,
+                                               _mm512_set1_epi32(e));
+                ibias[x] = _mm512_dpwssd_epi32(ibias[x], po,
+                                               _mm512_set1_epi32(o));
+            }
+        }
+
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            __m512i is = _mm512_sub_epi32(isum[x],
+                                          _mm512_slli_epi32(ibias[x], 5));
+            acc[x] = _mm512_fmadd_ps(_mm512_mul_ps(dw,
+                                                   _mm512_set1_ps(a[x]->d)),
+                                     _mm512_cvtepi32_ps(is), acc[x]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int x = 0; x < X; x++) {
+        _mm512_mask_storeu_ps(out + x * ld_out, rows, acc[x]);
+    }
+}
+
+
+#define KP_X(X, ...)  (q6 ? q6kp_x(X, __VA_ARGS__) : q4kp_x(X, __VA_ARGS__))
+
+/* one group (n_w <= 16 rows) against all the tile's activation rows */
+TGT static INLINE void
+kp_group(const int q6, const uint8_t *w, int n_w, const llm_tile *t, int x0,
+    int n_x, int col)
+{
+    size_t pb = llm_pack_block_bytes(q6 ? sizeof(llm_block_q6_K)
+                                        : sizeof(llm_block_q4_K));
     int nb = t->n / LLM_QK_K, i = x0;
     __mmask16 rows = (__mmask16) ((1u << n_w) - 1);
     const uint8_t *act = t->act + (size_t) x0 * t->act_stride;
     float *out = t->out + (size_t) x0 * t->ld_out + col;
 
     if (n_x == 1) {
-        q4kp_x(1, w, pb, nb, act, t->act_stride, out, t->ld_out, rows, 1);
+        KP_X(1, w, pb, nb, act, t->act_stride, out, t->ld_out, rows, 1);
         return;
     }
     for (i = 0; i + 4 <= n_x; i += 4) {
-        q4kp_x(4, w, pb, nb, act + i * t->act_stride, t->act_stride,
+        KP_X(4, w, pb, nb, act + i * t->act_stride, t->act_stride,
                out + i * t->ld_out, t->ld_out, rows, 0);
     }
     switch (n_x - i) {
     case 3:
-        q4kp_x(3, w, pb, nb, act + i * t->act_stride, t->act_stride,
+        KP_X(3, w, pb, nb, act + i * t->act_stride, t->act_stride,
                out + i * t->ld_out, t->ld_out, rows, 0);
         break;
     case 2:
-        q4kp_x(2, w, pb, nb, act + i * t->act_stride, t->act_stride,
+        KP_X(2, w, pb, nb, act + i * t->act_stride, t->act_stride,
                out + i * t->ld_out, t->ld_out, rows, 0);
         break;
     case 1:
-        q4kp_x(1, w, pb, nb, act + i * t->act_stride, t->act_stride,
+        KP_X(1, w, pb, nb, act + i * t->act_stride, t->act_stride,
                out + i * t->ld_out, t->ld_out, rows, 0);
         break;
     }
@@ -223,17 +356,31 @@ q4kp_group(const uint8_t *w, int n_w, const llm_tile *t, int x0, int n_x,
 
 /* a tile of one or two groups: activation rows 16 at a time through both
  * groups, so they are read from L1 for the second */
-TGT void
-llm_avx512_tile_q4_Kp(const llm_tile *t)
+TGT static INLINE void
+tile_kp(const int q6, const llm_tile *t)
 {
     for (int x0 = 0; x0 < t->n_x; x0 += 16) {
         int nx = t->n_x - x0 < 16 ? t->n_x - x0 : 16;
         for (int g = 0; g * 16 < t->n_w; g++) {
             int nw = t->n_w - 16 * g < 16 ? t->n_w - 16 * g : 16;
-            q4kp_group(t->w + (size_t) g * t->w_stride, nw, t, x0, nx,
-                       16 * g);
+            kp_group(q6, t->w + (size_t) g * t->w_stride, nw, t, x0, nx,
+                     16 * g);
         }
     }
+}
+
+
+TGT void
+llm_avx512_tile_q4_Kp(const llm_tile *t)
+{
+    tile_kp(0, t);
+}
+
+
+TGT void
+llm_avx512_tile_q6_Kp(const llm_tile *t)
+{
+    tile_kp(1, t);
 }
 
 #endif

@@ -823,7 +823,7 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
 
     int blk = llm_quant_block(m->type);
 
-    if (blk != LLM_QK && m->type != GGML_TYPE_Q4_K) {
+    if (blk != LLM_QK && m->type != GGML_TYPE_Q4_K && m->type != GGML_TYPE_Q6_K) {
         return;                                  /* not a packed type */
     }
     on = (size_t) NX_BIG * m->rows;
