@@ -326,38 +326,6 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
 }
 
 
-/* row l of a packed Q4_K super-block (pack.c) as stored in GGUF */
-static void
-packed_q4_K_row(const uint8_t *blk, int l, llm_block_q4_K *b)
-{
-    memcpy(&b->d, blk + 2 * l, 2);
-    memcpy(&b->dmin, blk + 32 + 2 * l, 2);
-    for (int k = 0; k < 3; k++) {
-        memcpy(b->scales + 4 * k, blk + LLM_PACK_Q4K_SC + 64 * k + 4 * l, 4);
-    }
-    for (int k = 0; k < 32; k++) {
-        memcpy(b->qs + 4 * k, blk + LLM_PACK_Q4K_QS + 64 * k + 4 * l, 4);
-    }
-}
-
-
-/* row l of a packed Q6_K super-block (pack.c) as stored in GGUF */
-static void
-packed_q6_K_row(const uint8_t *blk, int l, llm_block_q6_K *b)
-{
-    memcpy(&b->d, blk + 2 * l, 2);
-    for (int k = 0; k < 4; k++) {
-        memcpy(b->scales + 4 * k, blk + LLM_PACK_Q6K_SC + 64 * k + 4 * l, 4);
-    }
-    for (int k = 0; k < 32; k++) {
-        memcpy(b->ql + 4 * k, blk + LLM_PACK_Q6K_QL + 64 * k + 4 * l, 4);
-    }
-    for (int k = 0; k < 16; k++) {
-        memcpy(b->qh + 4 * k, blk + LLM_PACK_Q6K_QH + 64 * k + 4 * l, 4);
-    }
-}
-
-
 /* packed K-quants: each row rebuilt block by block, then the reference's
  * step (dot_q4_K's and dot_q6_K's order) */
 static void
@@ -365,8 +333,7 @@ tile_packed_k(uint32_t type, const llm_tile *t)
 {
     int      nb = t->n / LLM_QK_K;
     size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
-    llm_block_q4_K b4;
-    llm_block_q6_K b6;
+    uint8_t  blk[sizeof(llm_block_q6_K)];          /* the largest */
 
     for (int r = 0; r < t->n_w; r++) {
         int l = r % LLM_PACK_ROWS;
@@ -376,12 +343,13 @@ tile_packed_k(uint32_t type, const llm_tile *t)
                                      (t->act + i * t->act_stride);
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
+                llm_pack_k_row(type, (uint8_t *) w + b * pb, l, blk, 1);
                 if (type == GGML_TYPE_Q4_K) {
-                    packed_q4_K_row(w + b * pb, l, &b4);
-                    acc = q4_K_step(&b4, &x[b], acc);
+                    acc = q4_K_step((const void *) blk, &x[b], acc);
+                } else if (type == GGML_TYPE_Q6_K) {
+                    acc = q6_K_step((const void *) blk, &x[b], acc);
                 } else {
-                    packed_q6_K_row(w + b * pb, l, &b6);
-                    acc = q6_K_step(&b6, &x[b], acc);
+                    acc = llm_dot_qkx_step(type, blk, &x[b], acc);
                 }
             }
             t->out[i * t->ld_out + r] = acc;
@@ -401,6 +369,20 @@ static void
 tile_q6_Kp(const llm_tile *t)
 {
     tile_packed_k(GGML_TYPE_Q6_K, t);
+}
+
+
+static void
+tile_q5_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q5_K, t);
+}
+
+
+static void
+tile_iq4_xsp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_IQ4_XS, t);
 }
 
 
@@ -444,7 +426,8 @@ const llm_kernel_set llm_kernels_scalar = {
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
     .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
-    .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp,
+    .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp, .q5_Kp = tile_q5_Kp,
+    .iq4_xsp = tile_iq4_xsp,
     .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
     .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
@@ -468,6 +451,8 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
     case GGML_TYPE_Q4_K: return set->q4_Kp;
     case GGML_TYPE_Q6_K: return set->q6_Kp;
+    case GGML_TYPE_Q5_K: return set->q5_Kp;
+    case GGML_TYPE_IQ4_XS: return set->iq4_xsp;
     default:             return NULL;
     }
 }

@@ -29,6 +29,13 @@
  *   d[16] f16 | sc[4][16] dwords | ql[32][16] dwords | qh[16][16] dwords
  *   (32 + 256 + 2048 + 1024)
  * each the same 4 bytes of every row's scales, ql, qh as stored.
+ *
+ * Q5_K (16 x 176): Q4_K's, with qh[8][16] dwords before the quants
+ *   d | dmin | sc[3][16] | qh[8][16] | q[32][16]   (32 + 32 + 192 + 512 + 2048)
+ * IQ4_XS (16 x 136):
+ *   d[16] f16 | scales_h[16] u16 | scales_l[16] dwords | q[32][16] dwords
+ *   (32 + 32 + 64 + 2048); q vector k: sub-block k / 4, low nibbles its
+ *   elements 4 (k % 4) .., high nibbles 16 + 4 (k % 4) ..
  * Every layout takes the bytes of the rows it packs (16 times the block).
  */
 #include <math.h>
@@ -50,7 +57,8 @@ llm_pack_useful(const llm_tensor *w)
            && (w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_1
                || w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q5_0
                || w->type == GGML_TYPE_IQ4_NL || w->type == GGML_TYPE_Q4_K
-               || w->type == GGML_TYPE_Q6_K);
+               || w->type == GGML_TYPE_Q6_K || w->type == GGML_TYPE_Q5_K
+               || w->type == GGML_TYPE_IQ4_XS);
 }
 
 
@@ -90,45 +98,78 @@ pack_qh(const uint8_t *qh4, int l, uint8_t *hm)
 }
 
 
-/* Q4_K: the layout above */
-static void
-pack_q4_K(const llm_tensor *w, uint8_t *p)
-{
-    int      nb = w->cols / LLM_QK_K, g, b, l, k, r;
-    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q4_K));
+/* where each part of a super-block goes: per row, `bytes` from `src` in
+ * the GGUF block to `dst` in the packed one, as 2-byte halves (d, dmin,
+ * IQ4_XS's scales_h: row l at dst + 2l) or as dwords (dword k of row l
+ * at dst + 64k + 4l) */
+typedef struct {
+    uint16_t  src, bytes, dst;
+} pack_part;
 
-    for (g = 0; g * LLM_PACK_ROWS < w->rows; g++) {
-        for (b = 0; b < nb; b++, p += pb) {
-            for (l = 0; l < LLM_PACK_ROWS; l++) {
-                r = g * LLM_PACK_ROWS + l;
-                if (r >= w->rows) {
-                    break;
-                }
-                const llm_block_q4_K *src = (const llm_block_q4_K *)
-                    ((const uint8_t *) w->data + (size_t) r * w->row_stride)
-                    + b;
-                memcpy(p + 2 * l, &src->d, 2);
-                memcpy(p + 32 + 2 * l, &src->dmin, 2);
-                for (k = 0; k < 3; k++) {
-                    memcpy(p + LLM_PACK_Q4K_SC + 64 * k + 4 * l,
-                           src->scales + 4 * k, 4);
-                }
-                for (k = 0; k < 32; k++) {
-                    memcpy(p + LLM_PACK_Q4K_QS + 64 * k + 4 * l,
-                           src->qs + 4 * k, 4);
-                }
+static const pack_part parts_q4_K[] = {
+    { 0, 2, 0 }, { 2, 2, 32 }, { 4, 12, LLM_PACK_Q4K_SC },
+    { 16, 128, LLM_PACK_Q4K_QS }, { 0, 0, 0 },
+};
+static const pack_part parts_q5_K[] = {
+    { 0, 2, 0 }, { 2, 2, 32 }, { 4, 12, LLM_PACK_Q4K_SC },
+    { 16, 32, LLM_PACK_Q5K_QH }, { 48, 128, LLM_PACK_Q5K_QS }, { 0, 0, 0 },
+};
+static const pack_part parts_q6_K[] = {
+    { 208, 2, 0 }, { 192, 16, LLM_PACK_Q6K_SC }, { 0, 128, LLM_PACK_Q6K_QL },
+    { 128, 64, LLM_PACK_Q6K_QH }, { 0, 0, 0 },
+};
+static const pack_part parts_iq4_xs[] = {
+    { 0, 2, 0 }, { 2, 2, 32 }, { 4, 4, LLM_PACK_IQ4XS_SL },
+    { 8, 128, LLM_PACK_IQ4XS_QS }, { 0, 0, 0 },
+};
+
+
+static const pack_part *
+k_parts(uint32_t type)
+{
+    switch (type) {
+    case GGML_TYPE_Q4_K:   return parts_q4_K;
+    case GGML_TYPE_Q5_K:   return parts_q5_K;
+    case GGML_TYPE_Q6_K:   return parts_q6_K;
+    default:               return parts_iq4_xs;
+    }
+}
+
+
+/* row l of a packed K-quant super-block into (dir 0) or out of (dir 1)
+ * its GGUF block */
+void
+llm_pack_k_row(uint32_t type, uint8_t *packed, int l, uint8_t *blk, int dir)
+{
+    for (const pack_part *pp = k_parts(type); pp->bytes; pp++) {
+        if (pp->bytes == 2) {
+            if (dir == 0) {
+                memcpy(packed + pp->dst + 2 * l, blk + pp->src, 2);
+            } else {
+                memcpy(blk + pp->src, packed + pp->dst + 2 * l, 2);
+            }
+            continue;
+        }
+        for (int k = 0; k < pp->bytes / 4; k++) {
+            if (dir == 0) {
+                memcpy(packed + pp->dst + 64 * k + 4 * l,
+                       blk + pp->src + 4 * k, 4);
+            } else {
+                memcpy(blk + pp->src + 4 * k,
+                       packed + pp->dst + 64 * k + 4 * l, 4);
             }
         }
     }
 }
 
 
-/* Q6_K: the layout above */
+/* the K-quants: the layouts above */
 static void
-pack_q6_K(const llm_tensor *w, uint8_t *p)
+pack_k(const llm_tensor *w, uint8_t *p)
 {
-    int      nb = w->cols / LLM_QK_K, g, b, l, k, r;
-    size_t   pb = llm_pack_block_bytes(sizeof(llm_block_q6_K));
+    int      nb = w->cols / LLM_QK_K, g, b, l, r;
+    size_t   bb = llm_quant_block_bytes(w->type);
+    size_t   pb = llm_pack_block_bytes(bb);
 
     for (g = 0; g * LLM_PACK_ROWS < w->rows; g++) {
         for (b = 0; b < nb; b++, p += pb) {
@@ -137,22 +178,8 @@ pack_q6_K(const llm_tensor *w, uint8_t *p)
                 if (r >= w->rows) {
                     break;
                 }
-                const llm_block_q6_K *src = (const llm_block_q6_K *)
-                    ((const uint8_t *) w->data + (size_t) r * w->row_stride)
-                    + b;
-                memcpy(p + 2 * l, &src->d, 2);
-                for (k = 0; k < 4; k++) {
-                    memcpy(p + LLM_PACK_Q6K_SC + 64 * k + 4 * l,
-                           src->scales + 4 * k, 4);
-                }
-                for (k = 0; k < 32; k++) {
-                    memcpy(p + LLM_PACK_Q6K_QL + 64 * k + 4 * l,
-                           src->ql + 4 * k, 4);
-                }
-                for (k = 0; k < 16; k++) {
-                    memcpy(p + LLM_PACK_Q6K_QH + 64 * k + 4 * l,
-                           src->qh + 4 * k, 4);
-                }
+                llm_pack_k_row(w->type, p, l, (uint8_t *) w->data
+                               + (size_t) r * w->row_stride + b * bb, 0);
             }
         }
     }
@@ -207,10 +234,8 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
     int  nb = w->cols / llm_quant_block(w->type);
 
     memset(dst, 0, llm_pack_size(w));
-    if (w->type == GGML_TYPE_Q4_K) {
-        pack_q4_K(w, dst);
-    } else if (w->type == GGML_TYPE_Q6_K) {
-        pack_q6_K(w, dst);
+    if (llm_quant_block(w->type) == LLM_QK_K) {
+        pack_k(w, dst);
     } else {
         pack_q32(w, dst);
     }

@@ -51,7 +51,7 @@ typedef struct {
        the first group's first block, w_stride the bytes from one group
        to the next */
     llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp,
-                    q6_Kp;
+                    q6_Kp, q5_Kp, iq4_xsp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
@@ -90,6 +90,16 @@ size_t llm_pack_quants_at(uint32_t type);
 #define LLM_PACK_Q6K_SC  32
 #define LLM_PACK_Q6K_QL  288
 #define LLM_PACK_Q6K_QH  2336
+/* Q5_K: as Q4_K's, qh then the quants; IQ4_XS: d, scales_h, then */
+#define LLM_PACK_Q5K_QH  256
+#define LLM_PACK_Q5K_QS  768
+#define LLM_PACK_IQ4XS_SL  64
+#define LLM_PACK_IQ4XS_QS  128
+
+/* pack.c: row l of a packed K-quant super-block from (dir 0) or back into
+ * (dir 1) its block as stored in GGUF */
+void llm_pack_k_row(uint32_t type, uint8_t *packed, int l, uint8_t *blk,
+    int dir);
 
 /* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
  * set lays out their activations its own way) */
@@ -111,6 +121,8 @@ void llm_avx512_tile_iq4_nl(const llm_tile *t);
 /* simd_avx512_kp.c: packed K-quants (tensor.h) against plain q8k rows */
 void llm_avx512_tile_q4_Kp(const llm_tile *t);
 void llm_avx512_tile_q6_Kp(const llm_tile *t);
+void llm_avx512_tile_q5_Kp(const llm_tile *t);
+void llm_avx512_tile_iq4_xsp(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

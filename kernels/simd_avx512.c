@@ -1082,6 +1082,7 @@ const llm_kernel_set llm_kernels_avx512 = {
     .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p, .q8_0p = tile_q8_0p,
     .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
     .q4_Kp = llm_avx512_tile_q4_Kp, .q6_Kp = llm_avx512_tile_q6_Kp,
+    .q5_Kp = llm_avx512_tile_q5_Kp, .iq4_xsp = llm_avx512_tile_iq4_xsp,
     .q32_min_n_x = 1, .q32_layout = q32_layout, .q32_pack = q32_pack,
 };
 

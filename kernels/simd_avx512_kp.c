@@ -24,8 +24,17 @@
  * row's int8 scale (sign-extended by 32-bit shifts); the +32 comes off as
  * 32 times (scales . q8k sums of 16), eight vpdpwssd of int16 pairs.
  *
- * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp (simd.h's
- * AVX-512 set)
+ * Q5_K: Q4_K's kernel with the fifth bit of sub-block j (bit j of a qh
+ * byte) moved to bit 4 by one 16-bit shift and a byte mask and OR-ed in.
+ *
+ * IQ4_XS: per sub-block of 32, eight vpdpbusd against the nibbles looked
+ * up by vpshufb as value + 128 (unsigned), started from -128 times the
+ * sub-block's q8k sum, one vpmulld by the 6-bit scale minus 32 (decoded
+ * for 16 rows from scales_l and scales_h by 32-bit shifts).
+ *
+ * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp,
+ *          llm_avx512_tile_q5_Kp, llm_avx512_tile_iq4_xsp (simd.h's
+ *          AVX-512 set)
  */
 #if defined(__x86_64__)
 
@@ -90,12 +99,26 @@ bsum_pair(const llm_block_q8k *a, int i)
 }
 
 
-/* one group of 16 packed Q4_K rows against X <= 4 activation rows */
-TGT static INLINE void
-q4kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
-    size_t act_stride, float *out, size_t ld_out, __mmask16 rows,
-    const int stream)
+/* bit j of each byte of qh moved to bit 4 (Q5_K's fifth bit of
+ * sub-block j) */
+TGT static INLINE __m512i
+fifth_bit(__m512i qh, int j)
 {
+    __m512i v = j < 4 ? _mm512_slli_epi16(qh, 4 - j)
+                      : (j == 4 ? qh : _mm512_srli_epi16(qh, j - 4));
+
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
+}
+
+
+/* one group of 16 packed Q4_K (q5 0) or Q5_K (q5 1) rows against X <= 4
+ * activation rows */
+TGT static INLINE void
+q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
+    const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
+    __mmask16 rows, const int stream)
+{
+    const int qs = q5 ? LLM_PACK_Q5K_QS : LLM_PACK_Q4K_QS;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[4];
@@ -140,10 +163,15 @@ q4kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
             }
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
-                __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q4K_QS
-                                               + 64 * (8 * i + k));
+                __m512i v = _mm512_loadu_si512(blk + qs + 64 * (8 * i + k));
                 __m512i lo = _mm512_and_si512(v, m4);
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) {
+                    __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q5K_QH
+                                                    + 64 * k);
+                    lo = _mm512_or_si512(lo, fifth_bit(qh, 2 * i));
+                    hi = _mm512_or_si512(hi, fifth_bit(qh, 2 * i + 1));
+                }
 #pragma GCC unroll 4
                 for (int x = 0; x < X; x++) {
                     const int32_t *xq = (const int32_t *) a[x]->qs;
@@ -315,15 +343,105 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
 }
 
 
-#define KP_X(X, ...)  (q6 ? q6kp_x(X, __VA_ARGS__) : q4kp_x(X, __VA_ARGS__))
+/* one group of 16 packed IQ4_XS rows against X <= 4 activation rows */
+TGT static INLINE void
+iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
+    const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
+    __mmask16 rows, const int stream)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
+        _mm_set1_epi8((char) 0x80)));
+    __m512 acc[4];
+
+#pragma GCC unroll 4
+    for (int x = 0; x < X; x++) {
+        acc[x] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t) b * pb;
+        const llm_block_q8k *a[4];
+        __m512i isum[4];
+
+        if (stream) {
+            prefetch_ahead(blk, pb);
+        }
+        __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                         (const __m256i *) (blk + 32)));
+        __m512i sl = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_SL);
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            a[x] = (const llm_block_q8k *) (act + x * act_stride) + b;
+            isum[x] = _mm512_setzero_si512();
+        }
+        for (int j = 0; j < 8; j++) {
+            __m512i g[4];
+            /* ls - 32 of sub-block j, the 16 rows */
+            __m512i sc = _mm512_sub_epi32(_mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j),
+                                 _mm512_set1_epi32(0x0f)),
+                _mm512_slli_epi32(_mm512_and_si512(
+                    _mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4)),
+                _mm512_set1_epi32(32));
+
+            /* the values + 128 (unsigned): take off 128 times the sum of
+               the sub-block's activations */
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                g[x] = _mm512_set1_epi32(-128 * (a[x]->bsums[2 * j]
+                                                 + a[x]->bsums[2 * j + 1]));
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512i v = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_QS
+                                               + 64 * (4 * j + k));
+                __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
+                __m512i hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(
+                                 _mm512_srli_epi16(v, 4), m4));
+#pragma GCC unroll 4
+                for (int x = 0; x < X; x++) {
+                    const int32_t *xq = (const int32_t *) a[x]->qs;
+                    g[x] = _mm512_dpbusd_epi32(g[x], lo,
+                               _mm512_set1_epi32(xq[8 * j + k]));
+                    g[x] = _mm512_dpbusd_epi32(g[x], hi,
+                               _mm512_set1_epi32(xq[8 * j + 4 + k]));
+                }
+            }
+#pragma GCC unroll 4
+            for (int x = 0; x < X; x++) {
+                isum[x] = _mm512_add_epi32(isum[x],
+                                           _mm512_mullo_epi32(g[x], sc));
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+#pragma GCC unroll 4
+        for (int x = 0; x < X; x++) {
+            acc[x] = _mm512_fmadd_ps(_mm512_mul_ps(dw,
+                                                   _mm512_set1_ps(a[x]->d)),
+                                     _mm512_cvtepi32_ps(isum[x]), acc[x]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int x = 0; x < X; x++) {
+        _mm512_mask_storeu_ps(out + x * ld_out, rows, acc[x]);
+    }
+}
+
+
+enum { KP_Q4_K, KP_Q5_K, KP_Q6_K, KP_IQ4_XS };
+
+#define KP_X(X, ...)                                                          \
+    (kind == KP_Q6_K ? q6kp_x(X, __VA_ARGS__)                                 \
+     : kind == KP_IQ4_XS ? iq4xsp_x(X, __VA_ARGS__)                           \
+     : q4kp_x(kind == KP_Q5_K, X, __VA_ARGS__))
 
 /* one group (n_w <= 16 rows) against all the tile's activation rows */
 TGT static INLINE void
-kp_group(const int q6, const uint8_t *w, int n_w, const llm_tile *t, int x0,
-    int n_x, int col)
+kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
+    const llm_tile *t, int x0, int n_x, int col)
 {
-    size_t pb = llm_pack_block_bytes(q6 ? sizeof(llm_block_q6_K)
-                                        : sizeof(llm_block_q4_K));
+    size_t pb = llm_pack_block_bytes(bytes);
     int nb = t->n / LLM_QK_K, i = x0;
     __mmask16 rows = (__mmask16) ((1u << n_w) - 1);
     const uint8_t *act = t->act + (size_t) x0 * t->act_stride;
@@ -357,14 +475,14 @@ kp_group(const int q6, const uint8_t *w, int n_w, const llm_tile *t, int x0,
 /* a tile of one or two groups: activation rows 16 at a time through both
  * groups, so they are read from L1 for the second */
 TGT static INLINE void
-tile_kp(const int q6, const llm_tile *t)
+tile_kp(const int kind, const size_t bytes, const llm_tile *t)
 {
     for (int x0 = 0; x0 < t->n_x; x0 += 16) {
         int nx = t->n_x - x0 < 16 ? t->n_x - x0 : 16;
         for (int g = 0; g * 16 < t->n_w; g++) {
             int nw = t->n_w - 16 * g < 16 ? t->n_w - 16 * g : 16;
-            kp_group(q6, t->w + (size_t) g * t->w_stride, nw, t, x0, nx,
-                     16 * g);
+            kp_group(kind, bytes, t->w + (size_t) g * t->w_stride, nw, t, x0,
+                     nx, 16 * g);
         }
     }
 }
@@ -373,14 +491,28 @@ tile_kp(const int q6, const llm_tile *t)
 TGT void
 llm_avx512_tile_q4_Kp(const llm_tile *t)
 {
-    tile_kp(0, t);
+    tile_kp(KP_Q4_K, sizeof(llm_block_q4_K), t);
 }
 
 
 TGT void
 llm_avx512_tile_q6_Kp(const llm_tile *t)
 {
-    tile_kp(1, t);
+    tile_kp(KP_Q6_K, sizeof(llm_block_q6_K), t);
+}
+
+
+TGT void
+llm_avx512_tile_q5_Kp(const llm_tile *t)
+{
+    tile_kp(KP_Q5_K, sizeof(llm_block_q5_K), t);
+}
+
+
+TGT void
+llm_avx512_tile_iq4_xsp(const llm_tile *t)
+{
+    tile_kp(KP_IQ4_XS, sizeof(llm_block_iq4_xs), t);
 }
 
 #endif

@@ -823,7 +823,9 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
 
     int blk = llm_quant_block(m->type);
 
-    if (blk != LLM_QK && m->type != GGML_TYPE_Q4_K && m->type != GGML_TYPE_Q6_K) {
+    if (m->type == GGML_TYPE_F32 || m->type == GGML_TYPE_F16
+        || m->type == GGML_TYPE_BF16)
+    {
         return;                                  /* not a packed type */
     }
     on = (size_t) NX_BIG * m->rows;
@@ -1090,7 +1092,7 @@ main(void)
     static const uint32_t types[] = {
         GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
-        GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL,
+        GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS,
     };
     llm_threadpool *pools[3];
 
