@@ -442,7 +442,7 @@ kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
     const llm_tile *t, int x0, int n_x, int col)
 {
     size_t pb = llm_pack_block_bytes(bytes);
-    int nb = t->n / LLM_QK_K, i = x0;
+    int nb = t->n / LLM_QK_K, i;
     __mmask16 rows = (__mmask16) ((1u << n_w) - 1);
     const uint8_t *act = t->act + (size_t) x0 * t->act_stride;
     float *out = t->out + (size_t) x0 * t->ld_out + col;
