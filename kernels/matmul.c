@@ -333,7 +333,11 @@ tile_packed_k(uint32_t type, const llm_tile *t)
 {
     int      nb = t->n / LLM_QK_K;
     size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
-    uint8_t  blk[sizeof(llm_block_q6_K)];          /* the largest */
+    union {                                 /* one block of any K-quant */
+        uint8_t          b[sizeof(llm_block_q6_K)];
+        llm_block_q4_K   q4;
+        llm_block_q6_K   q6;
+    } blk;
 
     for (int r = 0; r < t->n_w; r++) {
         int l = r % LLM_PACK_ROWS;
@@ -343,13 +347,13 @@ tile_packed_k(uint32_t type, const llm_tile *t)
                                      (t->act + i * t->act_stride);
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                llm_pack_k_row(type, (uint8_t *) w + b * pb, l, blk, 1);
+                llm_pack_k_row(type, (uint8_t *) w + b * pb, l, blk.b, 1);
                 if (type == GGML_TYPE_Q4_K) {
-                    acc = q4_K_step((const void *) blk, &x[b], acc);
+                    acc = q4_K_step(&blk.q4, &x[b], acc);
                 } else if (type == GGML_TYPE_Q6_K) {
-                    acc = q6_K_step((const void *) blk, &x[b], acc);
+                    acc = q6_K_step(&blk.q6, &x[b], acc);
                 } else {
-                    acc = llm_dot_qkx_step(type, blk, &x[b], acc);
+                    acc = llm_dot_qkx_step(type, blk.b, &x[b], acc);
                 }
             }
             t->out[i * t->ld_out + r] = acc;
