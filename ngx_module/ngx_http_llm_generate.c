@@ -603,6 +603,11 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     format = (ctx->req.tools && ctx->req.tool_choice != LLM_TOOL_CHOICE_NONE)
              ? (int) ctx->ecf->tool_format : LLM_TOOL_FMT_NONE;
 
+    /* Harmony's channels are markers in every reply: always split */
+    if (ctx->ecf->tool_format == LLM_TOOL_FMT_HARMONY) {
+        format = LLM_TOOL_FMT_HARMONY;
+    }
+
     if (format == LLM_TOOL_FMT_NONE && !llcf->reasoning) {
         return;
     }
@@ -802,12 +807,15 @@ ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         }
         c->stop_inited = 1;
 
-        llm_detok_init(&c->detok, LLM_DETOK_SKIP_SPECIAL);
+        /* Harmony's parser reads the markers, which are special tokens */
+        llm_detok_init(&c->detok, ctx->out_format == LLM_TOOL_FMT_HARMONY
+                                  ? 0 : LLM_DETOK_SKIP_SPECIAL);
 
         if (ctx->split) {
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
-                         ctx->req.tools);
+                         ctx->req.tool_choice == LLM_TOOL_CHOICE_NONE
+                         ? NULL : ctx->req.tools);
             /* the tool grammar: a reply that does not parse was cut */
             c->out.constrained =
                 ctx->req.tool_choice == LLM_TOOL_CHOICE_REQUIRED

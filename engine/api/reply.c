@@ -1265,6 +1265,97 @@ tag_term(char *out, size_t n, const llm_tokenizer *tok, const char *tag)
 }
 
 
+/*
+ * HARMONY: one call message, maybe after one analysis message (gpt-oss
+ * thinks before it calls): the model stops at <|call|>, so one call
+ *
+ *   root ::= analysis? call
+ *   analysis ::= <|channel|> "analysis" <|message|> .* <|end|>
+ *                <|start|> "assistant"
+ *   call ::= <|channel|> "commentary to=functions." (f0 | f1 ...) <|call|>
+ *   f0 ::= "NAME" " " <|constrain|> "json" <|message|> %json {params}
+ *
+ * Names are [a-zA-Z0-9_-] (api/tools.c), so they need no escape.
+ */
+static char *
+harmony_grammar(const cJSON *tools, const char *only,
+    const llm_tokenizer *tok, size_t *len)
+{
+    char          ch[32], msg[32], end[32], start[32], con[32], call[32];
+    char         *out = NULL, *p, *schema;
+    size_t        n = 0, cap = 0, need;
+    int           k = 0, w;
+    const cJSON  *t, *fn, *nm, *params;
+    cJSON        *args;
+
+    tag_term(ch, sizeof(ch), tok, "<|channel|>");
+    tag_term(msg, sizeof(msg), tok, "<|message|>");
+    tag_term(end, sizeof(end), tok, "<|end|>");
+    tag_term(start, sizeof(start), tok, "<|start|>");
+    tag_term(con, sizeof(con), tok, "<|constrain|>");
+    tag_term(call, sizeof(call), tok, "<|call|>");
+
+    /* a rule per tool, then the call rule that names them */
+    cJSON_ArrayForEach(t, tools) {
+        fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(nm)
+            || (only && strcmp(only, nm->valuestring) != 0))
+        {
+            continue;
+        }
+        params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        args = cJSON_IsObject(params)
+               ? cJSON_Duplicate(params, 1)
+               : cJSON_Parse("{\"type\":\"object\"}");
+        close_objects(args);
+        schema = args ? cJSON_PrintUnformatted(args) : NULL;
+        cJSON_Delete(args);
+        if (schema == NULL) {
+            free(out);
+            return NULL;
+        }
+        need = n + strlen(schema) + strlen(nm->valuestring) + 160;
+        if (need > cap) {
+            cap = need * 2;
+            p = realloc(out, cap);
+            if (p == NULL) {
+                free(schema);
+                free(out);
+                return NULL;
+            }
+            out = p;
+        }
+        w = snprintf(out + n, cap - n,
+                     "f%d ::= \"%s\" \" \" %s \"json\" %s %%json %s\n",
+                     k++, nm->valuestring, con, msg, schema);
+        free(schema);
+        n += (size_t) w;
+    }
+
+    need = n + 400 + (size_t) k * 16;
+    p = realloc(out, need);
+    if (p == NULL) {
+        free(out);
+        return NULL;
+    }
+    out = p;
+    w = snprintf(out + n, need - n,
+                 "root ::= analysis? call\n"
+                 "analysis ::= %s \"analysis\" %s .* %s %s \"assistant\"\n"
+                 "call ::= %s \"commentary to=functions.\" (",
+                 ch, msg, end, start, ch);
+    n += (size_t) w;
+    for (int i = 0; i < k; i++) {
+        n += (size_t) snprintf(out + n, need - n, "%sf%d", i ? " | " : "",
+                               i);
+    }
+    n += (size_t) snprintf(out + n, need - n, ") %s\n", call);
+    *len = n;
+    return out;
+}
+
+
 char *
 llm_tool_grammar(int format, const cJSON *tools, const char *name,
     int max_calls, const llm_tokenizer *tok, size_t *len)
@@ -1276,6 +1367,9 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
 
     if (max_calls < 1) {
         max_calls = 1;
+    }
+    if (format == LLM_TOOL_FMT_HARMONY) {
+        return harmony_grammar(tools, name, tok, len);
     }
     any = calls_schema(tools, name,
                        format == LLM_TOOL_FMT_LLAMA3 ? "parameters"

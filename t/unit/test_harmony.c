@@ -9,10 +9,13 @@
 #include "tap.h"
 #include "api/reply.h"
 #include "api/harmony.h"
+#include "grammar/grammar.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TOOLS_JSON                                                            \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","         \
@@ -312,9 +315,223 @@ test_long_header(void)
 }
 
 
+/* o200k_harmony's special tokens, control tokens as the published
+   tokenizer.json has them (special: true) */
+static const char *const  harmony_tokens[] = {
+    "<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+    "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>", NULL
+};
+
+
+/* a qwen2 BPE vocabulary (make deps) with Harmony's special tokens added:
+   the markers are tokens, as in gpt-oss's */
+static llm_tokenizer *
+harmony_tokenizer(void)
+{
+    char            path[1024], dir[] = "/tmp/test_harmony.XXXXXX", err[256];
+    char           *src, *j;
+    size_t          len;
+    cJSON          *tj, *added, *vocab, *a;
+    llm_tokenizer  *t = NULL;
+    FILE           *f;
+    int             id;
+
+    src = read_all(tap_fixture(path, sizeof(path),
+                               "tokenizers/qwen2-bpe/tokenizer.json"), &len);
+    tj = src ? cJSON_Parse(src) : NULL;
+    free(src);
+    if (tj == NULL || mkdtemp(dir) == NULL) {
+        cJSON_Delete(tj);
+        return NULL;
+    }
+    added = cJSON_GetObjectItem(tj, "added_tokens");
+    vocab = cJSON_GetObjectItem(cJSON_GetObjectItem(tj, "model"), "vocab");
+    id = cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
+    for (int i = 0; harmony_tokens[i]; i++, id++) {
+        a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", id);
+        cJSON_AddStringToObject(a, "content", harmony_tokens[i]);
+        cJSON_AddBoolToObject(a, "single_word", 0);
+        cJSON_AddBoolToObject(a, "lstrip", 0);
+        cJSON_AddBoolToObject(a, "rstrip", 0);
+        cJSON_AddBoolToObject(a, "normalized", 0);
+        cJSON_AddBoolToObject(a, "special", 1);
+        cJSON_AddItemToArray(added, a);
+    }
+    j = cJSON_PrintUnformatted(tj);
+    cJSON_Delete(tj);
+    snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+    f = fopen(path, "w");
+    if (f && j) {
+        fputs(j, f);
+        fclose(f);
+        t = llm_tokenizer_load_hf(dir, err, sizeof(err));
+        if (t == NULL) {
+            printf("# %s\n", err);
+        }
+    } else if (f) {
+        fclose(f);
+    }
+    free(j);
+    unlink(path);
+    rmdir(dir);
+    return t;
+}
+
+
+/* <|return|> and <|call|> end a reply, <|end|> does not */
+static void
+test_stops(const llm_tokenizer *tok)
+{
+    int  ret = 0, call = 0, end = 0, i, n;
+    const int32_t  *ids;
+
+    n = llm_tokenizer_stop_ids(tok, &ids);
+    for (i = 0; i < n; i++) {
+        ret |= ids[i] == llm_token_lookup(tok, "<|return|>", 10);
+        call |= ids[i] == llm_token_lookup(tok, "<|call|>", 8);
+        end |= ids[i] == llm_token_lookup(tok, "<|end|>", 7);
+    }
+    ok(ret && call, "stop ids: <|return|> and <|call|>");
+    ok(!end, "stop ids: not <|end|> (the thinking's end)");
+}
+
+
+/* a reply as the model's token ids, through the detokenizer that keeps
+   special tokens (the module's for Harmony), one token at a time */
+static void
+test_token_stream(const llm_tokenizer *tok)
+{
+    static const char  text[] =
+        "<|channel|>analysis<|message|>User wants Paris weather; call it."
+        "<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>"
+        "{\"city\":\"Paris\"}<|call|>";
+    int32_t          ids[256];
+    char            *buf;
+    int              n, k, pieces = 0, marker_split = 1;
+    llm_detok        d;
+    llm_reply        o;
+    llm_reply_piece  p;
+    result           r;
+
+    memset(&r, 0, sizeof(r));
+    n = llm_tokenize(tok, text, sizeof(text) - 1, 0, 1, ids, 256);
+    ok(n > 0 && n < 256, "the reply encodes to %d ids", n);
+    for (k = 0; k < n; k++) {
+        marker_split &= !(ids[k] == llm_token_lookup(tok, "<|", 2));
+    }
+    ok(ids[0] == llm_token_lookup(tok, "<|channel|>", 11) && marker_split,
+       "the markers are single tokens");
+    buf = malloc(llm_detok_max_out(tok));
+    llm_detok_init(&d, 0);
+    llm_reply_init(&o, LLM_TOOL_FMT_HARMONY, 1, 0, 1, tools);
+    for (k = 0; k < n && buf; k++) {
+        int  w = llm_detok_push(tok, &d, ids[k], buf, llm_detok_max_out(tok));
+
+        llm_reply_push(&o, buf, w > 0 ? (size_t) w : 0, &p);
+        pieces += p.reasoning_len > 0;
+        take(&r, &p);
+    }
+    llm_reply_finish(&o, &p);
+    take(&r, &p);
+    is_str(r.reasoning, "User wants Paris weather; call it.",
+           "token stream: the reasoning");
+    ok(pieces > 3, "token stream: the reasoning came in %d pieces as it was "
+       "written", pieces);
+    is_str(r.content, "", "token stream: no content");
+    ok(o.n_calls == 1 && strcmp(o.calls[0].name, "get_weather") == 0
+       && strcmp(o.calls[0].arguments, "{\"city\":\"Paris\"}") == 0,
+       "token stream: the call");
+    llm_reply_free(&o);
+    free(buf);
+}
+
+
+/* ids of text (markers as their tokens) through a matcher: 1 when every
+   one is allowed and the grammar may end there */
+static int
+grammar_takes(const llm_grammar *g, const llm_tokenizer *tok,
+    const char *text)
+{
+    int32_t       ids[512];
+    int           n, k, rc = 1;
+    llm_matcher  *m = llm_matcher_new(g);
+
+    n = llm_tokenize(tok, text, strlen(text), 0, 1, ids, 512);
+    for (k = 0; m && k < n && rc; k++) {
+        rc = llm_matcher_accept(m, ids[k]) == 0;
+    }
+    rc = m && rc && llm_matcher_can_end(m);
+    llm_matcher_free(m);
+    return rc;
+}
+
+
+static void
+test_grammar(const llm_tokenizer *tok)
+{
+    char                 err[256], *src;
+    size_t               len;
+    llm_grammar_vocab   *v;
+    llm_grammar         *g;
+    llm_grammar_limits   lim;
+
+    src = llm_tool_grammar(LLM_TOOL_FMT_HARMONY, tools, NULL, 4, NULL, &len);
+    ok(src && strstr(src, "call ::= \"<|channel|>\" \"commentary "
+                          "to=functions.\" (f0 | f1) \"<|call|>\"\n"),
+       "required: a call of either tool (tags as text without the tokens)");
+    free(src);
+
+    src = llm_tool_grammar(LLM_TOOL_FMT_HARMONY, tools, NULL, 4, tok, &len);
+    ok(src && strstr(src, "f0 ::= \"get_weather\" \" \" <|constrain|> "
+                          "\"json\" <|message|> %json {"),
+       "required: the markers as tokens");
+    v = llm_grammar_vocab_new(tok, err, sizeof(err));
+    llm_grammar_limits_default(&lim);
+    g = v && src ? llm_grammar_compile(v, LLM_CONSTRAINT_GRAMMAR, src, len,
+                                       &lim, err, sizeof(err))
+                 : NULL;
+    ok(g != NULL, "required: compiles%s%s", g ? "" : ": ", g ? "" : err);
+    free(src);
+    if (g) {
+        ok(grammar_takes(g, tok, CALL("get_weather",
+                                      "{\"city\":\"Paris\"}")),
+           "required: takes a call");
+        ok(grammar_takes(g, tok, A("Paris, so get_weather.") S
+                         CALL("now", "{}")),
+           "required: takes the thinking, then a call");
+        ok(!grammar_takes(g, tok, CALL("rm", "{}")),
+           "required: refuses an unknown function");
+        ok(!grammar_takes(g, tok, CALL("get_weather", "{}")),
+           "required: refuses arguments the schema does not allow");
+        ok(!grammar_takes(g, tok, F("Hi") "<|return|>"),
+           "required: refuses an answer");
+        llm_grammar_free(g);
+    }
+
+    src = llm_tool_grammar(LLM_TOOL_FMT_HARMONY, tools, "now", 1, tok, &len);
+    g = v && src ? llm_grammar_compile(v, LLM_CONSTRAINT_GRAMMAR, src, len,
+                                       &lim, err, sizeof(err))
+                 : NULL;
+    ok(g != NULL, "named: compiles%s%s", g ? "" : ": ", g ? "" : err);
+    free(src);
+    if (g) {
+        ok(grammar_takes(g, tok, CALL("now", "{}")), "named: takes its call");
+        ok(!grammar_takes(g, tok, CALL("get_weather",
+                                       "{\"city\":\"Paris\"}")),
+           "named: refuses the other tool");
+        llm_grammar_free(g);
+    }
+    llm_grammar_vocab_free(v);
+}
+
+
 int
 main(void)
 {
+    llm_tokenizer  *tok;
+
     tools = cJSON_Parse(TOOLS_JSON);
     test_detect();
     test_channels();
@@ -322,6 +539,14 @@ main(void)
     test_malformed();
     test_no_reasoning();
     test_long_header();
+    tok = harmony_tokenizer();
+    ok(tok != NULL, "a vocabulary with Harmony's special tokens");
+    if (tok) {
+        test_stops(tok);
+        test_token_stream(tok);
+        test_grammar(tok);
+        llm_tokenizer_free(tok);
+    }
     cJSON_Delete(tools);
     return tap_done();
 }
