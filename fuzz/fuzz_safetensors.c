@@ -35,7 +35,7 @@ check(const st_file *f, const uint8_t *data, size_t size)
         for (k = 0; k < t->n_dims; k++) {
             elems *= t->shape[k];
         }
-        if (t->nbytes != elems * (t->type == 0 ? 4 : 2)) {
+        if (t->nbytes != elems * (t->type == 0 ? 4 : t->type == ST_TYPE_U8 ? 1 : 2)) {
             abort();
         }
         if (i > 0 && strcmp(f->tensors[i - 1].name, t->name) >= 0) {

@@ -68,6 +68,9 @@ QUANT_TOLERANCE = {
     "tiny": 0.5,            # engine <= 0.27, simulation <= 0.22
     "smollm2": 3.0,         # engine <= 1.14, simulation <= 1.55 (step 20
                             # of "plain", where logits reach 22)
+    "hf-gptoss": 0.5,       # MXFP4 experts, int8 activations: engine
+                            # <= 0.24; the same engine with float
+                            # activations in the experts: <= 2e-5
 }
 
 
@@ -873,6 +876,32 @@ HF_MODELS = [
         "template": "Qwen-Qwen3-0.6B.jinja",
         "moe": {"experts": 6, "used": 3, "ff": 48, "norm": False},
     },
+    {   # gpt-oss: a sliding layer (window 12 < the prompts) then a full
+        # one, q/k/v/o biases, a sink per head, YaRN (factor 8, original
+        # context 16, truncate false as the published config), 8 experts
+        # of 64 with 4 routed (router bias, softmax over the top 4),
+        # biases and the clamped SwiGLU; experts rounded to MXFP4 before
+        # the reference runs and stored as the published checkpoints
+        # (*_blocks, *_scales), so both formats hold the same values.
+        # Harmony's special tokens on the qwen2 vocabulary (o200k is in no
+        # fixture), the published gpt-oss template
+        "name": "hf-gptoss", "arch": "gpt_oss", "seed": 20,
+        "tokenizer": "qwen2-bpe", "keep": 600,
+        "specials": ["<|endoftext|>", "<|return|>", "<|constrain|>",
+                     "<|channel|>", "<|start|>", "<|end|>", "<|message|>",
+                     "<|call|>"],
+        "specials_special": True, "eos": "<|return|>",
+        "template": "openai-gpt-oss-120b.jinja",
+        "dtype": "bfloat16", "tied": False,
+        "dim": 64, "hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2,
+        "head_dim": 32, "eps": 1e-5, "theta": 150000.0,
+        "sliding_window": 12,
+        "rope_scaling": {"rope_type": "yarn", "factor": 8.0,
+                         "beta_fast": 32.0, "beta_slow": 1.0,
+                         "truncate": False,
+                         "original_max_position_embeddings": 16},
+        "moe": {"experts": 8, "used": 4, "ff": 64},
+    },
 ]
 
 HF_CASES = [
@@ -988,7 +1017,20 @@ def hf_config(spec, vocab):
                 "sliding_attention": {"rope_type": "default",
                                       "rope_theta": spec["theta_local"]}},
             pad_token_id=None)
-    if "moe" in spec:
+    if spec["arch"] == "gpt_oss":
+        del kw["rope_theta"]
+        moe = spec["moe"]
+        kw.update(
+            intermediate_size=moe["ff"], num_local_experts=moe["experts"],
+            num_experts_per_tok=moe["used"], head_dim=spec["head_dim"],
+            sliding_window=spec["sliding_window"], attention_bias=True,
+            layer_types=["full_attention" if i % 2 else "sliding_attention"
+                         for i in range(spec["layers"])],
+            rope_parameters=dict(spec["rope_scaling"],
+                                 rope_theta=spec["theta"]),
+            pad_token_id=None)
+        kw.pop("rope_scaling", None)
+    elif "moe" in spec:
         moe = spec["moe"]
         kw.update(num_experts=moe["experts"],
                   num_experts_per_tok=moe["used"],
@@ -1014,8 +1056,17 @@ def hf_init_weights(model, spec):
                 v = 0.1 * r             # Gemma scales by 1 + w
             elif "norm" in name:
                 v = 1.0 + 0.1 * r
-            elif name.endswith(".bias"):
+            elif name.endswith("sinks"):
+                v = 4.0 + 2.0 * r       # gpt-oss: comparable to the scores
+            elif name.endswith(".bias") or name.endswith("_proj_bias"):
                 v = 0.5 * r
+            elif name.endswith("experts.gate_up_proj"):
+                # gpt-oss (E, dim, 2ff): gates past the clamp at 7
+                v = 3.0 * r / np.sqrt(p.shape[1])
+            elif name.endswith("experts.down_proj"):
+                v = r / np.sqrt(p.shape[1])
+            elif name.endswith("mlp.router.weight"):
+                v = 2.0 * r / np.sqrt(p.shape[-1])
             elif "embed_tokens" in name:
                 v = r
             elif "lm_head" in name:
@@ -1252,6 +1303,141 @@ def write_hf_gguf(spec, folder, tj, tc, vocab, path):
     writer.close()
 
 
+def mxfp4_round(model):
+    """gpt-oss: every expert matrix rounded to MXFP4 in place (gguf-py's
+    quantizer, llama.cpp's rounding); returns {(layer, proj): ggml blocks
+    (E, rows, cols / 32 * 17) of the matrices as (out, in) rows}."""
+    import torch
+
+    blocks = {}
+    with torch.no_grad():
+        for i, layer in enumerate(model.model.layers):
+            ex = layer.mlp.experts
+            for proj in ("gate_up_proj", "down_proj"):
+                p = getattr(ex, proj)                   # (E, in, out)
+                w = p.detach().float().transpose(1, 2).contiguous().numpy()
+                q = gguf.quants.quantize(w, QT.MXFP4)   # (E, out, bytes)
+                d = gguf.quants.dequantize(q, QT.MXFP4).reshape(w.shape)
+                p.copy_(torch.from_numpy(d).transpose(1, 2))
+                blocks[(i, proj)] = q
+    return blocks
+
+
+def mxfp4_hf(q):
+    """ggml MXFP4 blocks (..., nb * 17) -> the published checkpoints'
+    (*_blocks (..., nb, 16), *_scales (..., nb)): the same scale byte and
+    codes, two per byte in element order, low nibble first."""
+    b = q.reshape(q.shape[:-1] + (q.shape[-1] // 17, 17))
+    scales, qs = b[..., 0], b[..., 1:]
+    codes = np.concatenate([qs & 15, qs >> 4], axis=-1)      # elements
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8), \
+        scales.copy()
+
+
+def write_gptoss_files(spec, folder, blocks, tj, tc, vocab, gguf_path):
+    """The saved directory's experts replaced by MXFP4 *_blocks/*_scales
+    (and a quantization_config, as openai/gpt-oss-20b), and the GGUF with
+    llama.cpp's gpt-oss names, written from the same blocks."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = os.path.join(folder, "model.safetensors")
+    st = load_file(path)
+    for (i, proj), q in blocks.items():
+        pre = "model.layers.%d.mlp.experts.%s" % (i, proj)
+        del st[pre]
+        bl, sc = mxfp4_hf(q)
+        st[pre + "_blocks"] = torch.from_numpy(bl)
+        st[pre + "_scales"] = torch.from_numpy(sc)
+    save_file(st, path, metadata={"format": "pt"})
+    os.chmod(path, 0o644)
+    cfg_path = os.path.join(folder, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn",
+                                   "model.layers.*.mlp.router",
+                                   "model.embed_tokens", "lm_head"]}
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+
+    moe, head_dim = spec["moe"], spec["head_dim"]
+    rs = spec["rope_scaling"]
+    writer = gguf.GGUFWriter(gguf_path, "gpt-oss")
+    writer.add_name(spec["name"])
+    writer.add_context_length(256)
+    writer.add_embedding_length(spec["dim"])
+    writer.add_feed_forward_length(moe["ff"])
+    writer.add_block_count(spec["layers"])
+    writer.add_head_count(spec["heads"])
+    writer.add_head_count_kv(spec["kv_heads"])
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(spec["theta"])
+    writer.add_layer_norm_rms_eps(spec["eps"])
+    writer.add_vocab_size(vocab)
+    writer.add_sliding_window(spec["sliding_window"])
+    writer.add_expert_count(moe["experts"])
+    writer.add_expert_used_count(moe["used"])
+    writer.add_expert_feed_forward_length(moe["ff"])
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(rs["factor"])
+    writer.add_rope_scaling_orig_ctx_len(
+        rs["original_max_position_embeddings"])
+    gguf_tokenizer(writer, tj, tc, spec, vocab)
+
+    def add(name, t):
+        if t.ndim == 1 or t.dtype != torch.bfloat16:
+            writer.add_tensor(name, t.float().numpy())
+        else:
+            writer.add_tensor(name, t.contiguous().view(torch.int16).numpy()
+                              .view(np.uint16), raw_dtype=QT.BF16)
+
+    names = dict(HF_GGUF_NAMES, **{
+        "self_attn.o_proj.bias": "attn_output.bias",
+        "self_attn.sinks": "attn_sinks.weight",
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "mlp.router.weight": "ffn_gate_inp.weight",
+        "mlp.router.bias": "ffn_gate_inp.bias"})
+    for name in sorted(st):
+        t = st[name]
+        if name == "model.embed_tokens.weight":
+            add("token_embd.weight", t)
+        elif name == "model.norm.weight":
+            add("output_norm.weight", t)
+        elif name == "lm_head.weight":
+            add("output.weight", t)
+        elif ".mlp.experts." in name:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            blk = "blk.%s." % layer
+            if rest.endswith("gate_up_proj_bias"):
+                add(blk + "ffn_gate_exps.bias", t[:, 0::2].float())
+                add(blk + "ffn_up_exps.bias", t[:, 1::2].float())
+            elif rest.endswith("down_proj_bias"):
+                add(blk + "ffn_down_exps.bias", t.float())
+        else:
+            layer, rest = name[len("model.layers."):].split(".", 1)
+            add("blk.%s.%s" % (layer, names[rest]), t)
+    for (i, proj), q in sorted(blocks.items()):
+        blk = "blk.%d." % i
+        if proj == "gate_up_proj":
+            writer.add_tensor(blk + "ffn_gate_exps.weight",
+                              np.ascontiguousarray(q[:, 0::2]),
+                              raw_dtype=QT.MXFP4)
+            writer.add_tensor(blk + "ffn_up_exps.weight",
+                              np.ascontiguousarray(q[:, 1::2]),
+                              raw_dtype=QT.MXFP4)
+        else:
+            writer.add_tensor(blk + "ffn_down_exps.weight", q,
+                              raw_dtype=QT.MXFP4)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_hf_model(spec, fixtures, folder, gguf_path):
     import shutil
     import torch
@@ -1278,11 +1464,14 @@ def write_hf_model(spec, fixtures, folder, gguf_path):
                   encoding="utf-8") as f:
             tc["chat_template"] = f.read()
     tc.pop("model_max_length", None)
+    if "eos" in spec:
+        tc["eos_token"] = spec["eos"]
 
     torch.manual_seed(spec["seed"])
     model = AutoModelForCausalLM.from_config(hf_config(spec, vocab),
                                              dtype=torch.float32)
     hf_init_weights(model, spec)
+    blocks = mxfp4_round(model) if spec["arch"] == "gpt_oss" else None
     if os.path.isdir(folder):
         shutil.rmtree(folder)
     model.to(getattr(torch, spec["dtype"])).save_pretrained(
@@ -1298,7 +1487,19 @@ def write_hf_model(spec, fixtures, folder, gguf_path):
     with open(os.path.join(folder, "tokenizer_config.json"), "w",
               encoding="utf-8") as f:
         json.dump(tc, f, ensure_ascii=False, indent=1)
+    if blocks is not None:
+        write_gptoss_files(spec, folder, blocks, tj, tc, vocab, gguf_path)
+        # the reference: the model as saved (bf16 values, experts the
+        # MXFP4 values the blocks hold), in float32; a fresh model, since
+        # .to(bfloat16) also rounded the rotary buffers (inv_freq), which
+        # the state dict does not hold
+        ref = AutoModelForCausalLM.from_config(model.config,
+                                               dtype=torch.float32)
+        ref.load_state_dict({k: v.float() for k, v
+                             in model.state_dict().items()})
+        return ref
     write_hf_gguf(spec, folder, tj, tc, vocab, gguf_path)
+    return None
 
 
 def dir_bytes(folder):
@@ -1314,14 +1515,22 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
     rel_dir = "t/data/models/%s" % spec["name"]
     rel_gguf = rel_dir + ".gguf"
     folder, gpath = os.path.join(repo, rel_dir), os.path.join(repo, rel_gguf)
-    write_hf_model(spec, fixtures, folder, gpath)
+    model = write_hf_model(spec, fixtures, folder, gpath)
 
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float32, attn_implementation="eager")
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.float32, attn_implementation="eager")
+    else:
+        model.config._attn_implementation = "eager"
     model.eval()
     weight_type = {"float32": "F32", "float16": "F16",
                    "bfloat16": "BF16"}[spec["dtype"]]
+    tensor_types = [weight_type, "F32"]
+    if spec["arch"] == "gpt_oss":
+        # MXFP4 experts meet int8 activations in the engine (as llama.cpp)
+        tensor_types = ["MXFP4", weight_type, "F32"]
+        weight_type = "MXFP4"
     tolerance = tolerance_for(spec["name"], weight_type)
     cases, report = [], []
     for case in HF_CASES:
@@ -1356,7 +1565,7 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
             "format": fmt,
             "arch": spec["arch"],
             "weight_type": weight_type,
-            "tensor_types": [weight_type, "F32"],
+            "tensor_types": tensor_types,
             "reference": "transformers %s, torch %s, fp32 (eager attention) "
                          "on the HF directory; the GGUF is written by "
                          "tools/oracle.py from the same safetensors"

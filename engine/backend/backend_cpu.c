@@ -12,7 +12,7 @@
  *     att = softmax(q k^T / sqrt(hd)) v over positions 0..pos, per head,
  *           K/V read through the sequence's block table (GQA: head h uses
  *           kv head h / (n_heads / n_kv_heads))
- *     x += att @ wo^T                         <- TP all-reduce point
+ *     x += att @ wo^T (+ bias: gpt-oss)       <- TP all-reduce point
  *     xb = rmsnorm(x) * ffn_norm
  *     x += (silu(xb @ gate^T) * (xb @ up^T)) @ down^T   <- all-reduce point
  *       (mixture of experts, qwen3moe: routed experts instead, moe_cpu.c)
@@ -578,6 +578,39 @@ add_task(void *arg, int ith, int nth)
 }
 
 
+typedef struct {
+    float        *x;
+    const float  *b;
+    size_t        cols;
+    int           rows;
+} bias_job;
+
+
+static void
+bias_task(void *arg, int ith, int nth)
+{
+    bias_job  *j = arg;
+    size_t     i;
+    int        r;
+
+    for (r = j->rows * ith / nth; r < j->rows * (ith + 1) / nth; r++) {
+        for (i = 0; i < j->cols; i++) {
+            j->x[r * j->cols + i] += j->b[i];
+        }
+    }
+}
+
+
+/* x(rows, cols) += b(cols) on every row */
+static void
+add_bias_rows(cpu_ctx *c, float *x, const float *b, int rows, size_t cols)
+{
+    bias_job  j = { x, b, cols, rows };
+
+    run_job(c, bias_task, &j, (size_t) rows * cols);
+}
+
+
 /* ---------------------------------------------------------------------------
  * forward
  */
@@ -925,6 +958,9 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
                 * c->att_spans * cfg->head_dim * CPU_COST_MERGE);
     }
     post_norm_add(be, n, c->att, &l->wo, l->attn_post_norm, 0);
+    if (l->bo != NULL) {
+        add_bias_rows(c, c->x, l->bo, n, cfg->dim);     /* gpt-oss, tp 1 */
+    }
 
     rmsnorm_rows(c, c->xb, c->x, l->ffn_norm, n, cfg->dim, cfg->norm_eps,
                  NULL);

@@ -1061,6 +1061,11 @@ ctx_dims(llm_backend *be, const llm_config *cfg, int tp)
 {
     cu_ctx  *c = (cu_ctx *) be->ctx;
 
+    if (cfg->gpt_oss) {
+        return be_fail(be, "cuda backend: gpt-oss (attention sinks, "
+                       "MXFP4 experts with biases) is not written yet; it "
+                       "runs on the CPU backend");
+    }
     if (cfg->n_expert > 0) {
         return be_fail(be, "cuda backend: mixture-of-experts models (%s) "
                        "run on the CPU backend only", cfg->arch);

@@ -3,12 +3,16 @@
  * token's result does not depend on its batch). One step:
  *
  *   logits = xb @ router^T                              (n, n_expert)
+ *   (gpt-oss: + router bias)
  *   per token: softmax, top-k -> sel (n, k), weight (n, k)
+ *              (gpt-oss: top-k of the logits, softmax over those k)
  *   group: count tokens per expert, prefix offsets; row pos[t][j] of the
  *          grouped input xg holds xb[t] for expert sel[t][j] (tokens in
  *          order within a group)
  *   per expert e with rows:  g, u = xg_e @ gate_e^T, xg_e @ up_e^T
  *                            y_e  = (silu(g) * u) @ down_e^T
+ *     (gpt-oss: + the expert's biases after each matmul, and the clamped
+ *      SwiGLU (up + 1) * g * sigmoid(1.702 g) of llm_swiglu_oai)
  *   per token: x[t] += sum_j weight[t][j] * y[pos[t][j]]  (j in top-k order)
  *
  * Experts are ordinary views in their file's type (quantized ones in
@@ -42,6 +46,8 @@ llm_moe_cpu_init(llm_moe_cpu *mc, const llm_config *cfg, int max_tokens,
     mc->k = cfg->n_expert_used;
     mc->ff = cfg->expert_ff;
     mc->norm = cfg->expert_norm;
+    mc->topk_softmax = cfg->router_topk_softmax;
+    mc->swiglu_oai = cfg->swiglu_oai;
     mc->logits = malloc(sizeof(float) * n * cfg->n_expert);
     mc->sel = malloc(sizeof(int32_t) * nk);
     mc->weight = malloc(sizeof(float) * nk);
@@ -164,6 +170,33 @@ mm(llm_moe_cpu *mc, float *out, const float *x, int n, const llm_tensor *w)
 }
 
 
+/* gpt-oss's biases: y(rows, n) += b(n) on every row (b NULL: none) */
+static void
+add_bias(float *y, const float *b, int rows, size_t n)
+{
+    size_t  i;
+    int     r;
+
+    for (r = 0; b != NULL && r < rows; r++) {
+        for (i = 0; i < n; i++) {
+            y[r * n + i] += b[i];
+        }
+    }
+}
+
+
+/* gate = act(gate, up) over n: SwiGLU, or gpt-oss's clamped one */
+static void
+activate(const llm_moe_cpu *mc, float *g, const float *u, size_t n)
+{
+    if (mc->swiglu_oai) {
+        (mc->exact ? llm_swiglu_oai_ref : llm_swiglu_oai)(g, u, n);
+    } else {
+        (mc->exact ? llm_swiglu_ref : llm_swiglu)(g, u, n);
+    }
+}
+
+
 /* pos[], count[] and xg from sel: tokens grouped by expert, in token order
  * within a group */
 static void
@@ -200,9 +233,17 @@ llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
     size_t  ff = mc->ff, dim = mc->dim;
 
     rc |= mm(mc, mc->logits, xb, n, &l->router);
+    add_bias(mc->logits, l->router_b, n, mc->n_expert);
     for (t = 0; t < n; t++) {
-        llm_moe_route(mc->logits + (size_t) t * mc->n_expert, mc->n_expert,
-                      k, mc->norm, mc->sel + t * k, mc->weight + t * k);
+        const float *lt = mc->logits + (size_t) t * mc->n_expert;
+
+        if (mc->topk_softmax) {
+            llm_moe_route_topk_softmax(lt, mc->n_expert, k,
+                                       mc->sel + t * k, mc->weight + t * k);
+        } else {
+            llm_moe_route(lt, mc->n_expert, k, mc->norm, mc->sel + t * k,
+                          mc->weight + t * k);
+        }
     }
     group_tokens(mc, xb, n);
 
@@ -216,13 +257,16 @@ llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
                  &l->exp_gate[e]);
         rc |= mm(mc, mc->u + lo * ff, mc->xg + lo * dim, rows,
                  &l->exp_up[e]);
-        if (mc->exact) {
-            llm_swiglu_ref(mc->g + lo * ff, mc->u + lo * ff, rows * ff);
-        } else {
-            llm_swiglu(mc->g + lo * ff, mc->u + lo * ff, rows * ff);
+        if (l->exp_gate_b != NULL) {
+            add_bias(mc->g + lo * ff, l->exp_gate_b + e * ff, rows, ff);
+            add_bias(mc->u + lo * ff, l->exp_up_b + e * ff, rows, ff);
         }
+        activate(mc, mc->g + lo * ff, mc->u + lo * ff, rows * ff);
         rc |= mm(mc, mc->y + lo * dim, mc->g + lo * ff, rows,
                  &l->exp_down[e]);
+        if (l->exp_down_b != NULL) {
+            add_bias(mc->y + lo * dim, l->exp_down_b + e * dim, rows, dim);
+        }
     }
 
     for (t = 0; t < n; t++) {

@@ -36,6 +36,8 @@ typedef struct {
     int              k;          /* experts per token */
     int              ff;         /* expert hidden size */
     int              norm;       /* renormalise the top-k weights */
+    int              topk_softmax;  /* gpt-oss: top-k, then softmax */
+    int              swiglu_oai;    /* gpt-oss: the clamped SwiGLU */
     /* scratch for max_tokens tokens */
     float           *logits;     /* (n, n_expert) router logits */
     int32_t         *sel;        /* (n, k) experts, top-k order */
@@ -67,8 +69,7 @@ void llm_moe_route(const float *logits, int n_expert, int k, int norm,
 
 /* gpt-oss's router (GptOssTopKRouter): the k largest logits (the
  * router's bias already added), same order and ties as llm_moe_route,
- * then softmax over those k only. Not yet called: no gpt-oss loader
- * (docs/models.md) */
+ * then softmax over those k only */
 void llm_moe_route_topk_softmax(const float *logits, int n_expert, int k,
     int32_t *sel, float *weight);
 

@@ -76,6 +76,10 @@ st_dtype(const char *name, uint32_t *type)
         *type = GGML_TYPE_BF16;
         return 2;
     }
+    if (strcmp(name, "U8") == 0) {
+        *type = ST_TYPE_U8;     /* raw bytes: gpt-oss's MXFP4 blocks */
+        return 1;
+    }
     return 0;
 }
 
@@ -124,7 +128,7 @@ st_entry(st_file *f, const cJSON *e, st_tensor *t, uint64_t data_len,
     esize = st_dtype(dtype->valuestring, &t->type);
     if (esize == 0) {
         return st_fail(f, "tensor '%s': dtype %.16s is not supported (F32, "
-                       "F16, BF16 are)", t->name, dtype->valuestring);
+                       "F16, BF16, U8 are)", t->name, dtype->valuestring);
     }
     if (cJSON_GetArraySize(shape) > ST_MAX_DIMS) {
         return st_fail(f, "tensor '%s': %d dimensions (at most %d)",

@@ -10,10 +10,12 @@
  * Nothing here trusts the file (as gguf.c): the header length is bounded,
  * every shape, dtype and offset range is checked against the buffer, and a
  * fault gives one message "<path>: <what is wrong>" (naming the tensor when
- * one is at fault) in st_file.err. Only F32, F16 and BF16 are accepted, and
- * they are reported as the ggml type numbers the kernels already handle
- * (F32 = 0, F16 = 1, BF16 = 30), so weights are used in place, never
- * converted.
+ * one is at fault) in st_file.err. Only F32, F16, BF16 and U8 are
+ * accepted; the first three are reported as the ggml type numbers the
+ * kernels already handle (F32 = 0, F16 = 1, BF16 = 30), so weights are
+ * used in place, never converted. U8 (raw bytes: gpt-oss's MXFP4
+ * *_blocks and *_scales) is ST_TYPE_U8, no ggml type; the model loader
+ * accepts it only there (model/gpt_oss.c).
  *
  * defines: st_open, st_open_at, st_parse, st_close, st_find
  */
@@ -26,10 +28,12 @@
 #define ST_MAX_DIMS         4
 #define ST_MAX_HEADER       (100u << 20)   /* the format's own limit */
 #define ST_MAX_TENSORS      (1u << 20)
+#define ST_TYPE_U8          0x100u         /* outside ggml's numbers */
 
 typedef struct {
     char            *name;         /* NUL-terminated copy */
-    uint32_t         type;         /* ggml type: F32, F16 or BF16 */
+    uint32_t         type;         /* ggml type: F32, F16 or BF16; or
+                                      ST_TYPE_U8 */
     uint32_t         n_dims;       /* 0 (scalar) .. ST_MAX_DIMS */
     uint64_t         shape[ST_MAX_DIMS];  /* HF order: shape[n_dims-1] is
                                              the fastest (row length) */

@@ -10,6 +10,7 @@
  *          llm_hf_chat_template
  */
 #include "format/hf_config.h"
+#include "model/gpt_oss.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "quant.h"
@@ -132,6 +133,12 @@ read_arch(llm_model *m)
         c->rope_neox = 1;
         return 0;
     }
+    if (llm_gpt_oss_arch(c->arch)) {
+        c->gpt_oss = c->router_topk_softmax = c->swiglu_oai = 1;
+        c->qkv_bias = 1;
+        c->rope_neox = 1;
+        return 0;
+    }
     if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
         c->rope_neox = 1;
@@ -144,17 +151,19 @@ read_arch(llm_model *m)
         return 0;
     }
     return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3, qwen3moe, gemma3 are)", c->arch);
+                      "mistral, qwen2, qwen3, qwen3moe, gemma3, gpt-oss "
+                      "are)", c->arch);
 }
 
 
 /*
  * attention.sliding_window_pattern: gguf-py writes an integer n (a global
  * layer every n-th) or one bool per layer (true: sliding); the bools must
- * make such a pattern. Absent: 6, as llama.cpp fixes it for gemma3.
+ * make such a pattern. Absent: dflt (llama.cpp fixes 6 for gemma3, 2 for
+ * gpt-oss).
  */
 static int
-gguf_swa_pattern(llm_model *m)
+gguf_swa_pattern(llm_model *m, int dflt)
 {
     llm_config     *c = &m->cfg;
     const char     *key = arch_key(m, "attention.sliding_window_pattern");
@@ -165,7 +174,7 @@ gguf_swa_pattern(llm_model *m)
 
     if (gguf_get_arr(&m->gguf, key, &type, &n, &data) != 0) {
         return get_int(m, "attention.sliding_window_pattern",
-                       &c->swa_pattern, 0, 6);
+                       &c->swa_pattern, 0, dflt);
     }
     if (type != GGUF_TYPE_BOOL || n != (uint64_t) c->n_layers) {
         return model_fail(m, "metadata key '%s' must be an integer or %d "
@@ -208,7 +217,7 @@ read_gemma3(llm_model *m)
 
     scalar = c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim;
     if (get_int(m, "attention.sliding_window", &c->sliding_window, 1, 0)
-        || gguf_swa_pattern(m)
+        || gguf_swa_pattern(m, 6)
         || get_float(m, "rope.freq_base_swa", &c->rope_theta_local, 0,
                      10000.0f)
         || get_float(m, "rope.scaling.factor", &c->rope_linear, 0, 1.0f)
@@ -291,6 +300,9 @@ gguf_yarn(llm_model *m)
         return -1;
     }
     c->rope_orig_ctx = (float) orig;
+    /* gpt-oss's published config says truncate false, which transformers
+     * follows (llama.cpp truncates every model's ramp) */
+    c->rope_yarn_truncate = !c->gpt_oss;
     return yarn_check(m);
 }
 
@@ -382,6 +394,14 @@ read_config(llm_model *m)
     }
     if (c->gemma) {
         if (read_gemma3(m) != 0) {
+            return -1;
+        }
+    } else if (c->gpt_oss) {
+        /* llama.cpp's gpt-oss keys: the window, a global layer every
+         * second unless the pattern key says otherwise */
+        if (get_int(m, "attention.sliding_window", &c->sliding_window, 1, 0)
+            || gguf_swa_pattern(m, 2) || gguf_yarn(m))
+        {
             return -1;
         }
     } else if (get_int(m, "attention.sliding_window", &c->sliding_window, 0,
@@ -549,12 +569,16 @@ load_layer(llm_model *m, int i)
         || get_split(m, i, "attn_k", kv_dim, c->dim, 1, &l->wk)
         || get_split(m, i, "attn_v", kv_dim, c->dim, 1, &l->wv)
         || get_split(m, i, "attn_output", c->dim, q_dim, 0, &l->wo)
-        || get_layer_vector(m, i, "ffn_norm.weight", c->dim, &l->ffn_norm))
+        || get_layer_vector(m, i, c->gpt_oss ? "post_attention_norm.weight"
+                                             : "ffn_norm.weight", c->dim,
+                            &l->ffn_norm))
     {
         return -1;
     }
     if (c->n_expert > 0) {
-        if (llm_moe_load_layer(m, i, lookup_tensor) != 0) {
+        if (llm_moe_load_layer(m, i, lookup_tensor) != 0
+            || (c->gpt_oss && llm_gpt_oss_load_layer(m, i, lookup_tensor)))
+        {
             return -1;
         }
     } else if (get_split(m, i, "ffn_gate", c->hidden_dim, c->dim, 1,
@@ -793,9 +817,8 @@ llm_model_free(llm_model *m)
 #define HF_MAX_SHARDS  1024
 
 
-/* n floats owned by the model (freed with it) */
-static float *
-own_floats(llm_model *m, size_t n)
+void *
+llm_model_own(llm_model *m, size_t n)
 {
     float  **list, *p;
 
@@ -804,11 +827,19 @@ own_floats(llm_model *m, size_t n)
         return NULL;
     }
     m->owned = list;
-    p = malloc((n ? n : 1) * sizeof(float));
+    p = malloc(n ? n : 1);
     if (p != NULL) {
         m->owned[m->n_owned++] = p;
     }
     return p;
+}
+
+
+/* n floats owned by the model (freed with it) */
+static float *
+own_floats(llm_model *m, size_t n)
+{
+    return llm_model_own(m, n * sizeof(float));
 }
 
 
@@ -1008,6 +1039,9 @@ hf_arch(llm_model *m, const cJSON *root)
     snprintf(c->arch, sizeof(c->arch), "%s", type->valuestring);
     if (strcmp(c->arch, "qwen2") == 0) {
         c->qkv_bias = 1;
+    } else if (llm_gpt_oss_arch(c->arch)) {
+        c->gpt_oss = c->router_topk_softmax = c->swiglu_oai = 1;
+        c->qkv_bias = 1;      /* and o_proj's bias (gpt_oss.c) */
     } else if (strcmp(c->arch, "qwen3") == 0 || llm_moe_arch(c->arch)) {
         c->qk_norm = 1;
     } else if (strcmp(c->arch, "llama") != 0
@@ -1015,7 +1049,7 @@ hf_arch(llm_model *m, const cJSON *root)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
                           "supported (llama, mistral, qwen2, qwen3, "
-                          "qwen3_moe, gemma3_text, gemma3 are)", c->arch);
+                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)", c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)
@@ -1023,7 +1057,9 @@ hf_arch(llm_model *m, const cJSON *root)
     {
         return model_fail(m, "config.json: hidden_act must be \"silu\"");
     }
-    if (cfg_true(root, "attention_bias") || cfg_true(root, "mlp_bias")) {
+    if ((cfg_true(root, "attention_bias") && !c->gpt_oss)
+        || cfg_true(root, "mlp_bias"))
+    {
         return model_fail(m, "config.json: attention_bias / mlp_bias (bias "
                           "on every projection) is not supported");
     }
@@ -1299,6 +1335,9 @@ hf_config(llm_model *m, const cJSON *root)
     }
     c->tied_output = cfg_true(root, "tie_word_embeddings");
     config_finish(c);
+    if (c->gpt_oss && llm_gpt_oss_hf_config(m, root) != 0) {
+        return -1;
+    }
     if (llm_moe_arch(c->arch)) {
         return llm_moe_hf_config(m, root);
     }
@@ -1387,7 +1426,8 @@ static const char *hf_gemma3_skipped[] = {
 
 /*
  * A HF tensor name -> its GGUF name in out. 0 mapped, 1 to be skipped
- * (rotary caches, a tied lm_head), -1 not part of this architecture.
+ * (rotary caches, a tied lm_head), LLM_GPT_OSS_HF_RAW kept raw for
+ * gpt_oss.c, -1 not part of this architecture, -2 refused (m->err set).
  */
 static int
 hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
@@ -1452,6 +1492,13 @@ hf_gguf_name(const llm_model *m, const char *hf, char *out, size_t len)
             return 0;
         }
     }
+    if (c->gpt_oss) {
+        int rc = llm_gpt_oss_hf_name((llm_model *) m, layer, rest, out, len);
+
+        if (rc != -2) {
+            return rc == -1 ? -2 : rc;
+        }
+    }
     if (c->n_expert > 0) {
         if (llm_moe_hf_name(m, layer, rest, out, len) == 0) {
             return 0;
@@ -1492,6 +1539,9 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
     if (rc == 1) {
         return 0;
     }
+    if (rc == -2) {
+        return -1;
+    }
     if (rc < 0) {
         return model_fail(m, "%s: tensor '%s' is not part of a %s model",
                           f->path, t->name, m->cfg.arch);
@@ -1500,7 +1550,14 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
         return model_fail(m, "%s: tensor '%s' is stored twice", f->path,
                           t->name);
     }
-    if (t->n_dims < 1 || t->n_dims > 2) {
+    if ((t->type == ST_TYPE_U8) != (rc == LLM_GPT_OSS_HF_RAW
+                                    && strstr(name, "_bias") == NULL))
+    {
+        return model_fail(m, "%s: tensor '%s': dtype U8 is for gpt-oss's "
+                          "MXFP4 *_blocks and *_scales only", f->path,
+                          t->name);
+    }
+    if (rc != LLM_GPT_OSS_HF_RAW && (t->n_dims < 1 || t->n_dims > 2)) {
         return model_fail(m, "%s: tensor '%s' has %u dimensions (1 or 2 "
                           "expected)", f->path, t->name, t->n_dims);
     }
@@ -1518,6 +1575,9 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
     g->type = t->type;
     g->data = t->data;
     g->nbytes = t->nbytes;
+    if (rc == LLM_GPT_OSS_HF_RAW) {
+        return 0;               /* repacked by llm_gpt_oss_hf_experts */
+    }
     shift = m->cfg.gemma && strlen(name) >= 11
             && strcmp(name + strlen(name) - 11, "norm.weight") == 0;
     if (t->n_dims == 1 && (t->type != GGML_TYPE_F32 || shift)) {
@@ -1674,6 +1734,9 @@ hf_load(llm_model *m, int dirfd)
     for (i = 0; i < m->n_st; i++) {
         total += m->st[i].n_tensors;
     }
+    if (c->gpt_oss) {
+        total += (uint64_t) LLM_GPT_OSS_EXTRA_TENSORS * c->n_layers;
+    }
     m->hf_tensors = calloc(total ? total : 1, sizeof(gguf_tensor));
     if (m->hf_tensors == NULL) {
         return model_fail(m, "out of memory for %llu tensors",
@@ -1685,6 +1748,9 @@ hf_load(llm_model *m, int dirfd)
                 return -1;
             }
         }
+    }
+    if (c->gpt_oss && llm_gpt_oss_hf_experts(m, lookup_tensor) != 0) {
+        return -1;
     }
     if (!c->tied_output && lookup_tensor(m, "output.weight") == NULL) {
         return model_fail(m, "tie_word_embeddings is false but "

@@ -36,7 +36,8 @@
  *          llm_model_rope_inv_freq, llm_model_rope_inv_freq_local,
  *          llm_config_layer_window, llm_model_tokenizer,
  *          llm_model_chat_template, llm_hf_chat_template,
- *          llm_model_pooling_gguf, llm_model_pooling_hf
+ *          llm_model_pooling_gguf, llm_model_pooling_hf,
+ *          llm_model_own
  */
 #ifndef NGX_LLM_MODEL_H
 #define NGX_LLM_MODEL_H
@@ -113,6 +114,12 @@ typedef struct {
     int       expert_ff;           /* expert_feed_forward_length */
     int       expert_norm;         /* renormalise the top-k weights to sum
                                       1 (HF norm_topk_prob) */
+    /* gpt-oss (model/gpt_oss.h): attention sinks, an output bias,
+       router and expert biases (the layer's views), and: */
+    int       gpt_oss;
+    int       router_topk_softmax; /* softmax over the top-k logits only */
+    int       swiglu_oai;          /* experts' clamped SwiGLU
+                                      (activation.h) */
     /* embedders (model/pool.h, pool_config.c): LLM_POOL_NONE for a
        generation model */
     int       pooling;             /* enum llm_pool_type */
@@ -138,8 +145,9 @@ typedef struct {
     const float *attn_post_norm;   /* (dim) gemma3: on att @ wo^T */
     const float *attn_sinks;       /* (n_heads/tp) gpt-oss: a logit per
                                       head in the softmax's denominator
-                                      (attention.h), else NULL; no loader
-                                      sets it yet (docs/models.md) */
+                                      (attention.h), else NULL */
+    const float *bo;               /* (dim) gpt-oss: attn_output.bias, or
+                                      NULL; tp 1 only */
     const float *ffn_norm;         /* (dim) */
     const float *ffn_post_norm;    /* (dim) gemma3: on the FFN's output */
     llm_tensor   w_gate;           /* (hidden_dim/tp, dim) column-split */
@@ -151,6 +159,11 @@ typedef struct {
     llm_tensor  *exp_gate;         /* (n_expert) views (expert_ff, dim) */
     llm_tensor  *exp_up;           /* (n_expert) views (expert_ff, dim) */
     llm_tensor  *exp_down;         /* (n_expert) views (dim, expert_ff) */
+    /* gpt-oss's biases, else NULL */
+    const float *router_b;         /* (n_expert) ffn_gate_inp.bias */
+    const float *exp_gate_b;       /* (n_expert, expert_ff) */
+    const float *exp_up_b;         /* (n_expert, expert_ff) */
+    const float *exp_down_b;       /* (n_expert, dim) */
 } llm_layer;
 
 typedef struct {
@@ -178,6 +191,9 @@ typedef struct {
                                       views the layers point into */
     char         err[768];         /* "<file>: <fault>" after a failure */
 } llm_model;
+
+/* n bytes owned by the model (freed with it), or NULL */
+void *llm_model_own(llm_model *m, size_t n);
 
 /* the pooling of a GGUF (<arch>.pooling_type) or a sentence-transformers
  * directory (modules.json) into m->cfg; none leaves LLM_POOL_NONE. 0, or

@@ -48,7 +48,8 @@ moe_fail(llm_model *m, const char *fmt, ...)
 int
 llm_moe_arch(const char *arch)
 {
-    return strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen3_moe") == 0;
+    return strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen3_moe") == 0
+           || strcmp(arch, "gpt-oss") == 0 || strcmp(arch, "gpt_oss") == 0;
 }
 
 
@@ -139,7 +140,9 @@ llm_moe_hf_config(llm_model *m, const cJSON *root)
     }
     if (hf_int(m, root, experts, &c->n_expert) != 0
         || hf_int(m, root, "num_experts_per_tok", &c->n_expert_used) != 0
-        || hf_int(m, root, "moe_intermediate_size", &c->expert_ff) != 0)
+        || hf_int(m, root, c->gpt_oss ? "intermediate_size"
+                                      : "moe_intermediate_size",
+                  &c->expert_ff) != 0)
     {
         return -1;
     }

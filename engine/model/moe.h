@@ -24,13 +24,15 @@
 
 #include "model/model.h"
 
-/* 1 if arch (GGUF "qwen3moe" or HF "qwen3_moe") is a MoE architecture */
+/* 1 if arch (GGUF "qwen3moe", "gpt-oss"; HF "qwen3_moe", "gpt_oss") is a
+ * MoE architecture */
 int llm_moe_arch(const char *arch);
 /* expert_count, expert_used_count, expert_feed_forward_length and
  * expert_weights_norm (default 1, as llama.cpp's qwen3moe graph) */
 int llm_moe_gguf_config(llm_model *m);
 /* num_experts (num_local_experts in transformers 5), num_experts_per_tok,
- * moe_intermediate_size, norm_topk_prob; every layer sparse */
+ * moe_intermediate_size (gpt-oss: intermediate_size), norm_topk_prob;
+ * every layer sparse */
 int llm_moe_hf_config(llm_model *m, const cJSON *root);
 /* rest: a HF layer tensor name after "model.layers.L."; 0 and out set to
  * the GGUF name for the router and per-expert tensors, -1 otherwise */

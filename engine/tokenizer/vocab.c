@@ -356,11 +356,11 @@ static const char *const eot_texts[] = {
 };
 
 
-/* the control token whose text is s, or -1 */
+/* a control token's id by text, or -1 */
 static int32_t
-control_token(const llm_tokenizer *t, const char *s)
+tok_control(const llm_tokenizer *t, const char *text)
 {
-    int32_t id = tok_find(t, s, strlen(s));
+    int32_t id = tok_find(t, text, strlen(text));
 
     return id >= 0 && t->tokens[id].type == LLM_TOKEN_CONTROL ? id : -1;
 }
@@ -369,29 +369,27 @@ control_token(const llm_tokenizer *t, const char *s)
 void
 tok_stops_init(llm_tokenizer *t)
 {
-    size_t  n = sizeof(eot_texts) / sizeof(eot_texts[0]);
-    int32_t ret = control_token(t, "<|return|>"),
-            call = control_token(t, "<|call|>");
-
-    /* Harmony (gpt-oss's o200k_harmony): a reply ends at <|return|> (the
-       answer) or <|call|> (a tool call); <|end|> closes one message of
-       several (the thinking, then the answer), so it is no stop, as in
-       llama.cpp's vocabulary */
-    if (ret >= 0 && call >= 0) {
-        add_stop(t, t->eos == control_token(t, "<|end|>") ? -1 : t->eos);
-        add_stop(t, ret);
-        add_stop(t, call);
-        add_stop(t, control_token(t, "<|endoftext|>"));
-        return;
-    }
+    size_t   n = sizeof(eot_texts) / sizeof(eot_texts[0]);
+    int32_t  ret = tok_control(t, "<|return|>");
+    int32_t  call = tok_control(t, "<|call|>");
+    int      harmony = ret >= 0 && call >= 0;
 
     add_stop(t, t->eos);
     add_stop(t, t->eot);
     add_stop(t, t->eom);
+    /* gpt-oss's Harmony: <|return|> ends the final answer, <|call|> a
+     * tool call; <|end|> only ends a message (the analysis channel's,
+     * before the final one), so it is no stop there */
+    add_stop(t, harmony ? ret : -1);
+    add_stop(t, harmony ? call : -1);
     for (size_t i = 0; i < n; i++) {
-        int32_t id = control_token(t, eot_texts[i]);
+        int32_t id = tok_find(t, eot_texts[i], strlen(eot_texts[i]));
 
-        if (id >= 0) {
+        if (harmony && strcmp(eot_texts[i], "<|end|>") == 0) {
+            continue;
+        }
+
+        if (id >= 0 && t->tokens[id].type == LLM_TOKEN_CONTROL) {
             if (t->eot < 0 && i < 4) {
                 t->eot = id;
             }

@@ -447,9 +447,21 @@ test_refusals(const char *tmp)
                    "supported");
     expect_refusal(dir, "model_type", "\"gemma2\"",
                    "model_type \"gemma2\" is not supported");
-    /* gpt-oss until its loader lands (docs/models.md) */
-    expect_refusal(dir, "model_type", "\"gpt_oss\"",
-                   "model_type \"gpt_oss\" is not supported");
+    /* gpt-oss: what the kernels do not implement, and bf16 experts */
+    expect_refusal_of(MODELS "/hf-gptoss", dir, "swiglu_limit", "8.0",
+                      "swiglu_limit must be 7");
+    expect_refusal_of(MODELS "/hf-gptoss", dir, "layer_types",
+                      "[\"full_attention\",\"sliding_attention\"]",
+                      "layer_types[0] is not \"sliding_attention\"");
+    expect_refusal_of(MODELS "/hf-gptoss", dir, "quantization_config",
+                      "{\"quant_method\":\"fp8\"}",
+                      "quantization_config other than mxfp4");
+    expect_refusal_of(MODELS "/hf-gptoss", dir, "num_local_experts", "4",
+                      "mlp.experts.gate_up_blocks': expected U8 of shape");
+    ok(llm_model_load(&m, MODELS "/hf-gptoss", 0, 2) == -1
+       && strstr(m.err, "tensor parallelism is not implemented") != NULL,
+       "gpt_oss at tp 2 -> \"%s\"", m.err);
+    llm_model_free(&m);
     expect_refusal(dir, "hidden_act", "\"gelu\"", "hidden_act must be");
     expect_refusal(dir, "num_hidden_layers", NULL,
                    "config.json: \"num_hidden_layers\" is missing");
@@ -710,6 +722,47 @@ format_diff(const llm_model *a, const llm_model *b, const cJSON *c)
 }
 
 
+/* hf-gptoss: both formats, the same MXFP4 blocks (the directory's
+ * repacked at load, the GGUF's as written), so the same logits */
+static void
+test_gptoss_formats(void)
+{
+    llm_model     hf, gg;
+    cJSON        *g = golden("hf-gptoss");
+    const cJSON  *c = golden_case(g, "plain");
+    double        d = -1;
+    int           i, same = 1;
+
+    if (llm_model_load(&hf, MODELS "/hf-gptoss", 0, 1) != 0
+        || llm_model_load(&gg, MODELS "/hf-gptoss.gguf", 0, 1) != 0)
+    {
+        printf("# %s / %s\n", hf.err, gg.err);
+    } else {
+        d = format_diff(&hf, &gg, c);
+        for (i = 0; i < hf.cfg.n_layers; i++) {
+            const llm_tensor *a = &hf.layers[i].exp_up[3];
+            const llm_tensor *b = &gg.layers[i].exp_up[3];
+
+            same &= a->type == GGML_TYPE_MXFP4 && b->type == a->type
+                    && memcmp(a->data, b->data, a->rows * a->row_stride)
+                       == 0;
+        }
+    }
+    ok(same && hf.cfg.swa_pattern == 2 && gg.cfg.swa_pattern == 2
+       && hf.cfg.rope_neox && gg.cfg.rope_neox && !hf.cfg.rope_yarn_truncate
+       && !gg.cfg.rope_yarn_truncate && hf.cfg.sliding_window == 12
+       && gg.cfg.sliding_window == 12,
+       "hf-gptoss: the directory's *_blocks repacked == the GGUF's MXFP4 "
+       "bytes; window 12 on every second layer, rotate-half, yarn not "
+       "truncated, in both");
+    ok(d == 0, "hf-gptoss: HF directory == GGUF over the whole vocabulary "
+       "(max |dlogit| %.2g)", d);
+    llm_model_free(&hf);
+    llm_model_free(&gg);
+    cJSON_Delete(g);
+}
+
+
 /* a copy of hf-llama3 with its weights in two shards and an index */
 static int
 make_sharded(const char *dir)
@@ -875,8 +928,11 @@ typedef enum {
     /* gemma3's */
     DROP_NORM_SHIFT, DROP_POST_NORMS, DROP_GEGLU, DROP_EMBD_SCALE,
     DROP_ATT_SCALE, DROP_LOCAL_ROPE, DROP_ROPE_LINEAR, DROP_GLOBAL_LAYERS,
-    /* yarn's: the frequency ramp, the attention factor */
-    DROP_YARN_RAMP, DROP_YARN_ATTN,
+    /* yarn's: the frequency ramp, the attention factor, truncation */
+    DROP_YARN_RAMP, DROP_YARN_ATTN, DROP_YARN_NO_TRUNCATE,
+    /* gpt-oss's */
+    DROP_SINKS, DROP_O_BIAS, DROP_ROUTER_BIAS, DROP_EXPERT_BIAS,
+    DROP_TOPK_SOFTMAX, DROP_SWIGLU_OAI, DROP_GATE_UP_ORDER,
 } quirk;
 
 
@@ -904,6 +960,28 @@ drop(llm_model *m, quirk q)
         }
         if (q == DROP_QK_NORM) {
             m->layers[i].q_norm = m->layers[i].k_norm = NULL;
+        }
+        if (q == DROP_SINKS) {
+            m->layers[i].attn_sinks = NULL;
+        }
+        if (q == DROP_O_BIAS) {
+            m->layers[i].bo = NULL;
+        }
+        if (q == DROP_ROUTER_BIAS) {
+            m->layers[i].router_b = NULL;
+        }
+        if (q == DROP_EXPERT_BIAS) {
+            m->layers[i].exp_gate_b = m->layers[i].exp_up_b = NULL;
+            m->layers[i].exp_down_b = NULL;
+        }
+        if (q == DROP_GATE_UP_ORDER) {       /* gate = [..., 1::2] */
+            llm_tensor *t = m->layers[i].exp_gate;
+            const float *b = m->layers[i].exp_gate_b;
+
+            m->layers[i].exp_gate = m->layers[i].exp_up;
+            m->layers[i].exp_up = t;
+            m->layers[i].exp_gate_b = m->layers[i].exp_up_b;
+            m->layers[i].exp_up_b = b;
         }
         if (q == DROP_POST_NORMS) {
             m->layers[i].attn_post_norm = m->layers[i].ffn_post_norm = NULL;
@@ -954,11 +1032,22 @@ drop(llm_model *m, quirk q)
     if (q == DROP_YARN_ATTN) {
         m->cfg.att_scale = 1.0f / sqrtf((float) m->cfg.head_dim);
     }
+    if (q == DROP_YARN_NO_TRUNCATE) {
+        m->cfg.rope_yarn_truncate = 1;        /* llama.cpp's ramp */
+    }
+    if (q == DROP_TOPK_SOFTMAX) {
+        m->cfg.router_topk_softmax = 0;       /* softmax, then top-k */
+        m->cfg.expert_norm = 0;
+    }
+    if (q == DROP_SWIGLU_OAI) {
+        m->cfg.swiglu_oai = 0;                /* plain SwiGLU */
+    }
 }
 
 
 static void
-test_quirk(const char *name, const char *fmt, quirk q, const char *what)
+test_quirk_tol(const char *name, const char *fmt, quirk q, const char *what,
+    double tol)
 {
     char          path[512];
     llm_model     m;
@@ -978,11 +1067,54 @@ test_quirk(const char *name, const char *fmt, quirk q, const char *what)
     keep = golden_diff(&m, c);
     drop(&m, q);
     gone = golden_diff(&m, c);
-    ok(keep >= 0 && keep <= TOL && gone > 10 * TOL,
+    ok(keep >= 0 && keep <= tol && gone > (tol < TOL * 2 ? 10 : 2) * tol,
        "%s (%s): with %s within %g (%.2g); without it %.3g off", name, fmt,
-       what, TOL, keep, gone);
+       what, tol, keep, gone);
     llm_model_free(&m);
     cJSON_Delete(g);
+}
+
+
+static void
+test_quirk(const char *name, const char *fmt, quirk q, const char *what)
+{
+    test_quirk_tol(name, fmt, q, what, TOL);
+}
+
+
+/* gpt-oss: its golden's tolerance (MXFP4 experts, int8 activations:
+ * test_golden.c); dropping a quirk must move the logits past twice it */
+static void
+test_gptoss_quirks(void)
+{
+    static const struct {
+        const char  *fmt;
+        quirk        q;
+        const char  *what;
+    } t[] = {
+        { "hf",   DROP_SINKS,            "attention sinks" },
+        { "gguf", DROP_SINKS,            "attention sinks" },
+        { "hf",   DROP_SLIDING_WINDOW,   "sliding window" },
+        { "gguf", DROP_GLOBAL_LAYERS,    "full layers (window everywhere)" },
+        { "hf",   DROP_O_BIAS,           "o_proj bias" },
+        { "gguf", DROP_QKV_BIAS,         "q/k/v biases" },
+        { "hf",   DROP_ROUTER_BIAS,      "router bias" },
+        { "gguf", DROP_ROUTER_BIAS,      "router bias" },
+        { "hf",   DROP_EXPERT_BIAS,      "expert biases" },
+        { "gguf", DROP_EXPERT_BIAS,      "expert biases" },
+        { "hf",   DROP_SWIGLU_OAI,       "clamped SwiGLU" },
+        { "gguf", DROP_SWIGLU_OAI,       "clamped SwiGLU" },
+        { "hf",   DROP_GATE_UP_ORDER,    "gate = [..., ::2]" },
+        { "hf",   DROP_YARN_RAMP,        "yarn frequencies" },
+        { "gguf", DROP_YARN_ATTN,        "yarn attention factor" },
+        { "hf",   DROP_YARN_NO_TRUNCATE, "yarn not truncated" },
+        { "gguf", DROP_YARN_NO_TRUNCATE, "yarn not truncated" },
+    };
+    size_t  i;
+
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        test_quirk_tol("hf-gptoss", t[i].fmt, t[i].q, t[i].what, 0.5);
+    }
 }
 
 
@@ -1084,6 +1216,7 @@ test_quirks(void)
     test_byte_fallback("hf-llama", "hf");
     test_byte_fallback("hf-llama", "gguf");
     test_byte_fallback("hf-mistral", "hf");
+    test_gptoss_quirks();
 }
 
 
@@ -1180,6 +1313,7 @@ main(void)
     test_gemma3_configs(tmp);
     test_gemma3_refusals(tmp);
     test_formats(tmp);
+    test_gptoss_formats();
     test_quirks();
     test_templates();
     /* the temporary files: symlinks and small copies */

@@ -1228,6 +1228,10 @@ main(void)
                           "qwen3moe HF BF16");
     test_batch_invariance("t/data/models/hf-qwen3moe-nonorm.gguf",
                           "qwen3moe nonorm GGUF F32");
+    /* gpt-oss: MXFP4 experts with biases, sinks, alternating windows */
+    test_batch_invariance("t/data/models/hf-gptoss.gguf",
+                          "gpt-oss GGUF MXFP4");
+    test_batch_invariance("t/data/models/hf-gptoss", "gpt-oss HF MXFP4");
     test_moe_quantized("Q8_0");
     test_moe_quantized("Q4_0");
     test_long_context(path, "tiny260K f16", 3);

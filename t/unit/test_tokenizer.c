@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "tap.h"
+#include "model/model.h"
 #include "format/gguf.h"
 #include "jinja/jinja.h"
 #include "tokenizer/tokenizer.h"
@@ -981,6 +982,46 @@ test_forgery(void)
 }
 
 
+/* gpt-oss's Harmony vocabulary (hf-gptoss: its special tokens on a cut
+ * qwen2 vocabulary, tools/oracle.py) in both formats: <|return|> and
+ * <|call|> stop, <|end|> (a message's end, before the final channel's
+ * message) does not */
+static void
+test_harmony_stops(void)
+{
+    static const char  *paths[2] = { "t/data/models/hf-gptoss",
+                                     "t/data/models/hf-gptoss.gguf" };
+    llm_model           m;
+    llm_tokenizer      *t;
+    const int32_t      *stop;
+    int32_t             ret, call, end, ids[4];
+    char                err[512];
+    int                 f, n_stop, n;
+
+    for (f = 0; f < 2; f++) {
+        t = NULL;
+        if (llm_model_load(&m, paths[f], 0, 1) == 0) {
+            t = llm_model_tokenizer(&m, err, sizeof(err));
+        }
+        if (!ok(t != NULL, "%s: tokenizer loads", paths[f])) {
+            llm_model_free(&m);
+            continue;
+        }
+        n = llm_tokenize(t, "<|return|><|call|><|end|>", 25, 0, 1, ids, 4);
+        ret = n == 3 ? ids[0] : -1;
+        call = n == 3 ? ids[1] : -1;
+        end = n == 3 ? ids[2] : -1;
+        n_stop = llm_tokenizer_stop_ids(t, &stop);
+        ok(n == 3 && llm_token_is_stop(t, ret) && llm_token_is_stop(t, call)
+           && !llm_token_is_stop(t, end) && llm_tokenizer_eos(t) == ret,
+           "%s: Harmony's <|return|> (eos) and <|call|> stop, <|end|> not "
+           "(%d stop ids)", paths[f], n_stop);
+        llm_tokenizer_free(t);
+        llm_model_free(&m);
+    }
+}
+
+
 int
 main(void)
 {
@@ -1001,5 +1042,6 @@ main(void)
     test_speed();
     test_errors();
     test_forgery();
+    test_harmony_stops();
     return tap_done();
 }
