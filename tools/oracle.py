@@ -645,6 +645,15 @@ def make_golden(label, path, base, relpath, cases, out_path, probes):
     for case in cases:
         text, ids = encode_case(tok, case)
         first, greedy, margins, top1 = reference_run(model, ids)
+        xcheck = 0.0
+        if reread is not None:
+            with torch.no_grad():
+                back = reread(torch.tensor([ids])).logits[0, -1].double()
+            xcheck = float(np.abs(back.numpy() - first).max())
+            if xcheck > CROSSCHECK_LIMIT:
+                sys.exit("oracle: %s/%s: transformers reading the directory "
+                         "back is %.3g off the reference"
+                         % (spec["name"], case["name"], xcheck))
         diff, diverge = compare_numpy(exact, ids, greedy, first, tolerance)
         small = first_small_margin(margins, tolerance)
         if diff > CROSSCHECK_LIMIT or (diverge != -1 and
@@ -1518,11 +1527,20 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
     model = write_hf_model(spec, fixtures, folder, gpath)
 
     tok = AutoTokenizer.from_pretrained(folder)
+    reread = None
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=torch.float32, attn_implementation="eager")
     else:
+        from transformers import Mxfp4Config
+
         model.config._attn_implementation = "eager"
+        # transformers reading the written directory back (its own MXFP4
+        # decoding of *_blocks/*_scales) must give the reference's logits
+        reread = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.float32, attn_implementation="eager",
+            quantization_config=Mxfp4Config(dequantize=True))
+        reread.eval()
     model.eval()
     weight_type = {"float32": "F32", "float16": "F16",
                    "bfloat16": "BF16"}[spec["dtype"]]
@@ -1536,6 +1554,15 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
     for case in HF_CASES:
         text, ids = encode_case(tok, case)
         first, greedy, margins, top1 = reference_run(model, ids)
+        xcheck = 0.0
+        if reread is not None:
+            with torch.no_grad():
+                back = reread(torch.tensor([ids])).logits[0, -1].double()
+            xcheck = float(np.abs(back.numpy() - first).max())
+            if xcheck > CROSSCHECK_LIMIT:
+                sys.exit("oracle: %s/%s: transformers reading the directory "
+                         "back is %.3g off the reference"
+                         % (spec["name"], case["name"], xcheck))
         entry = {
             "name": case["name"],
             "prompt": text,
@@ -1554,7 +1581,7 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
             entry["messages"] = case["messages"]
         cases.append(entry)
         report.append({"case": case["name"], "tokens": len(ids),
-                       "crosscheck": 0.0,
+                       "crosscheck": xcheck,
                        "small_margin_step": entry["first_small_margin_step"]})
     for fmt, rel, path in (("hf", rel_dir, folder),
                            ("gguf", rel_gguf, gpath)):

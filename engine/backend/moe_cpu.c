@@ -20,7 +20,7 @@
  * runs them. Fused MoE kernels (one pool job over all experts) are left.
  *
  * defines: llm_moe_cpu_init, llm_moe_cpu_free, llm_moe_cpu_forward,
- *          llm_moe_route
+ *          llm_moe_route, llm_moe_route_topk_softmax
  */
 #include "activation.h"
 #include "alloc.h"

@@ -26,12 +26,12 @@ static const struct {
     { "post_attention_layernorm.weight", "post_attention_norm.weight", 0 },
     { "mlp.router.weight",               "ffn_gate_inp.weight",        0 },
     { "mlp.router.bias",                 "ffn_gate_inp.bias",          0 },
-    { "mlp.experts.gate_up_proj_blocks", "hf.gate_up_blocks",          1 },
-    { "mlp.experts.gate_up_proj_scales", "hf.gate_up_scales",          1 },
-    { "mlp.experts.gate_up_proj_bias",   "hf.gate_up_bias",            1 },
-    { "mlp.experts.down_proj_blocks",    "hf.down_blocks",             1 },
-    { "mlp.experts.down_proj_scales",    "hf.down_scales",             1 },
-    { "mlp.experts.down_proj_bias",      "hf.down_bias",               1 },
+    { "mlp.experts.gate_up_proj_blocks", "hf.gate_up_proj_blocks",     1 },
+    { "mlp.experts.gate_up_proj_scales", "hf.gate_up_proj_scales",     1 },
+    { "mlp.experts.gate_up_proj_bias",   "hf.gate_up_proj_bias",       1 },
+    { "mlp.experts.down_proj_blocks",    "hf.down_proj_blocks",        1 },
+    { "mlp.experts.down_proj_scales",    "hf.down_proj_scales",        1 },
+    { "mlp.experts.down_proj_bias",      "hf.down_proj_bias",          1 },
 };
 
 
@@ -154,8 +154,8 @@ raw(llm_model *m, llm_moe_find_fn find, int i, const char *what, int u8,
     snprintf(name, sizeof(name), "blk.%d.hf.%s", i, what);
     t = find(m, name);
     if (t == NULL) {
-        oss_fail(m, "layer %d: tensor 'mlp.experts.%s' is missing", i,
-                 what);
+        oss_fail(m, "tensor 'model.layers.%d.mlp.experts.%s' is missing",
+                 i, what);
         return NULL;
     }
     bad = t->n_dims != n_dims
@@ -166,8 +166,8 @@ raw(llm_model *m, llm_moe_find_fn find, int i, const char *what, int u8,
         bad |= t->ne[k] != ne[k];
     }
     if (bad) {
-        oss_fail(m, "layer %d: tensor 'mlp.experts.%s': expected %s of "
-                 "shape (ggml order) [%llu, %llu, %llu, %llu] in %u dims",
+        oss_fail(m, "tensor 'model.layers.%d.mlp.experts.%s': expected %s "
+                 "of shape (ggml order) [%llu, %llu, %llu, %llu] in %u dims",
                  i, what, u8 ? "U8" : "F32/F16/BF16",
                  (unsigned long long) ne0, (unsigned long long) ne1,
                  (unsigned long long) ne2, (unsigned long long) ne3, n_dims);
@@ -310,17 +310,18 @@ llm_gpt_oss_hf_experts(llm_model *m, llm_moe_find_fn find)
                         c->expert_ff);
     }
     for (i = 0; i < c->n_layers; i++) {
-        gub = raw(m, find, i, "gate_up_blocks", 1, 4, 16, dim / 32, 2 * ff,
-                  E);
-        gus = gub ? raw(m, find, i, "gate_up_scales", 1, 3, dim / 32,
+        gub = raw(m, find, i, "gate_up_proj_blocks", 1, 4, 16, dim / 32,
+                  2 * ff, E);
+        gus = gub ? raw(m, find, i, "gate_up_proj_scales", 1, 3, dim / 32,
                         2 * ff, E, 1) : NULL;
-        gbias = gus ? raw(m, find, i, "gate_up_bias", 0, 2, 2 * ff, E, 1, 1)
-                    : NULL;
-        db = gbias ? raw(m, find, i, "down_blocks", 1, 4, 16, ff / 32, dim,
-                         E) : NULL;
-        ds = db ? raw(m, find, i, "down_scales", 1, 3, ff / 32, dim, E, 1)
-                : NULL;
-        dbias = ds ? raw(m, find, i, "down_bias", 0, 2, dim, E, 1, 1) : NULL;
+        gbias = gus ? raw(m, find, i, "gate_up_proj_bias", 0, 2, 2 * ff, E,
+                          1, 1) : NULL;
+        db = gbias ? raw(m, find, i, "down_proj_blocks", 1, 4, 16, ff / 32,
+                         dim, E) : NULL;
+        ds = db ? raw(m, find, i, "down_proj_scales", 1, 3, ff / 32, dim, E,
+                      1) : NULL;
+        dbias = ds ? raw(m, find, i, "down_proj_bias", 0, 2, dim, E, 1, 1)
+                   : NULL;
         if (dbias == NULL) {
             return -1;
         }

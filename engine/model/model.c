@@ -7,7 +7,7 @@
  *          llm_model_weight_bytes, llm_model_rope_inv_freq,
  *          llm_model_rope_inv_freq_local, llm_config_layer_window,
  *          llm_model_tokenizer, llm_model_chat_template,
- *          llm_hf_chat_template
+ *          llm_hf_chat_template, llm_model_own
  */
 #include "format/hf_config.h"
 #include "model/gpt_oss.h"
@@ -1049,7 +1049,8 @@ hf_arch(llm_model *m, const cJSON *root)
     {
         return model_fail(m, "config.json: model_type \"%s\" is not "
                           "supported (llama, mistral, qwen2, qwen3, "
-                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)", c->arch);
+                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)",
+                          c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)

@@ -54,6 +54,9 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     n = m->hf ? (uint64_t) m->n_hf_tensors : m->gguf.n_tensors;
 
     for (i = 0; i < n; i++) {
+        if (strstr(tensors[i].name, ".hf.") != NULL) {
+            continue;   /* gpt-oss's raw HF experts: counted repacked */
+        }
         sh->weight_bytes += tensors[i].nbytes;
         if (plan_replicated(tensors[i].name)) {
             sh->replicated_bytes += tensors[i].nbytes;
@@ -76,18 +79,22 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
 void
 llm_plan_shape_weights(llm_plan_shape *sh)
 {
-    uint64_t  q, kv, layer, embd, norms;
+    uint64_t  q, kv, layer, embd, norms, experts = 0;
+    uint32_t  et = sh->expert_type ? sh->expert_type : sh->weight_type;
 
     q = (uint64_t) sh->n_heads * sh->head_dim;
     kv = (uint64_t) sh->n_kv_heads * sh->head_dim;
 
     /* wq, wk, wv, wo; gate, up, down (MoE: the router and every
-     * expert's three) */
+     * expert's three, those at expert_type) */
     layer = (uint64_t) sh->dim * (q + 2 * kv) + q * sh->dim;
-    layer += sh->n_expert > 0
-             ? (uint64_t) sh->n_expert * sh->dim * (1 + 3 * (uint64_t)
-                                                    sh->expert_ff)
-             : 3 * (uint64_t) sh->dim * sh->hidden_dim;
+    if (sh->n_expert > 0) {
+        layer += (uint64_t) sh->n_expert * sh->dim;
+        experts = (uint64_t) sh->n_layers * sh->n_expert * sh->dim * 3
+                  * sh->expert_ff;
+    } else {
+        layer += 3 * (uint64_t) sh->dim * sh->hidden_dim;
+    }
     embd = (uint64_t) sh->vocab_size * sh->dim * (sh->tied_output ? 1 : 2);
     /* attn_norm, ffn_norm per layer, output_norm; f32 in a GGUF, the
      * checkpoint's type in a HF directory: counted at weight_type */
@@ -95,6 +102,7 @@ llm_plan_shape_weights(llm_plan_shape *sh)
 
     sh->weight_bytes = ggml_row_size(sh->weight_type,
                                      (uint64_t) sh->n_layers * layer)
+                       + ggml_row_size(et, experts)
                        + ggml_row_size(sh->weight_type, embd)
                        + ggml_row_size(sh->weight_type, norms);
     sh->replicated_bytes = ggml_row_size(sh->weight_type, embd)

@@ -45,6 +45,8 @@ typedef struct {
     int          max_seq_len;      /* the model's context length */
     int          tied_output;      /* lm_head is the embedding */
     uint32_t     weight_type;      /* enum ggml_type of the matrices */
+    uint32_t     expert_type;      /* of the experts' (gpt-oss's config:
+                                      MXFP4); 0: weight_type */
     uint64_t     weight_bytes;     /* all ranks together */
     uint64_t     replicated_bytes; /* of those, on every rank: embeddings,
                                       lm_head, norms */

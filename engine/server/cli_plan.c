@@ -239,6 +239,8 @@ plan_shape_config(plan_args *a)
         return -1;
     }
     a->sh.weight_type = (uint32_t) t;
+    /* gpt-oss's published experts are MXFP4 whatever torch_dtype says */
+    a->sh.expert_type = m.cfg.gpt_oss ? GGML_TYPE_MXFP4 : 0;
     llm_plan_shape_weights(&a->sh);
     return 0;
 }

@@ -457,7 +457,28 @@ test_refusals(const char *tmp)
                       "{\"quant_method\":\"fp8\"}",
                       "quantization_config other than mxfp4");
     expect_refusal_of(MODELS "/hf-gptoss", dir, "num_local_experts", "4",
-                      "mlp.experts.gate_up_blocks': expected U8 of shape");
+                      "mlp.experts.gate_up_proj_blocks': expected U8 of "
+                      "shape");
+    /* transformers' unquantized experts (E, dim, 2ff): refused by name */
+    if (make_variant(dir, MODELS "/hf-gptoss", "model_type", "\"gpt_oss\"")
+        == 0)
+    {
+        static uint8_t  buf[8 + 256 + 2 * 8 * 64 * 128];
+        char            path[600];
+        size_t          n = st_build(buf, "{\"model.layers.0.mlp.experts."
+                                     "gate_up_proj\":{\"dtype\":\"BF16\","
+                                     "\"shape\":[8,64,128],\"data_offsets\""
+                                     ":[0,131072]}}", buf + 8 + 256,
+                                     2 * 8 * 64 * 128);
+
+        snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+        unlink(path);
+        ok(spit(path, buf, n) == 0 && llm_model_load(&m, dir, 0, 1) == -1
+           && strstr(m.err, "unquantized experts are not supported")
+              != NULL, "gpt_oss bf16 experts -> \"%s\"", m.err);
+        llm_model_free(&m);
+        unlink(path);
+    }
     ok(llm_model_load(&m, MODELS "/hf-gptoss", 0, 2) == -1
        && strstr(m.err, "tensor parallelism is not implemented") != NULL,
        "gpt_oss at tp 2 -> \"%s\"", m.err);

@@ -253,6 +253,21 @@ test_cli(void)
     is_int(f ? WEXITSTATUS(pclose(f)) : -1, 0, "a bare shape fits 4g");
     ok(strstr(out, "weights             16060522496 bytes per rank")
        != NULL, "a bare 8B shape: the same weights as its config.json");
+
+    /* gpt-oss-20b's config (torch_dtype bf16): experts counted as MXFP4
+     * (17 bytes per 32), the rest bf16: 12.80 GiB, its published size */
+    snprintf(cmd, sizeof(cmd), "%s/ngx_llm_engine plan --config "
+             "t/data/plan/gpt-oss-20b-config.json --max-model-len 8192 "
+             "2>&1", build ? build : "build");
+    f = popen(cmd, "r");
+    n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+    out[n] = '\0';
+    if (f != NULL) {
+        pclose(f);
+    }
+    ok(strstr(out, "weights             13747605120 bytes per rank")
+       != NULL, "gpt-oss-20b's config: MXFP4 experts, bf16 rest "
+       "(13747605120 bytes)");
 }
 
 
