@@ -4,12 +4,12 @@
  *
  *   build/fuzz/fuzz_tool_call -max_total_time=60 fuzz/corpus/tool_call
  *
- * Input: byte 0 the format (0..4), byte 1 flags (1 reasoning, 2 the prompt
+ * Input: byte 0 the format (0..6), byte 1 flags (1 reasoning, 2 the prompt
  * opened <think>, 4 parallel calls), byte 2 where to cut, then the reply.
  * Beyond "no crash": pushed whole, cut in two and byte by byte, the reply
  * gives the same reasoning, content and calls; every call names a known
  * function and has an object as its arguments; a reply without calls
- * loses none of its non-blank bytes.
+ * loses none of its non-blank bytes (Harmony's markers excepted).
  */
 #define _GNU_SOURCE     /* memmem */
 #include "api/reply.h"
@@ -144,7 +144,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 3) {
         return 0;
     }
-    fmt = data[0] % (LLM_TOOL_FMT_QWEN3_XML + 1);
+    fmt = data[0] % (LLM_TOOL_FMT_HARMONY + 1);
     flags = data[1];
     s = (const char *) data + 3;
     n = size - 3;
@@ -162,9 +162,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_same(&whole, &bytes);
     free(all);
 
-    /* no reasoning, no call, not a generic {"response"}: the reply is the
-       content, byte for byte */
-    if (!(flags & 1) && whole.calls == NULL
+    /* no reasoning, no call, not a generic {"response"}, not Harmony
+       (its markers are not content): the reply is the content, byte for
+       byte */
+    if (!(flags & 1) && whole.calls == NULL && fmt != LLM_TOOL_FMT_HARMONY
         && !(fmt == LLM_TOOL_FMT_GENERIC && memmem(s, n, "response", 8)))
     {
         if (!same_text(whole.content, whole.content_len, s, n)) {

@@ -251,6 +251,56 @@ static const char *const  ngx_http_llm_trusted[] = {
 
 
 /*
+ * The template's variables besides the conversation, later ones winning:
+ * the thinking switch of Messages and Responses (enable_thinking), the
+ * request's reasoning_effort (gpt-oss), its chat_template_kwargs. NULL:
+ * out of memory.
+ */
+static cJSON *
+ngx_http_llm_template_extra(ngx_http_llm_ctx_t *ctx)
+{
+    cJSON        *extra, *kw;
+    const cJSON  *k;
+
+    extra = cJSON_CreateObject();
+    if (extra == NULL) {
+        return NULL;
+    }
+
+    if (ctx->thinking >= 0
+        && cJSON_AddBoolToObject(extra, "enable_thinking", ctx->thinking)
+           == NULL)
+    {
+        goto failed;
+    }
+
+    if (ctx->req.reasoning_effort
+        && cJSON_AddStringToObject(extra, "reasoning_effort",
+                                   ctx->req.reasoning_effort)
+           == NULL)
+    {
+        goto failed;
+    }
+
+    cJSON_ArrayForEach(k, ctx->req.template_kwargs) {
+        kw = cJSON_Duplicate(k, 1);
+        if (kw == NULL) {
+            goto failed;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(extra, k->string);
+        cJSON_AddItemToObject(extra, k->string, kw);
+    }
+
+    return extra;
+
+failed:
+
+    cJSON_Delete(extra);
+    return NULL;
+}
+
+
+/*
  * Renders ecf's chat template for ctx's request as transformers'
  * apply_chat_template does. *spans (pool memory, *n_spans of them) are
  * the bytes of the text that came from the request, which the tokenizer
@@ -296,19 +346,11 @@ ngx_http_llm_render_template(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    /* Messages' thinking switch: the template's enable_thinking */
-    extra = NULL;
-    if (ctx->thinking >= 0) {
-        extra = cJSON_CreateObject();
-        if (extra == NULL
-            || cJSON_AddBoolToObject(extra, "enable_thinking", ctx->thinking)
-               == NULL)
-        {
-            cJSON_Delete(extra);
-            cJSON_Delete(special);
-            cJSON_Delete(msgs);
-            return NGX_ERROR;
-        }
+    extra = ngx_http_llm_template_extra(ctx);
+    if (extra == NULL) {
+        cJSON_Delete(special);
+        cJSON_Delete(msgs);
+        return NGX_ERROR;
     }
 
     vars = jinja_chat_context(msgs, tools, !ctx->no_gen_prompt, special,
@@ -604,6 +646,11 @@ ngx_http_llm_split_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     format = (ctx->req.tools && ctx->req.tool_choice != LLM_TOOL_CHOICE_NONE)
              ? (int) ctx->ecf->tool_format : LLM_TOOL_FMT_NONE;
 
+    /* Harmony's channels are markers in every reply: always split */
+    if (ctx->ecf->tool_format == LLM_TOOL_FMT_HARMONY) {
+        format = LLM_TOOL_FMT_HARMONY;
+    }
+
     if (format == LLM_TOOL_FMT_NONE && !llcf->reasoning) {
         return;
     }
@@ -803,12 +850,15 @@ ngx_http_llm_output_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
         }
         c->stop_inited = 1;
 
-        llm_detok_init(&c->detok, LLM_DETOK_SKIP_SPECIAL);
+        /* Harmony's parser reads the markers, which are special tokens */
+        llm_detok_init(&c->detok, ctx->out_format == LLM_TOOL_FMT_HARMONY
+                                  ? 0 : LLM_DETOK_SKIP_SPECIAL);
 
         if (ctx->split) {
             llm_reply_init(&c->out, ctx->out_format, llcf->reasoning,
                          ctx->out_in_think, ctx->req.parallel_tool_calls,
-                         ctx->req.tools);
+                         ctx->req.tool_choice == LLM_TOOL_CHOICE_NONE
+                         ? NULL : ctx->req.tools);
             /* the tool grammar: a reply that does not parse was cut */
             c->out.constrained =
                 ctx->req.tool_choice == LLM_TOOL_CHOICE_REQUIRED

@@ -67,7 +67,8 @@ GEMMA_PARTS=(
 
 # Test fixtures: llama.cpp's vocab-only GGUFs with their HF-made tokenizer
 # vectors, and the chat templates as published, from the source
-# distribution of llama-cpp-python on PyPI (only these members are kept).
+# distribution of llama-cpp-python on PyPI (only these members are kept;
+# gpt-oss's Harmony template, openai-gpt-oss-120b.jinja, is one of them).
 SDIST_NAME=llama-cpp-python==0.3.16
 SDIST_URL=https://files.pythonhosted.org/packages/e4/b4/c8cd17629ced0b9644a71d399a91145aedef109c0333443bef015e45b704/llama_cpp_python-0.3.16.tar.gz
 SDIST_SHA256=34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6

@@ -26,6 +26,7 @@ Run (see docs/jinja.md), with the oracle venv:
 """
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -69,6 +70,11 @@ TEMPLATES = [
     # wheel, tools/deps.sh): no tool format of its own
     ("gemma-3", "fixtures:llama.cpp/templates/google-gemma-3-it.jinja", None,
      {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}, None),
+    # gpt-oss's Harmony format (llama.cpp's copy of OpenAI's published template,
+    # in the same sdist as the others): reads the date through strftime_now
+    ("gpt-oss", "fixtures:llama.cpp/templates/openai-gpt-oss-120b.jinja", None,
+     {"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"},
+     "harmony"),
     ("smollm2", "repo:SmolLM2-135M-Instruct.jinja", None,
      {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
       "pad_token": "<|im_end|>"}, None),
@@ -96,6 +102,22 @@ WEATHER_TOOL = {
         "return": {"type": "object", "description": "The weather report"},
     },
 }
+
+
+# a tool without parameters (Harmony writes it "() => any")
+NOARG_TOOL = {"type": "function",
+              "function": {"name": "get_time", "description": "The time now.",
+                           "parameters": {"type": "object", "properties": {}}}}
+
+# strftime_now's clock for the templates that read the date (gpt-oss): the
+# goldens carry it ("now"), test_jinja renders at the same instant
+PINNED_NOW = 1721995200     # 2024-07-26 12:00:00 UTC
+
+
+class PinnedDatetime(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.datetime.fromtimestamp(PINNED_NOW, datetime.timezone.utc)
 
 
 def cases(kind, name):
@@ -158,6 +180,30 @@ def cases(kind, name):
         out.append(("reasoning", [u1, {"role": "assistant", "content": "Fine.",
                                        "reasoning_content": "\nThe user greets me.\n"}],
                     False, {}))
+    if kind == "harmony":
+        q = {"role": "user", "content": "Weather in Paris?"}
+        call = {"id": "call12345", "type": "function",
+                "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
+        result = {"role": "tool", "tool_call_id": "call12345", "content": "{\"temp\": 21}"}
+        tools = {"tools": [WEATHER_TOOL, NOARG_TOOL]}
+        out += [
+            ("effort-high", [u1], True, {"reasoning_effort": "high"}),
+            ("developer", [{"role": "developer", "content": "Answer in French."}, u1], True,
+             {"reasoning_effort": "low"}),
+            # reasoning passed back: an earlier turn's is dropped, a call's kept
+            ("reasoning", [u1, {"role": "assistant", "content": "Fine.",
+                                "reasoning_content": "The user greets me."}, u2], True, {}),
+            ("tool-thinking", [q, {"role": "assistant", "content": None, "tool_calls": [call],
+                                   "reasoning_content": "I need the weather tool."},
+                               result], True, tools),
+            ("tool-final", [q, {"role": "assistant", "content": None, "tool_calls": [call],
+                                "reasoning_content": "I need the weather tool."},
+                            result, {"role": "assistant", "content": "21 degrees."}, u2], True, tools),
+            ("tool-nothink", [q, {"role": "assistant", "content": None, "tool_calls": [call]},
+                              result], True, tools),
+            ("training", [u1, {"role": "assistant", "content": "Fine.",
+                               "reasoning_content": "Greeting."}], False, {}),
+        ]
     return out
 
 
@@ -338,6 +384,7 @@ def main():
         return rec
 
     ctu._compile_jinja_template = compile_and_record
+    ctu.datetime = PinnedDatetime
 
     written = 0
     for name, ref, key, special, kind in TEMPLATES:
@@ -360,6 +407,8 @@ def main():
                 "extra": extra,
                 "context": context, "output": output, "error": error, "error_type": error_type,
             }
+            if kind == "harmony":
+                doc["now"] = PINNED_NOW
             path = os.path.join(OUT_DIR, f"{name}.{case}.json")
             with open(path, "w", encoding="utf-8", newline="") as f:
                 json.dump(doc, f, ensure_ascii=False, indent=1)

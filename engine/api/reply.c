@@ -15,6 +15,8 @@
  *               "[TOOL_CALLS]", and blanks that may precede one; T_CALL
  *               holds everything until the end, where it is parsed
  *
+ * HARMONY has its own scanner (api/harmony.c) in place of both stages.
+ *
  * defines: llm_tool_format_detect, llm_tool_format_name, llm_reply_init,
  *          llm_reply_push, llm_reply_finish, llm_reply_free,
  *          llm_reply_prompt_in_think, llm_tool_call_id, llm_tool_calls_json,
@@ -40,6 +42,7 @@ enum { T_START, T_TEXT, T_CALL };
 #define MISTRAL_OPEN    "[TOOL_CALLS]"
 #define MISTRAL_ARGS    "[ARGS]"
 #define PYTHON_TAG      "<|python_tag|>"
+#define HARMONY_CHANNEL "<|channel|>"
 
 /* parse_calls' results besides 0 (calls) and -1 (failed) */
 #define NOT_A_CALL      2
@@ -57,6 +60,9 @@ llm_tool_format_detect(const char *tmpl, size_t len)
        it writes <tool_call>, so that test comes first) */
     if (tmpl == NULL) {
         return LLM_TOOL_FMT_GENERIC;
+    }
+    if (memmem(tmpl, len, HARMONY_CHANNEL, sizeof(HARMONY_CHANNEL) - 1)) {
+        return LLM_TOOL_FMT_HARMONY;
     }
     if (memmem(tmpl, len, HERMES_OPEN, sizeof(HERMES_OPEN) - 1)) {
         return memmem(tmpl, len, "<function=", 10) ? LLM_TOOL_FMT_QWEN3_XML
@@ -79,10 +85,11 @@ const char *
 llm_tool_format_name(int format)
 {
     static const char *const names[] = {
-        "none", "generic", "hermes", "llama3", "mistral", "qwen3_xml"
+        "none", "generic", "hermes", "llama3", "mistral", "qwen3_xml",
+        "harmony"
     };
 
-    return format >= 0 && format <= LLM_TOOL_FMT_QWEN3_XML ? names[format]
+    return format >= 0 && format <= LLM_TOOL_FMT_HARMONY ? names[format]
                                                             : "unknown";
 }
 
@@ -866,6 +873,75 @@ reason_run(llm_reply *o, int final)
 
 
 /* ---------------------------------------------------------------------------
+ * HARMONY: the scanner's messages (api/harmony.h) into the reply
+ */
+
+/* a message to=functions.NAME: its body is the arguments' JSON */
+static void
+harmony_call(llm_reply *o, const char *recipient, const char *s, size_t n,
+    int complete)
+{
+    cJSON       *name, *args;
+    const char  *fn = recipient, *end = NULL;
+    int          rc;
+
+    if (strncmp(fn, "functions.", 10) == 0) {
+        fn += 10;
+    }
+    if (!o->parallel && o->n_calls > 0) {
+        return;                 /* the first call only */
+    }
+    args = cJSON_ParseWithLengthOpts(s, n, &end, 0);
+    if (args != NULL && skip_blanks(s, (size_t) (end - s), n) != n) {
+        cJSON_Delete(args);
+        args = NULL;
+    }
+    name = cJSON_CreateString(fn);
+    if (name == NULL) {
+        o->oom = 1;
+        cJSON_Delete(args);
+        return;
+    }
+    rc = args ? add_call(o, name, args)
+              : fail_why(o, "the arguments of \"%.64s\" are not JSON", fn);
+    cJSON_Delete(name);
+    cJSON_Delete(args);
+    if (rc == 0) {
+        return;
+    }
+    if (o->constrained && !complete) {
+        o->dropped = 1;         /* the grammar's call, cut by max_tokens */
+        return;
+    }
+    o->failed = 1;
+    (void) buf_add(o, &o->o_content, s, n);
+}
+
+
+static void
+harmony_emit(void *data, int kind, const char *recipient, const char *s,
+    size_t n, int complete)
+{
+    llm_reply  *o = data;
+
+    switch (kind) {
+    case LLM_HARMONY_REASONING:
+        /* without reasoning, the thinking is not the answer: dropped */
+        if (o->reasoning) {
+            (void) buf_add(o, &o->o_reasoning, s, n);
+        }
+        return;
+    case LLM_HARMONY_CALL:
+        harmony_call(o, recipient, s, n, complete);
+        return;
+    default:
+        (void) buf_add(o, &o->o_content, s, n);
+        return;
+    }
+}
+
+
+/* ---------------------------------------------------------------------------
  * the interface
  */
 
@@ -881,6 +957,7 @@ llm_reply_init(llm_reply *o, int format, int reasoning, int in_think,
     o->r_phase = !reasoning ? R_CONTENT : in_think ? R_THINK : R_DETECT;
     o->r_strip = (reasoning && in_think);
     o->t_phase = T_START;
+    llm_harmony_init(&o->harmony);
 
     /* the buffers are never NULL, so the stages may point into them
        (a failure here makes the first push fail) */
@@ -920,7 +997,10 @@ llm_reply_push(llm_reply *o, const char *text, size_t len,
     o->o_reasoning.len = 0;
     o->o_content.len = 0;
 
-    if (o->reasoning) {
+    if (o->format == LLM_TOOL_FMT_HARMONY) {
+        (void) llm_harmony_push(&o->harmony, text, len, 0, harmony_emit, o);
+        o->oom |= o->harmony.oom;
+    } else if (o->reasoning) {
         if (buf_add(o, &o->r_held, text, len) == 0) {
             reason_run(o, 0);
         }
@@ -942,6 +1022,12 @@ llm_reply_finish(llm_reply *o, llm_reply_piece *piece)
     o->o_reasoning.len = 0;
     o->o_content.len = 0;
 
+    if (o->format == LLM_TOOL_FMT_HARMONY) {
+        (void) llm_harmony_push(&o->harmony, NULL, 0, 1, harmony_emit, o);
+        o->oom |= o->harmony.oom;
+        piece_of(o, piece);
+        return o->oom ? -1 : 0;
+    }
     if (o->reasoning) {
         reason_run(o, 1);
     }
@@ -961,6 +1047,7 @@ llm_reply_free(llm_reply *o)
     free(o->t_held.p);
     free(o->o_reasoning.p);
     free(o->o_content.p);
+    llm_harmony_free(&o->harmony);
     memset(o, 0, sizeof(*o));
 }
 
@@ -1178,6 +1265,97 @@ tag_term(char *out, size_t n, const llm_tokenizer *tok, const char *tag)
 }
 
 
+/*
+ * HARMONY: one call message, maybe after one analysis message (gpt-oss
+ * thinks before it calls): the model stops at <|call|>, so one call
+ *
+ *   root ::= analysis? call
+ *   analysis ::= <|channel|> "analysis" <|message|> .* <|end|>
+ *                <|start|> "assistant"
+ *   call ::= <|channel|> "commentary to=functions." (f0 | f1 ...) <|call|>
+ *   f0 ::= "NAME" " " <|constrain|> "json" <|message|> %json {params}
+ *
+ * Names are [a-zA-Z0-9_-] (api/tools.c), so they need no escape.
+ */
+static char *
+harmony_grammar(const cJSON *tools, const char *only,
+    const llm_tokenizer *tok, size_t *len)
+{
+    char          ch[32], msg[32], end[32], start[32], con[32], call[32];
+    char         *out = NULL, *p, *schema;
+    size_t        n = 0, cap = 0, need;
+    int           k = 0, w;
+    const cJSON  *t, *fn, *nm, *params;
+    cJSON        *args;
+
+    tag_term(ch, sizeof(ch), tok, "<|channel|>");
+    tag_term(msg, sizeof(msg), tok, "<|message|>");
+    tag_term(end, sizeof(end), tok, "<|end|>");
+    tag_term(start, sizeof(start), tok, "<|start|>");
+    tag_term(con, sizeof(con), tok, "<|constrain|>");
+    tag_term(call, sizeof(call), tok, "<|call|>");
+
+    /* a rule per tool, then the call rule that names them */
+    cJSON_ArrayForEach(t, tools) {
+        fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(nm)
+            || (only && strcmp(only, nm->valuestring) != 0))
+        {
+            continue;
+        }
+        params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        args = cJSON_IsObject(params)
+               ? cJSON_Duplicate(params, 1)
+               : cJSON_Parse("{\"type\":\"object\"}");
+        close_objects(args);
+        schema = args ? cJSON_PrintUnformatted(args) : NULL;
+        cJSON_Delete(args);
+        if (schema == NULL) {
+            free(out);
+            return NULL;
+        }
+        need = n + strlen(schema) + strlen(nm->valuestring) + 160;
+        if (need > cap) {
+            cap = need * 2;
+            p = realloc(out, cap);
+            if (p == NULL) {
+                free(schema);
+                free(out);
+                return NULL;
+            }
+            out = p;
+        }
+        w = snprintf(out + n, cap - n,
+                     "f%d ::= \"%s\" \" \" %s \"json\" %s %%json %s\n",
+                     k++, nm->valuestring, con, msg, schema);
+        free(schema);
+        n += (size_t) w;
+    }
+
+    need = n + 400 + (size_t) k * 16;
+    p = realloc(out, need);
+    if (p == NULL) {
+        free(out);
+        return NULL;
+    }
+    out = p;
+    w = snprintf(out + n, need - n,
+                 "root ::= analysis? call\n"
+                 "analysis ::= %s \"analysis\" %s .* %s %s \"assistant\"\n"
+                 "call ::= %s \"commentary to=functions.\" (",
+                 ch, msg, end, start, ch);
+    n += (size_t) w;
+    for (int i = 0; i < k; i++) {
+        n += (size_t) snprintf(out + n, need - n, "%sf%d", i ? " | " : "",
+                               i);
+    }
+    n += (size_t) snprintf(out + n, need - n, ") %s\n", call);
+    *len = n;
+    return out;
+}
+
+
 char *
 llm_tool_grammar(int format, const cJSON *tools, const char *name,
     int max_calls, const llm_tokenizer *tok, size_t *len)
@@ -1189,6 +1367,9 @@ llm_tool_grammar(int format, const cJSON *tools, const char *name,
 
     if (max_calls < 1) {
         max_calls = 1;
+    }
+    if (format == LLM_TOOL_FMT_HARMONY) {
+        return harmony_grammar(tools, name, tok, len);
     }
     any = calls_schema(tools, name,
                        format == LLM_TOOL_FMT_LLAMA3 ? "parameters"

@@ -21,6 +21,12 @@
  *            the template contains "<tool_call>" and "<function="; a
  *            Hermes JSON body is read too (what the grammar of a
  *            required or named call makes)
+ *   HARMONY  gpt-oss's channels (api/harmony.h): the template contains
+ *            "<|channel|>". Its replies are always split, tools or not:
+ *            analysis -> reasoning (dropped when reasoning is 0), final
+ *            and commentary -> content, a message to=functions.NAME -> a
+ *            call whose body is the arguments; the detokenizer must keep
+ *            the special tokens (the markers are tokens)
  *   GENERIC  ours, for every other template: a system message describes
  *            the tools (llm_tools_system_prompt) and the model answers
  *            {"tool_calls": [{"name": "f", "arguments": {...}}]} or
@@ -47,6 +53,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
+#include "api/harmony.h"
 #include "tokenizer/tokenizer.h"
 
 #define LLM_TOOL_FMT_NONE       0   /* no parsing: tools absent or "none" */
@@ -55,6 +62,7 @@
 #define LLM_TOOL_FMT_LLAMA3     3
 #define LLM_TOOL_FMT_MISTRAL    4
 #define LLM_TOOL_FMT_QWEN3_XML  5
+#define LLM_TOOL_FMT_HARMONY    6
 
 /* the format of a template's tool calls; GENERIC when it has none we know */
 int llm_tool_format_detect(const char *tmpl, size_t len);
@@ -94,6 +102,7 @@ typedef struct {
     llm_reply_buf   t_held;         /* content not yet let out */
     llm_reply_buf   o_reasoning;    /* this call's output */
     llm_reply_buf   o_content;
+    llm_harmony     harmony;        /* HARMONY's scanner */
     int             oom;
 
     /* after llm_reply_finish */

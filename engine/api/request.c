@@ -563,6 +563,37 @@ message_content(const cJSON *m, const char *role, const char *param,
 }
 
 
+/*
+ * An assistant turn's reasoning passed back (reasoning_content, vLLM's
+ * and DeepSeek's name, or reasoning): the template decides what it does
+ * with it (gpt-oss keeps the thinking of a turn that called a tool, Qwen3
+ * that of the last turns); jinja_chat_context aliases it as transformers.
+ */
+static int
+message_reasoning(const cJSON *m, int i, cJSON *out, llm_api_error *err)
+{
+    static const char *const  names[] = { "reasoning_content", "reasoning",
+                                          NULL };
+    const cJSON              *r;
+    char                      p[64];
+
+    for (int k = 0; names[k]; k++) {
+        r = llm_api_field(m, names[k]);
+        if (r == NULL || cJSON_IsNull(r)) {
+            continue;
+        }
+        snprintf(p, sizeof(p), "messages[%d].%s", i, names[k]);
+        if (!cJSON_IsString(r)) {
+            return fail_type(err, p, "a string", r);
+        }
+        return cJSON_AddStringToObject(out, "reasoning_content",
+                                       r->valuestring)
+               ? 0 : llm_api_fail_oom(err);
+    }
+    return 0;
+}
+
+
 static int
 parse_message(llm_api_request *req, const cJSON *m, int i,
     llm_api_error *err)
@@ -610,6 +641,13 @@ parse_message(llm_api_request *req, const cJSON *m, int i,
          && cJSON_AddStringToObject(out, "content", text) != NULL
          && (name == NULL
              || cJSON_AddStringToObject(out, "name", name->valuestring));
+    if (rc && strcmp(nrole, "assistant") == 0
+        && message_reasoning(m, i, out, err) != 0)
+    {
+        free(owned);
+        cJSON_Delete(out);
+        return -1;
+    }
     if (rc && llm_tools_message(m, nrole, i, out, err) != 0) {
         free(owned);
         cJSON_Delete(out);
@@ -1084,6 +1122,70 @@ parse_misc(llm_api_request *req, const cJSON *root, llm_api_error *err)
 
 
 /*
+ * What the chat template reads besides the conversation: reasoning_effort
+ * (OpenAI's; gpt-oss's template writes it into its system message) and
+ * chat_template_kwargs (vLLM's: any variable, e.g. enable_thinking), which
+ * win. A kwarg may not replace what the context itself holds: the
+ * special tokens are trusted text (docs/jinja.md, "Request text").
+ */
+static int
+parse_template_vars(llm_api_request *req, const cJSON *root,
+    llm_api_error *err)
+{
+    static const char *const  efforts[] = {
+        "none", "minimal", "low", "medium", "high", "xhigh", NULL
+    };
+    static const char *const  reserved[] = {
+        "messages", "tools", "documents", "add_generation_prompt",
+        "bos_token", "eos_token", "unk_token", "pad_token", "sep_token",
+        "cls_token", "mask_token", "additional_special_tokens", NULL
+    };
+    const char    *e;
+    const cJSON   *kw, *k;
+    int            i;
+
+    if (read_string(root, "reasoning_effort", &e, err) != 0) {
+        return -1;
+    }
+    if (e != NULL) {
+        for (i = 0; efforts[i] && strcmp(e, efforts[i]) != 0; i++) {
+            /* void */
+        }
+        if (efforts[i] == NULL) {
+            return llm_api_fail(err, 400, "invalid_value", "reasoning_effort",
+                                "Invalid value: '%.32s'. Supported values "
+                                "are: 'none', 'minimal', 'low', 'medium', "
+                                "'high' and 'xhigh'.", e);
+        }
+        req->reasoning_effort = dup_string(e, strlen(e));
+        if (req->reasoning_effort == NULL) {
+            return llm_api_fail_oom(err);
+        }
+    }
+
+    kw = llm_api_field(root, "chat_template_kwargs");
+    if (kw == NULL || cJSON_IsNull(kw)) {
+        return 0;
+    }
+    if (!cJSON_IsObject(kw)) {
+        return fail_type(err, "chat_template_kwargs", "an object", kw);
+    }
+    cJSON_ArrayForEach(k, kw) {
+        for (i = 0; reserved[i]; i++) {
+            if (strcmp(k->string, reserved[i]) == 0) {
+                return llm_api_fail(err, 400, "invalid_value",
+                                    "chat_template_kwargs",
+                                    "chat_template_kwargs may not set "
+                                    "'%s'.", reserved[i]);
+            }
+        }
+    }
+    req->template_kwargs = cJSON_Duplicate(kw, 1);
+    return req->template_kwargs ? 0 : llm_api_fail_oom(err);
+}
+
+
+/*
  * Fields of OpenAI's API that change what the answer means and that we do
  * not implement: refusing them is better than answering something else.
  */
@@ -1363,7 +1465,8 @@ parse_fields(llm_api_request *req, const cJSON *root,
         || parse_unsupported(req, root, err) != 0
         || parse_response_format(req, root, err) != 0
         || (req->endpoint == LLM_API_CHAT
-            && llm_tools_parse(req, root, err) != 0))
+            && (llm_tools_parse(req, root, err) != 0
+                || parse_template_vars(req, root, err) != 0)))
     {
         return -1;
     }
@@ -1438,5 +1541,7 @@ llm_api_request_free(llm_api_request *req)
     free(req->constraint);
     cJSON_Delete(req->tools);
     free(req->tool_name);
+    free(req->reasoning_effort);
+    cJSON_Delete(req->template_kwargs);
     memset(req, 0, sizeof(*req));
 }

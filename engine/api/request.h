@@ -147,6 +147,11 @@ typedef struct {
     int                  tool_choice;  /* LLM_TOOL_CHOICE_* */
     char                *tool_name;    /* the function tool_choice names */
     int                  parallel_tool_calls;  /* default 1 */
+
+    /* chat: what the template is rendered with besides the messages */
+    char                *reasoning_effort;  /* reasoning_effort, or NULL */
+    cJSON               *template_kwargs;   /* chat_template_kwargs, or
+                                               NULL */
 } llm_api_request;
 
 /*

@@ -999,12 +999,14 @@ copy_fields(llm_responses_req *rq, const cJSON *root, cJSON *chat,
 
 
 /*
- * reasoning.effort: templates switch thinking on or off (Qwen3's
+ * reasoning.effort: most templates switch thinking on or off (Qwen3's
  * enable_thinking), not by degree, so "none" and "minimal" turn it off and
- * "low", "medium", "high" on; the effort itself is echoed, not enforced
+ * "low", "medium", "high" on; the effort itself goes to the chat request
+ * as reasoning_effort, which a template that reads it (gpt-oss's) writes
  */
 static int
-parse_reasoning(llm_responses_req *rq, const cJSON *root, llm_api_error *err)
+parse_reasoning(llm_responses_req *rq, const cJSON *root, cJSON *chat,
+    llm_api_error *err)
 {
     static const char *const  off[] = { "none", "minimal", NULL };
     static const char *const  on[] = { "low", "medium", "high", NULL };
@@ -1029,14 +1031,17 @@ parse_reasoning(llm_responses_req *rq, const cJSON *root, llm_api_error *err)
     for (i = 0; off[i]; i++) {
         if (strcmp(e->valuestring, off[i]) == 0) {
             rq->thinking = 0;
-            return 0;
         }
     }
     for (i = 0; on[i]; i++) {
         if (strcmp(e->valuestring, on[i]) == 0) {
             rq->thinking = 1;
-            return 0;
         }
+    }
+    if (rq->thinking >= 0) {
+        return cJSON_AddStringToObject(chat, "reasoning_effort",
+                                       e->valuestring)
+               ? 0 : llm_api_fail_oom(err);
     }
     return llm_api_fail(err, 400, "invalid_value", "reasoning.effort",
                         "Invalid value: '%.32s'. Supported values are: "
@@ -1149,7 +1154,7 @@ llm_responses_parse(llm_responses_req *rq, const char *body, size_t len,
         rc = copy_fields(rq, root, chat, err);
     }
     if (rc == 0) {
-        rc = parse_reasoning(rq, root, err);
+        rc = parse_reasoning(rq, root, chat, err);
     }
     if (rc == 0) {
         rc = parse_tools(rq, root, strict_tools, chat, err);

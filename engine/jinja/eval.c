@@ -196,14 +196,18 @@ call_global(jrender *r, int id, jargs *a)
     case JG_STRFTIME_NOW: {
         jval       fmt = jarg_str(r, a, 0, "format", NULL);
         char      *cfmt, buf[512];
-        time_t     now = time(NULL);
+        time_t     now = r->lim.now ? (time_t) r->lim.now : time(NULL);
         struct tm  tm;
         size_t     k;
 
         cfmt = jalloc(r, fmt.u.str.n + 1);
         memcpy(cfmt, fmt.u.str.s, fmt.u.str.n);
         cfmt[fmt.u.str.n] = '\0';
-        localtime_r(&now, &tm);
+        if (r->lim.now) {
+            gmtime_r(&now, &tm);
+        } else {
+            localtime_r(&now, &tm);
+        }
         k = strftime(buf, sizeof(buf), cfmt, &tm);
         v = jstr_copy(r, buf, k);
         /* a format from the request writes the request's text */
@@ -533,6 +537,7 @@ jinja_limits_default(void)
     l.max_memory = 64u << 20;
     l.max_steps = 1000000;
     l.max_depth = 64;
+    l.now = 0;
     return l;
 }
 

@@ -28,9 +28,12 @@ typedef struct {
     size_t  max_memory;      /* bytes of scratch memory for one render */
     long    max_steps;       /* loop iterations + calls, all together */
     int     max_depth;       /* nested macro calls and expression depth */
+    long long now;           /* strftime_now's clock: seconds since the
+                                epoch, read as UTC; 0: the current local
+                                time, as transformers (tests pin it) */
 } jinja_limits;
 
-/* 4 MiB output, 64 MiB scratch, 1M steps, depth 64 */
+/* 4 MiB output, 64 MiB scratch, 1M steps, depth 64, the current time */
 jinja_limits jinja_limits_default(void);
 
 /*

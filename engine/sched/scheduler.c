@@ -1391,6 +1391,16 @@ mask_logits(llm_sched *s, llm_seq *q, float *row)
         }
         stop = k < q->n_stop_ids ? q->stop_ids[k]
                                  : s->eos[k - q->n_stop_ids];
+        /* a vocabulary stop token the grammar names (Harmony's <|call|>,
+           <|return|>) stays where it is named: the matcher set its bit,
+           which for those it sets only there */
+        if (stop >= 0 && stop < n_gram
+            && (s->mask[stop >> 5] >> (stop & 31) & 1u)
+            && llm_is_stop_token(stop, s->opt.grammar_stop_ids,
+                                 s->opt.n_grammar_stop_ids))
+        {
+            continue;
+        }
         if (stop >= 0 && stop < s->n_vocab && row[stop] > -INFINITY) {
             row[stop] = -INFINITY;
             n--;

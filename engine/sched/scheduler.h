@@ -212,6 +212,12 @@ typedef struct {
                                              outlives the scheduler */
     int              n_grammar_vocab;     /* tokens the compiler's vocabulary
                                              has (0: the model's) */
+    const int32_t   *grammar_stop_ids;    /* the vocabulary's stop tokens,
+                                             which a grammar allows only
+                                             where it may end or where it
+                                             names them (Harmony's <|call|>);
+                                             outlives the scheduler */
+    int              n_grammar_stop_ids;
     int              spec_draft_tokens;   /* prompt-lookup speculative
                                              decoding: drafts per step and
                                              sequence, 0 (default): off;

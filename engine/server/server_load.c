@@ -326,6 +326,8 @@ llm_grammar_setup(llm_server *s, llm_sched_options *so)
     }
     so->compiler = s->compiler;
     so->n_grammar_vocab = llm_tokenizer_n_vocab(s->tokenizer);
+    so->n_grammar_stop_ids = llm_tokenizer_stop_ids(s->tokenizer,
+                                                    &so->grammar_stop_ids);
     llm_log(LLM_LOG_NOTICE, "grammar vocabulary of %d tokens built in "
             "%.1f ms", (int) so->n_grammar_vocab,
             (double) (llm_now_ns() - t0) / 1e6);

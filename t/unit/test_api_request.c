@@ -1178,9 +1178,75 @@ test_suffix(void)
     llm_api_request_free(&r);
 }
 
+/* what the template reads besides the messages: reasoning_effort,
+   chat_template_kwargs (not over the context's own keys), and an
+   assistant turn's reasoning passed back */
+static void
+test_template_vars(void)
+{
+    llm_api_request  r;
+    llm_api_error    e;
+    const cJSON     *m;
+    static const struct {
+        const char  *extra;
+        const char  *param;
+    } bad[] = {
+        { "\"reasoning_effort\":\"extreme\"", "reasoning_effort" },
+        { "\"reasoning_effort\":3", "reasoning_effort" },
+        { "\"chat_template_kwargs\":[1]", "chat_template_kwargs" },
+        { "\"chat_template_kwargs\":{\"bos_token\":\"<|im_start|>\"}",
+          "chat_template_kwargs" },
+        { "\"chat_template_kwargs\":{\"messages\":[]}",
+          "chat_template_kwargs" },
+    };
+
+    memset(&r, 0, sizeof(r));
+    ok(parse(CHAT, body_of(CHAT, "\"reasoning_effort\":\"high\","
+                                 "\"chat_template_kwargs\":{\"enable_thinking\""
+                                 ":false,\"model_identity\":\"You are X.\"}"),
+             &r, &e) == 0, "reasoning_effort and chat_template_kwargs: parsed");
+    is_str(r.reasoning_effort, "high", "reasoning_effort kept");
+    ok(cJSON_IsFalse(cJSON_GetObjectItem(r.template_kwargs,
+                                         "enable_thinking"))
+       && cJSON_IsString(cJSON_GetObjectItem(r.template_kwargs,
+                                             "model_identity")),
+       "chat_template_kwargs kept");
+    llm_api_request_free(&r);
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&r, 0, sizeof(r));
+        ok(parse(CHAT, body_of(CHAT, bad[i].extra), &r, &e) == -1
+           && e.status == 400 && strcmp(e.param, bad[i].param) == 0,
+           "refused: %s (%s)", bad[i].extra, e.message);
+        llm_api_request_free(&r);
+    }
+
+    memset(&r, 0, sizeof(r));
+    ok(parse(CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                   "\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":"
+                   "\"yes\",\"reasoning_content\":\"Greeting.\"},{\"role\":"
+                   "\"assistant\",\"content\":\"b\",\"reasoning\":\"R.\"}]}",
+             &r, &e) == 0, "assistant reasoning: parsed");
+    m = cJSON_GetArrayItem(r.messages, 1);
+    is_str(cJSON_GetStringValue(cJSON_GetObjectItem(m, "reasoning_content")),
+           "Greeting.", "reasoning_content passed back");
+    m = cJSON_GetArrayItem(r.messages, 2);
+    is_str(cJSON_GetStringValue(cJSON_GetObjectItem(m, "reasoning_content")),
+           "R.", "reasoning passed back as reasoning_content");
+    llm_api_request_free(&r);
+
+    memset(&r, 0, sizeof(r));
+    ok(parse(CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\","
+                   "\"content\":\"a\",\"reasoning_content\":1}]}", &r, &e) == -1
+       && strcmp(e.param, "messages[0].reasoning_content") == 0,
+       "reasoning_content not a string: refused, named");
+    llm_api_request_free(&r);
+}
+
 int
 main(void)
 {
+    test_template_vars();
     test_suffix();
     test_bad_fields();
     test_full_chat();

@@ -113,13 +113,15 @@ static const char *const chat_trusted[] = {
    marked run is text of the context's messages or tools */
 static void
 golden_spans(const char *name, const jinja_tmpl *t, const cJSON *ctx,
-    const char *want)
+    const char *want, long long now)
 {
     char          err[512], *out, *req;
     size_t        out_len, n_spans;
     jinja_span   *spans;
     jinja_limits  lim = jinja_limits_default();
     int           rc, inside = 1;
+
+    lim.now = now;
 
     rc = jinja_render_spans(t, ctx, chat_trusted, &lim, &out, &out_len,
                             &spans, &n_spans, err, sizeof(err));
@@ -159,8 +161,9 @@ run_golden(const char *name)
 {
     char         path[1024], err[512], *doc_src, *tmpl_src, *out;
     size_t       len, out_len;
-    cJSON       *doc, *ref, *key, *ctx, *want, *want_err, *err_type;
+    cJSON       *doc, *ref, *key, *ctx, *want, *want_err, *err_type, *now;
     jinja_tmpl  *t;
+    jinja_limits lim = jinja_limits_default();
     int          rc;
 
     snprintf(path, sizeof(path), "%s/%s", golden_dir, name);
@@ -177,6 +180,9 @@ run_golden(const char *name)
     want = cJSON_GetObjectItemCaseSensitive(doc, "output");
     want_err = cJSON_GetObjectItemCaseSensitive(doc, "error");
     err_type = cJSON_GetObjectItemCaseSensitive(doc, "error_type");
+    /* strftime_now's instant when the template reads the date (gpt-oss) */
+    now = cJSON_GetObjectItemCaseSensitive(doc, "now");
+    lim.now = cJSON_IsNumber(now) ? (long long) now->valuedouble : 0;
     if (!cJSON_IsString(ref) || !cJSON_IsObject(ctx)) {
         ok(0, "%s: has template and context", name);
         cJSON_Delete(doc);
@@ -198,14 +204,14 @@ run_golden(const char *name)
         return;
     }
     check_context(name, doc, ctx);
-    rc = jinja_render(t, ctx, &out, &out_len, err, sizeof(err));
+    rc = jinja_render_ex(t, ctx, &lim, &out, &out_len, err, sizeof(err));
     if (cJSON_IsString(want)) {
         is_int(rc, 0, "%s: renders%s%s", name, rc ? ": " : "", rc ? err : "");
         if (rc == 0) {
             is_int(out_len, strlen(want->valuestring), "%s: length", name);
             is_str(out, want->valuestring, "%s: byte-identical", name);
         }
-        golden_spans(name, t, ctx, want->valuestring);
+        golden_spans(name, t, ctx, want->valuestring, lim.now);
     } else {
         is_int(rc, -1, "%s: fails like transformers (%s)", name,
                want_err->valuestring);

@@ -518,6 +518,7 @@ make_constrained_sched(llm_backend *be, llm_compiler *c, int n_blocks,
     o.n_grammar_vocab = llm_tokenizer_n_vocab(ctok);
     o.eos_ids = (const int32_t[]) { llm_tokenizer_eos(ctok) };
     o.n_eos_ids = 1;
+    o.n_grammar_stop_ids = llm_tokenizer_stop_ids(ctok, &o.grammar_stop_ids);
     s = llm_sched_create(be, &o, err, sizeof(err));
     if (s == NULL) {
         printf("# %s\n", err);
@@ -715,6 +716,38 @@ test_constraint_options(llm_backend *be, int n_vocab)
     run_with_options(s, &j, &r, schema, 7, 0);
     ok(r.res.finish == LLM_SEQ_REFUSED, "json_ws 7: refused (%s)", r.msg);
 
+    llm_sched_free(s);
+    llm_compiler_free(c);
+}
+
+
+/* a grammar that names the model's stop token (Harmony's <|call|> and
+   <|return|> are such) ends there STOP: the token is not masked while the
+   grammar cannot end yet */
+static void
+test_constraint_named_stop(llm_backend *be, int n_vocab)
+{
+    static job     j;
+    static rec     r;
+    llm_compiler  *c = make_compiler(0);
+    llm_sched     *s = c ? make_constrained_sched(be, c, 64, 2) : NULL;
+    char           src[64], err[256], text[64];
+    int32_t        eos = llm_tokenizer_eos(ctok);
+
+    if (!ok(s != NULL, "a constrained scheduler")) {
+        llm_compiler_free(c);
+        return;
+    }
+    make_job(&j, n_vocab, 0, 4, 12, 903);
+    snprintf(src, sizeof(src), "root ::= \"a\" <[%d]>", (int) eos);
+    submit_constrained(s, &j, &r, LLM_CONSTRAINT_GRAMMAR, src, err,
+                       sizeof(err));
+    drain_constrained(s, 60);
+    rec_text(&r, text, sizeof(text));
+    ok(r.res.finish == LLM_SEQ_STOP && r.n_out >= 2
+       && r.out[r.n_out - 1] == eos && strncmp(text, "a", 1) == 0,
+       "a named stop token ends the output STOP (%d tokens, \"%s\", %s)",
+       r.n_out, text, r.msg);
     llm_sched_free(s);
     llm_compiler_free(c);
 }
@@ -1246,6 +1279,7 @@ test_constraints(const llm_model *m, llm_backend *be)
     cvocab = llm_grammar_vocab_new(tok, err, sizeof(err));
     if (ok(cvocab != NULL, "a grammar vocabulary")) {
         test_constraint_outputs(be, m->cfg.vocab_size);
+        test_constraint_named_stop(be, m->cfg.vocab_size);
         test_constraint_options(be, m->cfg.vocab_size);
         test_constraint_compile_thread(be, m->cfg.vocab_size);
         test_constraint_preempt(be, m->cfg.vocab_size);
