@@ -7,7 +7,7 @@
  *          llm_model_weight_bytes, llm_model_rope_inv_freq,
  *          llm_model_rope_inv_freq_local, llm_config_layer_window,
  *          llm_model_tokenizer, llm_model_chat_template,
- *          llm_hf_chat_template, llm_model_own
+ *          llm_hf_chat_template
  */
 #include "format/hf_config.h"
 #include "model/bert.h"
@@ -829,24 +829,6 @@ llm_model_free(llm_model *m)
  */
 
 #define HF_MAX_SHARDS  1024
-
-
-void *
-llm_model_own(llm_model *m, size_t n)
-{
-    float  **list, *p;
-
-    list = realloc(m->owned, (m->n_owned + 1) * sizeof(float *));
-    if (list == NULL) {
-        return NULL;
-    }
-    m->owned = list;
-    p = malloc(n ? n : 1);
-    if (p != NULL) {
-        m->owned[m->n_owned++] = p;
-    }
-    return p;
-}
 
 
 /* n floats owned by the model (freed with it) */
