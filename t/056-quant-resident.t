@@ -6,7 +6,8 @@
 # Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS, Q8_0 tensors). Reads /proc, so a plain
 # script (docs/testing.md).
 #
-# Weights resident, after a request has run through every layer: the
+# Weights resident, after requests have run through every layer and
+# looked up 384 embedding rows spread over the vocabulary: the
 # engine's resident pages (/proc/PID/smaps) of the model file's mapping,
 # of its anonymous memory (heap, packed weights, KV pool, workspaces) and
 # of the ring (a shared memfd), less the KV pool and the workspace as the
@@ -119,6 +120,22 @@ for my $name (@names) {
         sleep 0.2;
     }
     is($st, 200, "$name: a completion") or diag($body);
+    # prompts spread over the vocabulary: every embedding row they look up
+    # must come from where the weights are held once (a tied embedding
+    # packed as the classifier is read from its packed copy, not from
+    # the file's pages the backend let go: reading those would hold the
+    # matrix twice, +30% for SmolLM2's Q8_0 embedding)
+    # (short prompts: a step of hundreds of tokens grows the workspace
+    # by about 6 MB past the plan's, a separate matter)
+    my $spread = 0;
+    for my $k (0 .. 11) {
+        my $ids = join ',', map { ($_ * 1531 + $k * 113) % 49152 } 0 .. 31;
+        ($st, $body) = http_post("/$name/v1/completions",
+            qq({"model":"smollm2","prompt":[$ids],"max_tokens":1,"temperature":0}), 120);
+        $spread++ if $st == 200;
+    }
+    is($spread, 12, "$name: 12 prompts of 32 token ids spread over the "
+                    . "vocabulary");
     my $pid = engine_of($file{$name});
     ok($pid, "$name: its engine") or next;
     my ($plan) = log_lines(qr/engine "$name": memory plan:/);
