@@ -245,3 +245,35 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
     out->row_stride = (size_t) nb
                       * llm_pack_block_bytes(llm_quant_block_bytes(w->type));
 }
+
+
+/* the inverse of llm_pack for one row: row r of packed matrix p as stored
+ * in GGUF, into dst (cols / 32 blocks). A tied embedding whose packed
+ * copy is the classifier reads its rows here, so its file pages need not
+ * come back (the backend let them go when it packed). */
+void
+llm_pack_row(const llm_tensor *p, int r, void *dst)
+{
+    int             nb = p->cols / LLM_QK, b, k, e;
+    int             l = r % LLM_PACK_ROWS;
+    int             n_dw = p->type == GGML_TYPE_Q8_0 ? 8 : 4;
+    size_t          bb = llm_quant_block_bytes(p->type);
+    size_t          pb = llm_pack_block_bytes(bb), qa = quants_at(p->type);
+    const uint8_t  *g = (const uint8_t *) p->data
+                        + (size_t) (r / LLM_PACK_ROWS) * p->row_stride;
+    uint8_t        *out = dst;
+
+    for (b = 0; b < nb; b++, g += pb, out += bb) {
+        memcpy(out, g + 2 * l, 2);                               /* d */
+        if (p->type == GGML_TYPE_Q4_1) {
+            memcpy(out + 2, g + 32 + 2 * l, 2);                  /* m */
+        }
+        uint8_t *qs = out + (p->type == GGML_TYPE_Q4_1 ? 4 : 2);
+        for (k = 0; k < n_dw; k++) {
+            memcpy(qs + 4 * k, g + qa + 64 * k + 4 * l, 4);
+            for (e = 0; p->type == GGML_TYPE_Q8_0 && e < 4; e++) {
+                qs[4 * k + e] ^= 0x80;
+            }
+        }
+    }
+}

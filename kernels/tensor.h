@@ -4,7 +4,8 @@
  * layout of the quant types (pack.c).
  *
  * defines: llm_tensor, LLM_PACK_ROWS, llm_pack_useful, llm_pack_size,
- *          llm_pack, llm_tensor_make, llm_tensor_cols, llm_tensor_rows
+ *          llm_pack, llm_pack_row, llm_tensor_make, llm_tensor_cols,
+ *          llm_tensor_rows
  */
 #ifndef NGX_LLM_TENSOR_H
 #define NGX_LLM_TENSOR_H
@@ -46,6 +47,8 @@ size_t llm_pack_size(const llm_tensor *w);
 /* w (any unpacked view of a packable type) into dst (llm_pack_size
  * bytes, 64-byte aligned); *out is the packed matrix */
 void llm_pack(const llm_tensor *w, void *dst, llm_tensor *out);
+/* row r of a packed matrix as stored in GGUF, into dst (its row bytes) */
+void llm_pack_row(const llm_tensor *p, int r, void *dst);
 
 /* a whole contiguous matrix as stored in GGUF (ne[0] = cols, ne[1] = rows) */
 llm_tensor llm_tensor_make(const void *data, uint32_t type, int rows,

@@ -1,6 +1,7 @@
 /*
  * The tensor type table (see tensor_type.h): every type ggml numbers, the
- * ones the kernels support with their block layout.
+ * ones the kernels support with their block layout, and the names of
+ * ik_llama.cpp's own numbers (refused, named in the message).
  *
  * defines: ggml_type_block, ggml_type_size, ggml_type_name, ggml_row_size
  */
@@ -75,11 +76,57 @@ ggml_type_size(uint32_t type)
 }
 
 
+/* ik_llama.cpp's types, numbered past ggml's (its ggml.h): files its
+ * quantizer writes in some mixes; none is supported, the names are for
+ * the refusal */
+static const struct {
+    uint32_t     type;
+    const char  *name;
+} ik_types[] = {
+    { 97, "Q8_0_X4 (ik_llama.cpp)" },    { 98, "Q8_1_X4 (ik_llama.cpp)" },
+    { 99, "Q8_2_X4 (ik_llama.cpp)" },    { 133, "Q6_0 (ik_llama.cpp)" },
+    { 134, "IQ1_BN (ik_llama.cpp)" },    { 135, "IQ2_BN (ik_llama.cpp)" },
+    { 136, "Q8_K64 (ik_llama.cpp)" },    { 137, "IQ2_K (ik_llama.cpp)" },
+    { 138, "IQ3_K (ik_llama.cpp)" },     { 139, "IQ4_K (ik_llama.cpp)" },
+    { 140, "IQ5_K (ik_llama.cpp)" },     { 141, "IQ6_K (ik_llama.cpp)" },
+    { 144, "IQ4_KS (ik_llama.cpp)" },    { 145, "IQ2_KS (ik_llama.cpp)" },
+    { 146, "IQ4_KSS (ik_llama.cpp)" },   { 147, "Q8_K16 (ik_llama.cpp)" },
+    { 148, "Q8_K32 (ik_llama.cpp)" },    { 149, "Q8_KR8 (ik_llama.cpp)" },
+    { 150, "Q8_K128 (ik_llama.cpp)" },   { 151, "Q8_KV (ik_llama.cpp)" },
+    { 152, "IQ5_KS (ik_llama.cpp)" },    { 153, "IQ2_KT (ik_llama.cpp)" },
+    { 154, "IQ3_KT (ik_llama.cpp)" },    { 155, "IQ4_KT (ik_llama.cpp)" },
+    { 156, "IQ3_KS (ik_llama.cpp)" },    { 157, "IQ2_KL (ik_llama.cpp)" },
+    { 158, "IQ1_KT (ik_llama.cpp)" },    { 202, "Q4_0_R8 (ik_llama.cpp)" },
+    { 206, "Q5_0_R4 (ik_llama.cpp)" },   { 208, "Q8_0_R8 (ik_llama.cpp)" },
+    { 210, "Q2_K_R4 (ik_llama.cpp)" },   { 211, "Q3_K_R4 (ik_llama.cpp)" },
+    { 212, "Q4_K_R4 (ik_llama.cpp)" },   { 213, "Q5_K_R4 (ik_llama.cpp)" },
+    { 214, "Q6_K_R4 (ik_llama.cpp)" },   { 216, "IQ2_XXS_R4 (ik_llama.cpp)" },
+    { 217, "IQ2_XS_R4 (ik_llama.cpp)" }, { 218, "IQ3_XXS_R4 (ik_llama.cpp)" },
+    { 219, "IQ1_S_R4 (ik_llama.cpp)" },  { 220, "IQ4_NL_R4 (ik_llama.cpp)" },
+    { 221, "IQ3_S_R4 (ik_llama.cpp)" },  { 222, "IQ2_S_R4 (ik_llama.cpp)" },
+    { 223, "IQ4_XS_R8 (ik_llama.cpp)" }, { 229, "IQ1_M_R4 (ik_llama.cpp)" },
+    { 230, "BF16_R16 (ik_llama.cpp)" },  { 233, "Q6_0_R4 (ik_llama.cpp)" },
+    { 335, "IQ2_BN_R4 (ik_llama.cpp)" }, { 337, "IQ2_K_R4 (ik_llama.cpp)" },
+    { 338, "IQ3_K_R4 (ik_llama.cpp)" },  { 339, "IQ4_K_R4 (ik_llama.cpp)" },
+    { 340, "IQ5_K_R4 (ik_llama.cpp)" },  { 344, "IQ4_KS_R4 (ik_llama.cpp)" },
+    { 352, "IQ5_KS_R4 (ik_llama.cpp)" }, { 353, "MXFP4_R8 (ik_llama.cpp)" },
+    { 397, "Q8_K_R16 (ik_llama.cpp)" },  { 398, "Q8_KV_R8 (ik_llama.cpp)" },
+    { 399, "Q8_K_R8 (ik_llama.cpp)" },
+};
+
+
 const char *
 ggml_type_name(uint32_t type)
 {
+    size_t  i;
+
     if (type < GGML_TYPE_COUNT && ggml_types[type].name != NULL) {
         return ggml_types[type].name;
+    }
+    for (i = 0; i < sizeof(ik_types) / sizeof(ik_types[0]); i++) {
+        if (ik_types[i].type == type) {
+            return ik_types[i].name;
+        }
     }
     return "unknown";
 }

@@ -13,6 +13,10 @@ One command writes every golden file the C tests compare against:
                                   of 256, so Q4_K and Q6_K can be tested
   t/data/tokenizers/smollm2.out   SmolLM2 ids for the 46 gpt2-bpe .inp strings
   t/data/models/hf-*              tiny Hugging Face directories (and GGUFs)
+  t/data/golden-quant/<mix>.json  the default model requantized by our
+                                  quantizer (`ngx_llm_engine quantize`,
+                                  llama.cpp's mixes): the files t/055
+                                  remakes, checks by sha256 and serves
 
 Inputs: the fixtures `make deps` made ($FIXTURES, default
 $XDG_CACHE_HOME/ngx_llm/fixtures) and the default model ($MODEL). Run it
@@ -121,6 +125,11 @@ STORIES_CASES = [
          "became best friends. When the sun went down, Lily went home to "
          "her mom and")},
 ]
+
+# The mixes t/032-quantized.t and t/055-quant-fidelity.t make from the
+# default model with our quantizer (ngx_llm_engine quantize; SmolLM2's rows
+# of 576 fall back to Q5_0/Q5_1/IQ4_NL as llama.cpp's do).
+QUANT_MIXES = ["Q4_K_M", "Q2_K", "Q5_K_M", "IQ4_XS"]
 
 STORIES_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"]
 
@@ -435,11 +444,13 @@ class NumpyLlama:
 
     def quant_act(self, x, type_name):
         """What our engine's matmul does to the activations (kernels/
-        matmul.h): int8 in blocks of 32 for Q4_0/Q4_1/Q8_0 weights and of
-        256 for K-quants; float activations for F32/F16/BF16 weights."""
+        matmul.h): int8 in blocks of 32 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/
+        IQ4_NL/MXFP4 weights and of 256 for K-quants and IQ4_XS (Q8_K);
+        float activations for F32/F16/BF16 weights."""
         if type_name in ("F32", "F16", "BF16"):
             return x
-        block = 256 if type_name.endswith("_K") else 32
+        block = 256 if type_name.endswith("_K") or type_name == "IQ4_XS" \
+            else 32
         shape = x.shape
         xb = x.reshape(-1, block)
         scale = np.abs(xb).max(axis=1, keepdims=True) / 127.0
@@ -1612,6 +1623,27 @@ def make_hf_goldens(spec, repo, fixtures, golden_dir):
 # main
 # ---------------------------------------------------------------------------
 
+def make_quant_goldens(args, golden_dir, probes):
+    """The default model requantized by our quantizer into each mix, in
+    build/t/fidelity/ (where t/055-quant-fidelity.t remakes it: base
+    BUILD), and its golden from transformers on that very file. The golden's sha256 is the file's:
+    a quantizer that writes other bytes fails t/055 until the golden is
+    made again."""
+    import subprocess
+
+    os.makedirs(golden_dir, exist_ok=True)
+    out_dir = os.path.join(args.repo, "build/t/fidelity")
+    os.makedirs(out_dir, exist_ok=True)
+    for mix in args.mixes or QUANT_MIXES:
+        rel = "t/fidelity/smollm2-%s.gguf" % mix
+        path = os.path.join(args.repo, "build", rel)
+        subprocess.run([args.engine, "quantize", args.model, path, mix],
+                       check=True, stdout=subprocess.DEVNULL)
+        make_golden("smollm2-" + mix.lower(), path, "BUILD", rel,
+                    SMOLLM2_CASES, os.path.join(golden_dir, mix + ".json"),
+                    probes)
+
+
 def main():
     default_cache = os.path.join(os.environ.get("XDG_CACHE_HOME")
                                  or os.path.expanduser("~/.cache"), "ngx_llm")
@@ -1624,7 +1656,14 @@ def main():
                               "SmolLM2-135M-Instruct.Q4_1.gguf")))
     ap.add_argument("--repo", default=".")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="subset: smollm2 stories tiny tokenizer hf")
+                    help="subset: smollm2 stories tiny tokenizer hf "
+                    "quant")
+    ap.add_argument("--engine", default="build/ngx_llm_engine",
+                    help="with --only quant: the engine binary whose "
+                    "quantizer makes the files")
+    ap.add_argument("--mixes", nargs="*", default=None,
+                    help="with --only quant: these mixes (%s)"
+                    % " ".join(QUANT_MIXES))
     ap.add_argument("--hf", nargs="*", default=None,
                     help="with --only hf: these HF models (hf-llama ...)")
     ap.add_argument("--no-probes", action="store_true",
@@ -1637,7 +1676,7 @@ def main():
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     parts = set(args.only or ["tokenizer", "tiny", "stories", "smollm2",
-                              "hf"])
+                              "hf", "quant"])
     golden_dir = os.path.join(args.repo, "t/data/golden")
     models_dir = os.path.join(args.repo, "t/data/models")
     os.makedirs(golden_dir, exist_ok=True)
@@ -1672,6 +1711,10 @@ def main():
         for spec in HF_MODELS:
             if spec["name"] in only:
                 make_hf_goldens(spec, args.repo, args.fixtures, golden_dir)
+
+    if "quant" in parts:
+        make_quant_goldens(args, os.path.join(args.repo,
+                                              "t/data/golden-quant"), probes)
 
     if "smollm2" in parts:
         make_golden("smollm2-q4_1", args.model, "MODEL",

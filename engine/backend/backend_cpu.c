@@ -65,6 +65,12 @@ typedef struct {
        llm_pack) swapped for packed copies in `packed` */
     llm_layer       *layers;     /* (n_layers) */
     llm_tensor       output;
+    /* what token lookups read: the model's embedding, or, when it is
+       also the classifier and was packed (a tied lm_head), the packed
+       copy one row at a time through embd_row (the file's pages were
+       let go: reading them would bring the matrix back, twice held) */
+    llm_tensor       embd;
+    uint8_t         *embd_row;   /* one row as stored in GGUF */
     llm_tensor      *experts;    /* MoE: the model's expert views, which
                                     c->layers point to, packed likewise */
     llm_moe_cpu      moe;        /* MoE: routing and grouping scratch */
@@ -1032,10 +1038,14 @@ cpu_forward_rank(llm_backend *be, const llm_batch *b)
         float *x = c->x + (size_t) i * cfg->dim;
         int    e;
 
-        llm_dequant_row(m->tok_embd.type,
-                        (const uint8_t *) m->tok_embd.data
-                        + (size_t) b->token[i] * m->tok_embd.row_stride,
-                        x, cfg->dim);
+        const uint8_t *row = (const uint8_t *) c->embd.data
+                             + (size_t) b->token[i] * c->embd.row_stride;
+
+        if (c->embd.pack) {
+            llm_pack_row(&c->embd, b->token[i], c->embd_row);
+            row = c->embd_row;
+        }
+        llm_dequant_row(c->embd.type, row, x, cfg->dim);
         for (e = 0; cfg->embd_scale != 1.0f && e < cfg->dim; e++) {
             x[e] *= cfg->embd_scale;      /* gemma3: sqrt(dim) */
         }
@@ -1118,6 +1128,7 @@ cpu_free(llm_backend *be)
         free(c->experts);
         llm_moe_cpu_free(&c->moe);
         free(c->packed);
+        free(c->embd_row);
         free(c);
     }
     free(be);
@@ -1297,6 +1308,7 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
         }
     }
     c->output = m->output;
+    c->embd = m->tok_embd;
     if (exact || (size = pack_all(c, m->cfg.n_layers)) == 0) {
         return 0;
     }
@@ -1304,6 +1316,16 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
         return -1;
     }
     (void) pack_all(c, m->cfg.n_layers);
+    if (c->output.pack && m->output.data == m->tok_embd.data
+        && c->output.rows == m->tok_embd.rows)
+    {
+        c->embd = c->output;
+        c->embd_row = malloc(llm_quant_block_bytes(c->embd.type)
+                             * (size_t) (c->embd.cols / LLM_QK));
+        if (c->embd_row == NULL) {
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -191,6 +191,74 @@ put_u64(uint8_t *p, uint64_t v)
 }
 
 
+/*
+ * Every type number we do not load, each in place of blk.2.attn_q.weight's
+ * (Q4_1, 256 x 64): ggml's other types up to and past GGML_TYPE_COUNT,
+ * ik_llama.cpp's repacked (_R4, _R8) and own (IQ*_K, _KS, _KT) types.
+ * The message names the tensor, the type (by name where it has one) and
+ * the supported list.
+ */
+static void
+test_refused_types(const uint8_t *orig, uint8_t *buf, size_t len,
+    size_t pos)
+{
+    static const struct { uint32_t type; const char *name; } named[] = {
+        { 4, "Q4_2 (removed)" }, { 9, "Q8_1" }, { 15, "Q8_K" },
+        { 16, "IQ2_XXS" }, { 17, "IQ2_XS" }, { 18, "IQ3_XXS" },
+        { 19, "IQ1_S" }, { 21, "IQ3_S" }, { 22, "IQ2_S" }, { 24, "I8" },
+        { 28, "F64" }, { 29, "IQ1_M" }, { 31, "Q4_0_4_4 (removed)" },
+        { 32, "Q4_0_4_8 (removed)" }, { 33, "Q4_0_8_8 (removed)" },
+        { 34, "TQ1_0" }, { 35, "TQ2_0" }, { 36, "IQ4_NL_4_4 (removed)" },
+        { 38, "IQ4_NL_8_8 (removed)" }, { 40, "NVFP4" }, { 41, "Q1_0" },
+        { 42, "unknown" }, { 43, "unknown" }, { 96, "unknown" },
+        { 133, "Q6_0 (ik_llama.cpp)" }, { 137, "IQ2_K (ik_llama.cpp)" },
+        { 139, "IQ4_K (ik_llama.cpp)" }, { 144, "IQ4_KS (ik_llama.cpp)" },
+        { 155, "IQ4_KT (ik_llama.cpp)" }, { 202, "Q4_0_R8 (ik_llama.cpp)" },
+        { 206, "Q5_0_R4 (ik_llama.cpp)" }, { 208, "Q8_0_R8 (ik_llama.cpp)" },
+        { 212, "Q4_K_R4 (ik_llama.cpp)" }, { 214, "Q6_K_R4 (ik_llama.cpp)" },
+        { 220, "IQ4_NL_R4 (ik_llama.cpp)" },
+        { 223, "IQ4_XS_R8 (ik_llama.cpp)" },
+        { 337, "IQ2_K_R4 (ik_llama.cpp)" }, { 399, "Q8_K_R8 (ik_llama.cpp)" },
+        { 400, "unknown" }, { 0xffffffffu, "unknown" },
+    };
+    char    want[512];
+    size_t  i;
+    int     n_bad = 0;
+
+    for (i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+        memcpy(buf, orig, len);
+        put_u32(buf + pos + 20, named[i].type);
+        snprintf(want, sizeof(want), "tensor 'blk.2.attn_q.weight' has "
+                 "type %s (%u), which is not supported ("
+                 GGML_TYPES_SUPPORTED " are)", named[i].name, named[i].type);
+        expect_fail(buf, len, named[i].name, want);
+    }
+    /* and every number below 64 the table does not load */
+    for (i = 0; i < 64; i++) {
+        gguf_file  g;
+
+        if (ggml_type_block((uint32_t) i) != 0) {
+            continue;
+        }
+        memcpy(buf, orig, len);
+        put_u32(buf + pos + 20, (uint32_t) i);
+        if (gguf_parse(&g, buf, len, "mem.gguf") == 0) {
+            n_bad++;
+            printf("# type %zu accepted\n", i);
+        } else if (strstr(g.err, "blk.2.attn_q.weight") == NULL
+                   || strstr(g.err, ggml_type_name((uint32_t) i)) == NULL
+                   || strstr(g.err, GGML_TYPES_SUPPORTED) == NULL)
+        {
+            n_bad++;
+            printf("# type %zu: %s\n", i, g.err);
+        }
+        gguf_close(&g);
+    }
+    is_int(n_bad, 0, "every unsupported type number below 64 is refused "
+           "naming the tensor, the type and the supported list");
+}
+
+
 static void
 test_corrupt(void)
 {
@@ -244,6 +312,7 @@ test_corrupt(void)
     expect_fail(buf, len, "Q4_0_4_4 tensor", "has type Q4_0_4_4 (removed) (31)");
     FRESH(); put_u32(buf + pos + 20, 1000);
     expect_fail(buf, len, "type 1000", "has type unknown (1000)");
+    test_refused_types(orig, buf, len, pos);
     FRESH(); put_u32(buf + pos, 5);
     expect_fail(buf, len, "5 dimensions", "5 dimensions");
     FRESH(); put_u32(buf + pos, 0);

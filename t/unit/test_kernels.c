@@ -842,6 +842,23 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
        && llm_pack_size(&m->t) == (size_t) n_rows * m->t.row_stride,
        "%s %dx%d packed: %d rows in groups of 16, the same bytes per row",
        tn, m->rows, m->cols, m->rows);
+    /* llm_pack_row gives every row back as stored (a tied embedding's
+       lookups read the packed classifier through it) */
+    {
+        uint8_t *row = malloc(m->t.row_stride);
+        int bad = 0;
+
+        for (int r = 0; r < m->rows; r++) {
+            memset(row, 0x5a, m->t.row_stride);
+            llm_pack_row(&p, r, row);
+            bad += memcmp(row, (const uint8_t *) m->t.data
+                          + (size_t) r * m->t.row_stride,
+                          m->t.row_stride) != 0;
+        }
+        is_int(bad, 0, "%s %dx%d: llm_pack_row returns each row's bytes",
+               tn, m->rows, m->cols);
+        free(row);
+    }
 
     for (int isa = LLM_ISA_SCALAR; isa <= LLM_ISA_AVX512; isa++) {
         if (llm_kernels_set_isa(isa) != 0) {
