@@ -72,7 +72,7 @@ SDIST_NAME=llama-cpp-python==0.3.16
 SDIST_URL=https://files.pythonhosted.org/packages/e4/b4/c8cd17629ced0b9644a71d399a91145aedef109c0333443bef015e45b704/llama_cpp_python-0.3.16.tar.gz
 SDIST_SHA256=34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6
 SDIST_MODELS=llama_cpp_python-0.3.16/vendor/llama.cpp/models
-SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2)
+SDIST_VOCABS=(gpt-2 llama-spm llama-bpe qwen2 bert-bge)
 # Qwen3-Coder's published template (its XML tool calls, docs/api.md), which
 # the sdist above predates: from a newer sdist, only that member kept
 CODER_SDIST_NAME=llama-cpp-python==0.3.36
