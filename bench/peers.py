@@ -129,21 +129,23 @@ def kernels_table(rows, engines, add, targets=False):
     add("")
     add("Prefill = one batch of N prompt tokens; decode = batch 1, the "
         "given number of tokens generated after N tokens of context. "
-        "ngx_llm: `build/bench/decode --threads %s --prompt N --decode D "
-        "--bw 0` (best of 3); llama.cpp: `llama-bench -m MODEL -t %s -r %s "
+        "ngx_llm: `build/bench/decode --threads %s --prompt N --decode D%s` "
+        "(best of 3); llama.cpp: `llama-bench -m MODEL -t %s -r %s "
         "-p N -n 0` and `-p 0 -n D -d N`; ik_llama.cpp: `llama-bench -m "
         "MODEL -t %s -r %s -p N -n 0` and `-p 0 -n 0 -gp N,D`, each with "
         "`-rtr 0` and `-rtr 1`, the better shown; a llama-bench figure is "
         "the best of its repetitions; each peer's defaults otherwise "
         "(flash attention: %s). tokens/s, best round; the last column "
         "above 1 means ngx_llm is faster."
-        % (threads_of(rows), threads_of(rows), reps_of(rows),
+        % (threads_of(rows),
+           "" if any("roof_tok_s" in r for r in rows) else " --bw 0",
+           threads_of(rows), reps_of(rows),
            threads_of(rows), reps_of(rows), flash_note(rows, engines)))
     add("")
     if targets:
         add("Roofline = read bandwidth / weight bytes a decode token reads, "
             "both measured by bench/decode in the same run as the row "
-            "(best round's bandwidth); % of roofline = tokens/s / roofline. "
+            "(best round's bandwidth); %% of roofline = tokens/s / roofline. "
             "Targets (issues 28-30): every row >= %.1fx the best peer, "
             "decode >= %.1fx or >= %.0f%% of the roofline."
             % (TARGETS["prefill"], TARGETS["decode"],
