@@ -125,16 +125,23 @@ measure() {
 }
 
 # resident memory of the loaded engine against its plan (issue 28: within
-# 5%): VmRSS of `generate` after load and one token, plan's weight figure
+# 5%): the peak resident set of `generate` (load, one token: the KV pool
+# is allocated but untouched, so the weights and workspace are what is
+# resident) against the plan's weights + workspace
 memory_check() {
-    local model=$1 rss plan
+    local model=$1 rss plan w ws
     rss=$( { /usr/bin/time -f 'maxrss_kb %M' "$ENGINE" generate \
              --model "$model" --prompt hi --max-tokens 1 --threads 2 \
              >/dev/null; } 2>&1 | awk '/^maxrss_kb/ {print $2}')
-    plan=$("$ENGINE" plan --model "$model" --max-num-seqs 1 2>&1)
-    echo "peer_suite: ${model##*/}: peak resident ${rss:-?} kB" \
-         "(generate, 1 token); plan:"
-    echo "$plan" | sed 's/^/    /'
+    plan=$("$ENGINE" plan --model "$model" 2>&1)
+    w=$(awk '/^weights/ {print $2}' <<<"$plan")
+    ws=$(awk '/^workspace/ {print $2}' <<<"$plan")
+    echo "peer_suite: ${model##*/}: resident ${rss:-?} kB (generate, peak)" \
+         "against the plan's weights $w + workspace $ws bytes:" \
+         "$(awk -v r="${rss:-0}" -v p=$((${w:-0} + ${ws:-0})) \
+             'BEGIN { printf "%.3f", p ? r * 1024 / p : 0 }')x" \
+        | tee "$BUILD/bench/memory-${model##*/}.txt"
+    echo "$plan" | sed 's/^/    /' | tee -a "$BUILD/bench/memory-${model##*/}.txt"
 }
 
 for group in $SUITE; do
