@@ -13,6 +13,13 @@
  * 3. the same for n_x = 4 and 16 (one step of a batch of decodes).
  * Best of several repeats: the machine may be shared.
  *
+ *   bench/matmul [threads] [seconds-per-case] packed
+ *
+ * instead: per packable type (tensor.h, llm_pack), a 2048x2048 matrix (a
+ * Llama-3.2-1B projection) as stored and packed, n_x = 1 (decode) and 128
+ * (prefill), the two variants alternated round after round; prints the
+ * best time of each and plain / packed.
+ *
  * Build: cc -O2 -pthread -Ikernels bench/matmul.c kernels/[a-z]*.c -lm
  */
 #include <stdatomic.h>
@@ -21,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "tensor_type.h"
 #include "isa.h"
 #include "matmul.h"
@@ -121,23 +129,70 @@ best_time(llm_threadpool *tp, const llm_tensor *ws, int n_w, int n_x,
 }
 
 
+/* plain against packed per type, rounds alternated (the machine is
+ * shared: a load change hits both variants alike) */
+static void
+packed_vs_plain(llm_threadpool *tp, float *x, float *out, double secs)
+{
+    static const uint32_t types[] = {
+        GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0,
+        GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K,
+        GGML_TYPE_IQ4_XS,
+    };
+    static const int nxs[] = { 1, 128 };
+
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        llm_tensor w = random_matrix(types[t], 2048, 2048), p;
+        void *pd;
+
+        if (!llm_pack_useful(&w)) {
+            printf("%-7s not packed on this CPU\n",
+                   ggml_type_name(types[t]));
+            free((void *) w.data);
+            continue;
+        }
+        pd = llm_alloc_aligned(llm_pack_size(&w));
+        llm_pack(&w, pd, &p);
+        for (size_t n = 0; n < 2; n++) {
+            double bw = 1e9, bp = 1e9;
+            for (int round = 0; round < 5; round++) {
+                double a = best_time(tp, &w, 1, nxs[n], x, out, secs / 5);
+                double b = best_time(tp, &p, 1, nxs[n], x, out, secs / 5);
+                bw = a < bw ? a : bw;
+                bp = b < bp ? b : bp;
+            }
+            printf("%-7s 2048x2048 n_x=%-3d plain %8.1f us  packed %8.1f us"
+                   "  plain/packed %.2fx\n", ggml_type_name(types[t]),
+                   nxs[n], bw * 1e6, bp * 1e6, bw / bp);
+        }
+        free(pd);
+        free((void *) w.data);
+    }
+}
+
+
 int
 main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     double secs = argc > 2 ? atof(argv[2]) : 1.0;
     llm_threadpool *tp = llm_threadpool_create(threads);
-    float *x = malloc(sizeof(float) * 16 * 49152);
-    float *out = malloc(sizeof(float) * 16 * 49152);
+    float *x = malloc(sizeof(float) * 128 * 49152);
+    float *out = malloc(sizeof(float) * 128 * 49152);
     llm_tensor one, model[30 * 7 + 1];
     size_t model_bytes = 0;
     double t1, t4, t16;
 
-    for (int k = 0; k < 16 * 49152; k++) {
+    for (int k = 0; k < 128 * 49152; k++) {
         x[k] = (float) (k % 97) / 48.0f - 1.0f;
     }
     printf("kernels %s, %d threads\n", llm_kernels_isa_name(llm_kernels_isa()),
            threads);
+    if (argc > 3 && strcmp(argv[3], "packed") == 0) {
+        packed_vs_plain(tp, x, out, secs);
+        llm_threadpool_free(tp);
+        return 0;
+    }
 
     one = random_matrix(GGML_TYPE_Q4_1, 1536, 576);
     size_t one_bytes = ggml_row_size(one.type, one.cols) * one.rows;

@@ -108,30 +108,75 @@ dot_q32(uint32_t type, int n, const uint8_t *w, const llm_block_q8a *x)
 }
 
 
+/* a Q4_K super-block's exact integers against a q8k block: the scaled
+ * sums and the min sum */
+static void
+q4_K_ints(const llm_block_q4_K *w, const llm_block_q8k *x, int *isum,
+    int *imin)
+{
+    *isum = 0;
+    *imin = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m, g = 0;
+        const uint8_t *q = w->qs + 32 * (j / 2);
+        const int8_t *xq = x->qs + 32 * j;
+        llm_q4k_scale_min(w->scales, j, &sc, &m);
+        for (int l = 0; l < 32; l++) {
+            g += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * xq[l];
+        }
+        *isum += sc * g;
+        *imin += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
+    }
+}
+
+
+/* acc after one super-block (the reference's two fmaf) */
+static float
+q4_K_step(const llm_block_q4_K *w, const llm_block_q8k *x, float acc)
+{
+    int isum, imin;
+
+    q4_K_ints(w, x, &isum, &imin);
+    float dd = llm_fp16_to_fp32(w->d) * x->d;
+    float dm = llm_fp16_to_fp32(w->dmin) * x->d;
+    acc = fmaf(dd, (float) isum, acc);
+    return fmaf(-dm, (float) imin, acc);
+}
+
+
 static float
 dot_q4_K(int n, const llm_block_q4_K *w, const llm_block_q8k *x)
 {
     float acc = 0.0f;
 
     for (int b = 0; b < n / LLM_QK_K; b++) {
-        int isum = 0, imin = 0;
-        for (int j = 0; j < 8; j++) {
-            int sc, m, g = 0;
-            const uint8_t *q = w[b].qs + 32 * (j / 2);
-            const int8_t *xq = x[b].qs + 32 * j;
-            llm_q4k_scale_min(w[b].scales, j, &sc, &m);
-            for (int l = 0; l < 32; l++) {
-                g += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * xq[l];
-            }
-            isum += sc * g;
-            imin += m * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-        }
-        float dd = llm_fp16_to_fp32(w[b].d) * x[b].d;
-        float dm = llm_fp16_to_fp32(w[b].dmin) * x[b].d;
-        acc = fmaf(dd, (float) isum, acc);
-        acc = fmaf(-dm, (float) imin, acc);
+        acc = q4_K_step(&w[b], &x[b], acc);
     }
     return acc;
+}
+
+
+/* acc after one Q6_K super-block */
+static float
+q6_K_step(const llm_block_q6_K *w, const llm_block_q8k *x, float acc)
+{
+    float wf[LLM_QK_K];
+    int isum = 0;
+    /* the integers back from the reference dequantizer with d = 1,
+     * scale 1: exact, small integers */
+    llm_block_q6_K unit = *w;
+
+    unit.d = 0x3c00;                                     /* 1.0 */
+    memset(unit.scales, 1, sizeof(unit.scales));
+    llm_dequant_row(GGML_TYPE_Q6_K, &unit, wf, LLM_QK_K);
+    for (int k = 0; k < 16; k++) {
+        int g = 0;
+        for (int l = 16 * k; l < 16 * k + 16; l++) {
+            g += (int) wf[l] * x->qs[l];
+        }
+        isum += w->scales[k] * g;
+    }
+    return fmaf(llm_fp16_to_fp32(w->d) * x->d, (float) isum, acc);
 }
 
 
@@ -139,24 +184,9 @@ static float
 dot_q6_K(int n, const llm_block_q6_K *w, const llm_block_q8k *x)
 {
     float acc = 0.0f;
-    float wf[LLM_QK_K];
 
     for (int b = 0; b < n / LLM_QK_K; b++) {
-        int isum = 0;
-        /* the integers back from the reference dequantizer with d = 1,
-         * scale 1: exact, small integers */
-        llm_block_q6_K unit = w[b];
-        unit.d = 0x3c00;                                 /* 1.0 */
-        memset(unit.scales, 1, sizeof(unit.scales));
-        llm_dequant_row(GGML_TYPE_Q6_K, &unit, wf, LLM_QK_K);
-        for (int k = 0; k < 16; k++) {
-            int g = 0;
-            for (int l = 16 * k; l < 16 * k + 16; l++) {
-                g += (int) wf[l] * x[b].qs[l];
-            }
-            isum += w[b].scales[k] * g;
-        }
-        acc = fmaf(llm_fp16_to_fp32(w[b].d) * x[b].d, (float) isum, acc);
+        acc = q6_K_step(&w[b], &x[b], acc);
     }
     return acc;
 }
@@ -228,14 +258,27 @@ static int
 packed_q(uint32_t type, const uint8_t *blk, int l, int j)
 {
     const uint8_t *q;
+    int n;
 
     if (type == GGML_TYPE_Q8_0) {
         q = blk + 32 + 64 * (j / 4) + 4 * l + j % 4;
         return (int) *q - 128;
     }
-    q = blk + (type == GGML_TYPE_Q4_1 ? 64 : 32) + 64 * ((j % 16) / 4)
-        + 4 * l + j % 4;
-    return (j < 16 ? *q & 0xf : *q >> 4) - (type == GGML_TYPE_Q4_0 ? 8 : 0);
+    q = blk + llm_pack_quants_at(type) + 64 * ((j % 16) / 4) + 4 * l + j % 4;
+    n = j < 16 ? *q & 0xf : *q >> 4;
+    switch (type) {
+    case GGML_TYPE_Q4_0:
+        return n - 8;
+    case GGML_TYPE_Q5_0:
+        /* fifth bit: bit 4l + j % 4 of the byte mask of vector j / 4 */
+        n |= (blk[32 + 8 * (j / 4) + (4 * l + j % 4) / 8]
+              >> ((4 * l + j % 4) % 8) & 1) << 4;
+        return n - 16;
+    case GGML_TYPE_IQ4_NL:
+        return llm_kvalues_iq4nl[n];
+    default: /* Q4_1 */
+        return n;
+    }
 }
 
 
@@ -283,6 +326,66 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
 }
 
 
+/* packed K-quants: each row rebuilt block by block, then the reference's
+ * step (dot_q4_K's and dot_q6_K's order) */
+static void
+tile_packed_k(uint32_t type, const llm_tile *t)
+{
+    int      nb = t->n / LLM_QK_K;
+    size_t   pb = llm_pack_block_bytes(llm_quant_block_bytes(type));
+    uint8_t  blk[sizeof(llm_block_q6_K)];          /* the largest */
+
+    for (int r = 0; r < t->n_w; r++) {
+        int l = r % LLM_PACK_ROWS;
+        const uint8_t *w = t->w + (size_t) (r / LLM_PACK_ROWS) * t->w_stride;
+        for (int i = 0; i < t->n_x; i++) {
+            const llm_block_q8k *x = (const llm_block_q8k *)
+                                     (t->act + i * t->act_stride);
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                llm_pack_k_row(type, (uint8_t *) w + b * pb, l, blk, 1);
+                if (type == GGML_TYPE_Q4_K) {
+                    acc = q4_K_step((const void *) blk, &x[b], acc);
+                } else if (type == GGML_TYPE_Q6_K) {
+                    acc = q6_K_step((const void *) blk, &x[b], acc);
+                } else {
+                    acc = llm_dot_qkx_step(type, blk, &x[b], acc);
+                }
+            }
+            t->out[i * t->ld_out + r] = acc;
+        }
+    }
+}
+
+
+static void
+tile_q4_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q4_K, t);
+}
+
+
+static void
+tile_q6_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q6_K, t);
+}
+
+
+static void
+tile_q5_Kp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_Q5_K, t);
+}
+
+
+static void
+tile_iq4_xsp(const llm_tile *t)
+{
+    tile_packed_k(GGML_TYPE_IQ4_XS, t);
+}
+
+
 static void
 tile_q4_0p(const llm_tile *t)
 {
@@ -304,11 +407,28 @@ tile_q8_0p(const llm_tile *t)
 }
 
 
+static void
+tile_q5_0p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_Q5_0, t);
+}
+
+
+static void
+tile_iq4_nlp(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_IQ4_NL, t);
+}
+
+
 const llm_kernel_set llm_kernels_scalar = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
-    .q8_0p = tile_q8_0p, .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
+    .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
+    .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp, .q5_Kp = tile_q5_Kp,
+    .iq4_xsp = tile_iq4_xsp,
+    .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
     .q3_K = tile_q3_K, .q5_K = tile_q5_K, .iq4_xs = tile_iq4_xs,
 };
@@ -327,6 +447,12 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q4_0: return set->q4_0p;
     case GGML_TYPE_Q4_1: return set->q4_1p;
     case GGML_TYPE_Q8_0: return set->q8_0p;
+    case GGML_TYPE_Q5_0: return set->q5_0p;
+    case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
+    case GGML_TYPE_Q4_K: return set->q4_Kp;
+    case GGML_TYPE_Q6_K: return set->q6_Kp;
+    case GGML_TYPE_Q5_K: return set->q5_Kp;
+    case GGML_TYPE_IQ4_XS: return set->iq4_xsp;
     default:             return NULL;
     }
 }
@@ -406,7 +532,7 @@ llm_tensor_check(const llm_tensor *w, char *err, size_t err_len)
                  "columns, not %d", ggml_type_name(w->type), blk, w->cols);
         return -1;
     }
-    if (w->pack != 0 && (w->pack != LLM_PACK_ROWS || blk != LLM_QK
+    if (w->pack != 0 && (w->pack != LLM_PACK_ROWS
                          || pick_packed(&llm_kernels_scalar, w->type) == NULL))
     {
         snprintf(err, err_len, "a %s matrix cannot be packed by %d rows",
@@ -682,8 +808,9 @@ act_threads(const matmul_job *job, llm_threadpool *tp)
 static size_t
 pack_tmp_size(const matmul_job *job)
 {
-    if (job->act_type != GGML_TYPE_Q8_0 || llm_is_q32x(job->w->type)
-        || (job->set->q32_pack == NULL && !job->w->pack))
+    if (job->act_type != GGML_TYPE_Q8_0
+        || (!job->w->pack && (llm_is_q32x(job->w->type)
+                              || job->set->q32_pack == NULL)))
     {
         return 0;
     }

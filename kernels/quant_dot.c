@@ -6,7 +6,7 @@
  *
  * defines: llm_is_q32x, llm_is_qkx, llm_unpack_q32, llm_unpack_qk,
  *          llm_dequant_ext, llm_quantize_ext, llm_dot_q32x_ref,
- *          llm_dot_qkx_ref
+ *          llm_dot_qkx_step, llm_dot_qkx_ref
  */
 #include <math.h>
 #include <string.h>
@@ -140,31 +140,41 @@ llm_dot_q32x_ref(uint32_t type, int n, const uint8_t *w,
 
 
 float
+llm_dot_qkx_step(uint32_t type, const uint8_t *w, const llm_block_q8k *x,
+    float acc)
+{
+    int isum = 0, imin = 0;
+    llm_qk_vals v;
+
+    llm_unpack_qk(type, w, &v);
+    for (int s = 0; s < LLM_QK_K / v.sub; s++) {
+        int g = 0, xs = 0;
+        for (int e = v.sub * s; e < v.sub * (s + 1); e++) {
+            g += v.q[e] * x->qs[e];
+        }
+        for (int k = v.sub / 16 * s; k < v.sub / 16 * (s + 1); k++) {
+            xs += x->bsums[k];
+        }
+        isum += v.sc[s] * g;
+        imin += v.mn[s] * xs;
+    }
+    acc = fmaf(v.d * x->d, (float) isum, acc);
+    if (v.has_min) {
+        acc = fmaf(-(v.dmin * x->d), (float) imin, acc);
+    }
+    return acc;
+}
+
+
+float
 llm_dot_qkx_ref(uint32_t type, int n, const uint8_t *w,
     const llm_block_q8k *x)
 {
     size_t bytes = ggml_type_size(type);
     float acc = 0.0f;
-    llm_qk_vals v;
 
     for (int b = 0; b < n / LLM_QK_K; b++, w += bytes) {
-        int isum = 0, imin = 0;
-        llm_unpack_qk(type, w, &v);
-        for (int s = 0; s < LLM_QK_K / v.sub; s++) {
-            int g = 0, xs = 0;
-            for (int e = v.sub * s; e < v.sub * (s + 1); e++) {
-                g += v.q[e] * x[b].qs[e];
-            }
-            for (int k = v.sub / 16 * s; k < v.sub / 16 * (s + 1); k++) {
-                xs += x[b].bsums[k];
-            }
-            isum += v.sc[s] * g;
-            imin += v.mn[s] * xs;
-        }
-        acc = fmaf(v.d * x[b].d, (float) isum, acc);
-        if (v.has_min) {
-            acc = fmaf(-(v.dmin * x[b].d), (float) imin, acc);
-        }
+        acc = llm_dot_qkx_step(type, w, &x[b], acc);
     }
     return acc;
 }

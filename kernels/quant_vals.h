@@ -12,7 +12,7 @@
  *
  * defines: llm_q32_vals, llm_qk_vals, llm_unpack_q32, llm_unpack_qk,
  *          llm_is_q32x, llm_is_qkx, llm_dequant_ext, llm_quantize_ext,
- *          llm_dot_q32x_ref, llm_dot_qkx_ref, llm_quantize_q5_0 ...
+ *          llm_dot_q32x_ref, llm_dot_qkx_step, llm_dot_qkx_ref, llm_quantize_q5_0 ...
  */
 #ifndef NGX_LLM_QUANT_VALS_H
 #define NGX_LLM_QUANT_VALS_H
@@ -75,5 +75,9 @@ float llm_dot_q32x_ref(uint32_t type, int n, const uint8_t *w,
     const llm_block_q8a *x);
 float llm_dot_qkx_ref(uint32_t type, int n, const uint8_t *w,
     const llm_block_q8k *x);
+/* acc after one super-block w of a qkx type against x (the reference's
+ * step) */
+float llm_dot_qkx_step(uint32_t type, const uint8_t *w,
+    const llm_block_q8k *x, float acc);
 
 #endif

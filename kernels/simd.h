@@ -50,7 +50,8 @@ typedef struct {
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
-    llm_tile_fn     q4_0p, q4_1p, q8_0p;
+    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp,
+                    q6_Kp, q5_Kp, iq4_xsp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
     void          (*q32_pack)(uint32_t type, const void *q8a, int n_blocks,
@@ -58,8 +59,9 @@ typedef struct {
 } llm_kernel_set;
 
 /* one activation block for packed weights: q8a's values, and the exact
- * sum of qs (Q4_0 and Q8_0 quants are unsigned w + 8, w + 128: the
- * kernels subtract 8 or 128 times it) */
+ * sum of qs (Q4_0, Q5_0, Q8_0 quants are unsigned w + 8, w + 16,
+ * w + 128, IQ4_NL's values + 128: the kernels subtract 8, 16 or 128
+ * times it) */
 typedef struct {
     int8_t    qs[32];
     float     d;
@@ -77,6 +79,28 @@ llm_pack_block_bytes(uint32_t type_bytes)
     return (size_t) 16 * type_bytes;
 }
 
+/* pack.c: bytes before the quants in a packed block of type */
+size_t llm_pack_quants_at(uint32_t type);
+
+/* a packed Q4_K super-block (pack.c): d, dmin, then the scale dwords
+ * and the quant dwords at these offsets */
+#define LLM_PACK_Q4K_SC  64
+#define LLM_PACK_Q4K_QS  256
+/* a packed Q6_K super-block: d, then scales, ql, qh dwords */
+#define LLM_PACK_Q6K_SC  32
+#define LLM_PACK_Q6K_QL  288
+#define LLM_PACK_Q6K_QH  2336
+/* Q5_K: as Q4_K's, qh then the quants; IQ4_XS: d, scales_h, then */
+#define LLM_PACK_Q5K_QH  256
+#define LLM_PACK_Q5K_QS  768
+#define LLM_PACK_IQ4XS_SL  64
+#define LLM_PACK_IQ4XS_QS  128
+
+/* pack.c: row l of a packed K-quant super-block from (dir 0) or back into
+ * (dir 1) its block as stored in GGUF */
+void llm_pack_k_row(uint32_t type, uint8_t *packed, int l, uint8_t *blk,
+    int dir);
+
 /* simd_avx2_ext.c: the added types on AVX2 (plain q8a / q8k rows: no
  * set lays out their activations its own way) */
 void llm_avx2_tile_q5_0(const llm_tile *t);
@@ -93,6 +117,12 @@ void llm_avx512_tile_q4_K(const llm_tile *t);
 void llm_avx512_tile_q6_K(const llm_tile *t);
 void llm_avx512_tile_q5_0(const llm_tile *t);
 void llm_avx512_tile_iq4_nl(const llm_tile *t);
+
+/* simd_avx512_kp.c: packed K-quants (tensor.h) against plain q8k rows */
+void llm_avx512_tile_q4_Kp(const llm_tile *t);
+void llm_avx512_tile_q6_Kp(const llm_tile *t);
+void llm_avx512_tile_q5_Kp(const llm_tile *t);
+void llm_avx512_tile_iq4_xsp(const llm_tile *t);
 
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;

@@ -134,7 +134,14 @@ q32_pack(uint32_t type, const void *src, int nb, int n_x, int i,
     "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
-enum { Q4_0, Q4_1, Q8_0 };
+enum { Q4_0, Q4_1, Q8_0, Q5_0, IQ4NL };
+
+/* packed kinds: the offset the unsigned quants carry (their integer is
+ * the byte minus it; the kernels take off the offset times the sum of x)
+ * and where the quants start in a packed block (pack.c) */
+#define KIND_BIAS(kind)  ((kind) == Q4_1 ? 0 : (kind) == Q4_0 ? 8 \
+                          : (kind) == Q5_0 ? 16 : 128)
+#define KIND_QA(kind)    ((kind) == Q4_1 ? 64 : (kind) == Q5_0 ? 96 : 32)
 
 
 TGT static INLINE float
@@ -611,10 +618,36 @@ prefetch_ahead(const uint8_t *blk, size_t bytes)
 #define UB_BYTES   640
 #define UB_BLOCKS  64           /* 40 KB on the stack: L1 and a bit of L2 */
 
+/* the 4-bit kinds' quant vectors made unsigned bytes of their integer
+ * plus KIND_BIAS: Q5_0's fifth bits added under hm's byte masks, IQ4_NL's
+ * nibbles looked up as value + 128 */
+TGT static INLINE void
+finish_nibbles(const int kind, const uint8_t *blk, __m512i g[8])
+{
+    if (kind == Q5_0) {
+        const __m512i v16 = _mm512_set1_epi8(16);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            uint64_t hm;
+            memcpy(&hm, blk + 32 + 8 * k, 8);
+            g[k] = _mm512_mask_add_epi8(g[k], _cvtu64_mask64(hm), g[k], v16);
+        }
+    } else if (kind == IQ4NL) {
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
+            _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
+            _mm_set1_epi8((char) 0x80)));
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            g[k] = _mm512_shuffle_epi8(tbl, g[k]);
+        }
+    }
+}
+
+
 TGT static INLINE void
 unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
 {
-    const int qa = kind == Q4_1 ? 64 : 32;
+    const int qa = KIND_QA(kind);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
 
     for (int b = 0; b < nb; b++) {
@@ -628,11 +661,17 @@ unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
                                    _mm512_loadu_si512(blk + qa + 64 * k));
             }
         } else {
+            __m512i g[8];
+#pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 __m512i v = _mm512_loadu_si512(blk + qa + 64 * q);
-                _mm512_store_si512(u + 64 * q, _mm512_and_si512(v, m4));
-                _mm512_store_si512(u + 64 * (q + 4), _mm512_and_si512(
-                                       _mm512_srli_epi16(v, 4), m4));
+                g[q] = _mm512_and_si512(v, m4);
+                g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            finish_nibbles(kind, blk, g);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                _mm512_store_si512(u + 64 * k, g[k]);
             }
         }
         _mm512_store_ps(u + 512, _mm512_cvtph_ps(_mm256_loadu_si256(
@@ -651,7 +690,7 @@ TGT static INLINE void
 packed_block(const int kind, const uint8_t *blk, __m512i g[8], __m512 *dw,
     __m512 *mw)
 {
-    const int qa = kind == Q4_1 ? 64 : 32;
+    const int qa = KIND_QA(kind);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
 
     *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
@@ -671,6 +710,7 @@ packed_block(const int kind, const uint8_t *blk, __m512i g[8], __m512 *dw,
         g[q] = _mm512_and_si512(v, m4);
         g[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     }
+    finish_nibbles(kind, blk, g);
 }
 
 
@@ -680,8 +720,7 @@ TGT static INLINE __m512
 packed_dot(const int kind, const __m512i g[8], __m512 dw,
     const llm_act_p *a, __m512 acc)
 {
-    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
-                                               : GGML_TYPE_Q8_0);
+    const int bias = -KIND_BIAS(kind);
     const int32_t *qd = (const int32_t *) a->qs;
     __m512i i0 = kind == Q4_1 ? _mm512_setzero_si512()
                               : _mm512_set1_epi32(bias * a->sum);
@@ -818,8 +857,7 @@ packed_x2(const int kind, const int X, const uint8_t *ub, int nb,
     __mmask16 rows0, __mmask16 rows1)
 {
     __m512 ra[4][2][8], rm[4][2][8];
-    const int bias = -bias_factor(kind == Q4_0 ? GGML_TYPE_Q4_0
-                                               : GGML_TYPE_Q8_0);
+    const int bias = -KIND_BIAS(kind);
     const uint8_t *ub1 = ub + (size_t) nb * UB_BYTES;
 
     for (int j = 0; j < 8; j++) {
@@ -1023,11 +1061,28 @@ tile_q8_0p(const llm_tile *t)
 }
 
 
+TGT static void
+tile_q5_0p(const llm_tile *t)
+{
+    tile_packed(Q5_0, sizeof(llm_block_q5_0), t);
+}
+
+
+TGT static void
+tile_iq4_nlp(const llm_tile *t)
+{
+    tile_packed(IQ4NL, sizeof(llm_block_iq4_nl), t);
+}
+
+
 const llm_kernel_set llm_kernels_avx512 = {
     .q4_0 = tile_q4_0, .q4_1 = tile_q4_1, .q8_0 = tile_q8_0,
     .q4_K = llm_avx512_tile_q4_K, .q6_K = llm_avx512_tile_q6_K,
     .q5_0 = llm_avx512_tile_q5_0, .iq4_nl = llm_avx512_tile_iq4_nl,
     .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p, .q8_0p = tile_q8_0p,
+    .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
+    .q4_Kp = llm_avx512_tile_q4_Kp, .q6_Kp = llm_avx512_tile_q6_Kp,
+    .q5_Kp = llm_avx512_tile_q5_Kp, .iq4_xsp = llm_avx512_tile_iq4_xsp,
     .q32_min_n_x = 1, .q32_layout = q32_layout, .q32_pack = q32_pack,
 };
 

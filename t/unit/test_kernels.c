@@ -821,8 +821,12 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
     llm_tensor p, v, vp;
     llm_act a;
 
-    if (llm_quant_block(m->type) != LLM_QK) {
-        return;
+    int blk = llm_quant_block(m->type);
+
+    if (m->type == GGML_TYPE_F32 || m->type == GGML_TYPE_F16
+        || m->type == GGML_TYPE_BF16)
+    {
+        return;                                  /* not a packed type */
     }
     on = (size_t) NX_BIG * m->rows;
     x = malloc(sizeof(float) * NX_BIG * m->cols);
@@ -877,16 +881,16 @@ test_packed(const test_matrix *m, llm_threadpool **pools)
        "row ranges: %d runs)", tn, m->rows, m->cols, NX, NX_BIG, runs);
 
     /* a column range of the packed matrix == of the unpacked one */
-    if (m->cols >= 3 * LLM_QK) {
-        v = llm_tensor_cols(&m->t, LLM_QK, m->cols - 2 * LLM_QK);
-        vp = llm_tensor_cols(&p, LLM_QK, m->cols - 2 * LLM_QK);
+    if (m->cols >= 3 * blk) {
+        v = llm_tensor_cols(&m->t, blk, m->cols - 2 * blk);
+        vp = llm_tensor_cols(&p, blk, m->cols - 2 * blk);
         vp = llm_tensor_rows(&vp, 16, m->rows - 16);
         v = llm_tensor_rows(&v, 16, m->rows - 16);
         llm_matmul(pools[1], want, x, 3, &v);
         llm_matmul(pools[1], got, x, 3, &vp);
         ok(memcmp(got, want, sizeof(float) * 3 * v.rows) == 0, "%s packed: "
-           "view of columns %d..%d, rows 16.. == unpacked view", tn, LLM_QK,
-           m->cols - LLM_QK - 1);
+           "view of columns %d..%d, rows 16.. == unpacked view", tn, blk,
+           m->cols - blk - 1);
     }
     free(pd);
     free(buf);
@@ -1088,6 +1092,7 @@ main(void)
     static const uint32_t types[] = {
         GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+        GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS,
     };
     llm_threadpool *pools[3];
 
