@@ -527,7 +527,9 @@ run_peer_serve() {  # run_peer_serve ROUND
 echo
 echo "== 1. bench/decode, bench/ring_ping and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
 [ ${#PEERS[@]} -gt 0 ] && echo "   peer mode: ngx_llm against ${PEERS[*]} in every round"
-if [ "$NOCACHE" = 1 ]; then
+if [ "$PEERS_ONLY" = 1 ]; then
+    :   # one engine: no prefix-caching variants
+elif [ "$NOCACHE" = 1 ]; then
     echo "   prefix caching off: a second engine with prefix_caching off"
     OFF_PORT=$((PORT + 1)); OFF_ARGS=()
 else
