@@ -180,7 +180,13 @@ for group in $SUITE; do
         ;;
     gemma)
         [ -s "$GEMMA" ] || die "$GEMMA is missing (make deps)"
-        measure gemma3-270m "Gemma 3 270M, Q4_K_M (the real file)" "$GEMMA"
+        # the file has no chat template: Gemma 2's (Gemma 3's turn format;
+        # the official Gemma 3 template is in no fixture) for every server
+        tmpl=$VOCABS/templates/google-gemma-2-2b-it.jinja
+        measure gemma3-270m "Gemma 3 270M, Q4_K_M (the real file)" "$GEMMA" \
+            PEER_CHAT_TEMPLATE="$tmpl" \
+            IK_SERVER_ARGS="--chat-template-file $tmpl" \
+            LLAMA_SERVER_ARGS="--chat-template-file $tmpl"
         ;;
     *)
         die "unknown group '$group' in SUITE (1b moe gemma)"

@@ -60,7 +60,9 @@
 # the roofline of the same run), PEER_TAG (bench/peers.py's block; empty:
 # the block of the default model), PEER_TITLE, PEER_TARGETS (0; 1: rows
 # marked met/missed against issues 28-30's targets), PEER_REPORT (1; 0:
-# no report, the results file left for the caller), and arguments added
+# no report, the results file left for the caller), PEER_CHAT_TEMPLATE
+# (a Jinja file for our engine's chat_template, for a model file without
+# one; give the peers the same with --chat-template-file), and arguments added
 # to a peer's llama-bench or llama-server (empty: its defaults):
 # LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS.
 
@@ -218,6 +220,9 @@ engine_params() {
         threads            $THREADS;
         max_num_seqs       64;
 EOF
+    # a model file without a template (Gemma 3 270M): PEER_CHAT_TEMPLATE
+    [ -z "${PEER_CHAT_TEMPLATE:-}" ] \
+        || echo "        chat_template      $PEER_CHAT_TEMPLATE;"
 }
 write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
     {
