@@ -168,14 +168,14 @@ for group in $SUITE; do
             [ "$KEEP" = 1 ] || rm -f "$f16"
         fi
         # -fmoe: ik_llama.cpp's fused MoE (its llama-bench's switch takes
-        # 0/1, its server's none)
+        # 0/1; its server has it on by default, -no-fmoe turns it off)
         run moe-kern "$q" PEER_SERVE=0 IK_BENCH_ARGS="-fmoe 1"
-        run moe-serve "$q" PEER_KERNELS=0 IK_SERVER_ARGS="-fmoe"
+        run moe-serve "$q" PEER_KERNELS=0
         report moe-Q4_K_M \
             "Qwen3-30B-A3B shape, 12 of 48 layers, Q4_K_M (synthetic)" "$q" \
             "$BUILD/bench/results-moe-kern.txt" \
             "$BUILD/bench/results-moe-serve.txt" -- \
-            "ik llama-bench: -fmoe 1" "ik llama-server: -fmoe"
+            "ik llama-bench: -fmoe 1"
         [ "$KEEP" = 1 ] || rm -f "$q"
         ;;
     gemma)
