@@ -13,7 +13,9 @@
 #                   llama-server that you built from llama.cpp's /
 #                   ik_llama.cpp's public sources, outside this tree) also
 #                   against them, interleaved (docs/perf.md, peer mode)
-#   make bench-peers  only that comparison (the same variables)
+#   make bench-peers  only that comparison (the same variables), then the
+#                   peer rows of issues 28-30 on synthetic 1B/MoE files and
+#                   Gemma 3 270M (PEER_8B=1: the 8B too; bench/peer_suite.sh)
 #   make CUDA=0     skip the CUDA objects even when nvcc exists
 
 SHELL      := /bin/bash
@@ -341,9 +343,17 @@ bench: all $(BENCH_BINS)
 
 # ngx_llm against llama.cpp and/or ik_llama.cpp only: bench/run.sh with
 # PEERS_ONLY=1 (LLAMA_BIN and/or IK_LLAMA_BIN required; ROUNDS, PEER_SIZES,
-# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE: docs/perf.md)
+# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE: docs/perf.md), then,
+# with IK_LLAMA_BIN, the rows of issues 28-30 (bench/peer_suite.sh: the
+# synthetic 1B in five types, the qwen3moe shape, Gemma 3 270M; PEER_8B=1
+# adds the 8B; PEER_SUITE=0 skips them; SYNTH_DIR holds the model files)
+PEER_SUITE ?= 1
+SYNTH_DIR  ?= $(BUILD)/bench/models
 bench-peers: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) PEERS_ONLY=1 bench/run.sh
+	if [ "$(PEER_SUITE)" = 1 ] && [ -n "$(IK_LLAMA_BIN)" ]; then \
+	    BUILD=$(abspath $(BUILD)) FIXTURES=$(FIXTURES) GEMMA=$(GEMMA) \
+	    SYNTH_DIR=$(abspath $(SYNTH_DIR)) bench/peer_suite.sh; fi
 
 # prompt-lookup speculative decoding off and on, interleaved, on the
 # input-grounded workload at 1 and 16 streams (docs/scheduler.md; about 5

@@ -54,7 +54,15 @@
 # Environment: BUILD, MODEL, ROUNDS (3), THREADS (2), PORT, NGINX,
 # PERF_MD, PERF_SVG; peer mode: LLAMA_BIN, IK_LLAMA_BIN, PEERS_ONLY (0),
 # PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_REPS (3,
-# llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1), and arguments added
+# llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1), PEER_DECODE (decode
+# steps after N; default 128 after 128, 64 after more), PEER_BW (0; 1:
+# ours' decode also measures the read bandwidth, so each decode row gets
+# the roofline of the same run), PEER_TAG (bench/peers.py's block; empty:
+# the block of the default model), PEER_TITLE, PEER_TARGETS (0; 1: rows
+# marked met/missed against issues 28-30's targets), PEER_REPORT (1; 0:
+# no report, the results file left for the caller), PEER_CHAT_TEMPLATE
+# (a Jinja file for our engine's chat_template, for a model file without
+# one; give the peers the same with --chat-template-file), and arguments added
 # to a peer's llama-bench or llama-server (empty: its defaults):
 # LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS.
 
@@ -212,6 +220,9 @@ engine_params() {
         threads            $THREADS;
         max_num_seqs       64;
 EOF
+    # a model file without a template (Gemma 3 270M): PEER_CHAT_TEMPLATE
+    [ -z "${PEER_CHAT_TEMPLATE:-}" ] \
+        || echo "        chat_template      $PEER_CHAT_TEMPLATE;"
 }
 write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
     {
@@ -227,7 +238,9 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
         echo "        served_model_name  smollm2;"
         engine_params
         echo "    }"
-        if [ "$2" = 1 ]; then
+        # peer mode alone needs the main engine only (one copy of a large
+        # model resident, not three)
+        if [ "$PEERS_ONLY" != 1 ] && [ "$2" = 1 ]; then
             echo "    llm_engine nocache {"
             echo "        served_model_name  smollm2;"
             echo "        prefix_caching     off;"
@@ -241,6 +254,7 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
             echo "    }"
         fi
         # the same 16 streams under the GPU's larger step budget
+        if [ "$PEERS_ONLY" != 1 ]; then
         echo "    llm_engine budget2048 {"
         echo "        served_model_name  smollm2;"
         echo "        max_batched_tokens 2048;"
@@ -252,6 +266,7 @@ write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
         echo "        location /v1/ { llm_api budget2048; }"
         echo "        location = /healthz { llm_health budget2048; }"
         echo "    }"
+        fi
         echo "    server {"
         echo "        listen 127.0.0.1:$PORT;"
         echo "        location /v1/ { llm_api main; }"
@@ -288,7 +303,13 @@ stop_nginx() {
 }
 trap 'stop_nginx; stop_peers' EXIT
 stop_nginx
+# peer kernels alone: no nginx (its engine would hold a second copy of the
+# model while bench/decode and the peers run)
+NEED_NGINX=1
+[ "$PEERS_ONLY" = 1 ] && [ "$PEER_SERVE" != 1 ] && NEED_NGINX=0
+if [ "$NEED_NGINX" = 1 ]; then
 "$NGINX" -p "$P/" -c conf/nginx.conf || die "nginx did not start (see $P/logs/error.log)"
+fi
 
 engine_pid() {  # engine_pid PORT: from the health answer
     curl -s -m 2 "http://127.0.0.1:$1/healthz" \
@@ -301,9 +322,11 @@ wait_ready() {
     done
     die "engine behind port $1 not ready after 120 s (see $P/logs/error.log)"
 }
-wait_ready "$PORT"
-wait_ready $((PORT + 2))
-[ "$NOCACHE" = 1 ] && wait_ready $((PORT + 1))
+if [ "$NEED_NGINX" = 1 ]; then
+    wait_ready "$PORT"
+    [ "$PEERS_ONLY" = 1 ] || wait_ready $((PORT + 2))
+    [ "$PEERS_ONLY" = 1 ] || [ "$NOCACHE" != 1 ] || wait_ready $((PORT + 1))
+fi
 
 cpu_ticks() {  # cpu_ticks PID: user + system ticks of the whole process
     awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
@@ -445,23 +468,29 @@ peer_bench() {  # peer_bench ENGINE KIND CTX ROUND [RTR] -- llama-bench args
 }
 
 run_peer_kernels() {  # run_peer_kernels ROUND
-    local r=$1 n d e la out pre dec mean
+    local r=$1 n d e la out pre dec mean roof
     for n in $PEER_SIZES; do
         d=64; [ "$n" -le 128 ] && d=128
+        d=${PEER_DECODE:-$d}
         for e in $(rotate "$r" ours "${PEERS[@]}"); do
             case $e in
             ours)
                 la=$(loadavg)
                 out=$("$B/bin/decode" --model "$MODEL" --threads "$THREADS" \
-                      --prompt "$n" --decode "$d" --bw 0) \
+                      --prompt "$n" --decode "$d" \
+                      $([ "${PEER_BW:-0}" = 1 ] || echo --bw 0)) \
                     || { echo "bench: bench/decode --prompt $n failed" >&2
                          continue; }
                 pre=$(awk '/^prefill/ {print $2}' <<<"$out")
                 dec=$(awk '/^decode / {print $2}' <<<"$out")
                 mean=$(sed -n 's/^decode .*mean \([0-9.]*\).*/\1/p' <<<"$out")
+                # the roofline of this run: read bandwidth / weight bytes
+                # a token reads (bench/decode)
+                roof=
+                [ "${PEER_BW:-0}" = 1 ] && roof=" bw_gbs=$(awk '/^read bandwidth/ {print $3}' <<<"$out") roof_tok_s=$(awk '/^roofline/ {print $2}' <<<"$out")"
                 record "RESULT mode=kern engine=ours kind=prefill ctx=$n n_prompt=$n n_gen=0 tok_s=$pre threads=$THREADS" \
                        "round=$r variant=kern-ours-prefill-$n load=$la"
-                record "RESULT mode=kern engine=ours kind=decode ctx=$n n_prompt=$n n_gen=$d tok_s=$dec mean_tok_s=$mean threads=$THREADS" \
+                record "RESULT mode=kern engine=ours kind=decode ctx=$n n_prompt=$n n_gen=$d tok_s=$dec mean_tok_s=$mean threads=$THREADS$roof" \
                        "round=$r variant=kern-ours-decode-$n load=$la"
                 printf '  %-24s prefill %s tok/s, decode %s tok/s after %s (mean %s)  [load %s]\n' \
                     "kern-ours-$n" "$pre" "$dec" "$n" "$mean" "$la"
@@ -503,7 +532,9 @@ run_peer_serve() {  # run_peer_serve ROUND
 echo
 echo "== 1. bench/decode, bench/ring_ping and through nginx on 127.0.0.1:$PORT, $ROUNDS rounds, interleaved"
 [ ${#PEERS[@]} -gt 0 ] && echo "   peer mode: ngx_llm against ${PEERS[*]} in every round"
-if [ "$NOCACHE" = 1 ]; then
+if [ "$PEERS_ONLY" = 1 ]; then
+    :   # one engine: no prefix-caching variants
+elif [ "$NOCACHE" = 1 ]; then
     echo "   prefix caching off: a second engine with prefix_caching off"
     OFF_PORT=$((PORT + 1)); OFF_ARGS=()
 else
@@ -548,7 +579,8 @@ stop_nginx
 stop_peers
 trap - EXIT
 
-if [ ${#PEERS[@]} -gt 0 ]; then
+# PEER_REPORT=0: the caller reports (bench/peer_suite.sh joins two runs)
+if [ ${#PEERS[@]} -gt 0 ] && [ "${PEER_REPORT:-1}" = 1 ]; then
     echo
     echo "== peers: ngx_llm against ${PEERS[*]} (bench/peers.py)"
     notes=()
@@ -558,8 +590,12 @@ if [ ${#PEERS[@]} -gt 0 ]; then
         [ -n "${PEER_SERVER_ARGS[$e]}" ] \
             && notes+=(--note "$e llama-server: ${PEER_SERVER_ARGS[$e]}")
     done
+    extra=()
+    [ -n "${PEER_TAG:-}" ] && extra+=(--tag "$PEER_TAG")
+    [ -n "${PEER_TITLE:-}" ] && extra+=(--title "$PEER_TITLE")
+    [ "${PEER_TARGETS:-0}" = 1 ] && extra+=(--targets)
     python3 "$ROOT/bench/peers.py" report --results "$RES" --md "$PERF_MD" \
-        --model "$MODEL" "${notes[@]}" --commit "$PEER_COMMIT"
+        --model "$MODEL" "${notes[@]}" "${extra[@]}" --commit "$PEER_COMMIT"
 fi
 [ "$PEERS_ONLY" = 1 ] && exit 0
 

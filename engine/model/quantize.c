@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "model/gguf_write.h"
 #include "model/quantize.h"
 #include "quant.h"
 #include "tensor_type.h"
@@ -212,57 +213,6 @@ llm_quantize_tensor_type(const llm_quant_ftype *ft, const char *name,
 
 /* --- the file -------------------------------------------------------------- */
 
-typedef struct {
-    FILE        *f;
-    int          failed;
-} writer;
-
-
-static void
-put(writer *w, const void *p, size_t n)
-{
-    if (n > 0 && fwrite(p, 1, n, w->f) != n) {
-        w->failed = 1;
-    }
-}
-
-
-static void
-put_u32(writer *w, uint32_t v)
-{
-    put(w, &v, 4);
-}
-
-
-static void
-put_u64(writer *w, uint64_t v)
-{
-    put(w, &v, 8);
-}
-
-
-static void
-put_str(writer *w, const char *s)
-{
-    put_u64(w, strlen(s));
-    put(w, s, strlen(s));
-}
-
-
-static void
-pad_to(writer *w, uint64_t *pos, uint64_t align)
-{
-    static const uint8_t zero[64];
-
-    while (*pos % align) {
-        uint64_t n = align - *pos % align;
-        n = n > sizeof(zero) ? sizeof(zero) : n;
-        put(w, zero, n);
-        *pos += n;
-    }
-}
-
-
 static int
 fail(char *err, size_t len, const char *fmt, ...)
 {
@@ -318,14 +268,14 @@ tensor_rows(const gguf_tensor *t)
 
 /* t's data in type `to` into w, row by row through floats */
 static int
-write_tensor(writer *w, const gguf_tensor *t, uint32_t to, float *f,
+write_tensor(gguf_writer *w, const gguf_tensor *t, uint32_t to, float *f,
     uint8_t *row)
 {
     uint64_t rows = tensor_rows(t), ne0 = t->ne[0];
     uint64_t in_b = ggml_row_size(t->type, ne0), out_b = ggml_row_size(to, ne0);
 
     if (to == t->type) {
-        put(w, t->data, t->nbytes);
+        gguf_w_bytes(w, t->data, t->nbytes);
         return 0;
     }
     for (uint64_t r = 0; r < rows; r++) {
@@ -334,7 +284,7 @@ write_tensor(writer *w, const gguf_tensor *t, uint32_t to, float *f,
         if (llm_quantize_row(to, f, row, (int64_t) ne0) != 0) {
             return -1;
         }
-        put(w, row, out_b);
+        gguf_w_bytes(w, row, out_b);
     }
     return 0;
 }
@@ -345,11 +295,11 @@ llm_quantize_file(const char *in, const char *out, const llm_quant_ftype *ft,
     FILE *log, char *err, size_t err_len)
 {
     gguf_file g;
-    writer w = { NULL, 0 };
+    gguf_writer w = { NULL, 0, 0 };
     uint32_t *types = NULL;
     float *f = NULL;
     uint8_t *row = NULL;
-    uint64_t pos, off, max_ne0 = 1, in_total = 0, out_total = 0;
+    uint64_t off, max_ne0 = 1, in_total = 0, out_total = 0;
     int n_layer, n_gqa, has_output, rc = -1, have_ft = 0, have_qv = 0;
     struct stat st_in, st_out;
 
@@ -395,60 +345,41 @@ llm_quantize_file(const char *in, const char *out, const llm_quant_ftype *ft,
         have_ft |= strcmp(g.kv[i].key, "general.file_type") == 0;
         have_qv |= strcmp(g.kv[i].key, "general.quantization_version") == 0;
     }
-    put_u32(&w, 0x46554747);                                 /* "GGUF" */
-    put_u32(&w, 3);
-    put_u64(&w, g.n_tensors);
-    put_u64(&w, g.n_kv + !have_ft + !have_qv);
-    pos = 24;
+    gguf_w_u32(&w, 0x46554747);                              /* "GGUF" */
+    gguf_w_u32(&w, 3);
+    gguf_w_u64(&w, g.n_tensors);
+    gguf_w_u64(&w, g.n_kv + !have_ft + !have_qv);
     for (uint64_t i = 0; i < g.n_kv; i++) {
         const gguf_kv *kv = &g.kv[i];
         const uint8_t *raw;
         uint64_t len;
-        put_str(&w, kv->key);
-        pos += 8 + strlen(kv->key);
         if (strcmp(kv->key, "general.file_type") == 0
             || strcmp(kv->key, "general.quantization_version") == 0)
         {
-            put_u32(&w, GGUF_TYPE_UINT32);
-            put_u32(&w, strcmp(kv->key, "general.file_type") == 0
-                        ? ft->ftype : QUANT_VERSION);
-            pos += 8;
+            gguf_w_kv_u32(&w, kv->key,
+                          strcmp(kv->key, "general.file_type") == 0
+                          ? ft->ftype : QUANT_VERSION);
             continue;
         }
         gguf_kv_raw(kv, &raw, &len);
-        put_u32(&w, kv->type);
-        put(&w, raw, len);
-        pos += 4 + len;
+        gguf_w_kv_raw(&w, kv->key, kv->type, raw, len);
     }
     if (!have_ft) {
-        put_str(&w, "general.file_type");
-        put_u32(&w, GGUF_TYPE_UINT32);
-        put_u32(&w, ft->ftype);
-        pos += 8 + 17 + 8;
+        gguf_w_kv_u32(&w, "general.file_type", ft->ftype);
     }
     if (!have_qv) {
-        put_str(&w, "general.quantization_version");
-        put_u32(&w, GGUF_TYPE_UINT32);
-        put_u32(&w, QUANT_VERSION);
-        pos += 8 + 28 + 8;
+        gguf_w_kv_u32(&w, "general.quantization_version", QUANT_VERSION);
     }
 
     /* tensor index: offsets of the new sizes, each aligned */
     off = 0;
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const gguf_tensor *t = &g.tensors[i];
-        put_str(&w, t->name);
-        put_u32(&w, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            put_u64(&w, t->ne[d]);
-        }
-        put_u32(&w, types[i]);
-        put_u64(&w, off);
-        pos += 8 + strlen(t->name) + 4 + 8 * t->n_dims + 4 + 8;
+        gguf_w_tensor_info(&w, t->name, t->n_dims, t->ne, types[i], off);
         off += ggml_row_size(types[i], t->ne[0]) * tensor_rows(t);
         off = (off + g.alignment - 1) / g.alignment * g.alignment;
     }
-    pad_to(&w, &pos, g.alignment);
+    gguf_w_pad(&w, g.alignment);
 
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const gguf_tensor *t = &g.tensors[i];
@@ -458,8 +389,7 @@ llm_quantize_file(const char *in, const char *out, const llm_quant_ftype *ft,
                  ggml_type_name(types[i]));
             goto done;
         }
-        pos += bytes;
-        pad_to(&w, &pos, g.alignment);
+        gguf_w_pad(&w, g.alignment);
         in_total += t->nbytes;
         out_total += bytes;
         if (log) {

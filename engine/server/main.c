@@ -6,6 +6,8 @@
  *   ngx_llm_engine bench ...      the batching benchmark without nginx
  *   ngx_llm_engine plan ...       the memory plan of a model and settings
  *   ngx_llm_engine quantize IN OUT TYPE   a GGUF requantized (model/quantize.h)
+ *   ngx_llm_engine synth ...      a random-weight GGUF of a real shape
+ *                                 (model/synth.h, cli_synth.c)
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +28,8 @@ usage(void)
         "       ngx_llm_engine plan (--model PATH | --config config.json | "
         "--layers N ...) [options]\n"
         "       ngx_llm_engine quantize IN.gguf OUT.gguf TYPE   (TYPE: %s)\n"
+        "       ngx_llm_engine synth --arch ARCH --shape NAME --vocab "
+        "VOCAB.gguf [--type TYPE] OUT.gguf\n"
         "       ngx_llm_engine serve [options]   (started by nginx)\n",
         llm_quant_ftype_list());
 }
@@ -74,6 +78,10 @@ main(int argc, char **argv)
 
     if (argc >= 2 && strcmp(argv[1], "quantize") == 0) {
         return quantize(argc - 1, argv + 1);
+    }
+
+    if (argc >= 2 && strcmp(argv[1], "synth") == 0) {
+        return llm_cli_synth(argc - 1, argv + 1);
     }
 
     if (argc >= 2 && strcmp(argv[1], "serve") == 0) {
