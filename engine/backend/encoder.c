@@ -14,6 +14,7 @@
 #include "matmul.h"
 #include "model/bert.h"
 #include "model/pool.h"
+#include "model/score.h"
 #include "norm.h"
 #include "quant.h"
 #include "rope.h"
@@ -361,13 +362,10 @@ llm_encoder_score(const llm_model *m, llm_threadpool *tp,
     const int32_t *ids, const int32_t *types, int n, float *logit,
     char *err, size_t err_len)
 {
-    const llm_bert  *b = m->bert;
-    float           *h, *pooled;
-    int              i, d = m->cfg.dim, rc = -1;
+    float  *h;
+    int     rc = -1;
 
-    if (m->cfg.pooling != LLM_POOL_RANK || b == NULL
-        || b->classifier.data == NULL)
-    {
+    if (m->cfg.score != LLM_SCORE_CLASSIFIER || m->score_head == NULL) {
         snprintf(err, err_len, "the model is not a cross-encoder (no "
                  "classifier head)");
         return -1;
@@ -375,27 +373,19 @@ llm_encoder_score(const llm_model *m, llm_threadpool *tp,
     if (n < 1 || n > m->cfg.max_seq_len) {
         return check_input(m, ids, types, n, err, err_len);
     }
-    h = malloc((size_t) n * d * sizeof(float));
-    pooled = malloc((size_t) d * sizeof(float));
-    if (h == NULL || pooled == NULL) {
+    h = malloc((size_t) n * m->cfg.dim * sizeof(float));
+    if (h == NULL) {
         snprintf(err, err_len, "out of memory");
     } else if (llm_encoder_forward(m, tp, ids, types, n, h, err, err_len)
                == 0)
     {
-        /* BertPooler: tanh(W h[0] + b); then the classifier's one logit */
-        if (linear(tp, pooled, h, 1, &b->pooler, b->pooler_b) == 0) {
-            for (i = 0; i < d; i++) {
-                pooled[i] = tanhf(pooled[i]);
-            }
-            rc = linear(tp, logit, pooled, 1, &b->classifier,
-                        b->classifier_b);
-        }
+        /* the head the batcher's score runs (model/score.h) on [CLS] */
+        rc = m->score_head(m, h, logit);
         if (rc != 0) {
-            snprintf(err, err_len, "out of memory for the activations");
+            snprintf(err, err_len, "the score head failed");
         }
     }
     free(h);
-    free(pooled);
     return rc;
 }
 
@@ -431,6 +421,7 @@ llm_encoder_pair(int32_t cls, int32_t sep, const int32_t *q, int nq,
 typedef struct {
     llm_threadpool  *tp;
     int32_t         *ids;      /* (max_batch_tokens) one sequence's ids */
+    int32_t         *types;    /* (max_batch_tokens) and token types */
     int32_t         *where;    /* (max_batch_tokens) their batch indices */
     int32_t         *row;      /* (max_batch_tokens) batch index -> its
                                   hidden row, or -1 */
@@ -463,6 +454,7 @@ enc_gather(llm_backend *be, const llm_batch *b, int s, int *n)
                             "is one forward)", "encoder", s, b->pos[i]);
         }
         c->ids[k] = b->token[i];
+        c->types[k] = b->type != NULL ? b->type[i] : 0;
         c->where[k++] = i;
     }
     *n = k;
@@ -506,7 +498,7 @@ enc_forward(llm_backend *be, const llm_batch *b)
         if (n == 0) {
             continue;
         }
-        if (llm_encoder_forward(be->model, c->tp, c->ids, NULL, n,
+        if (llm_encoder_forward(be->model, c->tp, c->ids, c->types, n,
                                 c->hidden, err, sizeof(err)) != 0)
         {
             snprintf(be->err, sizeof(be->err), "encoder: %s", err);
@@ -532,6 +524,7 @@ enc_free(llm_backend *be)
     if (c != NULL) {
         llm_threadpool_free(c->tp);
         free(c->ids);
+        free(c->types);
         free(c->where);
         free(c->row);
         free(c->hidden);
@@ -581,11 +574,12 @@ llm_backend_encoder_create(const llm_model *m, const llm_backend_options *o,
     be->ctx = c;
     c->tp = o->n_threads > 1 ? llm_threadpool_create(o->n_threads) : NULL;
     c->ids = malloc(n * sizeof(int32_t));
+    c->types = malloc(n * sizeof(int32_t));
     c->where = malloc(n * sizeof(int32_t));
     c->row = malloc(n * sizeof(int32_t));
     c->hidden = malloc(n * m->cfg.dim * sizeof(float));
-    if ((o->n_threads > 1 && c->tp == NULL) || !c->ids || !c->where
-        || !c->row || !c->hidden)
+    if ((o->n_threads > 1 && c->tp == NULL) || !c->ids || !c->types
+        || !c->where || !c->row || !c->hidden)
     {
         enc_free(be);
         snprintf(err, err_len, "encoder backend: out of memory for %zu "

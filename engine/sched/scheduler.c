@@ -449,11 +449,6 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
         snprintf(err, err_len, "the model is not an embedding model");
         return LLM_SCHED_BAD_REQUEST;
     }
-    if (s->be->model->cfg.pooling == LLM_POOL_RANK) {
-        snprintf(err, err_len, "the model is a cross-encoder: it scores "
-                 "pairs, it gives no embeddings");
-        return LLM_SCHED_BAD_REQUEST;
-    }
     /* an encoder attends both ways: its input is one forward, never
        chunked (encoder.h) */
     if (s->be->model->cfg.encoder
