@@ -25,6 +25,12 @@ characters, the commonest words), so their embedding tables stay small;
 their tokenizers are that cut vocabulary, BertTokenizerFast's own files.
 
     FIXTURES=... $VENV/bin/python tools/bert_oracle.py   # repository root
+
+With --bench OUT.gguf it writes only the speed row's model (docs/perf.md,
+`make bench-peers` EMBED_GGUF): a random BertModel of bge-small's shape
+(12 layers, hidden 384, FFN 1536, 12 heads, 512 positions) on the whole
+bge vocabulary, CLS pooling, F16 matrices (about 65 MB: keep it outside
+the repository).
 """
 import json
 import os
@@ -400,5 +406,20 @@ def main():
           "bert-wordpiece.json and the models")
 
 
+def bench_model(path):
+    full = bge_vocab()
+    cfg = BertConfig(vocab_size=len(full), hidden_size=384,
+                     num_hidden_layers=12, num_attention_heads=12,
+                     intermediate_size=1536, max_position_embeddings=512,
+                     type_vocab_size=2, hidden_act="gelu")
+    torch.manual_seed(7)
+    m = BertModel(cfg, add_pooling_layer=False).eval()
+    write_gguf(m, full, path, "bert", 2, "f16")
+    print("wrote %s (bge-small's shape, random weights, F16)" % path)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+        bench_model(sys.argv[2])
+    else:
+        main()
