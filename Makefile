@@ -336,7 +336,8 @@ bench: all $(BENCH_BINS)
 
 # ngx_llm against llama.cpp and/or ik_llama.cpp only: bench/run.sh with
 # PEERS_ONLY=1 (LLAMA_BIN and/or IK_LLAMA_BIN required; ROUNDS, PEER_SIZES,
-# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE: docs/perf.md)
+# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE, EMBED_GGUF:
+# docs/perf.md)
 bench-peers: all $(BENCH_BINS)
 	BUILD=$(abspath $(BUILD)) MODEL=$(MODEL) PEERS_ONLY=1 bench/run.sh
 

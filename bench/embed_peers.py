@@ -195,12 +195,13 @@ def table(rows, engines, a, tokens):
              "Embeddings (issue 32): %d passages (%.0f tokens each on "
              "average) through POST /v1/embeddings, %d in flight, one "
              "passage a request; bge-small's shape (12 layers, hidden 384, "
-             "FFN 1536), random weights, F16 GGUF "
+             "FFN 1536), random weights, `%s` "
              "(`tools/bert_oracle.py --bench`), CLS pooling, %d threads "
              "each; ours: nginx + engine, max_batched_tokens %d; peers: "
              "`llama-server --embedding -np %d -c/-b/-ub %d`. Passages/s, %d rounds "
              "interleaved (`make bench-peers EMBED_GGUF=...`)."
-             % (N_PASSAGES, tokens, CONCURRENCY, a.threads, a.batch_tokens,
+             % (N_PASSAGES, tokens, CONCURRENCY, os.path.basename(a.gguf),
+                a.threads, a.batch_tokens,
                 CONCURRENCY, CONCURRENCY * 256, a.rounds), "",
              head, "|" + "---|" * (3 + len(peers) + 1)]
     ratios = []

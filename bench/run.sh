@@ -56,7 +56,8 @@
 # PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_REPS (3,
 # llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1), and arguments added
 # to a peer's llama-bench or llama-server (empty: its defaults):
-# LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS.
+# LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS;
+# EMBED_GGUF: the embedding row's model (run_embed_peers below).
 
 set -uo pipefail
 
@@ -547,6 +548,29 @@ done
 stop_nginx
 stop_peers
 trap - EXIT
+
+# --- peer mode: the embedding row (issue 32), its own run -------------------
+# EMBED_GGUF: a bge-small-shaped encoder (tools/bert_oracle.py --bench
+# OUT.gguf [f16|f32]); bench/embed_peers.py starts its own nginx and each
+# peer's llama-server --embedding, ROUNDS rounds interleaved, and writes
+# its block in docs/perf.md. Without EMBED_GGUF the row is skipped.
+run_embed_peers() {
+    local args=()
+    if [ -z "${EMBED_GGUF:-}" ]; then
+        echo "   embeddings: skipped (EMBED_GGUF unset: tools/bert_oracle.py" \
+             "--bench OUT.gguf makes the model)"
+        return
+    fi
+    [ -n "${PEER_DIR[llama]:-}" ] && args+=(--llama "${PEER_DIR[llama]}")
+    [ -n "${PEER_DIR[ik]:-}" ] && args+=(--ik "${PEER_DIR[ik]}")
+    echo
+    echo "== embeddings: ngx_llm against ${PEERS[*]} (bench/embed_peers.py)"
+    python3 "$ROOT/bench/embed_peers.py" --gguf "$EMBED_GGUF" \
+        --build "$BUILD" --rounds "$ROUNDS" --threads "$THREADS" \
+        --port $((PORT + 20)) --nginx "$NGINX" --md "$PERF_MD" "${args[@]}" \
+        || echo "bench: the embedding row failed" >&2
+}
+[ ${#PEERS[@]} -gt 0 ] && run_embed_peers
 
 if [ ${#PEERS[@]} -gt 0 ]; then
     echo

@@ -26,11 +26,11 @@ their tokenizers are that cut vocabulary, BertTokenizerFast's own files.
 
     FIXTURES=... $VENV/bin/python tools/bert_oracle.py   # repository root
 
-With --bench OUT.gguf it writes only the speed row's model (docs/perf.md,
+With --bench OUT.gguf [f16|f32] it writes only the speed row's model (docs/perf.md,
 `make bench-peers` EMBED_GGUF): a random BertModel of bge-small's shape
 (12 layers, hidden 384, FFN 1536, 12 heads, 512 positions) on the whole
-bge vocabulary, CLS pooling, F16 matrices (about 65 MB: keep it outside
-the repository).
+bge vocabulary, CLS pooling, F16 (default, about 65 MB) or F32 matrices:
+keep it outside the repository.
 """
 import json
 import os
@@ -406,7 +406,7 @@ def main():
           "bert-wordpiece.json and the models")
 
 
-def bench_model(path):
+def bench_model(path, qtype):
     full = bge_vocab()
     cfg = BertConfig(vocab_size=len(full), hidden_size=384,
                      num_hidden_layers=12, num_attention_heads=12,
@@ -414,12 +414,14 @@ def bench_model(path):
                      type_vocab_size=2, hidden_act="gelu")
     torch.manual_seed(7)
     m = BertModel(cfg, add_pooling_layer=False).eval()
-    write_gguf(m, full, path, "bert", 2, "f16")
-    print("wrote %s (bge-small's shape, random weights, F16)" % path)
+    write_gguf(m, full, path, "bert", 2, qtype)
+    print("wrote %s (bge-small's shape, random weights, %s)"
+          % (path, qtype.upper()))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--bench":
-        bench_model(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--bench":
+        bench_model(sys.argv[2], sys.argv[3] if len(sys.argv) == 4
+                    else "f16")
     else:
         main()
