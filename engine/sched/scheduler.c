@@ -1853,6 +1853,11 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
     int                 ctx = be->model->cfg.max_seq_len;
 
     s->opt = *o;
+    /* an encoder writes no KV (backend/encoder.h): its blocks hold
+       nothing another input could reuse, so none is registered */
+    if (be->model->cfg.encoder) {
+        s->opt.prefix_caching = 0;
+    }
     if (s->opt.max_batched_tokens == 0) {
         s->opt.max_batched_tokens = be->opt.max_batch_tokens;
     }

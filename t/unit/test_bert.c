@@ -22,7 +22,8 @@
  *   4. The scheduler: the embeddings of all cases submitted at once with
  *      max_batched_tokens 48 (each input whole in a step, none chunked)
  *      == llm_pool of each forward alone, bit for bit; an input longer
- *      than max_batched_tokens refused (LLM_SCHED_TOO_LONG).
+ *      than max_batched_tokens refused (LLM_SCHED_TOO_LONG); no block
+ *      registered in the prefix cache; the memory plan sizes no KV pool.
  *   5. The cross-encoder in the batcher: every golden pair submitted at
  *      once with its type_split (the types reach the forward as
  *      llm_batch.type), 64 tokens a step: each answers one float ==
@@ -42,6 +43,7 @@
 #include "backend/backend.h"
 #include "backend/encoder.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "model/pool.h"
 #include "model/score.h"
 #include "params/sampling.h"
@@ -396,6 +398,10 @@ test_sched(const cJSON *e)
     float                 want[512];
     int                   n[MAX_CASES], k = 0, i, same = 1, steps = 0;
     int                   added = 1, rc;
+    llm_sched_stats       st;
+    llm_plan_shape        sh;
+    llm_plan_options      po;
+    llm_plan              plan;
 
     if (llm_model_load(&m, dir, 0, 1) != 0) {
         ok(0, "%s loads (%s)", dir, m.err);
@@ -442,6 +448,25 @@ test_sched(const cJSON *e)
     }
     ok(same, "%d embeddings through the batcher (48 tokens a step, %d "
        "steps) == each forward alone, bit for bit", k, steps);
+    llm_sched_stats_get(s, &st);
+    ok(so.prefix_caching == 1 && st.kv_blocks_cached == 0
+       && st.prefix_hit_tokens == 0, "prefix caching asked, yet no encoder "
+       "block registered (%d cached) nor hit", st.kv_blocks_cached);
+    llm_plan_shape_of(&sh, &m);
+    memset(&po, 0, sizeof(po));
+    po.tp = 1;
+    po.threads = 1;
+    po.max_batched_tokens = 48;
+    po.max_model_len = 128;
+    po.max_num_seqs = 8;
+    po.kv_block_size = 16;
+    po.kv_cache_bytes = 1u << 30;
+    rc = llm_plan_compute(&plan, &sh, &po);
+    ok(rc == 0 && plan.kv_pool_bytes == 0
+       && plan.kv_token_bytes == 0 && plan.kv_blocks == 8 * 128 / 16,
+       "the plan sizes no KV pool for an encoder (%llu bytes, %d blocks "
+       "counting admissions)", (unsigned long long) plan.kv_pool_bytes,
+       plan.kv_blocks);
     for (i = 0; i < 60; i++) {
         longer[i] = ids[0][i % n[0]];
     }
