@@ -14,7 +14,9 @@
  *      one label), HF and GGUF F32/F16: llm_encoder_pair of the separately
  *      tokenized query and document == transformers' pair ids and types;
  *      llm_encoder_score's logit within 1e-3 of transformers', and its
- *      sigmoid of CrossEncoder.predict's score.
+ *      sigmoid of CrossEncoder.predict's score. The .nopooler GGUF (as
+ *      llama.cpp's converter writes one: no pooler) loads and its logit is
+ *      the classifier's on the [CLS] state (llama.cpp's rank pooling).
  *   3. The batcher's backend: three sequences in one forward == each
  *      alone, bit for bit; a sequence not starting at position 0, and
  *      logit rows, refused. A cross-encoder refuses embeddings and an
@@ -42,6 +44,7 @@
 #include "tap.h"
 #include "backend/backend.h"
 #include "backend/encoder.h"
+#include "model/bert.h"
 #include "model/model.h"
 #include "model/plan.h"
 #include "model/pool.h"
@@ -264,6 +267,51 @@ test_rerank(const cJSON *r, const char *suffix)
     ok(llm_encoder_score(&m, NULL, ids, types, n, &logit, err, sizeof(err))
        != 0 && strstr(err, "type") != NULL, "type 2 refused (%s)", err);
     llm_tokenizer_free(tok);
+    llm_model_free(&m);
+}
+
+
+/* llama.cpp's conversion of a cross-encoder drops BERT's pooler: the file
+   loads, and its logit is the classifier's on the [CLS] state, as
+   llama.cpp's rank pooling computes it */
+static void
+test_rerank_nopooler(const cJSON *r)
+{
+    const char   *dir = cJSON_GetObjectItem(r, "model")->valuestring;
+    const cJSON  *c;
+    char          path[512], err[512];
+    llm_model     m;
+    int32_t       ids[MAX_IDS], types[MAX_IDS];
+    float         logit;
+    double        worst = 0, e;
+    int           n, cases = 0;
+
+    snprintf(path, sizeof(path), "%s.nopooler.gguf", dir);
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "%s loads (%s)", path,
+            m.err))
+    {
+        llm_model_free(&m);
+        return;
+    }
+    ok(m.cfg.score == LLM_SCORE_CLASSIFIER && m.bert->pooler.data == NULL,
+       "%s: a cross-encoder without a pooler", path);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(r, "cases")) {
+        n = json_ids(cJSON_GetObjectItem(c, "ids"), ids, MAX_IDS);
+        json_ids(cJSON_GetObjectItem(c, "types"), types, MAX_IDS);
+        if (llm_encoder_score(&m, NULL, ids, types, n, &logit, err,
+                              sizeof(err)) != 0)
+        {
+            logit = NAN;
+        }
+        e = fabs(logit - cJSON_GetObjectItem(c, "logit_no_pooler")
+                         ->valuedouble);
+        worst = e > worst || isnan(e) ? e : worst;
+        cases++;
+    }
+    ok(cases >= 3 && worst <= 1e-3, "%s: logits within 1e-3 of "
+       "transformers' classifier on the [CLS] state (max %.3g)", path,
+       worst);
+    printf("# oracle max %s: logit %.3g\n", path, worst);
     llm_model_free(&m);
 }
 
@@ -611,6 +659,7 @@ main(void)
     test_rerank(e, "");
     test_rerank(e, ".gguf");
     test_rerank(e, ".f16.gguf");
+    test_rerank_nopooler(e);
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "embedders")) {
         test_backend(e);
         test_sched(e);
