@@ -3,8 +3,10 @@
  * that runs it in the batcher.
  *
  * Design note. An encoder attends both ways, so a sequence's states need
- * its whole input: one forward per sequence, no KV cache, nothing kept
- * after it. Per token (x: (n, dim)):
+ * its whole input: each sequence whole in one forward, no KV cache,
+ * nothing kept after it. The batcher's step runs all its sequences in one
+ * forward: the matmuls over every token of the step at once, attention
+ * and positions within each sequence. Per token (x: (n, dim)):
  *
  *   x = LN(tok_embd[id] + type_embd[type] + pos_embd[p])   (bert: + pos)
  *   per layer:
