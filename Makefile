@@ -343,7 +343,8 @@ bench: all $(BENCH_BINS)
 
 # ngx_llm against llama.cpp and/or ik_llama.cpp only: bench/run.sh with
 # PEERS_ONLY=1 (LLAMA_BIN and/or IK_LLAMA_BIN required; ROUNDS, PEER_SIZES,
-# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE: docs/perf.md), then,
+# PEER_STREAMS, PEER_REPS, PEER_KERNELS, PEER_SERVE, EMBED_GGUF:
+# docs/perf.md), then,
 # with IK_LLAMA_BIN, the rows of issues 28-30 (bench/peer_suite.sh: the
 # synthetic 1B in five types, the qwen3moe shape, Gemma 3 270M; PEER_8B=1
 # adds the 8B; PEER_SUITE=0 skips them; SYNTH_DIR holds the model files)

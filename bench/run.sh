@@ -64,7 +64,8 @@
 # (a Jinja file for our engine's chat_template, for a model file without
 # one; give the peers the same with --chat-template-file), and arguments added
 # to a peer's llama-bench or llama-server (empty: its defaults):
-# LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS.
+# LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS;
+# EMBED_GGUF: the embedding row's model (run_embed_peers below).
 
 set -uo pipefail
 
@@ -578,6 +579,29 @@ done
 stop_nginx
 stop_peers
 trap - EXIT
+
+# --- peer mode: the embedding row (issue 32), its own run -------------------
+# EMBED_GGUF: a bge-small-shaped encoder (tools/bert_oracle.py --bench
+# OUT.gguf [f16|f32]); bench/embed_peers.py starts its own nginx and each
+# peer's llama-server --embedding, ROUNDS rounds interleaved, and writes
+# its block in docs/perf.md. Without EMBED_GGUF the row is skipped.
+run_embed_peers() {
+    local args=()
+    if [ -z "${EMBED_GGUF:-}" ]; then
+        echo "   embeddings: skipped (EMBED_GGUF unset: tools/bert_oracle.py" \
+             "--bench OUT.gguf makes the model)"
+        return
+    fi
+    [ -n "${PEER_DIR[llama]:-}" ] && args+=(--llama "${PEER_DIR[llama]}")
+    [ -n "${PEER_DIR[ik]:-}" ] && args+=(--ik "${PEER_DIR[ik]}")
+    echo
+    echo "== embeddings: ngx_llm against ${PEERS[*]} (bench/embed_peers.py)"
+    python3 "$ROOT/bench/embed_peers.py" --gguf "$EMBED_GGUF" \
+        --build "$BUILD" --rounds "$ROUNDS" --threads "$THREADS" \
+        --port $((PORT + 20)) --nginx "$NGINX" --md "$PERF_MD" "${args[@]}" \
+        || echo "bench: the embedding row failed" >&2
+}
+[ ${#PEERS[@]} -gt 0 ] && run_embed_peers
 
 # PEER_REPORT=0: the caller reports (bench/peer_suite.sh joins two runs)
 if [ ${#PEERS[@]} -gt 0 ] && [ "${PEER_REPORT:-1}" = 1 ]; then

@@ -7,8 +7,11 @@
 # (t/data/embed/bert.json); a text and its ids give the same vector; a
 # list gives each input's own vector (batched == alone, bit for bit); an
 # input past max_batched_tokens (an encoder's input is one forward) and a
-# cross-encoder asked for embeddings are 400s that say why. A plain
-# script (as t/038): it checks bodies with Perl.
+# cross-encoder asked for embeddings or a completion are 400s that say why. The
+# tiny cross-encoder (GGUF F32) serves POST /v1/rerank: each score within
+# 1e-3 of CrossEncoder.predict, a request of many documents == each
+# alone, bit for bit. A plain script (as t/038): it checks bodies with
+# Perl.
 use strict;
 use warnings;
 
@@ -151,12 +154,60 @@ like($d->{error}{message} // '', qr/input\[1\].*one forward.*48/,
 ($st, $d) = post({ model => 'bert', input => [(1996) x 48] });
 is($st, 200, '48 tokens: 200');
 
-# a cross-encoder scores pairs; it gives no embeddings
+# the cross-encoder (GGUF F32) serves /v1/rerank in the batcher: each
+# pair's relevance_score within 1e-3 of CrossEncoder.predict (sigmoid of
+# transformers' logit), the pair [CLS] q [SEP] d [SEP] read with types
+my $rr = $golden->{rerank};
+my ($worst, %alone) = (0);
+for my $c (@{ $rr->{cases} }) {
+    ($st, $d, $raw) = post({ model => 'rerank', query => $c->{query},
+                             documents => [$c->{document}] },
+                           '/rerank/v1/rerank');
+    is($st, 200, "rerank \"$c->{query}\": 200") or diag($raw);
+    my $s = $d->{results}[0]{relevance_score};
+    $alone{"$c->{query}\0$c->{document}"} = $s;
+    my $diff = defined $s ? abs($s - $c->{score}) : 9;
+    $worst = $diff if $diff > $worst;
+    is($d->{usage}{prompt_tokens}, scalar @{ $c->{ids} },
+       'usage counts the pair\'s ids ([CLS] q [SEP] d [SEP])');
+}
+ok(@{ $rr->{cases} } >= 3 && $worst <= 1e-3, 'every rerank score within '
+   . "1e-3 of CrossEncoder.predict (max $worst)");
+note("oracle max cross-encoder through nginx: score $worst");
+
+# one query, every document in one request: each == that pair alone
+my $q0 = $rr->{cases}[0]{query};
+my @docs = map { $_->{document} } @{ $rr->{cases} };
+($st, $d, $raw) = post({ model => 'rerank', query => $q0,
+                         documents => \@docs }, '/rerank/v1/rerank');
+is($st, 200, 'rerank of ' . @docs . ' documents: 200') or diag($raw);
+my ($same, $n_same) = (1, 0);
+for my $r (@{ $d->{results} // [] }) {
+    my $key = "$q0\0$docs[$r->{index}]";
+    my $want = $alone{$key};
+    unless (defined $want) {
+        my ($st1, $d1) = post({ model => 'rerank', query => $q0,
+                                documents => [$docs[$r->{index}]] },
+                              '/rerank/v1/rerank');
+        $want = $d1->{results}[0]{relevance_score};
+    }
+    $same &&= defined $want && $want == $r->{relevance_score};
+    $n_same++;
+}
+ok($same && $n_same == @docs, 'batched == alone, bit for bit '
+   . "($n_same documents)");
+
+# a cross-encoder scores pairs; it gives no embeddings, no generations
 ($st, $d, $raw) = post({ model => 'rerank', input => 'hello' },
                        '/rerank/v1/embeddings');
 is($st, 400, 'an embedding from the cross-encoder: 400');
-like($d->{error}{message} // '', qr/cross-encoder/, 'and says so')
-    or diag($raw);
+like($d->{error}{message} // '', qr/a reranker: \/v1\/rerank/,
+     'and says so') or diag($raw);
+($st, $d, $raw) = post({ model => 'rerank', max_tokens => 2,
+                         prompt => 'hi' }, '/rerank/v1/completions');
+is($st, 400, 'a completion from the cross-encoder: 400');
+like($d->{error}{message} // '', qr/the model is a reranker/,
+     'and says the model is a reranker') or diag($raw);
 
 is(nginx_cmd('-s', 'quit'), 0, 'nginx stops');
 

@@ -16,7 +16,9 @@ sdist ($FIXTURES/llama.cpp/ggml-vocab-bert-bge.gguf, `make deps`):
   t/data/models/hf-bert-rerank/          tiny random
         BertForSequenceClassification (one label): a cross-encoder
   t/data/models/*.gguf                   the three converted by this tool
-        with llama.cpp's tensor names and metadata: F32, F16 and Q8_0
+        with llama.cpp's tensor names and metadata: F32, F16 and Q8_0 (the
+        cross-encoder F32, F16, and .nopooler: without the pooler, as
+        llama.cpp's converter writes it; its golden logit_no_pooler)
   t/data/embed/bert.json                 sentence-transformers' encode of
         the embedders, transformers' logits of the cross-encoder's pairs
 
@@ -25,6 +27,12 @@ characters, the commonest words), so their embedding tables stay small;
 their tokenizers are that cut vocabulary, BertTokenizerFast's own files.
 
     FIXTURES=... $VENV/bin/python tools/bert_oracle.py   # repository root
+
+With --bench OUT.gguf [f16|f32] it writes only the speed row's model (docs/perf.md,
+`make bench-peers` EMBED_GGUF): a random BertModel of bge-small's shape
+(12 layers, hidden 384, FFN 1536, 12 heads, 512 positions) on the whole
+bge vocabulary, CLS pooling, F16 (default, about 65 MB) or F32 matrices:
+keep it outside the repository.
 """
 import json
 import os
@@ -292,7 +300,7 @@ def gguf_name(hf, nomic):
     return "blk.%s.%s.%s" % (n, table[part], kind)
 
 
-def write_gguf(model, cut, path, arch, pooling, qtype):
+def write_gguf(model, cut, path, arch, pooling, qtype, pooler=True):
     cfg = model.config
     nomic = arch == "nomic-bert"
     w = gguf.GGUFWriter(path, arch)
@@ -321,7 +329,8 @@ def write_gguf(model, cut, path, arch, pooling, qtype):
         w.add_uint32("tokenizer.ggml.%s_token_id" % key, cut.index(tok))
     for name, t in model.state_dict().items():
         if "position_ids" in name or "token_type_ids" in name \
-                or (name.startswith("pooler.") and pooling != 4):
+                or (name.removeprefix("bert.").startswith("pooler.")
+                    and (pooling != 4 or not pooler)):
             continue    # an embedder's unused pooler (sentence-transformers
                         # loads the model with one, freshly initialised)
         a = t.detach().float().numpy()
@@ -376,15 +385,22 @@ def main():
     folder, m, tok = make_rerank(cut)
     write_gguf(m, cut, folder + ".gguf", "bert", 4, "f32")
     write_gguf(m, cut, folder + ".f16.gguf", "bert", 4, "f16")
+    # as llama.cpp's converter writes it: no pooler (it drops pooler.dense),
+    # llama.cpp's rank pooling reads the classifier off the [CLS] state
+    write_gguf(m, cut, folder + ".nopooler.gguf", "bert", 4, "f32",
+               pooler=False)
     cases = []
     for q, d in PAIRS:
         enc = tok(q, d, return_tensors="pt")
         with torch.no_grad():
             logit = m(**enc).logits[0, 0].item()
+            h = m.bert(**enc).last_hidden_state[0, 0]
+            bare = m.classifier(h)[0].item()
         cases.append({"query": q, "document": d,
                       "ids": enc["input_ids"][0].tolist(),
                       "types": enc["token_type_ids"][0].tolist(),
-                      "logit": float("%.7g" % logit)})
+                      "logit": float("%.7g" % logit),
+                      "logit_no_pooler": float("%.7g" % bare)})
     ce = CrossEncoder(folder, device="cpu")
     scores = ce.predict(PAIRS)   # sigmoid of the logit (one label)
     for c, s in zip(cases, scores):
@@ -400,5 +416,22 @@ def main():
           "bert-wordpiece.json and the models")
 
 
+def bench_model(path, qtype):
+    full = bge_vocab()
+    cfg = BertConfig(vocab_size=len(full), hidden_size=384,
+                     num_hidden_layers=12, num_attention_heads=12,
+                     intermediate_size=1536, max_position_embeddings=512,
+                     type_vocab_size=2, hidden_act="gelu")
+    torch.manual_seed(7)
+    m = BertModel(cfg, add_pooling_layer=False).eval()
+    write_gguf(m, full, path, "bert", 2, qtype)
+    print("wrote %s (bge-small's shape, random weights, %s)"
+          % (path, qtype.upper()))
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--bench":
+        bench_model(sys.argv[2], sys.argv[3] if len(sys.argv) == 4
+                    else "f16")
+    else:
+        main()

@@ -14,6 +14,7 @@
 #include "matmul.h"
 #include "model/bert.h"
 #include "model/pool.h"
+#include "model/score.h"
 #include "norm.h"
 #include "quant.h"
 #include "rope.h"
@@ -25,8 +26,9 @@ typedef struct {
     float  *att;           /* (n, dim) */
     float  *t;             /* (n, dim) */
     float  *up, *gate;     /* (n, hidden_dim) */
-    float  *score;         /* (threads, n) one row of scores a thread */
-    float  *cs, *sn;       /* (n, head_dim/2) nomic-bert's angles */
+    float  *score;         /* (threads, max_len) one row of scores a
+                              thread */
+    float  *cs, *sn;       /* (max_len, head_dim/2) nomic-bert's angles */
 } enc_scratch;
 
 
@@ -47,9 +49,11 @@ scratch_free(enc_scratch *s)
 
 
 static int
-scratch_alloc(enc_scratch *s, const llm_config *c, int n, int threads)
+scratch_alloc(enc_scratch *s, const llm_config *c, int n, int max_len,
+    int threads)
 {
     size_t  nd = (size_t) n * c->dim, nh = (size_t) n * c->hidden_dim;
+    size_t  na = (size_t) max_len * c->head_dim / 2 + 1;
 
     memset(s, 0, sizeof(*s));
     s->q = malloc(nd * sizeof(float));
@@ -59,9 +63,9 @@ scratch_alloc(enc_scratch *s, const llm_config *c, int n, int threads)
     s->t = malloc(nd * sizeof(float));
     s->up = malloc(nh * sizeof(float));
     s->gate = malloc(nh * sizeof(float));
-    s->score = malloc((size_t) threads * n * sizeof(float));
-    s->cs = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
-    s->sn = malloc(((size_t) n * c->head_dim / 2 + 1) * sizeof(float));
+    s->score = malloc((size_t) threads * max_len * sizeof(float));
+    s->cs = malloc(na * sizeof(float));
+    s->sn = malloc(na * sizeof(float));
     if (!s->q || !s->k || !s->v || !s->att || !s->t || !s->up || !s->gate
         || !s->score || !s->cs || !s->sn)
     {
@@ -105,27 +109,31 @@ add_row(float *x, const llm_tensor *t, int row, float *tmp, int dim)
 }
 
 
+/* x (n, dim): the embeddings of the sequences' tokens, positions from 0
+   at each sequence's start (start: (n_seqs + 1) token offsets) */
 static void
-embed(const llm_model *m, const int32_t *ids, const int32_t *types, int n,
-    float *x, float *tmp)
+embed(const llm_model *m, const int32_t *ids, const int32_t *types,
+    const int *start, int n_seqs, float *x, float *tmp)
 {
     const llm_config  *c = &m->cfg;
     const llm_bert    *b = m->bert;
-    int                i, d = c->dim;
+    int                s, i, d = c->dim;
     float             *row;
 
-    for (i = 0; i < n; i++) {
-        row = x + (size_t) i * d;
-        memset(row, 0, d * sizeof(float));
-        add_row(row, &m->tok_embd, ids[i], tmp, d);
-        if (b->n_types > 0) {
-            add_row(row, &b->type_embd, types ? types[i] : 0, tmp, d);
+    for (s = 0; s < n_seqs; s++) {
+        for (i = start[s]; i < start[s + 1]; i++) {
+            row = x + (size_t) i * d;
+            memset(row, 0, d * sizeof(float));
+            add_row(row, &m->tok_embd, ids[i], tmp, d);
+            if (b->n_types > 0) {
+                add_row(row, &b->type_embd, types ? types[i] : 0, tmp, d);
+            }
+            if (b->pos_embd.data != NULL) {
+                add_row(row, &b->pos_embd, i - start[s], tmp, d);
+            }
+            llm_layernorm(row, row, b->embd_norm_w, b->embd_norm_b, d,
+                          c->norm_eps);
         }
-        if (b->pos_embd.data != NULL) {
-            add_row(row, &b->pos_embd, i, tmp, d);
-        }
-        llm_layernorm(row, row, b->embd_norm_w, b->embd_norm_b, d,
-                      c->norm_eps);
     }
 }
 
@@ -149,35 +157,36 @@ rope_angles(const llm_model *m, int n, float *cs, float *sn)
 }
 
 
-/* one query row of one head: att[i, h] = softmax(q_i k^T * scale) v,
-   the scores in score (n), summed in index order */
+/* one query row of one head: att[i, h] = softmax(q_i k^T * scale) v over
+   the keys lo..hi-1 of its own sequence, the scores in score, summed in
+   index order */
 static void
-attention_row(const llm_config *c, const enc_scratch *s, int n, int i,
-    int h, float *score)
+attention_row(const llm_config *c, const enc_scratch *s, int lo, int hi,
+    int i, int h, float *score)
 {
     int           j, e, hd = c->head_dim, d = c->dim;
     float         mx = -INFINITY, sum, p, *o;
     const float  *qi = s->q + (size_t) i * d + h * hd, *kj, *vj;
 
-    for (j = 0; j < n; j++) {
+    for (j = lo; j < hi; j++) {
         kj = s->k + (size_t) j * d + h * hd;
         sum = 0.0f;
         for (e = 0; e < hd; e++) {
             sum += qi[e] * kj[e];
         }
-        score[j] = sum * c->att_scale;
-        mx = score[j] > mx ? score[j] : mx;
+        score[j - lo] = sum * c->att_scale;
+        mx = score[j - lo] > mx ? score[j - lo] : mx;
     }
     sum = 0.0f;
-    for (j = 0; j < n; j++) {
+    for (j = 0; j < hi - lo; j++) {
         score[j] = expf(score[j] - mx);
         sum += score[j];
     }
     o = s->att + (size_t) i * d + h * hd;
     memset(o, 0, hd * sizeof(float));
-    for (j = 0; j < n; j++) {
+    for (j = lo; j < hi; j++) {
         vj = s->v + (size_t) j * d + h * hd;
-        p = score[j] / sum;
+        p = score[j - lo] / sum;
         for (e = 0; e < hd; e++) {
             o[e] += p * vj[e];
         }
@@ -188,32 +197,37 @@ attention_row(const llm_config *c, const enc_scratch *s, int n, int i,
 typedef struct {
     const llm_config   *c;
     const enc_scratch  *s;
+    const int          *seq;       /* (n) each token's sequence */
+    const int          *start;     /* (n_seqs + 1) */
     int                 n;
+    int                 max_len;
 } att_job;
 
 
 /* thread ith of nth takes rows ith, ith + nth, ...: a row's sums do not
-   depend on which thread runs it */
+   depend on which thread runs it nor on the other sequences */
 static void
 attention_task(void *arg, int ith, int nth)
 {
     att_job  *j = arg;
-    float    *score = j->s->score + (size_t) ith * j->n;
-    int       r, rows = j->n * j->c->n_heads;
+    float    *score = j->s->score + (size_t) ith * j->max_len;
+    int       r, i, rows = j->n * j->c->n_heads;
 
     for (r = ith; r < rows; r += nth) {
-        attention_row(j->c, j->s, j->n, r / j->c->n_heads,
-                      r % j->c->n_heads, score);
+        i = r / j->c->n_heads;
+        attention_row(j->c, j->s, j->start[j->seq[i]],
+                      j->start[j->seq[i] + 1], i, r % j->c->n_heads, score);
     }
 }
 
 
-/* att(n, dim) = softmax(q k^T * scale) v, every head, all tokens */
+/* att(n, dim) = softmax(q k^T * scale) v, every head, each token over
+   its own sequence */
 static void
 attention(llm_threadpool *tp, const llm_config *c, const enc_scratch *s,
-    int n)
+    const int *seq, const int *start, int n, int max_len)
 {
-    att_job  j = { c, s, n };
+    att_job  j = { c, s, seq, start, n, max_len };
 
     if (tp == NULL) {
         attention_task(&j, 0, 1);
@@ -239,13 +253,16 @@ add_norm(float *x, const float *y, int n, int d, const float *w,
 }
 
 
+/* one layer over every token of the step's sequences (pos: (n) each
+   token's position, seq: its sequence) */
 static int
 layer(const llm_model *m, llm_threadpool *tp, const llm_bert_layer *l,
-    float *x, int n, enc_scratch *s)
+    float *x, int n, const int *pos, const int *seq, const int *start,
+    int max_len, enc_scratch *s)
 {
     const llm_config  *c = &m->cfg;
     int                i, h, hd = c->head_dim, d = c->dim;
-    size_t             nh = (size_t) n * c->hidden_dim;
+    size_t             nh = (size_t) n * c->hidden_dim, a;
 
     if (linear(tp, s->q, x, n, &l->wq, l->bq) || linear(tp, s->k, x, n,
                                                          &l->wk, l->bk)
@@ -255,17 +272,16 @@ layer(const llm_model *m, llm_threadpool *tp, const llm_bert_layer *l,
     }
     if (c->nomic) {
         for (i = 0; i < n; i++) {
+            a = (size_t) pos[i] * (hd / 2);
             for (h = 0; h < c->n_heads; h++) {
-                llm_rope_head(s->q + (size_t) i * d + h * hd,
-                              s->cs + (size_t) i * (hd / 2),
-                              s->sn + (size_t) i * (hd / 2), hd, 1);
-                llm_rope_head(s->k + (size_t) i * d + h * hd,
-                              s->cs + (size_t) i * (hd / 2),
-                              s->sn + (size_t) i * (hd / 2), hd, 1);
+                llm_rope_head(s->q + (size_t) i * d + h * hd, s->cs + a,
+                              s->sn + a, hd, 1);
+                llm_rope_head(s->k + (size_t) i * d + h * hd, s->cs + a,
+                              s->sn + a, hd, 1);
             }
         }
     }
-    attention(tp, c, s, n);
+    attention(tp, c, s, seq, start, n, max_len);
     if (linear(tp, s->t, s->att, n, &l->wo, l->bo) != 0) {
         return -1;
     }
@@ -325,30 +341,61 @@ check_input(const llm_model *m, const int32_t *ids, const int32_t *types,
 }
 
 
-int
-llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
-    const int32_t *ids, const int32_t *types, int n, float *hidden,
-    char *err, size_t err_len)
+/*
+ * The forward of n_seqs sequences in one pass: their tokens back to back
+ * (start: (n_seqs + 1) offsets), hidden (start[n_seqs], dim). The
+ * matmuls take every token at once (a row's sums do not depend on the
+ * other rows: kernels/matmul.h), attention and positions stay within a
+ * sequence, so each sequence's states equal its forward alone.
+ */
+static int
+encoder_forward_seqs(const llm_model *m, llm_threadpool *tp,
+    const int32_t *ids, const int32_t *types, const int *start, int n_seqs,
+    float *hidden, char *err, size_t err_len)
 {
     enc_scratch  s;
-    int          i, rc = 0;
+    int          i, k, rc = 0, n = start[n_seqs], max_len = 1;
+    int         *pos, *seq;
 
-    if (check_input(m, ids, types, n, err, err_len) != 0) {
-        return -1;
+    for (k = 0; k < n_seqs; k++) {
+        if (check_input(m, ids + start[k], types ? types + start[k] : NULL,
+                        start[k + 1] - start[k], err, err_len) != 0)
+        {
+            return -1;
+        }
+        if (start[k + 1] - start[k] > max_len) {
+            max_len = start[k + 1] - start[k];
+        }
     }
-    if (scratch_alloc(&s, &m->cfg, n, llm_threadpool_size(tp)) != 0) {
+    pos = malloc((size_t) n * sizeof(int));
+    seq = malloc((size_t) n * sizeof(int));
+    if (pos == NULL || seq == NULL
+        || scratch_alloc(&s, &m->cfg, n, max_len,
+                         llm_threadpool_size(tp)) != 0)
+    {
+        free(pos);
+        free(seq);
         snprintf(err, err_len, "out of memory for an encoder input of %d "
                  "tokens", n);
         return -1;
     }
-    embed(m, ids, types, n, hidden, s.t);
+    for (k = 0; k < n_seqs; k++) {
+        for (i = start[k]; i < start[k + 1]; i++) {
+            pos[i] = i - start[k];
+            seq[i] = k;
+        }
+    }
+    embed(m, ids, types, start, n_seqs, hidden, s.t);
     if (m->cfg.nomic) {
-        rope_angles(m, n, s.cs, s.sn);
+        rope_angles(m, max_len, s.cs, s.sn);
     }
     for (i = 0; i < m->cfg.n_layers && rc == 0; i++) {
-        rc = layer(m, tp, &m->bert->layers[i], hidden, n, &s);
+        rc = layer(m, tp, &m->bert->layers[i], hidden, n, pos, seq, start,
+                   max_len, &s);
     }
     scratch_free(&s);
+    free(pos);
+    free(seq);
     if (rc != 0) {
         snprintf(err, err_len, "out of memory for the activations");
     }
@@ -357,17 +404,29 @@ llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
 
 
 int
+llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
+    const int32_t *ids, const int32_t *types, int n, float *hidden,
+    char *err, size_t err_len)
+{
+    int  start[2] = { 0, n };
+
+    if (check_input(m, ids, types, n, err, err_len) != 0) {
+        return -1;
+    }
+    return encoder_forward_seqs(m, tp, ids, types, start, 1, hidden, err,
+                                err_len);
+}
+
+
+int
 llm_encoder_score(const llm_model *m, llm_threadpool *tp,
     const int32_t *ids, const int32_t *types, int n, float *logit,
     char *err, size_t err_len)
 {
-    const llm_bert  *b = m->bert;
-    float           *h, *pooled;
-    int              i, d = m->cfg.dim, rc = -1;
+    float  *h;
+    int     rc = -1;
 
-    if (m->cfg.pooling != LLM_POOL_RANK || b == NULL
-        || b->classifier.data == NULL)
-    {
+    if (m->cfg.score != LLM_SCORE_CLASSIFIER || m->score_head == NULL) {
         snprintf(err, err_len, "the model is not a cross-encoder (no "
                  "classifier head)");
         return -1;
@@ -375,27 +434,19 @@ llm_encoder_score(const llm_model *m, llm_threadpool *tp,
     if (n < 1 || n > m->cfg.max_seq_len) {
         return check_input(m, ids, types, n, err, err_len);
     }
-    h = malloc((size_t) n * d * sizeof(float));
-    pooled = malloc((size_t) d * sizeof(float));
-    if (h == NULL || pooled == NULL) {
+    h = malloc((size_t) n * m->cfg.dim * sizeof(float));
+    if (h == NULL) {
         snprintf(err, err_len, "out of memory");
     } else if (llm_encoder_forward(m, tp, ids, types, n, h, err, err_len)
                == 0)
     {
-        /* BertPooler: tanh(W h[0] + b); then the classifier's one logit */
-        if (linear(tp, pooled, h, 1, &b->pooler, b->pooler_b) == 0) {
-            for (i = 0; i < d; i++) {
-                pooled[i] = tanhf(pooled[i]);
-            }
-            rc = linear(tp, logit, pooled, 1, &b->classifier,
-                        b->classifier_b);
-        }
+        /* the head the batcher's score runs (model/score.h) on [CLS] */
+        rc = m->score_head(m, h, logit);
         if (rc != 0) {
-            snprintf(err, err_len, "out of memory for the activations");
+            snprintf(err, err_len, "the score head failed");
         }
     }
     free(h);
-    free(pooled);
     return rc;
 }
 
@@ -430,8 +481,12 @@ llm_encoder_pair(int32_t cls, int32_t sep, const int32_t *q, int nq,
 
 typedef struct {
     llm_threadpool  *tp;
-    int32_t         *ids;      /* (max_batch_tokens) one sequence's ids */
+    int32_t         *ids;      /* (max_batch_tokens) the sequences' ids
+                                  back to back */
+    int32_t         *types;    /* (max_batch_tokens) and token types */
     int32_t         *where;    /* (max_batch_tokens) their batch indices */
+    int             *start;    /* (max_batch_tokens + 1) each sequence's
+                                  first token in ids */
     int32_t         *row;      /* (max_batch_tokens) batch index -> its
                                   hidden row, or -1 */
     float           *hidden;   /* (max_batch_tokens, dim) */
@@ -446,35 +501,38 @@ enc_fail(llm_backend *be, const char *fmt, const char *what, int a, int b)
 }
 
 
-/* sequence s's tokens, which must be positions 0..n-1 in batch order */
+/* sequence s's tokens into ids from *k on: positions 0..n-1 in batch
+   order */
 static int
-enc_gather(llm_backend *be, const llm_batch *b, int s, int *n)
+enc_gather(llm_backend *be, const llm_batch *b, int s, int *k)
 {
     enc_ctx  *c = be->ctx;
-    int       i, k = 0;
+    int       i, p = 0;
 
     for (i = 0; i < b->n_tokens; i++) {
         if (b->seq[i] != s) {
             continue;
         }
-        if (b->pos[i] != k) {
+        if (b->pos[i] != p) {
             return enc_fail(be, "%s: sequence %d has position %d where the "
                             "input's next is expected (an encoder's input "
                             "is one forward)", "encoder", s, b->pos[i]);
         }
-        c->ids[k] = b->token[i];
-        c->where[k++] = i;
+        c->ids[*k] = b->token[i];
+        c->types[*k] = b->type != NULL ? b->type[i] : 0;
+        c->where[(*k)++] = i;
+        p++;
     }
-    *n = k;
     return 0;
 }
 
 
+/* every sequence of the batch in one forward (encoder_forward_seqs) */
 static int
 enc_forward(llm_backend *be, const llm_batch *b)
 {
     enc_ctx   *c = be->ctx;
-    int        s, i, k, n, d = be->model->cfg.dim;
+    int        s, i, k = 0, n_seqs = 0, d = be->model->cfg.dim;
     char       err[256];
 
     if (b->n_tokens < 0 || b->n_tokens > be->opt.max_batch_tokens
@@ -499,25 +557,29 @@ enc_forward(llm_backend *be, const llm_batch *b)
         }
         c->row[b->hidden_idx[i]] = i;
     }
+    c->start[0] = 0;
     for (s = 0; s < b->n_seqs; s++) {
-        if (enc_gather(be, b, s, &n) != 0) {
+        if (enc_gather(be, b, s, &k) != 0) {
             return -1;
         }
-        if (n == 0) {
-            continue;
+        if (k > c->start[n_seqs]) {
+            c->start[++n_seqs] = k;
         }
-        if (llm_encoder_forward(be->model, c->tp, c->ids, NULL, n,
-                                c->hidden, err, sizeof(err)) != 0)
-        {
-            snprintf(be->err, sizeof(be->err), "encoder: %s", err);
-            return -1;
-        }
-        for (k = 0; k < n; k++) {
-            i = c->row[c->where[k]];
-            if (i >= 0) {
-                memcpy(b->hidden + (size_t) i * d,
-                       c->hidden + (size_t) k * d, d * sizeof(float));
-            }
+    }
+    if (k == 0) {
+        return 0;
+    }
+    if (encoder_forward_seqs(be->model, c->tp, c->ids, c->types, c->start,
+                             n_seqs, c->hidden, err, sizeof(err)) != 0)
+    {
+        snprintf(be->err, sizeof(be->err), "encoder: %s", err);
+        return -1;
+    }
+    for (s = 0; s < k; s++) {
+        i = c->row[c->where[s]];
+        if (i >= 0) {
+            memcpy(b->hidden + (size_t) i * d, c->hidden + (size_t) s * d,
+                   d * sizeof(float));
         }
     }
     return 0;
@@ -532,7 +594,9 @@ enc_free(llm_backend *be)
     if (c != NULL) {
         llm_threadpool_free(c->tp);
         free(c->ids);
+        free(c->types);
         free(c->where);
+        free(c->start);
         free(c->row);
         free(c->hidden);
         free(c);
@@ -581,11 +645,13 @@ llm_backend_encoder_create(const llm_model *m, const llm_backend_options *o,
     be->ctx = c;
     c->tp = o->n_threads > 1 ? llm_threadpool_create(o->n_threads) : NULL;
     c->ids = malloc(n * sizeof(int32_t));
+    c->types = malloc(n * sizeof(int32_t));
     c->where = malloc(n * sizeof(int32_t));
+    c->start = malloc((n + 1) * sizeof(int));
     c->row = malloc(n * sizeof(int32_t));
     c->hidden = malloc(n * m->cfg.dim * sizeof(float));
-    if ((o->n_threads > 1 && c->tp == NULL) || !c->ids || !c->where
-        || !c->row || !c->hidden)
+    if ((o->n_threads > 1 && c->tp == NULL) || !c->ids || !c->types
+        || !c->where || !c->start || !c->row || !c->hidden)
     {
         enc_free(be);
         snprintf(err, err_len, "encoder backend: out of memory for %zu "

@@ -3,8 +3,10 @@
  * that runs it in the batcher.
  *
  * Design note. An encoder attends both ways, so a sequence's states need
- * its whole input: one forward per sequence, no KV cache, nothing kept
- * after it. Per token (x: (n, dim)):
+ * its whole input: each sequence whole in one forward, no KV cache,
+ * nothing kept after it. The batcher's step runs all its sequences in one
+ * forward: the matmuls over every token of the step at once, attention
+ * and positions within each sequence. Per token (x: (n, dim)):
  *
  *   x = LN(tok_embd[id] + type_embd[type] + pos_embd[p])   (bert: + pos)
  *   per layer:
@@ -25,7 +27,10 @@
  * The batcher's backend (llm_backend_cpu_create picks it for an encoder):
  * a batch must hold each sequence's whole input, positions 0..n-1 in
  * order (the scheduler never chunks an encoder's input); hidden rows
- * only, no logits; token types 0 (an embedder's single text).
+ * only, no logits; token types from llm_batch.type (a cross-encoder's
+ * pair: 0, then 1 from the document; NULL: all 0, an embedder's text).
+ * A cross-encoder's score is the scheduler's: the [CLS] row pooled, then
+ * the model's head (model/score.h, bert.c's hook).
  *
  * defines: llm_encoder_forward, llm_encoder_score, llm_encoder_pair,
  *          llm_backend_encoder_create
@@ -49,9 +54,9 @@ int llm_encoder_forward(const llm_model *m, llm_threadpool *tp,
     char *err, size_t err_len);
 
 /*
- * The cross-encoder (cfg.pooling LLM_POOL_RANK: BertForSequenceClassification
- * with one label) on one pair, as transformers computes its logit:
- * *logit = classifier(tanh(pooler(state of token 0))). ids and types as
+ * The cross-encoder (cfg.score LLM_SCORE_CLASSIFIER: BertForSequenceClassification
+ * with one label) on one pair outside the batcher (the tests' reference):
+ * *logit = m->score_head(state of token 0) = classifier(tanh(pooler(.))). ids and types as
  * llm_encoder_pair makes them ([CLS] query [SEP] document [SEP], types 0
  * then 1). The relevance score is sigmoid(*logit) (sentence-transformers'
  * CrossEncoder with one label). 0, or -1 with err set as

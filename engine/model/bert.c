@@ -20,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul.h"
 #include "model/bert.h"
 #include "model/pool.h"
+#include "model/score.h"
 
 #define BERT_MAX  (1 << 20)
 
@@ -557,6 +559,87 @@ bert_layer(llm_model *m, llm_bert_find_fn find, int i, llm_bert_layer *l)
 }
 
 
+/* ---------------------------------------------------------------------------
+ * the cross-encoder's head (model/score.h's hook)
+ */
+
+/*
+ * logit = classifier(tanh(pooler(h))), h (dim) the [CLS] state of the last
+ * layer, as transformers' BertForSequenceClassification; without a pooler
+ * (llama.cpp's converter drops pooler.dense) logit = classifier(h), as
+ * llama.cpp's rank pooling computes it. One row through the matmul
+ * kernels, one thread: the same sums as any batch (encoder.h).
+ */
+static int
+bert_score_head(const llm_model *m, const float *h, float *logit)
+{
+    const llm_bert  *b = m->bert;
+    float            p[LLM_SCORE_MAX_DIM];
+    int              i, d = m->cfg.dim;
+
+    if (b == NULL || b->classifier.data == NULL || d > LLM_SCORE_MAX_DIM) {
+        return -1;
+    }
+    if (b->pooler.data == NULL) {
+        memcpy(p, h, (size_t) d * sizeof(float));
+    } else {
+        if (llm_matmul(NULL, p, h, 1, &b->pooler) != 0) {
+            return -1;
+        }
+        for (i = 0; i < d; i++) {
+            p[i] = tanhf(p[i] + b->pooler_b[i]);
+        }
+    }
+    if (llm_matmul(NULL, logit, p, 1, &b->classifier) != 0) {
+        return -1;
+    }
+    if (b->classifier_b != NULL) {
+        *logit += b->classifier_b[0];
+    }
+    return 0;
+}
+
+
+/* the pooler (cls, optional) and the classifier (cls.output, one label):
+   the score hook reads the [CLS] state */
+static int
+bert_head(llm_model *m, llm_bert_find_fn find)
+{
+    const gguf_tensor  *t;
+    llm_config         *c = &m->cfg;
+    llm_bert           *b = m->bert;
+    int                 d = c->dim;
+
+    t = find(m, "cls.output.weight");
+    if (t != NULL && t->n_dims == 2 && t->ne[0] == (uint64_t) d
+        && t->ne[1] != 1)
+    {
+        return bert_fail(m, "tensor 'cls.output.weight' has %llu rows: a "
+                         "classifier of %llu labels is not a cross-encoder "
+                         "(one label)", (unsigned long long) t->ne[1],
+                         (unsigned long long) t->ne[1]);
+    }
+    if (d > LLM_SCORE_MAX_DIM) {
+        return bert_fail(m, "a cross-encoder of hidden size %d (at most %d)",
+                         d, LLM_SCORE_MAX_DIM);
+    }
+    if (bert_matrix(m, find, "cls.weight", d, d, 0, &b->pooler)
+        || bert_vector(m, find, "cls.bias", d, b->pooler.data != NULL,
+                       &b->pooler_b)
+        || bert_matrix(m, find, "cls.output.weight", 1, d, 1,
+                       &b->classifier)
+        || bert_vector(m, find, "cls.output.bias", 1, 0, &b->classifier_b))
+    {
+        return -1;
+    }
+    c->pooling = LLM_POOL_CLS;
+    c->pool_normalize = 0;
+    c->score = LLM_SCORE_CLASSIFIER;
+    m->score_head = bert_score_head;
+    return 0;
+}
+
+
 int
 llm_bert_load(llm_model *m, llm_bert_find_fn find)
 {
@@ -602,15 +685,7 @@ llm_bert_load(llm_model *m, llm_bert_find_fn find)
     if (c->pooling != LLM_POOL_RANK) {
         return 0;
     }
-    if (bert_matrix(m, find, "cls.weight", d, d, 1, &b->pooler)
-        || bert_vector(m, find, "cls.bias", d, 1, &b->pooler_b)
-        || bert_matrix(m, find, "cls.output.weight", 1, d, 1,
-                       &b->classifier)
-        || bert_vector(m, find, "cls.output.bias", 1, 1, &b->classifier_b))
-    {
-        return -1;
-    }
-    return 0;
+    return bert_head(m, find);
 }
 
 

@@ -9,7 +9,10 @@
  *
  * A cross-encoder (BertForSequenceClassification with one label; GGUF
  * pooling_type rank) also has BERT's pooler (tanh(W x[CLS] + b), GGUF
- * cls.weight) and the classifier (one logit, cls.output.weight).
+ * cls.weight; absent in llama.cpp's conversions, which drop it) and the
+ * classifier (one logit, cls.output.weight). The loader sets the score
+ * hook (model/score.h): pooling CLS, cfg.score LLM_SCORE_CLASSIFIER,
+ * m->score_head = classifier(tanh(pooler(h))).
  *
  * The forward is backend/encoder.c's; here only views.
  *
@@ -50,11 +53,11 @@ struct llm_bert {
     const float    *embd_norm_w;   /* (dim) LayerNorm of the embeddings */
     const float    *embd_norm_b;   /* (dim) */
     llm_bert_layer *layers;        /* (n_layers) */
-    /* cross-encoder (cfg.pooling LLM_POOL_RANK), else data NULL */
-    llm_tensor      pooler;        /* (dim, dim) */
+    /* cross-encoder (cfg.score LLM_SCORE_CLASSIFIER), else data NULL */
+    llm_tensor      pooler;        /* (dim, dim); data NULL: none */
     const float    *pooler_b;      /* (dim) */
     llm_tensor      classifier;    /* (1, dim) */
-    const float    *classifier_b;  /* (1) */
+    const float    *classifier_b;  /* (1) or NULL */
 };
 
 /* 1 for "bert", "nomic-bert" (GGUF) and "nomic_bert" (HF model_type) */

@@ -126,7 +126,7 @@ typedef struct {
     int       pool_normalize;      /* L2-normalise the pooled vector */
     int       matryoshka;          /* trained for truncation (dimensions) */
     /* encoders (bert.h): bidirectional, one forward a sequence, no KV;
-       a cross-encoder has pooling LLM_POOL_RANK */
+       a cross-encoder pools CLS into its score head (cfg.score) */
     int       encoder;             /* bert, nomic-bert */
     int       nomic;               /* nomic-bert: rotary, SwiGLU, no biases */
     int       n_types;             /* token types (bert's segment ids) */

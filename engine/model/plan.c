@@ -50,6 +50,7 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     sh->vocab_size = c->vocab_size;
     sh->max_seq_len = c->max_seq_len;
     sh->tied_output = c->tied_output;
+    sh->encoder = c->encoder;
 
     tensors = m->hf ? m->hf_tensors : m->gguf.tensors;
     n = m->hf ? (uint64_t) m->n_hf_tensors : m->gguf.n_tensors;
@@ -225,6 +226,45 @@ plan_cuda_workspace(const llm_plan_shape *sh, const llm_plan_options *o)
 }
 
 
+/* an encoder writes no KV: kv_cache_memory is not read, the blocks are
+   the scheduler's admission count only (max_num_seqs whole sequences),
+   and no pool is allocated (backend/encoder.c) */
+static int
+plan_encoder(llm_plan *p, const llm_plan_shape *sh,
+    const llm_plan_options *o)
+{
+    int  per_seq = (p->max_model_len + o->kv_block_size - 1)
+                   / o->kv_block_size;
+
+    p->kv_elt_bytes = 0;
+    p->kv_token_bytes = 0;
+    p->kv_token_bytes_rank = 0;
+    p->kv_block_bytes_rank = 0;
+    if (o->max_num_seqs > INT32_MAX / o->kv_block_size / per_seq) {
+        snprintf(p->err, sizeof(p->err), "max_num_seqs %d of max_model_len "
+                 "%d is over %d tokens", o->max_num_seqs, p->max_model_len,
+                 INT32_MAX);
+        return -1;
+    }
+    p->kv_blocks = per_seq * (o->max_num_seqs > 0 ? o->max_num_seqs : 1);
+    p->kv_tokens = p->kv_blocks * o->kv_block_size;
+    p->kv_pool_bytes = 0;
+    if (o->backend == LLM_PLAN_CPU) {
+        p->workspace_bytes = plan_cpu_workspace(sh, o, p->kv_blocks);
+    }
+    p->workspace_bytes += o->ring_bytes;
+    p->total_bytes = p->weight_bytes + p->workspace_bytes;
+    p->seqs_fit = p->kv_tokens / p->max_model_len;
+    p->all_fit = 1;
+    p->need_bytes = o->backend == LLM_PLAN_CUDA ? p->total_bytes
+                    : p->workspace_bytes * (o->tp > 0 ? o->tp : 1);
+    if (o->device_bytes > 0) {
+        p->device_fit = p->need_bytes <= o->device_bytes;
+    }
+    return 0;
+}
+
+
 int
 llm_plan_compute(llm_plan *p, const llm_plan_shape *sh,
     const llm_plan_options *o)
@@ -260,6 +300,10 @@ llm_plan_compute(llm_plan *p, const llm_plan_shape *sh,
 
     if (o->backend == LLM_PLAN_CUDA) {
         p->workspace_bytes = plan_cuda_workspace(sh, o);
+    }
+
+    if (sh->encoder) {
+        return plan_encoder(p, sh, o);
     }
 
     /* kv_cache_memory is the whole pool (all ranks), as the engine's

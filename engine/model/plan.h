@@ -14,7 +14,10 @@
  *              (elt: f16 2, f32 4; the CUDA backend keeps bf16, 2)
  *   pool       kv_cache_memory / (block bytes) whole blocks; the CUDA
  *              backend without kv_cache_memory: kv_cache_ratio of the
- *              device's free memory after weights and workspace
+ *              device's free memory after weights and workspace. An
+ *              encoder keeps no KV (backend/encoder.h): 0 bytes, and
+ *              blocks only as the scheduler's admission count, enough
+ *              for max_num_seqs sequences of max_model_len
  *   workspace  what backend_cpu.c / backend_cuda.cu allocate at create for
  *              a step of max_batched_tokens, the scheduler's logits and
  *              block tables, and the ring (given by the caller: the model
@@ -51,6 +54,7 @@ typedef struct {
     uint64_t     weight_bytes;     /* all ranks together */
     uint64_t     replicated_bytes; /* of those, on every rank: embeddings,
                                       lm_head, norms */
+    int          encoder;          /* bert, nomic-bert: no KV at all */
 } llm_plan_shape;
 
 enum llm_plan_backend {

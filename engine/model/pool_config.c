@@ -20,6 +20,7 @@
 
 #include "model/model.h"
 #include "model/pool.h"
+#include "model/score.h"
 #include "format/hf_config.h"
 
 
@@ -54,12 +55,15 @@ llm_model_pooling_gguf(llm_model *m)
     if (gguf_get_u32(&m->gguf, key, &t) != 0) {
         return pool_fail(m, "%s is not an integer", key);
     }
-    if (t == LLM_POOL_RANK && !(m->cfg.encoder && m->cfg.pooling
-                                 == LLM_POOL_RANK))
-    {
-        return pool_fail(m, "%s is rank (a reranker): only a BERT "
-                         "cross-encoder (cls and cls.output tensors) is "
-                         "supported", key);
+    if (t == LLM_POOL_RANK) {
+        /* a reranker: its loader read the head (cls.output) and set the
+           pooling and the score hook (model/score.h) */
+        if (m->cfg.score != LLM_SCORE_NONE) {
+            return 0;
+        }
+        return pool_fail(m, "%s is rank (a reranker) but the file has no "
+                         "head we read (a BERT cross-encoder's cls.output, "
+                         "a qwen3 reranker's yes/no rows)", key);
     }
     if (t > LLM_POOL_RANK) {
         return pool_fail(m, "%s %u is not a pooling we know", key, t);

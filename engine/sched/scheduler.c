@@ -449,11 +449,6 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
         snprintf(err, err_len, "the model is not an embedding model");
         return LLM_SCHED_BAD_REQUEST;
     }
-    if (s->be->model->cfg.pooling == LLM_POOL_RANK) {
-        snprintf(err, err_len, "the model is a cross-encoder: it scores "
-                 "pairs, it gives no embeddings");
-        return LLM_SCHED_BAD_REQUEST;
-    }
     /* an encoder attends both ways: its input is one forward, never
        chunked (encoder.h) */
     if (s->be->model->cfg.encoder
@@ -1868,6 +1863,11 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
     int                 ctx = be->model->cfg.max_seq_len;
 
     s->opt = *o;
+    /* an encoder writes no KV (backend/encoder.h): its blocks hold
+       nothing another input could reuse, so none is registered */
+    if (be->model->cfg.encoder) {
+        s->opt.prefix_caching = 0;
+    }
     if (s->opt.max_batched_tokens == 0) {
         s->opt.max_batched_tokens = be->opt.max_batch_tokens;
     }

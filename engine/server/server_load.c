@@ -157,6 +157,12 @@ llm_memory_plan(llm_server *s, llm_backend_options *bo, int *max_model_len)
             p.max_model_len, (unsigned long long) p.workspace_bytes,
             (unsigned long long) p.total_bytes);
 
+    if (s->model.cfg.encoder) {
+        llm_log(LLM_LOG_NOTICE, "memory plan: an encoder keeps no KV: no "
+                "pool allocated, kv_cache_memory unused; %d blocks count "
+                "admissions only", p.kv_blocks);
+    }
+
     if (p.device_fit == 0) {
         snprintf(msg, sizeof(msg), "memory plan does not fit: KV pool and "
                  "workspace need %llu bytes, %s is %llu bytes (lower "

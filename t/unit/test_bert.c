@@ -14,7 +14,9 @@
  *      one label), HF and GGUF F32/F16: llm_encoder_pair of the separately
  *      tokenized query and document == transformers' pair ids and types;
  *      llm_encoder_score's logit within 1e-3 of transformers', and its
- *      sigmoid of CrossEncoder.predict's score.
+ *      sigmoid of CrossEncoder.predict's score. The .nopooler GGUF (as
+ *      llama.cpp's converter writes one: no pooler) loads and its logit is
+ *      the classifier's on the [CLS] state (llama.cpp's rank pooling).
  *   3. The batcher's backend: three sequences in one forward == each
  *      alone, bit for bit; a sequence not starting at position 0, and
  *      logit rows, refused. A cross-encoder refuses embeddings and an
@@ -22,7 +24,14 @@
  *   4. The scheduler: the embeddings of all cases submitted at once with
  *      max_batched_tokens 48 (each input whole in a step, none chunked)
  *      == llm_pool of each forward alone, bit for bit; an input longer
- *      than max_batched_tokens refused (LLM_SCHED_TOO_LONG).
+ *      than max_batched_tokens refused (LLM_SCHED_TOO_LONG); no block
+ *      registered in the prefix cache; the memory plan sizes no KV pool.
+ *   5. The cross-encoder in the batcher: every golden pair submitted at
+ *      once with its type_split (the types reach the forward as
+ *      llm_batch.type), 64 tokens a step: each answers one float ==
+ *      sigmoid(llm_encoder_score of the pair alone), bit for bit, within
+ *      1e-3 of CrossEncoder.predict; the same pairs without types differ
+ *      (the types are read). HF directory and GGUF F32/F16.
  */
 #include <math.h>
 #include <stdint.h>
@@ -35,8 +44,11 @@
 #include "tap.h"
 #include "backend/backend.h"
 #include "backend/encoder.h"
+#include "model/bert.h"
 #include "model/model.h"
+#include "model/plan.h"
 #include "model/pool.h"
+#include "model/score.h"
 #include "params/sampling.h"
 #include "sched/scheduler.h"
 
@@ -206,7 +218,9 @@ test_rerank(const cJSON *r, const char *suffix)
         llm_model_free(&m);
         return;
     }
-    is_int(m.cfg.pooling, LLM_POOL_RANK, "%s: a cross-encoder (rank)", path);
+    ok(m.cfg.score == LLM_SCORE_CLASSIFIER && m.score_head != NULL
+       && m.cfg.pooling == LLM_POOL_CLS && !m.cfg.pool_normalize,
+       "%s: a cross-encoder (the score hook on the [CLS] state)", path);
     tok = llm_model_tokenizer(&m, err, sizeof(err));
     if (!ok(tok != NULL, "%s: tokenizer", path)) {
         llm_model_free(&m);
@@ -253,6 +267,51 @@ test_rerank(const cJSON *r, const char *suffix)
     ok(llm_encoder_score(&m, NULL, ids, types, n, &logit, err, sizeof(err))
        != 0 && strstr(err, "type") != NULL, "type 2 refused (%s)", err);
     llm_tokenizer_free(tok);
+    llm_model_free(&m);
+}
+
+
+/* llama.cpp's conversion of a cross-encoder drops BERT's pooler: the file
+   loads, and its logit is the classifier's on the [CLS] state, as
+   llama.cpp's rank pooling computes it */
+static void
+test_rerank_nopooler(const cJSON *r)
+{
+    const char   *dir = cJSON_GetObjectItem(r, "model")->valuestring;
+    const cJSON  *c;
+    char          path[512], err[512];
+    llm_model     m;
+    int32_t       ids[MAX_IDS], types[MAX_IDS];
+    float         logit;
+    double        worst = 0, e;
+    int           n, cases = 0;
+
+    snprintf(path, sizeof(path), "%s.nopooler.gguf", dir);
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "%s loads (%s)", path,
+            m.err))
+    {
+        llm_model_free(&m);
+        return;
+    }
+    ok(m.cfg.score == LLM_SCORE_CLASSIFIER && m.bert->pooler.data == NULL,
+       "%s: a cross-encoder without a pooler", path);
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(r, "cases")) {
+        n = json_ids(cJSON_GetObjectItem(c, "ids"), ids, MAX_IDS);
+        json_ids(cJSON_GetObjectItem(c, "types"), types, MAX_IDS);
+        if (llm_encoder_score(&m, NULL, ids, types, n, &logit, err,
+                              sizeof(err)) != 0)
+        {
+            logit = NAN;
+        }
+        e = fabs(logit - cJSON_GetObjectItem(c, "logit_no_pooler")
+                         ->valuedouble);
+        worst = e > worst || isnan(e) ? e : worst;
+        cases++;
+    }
+    ok(cases >= 3 && worst <= 1e-3, "%s: logits within 1e-3 of "
+       "transformers' classifier on the [CLS] state (max %.3g)", path,
+       worst);
+    printf("# oracle max %s: logit %.3g\n", path, worst);
     llm_model_free(&m);
 }
 
@@ -387,6 +446,10 @@ test_sched(const cJSON *e)
     float                 want[512];
     int                   n[MAX_CASES], k = 0, i, same = 1, steps = 0;
     int                   added = 1, rc;
+    llm_sched_stats       st;
+    llm_plan_shape        sh;
+    llm_plan_options      po;
+    llm_plan              plan;
 
     if (llm_model_load(&m, dir, 0, 1) != 0) {
         ok(0, "%s loads (%s)", dir, m.err);
@@ -433,6 +496,25 @@ test_sched(const cJSON *e)
     }
     ok(same, "%d embeddings through the batcher (48 tokens a step, %d "
        "steps) == each forward alone, bit for bit", k, steps);
+    llm_sched_stats_get(s, &st);
+    ok(so.prefix_caching == 1 && st.kv_blocks_cached == 0
+       && st.prefix_hit_tokens == 0, "prefix caching asked, yet no encoder "
+       "block registered (%d cached) nor hit", st.kv_blocks_cached);
+    llm_plan_shape_of(&sh, &m);
+    memset(&po, 0, sizeof(po));
+    po.tp = 1;
+    po.threads = 1;
+    po.max_batched_tokens = 48;
+    po.max_model_len = 128;
+    po.max_num_seqs = 8;
+    po.kv_block_size = 16;
+    po.kv_cache_bytes = 1u << 30;
+    rc = llm_plan_compute(&plan, &sh, &po);
+    ok(rc == 0 && plan.kv_pool_bytes == 0
+       && plan.kv_token_bytes == 0 && plan.kv_blocks == 8 * 128 / 16,
+       "the plan sizes no KV pool for an encoder (%llu bytes, %d blocks "
+       "counting admissions)", (unsigned long long) plan.kv_pool_bytes,
+       plan.kv_blocks);
     for (i = 0; i < 60; i++) {
         longer[i] = ids[0][i % n[0]];
     }
@@ -445,6 +527,110 @@ test_sched(const cJSON *e)
     rc = llm_sched_add(s, &req, &q, err, sizeof(err));
     ok(rc == LLM_SCHED_TOO_LONG && strstr(err, "one forward") != NULL,
        "60 tokens past max_batched_tokens 48 refused (%s)", err);
+    llm_sched_free(s);
+    llm_backend_free(be);
+    llm_model_free(&m);
+}
+
+
+/* ---- 5. the cross-encoder in the batcher ------------------------------ */
+
+static void
+test_rerank_sched(const cJSON *r, const char *suffix)
+{
+    const char           *dir = cJSON_GetObjectItem(r, "model")->valuestring;
+    const cJSON          *c;
+    llm_model             m;
+    llm_backend_options   o;
+    llm_backend          *be;
+    llm_sched_options     so;
+    llm_sched            *s = NULL;
+    llm_request           req;
+    llm_seq              *q;
+    char                  path[512], err[512];
+    static int32_t        ids[MAX_CASES][MAX_IDS], types[MAX_CASES][MAX_IDS];
+    static rec            rc[2][MAX_CASES];
+    float                 logit, want;
+    double                worst = 0, e;
+    int                   n[MAX_CASES], split[MAX_CASES], k = 0, i, j;
+    int                   pass, same = 1, typed = 0, added = 1, steps = 0;
+
+    snprintf(path, sizeof(path), "%s%s", dir, suffix);
+    if (llm_model_load(&m, path, 0, 1) != 0) {
+        ok(0, "%s loads (%s)", path, m.err);
+        return;
+    }
+    llm_backend_options_default(&o, &m);
+    be = llm_backend_create("cpu", &m, &o, err, sizeof(err));
+    llm_sched_options_default(&so);
+    so.max_batched_tokens = 64;
+    so.on_embedding = on_embedding;
+    so.on_finish = on_finish;
+    s = be ? llm_sched_create(be, &so, err, sizeof(err)) : NULL;
+    if (!ok(s != NULL, "%s: scheduler on the cross-encoder (%s)", path,
+            s ? "" : err))
+    {
+        llm_backend_free(be);
+        llm_model_free(&m);
+        return;
+    }
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(r, "cases")) {
+        if (k == MAX_CASES) {
+            break;
+        }
+        n[k] = json_ids(cJSON_GetObjectItem(c, "ids"), ids[k], MAX_IDS);
+        json_ids(cJSON_GetObjectItem(c, "types"), types[k], MAX_IDS);
+        for (split[k] = 0; split[k] < n[k] && types[k][split[k]] == 0;
+             split[k]++) { /* void */ }
+        k++;
+    }
+    /* pass 0 with the pairs' types, pass 1 all type 0 */
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; i < k; i++) {
+            memset(&rc[pass][i], 0, sizeof(rec));
+            memset(&req, 0, sizeof(req));
+            req.prompt = ids[i];
+            req.n_prompt = n[i];
+            req.type_split = pass == 0 ? split[i] : 0;
+            llm_sampling_params_default(&req.sampling);
+            req.embed = 1;
+            req.user = &rc[pass][i];
+            added &= llm_sched_add(s, &req, &q, err, sizeof(err))
+                     == LLM_SCHED_OK;
+        }
+    }
+    ok(added, "%s: %d pairs added twice (%s)", path, k, added ? "" : err);
+    while (llm_sched_has_work(s) && steps++ < 1000) {
+        if (llm_sched_step(s) < 0) {
+            same = 0;
+        }
+    }
+    for (i = 0; i < k; i++) {
+        c = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "cases"), i);
+        if (llm_encoder_score(&m, NULL, ids[i], types[i], n[i], &logit, err,
+                              sizeof(err)) != 0)
+        {
+            same = 0;
+            continue;
+        }
+        want = (float) (1.0 / (1.0 + exp(-(double) logit)));
+        for (j = 0; j < 2; j++) {
+            same &= rc[j][i].n_emb == 1 && rc[j][i].n_fin == 1
+                    && rc[j][i].dims == 1;
+        }
+        same &= memcmp(&want, &rc[0][i].vec[0], sizeof(float)) == 0;
+        typed += rc[0][i].vec[0] != rc[1][i].vec[0];
+        e = fabs(rc[0][i].vec[0]
+                 - cJSON_GetObjectItem(c, "score")->valuedouble);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    ok(same, "%s: %d pairs through the batcher (64 tokens a step, %d "
+       "steps) == each scored alone, bit for bit", path, k, steps);
+    ok(typed == k, "%s: the types are read (%d of %d scores change "
+       "without them)", path, typed, k);
+    ok(k >= 3 && worst <= 1e-3, "%s: batcher scores within 1e-3 of "
+       "CrossEncoder.predict (max %.3g)", path, worst);
+    printf("# oracle max %s through the batcher: score %.3g\n", path, worst);
     llm_sched_free(s);
     llm_backend_free(be);
     llm_model_free(&m);
@@ -473,10 +659,15 @@ main(void)
     test_rerank(e, "");
     test_rerank(e, ".gguf");
     test_rerank(e, ".f16.gguf");
+    test_rerank_nopooler(e);
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "embedders")) {
         test_backend(e);
         test_sched(e);
     }
+    e = cJSON_GetObjectItem(root, "rerank");
+    test_rerank_sched(e, "");
+    test_rerank_sched(e, ".gguf");
+    test_rerank_sched(e, ".f16.gguf");
     cJSON_Delete(root);
     free(text);
     return tap_done();
