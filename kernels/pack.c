@@ -247,31 +247,58 @@ llm_pack(const llm_tensor *w, void *dst, llm_tensor *out)
 }
 
 
+/* Q5_0's fifth bits of row l back from hm into qh (the inverse of
+   pack_qh) */
+static void
+unpack_qh(const uint8_t *hm, int l, uint8_t *qh4)
+{
+    uint32_t qh = 0;
+
+    for (int k = 0; k < 8; k++) {
+        for (int e = 0; e < 4; e++) {
+            if (hm[8 * k + (4 * l + e) / 8] >> ((4 * l + e) % 8) & 1) {
+                qh |= 1u << (4 * k + e);
+            }
+        }
+    }
+    memcpy(qh4, &qh, 4);
+}
+
+
 /* the inverse of llm_pack for one row: row r of packed matrix p as stored
- * in GGUF, into dst (cols / 32 blocks). A tied embedding whose packed
- * copy is the classifier reads its rows here, so its file pages need not
- * come back (the backend let them go when it packed). */
+ * in GGUF, into dst (its blocks, any packed type). A tied embedding whose
+ * packed copy is the classifier reads its rows here, so its file pages
+ * need not come back (the backend let them go when it packed). */
 void
 llm_pack_row(const llm_tensor *p, int r, void *dst)
 {
-    int             nb = p->cols / LLM_QK, b, k, e;
+    int             qk = llm_quant_block(p->type), nb = p->cols / qk, b, k;
     int             l = r % LLM_PACK_ROWS;
     int             n_dw = p->type == GGML_TYPE_Q8_0 ? 8 : 4;
     size_t          bb = llm_quant_block_bytes(p->type);
-    size_t          pb = llm_pack_block_bytes(bb), qa = quants_at(p->type);
+    size_t          pb = llm_pack_block_bytes(bb);
+    size_t          qa = llm_pack_quants_at(p->type);
     const uint8_t  *g = (const uint8_t *) p->data
                         + (size_t) (r / LLM_PACK_ROWS) * p->row_stride;
-    uint8_t        *out = dst;
+    uint8_t        *out = dst, *qs;
 
     for (b = 0; b < nb; b++, g += pb, out += bb) {
+        if (qk == LLM_QK_K) {
+            llm_pack_k_row(p->type, (uint8_t *) g, l, out, 1);
+            continue;
+        }
         memcpy(out, g + 2 * l, 2);                               /* d */
         if (p->type == GGML_TYPE_Q4_1) {
             memcpy(out + 2, g + 32 + 2 * l, 2);                  /* m */
         }
-        uint8_t *qs = out + (p->type == GGML_TYPE_Q4_1 ? 4 : 2);
+        if (p->type == GGML_TYPE_Q5_0) {
+            unpack_qh(g + 32, l, out + 2);
+        }
+        qs = out + (p->type == GGML_TYPE_Q4_1 ? 4
+                    : (p->type == GGML_TYPE_Q5_0 ? 6 : 2));
         for (k = 0; k < n_dw; k++) {
             memcpy(qs + 4 * k, g + qa + 64 * k + 4 * l, 4);
-            for (e = 0; p->type == GGML_TYPE_Q8_0 && e < 4; e++) {
+            for (int e = 0; p->type == GGML_TYPE_Q8_0 && e < 4; e++) {
                 qs[4 * k + e] ^= 0x80;
             }
         }
