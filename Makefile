@@ -442,4 +442,11 @@ clean:
 # made by nothing, which rebuilds its object (above)
 %.d: ;
 .PRECIOUS: %.d
+# and named, so that make does not take a .d for an intermediate file of
+# the pattern rules above: make 4.3 would leave a missing intermediate
+# file (and the object that needs it) alone
+DEP_FILES := $(ENGINE_LIB_OBJS:.o=.d) $(OBJ)/engine/server/main.d \
+             $(CU_OBJS:.o=.d) $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d) \
+             $(FUZZ_BINS:=.d)
+$(DEP_FILES):
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
