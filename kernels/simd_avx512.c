@@ -1088,6 +1088,8 @@ tile_iq4_nlp(const llm_tile *t)
 enum { F32W, F16W, BF16W };
 #define FR 4                    /* weight rows a pass */
 #define FC 3                    /* activation rows a pass (2*FR*FC zmm) */
+/* fully unrolled, so that acc[][][] lives in registers */
+#define UNROLL _Pragma("GCC unroll 8")
 
 TGT static INLINE __m512
 load16_w(const int kind, const uint8_t *w, int j, __mmask16 m)
@@ -1119,12 +1121,12 @@ reduce32_ps(__m512 lo, __m512 hi)
 #define FLOAT_STEP(j, m, lh)                                                  \
     do {                                                                      \
         __m512 wv[FR];                                                        \
-        for (int r = 0; r < nr; r++) {                                        \
+        UNROLL for (int r = 0; r < nr; r++) {                                 \
             wv[r] = load16_w(kind, w + r * t->w_stride, (j), (m));            \
         }                                                                     \
-        for (int i = 0; i < nc; i++) {                                        \
+        UNROLL for (int i = 0; i < nc; i++) {                                 \
             __m512 xv = _mm512_maskz_loadu_ps((m), x[i] + (j));               \
-            for (int r = 0; r < nr; r++) {                                    \
+            UNROLL for (int r = 0; r < nr; r++) {                             \
                 acc[r][i][lh] = _mm512_mask3_fmadd_ps(wv[r], xv,              \
                                                       acc[r][i][lh], (m));    \
             }                                                                 \
@@ -1141,9 +1143,9 @@ float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
     const float *x[FC];
     int n = t->n, j = 0;
 
-    for (int i = 0; i < nc; i++) {
+    UNROLL for (int i = 0; i < nc; i++) {
         x[i] = (const float *) (t->act + (i0 + i) * t->act_stride);
-        for (int r = 0; r < nr; r++) {
+        UNROLL for (int r = 0; r < nr; r++) {
             acc[r][i][0] = _mm512_setzero_ps();
             acc[r][i][1] = _mm512_setzero_ps();
         }
@@ -1161,8 +1163,8 @@ float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
             FLOAT_STEP(j + 16, m1, 1);
         }
     }
-    for (int i = 0; i < nc; i++) {
-        for (int r = 0; r < nr; r++) {
+    UNROLL for (int i = 0; i < nc; i++) {
+        UNROLL for (int r = 0; r < nr; r++) {
             t->out[(i0 + i) * t->ld_out + r0 + r] =
                 reduce32_ps(acc[r][i][0], acc[r][i][1]);
         }
