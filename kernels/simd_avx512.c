@@ -22,6 +22,9 @@
  * Q4_1 nibbles are unsigned; Q4_0 uses q = w + 8 and Q8_0 w + 128, and
  * the accumulator starts from -8 (-128) times the row's block sum of x,
  * kept with the packed activations, so the integer is still sum (w * x).
+ *
+ * Also the float weights' tiles (F32, F16, BF16): register-blocked, 4
+ * weight rows by 3 activation rows a pass (below).
  */
 #include <stddef.h>
 #include <stdint.h>
