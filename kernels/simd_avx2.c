@@ -63,40 +63,6 @@ load8_bf16(const uint8_t *w)
 }
 
 
-#define FLOAT_DOT(name, load, esize, scalar_w)                                \
-TGT static float                                                              \
-name(int n, const uint8_t *w, const float *x)                                 \
-{                                                                             \
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;               \
-    float a[32], s[8];                                                        \
-    int j = 0;                                                                \
-                                                                              \
-    for ( ; j + 32 <= n; j += 32) {                                           \
-        a0 = _mm256_fmadd_ps(load(w + (j) * esize), _mm256_loadu_ps(x + j), a0); \
-        a1 = _mm256_fmadd_ps(load(w + (j + 8) * esize),                       \
-                             _mm256_loadu_ps(x + j + 8), a1);                 \
-        a2 = _mm256_fmadd_ps(load(w + (j + 16) * esize),                      \
-                             _mm256_loadu_ps(x + j + 16), a2);                \
-        a3 = _mm256_fmadd_ps(load(w + (j + 24) * esize),                      \
-                             _mm256_loadu_ps(x + j + 24), a3);                \
-    }                                                                         \
-    if (j == n) {                                                             \
-        return hsum8_ps(_mm256_add_ps(_mm256_add_ps(a0, a1),                  \
-                                      _mm256_add_ps(a2, a3)));                \
-    }                                                                         \
-    _mm256_storeu_ps(a, a0);                                                  \
-    _mm256_storeu_ps(a + 8, a1);                                              \
-    _mm256_storeu_ps(a + 16, a2);                                             \
-    _mm256_storeu_ps(a + 24, a3);                                             \
-    for (int t = 0; j < n; j++, t++) {                                        \
-        a[t] = fmaf(scalar_w, x[j], a[t]);                                    \
-    }                                                                         \
-    for (int k = 0; k < 8; k++) {                                             \
-        s[k] = (a[k] + a[k + 8]) + (a[k + 16] + a[k + 24]);                   \
-    }                                                                         \
-    return llm_hsum8(s);                                                      \
-}
-
 static inline float
 f32_at(const uint8_t *w, int j)
 {
@@ -121,9 +87,6 @@ bf16_at(const uint8_t *w, int j)
     return llm_bf16_to_fp32(h);
 }
 
-FLOAT_DOT(dot_f32, load8_f32, 4, f32_at(w, j))
-FLOAT_DOT(dot_f16, load8_f16, 2, f16_at(w, j))
-FLOAT_DOT(dot_bf16, load8_bf16, 2, bf16_at(w, j))
 
 
 /* --- 32-element blocks --------------------------------------------------- */
@@ -491,6 +454,118 @@ dot_q6_K(int n, const uint8_t *wp, const uint8_t *xp)
 }
 
 
+/* --- float weights: blocked tiles --------------------------------------- */
+
+/*
+ * One weight row by FC2 activation rows a pass: each weight vector is
+ * loaded (and converted) once for the FC2 rows; 4 * FC2 accumulators,
+ * lane j % 32 each; a last chunk of fewer than 32 goes through a[32] with
+ * fmaf, lane after lane; then s[k] = (a[k] + a[k+8]) + (a[k+16] + a[k+24])
+ * and llm_hsum8's order (simd.h).
+ */
+enum { F32W, F16W, BF16W };
+#define FC2 3
+#define UNROLL _Pragma("GCC unroll 8")
+
+TGT static INLINE __m256
+load8_w(const int kind, const uint8_t *w, int j)
+{
+    return kind == F32W ? load8_f32(w + 4 * (size_t) j)
+           : kind == F16W ? load8_f16(w + 2 * (size_t) j)
+           : load8_bf16(w + 2 * (size_t) j);
+}
+
+
+TGT static INLINE float
+w_at(const int kind, const uint8_t *w, int j)
+{
+    return kind == F32W ? f32_at(w, j) : kind == F16W ? f16_at(w, j)
+           : bf16_at(w, j);
+}
+
+
+TGT static INLINE void
+float_block(const int kind, const llm_tile *t, int r, int i0, const int nc)
+{
+    const uint8_t *w = t->w + r * t->w_stride;
+    const float *x[FC2];
+    __m256 acc[FC2][4];
+    int n = t->n, j = 0;
+
+    UNROLL for (int i = 0; i < nc; i++) {
+        x[i] = (const float *) (t->act + (i0 + i) * t->act_stride);
+        UNROLL for (int q = 0; q < 4; q++) {
+            acc[i][q] = _mm256_setzero_ps();
+        }
+    }
+    for ( ; j + 32 <= n; j += 32) {
+        UNROLL for (int q = 0; q < 4; q++) {
+            __m256 wv = load8_w(kind, w, j + 8 * q);
+            UNROLL for (int i = 0; i < nc; i++) {
+                acc[i][q] = _mm256_fmadd_ps(wv,
+                                            _mm256_loadu_ps(x[i] + j + 8 * q),
+                                            acc[i][q]);
+            }
+        }
+    }
+    UNROLL for (int i = 0; i < nc; i++) {
+        float a[32], s[8], *o = &t->out[(i0 + i) * t->ld_out + r];
+        if (j == n) {
+            *o = hsum8_ps(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]),
+                                        _mm256_add_ps(acc[i][2], acc[i][3])));
+            continue;
+        }
+        UNROLL for (int q = 0; q < 4; q++) {
+            _mm256_storeu_ps(a + 8 * q, acc[i][q]);
+        }
+        for (int jj = j, k = 0; jj < n; jj++, k++) {
+            a[k] = fmaf(w_at(kind, w, jj), x[i][jj], a[k]);
+        }
+        for (int k = 0; k < 8; k++) {
+            s[k] = (a[k] + a[k + 8]) + (a[k + 16] + a[k + 24]);
+        }
+        *o = llm_hsum8(s);
+    }
+}
+
+
+TGT static INLINE void
+tile_float(const int kind, const llm_tile *t)
+{
+    for (int r = 0; r < t->n_w; r++) {
+        int i = 0;
+        for ( ; i + FC2 <= t->n_x; i += FC2) {
+            float_block(kind, t, r, i, FC2);
+        }
+        switch (t->n_x - i) {
+        case 2: float_block(kind, t, r, i, 2); break;
+        case 1: float_block(kind, t, r, i, 1); break;
+        }
+    }
+}
+
+
+TGT static void
+tile_f32(const llm_tile *t)
+{
+    tile_float(F32W, t);
+}
+
+
+TGT static void
+tile_f16(const llm_tile *t)
+{
+    tile_float(F16W, t);
+}
+
+
+TGT static void
+tile_bf16(const llm_tile *t)
+{
+    tile_float(BF16W, t);
+}
+
+
 /* --- tiles --------------------------------------------------------------- */
 
 #define TILE(name, dot_call)                                                  \
@@ -506,9 +581,6 @@ name(const llm_tile *t)                                                       \
     }                                                                         \
 }
 
-TILE(tile_f32, dot_f32(t->n, w, (const float *) x))
-TILE(tile_f16, dot_f16(t->n, w, (const float *) x))
-TILE(tile_bf16, dot_bf16(t->n, w, (const float *) x))
 TILE(tile_q4_K, dot_q4_K(t->n, w, x))
 TILE(tile_q6_K, dot_q6_K(t->n, w, x))
 

@@ -22,6 +22,9 @@
  * Q4_1 nibbles are unsigned; Q4_0 uses q = w + 8 and Q8_0 w + 128, and
  * the accumulator starts from -8 (-128) times the row's block sum of x,
  * kept with the packed activations, so the integer is still sum (w * x).
+ *
+ * Also the float weights' tiles (F32, F16, BF16): register-blocked, 4
+ * weight rows by 3 activation rows a pass (below).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -1075,7 +1078,160 @@ tile_iq4_nlp(const llm_tile *t)
 }
 
 
+/* --- float weights: register-blocked tiles ------------------------------ */
+
+/*
+ * F32/F16/BF16 weights x float rows, FR weight rows by FC activation rows
+ * a pass: each weight vector is loaded (and converted) once and used for
+ * every activation row. simd.h's order per output: element j goes to lane
+ * j % 32 (register lo: lanes 0..15, hi: 16..31) with fma; a short last
+ * chunk fmas only its lanes (masked, the others keep their value); then
+ * s[k] = (a[k] + a[k+8]) + (a[k+16] + a[k+24]) and llm_hsum8's order.
+ */
+enum { F32W, F16W, BF16W };
+#define FR 4                    /* weight rows a pass */
+#define FC 3                    /* activation rows a pass (2*FR*FC zmm) */
+/* fully unrolled, so that acc[][][] lives in registers */
+#define UNROLL _Pragma("GCC unroll 8")
+
+TGT static INLINE __m512
+load16_w(const int kind, const uint8_t *w, int j, __mmask16 m)
+{
+    if (kind == F32W) {
+        return _mm512_maskz_loadu_ps(m, (const float *) w + j);
+    }
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *) w + j);
+    if (kind == F16W) {
+        return _mm512_cvtph_ps(h);
+    }
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h),
+                                                 16));
+}
+
+
+TGT static INLINE float
+reduce32_ps(__m512 lo, __m512 hi)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(lo),
+                             _mm512_extractf32x8_ps(lo, 1));
+    __m256 b = _mm256_add_ps(_mm512_castps512_ps256(hi),
+                             _mm512_extractf32x8_ps(hi, 1));
+    return hsum8_ps(_mm256_add_ps(a, b));
+}
+
+
+/* lanes m of the 16 at element j, half lh (0: lanes 0..15 of the 32) */
+#define FLOAT_STEP(j, m, lh)                                                  \
+    do {                                                                      \
+        __m512 wv[FR];                                                        \
+        UNROLL for (int r = 0; r < nr; r++) {                                 \
+            wv[r] = load16_w(kind, w + r * t->w_stride, (j), (m));            \
+        }                                                                     \
+        UNROLL for (int i = 0; i < nc; i++) {                                 \
+            __m512 xv = _mm512_maskz_loadu_ps((m), x[i] + (j));               \
+            UNROLL for (int r = 0; r < nr; r++) {                             \
+                acc[r][i][lh] = _mm512_mask3_fmadd_ps(wv[r], xv,              \
+                                                      acc[r][i][lh], (m));    \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+/* nr weight rows from w by nc activation rows from row i0 (constants
+ * where inlined, so acc stays in registers) */
+TGT static INLINE void
+float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
+            int i0, const int nr, const int nc)
+{
+    __m512 acc[FR][FC][2];
+    const float *x[FC];
+    int n = t->n, j = 0;
+
+    UNROLL for (int i = 0; i < nc; i++) {
+        x[i] = (const float *) (t->act + (i0 + i) * t->act_stride);
+        UNROLL for (int r = 0; r < nr; r++) {
+            acc[r][i][0] = _mm512_setzero_ps();
+            acc[r][i][1] = _mm512_setzero_ps();
+        }
+    }
+    for ( ; j + 32 <= n; j += 32) {
+        FLOAT_STEP(j, 0xffff, 0);
+        FLOAT_STEP(j + 16, 0xffff, 1);
+    }
+    if (j < n) {                    /* lanes 0..n-j-1 of the last chunk */
+        int left = n - j;
+        __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16) ((1u << left) - 1);
+        __mmask16 m1 = left <= 16 ? 0 : (__mmask16) ((1u << (left - 16)) - 1);
+        FLOAT_STEP(j, m0, 0);
+        if (m1) {
+            FLOAT_STEP(j + 16, m1, 1);
+        }
+    }
+    UNROLL for (int i = 0; i < nc; i++) {
+        UNROLL for (int r = 0; r < nr; r++) {
+            t->out[(i0 + i) * t->ld_out + r0 + r] =
+                reduce32_ps(acc[r][i][0], acc[r][i][1]);
+        }
+    }
+}
+
+#undef FLOAT_STEP
+
+
+TGT static INLINE void
+float_rows(const int kind, const llm_tile *t, int r0, const int nr)
+{
+    const uint8_t *w = t->w + r0 * t->w_stride;
+    int i = 0;
+
+    for ( ; i + FC <= t->n_x; i += FC) {
+        float_block(kind, t, w, r0, i, nr, FC);
+    }
+    switch (t->n_x - i) {
+    case 2: float_block(kind, t, w, r0, i, nr, 2); break;
+    case 1: float_block(kind, t, w, r0, i, nr, 1); break;
+    }
+}
+
+
+TGT static INLINE void
+tile_float(const int kind, const llm_tile *t)
+{
+    int r = 0;
+
+    for ( ; r + FR <= t->n_w; r += FR) {
+        float_rows(kind, t, r, FR);
+    }
+    switch (t->n_w - r) {
+    case 3: float_rows(kind, t, r, 3); break;
+    case 2: float_rows(kind, t, r, 2); break;
+    case 1: float_rows(kind, t, r, 1); break;
+    }
+}
+
+
+TGT static void
+tile_f32(const llm_tile *t)
+{
+    tile_float(F32W, t);
+}
+
+
+TGT static void
+tile_f16(const llm_tile *t)
+{
+    tile_float(F16W, t);
+}
+
+
+TGT static void
+tile_bf16(const llm_tile *t)
+{
+    tile_float(BF16W, t);
+}
+
+
 const llm_kernel_set llm_kernels_avx512 = {
+    .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
     .q4_0 = tile_q4_0, .q4_1 = tile_q4_1, .q8_0 = tile_q8_0,
     .q4_K = llm_avx512_tile_q4_K, .q6_K = llm_avx512_tile_q6_K,
     .q5_0 = llm_avx512_tile_q5_0, .iq4_nl = llm_avx512_tile_iq4_nl,

@@ -806,6 +806,57 @@ test_views(uint32_t type, llm_threadpool *tp)
 }
 
 
+/* float weights: the register-blocked tiles (several weight rows by
+ * several activation rows a pass, short last passes of both) == scalar
+ * bit for bit on every instruction set, for n_x 1..21 and 300, on the
+ * matrix and on a view of its rows 5.. and columns 8.. (last chunks of
+ * 4 and 24 columns) */
+static void
+test_float_tiles(const test_matrix *m, llm_threadpool **pools)
+{
+    enum { NX = 21, NX_BIG = 300 };
+    size_t on = (size_t) NX_BIG * m->rows;
+    float *x = malloc(sizeof(float) * NX_BIG * m->cols);
+    float *base = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    int isa0 = llm_kernels_isa(), r0 = 5, c0 = 8;
+    const char *tn = ggml_type_name(m->type);
+    llm_tensor v = llm_tensor_cols(&m->t, c0, m->cols - c0);
+
+    v = llm_tensor_rows(&v, r0, m->rows - r0);
+    for (int k = 0; k < NX_BIG * m->cols; k++) {
+        x[k] = rndf();
+    }
+    for (int isa = LLM_ISA_AVX2; isa <= LLM_ISA_AVX512; isa++) {
+        int diff = 0, runs = 0;
+        if (llm_kernels_set_isa(isa) != 0) {
+            ok(1, "# skip %s %s: not on this CPU", tn, llm_kernels_isa_name(isa));
+            continue;
+        }
+        for (int view = 0; view < 2; view++) {
+            const llm_tensor *t = view ? &v : &m->t;
+            size_t n = (size_t) t->rows;
+            for (int nx = 1; nx <= NX + 1; nx++) {
+                int k = nx <= NX ? nx : NX_BIG;
+                llm_kernels_set_isa(LLM_ISA_SCALAR);
+                llm_matmul(NULL, base, x, k, t);
+                llm_kernels_set_isa(isa);
+                llm_matmul(pools[k % 3], got, x, k, t);
+                diff += memcmp(got, base, sizeof(float) * k * n) != 0;
+                runs++;
+            }
+        }
+        ok(diff == 0, "%s %dx%d: %s == scalar, bit for bit (n_x 1..%d and "
+           "%d, the matrix and a view of rows %d.., columns %d.., %d runs)",
+           tn, m->rows, m->cols, llm_kernels_isa_name(isa), NX, NX_BIG, r0,
+           c0, runs);
+    }
+    llm_kernels_set_isa(isa0);
+    free(x);
+    free(base);
+    free(got);
+}
+
+
 /* packed weights (llm_pack): every kernel on them, any n_x, threads,
  * prepared activations and row/column views give the unpacked matrix's
  * bits; the packing itself refused where it cannot apply */
@@ -1156,6 +1207,10 @@ main(void)
             make_matrix(&wide, types[t], 35, 72 * LLM_QK);
             test_packed(&wide, pools);
             free(wide.data);
+        }
+        if (blk == 1) {
+            test_float_tiles(&m, pools);
+            test_float_tiles(&big, pools);
         }
         test_views(types[t], pools[1]);
         free(m.data);
