@@ -1,7 +1,7 @@
 # Files our own quantizer makes from the default model (llama.cpp's mixes,
 # requantized from Q4_1) load and serve through nginx: Q4_K_M (Q5_0, Q8_0,
 # Q4_K, Q6_K tensors: SmolLM2's rows of 576 fall back from Q4_K), Q2_K
-# (IQ4_NL, Q3_K), Q5_K_M (Q5_1, Q5_K, Q6_K) and IQ4_XS; the greedy text
+# (Q4_0, Q3_K), Q5_K_M (Q5_1, Q5_K, Q6_K) and IQ4_XS; the greedy text
 # through nginx is the offline engine's for the same file.
 use Test::Nginx::Socket 'no_plan';
 
@@ -52,7 +52,7 @@ __DATA__
 
 
 
-=== TEST 2: Q2_K (IQ4_NL and Q3_K tensors): greedy text as offline
+=== TEST 2: Q2_K (Q4_0 and Q3_K tensors): greedy text as offline
 --- http_config
     llm_engine q {
         model $TEST_NGINX_MODEL_Q2_K;

@@ -128,7 +128,7 @@ STORIES_CASES = [
 
 # The mixes t/032-quantized.t and t/055-quant-fidelity.t make from the
 # default model with our quantizer (ngx_llm_engine quantize; SmolLM2's rows
-# of 576 fall back to Q5_0/Q5_1/IQ4_NL as llama.cpp's do).
+# of 576 fall back to Q4_0/Q5_0/Q5_1/IQ4_NL as llama.cpp's do).
 QUANT_MIXES = ["Q4_K_M", "Q2_K", "Q5_K_M", "IQ4_XS"]
 
 STORIES_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"]
@@ -656,15 +656,6 @@ def make_golden(label, path, base, relpath, cases, out_path, probes):
     for case in cases:
         text, ids = encode_case(tok, case)
         first, greedy, margins, top1 = reference_run(model, ids)
-        xcheck = 0.0
-        if reread is not None:
-            with torch.no_grad():
-                back = reread(torch.tensor([ids])).logits[0, -1].double()
-            xcheck = float(np.abs(back.numpy() - first).max())
-            if xcheck > CROSSCHECK_LIMIT:
-                sys.exit("oracle: %s/%s: transformers reading the directory "
-                         "back is %.3g off the reference"
-                         % (spec["name"], case["name"], xcheck))
         diff, diverge = compare_numpy(exact, ids, greedy, first, tolerance)
         small = first_small_margin(margins, tolerance)
         if diff > CROSSCHECK_LIMIT or (diverge != -1 and

@@ -178,7 +178,7 @@ fallback(uint32_t t, uint64_t nx)
     }
     switch (t) {
     case GGML_TYPE_Q2_K:
-    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q3_K:   t = GGML_TYPE_Q4_0; break;
     case GGML_TYPE_IQ4_XS: t = GGML_TYPE_IQ4_NL; break;
     case GGML_TYPE_Q4_K:   t = GGML_TYPE_Q5_0; break;
     case GGML_TYPE_Q5_K:   t = GGML_TYPE_Q5_1; break;

@@ -480,11 +480,12 @@ test_mix(void)
         { "Q3_K_M", "blk.1.ffn_down.weight", 8192, 1, 4, GGML_TYPE_Q4_K },
         { "Q3_K_M", "blk.2.attn_output.weight", 2048, 1, 4, GGML_TYPE_Q4_K },
         { "Q3_K_M", "blk.2.ffn_gate.weight", 2048, 1, 4, GGML_TYPE_Q3_K },
-        { "Q3_K_M", "blk.2.ffn_gate.weight", 576, 0, 3, GGML_TYPE_IQ4_NL },
-        /* Q2_K: attn_v Q4_K with GQA >= 4 (else Q3_K), ffn_down Q3_K */
+        { "Q3_K_M", "blk.2.ffn_gate.weight", 576, 0, 3, GGML_TYPE_Q4_0 },
+        /* Q2_K: attn_v Q4_K with GQA >= 4 (else Q3_K), ffn_down Q3_K;
+         * Q2_K/Q3_K rows of 576 -> Q4_0, as llama.cpp d32676d */
         { "Q2_K", "blk.2.attn_v.weight", 2048, 1, 4, GGML_TYPE_Q4_K },
         { "Q2_K", "blk.2.attn_v.weight", 2048, 1, 3, GGML_TYPE_Q3_K },
-        { "Q2_K", "blk.2.attn_v.weight", 576, 0, 3, GGML_TYPE_IQ4_NL },
+        { "Q2_K", "blk.2.attn_v.weight", 576, 0, 3, GGML_TYPE_Q4_0 },
         { "Q2_K", "blk.2.ffn_down.weight", 1536, 0, 3, GGML_TYPE_Q3_K },
         { "Q2_K", "blk.2.attn_q.weight", 2048, 1, 4, GGML_TYPE_Q2_K },
         /* IQ4_XS: -> IQ4_NL for 576; attn_v Q5_K with GQA >= 4 */
@@ -496,6 +497,7 @@ test_mix(void)
         { "Q4_0", "token_embd.weight", 576, 0, 3, GGML_TYPE_Q8_0 },
         { "F16", "blk.0.attn_q.weight", 576, 0, 3, GGML_TYPE_F16 },
         { "Q6_K", "blk.0.attn_q.weight", 100, 0, 3, GGML_TYPE_F16 },
+        { "Q2_K", "blk.0.attn_q.weight", 100, 0, 3, GGML_TYPE_F16 },
     };
 
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
