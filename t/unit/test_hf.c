@@ -463,13 +463,16 @@ test_refusals(const char *tmp)
     if (make_variant(dir, MODELS "/hf-gptoss", "model_type", "\"gpt_oss\"")
         == 0)
     {
-        static uint8_t  buf[8 + 256 + 2 * 8 * 64 * 128];
-        char            path[600];
-        size_t          n = st_build(buf, "{\"model.layers.0.mlp.experts."
-                                     "gate_up_proj\":{\"dtype\":\"BF16\","
-                                     "\"shape\":[8,64,128],\"data_offsets\""
-                                     ":[0,131072]}}", buf + 8 + 256,
-                                     2 * 8 * 64 * 128);
+        /* the data from a buffer of its own: st_build copies it into
+           buf after the header (a source inside buf overlapped) */
+        static uint8_t        buf[8 + 256 + 2 * 8 * 64 * 128];
+        static const uint8_t  zeros[2 * 8 * 64 * 128];
+        char                  path[600];
+        size_t                n = st_build(buf, "{\"model.layers.0.mlp."
+                                           "experts.gate_up_proj\":{\"dtype"
+                                           "\":\"BF16\",\"shape\":[8,64,"
+                                           "128],\"data_offsets\":[0,"
+                                           "131072]}}", zeros, sizeof(zeros));
 
         snprintf(path, sizeof(path), "%s/model.safetensors", dir);
         unlink(path);
