@@ -1091,8 +1091,19 @@ tile_iq4_nlp(const llm_tile *t)
 enum { F32W, F16W, BF16W };
 #define FR 4                    /* weight rows a pass */
 #define FC 3                    /* activation rows a pass (2*FR*FC zmm) */
-/* fully unrolled, so that acc[][][] lives in registers */
+/* fully unrolled, so that acc[][][] lives in registers; not under the
+   sanitizers, whose build needs the same operations, not the registers,
+   and compiled 1.5x slower unrolled (as attention.c's ATT_UNROLL) */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNROLL
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNROLL
+#endif
+#endif
+#ifndef UNROLL
 #define UNROLL _Pragma("GCC unroll 8")
+#endif
 
 TGT static INLINE __m512
 load16_w(const int kind, const uint8_t *w, int j, __mmask16 m)
