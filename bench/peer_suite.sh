@@ -23,7 +23,9 @@
 # Each model: prefill of 128 and 512 tokens, decode of 32 after each
 # (PEER_SIZES, PEER_DECODE), ours with the roofline of the same run
 # (PEER_BW=1), 16 streams through nginx against the peer's llama-server
-# (PEER_STREAMS).
+# (PEER_STREAMS), as raw prompts to /v1/completions for the random-weight
+# models (ik_llama.cpp's server aborts when its chat-output parser meets
+# the invalid UTF-8 such a model emits), chat for the real Gemma.
 #
 # Environment: BUILD, IK_LLAMA_BIN (required), LLAMA_BIN, QUANTIZE (the
 # peer's llama-quantize: LLAMA_BIN's, else IK_LLAMA_BIN's), SYNTH_DIR
@@ -85,11 +87,12 @@ git -C "$ROOT" diff --quiet HEAD -- engine kernels 2>/dev/null \
 # run TAG MODEL [run.sh variables...]: one bench/run.sh in peer mode, its
 # results kept as build/bench/results-TAG.txt
 run() {
-    local tag=$1 model=$2
+    local tag=$1 model=$2 serve_path=/v1/completions
     shift 2
     echo
     echo "=== $tag ($(date -u +%H:%M) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
-    env "$@" BUILD="$BUILD" MODEL="$model" PEERS_ONLY=1 PEER_REPORT=0 \
+    env PEER_SERVE_PATH="$serve_path" "$@" BUILD="$BUILD" MODEL="$model" \
+        PEERS_ONLY=1 PEER_REPORT=0 \
         PEER_SIZES="${PEER_SIZES:-128 512}" PEER_DECODE="${PEER_DECODE:-32}" \
         PEER_STREAMS="${PEER_STREAMS:-16}" PEER_BW=1 \
         IK_LLAMA_BIN="$IK_LLAMA_BIN" LLAMA_BIN="$LLAMA_BIN" \
@@ -184,7 +187,7 @@ for group in $SUITE; do
         # the official Gemma 3 template is in no fixture) for every server
         tmpl=$VOCABS/templates/google-gemma-2-2b-it.jinja
         measure gemma3-270m "Gemma 3 270M, Q4_K_M (the real file)" "$GEMMA" \
-            PEER_CHAT_TEMPLATE="$tmpl" \
+            PEER_CHAT_TEMPLATE="$tmpl" PEER_SERVE_PATH=/v1/chat/completions \
             IK_SERVER_ARGS="--chat-template-file $tmpl" \
             LLAMA_SERVER_ARGS="--chat-template-file $tmpl"
         ;;

@@ -53,7 +53,9 @@
 #
 # Environment: BUILD, MODEL, ROUNDS (3), THREADS (2), PORT, NGINX,
 # PERF_MD, PERF_SVG; peer mode: LLAMA_BIN, IK_LLAMA_BIN, PEERS_ONLY (0),
-# PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_REPS (3,
+# PEER_SIZES ("128 1024 4096"), PEER_STREAMS ("1 16 64"), PEER_SERVE_PATH
+# (/v1/chat/completions; /v1/completions sends the same texts as a raw
+# prompt, for random-weight models: see serve_bench.c), PEER_REPS (3,
 # llama-bench -r), PEER_KERNELS (1), PEER_SERVE (1), PEER_DECODE (decode
 # steps after N; default 128 after 128, 64 after more), PEER_BW (0; 1:
 # ours' decode also measures the read bandwidth, so each decode row gets
@@ -84,6 +86,7 @@ PEERS_ONLY=${PEERS_ONLY:-0}
 PEER_SIZES=${PEER_SIZES:-128 1024 4096}
 PEER_STREAMS=${PEER_STREAMS:-1 16 64}
 PEER_REPS=${PEER_REPS:-3}
+PEER_SERVE_PATH=${PEER_SERVE_PATH:-/v1/chat/completions}
 PEER_KERNELS=${PEER_KERNELS:-1}
 PEER_SERVE=${PEER_SERVE:-1}
 declare -A PEER_BENCH_ARGS=([llama]=${LLAMA_BENCH_ARGS:-} \
@@ -520,11 +523,13 @@ run_peer_serve() {  # run_peer_serve ROUND
         for e in $(rotate "$r" ours "${PEERS[@]}"); do
             if [ "$e" = ours ]; then
                 run_variant "$r" "peer-serve-ours-$n" "$PORT" stream \
-                    --streams "$n" --tokens 64 --tag "r$r-$n-p"
+                    --streams "$n" --tokens 64 --tag "r$r-$n-p" \
+                    --path "$PEER_SERVE_PATH"
             else
                 SERVER_PID=${PEER_PID[$e]} run_variant "$r" \
                     "peer-serve-$e-$n" "${PEER_PORT[$e]}" stream \
-                    --streams "$n" --tokens 64 --tag "r$r-$n-p"
+                    --streams "$n" --tokens 64 --tag "r$r-$n-p" \
+                    --path "$PEER_SERVE_PATH"
             fi
         done
     done

@@ -5,6 +5,7 @@
  *
  *   build/bench/serve_bench stream --port P --streams N [--requests R]
  *       [--tokens 64] [--model smollm2] [--path /v1/chat/completions]
+ *       (or /v1/completions: the same texts as one raw prompt)
  *       [--system-file F] [--bust TAG] [--tag TAG] [--timeout 600]
  *       [--host 127.0.0.1] [--response-format JSON]
  *   build/bench/serve_bench http --port P --path /x [--conns 8]
@@ -261,6 +262,27 @@ consume(char *buf, size_t *len, size_t n)
  * requests
  */
 
+/* the request's texts as one prompt (--path /v1/completions): no chat
+ * template on either side, so servers whose chat-output parsers fail on a
+ * random-weight model's bytes (ik_llama.cpp's server aborts on invalid
+ * UTF-8 in a chat reply) are measured on the same prompt tokens as ours */
+static char *
+completion_body(const sb_opts *o, int i, cJSON *root)
+{
+    char    *json, prompt[8192];
+
+    snprintf(prompt, sizeof(prompt), "%s%s%s%s%s%s",
+             o->system != NULL ? o->system : "",
+             o->system != NULL ? "\n\n" : "",
+             o->tag != NULL ? "[" : "", o->tag != NULL ? o->tag : "",
+             o->tag != NULL ? "] " : "", sb_messages[i % SB_N_MESSAGES]);
+    cJSON_AddStringToObject(root, "prompt", prompt);
+    json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return json;
+}
+
+
 static char *
 chat_body(const sb_opts *o, int i)
 {
@@ -276,6 +298,10 @@ chat_body(const sb_opts *o, int i)
     cJSON_AddNumberToObject(root, "temperature", 0);
     so = cJSON_AddObjectToObject(root, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", 1);
+    if (strstr(o->path, "chat/") == NULL) {
+        /* /v1/completions: the same texts as one raw prompt */
+        return completion_body(o, i, root);
+    }
     msgs = cJSON_AddArrayToObject(root, "messages");
     if (o->response_format != NULL) {
         cJSON_AddItemToObject(root, "response_format",
@@ -573,7 +599,8 @@ sse_event(sb_bench *b, sb_conn *c, const char *data, double t)
     choices = cJSON_GetObjectItem(root, "choices");
     x = cJSON_GetArrayItem(choices, 0);
     delta = cJSON_GetObjectItem(x, "delta");
-    content = cJSON_GetObjectItem(delta, "content");
+    content = delta != NULL ? cJSON_GetObjectItem(delta, "content")
+                            : cJSON_GetObjectItem(x, "text");
     if (cJSON_IsString(content) && content->valuestring[0] != '\0') {
         if (r->n_chunks == 0) {
             r->t_first = t;
