@@ -364,7 +364,11 @@ llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
         id = t->ids[t->n_hashed];
         /* another sequence may have registered the same content first:
            keep its copy, ours goes back to the free list when released */
-        if (!bm->registered[id] && map_find(bm, h, t->last_hash, blk) < 0) {
+        /* a block dropped out of the window (after a failed forward's
+           llm_blocks_forget) only continues the chain */
+        if (id >= 0 && !bm->registered[id]
+            && map_find(bm, h, t->last_hash, blk) < 0)
+        {
             bm->hash[id] = h;
             bm->parent[id] = t->last_hash;
             memcpy(bm->tokens + (size_t) id * bm->block_size, blk,
@@ -392,9 +396,12 @@ llm_blocks_fork(llm_block_manager *bm, llm_block_table *t,
         return -1;
     }
     for (k = 0; k < full; k++) {
-        bm->ref[src->ids[k]]++;         /* held by src: not in the LRU */
-        t->ids[t->n++] = src->ids[k];
+        if (src->ids[k] >= 0) {
+            bm->ref[src->ids[k]]++;     /* held by src: not in the LRU */
+        }
+        t->ids[t->n++] = src->ids[k];   /* -1 where src dropped it */
     }
+    t->n_dropped = src->n_dropped < full ? src->n_dropped : full;
     if (partial) {
         *copy_src = src->ids[full];
         *copy_dst = take_block(bm);
@@ -415,7 +422,7 @@ llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
 
     for (k = 0; k < t->n; k++) {
         id = t->ids[k];
-        if (bm->registered[id]) {
+        if (id >= 0 && bm->registered[id]) {
             map_remove(bm, id);
             bm->registered[id] = 0;
         }
@@ -428,9 +435,10 @@ llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
 void
 llm_blocks_release(llm_block_manager *bm, llm_block_table *t)
 {
-    while (t->n > 0) {
+    while (t->n > t->n_dropped) {
         drop_block(bm, t->ids[--t->n]);
     }
+    t->n = t->n_dropped = 0;
     t->n_hashed = 0;
     t->last_hash = 0;
 }
@@ -447,6 +455,63 @@ llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t, int n_tokens)
     while (t->n > keep) {
         drop_block(bm, t->ids[--t->n]);
     }
+}
+
+
+/* ---------------------------------------------------------------------------
+ * sliding window
+ */
+
+void
+llm_blocks_set_window(llm_block_manager *bm, int window)
+{
+    bm->window = window > 0 ? window : 0;
+}
+
+
+int
+llm_blocks_slide(llm_block_manager *bm, llm_block_table *t, int pos)
+{
+    int  k, drop;
+
+    if (bm->window == 0 || pos - bm->window + 1 <= 0) {
+        return 0;
+    }
+    /* block k holds positions k*bs .. (k+1)*bs - 1: dropped when even the
+       last is before the window of the first query */
+    drop = (pos - bm->window + 1) / bm->block_size;
+    if (drop > t->n) {
+        drop = t->n;
+    }
+    if (drop <= t->n_dropped) {
+        return 0;
+    }
+    /* the last first, so the LRU list evicts a prefix's head last (as
+       llm_blocks_release): a later hit needs the whole chain */
+    for (k = drop - 1; k >= t->n_dropped; k--) {
+        drop_block(bm, t->ids[k]);
+        t->ids[k] = -1;
+    }
+    k = drop - t->n_dropped;
+    t->n_dropped = drop;
+    bm->slid += k;
+    return k;
+}
+
+
+int
+llm_blocks_peak(const llm_block_manager *bm, int n_tokens, int chunk)
+{
+    int  all = (n_tokens + bm->block_size - 1) / bm->block_size, w;
+
+    if (bm->window == 0) {
+        return all;
+    }
+    /* a step from n holds positions n - window + 1 .. n + chunk - 1 (those
+       before 0 aside), which straddle at most one more block boundary
+       than their count needs */
+    w = (bm->window - 1 + chunk + bm->block_size - 1) / bm->block_size + 1;
+    return w < all ? w : all;
 }
 
 

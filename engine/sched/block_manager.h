@@ -37,11 +37,27 @@
  * caller always computes at least one token (it needs that token's logits)
  * and no copy-on-write is needed.
  *
+ * Sliding window (llm_blocks_set_window: a model whose every layer
+ * attends to the last `window` positions only, mistral's; docs/models.md
+ * "KV cache of windowed layers"). A query at position p reads keys
+ * p - window + 1 .. p, so once a sequence's next step starts at position
+ * n (every query of it at >= n), a block whose every position is
+ * < n - window + 1 is never read again: llm_blocks_slide() drops it and
+ * marks its table entry -1. The table keeps its length (t->n counts
+ * positions' blocks, the released leading ones included: t->n_dropped of
+ * them), so position p still lives in ids[p / block_size]; the backends
+ * never read an entry before the window's first block. A dropped block
+ * that was registered keeps its content in the LRU list like any released
+ * one: a prefix hit (llm_blocks_match_prefix) still needs every block from
+ * position 0 cached, which makes it exact, and the hit's sequence drops
+ * the ones outside its window at once.
+ *
  * defines: llm_block_table, llm_block_manager, llm_blocks_init,
  *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
  *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
  *          llm_blocks_commit, llm_blocks_fork, llm_blocks_forget,
  *          llm_blocks_release, llm_blocks_truncate,
+ *          llm_blocks_set_window, llm_blocks_slide, llm_blocks_peak,
  *          llm_blocks_n_available,
  *          llm_blocks_n_used, llm_blocks_n_cached
  */
@@ -55,7 +71,10 @@
 typedef struct {
     int32_t      *ids;          /* (cap) block ids, position p in
                                    ids[p / block_size] */
-    int           n;            /* blocks held */
+    int           n;            /* blocks covering positions, the
+                                   dropped ones included */
+    int           n_dropped;    /* leading entries released out of the
+                                   window: ids[0 .. n_dropped) are -1 */
     int           cap;
     int           n_hashed;     /* leading blocks registered or matched */
     uint64_t      last_hash;    /* hash of block n_hashed - 1 (0: none) */
@@ -65,6 +84,8 @@ typedef struct {
     int           n_blocks;
     int           block_size;
     int           prefix_caching;   /* 0: no hashes, no lookups */
+    int           window;       /* every layer's sliding window (keys
+                                   p - window + 1 .. p); 0: none */
 
     int32_t      *ref;          /* (n_blocks) sequences holding the block */
     uint64_t     *hash;         /* (n_blocks) valid where registered[] */
@@ -89,6 +110,7 @@ typedef struct {
     uint32_t      map_cap;      /* power of two, >= 2 * n_blocks */
 
     uint64_t      evictions;    /* cached blocks reused for new content */
+    uint64_t      slid;         /* blocks dropped out of the window */
 } llm_block_manager;
 
 /* 0, or -1 with a message in err (bad sizes, out of memory) */
@@ -149,6 +171,20 @@ void llm_blocks_release(llm_block_manager *bm, llm_block_table *t);
  * block: drafts are committed only once accepted) */
 void llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t,
     int n_tokens);
+
+/* every layer of the model attends to the last window positions only
+ * (0: full attention); set once, before any table takes a block */
+void llm_blocks_set_window(llm_block_manager *bm, int window);
+
+/* the next step's queries are at positions >= pos: drop the leading
+ * blocks no query of it reads (every position < pos - window + 1), the
+ * last first; returns how many were dropped (0 without a window) */
+int llm_blocks_slide(llm_block_manager *bm, llm_block_table *t, int pos);
+
+/* the most blocks a sequence of n_tokens positions holds at once when a
+ * step feeds it at most `chunk` tokens (with a window: the window and the
+ * chunk, never more than the whole sequence) */
+int llm_blocks_peak(const llm_block_manager *bm, int n_tokens, int chunk);
 
 /* free + evictable blocks: what an allocation can get */
 int llm_blocks_n_available(const llm_block_manager *bm);

@@ -503,7 +503,7 @@ static int
 check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     char *err, size_t err_len)
 {
-    int      i, len = s->opt.max_model_len, waiting;
+    int      i, len = s->opt.max_model_len, waiting, peak;
     int64_t  need;
 
     if (req->n_prompt < 1 || req->prompt == NULL) {
@@ -540,6 +540,8 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     /* the last generated token is never fed back, so it needs no KV */
     need = (req->n_prompt + *max_tokens - 1 + s->bm.block_size - 1)
            / s->bm.block_size;
+    peak = llm_blocks_peak(&s->bm, req->n_prompt + *max_tokens - 1,
+                           s->opt.max_batched_tokens);
     if (req->n_choices < 0 || req->n_choices > LLM_SCHED_MAX_CHOICES
         || (req->n_choices > 1
             && (req->choice_users == NULL || req->choice_out == NULL)))
@@ -552,6 +554,11 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     if (req->n_choices > 1) {
         need += (int64_t) (req->n_choices - 1)
                 * (need - req->n_prompt / s->bm.block_size);
+    }
+    /* with a window a sequence holds at most its peak at once (dropped
+       blocks go back to the pool): each choice its own, counted apart */
+    if (peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1) < need) {
+        need = peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1);
     }
     if (need > s->bm.n_blocks) {
         snprintf(err, err_len, "prompt (%d tokens) + %d x max_tokens (%d) "
@@ -932,6 +939,9 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
 {
     llm_seq  *victim;
 
+    /* the blocks that left the window first: this step may need their
+       place (block_manager.h, "Sliding window") */
+    llm_blocks_slide(&s->bm, &q->blocks, q->n_computed);
     while (llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n) != 0) {
         victim = pick_victim(s);
         seq_preempt(s, victim);
@@ -1165,6 +1175,7 @@ schedule_waiting(llm_sched *s, int yielding, sched_budget *b)
               : llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
                                         q->n_tokens);
         q->n_computed = hit;
+        llm_blocks_slide(&s->bm, &q->blocks, hit);
         n = q->n_tokens - q->n_computed;
         if (n > b->prefill) {
             n = b->prefill;
@@ -1835,6 +1846,7 @@ llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st)
     st->kv_blocks_total = s->bm.n_blocks;
     st->kv_blocks_used = llm_blocks_n_used(&s->bm);
     st->kv_blocks_cached = llm_blocks_n_cached(&s->bm);
+    st->kv_blocks_slid = s->bm.slid;
 }
 
 
@@ -1915,6 +1927,23 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
 }
 
 
+/* the window of every layer when all have the same one (mistral), else 0:
+ * only then can a block leave every layer's window (docs/models.md,
+ * "KV cache of windowed layers") */
+static int
+model_window(const llm_config *cfg)
+{
+    int  i, w = llm_config_layer_window(cfg, 0);
+
+    for (i = 1; i < cfg->n_layers; i++) {
+        if (llm_config_layer_window(cfg, i) != w) {
+            return 0;
+        }
+    }
+    return cfg->encoder ? 0 : w;
+}
+
+
 llm_sched *
 llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     size_t err_len)
@@ -1935,6 +1964,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
         free(s);
         return NULL;
     }
+    llm_blocks_set_window(&s->bm, model_window(&be->model->cfg));
     ns = s->opt.max_num_seqs;
     nt = s->opt.max_batched_tokens;
     /* draft rows for up to LLM_SPEC_MAX_SEQS speculating sequences a step */

@@ -5,6 +5,11 @@
  * operation (counts add up, references equal table entries, every
  * registered block is found by its own content); a fork (n choices)
  * shares the full blocks and gets its own copy of a partial last one.
+ * A sliding window: at every position exactly the blocks with a position
+ * inside the window of the next query are held (none outside kept, none
+ * inside dropped), the peak holds, dropped registered blocks still give
+ * prefix hits, forks and releases skip the holes, and the random run
+ * again with a window.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -190,7 +195,13 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
     memset(refs, 0, sizeof(refs));
     for (i = 0; i < R_SEQS; i++) {
         for (k = 0; k < t[i].n; k++) {
-            refs[t[i].ids[k]]++;
+            if ((t[i].ids[k] < 0) != (k < t[i].n_dropped)) {
+                *why = "a hole outside the dropped leading blocks";
+                return -1;
+            }
+            if (t[i].ids[k] >= 0) {
+                refs[t[i].ids[k]]++;
+            }
         }
     }
     for (i = 0; i < R_BLOCKS; i++) {
@@ -228,7 +239,7 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
 
 
 static void
-test_random(void)
+test_random(int window)
 {
     llm_block_manager  bm;
     llm_block_table    t[R_SEQS];
@@ -238,6 +249,7 @@ test_random(void)
     char               err[256];
 
     llm_blocks_init(&bm, R_BLOCKS, BS, 1, err, sizeof(err));
+    llm_blocks_set_window(&bm, window);
     for (i = 0; i < R_SEQS; i++) {
         llm_blocks_table_init(&t[i], &bm, R_MAXTOK);
     }
@@ -251,6 +263,7 @@ test_random(void)
             }
             n = llm_blocks_match_prefix(&bm, &t[s], toks[s], len[s]);
             hits += n > 0;
+            llm_blocks_slide(&bm, &t[s], n);
             if (llm_blocks_ensure(&bm, &t[s], len[s]) != 0) {
                 llm_blocks_release(&bm, &t[s]);
             } else {
@@ -258,14 +271,19 @@ test_random(void)
             }
         } else if (rnd(3) == 0 || len[s] >= R_MAXTOK - 8) {
             llm_blocks_release(&bm, &t[s]);
-        } else if (llm_blocks_ensure(&bm, &t[s], len[s] + 1) == 0) {
+        } else if (llm_blocks_slide(&bm, &t[s], len[s]) >= 0
+                   && llm_blocks_ensure(&bm, &t[s], len[s] + 1) == 0)
+        {
             len[s]++;
             llm_blocks_commit(&bm, &t[s], toks[s], len[s]);
         }
         bad = check_invariants(&bm, t, &why) != 0;
     }
-    ok(!bad, "20000 random operations keep the invariants%s%s",
-       bad ? ": " : "", why);
+    ok(!bad, "20000 random operations (window %d) keep the invariants%s%s",
+       window, bad ? ": " : "", why);
+    ok(window == 0 ? bm.slid == 0 : bm.slid > 100,
+       "blocks dropped out of the window: %llu",
+       (unsigned long long) bm.slid);
     ok(hits > 100, "random run had prefix hits (%d)", hits);
     ok(bm.evictions > 0, "random run evicted cached blocks (%llu)",
        (unsigned long long) bm.evictions);
@@ -329,13 +347,149 @@ test_fork(void)
 }
 
 
+/* at each position of a sequence fed `chunk` tokens a step, exactly the
+ * blocks holding a position >= pos - W + 1 of the step's first query are
+ * held; at most llm_blocks_peak() at once */
+static void
+window_walk(int window, int chunk, int len)
+{
+    llm_block_manager  bm;
+    llm_block_table    t;
+    int                pos, k, held, peak = 0, kept_out = 0, lost_in = 0;
+    char               err[256];
+
+    llm_blocks_init(&bm, 64, BS, 0, err, sizeof(err));
+    llm_blocks_set_window(&bm, window);
+    llm_blocks_table_init(&t, &bm, len);
+    for (pos = 0; pos < len; pos += chunk) {
+        llm_blocks_slide(&bm, &t, pos);
+        llm_blocks_ensure(&bm, &t, pos + chunk < len ? pos + chunk : len);
+        held = 0;
+        for (k = 0; k < t.n; k++) {
+            /* block k's last position (k+1)*BS - 1 in the window of the
+               query at pos: read by this step */
+            int in = (k + 1) * BS - 1 >= pos - window + 1;
+            kept_out += !in && t.ids[k] >= 0;
+            lost_in += in && t.ids[k] < 0;
+            held += t.ids[k] >= 0;
+        }
+        peak = held > peak ? held : peak;
+    }
+    is_int(kept_out, 0, "window %d, chunk %d: no block outside the window "
+           "kept", window, chunk);
+    is_int(lost_in, 0, "window %d, chunk %d: no block inside the window "
+           "dropped", window, chunk);
+    ok(peak <= llm_blocks_peak(&bm, len, chunk), "window %d, chunk %d: "
+       "held %d at most, peak says %d", window, chunk, peak,
+       llm_blocks_peak(&bm, len, chunk));
+    is_int((int) bm.slid + llm_blocks_n_used(&bm), t.n,
+           "window %d, chunk %d: dropped + held = the table's length",
+           window, chunk);
+    llm_blocks_release(&bm, &t);
+    is_int(llm_blocks_n_available(&bm), 64, "window %d: all blocks back",
+           window);
+    llm_blocks_table_free(&t);
+    llm_blocks_free(&bm);
+}
+
+
+static void
+test_window(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    t;
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 0, err, sizeof(err));
+    llm_blocks_set_window(&bm, 6);
+    llm_blocks_table_init(&t, &bm, 40);
+    llm_blocks_ensure(&bm, &t, 10);
+    /* the query at 10 reads 5..10: block 0 (0..3) is out, 1 (4..7) in */
+    is_int(llm_blocks_slide(&bm, &t, 10), 1, "at 10, window 6: 1 dropped");
+    ok(t.ids[0] == -1 && t.ids[1] >= 0 && t.n_dropped == 1 && t.n == 3,
+       "block 0 marked -1, the table keeps its length");
+    is_int(llm_blocks_slide(&bm, &t, 12), 0, "at 12 (reads 7..): block 1 "
+           "kept for position 7");
+    is_int(llm_blocks_slide(&bm, &t, 13), 1, "at 13 (reads 8..): block 1 "
+           "dropped");
+    is_int(llm_blocks_n_used(&bm), 1, "1 block held");
+    is_int(llm_blocks_needed(&bm, &t, 20), 2, "20 tokens: 2 more blocks");
+    is_int(llm_blocks_slide(&bm, &t, 13), 0, "sliding again: nothing");
+    llm_blocks_release(&bm, &t);
+    ok(t.n == 0 && t.n_dropped == 0 && llm_blocks_n_available(&bm) == 16,
+       "release skips the holes: every block back");
+    llm_blocks_set_window(&bm, 0);
+    llm_blocks_ensure(&bm, &t, 40);
+    is_int(llm_blocks_slide(&bm, &t, 39), 0, "no window: nothing dropped");
+    llm_blocks_release(&bm, &t);
+    llm_blocks_table_free(&t);
+    is_int(llm_blocks_peak(&bm, 40, 1), 10, "no window: peak = the whole "
+           "sequence");
+    llm_blocks_set_window(&bm, 6);
+    is_int(llm_blocks_peak(&bm, 40, 1), 3, "window 6, decode: peak 3");
+    is_int(llm_blocks_peak(&bm, 6, 1), 2, "never more than the sequence");
+    llm_blocks_free(&bm);
+
+    window_walk(6, 1, 60);
+    window_walk(8, 1, 60);      /* a window of whole blocks */
+    window_walk(1, 1, 60);
+    window_walk(6, 5, 61);      /* prefill chunks across blocks */
+    window_walk(9, 16, 100);
+    window_walk(200, 7, 100);   /* longer than the sequence: nothing */
+}
+
+
+/* dropped registered blocks stay in the cache: a later prompt with the
+ * same prefix hits all of it, then drops what is outside its window; a
+ * fork copies the holes */
+static void
+test_window_prefix(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, c;
+    int32_t            toks[24], src, dst;
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
+    llm_blocks_set_window(&bm, 5);
+    fill(toks, 24, 500);
+    llm_blocks_table_init(&a, &bm, 24);
+    llm_blocks_table_init(&b, &bm, 24);
+    llm_blocks_table_init(&c, &bm, 24);
+    llm_blocks_ensure(&bm, &a, 18);
+    llm_blocks_commit(&bm, &a, toks, 18);
+    is_int(llm_blocks_slide(&bm, &a, 18), 3, "at 18 (reads 14..): blocks "
+           "0-2 dropped");
+    is_int(llm_blocks_n_cached(&bm), 4, "the 4 full blocks stay cached");
+    ok(llm_blocks_fork(&bm, &c, &a, 18, &src, &dst) == 0 && c.n == 5
+       && c.n_dropped == 3 && c.ids[2] == -1 && c.ids[3] == a.ids[3]
+       && bm.ref[a.ids[3]] == 2 && dst >= 0 && src == a.ids[4],
+       "a fork copies the holes, shares block 3, copies the partial 4");
+    llm_blocks_release(&bm, &c);
+    llm_blocks_release(&bm, &a);
+    is_int(llm_blocks_match_prefix(&bm, &b, toks, 20), 16, "a new prompt "
+           "hits every dropped block: 16 tokens");
+    is_int(llm_blocks_slide(&bm, &b, 16), 3, "and drops 3 of them at once "
+           "(its first query at 16 reads 12..)");
+    llm_blocks_release(&bm, &b);
+    is_int(llm_blocks_n_available(&bm), 16, "window prefix: all back");
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&c);
+    llm_blocks_free(&bm);
+}
+
+
 int
 main(void)
 {
     test_alloc_release();
     test_prefix_sharing();
     test_lru_eviction();
-    test_random();
+    test_random(0);
+    test_random(7);
     test_fork();
+    test_window();
+    test_window_prefix();
     return tap_done();
 }
