@@ -57,6 +57,7 @@ struct llm_sched {
     int32_t             *chunk;        /* (max_num_seqs) tokens fed */
     const int32_t      **tables;       /* (max_num_seqs) block tables */
     int32_t             *table_len;    /* (max_num_seqs) */
+    int32_t             *table_stride; /* (max_num_seqs) a group's row */
     int                  n_logits;
     int32_t             *logit_idx;    /* (max_logits) token index */
     llm_seq            **logit_seq;    /* (max_logits); a speculating
@@ -488,7 +489,8 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
                  "max_model_len %d", req->n_prompt, s->opt.max_model_len);
         return LLM_SCHED_TOO_LONG;
     }
-    need = (req->n_prompt + s->bm.block_size - 1) / s->bm.block_size;
+    need = (req->n_prompt + s->bm.block_size - 1) / s->bm.block_size
+           * s->bm.n_groups;
     if (need > s->bm.n_blocks) {
         snprintf(err, err_len, "the input (%d tokens) needs %d KV blocks; "
                  "the whole pool has %d", req->n_prompt, (int) need,
@@ -555,8 +557,9 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
         need += (int64_t) (req->n_choices - 1)
                 * (need - req->n_prompt / s->bm.block_size);
     }
+    need *= s->bm.n_groups;             /* pages, as the pool counts */
     /* with a window a sequence holds at most its peak at once (dropped
-       blocks go back to the pool): each choice its own, counted apart */
+       pages go back to the pool): each choice its own, counted apart */
     if (peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1) < need) {
         need = peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1);
     }
@@ -858,6 +861,7 @@ batch_add(llm_sched *s, llm_seq *q, int n)
     s->chunk[e] = n;
     s->tables[e] = q->blocks.ids;
     s->table_len[e] = q->blocks.n;
+    s->table_stride[e] = q->blocks.cap;
     for (i = 0; i < n; i++) {
         s->tok[s->n_tokens] = q->tokens[q->n_computed + i];
         s->pos[s->n_tokens] = q->n_computed + i;
@@ -1312,6 +1316,8 @@ run_batch(llm_sched *s)
     b.n_seqs = s->n_seqs;
     b.block_table = s->tables;
     b.n_blocks = s->table_len;
+    b.n_groups = s->bm.n_groups;
+    b.table_stride = s->table_stride;
     b.n_logits = s->n_logits;
     b.logit_idx = s->logit_idx;
     b.logits = s->logits;
@@ -1527,7 +1533,8 @@ verify_drafts(llm_sched *s, llm_seq *q, int e, int nd)
 static int
 fork_one(llm_sched *s, llm_seq *p, llm_seq *c)
 {
-    int32_t  src, dst;
+    int32_t  src[LLM_KV_MAX_GROUPS], dst[LLM_KV_MAX_GROUPS];
+    int      g;
 
     if (p->compiled != NULL) {
         llm_compiled_ref(p->compiled);
@@ -1544,13 +1551,18 @@ fork_one(llm_sched *s, llm_seq *p, llm_seq *c)
     if (s->n_running >= s->opt.max_num_seqs
         || s->be->iface.copy_block == NULL
         || llm_blocks_fork(&s->bm, &c->blocks, &p->blocks, p->n_computed,
-                           &src, &dst) != 0)
+                           src, dst) != 0)
     {
         c->state = LLM_SEQ_WAITING;
         wait_insert(s, c);
         return 0;
     }
-    if (dst >= 0 && s->be->iface.copy_block(s->be, dst, src) != 0) {
+    for (g = 0; g < s->bm.n_groups && dst[g] >= 0
+                && s->be->iface.copy_block(s->be, dst[g], src[g]) == 0; g++)
+    {
+        /* every group's page of the partial block */
+    }
+    if (g < s->bm.n_groups && dst[g] >= 0) {
         llm_blocks_release(&s->bm, &c->blocks);
         c->state = LLM_SEQ_WAITING;
         wait_insert(s, c);
@@ -1927,29 +1939,13 @@ resolve_options(llm_sched *s, const llm_sched_options *o, char *err,
 }
 
 
-/* the window of every layer when all have the same one (mistral), else 0:
- * only then can a block leave every layer's window (docs/models.md,
- * "KV cache of windowed layers") */
-static int
-model_window(const llm_config *cfg)
-{
-    int  i, w = llm_config_layer_window(cfg, 0);
-
-    for (i = 1; i < cfg->n_layers; i++) {
-        if (llm_config_layer_window(cfg, i) != w) {
-            return 0;
-        }
-    }
-    return cfg->encoder ? 0 : w;
-}
-
-
 llm_sched *
 llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     size_t err_len)
 {
-    llm_sched  *s = calloc(1, sizeof(*s));
-    int         ns, nt;
+    llm_sched      *s = calloc(1, sizeof(*s));
+    llm_kv_layout   lo;
+    int             ns, nt;
 
     if (s == NULL) {
         snprintf(err, err_len, "scheduler: out of memory");
@@ -1957,14 +1953,22 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     }
     s->be = be;
     s->n_vocab = be->model->cfg.vocab_size;
+    /* n_blocks counts logical blocks of every layer, as the backend's
+       pool does: the block manager's ids are its pages (model/kv.h) */
+    if (llm_config_kv_layout(&be->model->cfg, &lo, NULL, NULL) != 0) {
+        snprintf(err, err_len, "scheduler: out of memory");
+        free(s);
+        return NULL;
+    }
     if (resolve_options(s, o, err, err_len) != 0
-        || llm_blocks_init(&s->bm, s->opt.n_blocks, be->opt.kv_block_size,
-                           s->opt.prefix_caching, err, err_len) != 0)
+        || llm_blocks_init(&s->bm, s->opt.n_blocks * lo.n_groups,
+                           be->opt.kv_block_size, s->opt.prefix_caching,
+                           err, err_len) != 0)
     {
         free(s);
         return NULL;
     }
-    llm_blocks_set_window(&s->bm, model_window(&be->model->cfg));
+    llm_blocks_set_layout(&s->bm, &lo);
     ns = s->opt.max_num_seqs;
     nt = s->opt.max_batched_tokens;
     /* draft rows for up to LLM_SPEC_MAX_SEQS speculating sequences a step */
@@ -1982,6 +1986,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->chunk = malloc(ns * sizeof(*s->chunk));
     s->tables = malloc(ns * sizeof(*s->tables));
     s->table_len = malloc(ns * sizeof(*s->table_len));
+    s->table_stride = malloc(ns * sizeof(*s->table_stride));
     s->logit_idx = malloc(s->max_logits * sizeof(*s->logit_idx));
     s->logit_seq = malloc(s->max_logits * sizeof(*s->logit_seq));
     s->logits = malloc((size_t) s->max_logits * s->n_vocab
@@ -2017,6 +2022,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
         || s->tok_type == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
+        || s->table_stride == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
         || s->samplers == NULL || s->sampled == NULL || s->mask == NULL
         || s->fork_row == NULL || s->fork_scratch == NULL)
@@ -2068,6 +2074,7 @@ llm_sched_free(llm_sched *s)
     free(s->chunk);
     free(s->tables);
     free(s->table_len);
+    free(s->table_stride);
     free(s->logit_idx);
     free(s->logit_seq);
     free(s->samplers);

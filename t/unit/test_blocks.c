@@ -21,6 +21,22 @@
 #define BS  4
 
 
+/* n_groups layer groups (model/kv.h), the last one sliding `window` when
+ * window > 0 (one group: mistral's; two: a full one, then a sliding one) */
+static void
+set_groups(llm_block_manager *bm, int window, int n_groups)
+{
+    llm_kv_layout  lo;
+
+    memset(&lo, 0, sizeof(lo));
+    lo.n_groups = n_groups;
+    lo.per_group = 1;
+    lo.window = window;
+    lo.sliding[n_groups - 1] = window > 0;
+    llm_blocks_set_layout(bm, &lo);
+}
+
+
 static void
 fill(int32_t *t, int n, int32_t base)
 {
@@ -194,13 +210,16 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
 
     memset(refs, 0, sizeof(refs));
     for (i = 0; i < R_SEQS; i++) {
-        for (k = 0; k < t[i].n; k++) {
-            if ((t[i].ids[k] < 0) != (k < t[i].n_dropped)) {
+        for (k = 0; k < t[i].n * bm->n_groups; k++) {
+            int g = k / t[i].n, id = t[i].ids[g * t[i].cap + k % t[i].n];
+
+            if ((id < 0) != (bm->sliding[g] && k % t[i].n < t[i].n_dropped))
+            {
                 *why = "a hole outside the dropped leading blocks";
                 return -1;
             }
-            if (t[i].ids[k] >= 0) {
-                refs[t[i].ids[k]]++;
+            if (id >= 0) {
+                refs[id]++;
             }
         }
     }
@@ -239,7 +258,7 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
 
 
 static void
-test_random(int window)
+test_random(int window, int n_groups)
 {
     llm_block_manager  bm;
     llm_block_table    t[R_SEQS];
@@ -249,7 +268,7 @@ test_random(int window)
     char               err[256];
 
     llm_blocks_init(&bm, R_BLOCKS, BS, 1, err, sizeof(err));
-    llm_blocks_set_window(&bm, window);
+    set_groups(&bm, window, n_groups);
     for (i = 0; i < R_SEQS; i++) {
         llm_blocks_table_init(&t[i], &bm, R_MAXTOK);
     }
@@ -279,8 +298,8 @@ test_random(int window)
         }
         bad = check_invariants(&bm, t, &why) != 0;
     }
-    ok(!bad, "20000 random operations (window %d) keep the invariants%s%s",
-       window, bad ? ": " : "", why);
+    ok(!bad, "20000 random operations (window %d, %d groups) keep the "
+       "invariants%s%s", window, n_groups, bad ? ": " : "", why);
     ok(window == 0 ? bm.slid == 0 : bm.slid > 100,
        "blocks dropped out of the window: %llu",
        (unsigned long long) bm.slid);
@@ -348,45 +367,50 @@ test_fork(void)
 
 
 /* at each position of a sequence fed `chunk` tokens a step, exactly the
- * blocks holding a position >= pos - W + 1 of the step's first query are
- * held; at most llm_blocks_peak() at once */
+ * sliding group's pages holding a position >= pos - W + 1 of the step's
+ * first query are held, and every page of a full group; at most
+ * llm_blocks_peak() at once */
 static void
-window_walk(int window, int chunk, int len)
+window_walk(int window, int chunk, int len, int n_groups)
 {
     llm_block_manager  bm;
     llm_block_table    t;
-    int                pos, k, held, peak = 0, kept_out = 0, lost_in = 0;
+    int                pos, k, g, held, peak = 0, kept_out = 0, lost_in = 0;
     char               err[256];
 
-    llm_blocks_init(&bm, 64, BS, 0, err, sizeof(err));
-    llm_blocks_set_window(&bm, window);
+    llm_blocks_init(&bm, 128, BS, 0, err, sizeof(err));
+    set_groups(&bm, window, n_groups);
     llm_blocks_table_init(&t, &bm, len);
     for (pos = 0; pos < len; pos += chunk) {
         llm_blocks_slide(&bm, &t, pos);
         llm_blocks_ensure(&bm, &t, pos + chunk < len ? pos + chunk : len);
         held = 0;
-        for (k = 0; k < t.n; k++) {
-            /* block k's last position (k+1)*BS - 1 in the window of the
-               query at pos: read by this step */
-            int in = (k + 1) * BS - 1 >= pos - window + 1;
-            kept_out += !in && t.ids[k] >= 0;
-            lost_in += in && t.ids[k] < 0;
-            held += t.ids[k] >= 0;
+        for (g = 0; g < n_groups; g++) {
+            for (k = 0; k < t.n; k++) {
+                /* block k's last position (k+1)*BS - 1 in the window of
+                   the query at pos: read by this step (a full group: all) */
+                int in = !bm.sliding[g] || (k + 1) * BS - 1 >= pos - window + 1;
+                int id = t.ids[g * t.cap + k];
+
+                kept_out += !in && id >= 0;
+                lost_in += in && id < 0;
+                held += id >= 0;
+            }
         }
         peak = held > peak ? held : peak;
     }
-    is_int(kept_out, 0, "window %d, chunk %d: no block outside the window "
-           "kept", window, chunk);
-    is_int(lost_in, 0, "window %d, chunk %d: no block inside the window "
-           "dropped", window, chunk);
-    ok(peak <= llm_blocks_peak(&bm, len, chunk), "window %d, chunk %d: "
-       "held %d at most, peak says %d", window, chunk, peak,
-       llm_blocks_peak(&bm, len, chunk));
-    is_int((int) bm.slid + llm_blocks_n_used(&bm), t.n,
-           "window %d, chunk %d: dropped + held = the table's length",
-           window, chunk);
+    is_int(kept_out, 0, "window %d, chunk %d, %d groups: no page outside "
+           "the window kept", window, chunk, n_groups);
+    is_int(lost_in, 0, "window %d, chunk %d, %d groups: no page inside the "
+           "window (or of a full group) dropped", window, chunk, n_groups);
+    ok(peak <= llm_blocks_peak(&bm, len, chunk), "window %d, chunk %d, %d "
+       "groups: held %d at most, peak says %d", window, chunk, n_groups,
+       peak, llm_blocks_peak(&bm, len, chunk));
+    is_int((int) bm.slid + llm_blocks_n_used(&bm), t.n * n_groups,
+           "window %d, chunk %d, %d groups: dropped + held = every group's "
+           "table", window, chunk, n_groups);
     llm_blocks_release(&bm, &t);
-    is_int(llm_blocks_n_available(&bm), 64, "window %d: all blocks back",
+    is_int(llm_blocks_n_available(&bm), 128, "window %d: all pages back",
            window);
     llm_blocks_table_free(&t);
     llm_blocks_free(&bm);
@@ -399,9 +423,10 @@ test_window(void)
     llm_block_manager  bm;
     llm_block_table    t;
     char               err[256];
+    int                g;
 
     llm_blocks_init(&bm, 16, BS, 0, err, sizeof(err));
-    llm_blocks_set_window(&bm, 6);
+    set_groups(&bm, 6, 1);
     llm_blocks_table_init(&t, &bm, 40);
     llm_blocks_ensure(&bm, &t, 10);
     /* the query at 10 reads 5..10: block 0 (0..3) is out, 1 (4..7) in */
@@ -418,24 +443,26 @@ test_window(void)
     llm_blocks_release(&bm, &t);
     ok(t.n == 0 && t.n_dropped == 0 && llm_blocks_n_available(&bm) == 16,
        "release skips the holes: every block back");
-    llm_blocks_set_window(&bm, 0);
+    set_groups(&bm, 0, 1);
     llm_blocks_ensure(&bm, &t, 40);
     is_int(llm_blocks_slide(&bm, &t, 39), 0, "no window: nothing dropped");
     llm_blocks_release(&bm, &t);
     llm_blocks_table_free(&t);
     is_int(llm_blocks_peak(&bm, 40, 1), 10, "no window: peak = the whole "
            "sequence");
-    llm_blocks_set_window(&bm, 6);
+    set_groups(&bm, 6, 1);
     is_int(llm_blocks_peak(&bm, 40, 1), 3, "window 6, decode: peak 3");
     is_int(llm_blocks_peak(&bm, 6, 1), 2, "never more than the sequence");
     llm_blocks_free(&bm);
 
-    window_walk(6, 1, 60);
-    window_walk(8, 1, 60);      /* a window of whole blocks */
-    window_walk(1, 1, 60);
-    window_walk(6, 5, 61);      /* prefill chunks across blocks */
-    window_walk(9, 16, 100);
-    window_walk(200, 7, 100);   /* longer than the sequence: nothing */
+    for (g = 1; g <= 2; g++) {
+        window_walk(6, 1, 60, g);
+        window_walk(8, 1, 60, g);   /* a window of whole blocks */
+        window_walk(1, 1, 60, g);
+        window_walk(6, 5, 61, g);   /* prefill chunks across blocks */
+        window_walk(9, 16, 100, g);
+        window_walk(200, 7, 100, g);    /* longer than the sequence */
+    }
 }
 
 
@@ -451,7 +478,7 @@ test_window_prefix(void)
     char               err[256];
 
     llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
-    llm_blocks_set_window(&bm, 5);
+    set_groups(&bm, 5, 1);
     fill(toks, 24, 500);
     llm_blocks_table_init(&a, &bm, 24);
     llm_blocks_table_init(&b, &bm, 24);
@@ -486,8 +513,9 @@ main(void)
     test_alloc_release();
     test_prefix_sharing();
     test_lru_eviction();
-    test_random(0);
-    test_random(7);
+    test_random(0, 1);
+    test_random(7, 1);
+    test_random(7, 2);
     test_fork();
     test_window();
     test_window_prefix();

@@ -22,11 +22,13 @@
  * across fair keys, the prefill budget, the batch class giving way) and the
  * stress again with classes and keys.
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
- * A sliding window (hf-mistral, window 12 on every layer): prompts of
- * several blocks past the window give the tokens of a plain forward over
- * tables that keep every block, alone in a pool of 4 blocks (so a block
- * dropped while still inside the window is overwritten and shows), batched,
- * and on prefix hits; the dropped blocks are counted.
+ * Sliding windows (hf-mistral: window 12 on every layer, one group;
+ * hf-gemma3 and hf-gptoss: a sliding and a full layer, two groups):
+ * prompts of several blocks past the window give the tokens of a plain
+ * forward over tables of logical blocks that keep every page, alone in a
+ * pool too small without the drops (so a page dropped while still inside
+ * the window is reused, overwritten, and shows), batched, and on prefix
+ * hits; the dropped pages are counted, a pool under the peak refuses.
  *
  * Speculative decoding, sampling on the backend, output constraints and n
  * choices are test_sched_decode.c's; the helpers both use are in
@@ -1000,7 +1002,7 @@ window_reference(llm_backend *be, const job *j, int32_t *out)
 
 
 static void
-test_window(void)
+test_window(const char *name, int alone_blocks, int under_blocks)
 {
     static job        jobs[WJ];
     static rec        alone[WJ], batch[WJ], hit[WJ];
@@ -1011,13 +1013,14 @@ test_window(void)
     llm_sched        *s;
     llm_sched_stats   st;
     uint64_t          slid = 0;
+    char              path[256];
 
-    if (!ok(llm_model_load(&m, "t/data/models/hf-mistral.gguf", 0, 1) == 0,
-            "hf-mistral loads")) {
+    snprintf(path, sizeof(path), "t/data/models/%s.gguf", name);
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "%s loads", name)) {
         printf("# %s\n", m.err);
         return;
     }
-    ok(m.cfg.sliding_window == 12, "hf-mistral: window 12 on every layer");
+    ok(m.cfg.sliding_window == 12, "%s: window 12", name);
     be = make_backend(&m, 64, 256, 1);
     if (be == NULL) {
         llm_model_free(&m);
@@ -1028,41 +1031,43 @@ test_window(void)
         make_job(&jobs[i], m.cfg.vocab_size, 30, lens[i], 40, 7);
         same &= window_reference(be, &jobs[i], ref[i]) == 0;
     }
-    ok(same, "window: reference forwards ran");
+    ok(same, "%s: reference forwards ran", name);
 
-    /* alone, 4 blocks of 16 for 189 positions: only with the drops */
+    /* alone, in fewer blocks of 16 than 189 positions take: only with
+       the drops (4: one sliding group; 8: a full group holds 12) */
     for (i = 0; i < WJ; i++) {
-        s = make_sched(be, 4, 0, 16, 1);
+        s = make_sched(be, alone_blocks, 0, 16, 1);
         submit(s, &jobs[i], &alone[i]);
         drain(s, 10000);
         llm_sched_stats_get(s, &st);
         slid += st.kv_blocks_slid;
-        ok(idle_and_clean(s), "window: job %d alone leaves the pool clean",
-           i);
+        ok(idle_and_clean(s), "%s: job %d alone leaves the pool clean",
+           name, i);
         llm_sched_free(s);
         same = alone[i].n_out == 40
                && memcmp(alone[i].out, ref[i], sizeof(ref[i])) == 0;
-        ok(same, "window: job %d (%d tokens) alone in 4 blocks == the "
-           "forward keeping every block", i, lens[i]);
+        ok(same, "%s: job %d (%d tokens) alone in %d blocks == the "
+           "forward keeping every block", name, i, lens[i], alone_blocks);
     }
     /* positions 0..188: blocks 0..11; at the last step (n = 188) the
-       window reads 177.., so blocks 0..10 were dropped */
-    ok(slid >= 11 + 9, "window: %llu blocks dropped", (unsigned long long)
-       slid);
+       window reads 177.., so blocks 0..10 were dropped (one sliding
+       group in each model) */
+    ok(slid >= 11 + 9, "%s: %llu pages dropped", name,
+       (unsigned long long) slid);
 
-    /* batched in 10 blocks (each may hold its peak, 6, at once), then
-       with the prefix cache in the whole pool, twice: misses, then hits
-       (a hit needs every block from position 0 still cached) */
-    s = make_sched(be, 10, 0, 64, WJ);
+    /* batched in 2 x alone_blocks, then with the prefix cache in the
+       whole pool, twice: misses, then hits (a hit needs every group's
+       page of every block from position 0 still cached) */
+    s = make_sched(be, 2 * alone_blocks, 0, 64, WJ);
     for (i = 0; i < WJ; i++) {
         submit(s, &jobs[i], &batch[i]);
     }
     drain(s, 10000);
     llm_sched_stats_get(s, &st);
-    ok(same_tokens(alone, batch, WJ, &bad), "window: batched in 10 blocks "
-       "== alone (first bad %d; %llu preemptions)", bad,
-       (unsigned long long) st.preemptions);
-    ok(idle_and_clean(s), "window: batched leaves the pool clean");
+    ok(same_tokens(alone, batch, WJ, &bad), "%s: batched in %d blocks == "
+       "alone (first bad %d; %llu preemptions)", name, 2 * alone_blocks,
+       bad, (unsigned long long) st.preemptions);
+    ok(idle_and_clean(s), "%s: batched leaves the pool clean", name);
     llm_sched_free(s);
     s = make_sched(be, 64, 1, 64, WJ);
     for (i = 0; i < WJ; i++) {
@@ -1074,20 +1079,21 @@ test_window(void)
     }
     drain(s, 10000);
     llm_sched_stats_get(s, &st);
-    ok(same_tokens(alone, batch, WJ, &bad), "window: batched with the "
-       "prefix cache == alone (first bad %d)", bad);
-    ok(same_tokens(alone, hit, WJ, &bad), "window: prefix hits == misses "
-       "(first bad %d)", bad);
-    ok(st.prefix_hit_tokens >= 144 + 112 + 32, "window: %llu prompt tokens "
-       "from the cache", (unsigned long long) st.prefix_hit_tokens);
-    ok(st.kv_blocks_slid > 0 && idle_and_clean(s), "window: %llu dropped, "
-       "the pool clean", (unsigned long long) st.kv_blocks_slid);
+    ok(same_tokens(alone, batch, WJ, &bad), "%s: batched with the prefix "
+       "cache == alone (first bad %d)", name, bad);
+    ok(same_tokens(alone, hit, WJ, &bad), "%s: prefix hits == misses "
+       "(first bad %d)", name, bad);
+    ok(st.prefix_hit_tokens >= 144 + 112 + 32, "%s: %llu prompt tokens "
+       "from the cache", name, (unsigned long long) st.prefix_hit_tokens);
+    ok(st.kv_blocks_slid > 0 && idle_and_clean(s), "%s: %llu dropped, the "
+       "pool clean", name, (unsigned long long) st.kv_blocks_slid);
     llm_sched_free(s);
 
-    /* the peak is what admission asks: 2 blocks cannot hold a step */
-    s = make_sched(be, 2, 0, 16, 1);
+    /* the peak is what admission asks */
+    s = make_sched(be, under_blocks, 0, 16, 1);
     ok(submit(s, &jobs[0], &alone[0]) == LLM_SCHED_TOO_LONG,
-       "window: a pool under the peak (3 blocks) refuses the request");
+       "%s: a pool of %d blocks, under the peak, refuses the request", name,
+       under_blocks);
     llm_sched_free(s);
     llm_backend_free(be);
     llm_model_free(&m);
@@ -1125,7 +1131,9 @@ main(void)
     }
     llm_backend_free(be);
     llm_model_free(&m);
-    TIMED(test_window());
+    TIMED(test_window("hf-mistral", 4, 2));
+    TIMED(test_window("hf-gemma3", 8, 7));
+    TIMED(test_window("hf-gptoss", 8, 7));
 
     /* make unit-asan runs this file again under ASan and UBSan (the use
        after free in llm_sched_create's error path was found that way):
