@@ -324,7 +324,9 @@ typedef struct {
     _Atomic uint64_t compute_busy_ns;   /* cpu: thread-ns inside kernels */
     _Atomic uint32_t compute_threads;   /* cpu: the pool's threads */
     _Atomic uint32_t kv_block_size;     /* tokens per KV block */
-    _Atomic uint64_t kv_block_bytes;    /* bytes per KV block, all layers */
+    _Atomic uint64_t kv_block_bytes;    /* bytes per KV page: all layers,
+                                           or one layer group's
+                                           (model/kv.h) */
     _Atomic uint64_t rss_bytes;         /* the engine's resident memory */
     _Atomic uint64_t errors[LLM_ERR_INTERNAL + 1];     /* by llm_slot_error */
     _Atomic uint32_t compute_util_ppm;  /* busy, parts per million, over
