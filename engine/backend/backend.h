@@ -137,8 +137,9 @@ struct llm_backend_iface {
        Samplers that want logprobs are the caller's. 0, or -1 as forward */
     int        (*forward_sample)(llm_backend *be, const llm_batch *batch,
                                  llm_sampler *const *samplers, int32_t *ids);
-    /* (optional, NULL: unsupported) KV block dst := src, for copy-on-write
-       of a shared prefix block */
+    /* (optional, NULL: unsupported) KV page dst := src (the block
+       manager's ids: one layer group's page, kv.h), for copy-on-write of
+       a shared prefix block */
     int        (*copy_block)(llm_backend *be, int32_t dst, int32_t src);
     void       (*free)(llm_backend *be);
     /* (optional, NULL: nothing known) fill u; callable from another thread

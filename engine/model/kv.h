@@ -113,7 +113,8 @@ int32_t llm_kv_alloc(llm_kv_cache *kv);
 void llm_kv_release(llm_kv_cache *kv, int32_t block);
 int llm_kv_n_free(const llm_kv_cache *kv);
 
-/* copy-on-write support for prefix sharing: dst := src (all layers) */
+/* copy-on-write support for prefix sharing: page dst := src (its
+ * layers) */
 void llm_kv_copy_block(llm_kv_cache *kv, int32_t dst, int32_t src);
 
 #endif

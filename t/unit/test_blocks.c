@@ -9,7 +9,9 @@
  * inside the window of the next query are held (none outside kept, none
  * inside dropped), the peak holds, dropped registered blocks still give
  * prefix hits, forks and releases skip the holes, and the random run
- * again with a window.
+ * again with a window; with a full and a sliding layer group, the full
+ * group keeps every page, and a prefix hit needs every group's page (one
+ * evicted sliding page ends the hit there).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -507,6 +509,59 @@ test_window_prefix(void)
 }
 
 
+/* a full and a sliding group: a logical block takes 2 pages, the sliding
+ * row drops, a hit takes both groups' pages and stops where one is gone */
+static void
+test_groups_prefix(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, f;
+    int32_t            toks[24], src[2], dst[2];
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
+    set_groups(&bm, 5, 2);
+    fill(toks, 24, 700);
+    llm_blocks_table_init(&a, &bm, 24);
+    llm_blocks_table_init(&b, &bm, 24);
+    llm_blocks_table_init(&f, &bm, 24);
+    is_int(llm_blocks_needed(&bm, &a, 18), 10, "groups: 18 tokens need 5 "
+           "blocks of 2 pages");
+    llm_blocks_ensure(&bm, &a, 18);
+    llm_blocks_commit(&bm, &a, toks, 18);
+    is_int(llm_blocks_n_cached(&bm), 8, "groups: 4 full blocks, 8 pages "
+           "registered");
+    is_int(llm_blocks_slide(&bm, &a, 18), 3, "groups: at 18 the sliding "
+           "row drops blocks 0-2");
+    ok(a.ids[0] >= 0 && a.ids[2] >= 0 && a.ids[a.cap] == -1
+       && a.ids[a.cap + 2] == -1 && a.ids[a.cap + 3] >= 0,
+       "groups: the full row keeps them, the sliding row has holes");
+    is_int(llm_blocks_peak(&bm, 18, 1), 5 + 3, "groups: peak = the full "
+           "row's 5 + the window's 3");
+    ok(llm_blocks_fork(&bm, &b, &a, 18, src, dst) == 0 && dst[0] >= 0
+       && dst[1] >= 0 && src[0] == a.ids[4] && src[1] == a.ids[a.cap + 4]
+       && b.ids[b.cap + 1] == -1 && b.ids[1] == a.ids[1],
+       "groups: a fork shares each row, copies each group's partial page");
+    llm_blocks_release(&bm, &b);
+    llm_blocks_release(&bm, &a);
+    is_int(llm_blocks_n_available(&bm), 16, "groups: every page back");
+    /* 16 pages, 8 cached: 10 fresh ones evict the LRU's 2 oldest, the
+       sliding pages of blocks 2 and 1 (dropped first, last-first) while
+       the full group's pages of blocks 0-3 stay cached */
+    ok(llm_blocks_ensure(&bm, &f, 5 * BS) == 0 && bm.evictions == 2,
+       "groups: 10 pages taken, 2 cached ones evicted");
+    llm_blocks_release(&bm, &f);
+    is_int(llm_blocks_match_prefix(&bm, &b, toks, 20), BS, "groups: the hit "
+           "stops at block 1, whose sliding page is gone (its full page is "
+           "cached)");
+    llm_blocks_release(&bm, &b);
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&f);
+    llm_blocks_free(&bm);
+}
+
+
 int
 main(void)
 {
@@ -519,5 +574,6 @@ main(void)
     test_fork();
     test_window();
     test_window_prefix();
+    test_groups_prefix();
     return tap_done();
 }
