@@ -259,7 +259,6 @@ kv_store(const llm_kv_cache *kv, void *base, int slot, const float *x,
 }
 
 
-/* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
 /* the page of sequence s's logical block k for layer group g: a table of
  * logical blocks (n_groups 0: block b is pages b*G ..) or the scheduler's
  * row per group (backend.h) */
@@ -273,6 +272,7 @@ kv_page(const cpu_ctx *c, const llm_batch *b, int s, int g, int k)
 }
 
 
+/* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
 static void
 qkv_finish_task(void *arg, int ith, int nth)
 {

@@ -50,7 +50,8 @@ enum llm_kv_dtype {
 };
 
 typedef struct {
-    int       n_layers;
+    int       n_layers;        /* layers per page: every layer, or one
+                                  group's (per_group, "Layer kinds") */
     int       kv_dim;          /* values per token per layer, K or V */
     int       block_size;      /* token slots per block */
     int       n_blocks;

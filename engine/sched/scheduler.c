@@ -943,8 +943,8 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
 {
     llm_seq  *victim;
 
-    /* the blocks that left the window first: this step may need their
-       place (block_manager.h, "Sliding window") */
+    /* the pages that left the window first: this step may need their
+       place (block_manager.h, "Layer groups and sliding windows") */
     llm_blocks_slide(&s->bm, &q->blocks, q->n_computed);
     while (llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n) != 0) {
         victim = pick_victim(s);
