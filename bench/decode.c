@@ -57,7 +57,7 @@ run(bench_seq *s, const int32_t *ids, int n, int start)
         pos[i] = start + i;
     }
     llm_batch b = { n, ids, pos, seq, 1, tables, &s->n_blocks, 1, &last,
-                    s->logits, 0, NULL, NULL, NULL };
+                    s->logits, 0, NULL, NULL, NULL, 0, NULL };
     rc = llm_backend_forward(s->be, &b);
     if (rc != 0) {
         fprintf(stderr, "bench: %s\n", s->be->err);

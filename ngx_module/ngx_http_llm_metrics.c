@@ -599,6 +599,10 @@ static const ngx_http_llm_family_t  ngx_http_llm_families[] = {
     { "ngx_llm_kv_blocks_cached", "gauge",
       "KV-cache blocks held by the prefix cache only",
       ngx_http_llm_series_u32, ngx_http_llm_stat(kv_blocks_cached), 1 },
+    { "ngx_llm_kv_blocks_slid_total", "counter",
+      "KV-cache blocks sequences released because they left the sliding "
+      "window of every layer",
+      ngx_http_llm_series_u64, ngx_http_llm_stat(kv_blocks_slid), 1 },
     { "ngx_llm_engine_resident_memory_bytes", "gauge",
       "the engine process's resident memory",
       ngx_http_llm_series_u64, ngx_http_llm_stat(rss_bytes), 1 },

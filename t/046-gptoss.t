@@ -5,7 +5,8 @@
 # and as its GGUF. A greedy completion is transformers' greedy ids (the
 # golden's "bytes" case: its first 3 steps have reference margins >= the
 # 0.5 tolerance), streamed or not, from both formats; chat renders the
-# published gpt-oss template (Harmony) and answers.
+# published gpt-oss template (Harmony) and answers. A prompt past the
+# window returns the sliding layer's KV pages to the pool (/metrics).
 use Test::Nginx::Socket 'no_plan';
 use Cwd qw(abs_path);
 use FindBin;
@@ -95,5 +96,20 @@ POST /v1/chat/completions
 {"model":"gptoss","messages":[{"role":"user","content":"Hi! What is 2+2?"}],"max_tokens":8,"temperature":0,"stream":true}
 --- error_code: 200
 --- response_body_like: "object":"chat.completion.chunk".*data: \[DONE\]\n\n$
+--- no_error_log
+[error]
+
+
+
+=== TEST 6: a prompt past the window of 12: the sliding layer's pages that left it go back to the pool, the full layer's stay
+--- config
+    location /gguf/v1/ { llm_api gg; }
+    location = /metrics { llm_metrics; }
+--- request eval
+["POST /gguf/v1/completions\n{\"model\":\"gptoss\",\"prompt\":\"Line 1. Line 2. Line 3. Line 4. Line 5. Line 6. Line 7. Line 8. Line 9. Line 10. Line 11. Line 12. Line 13. Line 14. Line 15. Line 16. Line 17. Line 18. Line 19. Line 20.\",\"max_tokens\":20,\"temperature\":0}", "GET /metrics"]
+--- error_code eval
+[200, 200]
+--- response_body_like eval
+['"usage":\{"prompt_tokens":(?:[4-9]\d|1\d\d),"completion_tokens":20,', 'ngx_llm_kv_blocks_slid_total\{[^}]*engine="gg"\} [1-9]']
 --- no_error_log
 [error]

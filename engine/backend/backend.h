@@ -14,7 +14,10 @@
  * token at position p writes its K/V to block table[p / block_size], slot
  * p % block_size, and attends causally to positions 0..p of its sequence,
  * i.e. to what earlier calls cached plus earlier tokens of the same sequence
- * in this batch. The caller must have run positions 0..p-1 of a sequence
+ * in this batch. A model with layer groups (kv.h, "Layer kinds": gemma3,
+ * gpt-oss) takes either one table per sequence of logical blocks (block b
+ * is pages b*G ..) or, from the scheduler, one row of pages per group
+ * (n_groups, table_stride), whose sliding rows hold -1 before the window. The caller must have run positions 0..p-1 of a sequence
  * (in earlier calls or in this batch) before asking for position p.
  *
  * Numerics (docs/numerics.md, rule 1): every token's computation (norms, matmul rows,
@@ -82,6 +85,15 @@ typedef struct {
                                              cross-encoder's pairs
                                              (model/score.h); NULL: all 0.
                                              Decoders ignore it */
+    int                     n_groups;     /* 0: block_table[s] names
+                                             logical blocks of every layer
+                                             (kv.h); else the backend's G:
+                                             group g's page of block k at
+                                             block_table[s][g * stride + k]
+                                             (last: positional
+                                             initialisers leave it 0) */
+    const int32_t          *table_stride; /* (n_seqs) with n_groups: a
+                                             group's row in the table */
 } llm_batch;
 
 /* what a backend accepts; llm_batch_check tests a batch against it */
@@ -90,7 +102,8 @@ typedef struct {
     int        vocab;
     int        max_seq_len;
     int        block_size;        /* KV tokens per block */
-    int        n_blocks;          /* KV blocks in the pool */
+    int        n_blocks;          /* KV pages in the pool */
+    int        n_groups;          /* pages of a logical block (kv.h) */
     int        need_logits;       /* logits buffer required for n_logits */
 } llm_batch_limits;
 
@@ -124,8 +137,9 @@ struct llm_backend_iface {
        Samplers that want logprobs are the caller's. 0, or -1 as forward */
     int        (*forward_sample)(llm_backend *be, const llm_batch *batch,
                                  llm_sampler *const *samplers, int32_t *ids);
-    /* (optional, NULL: unsupported) KV block dst := src, for copy-on-write
-       of a shared prefix block */
+    /* (optional, NULL: unsupported) KV page dst := src (the block
+       manager's ids: one layer group's page, kv.h), for copy-on-write of
+       a shared prefix block */
     int        (*copy_block)(llm_backend *be, int32_t dst, int32_t src);
     void       (*free)(llm_backend *be);
     /* (optional, NULL: nothing known) fill u; callable from another thread

@@ -59,7 +59,10 @@
 #include <string.h>
 
 typedef struct {
-    llm_kv_cache     kv;
+    llm_kv_cache     kv;         /* pages of kv_layout's groups */
+    llm_kv_layout    kv_layout;  /* the layer groups (model/kv.h) */
+    int             *kv_group;   /* (n_layers) a layer's group */
+    int             *kv_slot;    /* (n_layers) its slot in the pages */
     /* the weights the matmuls read: the model's layers and classifier,
        with the tensors the kernels run faster packed (tensor.h,
        llm_pack) swapped for packed copies in `packed` */
@@ -256,6 +259,19 @@ kv_store(const llm_kv_cache *kv, void *base, int slot, const float *x,
 }
 
 
+/* the page of sequence s's logical block k for layer group g: a table of
+ * logical blocks (n_groups 0: block b is pages b*G ..) or the scheduler's
+ * row per group (backend.h) */
+static int32_t
+kv_page(const cpu_ctx *c, const llm_batch *b, int s, int g, int k)
+{
+    if (b->n_groups == 0) {
+        return b->block_table[s][k] * c->kv_layout.n_groups + g;
+    }
+    return b->block_table[s][(g > 0 ? g * b->table_stride[s] : 0) + k];
+}
+
+
 /* per token: bias, qk-norm, rope, then K/V into the token's cache slot */
 static void
 qkv_finish_task(void *arg, int ith, int nth)
@@ -273,7 +289,8 @@ qkv_finish_task(void *arg, int ith, int nth)
         float    *k = c->k + (size_t) i * c->kv_dim;
         float    *v = c->v + (size_t) i * c->kv_dim;
         int       p = b->pos[i];
-        int32_t   blk = b->block_table[b->seq[i]][p / bs];
+        int32_t   blk = kv_page(c, b, b->seq[i], c->kv_group[j->layer],
+                                p / bs);
         int       slot = p % bs;
 
         rope_angles(cs, sn, p, c->window ? c->inv_freq_local : c->inv_freq,
@@ -297,8 +314,10 @@ qkv_finish_task(void *arg, int ith, int nth)
             }
             llm_rope_head(k + h * hd, cs, sn, cfg->rope_dim, cfg->rope_neox);
         }
-        kv_store(&c->kv, llm_kv_k(&c->kv, blk, j->layer), slot, k, 1);
-        kv_store(&c->kv, llm_kv_v(&c->kv, blk, j->layer), slot, v, 0);
+        kv_store(&c->kv, llm_kv_k(&c->kv, blk, c->kv_slot[j->layer]), slot,
+                 k, 1);
+        kv_store(&c->kv, llm_kv_v(&c->kv, blk, c->kv_slot[j->layer]), slot,
+                 v, 0);
     }
 }
 
@@ -463,14 +482,27 @@ attention_item(llm_backend *be, const llm_batch *b, int layer,
     int               g = c->n_heads / c->n_kv_heads, t, h, nq = 0;
     llm_att_seq       s;
     llm_att_query     q[LLM_ATT_MAX_Q];
-    const uint8_t    *k0 = llm_kv_k(&c->kv, 0, layer);
+    int               kg = c->kv_group[layer], sq = b->seq[it->first];
+    const uint8_t    *k0 = llm_kv_k(&c->kv, 0, c->kv_slot[layer]);
+    size_t            page = c->kv.block_elts * c->kv.elt_size;
 
+    /* the kernel reads table[t / block_size] * block_bytes + k_off: a
+       group's row of pages, or logical blocks of G pages each (kv_page) */
     s.pool = c->kv.data;
-    s.block_bytes = c->kv.block_elts * c->kv.elt_size;
     s.k_off = (size_t) (k0 - c->kv.data);
-    s.v_off = (size_t) ((const uint8_t *) llm_kv_v(&c->kv, 0, layer)
+    s.v_off = (size_t) ((const uint8_t *) llm_kv_v(&c->kv, 0,
+                                                   c->kv_slot[layer])
                         - c->kv.data);
-    s.table = b->block_table[b->seq[it->first]];
+    if (b->n_groups == 0) {
+        s.table = b->block_table[sq];
+        s.block_bytes = page * c->kv_layout.n_groups;
+        s.k_off += page * kg;
+        s.v_off += page * kg;
+    } else {
+        s.table = b->block_table[sq]
+                  + (kg > 0 ? kg * b->table_stride[sq] : 0);
+        s.block_bytes = page;
+    }
     s.block_size = c->kv.block_size;
     s.kv_dim = c->kv_dim;
     s.f16 = c->kv.dtype == LLM_KV_F16;
@@ -896,6 +928,7 @@ check_batch(llm_backend *be, const llm_batch *b)
     l.max_seq_len = be->model->cfg.max_seq_len;
     l.block_size = c->kv.block_size;
     l.n_blocks = c->kv.n_blocks;
+    l.n_groups = c->kv_layout.n_groups;
     l.need_logits = 1;
 
     return llm_batch_check(b, &l, be->err, sizeof(be->err));
@@ -1109,6 +1142,8 @@ cpu_free(llm_backend *be)
     if (c != NULL) {
         llm_threadpool_free(c->tp);
         llm_kv_free(&c->kv);
+        free(c->kv_group);
+        free(c->kv_slot);
         free(c->x);
         free(c->xb);
         free(c->slot_mem);
@@ -1374,9 +1409,22 @@ cpu_rank_create(const llm_model *m, const llm_backend_options *o,
         cpu_free(be);
         return NULL;
     }
-    /* exact mode is the fp32 reference's twin: no rounding in the cache */
-    if (llm_kv_init(&c->kv, cfg->n_layers, c->kv_dim, o->kv_block_size,
-                    o->kv_n_blocks, o->exact ? LLM_KV_F32 : o->kv_dtype, err,
+    /* exact mode is the fp32 reference's twin: no rounding in the cache;
+       kv_n_blocks logical blocks are G pages each, the same bytes */
+    c->kv_group = malloc(cfg->n_layers * sizeof(int));
+    c->kv_slot = malloc(cfg->n_layers * sizeof(int));
+    if (c->kv_group == NULL || c->kv_slot == NULL
+        || llm_config_kv_layout(cfg, &c->kv_layout, c->kv_group, c->kv_slot)
+           != 0)
+    {
+        snprintf(err, err_len, "cpu backend: out of memory");
+        cpu_free(be);
+        return NULL;
+    }
+    if (llm_kv_init(&c->kv, c->kv_layout.per_group, c->kv_dim,
+                    o->kv_block_size,
+                    o->kv_n_blocks * c->kv_layout.n_groups,
+                    o->exact ? LLM_KV_F32 : o->kv_dtype, err,
                     err_len) != 0
         || (o->kv_prealloc && llm_kv_prefault(&c->kv, err, err_len) != 0))
     {

@@ -326,6 +326,7 @@ check_batch(llm_backend *be, const llm_batch *b)
     l.max_seq_len = be->model->cfg.max_seq_len;
     l.block_size = c->bs;
     l.n_blocks = c->n_blocks;
+    l.n_groups = 1;         /* windowed models are refused */
     l.need_logits = 0;      /* forward_greedy/sample need no logits */
 
     return llm_batch_check(b, &l, be->err, sizeof(be->err));

@@ -27,7 +27,8 @@ int
 llm_batch_check(const llm_batch *b, const llm_batch_limits *l, char *err,
     size_t err_len)
 {
-    int  i, s, p, blk;
+    int  i, s, p, g, k, blk, rows = b->n_groups > 0 ? b->n_groups : 1;
+    int  bound = b->n_groups > 0 ? l->n_blocks : l->n_blocks / l->n_groups;
 
     if (b->n_tokens <= 0 || b->n_tokens > l->max_tokens) {
         return batch_fail(err, err_len, "batch of %d tokens (1..%d allowed)",
@@ -41,6 +42,12 @@ llm_batch_check(const llm_batch *b, const llm_batch_limits *l, char *err,
                           "tokens", b->n_logits, b->n_tokens);
     }
 
+    if (b->n_groups != 0 && (b->n_groups != l->n_groups
+                             || (b->n_groups > 1 && b->table_stride == NULL)))
+    {
+        return batch_fail(err, err_len, "batch of %d KV groups for a model "
+                          "of %d", b->n_groups, l->n_groups);
+    }
     for (i = 0; i < b->n_tokens; i++) {
         s = b->seq[i];
         p = b->pos[i];
@@ -61,10 +68,19 @@ llm_batch_check(const llm_batch *b, const llm_batch_limits *l, char *err,
                               "block %d but sequence %d has %d", i, p,
                               p / l->block_size, s, b->n_blocks[s]);
         }
-        blk = b->block_table[s][p / l->block_size];
-        if (blk < 0 || blk >= l->n_blocks) {
-            return batch_fail(err, err_len, "token %d: KV block id %d "
-                              "outside the pool of %d", i, blk, l->n_blocks);
+        k = p / l->block_size;
+        for (g = 0; g < rows; g++) {
+            if (g > 0 && b->table_stride[s] < b->n_blocks[s]) {
+                return batch_fail(err, err_len, "sequence %d: table row of "
+                                  "%d for %d blocks", s, b->table_stride[s],
+                                  b->n_blocks[s]);
+            }
+            blk = b->block_table[s][(g > 0 ? g * b->table_stride[s] : 0)
+                                    + k];
+            if (blk < 0 || blk >= bound) {
+                return batch_fail(err, err_len, "token %d: KV block id %d "
+                                  "outside the pool of %d", i, blk, bound);
+            }
         }
     }
 

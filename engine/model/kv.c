@@ -2,7 +2,8 @@
  * Paged KV cache storage and the trivial block allocator (see kv.h).
  *
  * defines: llm_kv_init, llm_kv_free, llm_kv_bytes_per_token, llm_kv_alloc,
- *          llm_kv_release, llm_kv_n_free, llm_kv_copy_block
+ *          llm_kv_release, llm_kv_n_free, llm_kv_copy_block,
+ *          llm_kv_layout_of, llm_kv_layer_page
  */
 #include "model/kv.h"
 
@@ -113,6 +114,82 @@ llm_kv_free(llm_kv_cache *kv)
     kv->data = NULL;
     kv->free_ids = NULL;
     kv->n_free = 0;
+}
+
+
+static int
+gcd(int a, int b)
+{
+    while (b != 0) {
+        int r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+
+void
+llm_kv_layout_of(llm_kv_layout *lo, const int *window, int n_layers)
+{
+    int  i, n_full = 0, w = 0, same = 1;
+
+    memset(lo, 0, sizeof(*lo));
+    for (i = 0; i < n_layers; i++) {
+        if (window[i] == 0) {
+            n_full++;
+        } else if (w == 0) {
+            w = window[i];
+        } else {
+            same &= window[i] == w;
+        }
+    }
+    lo->n_groups = 1;
+    lo->per_group = n_layers;
+    /* one window for every sliding layer, or none is freed (no such
+       model is loaded today) */
+    if (!same || n_layers < 1) {
+        return;
+    }
+    if (n_full == 0) {
+        lo->window = w;             /* mistral: the one group slides */
+        lo->sliding[0] = 1;
+        return;
+    }
+    if (n_full == n_layers
+        || n_layers / gcd(n_full, n_layers - n_full) > LLM_KV_MAX_GROUPS)
+    {
+        return;
+    }
+    lo->per_group = gcd(n_full, n_layers - n_full);
+    lo->n_groups = n_layers / lo->per_group;
+    lo->window = w;
+    for (i = n_full / lo->per_group; i < lo->n_groups; i++) {
+        lo->sliding[i] = 1;
+    }
+}
+
+
+void
+llm_kv_layer_page(const llm_kv_layout *lo, const int *window, int layer,
+    int *group, int *slot)
+{
+    int  i, k = 0, n_full = 0;
+
+    if (lo->n_groups == 1) {
+        *group = 0;
+        *slot = layer;
+        return;
+    }
+    /* k: the layer's index among the layers of its kind */
+    for (i = 0; i < layer; i++) {
+        k += (window[i] == 0) == (window[layer] == 0);
+    }
+    for (i = 0; window[layer] != 0 && i < lo->n_groups; i++) {
+        n_full += !lo->sliding[i];
+    }
+    *group = n_full + k / lo->per_group;
+    *slot = k % lo->per_group;
 }
 
 

@@ -344,6 +344,28 @@ llm_config_layer_window(const llm_config *c, int layer)
 }
 
 
+int
+llm_config_kv_layout(const llm_config *c, llm_kv_layout *lo, int *group,
+    int *slot)
+{
+    int  i, *w = malloc((c->n_layers > 0 ? c->n_layers : 1) * sizeof(int));
+
+    if (w == NULL) {
+        return -1;
+    }
+    /* an encoder attends to every position: no window drops anything */
+    for (i = 0; i < c->n_layers; i++) {
+        w[i] = c->encoder ? 0 : llm_config_layer_window(c, i);
+    }
+    llm_kv_layout_of(lo, w, c->n_layers);
+    for (i = 0; group != NULL && i < c->n_layers; i++) {
+        llm_kv_layer_page(lo, w, i, &group[i], &slot[i]);
+    }
+    free(w);
+    return 0;
+}
+
+
 static int
 read_config(llm_model *m)
 {

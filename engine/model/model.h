@@ -34,7 +34,8 @@
  *          llm_model_load_fd, llm_model_free, llm_model_config_json,
  *          llm_model_weight_bytes,
  *          llm_model_rope_inv_freq, llm_model_rope_inv_freq_local,
- *          llm_config_layer_window, llm_model_tokenizer,
+ *          llm_config_layer_window, llm_config_kv_layout,
+ *          llm_model_tokenizer,
  *          llm_model_chat_template, llm_hf_chat_template,
  *          llm_model_pooling_gguf, llm_model_pooling_hf,
  *          llm_model_own
@@ -46,6 +47,7 @@
 #include <stdint.h>
 
 #include "format/gguf.h"
+#include "model/kv.h"
 #include "matmul.h"
 #include "format/safetensors.h"
 #include "tokenizer/tokenizer.h"
@@ -247,6 +249,11 @@ void llm_model_rope_inv_freq(const llm_model *m, float *inv_freq);
 void llm_model_rope_inv_freq_local(const llm_model *m, float *inv_freq);
 /* the window of a layer: cfg->sliding_window, or 0 for a global layer */
 int llm_config_layer_window(const llm_config *c, int layer);
+/* the KV layer groups (kv.h, "Layer kinds"), and where group/slot are not
+ * NULL each layer's group and slot ((n_layers) each); 0, or -1 (no
+ * memory) */
+int llm_config_kv_layout(const llm_config *c, llm_kv_layout *lo,
+    int *group, int *slot);
 
 /*
  * The model's tokenizer: GGUF metadata, or DIR/tokenizer.json (+

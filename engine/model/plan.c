@@ -36,6 +36,7 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     uint64_t            i, n, bytes_by_type[GGML_TYPE_COUNT] = { 0 };
     const llm_config   *c = &m->cfg;
     const gguf_tensor  *tensors;
+    llm_kv_layout       lo;
 
     memset(sh, 0, sizeof(*sh));
     sh->n_layers = c->n_layers;
@@ -51,6 +52,13 @@ llm_plan_shape_of(llm_plan_shape *sh, const llm_model *m)
     sh->max_seq_len = c->max_seq_len;
     sh->tied_output = c->tied_output;
     sh->encoder = c->encoder;
+    if (llm_config_kv_layout(c, &lo, NULL, NULL) == 0) {
+        sh->kv_groups = lo.n_groups;
+        sh->kv_window = lo.window;
+        for (i = 0; i < (uint64_t) lo.n_groups; i++) {
+            sh->kv_sliding += lo.sliding[i];
+        }
+    }
 
     tensors = m->hf ? m->hf_tensors : m->gguf.tensors;
     n = m->hf ? (uint64_t) m->n_hf_tensors : m->gguf.n_tensors;
@@ -226,6 +234,27 @@ plan_cuda_workspace(const llm_plan_shape *sh, const llm_plan_options *o)
 }
 
 
+/* max_model_len sequences the pool of kv_blocks holds at once: each takes
+ * every full group's page of each block, and a sliding group's pages of
+ * its window and one step (sched/block_manager.h, llm_blocks_peak) */
+static int
+plan_seqs_fit(const llm_plan *p, const llm_plan_shape *sh,
+    const llm_plan_options *o)
+{
+    int64_t  all = (p->max_model_len + o->kv_block_size - 1)
+                   / o->kv_block_size, w, pages;
+    int      g = sh->kv_groups > 0 ? sh->kv_groups : 1;
+
+    if (sh->kv_window == 0 || sh->kv_sliding == 0) {
+        return p->kv_tokens / p->max_model_len;
+    }
+    w = (sh->kv_window - 1 + o->max_batched_tokens + o->kv_block_size - 1)
+        / o->kv_block_size + 1;
+    pages = (g - sh->kv_sliding) * all + sh->kv_sliding * (w < all ? w : all);
+    return (int) ((int64_t) p->kv_blocks * g / pages);
+}
+
+
 /* an encoder writes no KV: kv_cache_memory is not read, the blocks are
    the scheduler's admission count only (max_num_seqs whole sequences),
    and no pool is allocated (backend/encoder.c) */
@@ -339,7 +368,7 @@ llm_plan_compute(llm_plan *p, const llm_plan_shape *sh,
     p->workspace_bytes += o->ring_bytes;
 
     p->total_bytes = p->weight_bytes + p->kv_pool_bytes + p->workspace_bytes;
-    p->seqs_fit = p->kv_tokens / p->max_model_len;
+    p->seqs_fit = plan_seqs_fit(p, sh, o);
     p->all_fit = p->seqs_fit >= o->max_num_seqs;
 
     /* a GPU holds a copy of the weights; the CPU backend maps the file,
@@ -350,7 +379,9 @@ llm_plan_compute(llm_plan *p, const llm_plan_shape *sh,
         p->device_fit = p->need_bytes <= o->device_bytes;
     }
 
-    if (p->kv_tokens < p->max_model_len) {
+    /* by pages, as the scheduler admits: with a window, a sequence longer
+       than the pool's tokens may fit */
+    if (p->seqs_fit < 1) {
         snprintf(p->err, sizeof(p->err), "kv_cache_memory %llu holds %d "
                  "tokens, less than one sequence of max_model_len %d",
                  (unsigned long long) o->kv_cache_bytes, p->kv_tokens,

@@ -55,6 +55,11 @@ typedef struct {
     uint64_t     replicated_bytes; /* of those, on every rank: embeddings,
                                       lm_head, norms */
     int          encoder;          /* bert, nomic-bert: no KV at all */
+    /* KV layer groups (model/kv.h); 0 (a shape made by hand): 1, none
+       sliding */
+    int          kv_groups;
+    int          kv_sliding;       /* of them, groups with the window */
+    int          kv_window;
 } llm_plan_shape;
 
 enum llm_plan_backend {
@@ -92,7 +97,9 @@ typedef struct {
     uint64_t     weight_bytes;     /* per rank */
     uint64_t     workspace_bytes;  /* per rank, ring included */
     uint64_t     total_bytes;      /* per rank: weights + pool + workspace */
-    int          seqs_fit;         /* full max_model_len sequences */
+    int          seqs_fit;         /* full max_model_len sequences (a
+                                      sliding group holds only its
+                                      window of each, model/kv.h) */
     int          all_fit;          /* max_num_seqs of them fit the pool */
     uint64_t     need_bytes;       /* what device_bytes must hold: CUDA
                                       total_bytes; CPU pool and workspace

@@ -34,7 +34,7 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        9       /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        10      /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
@@ -47,7 +47,8 @@
                                            prompt[]), the model's pooling
                                            facts,
                                            9: scores (the facts' score,
-                                           the slot's type_split) */
+                                           the slot's type_split),
+                                           10: stats.kv_blocks_slid */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -323,7 +324,9 @@ typedef struct {
     _Atomic uint64_t compute_busy_ns;   /* cpu: thread-ns inside kernels */
     _Atomic uint32_t compute_threads;   /* cpu: the pool's threads */
     _Atomic uint32_t kv_block_size;     /* tokens per KV block */
-    _Atomic uint64_t kv_block_bytes;    /* bytes per KV block, all layers */
+    _Atomic uint64_t kv_block_bytes;    /* bytes per KV page: all layers,
+                                           or one layer group's
+                                           (model/kv.h) */
     _Atomic uint64_t rss_bytes;         /* the engine's resident memory */
     _Atomic uint64_t errors[LLM_ERR_INTERNAL + 1];     /* by llm_slot_error */
     _Atomic uint32_t compute_util_ppm;  /* busy, parts per million, over
@@ -337,6 +340,8 @@ typedef struct {
     _Atomic uint64_t spec_drafts;
     _Atomic uint64_t spec_draft_tokens;
     _Atomic uint64_t spec_accepted_tokens;
+    _Atomic uint64_t kv_blocks_slid;    /* dropped out of the sliding
+                                           window (sched/block_manager.h) */
 } llm_ring_stats;
 
 typedef struct {

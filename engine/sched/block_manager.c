@@ -38,10 +38,10 @@ map_slot(const llm_block_manager *bm, uint64_t h)
 }
 
 
-/* the registered block with this content, or -1 */
+/* group g's registered page with this content, or -1 */
 static int32_t
 map_find(const llm_block_manager *bm, uint64_t h, uint64_t parent,
-    const int32_t *tokens)
+    const int32_t *tokens, int g)
 {
     uint32_t  i, mask = bm->map_cap - 1;
     int32_t   id;
@@ -50,6 +50,7 @@ map_find(const llm_block_manager *bm, uint64_t h, uint64_t parent,
     for (i = map_slot(bm, h); bm->map[i] >= 0; i = (i + 1) & mask) {
         id = bm->map[i];
         if (bm->hash[id] == h && bm->parent[id] == parent
+            && bm->group[id] == g
             && memcmp(bm->tokens + (size_t) id * bm->block_size, tokens,
                       bytes) == 0)
         {
@@ -166,6 +167,7 @@ llm_blocks_init(llm_block_manager *bm, int n_blocks, int block_size,
     bm->n_blocks = n_blocks;
     bm->block_size = block_size;
     bm->prefix_caching = prefix_caching;
+    bm->n_groups = 1;
     bm->map_cap = 16;
     while (bm->map_cap < 2 * (uint32_t) n_blocks) {
         bm->map_cap *= 2;
@@ -174,13 +176,14 @@ llm_blocks_init(llm_block_manager *bm, int n_blocks, int block_size,
     bm->hash = calloc(n_blocks, sizeof(*bm->hash));
     bm->parent = calloc(n_blocks, sizeof(*bm->parent));
     bm->registered = calloc(n_blocks, sizeof(*bm->registered));
+    bm->group = calloc(n_blocks, sizeof(*bm->group));
     bm->tokens = malloc((size_t) n_blocks * block_size * sizeof(int32_t));
     bm->free_ids = malloc(n_blocks * sizeof(*bm->free_ids));
     bm->lru_prev = malloc(n_blocks * sizeof(*bm->lru_prev));
     bm->lru_next = malloc(n_blocks * sizeof(*bm->lru_next));
     bm->map = malloc(bm->map_cap * sizeof(*bm->map));
     if (bm->ref == NULL || bm->hash == NULL || bm->parent == NULL
-        || bm->registered == NULL || bm->tokens == NULL
+        || bm->registered == NULL || bm->group == NULL || bm->tokens == NULL
         || bm->free_ids == NULL || bm->lru_prev == NULL
         || bm->lru_next == NULL || bm->map == NULL)
     {
@@ -208,6 +211,7 @@ llm_blocks_free(llm_block_manager *bm)
     free(bm->hash);
     free(bm->parent);
     free(bm->registered);
+    free(bm->group);
     free(bm->tokens);
     free(bm->free_ids);
     free(bm->lru_prev);
@@ -226,7 +230,7 @@ llm_blocks_table_init(llm_block_table *t, const llm_block_manager *bm,
     if (t->cap < 1) {
         t->cap = 1;
     }
-    t->ids = malloc(t->cap * sizeof(*t->ids));
+    t->ids = malloc((size_t) t->cap * bm->n_groups * sizeof(*t->ids));
     return t->ids != NULL ? 0 : -1;
 }
 
@@ -280,14 +284,22 @@ drop_block(llm_block_manager *bm, int32_t id)
 }
 
 
+/* group g's row of the table */
+static int32_t *
+row(const llm_block_table *t, int g)
+{
+    return t->ids + (size_t) g * t->cap;
+}
+
+
 int
 llm_blocks_match_prefix(llm_block_manager *bm, llm_block_table *t,
     const int32_t *tokens, int n_tokens)
 {
     const int32_t  *blk;
     uint64_t        h;
-    int32_t         id;
-    int             k, max_k;
+    int32_t         id[LLM_KV_MAX_GROUPS];
+    int             k, g, max_k;
 
     if (!bm->prefix_caching || t->n != 0 || n_tokens < 1) {
         return 0;
@@ -302,15 +314,23 @@ llm_blocks_match_prefix(llm_block_manager *bm, llm_block_table *t,
     for (k = 0; k < max_k; k++) {
         blk = tokens + (size_t) k * bm->block_size;
         h = block_hash(t->last_hash, blk, bm->block_size);
-        id = map_find(bm, h, t->last_hash, blk);
-        if (id < 0) {
-            break;
+        for (g = 0; g < bm->n_groups; g++) {
+            id[g] = map_find(bm, h, t->last_hash, blk, g);
+            if (id[g] < 0) {
+                break;
+            }
         }
-        if (bm->ref[id] == 0) {
-            lru_unlink(bm, id);
+        if (g < bm->n_groups) {
+            break;              /* a hit needs every group's page */
         }
-        bm->ref[id]++;
-        t->ids[t->n++] = id;
+        for (g = 0; g < bm->n_groups; g++) {
+            if (bm->ref[id[g]] == 0) {
+                lru_unlink(bm, id[g]);
+            }
+            bm->ref[id[g]]++;
+            row(t, g)[k] = id[g];
+        }
+        t->n++;
         t->last_hash = h;
     }
     t->n_hashed = t->n;
@@ -324,20 +344,25 @@ llm_blocks_needed(const llm_block_manager *bm, const llm_block_table *t,
 {
     int  need = (n_tokens + bm->block_size - 1) / bm->block_size - t->n;
 
-    return need > 0 ? need : 0;
+    return need > 0 ? need * bm->n_groups : 0;
 }
 
 
 int
 llm_blocks_ensure(llm_block_manager *bm, llm_block_table *t, int n_tokens)
 {
-    int  need = llm_blocks_needed(bm, t, n_tokens);
+    int  g, need = llm_blocks_needed(bm, t, n_tokens);
 
-    if (need > llm_blocks_n_available(bm) || t->n + need > t->cap) {
+    if (need > llm_blocks_n_available(bm)
+        || t->n + need / bm->n_groups > t->cap)
+    {
         return -1;
     }
-    while (need-- > 0) {
-        t->ids[t->n++] = take_block(bm);
+    for ( ; need > 0; need -= bm->n_groups) {
+        for (g = 0; g < bm->n_groups; g++) {
+            row(t, g)[t->n] = take_block(bm);
+        }
+        t->n++;
     }
     return 0;
 }
@@ -350,7 +375,7 @@ llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
     const int32_t  *blk;
     uint64_t        h;
     int32_t         id;
-    int             full = n_computed / bm->block_size;
+    int             g, full = n_computed / bm->block_size;
 
     if (!bm->prefix_caching) {
         return;
@@ -361,16 +386,23 @@ llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
     for ( ; t->n_hashed < full; t->n_hashed++) {
         blk = tokens + (size_t) t->n_hashed * bm->block_size;
         h = block_hash(t->last_hash, blk, bm->block_size);
-        id = t->ids[t->n_hashed];
-        /* another sequence may have registered the same content first:
-           keep its copy, ours goes back to the free list when released */
-        if (!bm->registered[id] && map_find(bm, h, t->last_hash, blk) < 0) {
-            bm->hash[id] = h;
-            bm->parent[id] = t->last_hash;
-            memcpy(bm->tokens + (size_t) id * bm->block_size, blk,
-                   bm->block_size * sizeof(int32_t));
-            bm->registered[id] = 1;
-            map_insert(bm, id);
+        for (g = 0; g < bm->n_groups; g++) {
+            id = row(t, g)[t->n_hashed];
+            /* another sequence may have registered the same content
+               first: keep its copy, ours goes back to the free list when
+               released; a page dropped out of the window (after a failed
+               forward's llm_blocks_forget) only continues the chain */
+            if (id >= 0 && !bm->registered[id]
+                && map_find(bm, h, t->last_hash, blk, g) < 0)
+            {
+                bm->hash[id] = h;
+                bm->parent[id] = t->last_hash;
+                bm->group[id] = (uint8_t) g;
+                memcpy(bm->tokens + (size_t) id * bm->block_size, blk,
+                       bm->block_size * sizeof(int32_t));
+                bm->registered[id] = 1;
+                map_insert(bm, id);
+            }
         }
         t->last_hash = h;
     }
@@ -382,24 +414,34 @@ llm_blocks_fork(llm_block_manager *bm, llm_block_table *t,
     const llm_block_table *src, int n_tokens, int32_t *copy_src,
     int32_t *copy_dst)
 {
-    int  k, full = n_tokens / bm->block_size,
-         partial = n_tokens % bm->block_size != 0;
+    int32_t  id;
+    int      k, g, full = n_tokens / bm->block_size,
+             partial = n_tokens % bm->block_size != 0;
 
-    *copy_src = *copy_dst = -1;
+    for (g = 0; g < bm->n_groups; g++) {
+        copy_src[g] = copy_dst[g] = -1;
+    }
     if (t->n != 0 || full + partial > src->n || full + partial > t->cap
-        || (partial && llm_blocks_n_available(bm) < 1))
+        || (partial && llm_blocks_n_available(bm) < bm->n_groups))
     {
         return -1;
     }
-    for (k = 0; k < full; k++) {
-        bm->ref[src->ids[k]]++;         /* held by src: not in the LRU */
-        t->ids[t->n++] = src->ids[k];
+    for (g = 0; g < bm->n_groups; g++) {
+        for (k = 0; k < full; k++) {
+            id = row(src, g)[k];
+            if (id >= 0) {
+                bm->ref[id]++;      /* held by src: not in the LRU */
+            }
+            row(t, g)[k] = id;      /* -1 where src dropped it */
+        }
+        if (partial) {
+            copy_src[g] = row(src, g)[full];
+            copy_dst[g] = take_block(bm);
+            row(t, g)[full] = copy_dst[g];
+        }
     }
-    if (partial) {
-        *copy_src = src->ids[full];
-        *copy_dst = take_block(bm);
-        t->ids[t->n++] = *copy_dst;
-    }
+    t->n = full + partial;
+    t->n_dropped = src->n_dropped < full ? src->n_dropped : full;
     /* only full blocks are registered: the chain continues from there */
     t->n_hashed = src->n_hashed;
     t->last_hash = src->last_hash;
@@ -411,13 +453,15 @@ void
 llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
 {
     int32_t  id;
-    int      k;
+    int      k, g;
 
-    for (k = 0; k < t->n; k++) {
-        id = t->ids[k];
-        if (bm->registered[id]) {
-            map_remove(bm, id);
-            bm->registered[id] = 0;
+    for (g = 0; g < bm->n_groups; g++) {
+        for (k = 0; k < t->n; k++) {
+            id = row(t, g)[k];
+            if (id >= 0 && bm->registered[id]) {
+                map_remove(bm, id);
+                bm->registered[id] = 0;
+            }
         }
     }
     t->n_hashed = 0;
@@ -425,12 +469,28 @@ llm_blocks_forget(llm_block_manager *bm, llm_block_table *t)
 }
 
 
+/* drop logical blocks [keep, t->n), the last first */
+static void
+drop_tail(llm_block_manager *bm, llm_block_table *t, int keep)
+{
+    int  g;
+
+    while (t->n > keep) {
+        t->n--;
+        for (g = 0; g < bm->n_groups; g++) {
+            if (row(t, g)[t->n] >= 0) {
+                drop_block(bm, row(t, g)[t->n]);
+            }
+        }
+    }
+}
+
+
 void
 llm_blocks_release(llm_block_manager *bm, llm_block_table *t)
 {
-    while (t->n > 0) {
-        drop_block(bm, t->ids[--t->n]);
-    }
+    drop_tail(bm, t, 0);
+    t->n_dropped = 0;
     t->n_hashed = 0;
     t->last_hash = 0;
 }
@@ -444,9 +504,70 @@ llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t, int n_tokens)
     if (keep < t->n_hashed) {
         keep = t->n_hashed;     /* registered content is never dropped */
     }
-    while (t->n > keep) {
-        drop_block(bm, t->ids[--t->n]);
+    drop_tail(bm, t, keep);
+}
+
+
+/* ---------------------------------------------------------------------------
+ * layer groups, sliding window
+ */
+
+void
+llm_blocks_set_layout(llm_block_manager *bm, const llm_kv_layout *lo)
+{
+    bm->n_groups = lo->n_groups;
+    bm->window = lo->window;
+    memcpy(bm->sliding, lo->sliding, sizeof(bm->sliding));
+}
+
+
+int
+llm_blocks_slide(llm_block_manager *bm, llm_block_table *t, int pos)
+{
+    int  k, g, drop, n = 0;
+
+    if (bm->window == 0 || pos - bm->window + 1 <= 0) {
+        return 0;
     }
+    /* block k holds positions k*bs .. (k+1)*bs - 1: dropped when even the
+       last is before the window of the first query */
+    drop = (pos - bm->window + 1) / bm->block_size;
+    if (drop > t->n) {
+        drop = t->n;
+    }
+    /* the last first, so the LRU list evicts a prefix's head last (as
+       llm_blocks_release): a later hit needs the whole chain */
+    for (k = drop - 1; k >= t->n_dropped; k--) {
+        for (g = 0; g < bm->n_groups; g++) {
+            if (bm->sliding[g]) {
+                drop_block(bm, row(t, g)[k]);
+                row(t, g)[k] = -1;
+                n++;
+            }
+        }
+    }
+    if (drop > t->n_dropped) {
+        t->n_dropped = drop;
+    }
+    bm->slid += n;
+    return n;
+}
+
+
+int
+llm_blocks_peak(const llm_block_manager *bm, int n_tokens, int chunk)
+{
+    int  all = (n_tokens + bm->block_size - 1) / bm->block_size, w, g, n = 0;
+
+    /* a step from n holds positions n - window + 1 .. n + chunk - 1 (those
+       before 0 aside), which straddle at most one more block boundary
+       than their count needs */
+    w = bm->window == 0 ? all
+        : (bm->window - 1 + chunk + bm->block_size - 1) / bm->block_size + 1;
+    for (g = 0; g < bm->n_groups; g++) {
+        n += bm->sliding[g] && w < all ? w : all;
+    }
+    return n;
 }
 
 

@@ -37,11 +37,38 @@
  * caller always computes at least one token (it needs that token's logits)
  * and no copy-on-write is needed.
  *
+ * Layer groups and sliding windows (llm_blocks_set_layout, model/kv.h;
+ * docs/models.md "KV cache of windowed layers"), after vLLM's hybrid KV
+ * cache manager. The layers fall into G groups of one kind each (full
+ * attention, or the sliding window W); the pool's ids are pages of one
+ * group's layers, and a table holds one row of pages per group, group g's
+ * page of logical block k at ids[g * cap + k]. Every operation below acts
+ * on every group alike (a logical block takes G pages), except one: a
+ * query at position p of a sliding layer reads keys p - W + 1 .. p, so
+ * once a sequence's next step starts at position n (every query of it at
+ * >= n), a sliding group's page whose every position is < n - W + 1 is
+ * never read again: llm_blocks_slide() drops it and marks its entry -1.
+ * Full groups keep all theirs. The table keeps its length (t->n counts
+ * logical blocks; t->n_dropped leading ones of the sliding rows are
+ * holes); the backends never read an entry before the window's first
+ * block. Mistral (every layer sliding) is G = 1 with that group sliding;
+ * a model without windows is G = 1, nothing dropped.
+ *
+ * Prefix caching with groups: a page is registered under its logical
+ * block's chain hash and its group; a dropped page that was registered
+ * keeps its content in the LRU list like any released one. A hit on
+ * logical block k takes every group's page of it, so a prefix is a hit
+ * only while every group still has every page from position 0 cached:
+ * exact, and simpler than vLLM's rule (a sliding group needs only the
+ * pages in the window of the hit's end); the hit's sequence drops its
+ * sliding pages outside the window at once.
+ *
  * defines: llm_block_table, llm_block_manager, llm_blocks_init,
  *          llm_blocks_free, llm_blocks_table_init, llm_blocks_table_free,
  *          llm_blocks_match_prefix, llm_blocks_needed, llm_blocks_ensure,
  *          llm_blocks_commit, llm_blocks_fork, llm_blocks_forget,
  *          llm_blocks_release, llm_blocks_truncate,
+ *          llm_blocks_set_layout, llm_blocks_slide, llm_blocks_peak,
  *          llm_blocks_n_available,
  *          llm_blocks_n_used, llm_blocks_n_cached
  */
@@ -51,25 +78,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/kv.h"
+
 /* one sequence's blocks */
 typedef struct {
-    int32_t      *ids;          /* (cap) block ids, position p in
-                                   ids[p / block_size] */
-    int           n;            /* blocks held */
+    int32_t      *ids;          /* (n_groups, cap) page ids: group g's
+                                   page of position p at
+                                   ids[g * cap + p / block_size] */
+    int           n;            /* logical blocks covering positions, the
+                                   dropped ones included */
+    int           n_dropped;    /* leading blocks released out of the
+                                   window: -1 in the sliding groups' rows */
     int           cap;
     int           n_hashed;     /* leading blocks registered or matched */
     uint64_t      last_hash;    /* hash of block n_hashed - 1 (0: none) */
 } llm_block_table;
 
 typedef struct {
-    int           n_blocks;
+    int           n_blocks;     /* pages (blocks when n_groups is 1) */
     int           block_size;
     int           prefix_caching;   /* 0: no hashes, no lookups */
+    int           n_groups;     /* pages of a logical block (1) */
+    int           window;       /* the sliding groups' window (keys
+                                   p - window + 1 .. p); 0: none */
+    uint8_t       sliding[LLM_KV_MAX_GROUPS];  /* 1: the group drops */
 
     int32_t      *ref;          /* (n_blocks) sequences holding the block */
     uint64_t     *hash;         /* (n_blocks) valid where registered[] */
     uint64_t     *parent;       /* (n_blocks) hash of the previous block */
     uint8_t      *registered;   /* (n_blocks) 1: in the hash map */
+    uint8_t      *group;        /* (n_blocks) group of a registered page */
     int32_t      *tokens;       /* (n_blocks, block_size) ids of a
                                    registered block, checked on lookup */
 
@@ -89,6 +127,7 @@ typedef struct {
     uint32_t      map_cap;      /* power of two, >= 2 * n_blocks */
 
     uint64_t      evictions;    /* cached blocks reused for new content */
+    uint64_t      slid;         /* blocks dropped out of the window */
 } llm_block_manager;
 
 /* 0, or -1 with a message in err (bad sizes, out of memory) */
@@ -96,7 +135,8 @@ int llm_blocks_init(llm_block_manager *bm, int n_blocks, int block_size,
     int prefix_caching, char *err, size_t err_len);
 void llm_blocks_free(llm_block_manager *bm);
 
-/* an empty table able to hold max_tokens positions; 0 or -1 (no memory) */
+/* an empty table able to hold max_tokens positions in every group; 0 or
+ * -1 (no memory) */
 int llm_blocks_table_init(llm_block_table *t, const llm_block_manager *bm,
     int max_tokens);
 void llm_blocks_table_free(llm_block_table *t);
@@ -110,7 +150,7 @@ void llm_blocks_table_free(llm_block_table *t);
 int llm_blocks_match_prefix(llm_block_manager *bm, llm_block_table *t,
     const int32_t *tokens, int n_tokens);
 
-/* blocks the table must gain to hold n_tokens positions */
+/* pages the table must gain to hold n_tokens positions (every group) */
 int llm_blocks_needed(const llm_block_manager *bm, const llm_block_table *t,
     int n_tokens);
 
@@ -127,10 +167,11 @@ void llm_blocks_commit(llm_block_manager *bm, llm_block_table *t,
 
 /*
  * On an empty table t: share src's blocks holding positions [0, n_tokens)
- * (a forked choice, scheduler.h): a reference on each full one, a fresh
- * block for a partial last one, which the caller fills from *copy_src
- * (*copy_dst; both -1 when n_tokens ends on a block boundary). 0, or -1
- * and nothing taken when no block is left.
+ * (a forked choice, scheduler.h): a reference on each full one (none on
+ * holes), a fresh page per group for a partial last one, which the caller
+ * fills from copy_src[g] (copy_dst[g]; (n_groups) each, all -1 when
+ * n_tokens ends on a block boundary). 0, or -1 and nothing taken when no
+ * page is left.
  */
 int llm_blocks_fork(llm_block_manager *bm, llm_block_table *t,
     const llm_block_table *src, int n_tokens, int32_t *copy_src,
@@ -149,6 +190,21 @@ void llm_blocks_release(llm_block_manager *bm, llm_block_table *t);
  * block: drafts are committed only once accepted) */
 void llm_blocks_truncate(llm_block_manager *bm, llm_block_table *t,
     int n_tokens);
+
+/* the layer groups (model/kv.h): set once, before any table is made;
+ * the pool's n_blocks are then pages */
+void llm_blocks_set_layout(llm_block_manager *bm, const llm_kv_layout *lo);
+
+/* the next step's queries are at positions >= pos: drop the sliding
+ * groups' leading pages no query of it reads (every position
+ * < pos - window + 1), the last first; returns how many pages were
+ * dropped (0 without a window) */
+int llm_blocks_slide(llm_block_manager *bm, llm_block_table *t, int pos);
+
+/* the most pages a sequence of n_tokens positions holds at once when a
+ * step feeds it at most `chunk` tokens: every full group's whole sequence,
+ * each sliding group's window and chunk (never more than the sequence) */
+int llm_blocks_peak(const llm_block_manager *bm, int n_tokens, int chunk);
 
 /* free + evictable blocks: what an allocation can get */
 int llm_blocks_n_available(const llm_block_manager *bm);

@@ -57,6 +57,7 @@ struct llm_sched {
     int32_t             *chunk;        /* (max_num_seqs) tokens fed */
     const int32_t      **tables;       /* (max_num_seqs) block tables */
     int32_t             *table_len;    /* (max_num_seqs) */
+    int32_t             *table_stride; /* (max_num_seqs) a group's row */
     int                  n_logits;
     int32_t             *logit_idx;    /* (max_logits) token index */
     llm_seq            **logit_seq;    /* (max_logits); a speculating
@@ -488,7 +489,8 @@ check_embed(llm_sched *s, const llm_request *req, int *max_tokens,
                  "max_model_len %d", req->n_prompt, s->opt.max_model_len);
         return LLM_SCHED_TOO_LONG;
     }
-    need = (req->n_prompt + s->bm.block_size - 1) / s->bm.block_size;
+    need = (req->n_prompt + s->bm.block_size - 1) / s->bm.block_size
+           * s->bm.n_groups;
     if (need > s->bm.n_blocks) {
         snprintf(err, err_len, "the input (%d tokens) needs %d KV blocks; "
                  "the whole pool has %d", req->n_prompt, (int) need,
@@ -503,7 +505,7 @@ static int
 check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     char *err, size_t err_len)
 {
-    int      i, len = s->opt.max_model_len, waiting;
+    int      i, len = s->opt.max_model_len, waiting, peak;
     int64_t  need;
 
     if (req->n_prompt < 1 || req->prompt == NULL) {
@@ -540,6 +542,8 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     /* the last generated token is never fed back, so it needs no KV */
     need = (req->n_prompt + *max_tokens - 1 + s->bm.block_size - 1)
            / s->bm.block_size;
+    peak = llm_blocks_peak(&s->bm, req->n_prompt + *max_tokens - 1,
+                           s->opt.max_batched_tokens);
     if (req->n_choices < 0 || req->n_choices > LLM_SCHED_MAX_CHOICES
         || (req->n_choices > 1
             && (req->choice_users == NULL || req->choice_out == NULL)))
@@ -552,6 +556,12 @@ check_request(llm_sched *s, const llm_request *req, int *max_tokens,
     if (req->n_choices > 1) {
         need += (int64_t) (req->n_choices - 1)
                 * (need - req->n_prompt / s->bm.block_size);
+    }
+    need *= s->bm.n_groups;             /* pages, as the pool counts */
+    /* with a window a sequence holds at most its peak at once (dropped
+       pages go back to the pool): each choice its own, counted apart */
+    if (peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1) < need) {
+        need = peak * (int64_t) (req->n_choices > 1 ? req->n_choices : 1);
     }
     if (need > s->bm.n_blocks) {
         snprintf(err, err_len, "prompt (%d tokens) + %d x max_tokens (%d) "
@@ -851,6 +861,7 @@ batch_add(llm_sched *s, llm_seq *q, int n)
     s->chunk[e] = n;
     s->tables[e] = q->blocks.ids;
     s->table_len[e] = q->blocks.n;
+    s->table_stride[e] = q->blocks.cap;
     for (i = 0; i < n; i++) {
         s->tok[s->n_tokens] = q->tokens[q->n_computed + i];
         s->pos[s->n_tokens] = q->n_computed + i;
@@ -932,6 +943,9 @@ reserve_running(llm_sched *s, llm_seq *q, int n)
 {
     llm_seq  *victim;
 
+    /* the pages that left the window first: this step may need their
+       place (block_manager.h, "Layer groups and sliding windows") */
+    llm_blocks_slide(&s->bm, &q->blocks, q->n_computed);
     while (llm_blocks_ensure(&s->bm, &q->blocks, q->n_computed + n) != 0) {
         victim = pick_victim(s);
         seq_preempt(s, victim);
@@ -1165,6 +1179,7 @@ schedule_waiting(llm_sched *s, int yielding, sched_budget *b)
               : llm_blocks_match_prefix(&s->bm, &q->blocks, q->tokens,
                                         q->n_tokens);
         q->n_computed = hit;
+        llm_blocks_slide(&s->bm, &q->blocks, hit);
         n = q->n_tokens - q->n_computed;
         if (n > b->prefill) {
             n = b->prefill;
@@ -1301,6 +1316,8 @@ run_batch(llm_sched *s)
     b.n_seqs = s->n_seqs;
     b.block_table = s->tables;
     b.n_blocks = s->table_len;
+    b.n_groups = s->bm.n_groups;
+    b.table_stride = s->table_stride;
     b.n_logits = s->n_logits;
     b.logit_idx = s->logit_idx;
     b.logits = s->logits;
@@ -1516,7 +1533,8 @@ verify_drafts(llm_sched *s, llm_seq *q, int e, int nd)
 static int
 fork_one(llm_sched *s, llm_seq *p, llm_seq *c)
 {
-    int32_t  src, dst;
+    int32_t  src[LLM_KV_MAX_GROUPS], dst[LLM_KV_MAX_GROUPS];
+    int      g;
 
     if (p->compiled != NULL) {
         llm_compiled_ref(p->compiled);
@@ -1533,13 +1551,18 @@ fork_one(llm_sched *s, llm_seq *p, llm_seq *c)
     if (s->n_running >= s->opt.max_num_seqs
         || s->be->iface.copy_block == NULL
         || llm_blocks_fork(&s->bm, &c->blocks, &p->blocks, p->n_computed,
-                           &src, &dst) != 0)
+                           src, dst) != 0)
     {
         c->state = LLM_SEQ_WAITING;
         wait_insert(s, c);
         return 0;
     }
-    if (dst >= 0 && s->be->iface.copy_block(s->be, dst, src) != 0) {
+    for (g = 0; g < s->bm.n_groups && dst[g] >= 0
+                && s->be->iface.copy_block(s->be, dst[g], src[g]) == 0; g++)
+    {
+        /* every group's page of the partial block */
+    }
+    if (g < s->bm.n_groups && dst[g] >= 0) {
         llm_blocks_release(&s->bm, &c->blocks);
         c->state = LLM_SEQ_WAITING;
         wait_insert(s, c);
@@ -1835,6 +1858,7 @@ llm_sched_stats_get(const llm_sched *s, llm_sched_stats *st)
     st->kv_blocks_total = s->bm.n_blocks;
     st->kv_blocks_used = llm_blocks_n_used(&s->bm);
     st->kv_blocks_cached = llm_blocks_n_cached(&s->bm);
+    st->kv_blocks_slid = s->bm.slid;
 }
 
 
@@ -1919,8 +1943,9 @@ llm_sched *
 llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     size_t err_len)
 {
-    llm_sched  *s = calloc(1, sizeof(*s));
-    int         ns, nt;
+    llm_sched      *s = calloc(1, sizeof(*s));
+    llm_kv_layout   lo;
+    int             ns, nt;
 
     if (s == NULL) {
         snprintf(err, err_len, "scheduler: out of memory");
@@ -1928,13 +1953,22 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     }
     s->be = be;
     s->n_vocab = be->model->cfg.vocab_size;
+    /* n_blocks counts logical blocks of every layer, as the backend's
+       pool does: the block manager's ids are its pages (model/kv.h) */
+    if (llm_config_kv_layout(&be->model->cfg, &lo, NULL, NULL) != 0) {
+        snprintf(err, err_len, "scheduler: out of memory");
+        free(s);
+        return NULL;
+    }
     if (resolve_options(s, o, err, err_len) != 0
-        || llm_blocks_init(&s->bm, s->opt.n_blocks, be->opt.kv_block_size,
-                           s->opt.prefix_caching, err, err_len) != 0)
+        || llm_blocks_init(&s->bm, s->opt.n_blocks * lo.n_groups,
+                           be->opt.kv_block_size, s->opt.prefix_caching,
+                           err, err_len) != 0)
     {
         free(s);
         return NULL;
     }
+    llm_blocks_set_layout(&s->bm, &lo);
     ns = s->opt.max_num_seqs;
     nt = s->opt.max_batched_tokens;
     /* draft rows for up to LLM_SPEC_MAX_SEQS speculating sequences a step */
@@ -1952,6 +1986,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
     s->chunk = malloc(ns * sizeof(*s->chunk));
     s->tables = malloc(ns * sizeof(*s->tables));
     s->table_len = malloc(ns * sizeof(*s->table_len));
+    s->table_stride = malloc(ns * sizeof(*s->table_stride));
     s->logit_idx = malloc(s->max_logits * sizeof(*s->logit_idx));
     s->logit_seq = malloc(s->max_logits * sizeof(*s->logit_seq));
     s->logits = malloc((size_t) s->max_logits * s->n_vocab
@@ -1987,6 +2022,7 @@ llm_sched_create(llm_backend *be, const llm_sched_options *o, char *err,
         || s->tok_type == NULL
         || s->pos == NULL || s->tok_seq == NULL || s->bseq == NULL
         || s->chunk == NULL || s->tables == NULL || s->table_len == NULL
+        || s->table_stride == NULL
         || s->logit_idx == NULL || s->logit_seq == NULL || s->logits == NULL
         || s->samplers == NULL || s->sampled == NULL || s->mask == NULL
         || s->fork_row == NULL || s->fork_scratch == NULL)
@@ -2038,6 +2074,7 @@ llm_sched_free(llm_sched *s)
     free(s->chunk);
     free(s->tables);
     free(s->table_len);
+    free(s->table_stride);
     free(s->logit_idx);
     free(s->logit_seq);
     free(s->samplers);

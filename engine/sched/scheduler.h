@@ -251,6 +251,8 @@ typedef struct {
     int              kv_blocks_total;
     int              kv_blocks_used;      /* referenced by a sequence */
     int              kv_blocks_cached;    /* in the prefix cache */
+    uint64_t         kv_blocks_slid;      /* dropped out of the sliding
+                                             window (block_manager.h) */
     uint64_t         requests;            /* admitted */
     uint64_t         finished;            /* ended, any reason */
     uint64_t         prompt_tokens;       /* of admitted requests */

@@ -353,7 +353,7 @@ cli_forward(cli_seq *s, const int32_t *ids, int n, int start)
         last = chunk - 1;
         llm_batch b = { chunk, ids + done, pos, seq, 1, tables,
                         &s->n_blocks, 1, &last, s->logits, 0, NULL, NULL,
-                        NULL };
+                        NULL, 0, NULL };
         if (llm_backend_forward(s->be, &b) != 0) {
             fprintf(stderr, "generate: forward: %s\n", s->be->err);
             return -1;

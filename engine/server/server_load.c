@@ -349,6 +349,7 @@ llm_loader_thread(void *arg)
     llm_server          *s = arg;
     llm_sched_options    so;
     llm_backend_options  bo;
+    llm_kv_layout        lo;
 
     /* rank 0 of tensor_parallel; the backend loads the other ranks' views */
     if (s->opt.model_fd >= 0) {
@@ -391,9 +392,13 @@ llm_loader_thread(void *arg)
         return NULL;
     }
 
+    /* the block manager counts pages: one layer group's (model/kv.h) */
+    if (llm_config_kv_layout(&s->model.cfg, &lo, NULL, NULL) != 0) {
+        lo.per_group = s->model.cfg.n_layers;
+    }
     atomic_store(&s->ring->stats.kv_block_size, (uint32_t) bo.kv_block_size);
     atomic_store(&s->ring->stats.kv_block_bytes,
-                 llm_kv_bytes_per_token(s->model.cfg.n_layers,
+                 llm_kv_bytes_per_token(lo.per_group,
                                         s->model.cfg.n_kv_heads
                                         * s->model.cfg.head_dim,
                                         bo.kv_dtype)

@@ -237,6 +237,7 @@ llm_publish_stats(llm_server *s, llm_sched *sched)
     atomic_store(&rs->kv_blocks_total, (uint32_t) st.kv_blocks_total);
     atomic_store(&rs->kv_blocks_used, (uint32_t) st.kv_blocks_used);
     atomic_store(&rs->kv_blocks_cached, (uint32_t) st.kv_blocks_cached);
+    atomic_store(&rs->kv_blocks_slid, st.kv_blocks_slid);
     atomic_store(&rs->requests, st.requests);
     atomic_store(&rs->prompt_tokens, st.prompt_tokens);
     atomic_store(&rs->generation_tokens, st.generation_tokens);

@@ -5,6 +5,13 @@
  * operation (counts add up, references equal table entries, every
  * registered block is found by its own content); a fork (n choices)
  * shares the full blocks and gets its own copy of a partial last one.
+ * A sliding window: at every position exactly the blocks with a position
+ * inside the window of the next query are held (none outside kept, none
+ * inside dropped), the peak holds, dropped registered blocks still give
+ * prefix hits, forks and releases skip the holes, and the random run
+ * again with a window; with a full and a sliding layer group, the full
+ * group keeps every page, and a prefix hit needs every group's page (one
+ * evicted sliding page ends the hit there).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,6 +21,22 @@
 #include "sched/block_manager.h"
 
 #define BS  4
+
+
+/* n_groups layer groups (model/kv.h), the last one sliding `window` when
+ * window > 0 (one group: mistral's; two: a full one, then a sliding one) */
+static void
+set_groups(llm_block_manager *bm, int window, int n_groups)
+{
+    llm_kv_layout  lo;
+
+    memset(&lo, 0, sizeof(lo));
+    lo.n_groups = n_groups;
+    lo.per_group = 1;
+    lo.window = window;
+    lo.sliding[n_groups - 1] = window > 0;
+    llm_blocks_set_layout(bm, &lo);
+}
 
 
 static void
@@ -189,8 +212,17 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
 
     memset(refs, 0, sizeof(refs));
     for (i = 0; i < R_SEQS; i++) {
-        for (k = 0; k < t[i].n; k++) {
-            refs[t[i].ids[k]]++;
+        for (k = 0; k < t[i].n * bm->n_groups; k++) {
+            int g = k / t[i].n, id = t[i].ids[g * t[i].cap + k % t[i].n];
+
+            if ((id < 0) != (bm->sliding[g] && k % t[i].n < t[i].n_dropped))
+            {
+                *why = "a hole outside the dropped leading blocks";
+                return -1;
+            }
+            if (id >= 0) {
+                refs[id]++;
+            }
         }
     }
     for (i = 0; i < R_BLOCKS; i++) {
@@ -228,7 +260,7 @@ check_invariants(const llm_block_manager *bm, const llm_block_table *t,
 
 
 static void
-test_random(void)
+test_random(int window, int n_groups)
 {
     llm_block_manager  bm;
     llm_block_table    t[R_SEQS];
@@ -238,6 +270,7 @@ test_random(void)
     char               err[256];
 
     llm_blocks_init(&bm, R_BLOCKS, BS, 1, err, sizeof(err));
+    set_groups(&bm, window, n_groups);
     for (i = 0; i < R_SEQS; i++) {
         llm_blocks_table_init(&t[i], &bm, R_MAXTOK);
     }
@@ -251,6 +284,7 @@ test_random(void)
             }
             n = llm_blocks_match_prefix(&bm, &t[s], toks[s], len[s]);
             hits += n > 0;
+            llm_blocks_slide(&bm, &t[s], n);
             if (llm_blocks_ensure(&bm, &t[s], len[s]) != 0) {
                 llm_blocks_release(&bm, &t[s]);
             } else {
@@ -258,14 +292,19 @@ test_random(void)
             }
         } else if (rnd(3) == 0 || len[s] >= R_MAXTOK - 8) {
             llm_blocks_release(&bm, &t[s]);
-        } else if (llm_blocks_ensure(&bm, &t[s], len[s] + 1) == 0) {
+        } else if (llm_blocks_slide(&bm, &t[s], len[s]) >= 0
+                   && llm_blocks_ensure(&bm, &t[s], len[s] + 1) == 0)
+        {
             len[s]++;
             llm_blocks_commit(&bm, &t[s], toks[s], len[s]);
         }
         bad = check_invariants(&bm, t, &why) != 0;
     }
-    ok(!bad, "20000 random operations keep the invariants%s%s",
-       bad ? ": " : "", why);
+    ok(!bad, "20000 random operations (window %d, %d groups) keep the "
+       "invariants%s%s", window, n_groups, bad ? ": " : "", why);
+    ok(window == 0 ? bm.slid == 0 : bm.slid > 100,
+       "blocks dropped out of the window: %llu",
+       (unsigned long long) bm.slid);
     ok(hits > 100, "random run had prefix hits (%d)", hits);
     ok(bm.evictions > 0, "random run evicted cached blocks (%llu)",
        (unsigned long long) bm.evictions);
@@ -329,13 +368,212 @@ test_fork(void)
 }
 
 
+/* at each position of a sequence fed `chunk` tokens a step, exactly the
+ * sliding group's pages holding a position >= pos - W + 1 of the step's
+ * first query are held, and every page of a full group; at most
+ * llm_blocks_peak() at once */
+static void
+window_walk(int window, int chunk, int len, int n_groups)
+{
+    llm_block_manager  bm;
+    llm_block_table    t;
+    int                pos, k, g, held, peak = 0, kept_out = 0, lost_in = 0;
+    char               err[256];
+
+    llm_blocks_init(&bm, 128, BS, 0, err, sizeof(err));
+    set_groups(&bm, window, n_groups);
+    llm_blocks_table_init(&t, &bm, len);
+    for (pos = 0; pos < len; pos += chunk) {
+        llm_blocks_slide(&bm, &t, pos);
+        llm_blocks_ensure(&bm, &t, pos + chunk < len ? pos + chunk : len);
+        held = 0;
+        for (g = 0; g < n_groups; g++) {
+            for (k = 0; k < t.n; k++) {
+                /* block k's last position (k+1)*BS - 1 in the window of
+                   the query at pos: read by this step (a full group: all) */
+                int in = !bm.sliding[g] || (k + 1) * BS - 1 >= pos - window + 1;
+                int id = t.ids[g * t.cap + k];
+
+                kept_out += !in && id >= 0;
+                lost_in += in && id < 0;
+                held += id >= 0;
+            }
+        }
+        peak = held > peak ? held : peak;
+    }
+    is_int(kept_out, 0, "window %d, chunk %d, %d groups: no page outside "
+           "the window kept", window, chunk, n_groups);
+    is_int(lost_in, 0, "window %d, chunk %d, %d groups: no page inside the "
+           "window (or of a full group) dropped", window, chunk, n_groups);
+    ok(peak <= llm_blocks_peak(&bm, len, chunk), "window %d, chunk %d, %d "
+       "groups: held %d at most, peak says %d", window, chunk, n_groups,
+       peak, llm_blocks_peak(&bm, len, chunk));
+    is_int((int) bm.slid + llm_blocks_n_used(&bm), t.n * n_groups,
+           "window %d, chunk %d, %d groups: dropped + held = every group's "
+           "table", window, chunk, n_groups);
+    llm_blocks_release(&bm, &t);
+    is_int(llm_blocks_n_available(&bm), 128, "window %d: all pages back",
+           window);
+    llm_blocks_table_free(&t);
+    llm_blocks_free(&bm);
+}
+
+
+static void
+test_window(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    t;
+    char               err[256];
+    int                g;
+
+    llm_blocks_init(&bm, 16, BS, 0, err, sizeof(err));
+    set_groups(&bm, 6, 1);
+    llm_blocks_table_init(&t, &bm, 40);
+    llm_blocks_ensure(&bm, &t, 10);
+    /* the query at 10 reads 5..10: block 0 (0..3) is out, 1 (4..7) in */
+    is_int(llm_blocks_slide(&bm, &t, 10), 1, "at 10, window 6: 1 dropped");
+    ok(t.ids[0] == -1 && t.ids[1] >= 0 && t.n_dropped == 1 && t.n == 3,
+       "block 0 marked -1, the table keeps its length");
+    is_int(llm_blocks_slide(&bm, &t, 12), 0, "at 12 (reads 7..): block 1 "
+           "kept for position 7");
+    is_int(llm_blocks_slide(&bm, &t, 13), 1, "at 13 (reads 8..): block 1 "
+           "dropped");
+    is_int(llm_blocks_n_used(&bm), 1, "1 block held");
+    is_int(llm_blocks_needed(&bm, &t, 20), 2, "20 tokens: 2 more blocks");
+    is_int(llm_blocks_slide(&bm, &t, 13), 0, "sliding again: nothing");
+    llm_blocks_release(&bm, &t);
+    ok(t.n == 0 && t.n_dropped == 0 && llm_blocks_n_available(&bm) == 16,
+       "release skips the holes: every block back");
+    set_groups(&bm, 0, 1);
+    llm_blocks_ensure(&bm, &t, 40);
+    is_int(llm_blocks_slide(&bm, &t, 39), 0, "no window: nothing dropped");
+    llm_blocks_release(&bm, &t);
+    llm_blocks_table_free(&t);
+    is_int(llm_blocks_peak(&bm, 40, 1), 10, "no window: peak = the whole "
+           "sequence");
+    set_groups(&bm, 6, 1);
+    is_int(llm_blocks_peak(&bm, 40, 1), 3, "window 6, decode: peak 3");
+    is_int(llm_blocks_peak(&bm, 6, 1), 2, "never more than the sequence");
+    llm_blocks_free(&bm);
+
+    for (g = 1; g <= 2; g++) {
+        window_walk(6, 1, 60, g);
+        window_walk(8, 1, 60, g);   /* a window of whole blocks */
+        window_walk(1, 1, 60, g);
+        window_walk(6, 5, 61, g);   /* prefill chunks across blocks */
+        window_walk(9, 16, 100, g);
+        window_walk(200, 7, 100, g);    /* longer than the sequence */
+    }
+}
+
+
+/* dropped registered blocks stay in the cache: a later prompt with the
+ * same prefix hits all of it, then drops what is outside its window; a
+ * fork copies the holes */
+static void
+test_window_prefix(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, c;
+    int32_t            toks[24], src, dst;
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
+    set_groups(&bm, 5, 1);
+    fill(toks, 24, 500);
+    llm_blocks_table_init(&a, &bm, 24);
+    llm_blocks_table_init(&b, &bm, 24);
+    llm_blocks_table_init(&c, &bm, 24);
+    llm_blocks_ensure(&bm, &a, 18);
+    llm_blocks_commit(&bm, &a, toks, 18);
+    is_int(llm_blocks_slide(&bm, &a, 18), 3, "at 18 (reads 14..): blocks "
+           "0-2 dropped");
+    is_int(llm_blocks_n_cached(&bm), 4, "the 4 full blocks stay cached");
+    ok(llm_blocks_fork(&bm, &c, &a, 18, &src, &dst) == 0 && c.n == 5
+       && c.n_dropped == 3 && c.ids[2] == -1 && c.ids[3] == a.ids[3]
+       && bm.ref[a.ids[3]] == 2 && dst >= 0 && src == a.ids[4],
+       "a fork copies the holes, shares block 3, copies the partial 4");
+    llm_blocks_release(&bm, &c);
+    llm_blocks_release(&bm, &a);
+    is_int(llm_blocks_match_prefix(&bm, &b, toks, 20), 16, "a new prompt "
+           "hits every dropped block: 16 tokens");
+    is_int(llm_blocks_slide(&bm, &b, 16), 3, "and drops 3 of them at once "
+           "(its first query at 16 reads 12..)");
+    llm_blocks_release(&bm, &b);
+    is_int(llm_blocks_n_available(&bm), 16, "window prefix: all back");
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&c);
+    llm_blocks_free(&bm);
+}
+
+
+/* a full and a sliding group: a logical block takes 2 pages, the sliding
+ * row drops, a hit takes both groups' pages and stops where one is gone */
+static void
+test_groups_prefix(void)
+{
+    llm_block_manager  bm;
+    llm_block_table    a, b, f;
+    int32_t            toks[24], src[2], dst[2];
+    char               err[256];
+
+    llm_blocks_init(&bm, 16, BS, 1, err, sizeof(err));
+    set_groups(&bm, 5, 2);
+    fill(toks, 24, 700);
+    llm_blocks_table_init(&a, &bm, 24);
+    llm_blocks_table_init(&b, &bm, 24);
+    llm_blocks_table_init(&f, &bm, 24);
+    is_int(llm_blocks_needed(&bm, &a, 18), 10, "groups: 18 tokens need 5 "
+           "blocks of 2 pages");
+    llm_blocks_ensure(&bm, &a, 18);
+    llm_blocks_commit(&bm, &a, toks, 18);
+    is_int(llm_blocks_n_cached(&bm), 8, "groups: 4 full blocks, 8 pages "
+           "registered");
+    is_int(llm_blocks_slide(&bm, &a, 18), 3, "groups: at 18 the sliding "
+           "row drops blocks 0-2");
+    ok(a.ids[0] >= 0 && a.ids[2] >= 0 && a.ids[a.cap] == -1
+       && a.ids[a.cap + 2] == -1 && a.ids[a.cap + 3] >= 0,
+       "groups: the full row keeps them, the sliding row has holes");
+    is_int(llm_blocks_peak(&bm, 18, 1), 5 + 3, "groups: peak = the full "
+           "row's 5 + the window's 3");
+    ok(llm_blocks_fork(&bm, &b, &a, 18, src, dst) == 0 && dst[0] >= 0
+       && dst[1] >= 0 && src[0] == a.ids[4] && src[1] == a.ids[a.cap + 4]
+       && b.ids[b.cap + 1] == -1 && b.ids[1] == a.ids[1],
+       "groups: a fork shares each row, copies each group's partial page");
+    llm_blocks_release(&bm, &b);
+    llm_blocks_release(&bm, &a);
+    is_int(llm_blocks_n_available(&bm), 16, "groups: every page back");
+    /* 16 pages, 8 cached: 10 fresh ones evict the LRU's 2 oldest, the
+       sliding pages of blocks 2 and 1 (dropped first, last-first) while
+       the full group's pages of blocks 0-3 stay cached */
+    ok(llm_blocks_ensure(&bm, &f, 5 * BS) == 0 && bm.evictions == 2,
+       "groups: 10 pages taken, 2 cached ones evicted");
+    llm_blocks_release(&bm, &f);
+    is_int(llm_blocks_match_prefix(&bm, &b, toks, 20), BS, "groups: the hit "
+           "stops at block 1, whose sliding page is gone (its full page is "
+           "cached)");
+    llm_blocks_release(&bm, &b);
+    llm_blocks_table_free(&a);
+    llm_blocks_table_free(&b);
+    llm_blocks_table_free(&f);
+    llm_blocks_free(&bm);
+}
+
+
 int
 main(void)
 {
     test_alloc_release();
     test_prefix_sharing();
     test_lru_eviction();
-    test_random();
+    test_random(0, 1);
+    test_random(7, 1);
+    test_random(7, 2);
     test_fork();
+    test_window();
+    test_window_prefix();
+    test_groups_prefix();
     return tap_done();
 }

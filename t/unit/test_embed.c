@@ -573,7 +573,7 @@ main(void)
 
         memset(&b, 0, sizeof(b));
         b = (llm_batch) { 1, &t, &ps, &sq, 1, tbs, &nb, 0, NULL, NULL, 1,
-                          &bad, v, NULL };
+                          &bad, v, NULL, 0, NULL };
         ok(llm_batch_check(&b, &l, err, sizeof(err)) == -1
            && strstr(err, "hidden row 0: token index 1"),
            "a hidden row outside the batch refused (%s)", err);

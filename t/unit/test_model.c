@@ -468,7 +468,7 @@ greedy_story(const char *type, int n_gen, int32_t *out)
     }
     last = n - 1;
     llm_batch b = { n, toks, pos, seq, 1, tables, &n_blocks, 1, &last,
-                    logits, 0, NULL, NULL, NULL };
+                    logits, 0, NULL, NULL, NULL, 0, NULL };
     for (i = 0; i < n_gen && be != NULL; i++) {
         if (llm_backend_forward(be, &b) != 0) {
             printf("# %s\n", be->err);
@@ -522,7 +522,7 @@ kv_run(const llm_model *m, int kv_dtype, const int32_t *feed, int n_prompt,
         pos[i] = i;
     }
     llm_batch b = { n_prompt, feed, pos, seq, 1, tables, &n_blocks, 1, &last,
-                    logits, 0, NULL, NULL, NULL };
+                    logits, 0, NULL, NULL, NULL, 0, NULL };
     for (i = 0; i <= n_steps; i++) {
         if (llm_backend_forward(be, &b) != 0) {
             printf("# %s\n", be->err);
@@ -659,7 +659,7 @@ run_bb(llm_backend *be, batch_buf *bb, const int32_t *const *tables,
     const int32_t *n_blocks, float *logits)
 {
     llm_batch  b = { bb->n, bb->toks, bb->pos, bb->seq, 2, tables, n_blocks,
-                     bb->n, bb->idx, logits, 0, NULL, NULL, NULL };
+                     bb->n, bb->idx, logits, 0, NULL, NULL, NULL, 0, NULL };
     int        rc = llm_backend_forward(be, &b);
 
     if (rc != 0) {
@@ -895,7 +895,7 @@ test_reference_logits(void)
             }
             last = r->n - 1;
             llm_batch b = { r->n, r->ids, pos, seq, 1, tables, &n_blocks, 1,
-                            &last, logits, 0, NULL, NULL, NULL };
+                            &last, logits, 0, NULL, NULL, NULL, 0, NULL };
             if (be == NULL || llm_backend_forward(be, &b) != 0) {
                 ok(0, "%s: forward", r->label);
                 llm_backend_free(be);
@@ -941,7 +941,7 @@ test_bad_batches(void)
         return;
     }
     llm_batch b = { 1, &tok, &pos, &seq, 1, tables, &nb, 1, &li, logits,
-                    0, NULL, NULL, NULL };
+                    0, NULL, NULL, NULL, 0, NULL };
 
     pos = 32;
     ok(llm_backend_forward(be, &b) == -1
@@ -1057,7 +1057,7 @@ test_forward_oom(const char *type, int tp, int n_threads, int exact, int n)
         idx[i] = i;
     }
     b = (llm_batch) { n, tok, pos, seq, 1, tables, &nb, n, idx, want,
-                      0, NULL, NULL, NULL };
+                      0, NULL, NULL, NULL, 0, NULL };
 
     rc = llm_backend_forward(ref, &b);
     b.logits = got;

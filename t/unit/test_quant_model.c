@@ -89,7 +89,7 @@ forward(const llm_model *m, int exact, float *logits)
         seq[i] = 0;
     }
     llm_batch b = { N_PROMPT, prompt, pos, seq, 1, tables, &n_blocks, 1,
-                    &last, logits, 0, NULL, NULL, NULL };
+                    &last, logits, 0, NULL, NULL, NULL, 0, NULL };
     rc = llm_backend_forward(be, &b);
     llm_backend_free(be);
     return rc;

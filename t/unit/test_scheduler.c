@@ -22,6 +22,13 @@
  * across fair keys, the prefill budget, the batch class giving way) and the
  * stress again with classes and keys.
  * (a)-(c) also run on SmolLM2 Q4_1 ($MODEL), kept short.
+ * Sliding windows (hf-mistral: window 12 on every layer, one group;
+ * hf-gemma3 and hf-gptoss: a sliding and a full layer, two groups):
+ * prompts of several blocks past the window give the tokens of a plain
+ * forward over tables of logical blocks that keep every page, alone in a
+ * pool too small without the drops (so a page dropped while still inside
+ * the window is reused, overwritten, and shows), batched, and on prefix
+ * hits; the dropped pages are counted, a pool under the peak refuses.
  *
  * Speculative decoding, sampling on the backend, output constraints and n
  * choices are test_sched_decode.c's; the helpers both use are in
@@ -935,6 +942,164 @@ test_step_oom(const llm_model *m, llm_backend *ref, int n_vocab)
  * main
  */
 
+/* ---------------------------------------------------------------------------
+ * sliding window: the blocks that left it are dropped, outputs unchanged
+ */
+
+#define WJ  3
+
+/* greedy tokens of j by forward alone over a table that keeps every block
+ * (blocks 0..): what the scheduler gave before blocks were dropped */
+static int
+window_reference(llm_backend *be, const job *j, int32_t *out)
+{
+    static int32_t  tok[256], pos[256], table[32];
+    const int32_t  *tables[1] = { table };
+    int32_t         seq0[256] = {0}, nb = 32, idx;
+    int             n = j->n_prompt, i, v, best, vocab;
+    float          *logits;
+    llm_batch       b;
+
+    vocab = be->model->cfg.vocab_size;
+    logits = malloc(vocab * sizeof(float));
+    for (i = 0; i < 32; i++) {
+        table[i] = i;
+    }
+    memcpy(tok, j->prompt, n * sizeof(int32_t));
+    for (i = 0; i < n; i++) {
+        pos[i] = i;
+    }
+    memset(&b, 0, sizeof(b));
+    b.n_tokens = n;
+    b.token = tok;
+    b.pos = pos;
+    b.seq = seq0;
+    b.n_seqs = 1;
+    b.block_table = tables;
+    b.n_blocks = &nb;
+    b.n_logits = 1;
+    b.logit_idx = &idx;
+    b.logits = logits;
+    for (i = 0; i < j->max_tokens; i++) {
+        idx = b.n_tokens - 1;
+        if (logits == NULL || be->iface.forward(be, &b) != 0) {
+            free(logits);
+            return -1;
+        }
+        for (best = 0, v = 1; v < vocab; v++) {
+            best = logits[v] > logits[best] ? v : best;
+        }
+        out[i] = best;
+        /* the next forward: the sampled token alone at the next position */
+        b.token = &out[i];
+        b.pos = &pos[n + i];
+        pos[n + i] = n + i;
+        b.n_tokens = 1;
+    }
+    free(logits);
+    return 0;
+}
+
+
+static void
+test_window(const char *name, int alone_blocks, int under_blocks)
+{
+    static job        jobs[WJ];
+    static rec        alone[WJ], batch[WJ], hit[WJ];
+    static int32_t    ref[WJ][40];
+    int               lens[WJ] = { 150, 120, 37 }, i, same = 1, bad = -1;
+    llm_model         m;
+    llm_backend      *be;
+    llm_sched        *s;
+    llm_sched_stats   st;
+    uint64_t          slid = 0;
+    char              path[256];
+
+    snprintf(path, sizeof(path), "t/data/models/%s.gguf", name);
+    if (!ok(llm_model_load(&m, path, 0, 1) == 0, "%s loads", name)) {
+        printf("# %s\n", m.err);
+        return;
+    }
+    ok(m.cfg.sliding_window == 12, "%s: window 12", name);
+    be = make_backend(&m, 64, 256, 1);
+    if (be == NULL) {
+        llm_model_free(&m);
+        return;
+    }
+    for (i = 0; i < WJ; i++) {
+        /* 30 shared tokens: jobs 1 and 2 hit job 0's first blocks */
+        make_job(&jobs[i], m.cfg.vocab_size, 30, lens[i], 40, 7);
+        same &= window_reference(be, &jobs[i], ref[i]) == 0;
+    }
+    ok(same, "%s: reference forwards ran", name);
+
+    /* alone, in fewer blocks of 16 than 189 positions take: only with
+       the drops (4: one sliding group; 8: a full group holds 12) */
+    for (i = 0; i < WJ; i++) {
+        s = make_sched(be, alone_blocks, 0, 16, 1);
+        submit(s, &jobs[i], &alone[i]);
+        drain(s, 10000);
+        llm_sched_stats_get(s, &st);
+        slid += st.kv_blocks_slid;
+        ok(idle_and_clean(s), "%s: job %d alone leaves the pool clean",
+           name, i);
+        llm_sched_free(s);
+        same = alone[i].n_out == 40
+               && memcmp(alone[i].out, ref[i], sizeof(ref[i])) == 0;
+        ok(same, "%s: job %d (%d tokens) alone in %d blocks == the "
+           "forward keeping every block", name, i, lens[i], alone_blocks);
+    }
+    /* positions 0..188: blocks 0..11; at the last step (n = 188) the
+       window reads 177.., so blocks 0..10 were dropped (one sliding
+       group in each model) */
+    ok(slid >= 11 + 9, "%s: %llu pages dropped", name,
+       (unsigned long long) slid);
+
+    /* batched in 2 x alone_blocks, then with the prefix cache in the
+       whole pool, twice: misses, then hits (a hit needs every group's
+       page of every block from position 0 still cached) */
+    s = make_sched(be, 2 * alone_blocks, 0, 64, WJ);
+    for (i = 0; i < WJ; i++) {
+        submit(s, &jobs[i], &batch[i]);
+    }
+    drain(s, 10000);
+    llm_sched_stats_get(s, &st);
+    ok(same_tokens(alone, batch, WJ, &bad), "%s: batched in %d blocks == "
+       "alone (first bad %d; %llu preemptions)", name, 2 * alone_blocks,
+       bad, (unsigned long long) st.preemptions);
+    ok(idle_and_clean(s), "%s: batched leaves the pool clean", name);
+    llm_sched_free(s);
+    s = make_sched(be, 64, 1, 64, WJ);
+    for (i = 0; i < WJ; i++) {
+        submit(s, &jobs[i], &batch[i]);
+    }
+    drain(s, 10000);
+    for (i = 0; i < WJ; i++) {
+        submit(s, &jobs[i], &hit[i]);
+    }
+    drain(s, 10000);
+    llm_sched_stats_get(s, &st);
+    ok(same_tokens(alone, batch, WJ, &bad), "%s: batched with the prefix "
+       "cache == alone (first bad %d)", name, bad);
+    ok(same_tokens(alone, hit, WJ, &bad), "%s: prefix hits == misses "
+       "(first bad %d)", name, bad);
+    ok(st.prefix_hit_tokens >= 144 + 112 + 32, "%s: %llu prompt tokens "
+       "from the cache", name, (unsigned long long) st.prefix_hit_tokens);
+    ok(st.kv_blocks_slid > 0 && idle_and_clean(s), "%s: %llu dropped, the "
+       "pool clean", name, (unsigned long long) st.kv_blocks_slid);
+    llm_sched_free(s);
+
+    /* the peak is what admission asks */
+    s = make_sched(be, under_blocks, 0, 16, 1);
+    ok(submit(s, &jobs[0], &alone[0]) == LLM_SCHED_TOO_LONG,
+       "%s: a pool of %d blocks, under the peak, refuses the request", name,
+       under_blocks);
+    llm_sched_free(s);
+    llm_backend_free(be);
+    llm_model_free(&m);
+}
+
+
 int
 main(void)
 {
@@ -966,6 +1131,9 @@ main(void)
     }
     llm_backend_free(be);
     llm_model_free(&m);
+    TIMED(test_window("hf-mistral", 4, 2));
+    TIMED(test_window("hf-gemma3", 8, 7));
+    TIMED(test_window("hf-gptoss", 8, 7));
 
     /* make unit-asan runs this file again under ASan and UBSan (the use
        after free in llm_sched_create's error path was found that way):

@@ -98,7 +98,7 @@ forward(const llm_model *m, float *logits)
         seq[i] = 0;
     }
     llm_batch b = { 6, ids, pos, seq, 1, tables, &n_blocks, 1, &last, logits,
-                    0, NULL, NULL };
+                    0, NULL, NULL, NULL, 0, NULL };
     rc = llm_backend_forward(be, &b);
     llm_backend_free(be);
     return rc;

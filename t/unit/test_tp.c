@@ -359,7 +359,8 @@ run_schedule(const char *path, int tp, int n_threads, int exact,
                                        * sizeof(float));
         t->n_logits[t->n_steps] = nl;
         b = (llm_batch) { n, tok, pos, seq, 3, tab, nblk, nl, want,
-                          t->logits[t->n_steps], 0, NULL, NULL, NULL };
+                          t->logits[t->n_steps], 0, NULL, NULL, NULL, 0,
+                          NULL };
         if (llm_backend_forward(r.be, &b) != 0) {
             snprintf(t->err, sizeof(t->err), "%s", r.be->err);
             rc = -1;
@@ -554,7 +555,7 @@ check_copy_block(const char *path, int tp)
     }
     tab[0] = orig;
     batch = (llm_batch) { 19, tok, pos, seq, 1, tab, &nb, 1, &last, a,
-                          0, NULL, NULL, NULL };
+                          0, NULL, NULL, NULL, 0, NULL };
     last = 18;
     if (llm_backend_forward(r.be, &batch) == 0
         && r.be->iface.copy_block(r.be, 5, 0) == 0
@@ -562,7 +563,7 @@ check_copy_block(const char *path, int tp)
     {
         /* position 19 through the originals, then through the copies */
         batch = (llm_batch) { 1, tok + 19, pos + 19, seq, 1, tab, &nb, 1,
-                              &last, a, 0, NULL, NULL, NULL };
+                              &last, a, 0, NULL, NULL, NULL, 0, NULL };
         last = 0;
         good = llm_backend_forward(r.be, &batch) == 0;
         tab[0] = copy;
