@@ -32,6 +32,11 @@
  * sub-block's q8k sum, one vpmulld by the 6-bit scale minus 32 (decoded
  * for 16 rows from scales_l and scales_h by 32-bit shifts).
  *
+ * Decode (one activation row) streams each group's super-blocks in
+ * memory order and prefetches 2 KB ahead; one thread reads at 0.83-0.94
+ * of a plain read loop's bytes/s over the same weights (bench/matmul
+ * stream; docs/perf.md, K-quant decode).
+ *
  * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp,
  *          llm_avx512_tile_q5_Kp, llm_avx512_tile_iq4_xsp (simd.h's
  *          AVX-512 set)
