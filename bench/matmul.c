@@ -21,6 +21,15 @@
  * calling thread alone, timed in its CPU time (a shared machine's load
  * does not enter); prints the best time of each and plain / packed.
  *
+ *   bench/matmul [threads] [seconds-per-case] stream
+ *
+ * instead: per packed K-quant type (and Q8_0), an 8192x2048 matrix packed
+ * and copied to about 512 MB (beyond the last-level cache), multiplied at
+ * n_x = 1 in turn on the calling thread, as one thread's share of decode;
+ * GB/s in thread CPU time against a plain read loop over the same bytes,
+ * the two alternated round after round (issue 28: how near one thread's
+ * decode kernel gets to what the thread can read at all).
+ *
  * Build: cc -O2 -pthread -Ikernels bench/matmul.c kernels/[a-z]*.c -lm
  */
 #include <stdatomic.h>
@@ -199,6 +208,80 @@ packed_vs_plain(float *x, float *out, double secs)
 }
 
 
+/* read_all's results land here, so the compiler keeps the loop */
+static volatile uint64_t read_sink;
+
+
+/* the xor of every 8 bytes of n_m buffers of `bytes` bytes */
+static uint64_t
+read_all(void *const *bufs, int n_m, size_t bytes)
+{
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+
+    for (int i = 0; i < n_m; i++) {
+        const uint64_t *q = bufs[i];
+        for (size_t j = 0; j + 4 <= bytes / 8; j += 4) {
+            a ^= q[j];
+            b ^= q[j + 1];
+            c ^= q[j + 2];
+            d ^= q[j + 3];
+        }
+    }
+    return a ^ b ^ c ^ d;
+}
+
+
+/* one thread's decode kernel streaming from DRAM against its read loop */
+static void
+stream_vs_read(float *x, float *out)
+{
+    static const uint32_t types[] = {
+        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+        GGML_TYPE_Q8_0,
+    };
+
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+        llm_tensor w = random_matrix(types[t], 8192, 2048), p[128];
+        void *bufs[128];
+        size_t ps = llm_pack_size(&w);
+        int n_m = (int) ((512u << 20) / ps), r;
+        double bk = 1e9, br = 1e9;
+
+        if (!llm_pack_useful(&w)) {
+            printf("%-7s not packed on this CPU\n", ggml_type_name(types[t]));
+            free((void *) w.data);
+            continue;
+        }
+        n_m = n_m > 128 ? 128 : n_m;
+        for (int i = 0; i < n_m; i++) {
+            bufs[i] = llm_alloc_aligned(ps);
+            llm_pack(&w, bufs[i], &p[i]);
+        }
+        for (r = 0; r < 5; r++) {
+            double t0 = thread_cpu();
+            for (int i = 0; i < n_m; i++) {
+                llm_matmul(NULL, out, x, 1, &p[i]);
+            }
+            double tk = thread_cpu() - t0;
+            t0 = thread_cpu();
+            read_sink ^= read_all(bufs, n_m, ps);
+            double tr = thread_cpu() - t0;
+            bk = tk < bk ? tk : bk;
+            br = tr < br ? tr : br;
+        }
+        printf("%-7s %d x 8192x2048 packed (%.0f MB) n_x=1: %.2f GB/s, "
+               "read loop %.2f GB/s, kernel/read %.2f (thread CPU time)\n",
+               ggml_type_name(types[t]), n_m, (double) ps * n_m / 1e6,
+               ps * (double) n_m / bk / 1e9, ps * (double) n_m / br / 1e9,
+               br / bk);
+        for (int i = 0; i < n_m; i++) {
+            free(bufs[i]);
+        }
+        free((void *) w.data);
+    }
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -216,6 +299,11 @@ main(int argc, char **argv)
     }
     printf("kernels %s, %d threads\n", llm_kernels_isa_name(llm_kernels_isa()),
            threads);
+    if (argc > 3 && strcmp(argv[3], "stream") == 0) {
+        stream_vs_read(x, out);
+        llm_threadpool_free(tp);
+        return 0;
+    }
     if (argc > 3 && strcmp(argv[3], "packed") == 0) {
         packed_vs_plain(x, out, secs);
         llm_threadpool_free(tp);

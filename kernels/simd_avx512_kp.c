@@ -32,6 +32,11 @@
  * sub-block's q8k sum, one vpmulld by the 6-bit scale minus 32 (decoded
  * for 16 rows from scales_l and scales_h by 32-bit shifts).
  *
+ * Decode (one activation row) streams each group's super-blocks in
+ * memory order and prefetches 2 KB ahead; one thread reads at 0.83-0.94
+ * of a plain read loop's bytes/s over the same weights (bench/matmul
+ * stream; docs/perf.md, K-quant decode).
+ *
  * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp,
  *          llm_avx512_tile_q5_Kp, llm_avx512_tile_iq4_xsp (simd.h's
  *          AVX-512 set)
@@ -48,9 +53,12 @@
     "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
-/* decode reads the weights once, from DRAM: ask for them this far ahead
- * (simd_avx512.c's packed decode measured 1-4 KB best) */
-#define PF_AHEAD  4096
+/* decode reads the weights once, from DRAM: ask for them this far ahead.
+ * One thread streaming 400-600 MB of packed rows at n_x = 1 reached, of
+ * a plain read loop's bytes/s in the same process (docs/perf.md, K-quant
+ * decode): at 2 KB Q4_K 0.87-0.88, Q5_K 0.93-0.94, Q6_K 0.91-0.95,
+ * IQ4_XS 0.85-0.86; at 4 KB 0.85-0.87, 0.81-0.87, 0.88-0.89, 0.73-0.85 */
+#define PF_AHEAD  2048
 
 
 TGT static INLINE void
