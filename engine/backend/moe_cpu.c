@@ -13,8 +13,11 @@
  *                            y_e  = g_e @ down_e^T (+ bias)
  *   per token: x[t] += sum_j weight[t][j] * y[pos[t][j]]  (j in top-k order)
  *
- * The router is one matmul (one pool job); everything after the grouping
- * is one more pool job (fused_task) whose threads take row chunks of any
+ * The whole step is one pool job (step_task): its threads first take
+ * the router's rows 16 at a time; the thread that finishes the last
+ * chunk routes and groups the tokens and plans the rest, while the others
+ * wait (a few microseconds at decode); then (fused_task) they take row
+ * chunks of any
  * routed expert's gate and up (both from one quantization of the
  * expert's inputs), then of its down, then tokens to sum back. Experts
  * are ordinary views in their file's type (quantized ones in their own
@@ -120,6 +123,7 @@ llm_moe_cpu_free(llm_moe_cpu *mc)
     free(mc->off_g);
     free((void *) mc->ready);
     free(mc->abuf);
+    free(mc->rbuf);
     memset(mc, 0, sizeof(*mc));
 }
 
@@ -446,6 +450,26 @@ align64(size_t n)
 }
 
 
+/* *buf holds at least size bytes (64-byte aligned; the old contents are
+ * not kept); 0, or -1 when it cannot grow (*buf unchanged) */
+static int
+grow(uint8_t **buf, size_t *have, size_t size)
+{
+    uint8_t  *p;
+
+    if (size <= *have) {
+        return 0;
+    }
+    if ((p = llm_alloc_aligned(size)) == NULL) {
+        return -1;
+    }
+    free(*buf);
+    *buf = p;
+    *have = size;
+    return 0;
+}
+
+
 /* the job's items and activation offsets for the grouped step; 0, or -1
  * when the activation buffer cannot grow */
 static int
@@ -455,7 +479,6 @@ fused_plan(llm_moe_cpu *mc, int n)
     int                     e, rows, r, n_used = 0, cg, cd, nth, per;
     size_t                  size = 0;
     struct llm_moe_item    *it = mc->items;
-    void                   *buf;
 
     nth = llm_threadpool_size(mc->tp);
     for (e = 0; e < mc->n_expert; e++) {
@@ -511,16 +534,7 @@ fused_plan(llm_moe_cpu *mc, int n)
     }
     mc->n_items = (int) (it - mc->items);
     atomic_init(&mc->next_item, 0);
-
-    if (size > mc->abuf_size) {
-        if ((buf = llm_alloc_aligned(size)) == NULL) {
-            return -1;
-        }
-        free(mc->abuf);
-        mc->abuf = buf;
-        mc->abuf_size = size;
-    }
-    return 0;
+    return grow(&mc->abuf, &mc->abuf_size, size);
 }
 
 
@@ -545,19 +559,14 @@ llm_moe_cpu_experts(llm_moe_cpu *mc, float *x, const float *xb, int n,
 }
 
 
-int
-llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
-    const llm_layer *l)
+/* mc->sel, mc->weight from the router logits of tokens 0..n-1: the
+ * router's bias (gpt-oss) added, then each token routed */
+static void
+route_tokens(llm_moe_cpu *mc, int n, const float *router_b)
 {
-    llm_moe_weights  ew = { l->exp_gate, l->exp_up, l->exp_down,
-                            l->exp_gate_b, l->exp_up_b, l->exp_down_b };
-    int              t, k = mc->k;
+    int  t, k = mc->k;
 
-    if (mm(mc, mc->logits, xb, n, &l->router) != 0) {
-        return -1;
-    }
-    /* gpt-oss: the router's bias, then softmax over the top k */
-    add_bias(mc->logits, mc->n_expert, n, l->router_b, 0, mc->n_expert);
+    add_bias(mc->logits, mc->n_expert, n, router_b, 0, mc->n_expert);
     for (t = 0; t < n; t++) {
         const float  *lt = mc->logits + (size_t) t * mc->n_expert;
 
@@ -569,5 +578,83 @@ llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
                           mc->weight + t * k);
         }
     }
+}
+
+
+/*
+ * The fused step with its router: logits rows r0..r0+15 (expert
+ * features) for all n tokens per item, the same bits as one llm_matmul
+ * (output rows depend only on their inputs, row views change no bit).
+ * The thread that finishes the last chunk routes, groups and plans (the
+ * items then exist), and publishes `routed`; every thread then runs the
+ * expert items. A failed plan publishes no items: x is untouched.
+ */
+static void
+step_task(void *arg, int ith, int nth)
+{
+    llm_moe_cpu  *mc = arg;
+    int           r0, nr;
+    llm_tensor    v;
+
+    while ((r0 = atomic_fetch_add(&mc->next_rrow, LLM_PACK_ROWS))
+           < mc->n_expert)
+    {
+        nr = mc->n_expert - r0 < LLM_PACK_ROWS ? mc->n_expert - r0
+                                               : LLM_PACK_ROWS;
+        v = llm_tensor_rows(mc->router, r0, nr);
+        llm_matmul_act(mc->logits + r0, mc->n_expert, &mc->act_r, &v);
+        if (atomic_fetch_sub(&mc->router_left, 1) == 1) {
+            route_tokens(mc, mc->n, mc->router_b);
+            group_tokens(mc, mc->xb, mc->n);
+            mc->plan_rc = fused_plan(mc, mc->n);
+            if (mc->plan_rc != 0) {
+                mc->n_items = 0;
+            }
+            atomic_store_explicit(&mc->routed, 1, memory_order_release);
+        }
+    }
+    wait_at_least(&mc->routed, 1);
+    fused_task(arg, ith, nth);
+}
+
+
+static int
+forward_fused(llm_moe_cpu *mc, float *x, const float *xb, int n,
+    const llm_layer *l, const llm_moe_weights *ew)
+{
+    if (grow(&mc->rbuf, &mc->rbuf_size, llm_act_size(&l->router, n)) != 0) {
+        return -1;
+    }
+    llm_act_make(&mc->act_r, mc->rbuf, xb, mc->dim, n, &l->router);
+    mc->router = &l->router;
+    mc->router_b = l->router_b;
+    mc->xb = xb;
+    mc->n = n;
+    mc->ew = ew;
+    mc->x_out = x;
+    mc->plan_rc = 0;
+    atomic_init(&mc->next_rrow, 0);
+    atomic_init(&mc->router_left,
+                (mc->n_expert + LLM_PACK_ROWS - 1) / LLM_PACK_ROWS);
+    atomic_init(&mc->routed, 0);
+    llm_threadpool_run(mc->tp, step_task, mc);
+    return mc->plan_rc;
+}
+
+
+int
+llm_moe_cpu_forward(llm_moe_cpu *mc, float *x, const float *xb, int n,
+    const llm_layer *l)
+{
+    llm_moe_weights  ew = { l->exp_gate, l->exp_up, l->exp_down,
+                            l->exp_gate_b, l->exp_up_b, l->exp_down_b };
+
+    if (!mc->exact && mc->fused) {
+        return forward_fused(mc, x, xb, n, l, &ew);
+    }
+    if (mm(mc, mc->logits, xb, n, &l->router) != 0) {
+        return -1;
+    }
+    route_tokens(mc, n, l->router_b);
     return llm_moe_cpu_experts(mc, x, xb, n, &ew);
 }

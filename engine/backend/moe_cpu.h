@@ -3,8 +3,8 @@
  * backend_cpu.c's layer: route every token, group the tokens by expert,
  * run each routed expert once as a small GEMM over its tokens (gate and
  * up from one quantization of its inputs), add each token's weighted
- * expert outputs back to its residual row. After the router's matmul the
- * whole step is one pool job (moe_cpu.c).
+ * expert outputs back to its residual row. The whole step is one pool
+ * job, the router's rows its first items (moe_cpu.c).
  *
  * Batching invariance (docs/numerics.md): a token's result never depends
  * on the other tokens of its step, because
@@ -84,6 +84,17 @@ typedef struct {
     float           *u;          /* (n*k, ff) up */
     float           *y;          /* (n*k, dim) expert outputs */
     /* the fused job's state (moe_cpu.c) */
+    const llm_tensor *router;    /* llm_moe_cpu_forward: the router's rows */
+    const float     *router_b;   /*   are the job's first items */
+    const float     *xb;
+    int              n;
+    llm_act          act_r;      /* xb for the router */
+    uint8_t         *rbuf;       /* act_r's quantized rows, if any */
+    size_t           rbuf_size;
+    atomic_int       next_rrow;
+    atomic_int       router_left; /* router row chunks not done */
+    atomic_int       routed;     /* 1: tokens routed, items planned */
+    int              plan_rc;    /* fused_plan's: -1 out of memory */
     const llm_moe_weights *ew;
     float           *x_out;
     struct llm_moe_item *items;
