@@ -43,6 +43,7 @@
 
 #include "quant.h"
 #include "simd.h"
+#include "tensor_type.h"
 
 #define TGT __attribute__((target( \
     "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
@@ -51,6 +52,9 @@
 /* decode reads the weights once, from DRAM: ask for them this far ahead
  * (simd_avx512.c's packed decode measured 1-4 KB best) */
 #define PF_AHEAD  4096
+/* activation rows from which a tile of two groups goes to
+ * simd_avx512_kpx.c (its unpacking once pays from this many on) */
+#define KPX_MIN_N_X  8
 
 
 TGT static INLINE void
@@ -477,6 +481,16 @@ kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
 TGT static INLINE void
 tile_kp(const int kind, const size_t bytes, const llm_tile *t)
 {
+    static const uint32_t types[] = {
+        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+    };
+
+    /* prefill: two groups unpacked once for all the rows
+       (simd_avx512_kpx.c) */
+    if (t->n_w > 16 && t->n_x >= KPX_MIN_N_X) {
+        llm_avx512_tile_kpx(types[kind], t);
+        return;
+    }
     for (int x0 = 0; x0 < t->n_x; x0 += 16) {
         int nx = t->n_x - x0 < 16 ? t->n_x - x0 : 16;
         for (int g = 0; g * 16 < t->n_w; g++) {

@@ -1208,6 +1208,15 @@ main(void)
             test_packed(&wide, pools);
             free(wide.data);
         }
+        /* K-quants: more super-blocks than the AVX-512 prefill tile
+         * unpacks at a time (simd_avx512_kpx.c, KC 8): its accumulators
+         * pass through the output between chunks */
+        if (blk == LLM_QK_K) {
+            test_matrix wide;
+            make_matrix(&wide, types[t], 35, 9 * LLM_QK_K);
+            test_packed(&wide, pools);
+            free(wide.data);
+        }
         if (blk == 1) {
             test_float_tiles(&m, pools);
             test_float_tiles(&big, pools);
