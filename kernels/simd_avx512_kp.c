@@ -15,7 +15,9 @@
  * against pairs of sums); then the reference's two fmaf, one instruction
  * each for the 16 rows. Up to four activation rows share each unpacked
  * quant vector; one activation row (decode) streams the weights in
- * memory order with prefetch.
+ * memory order with prefetch. A tile of two groups and KPX_MIN_N_X or
+ * more activation rows (prefill) goes to simd_avx512_kpx.c, which
+ * unpacks the groups once for all the rows.
  *
  * Q6_K. The same lanes; a quant vector of 64 unsigned bytes q + 32 is
  * a ql nibble OR-ed with two qh bits moved to bits 4-5 (16-bit shifts and
