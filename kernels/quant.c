@@ -376,7 +376,7 @@ llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n)
 
 
 void
-llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n)
+llm_quantize_row_q8k_ref(const float *x, llm_block_q8k *y, int64_t n)
 {
     for (int64_t i = 0; i < n / LLM_QK_K; i++, x += LLM_QK_K) {
         float d = abs_max(x, LLM_QK_K) / 127.0f;
@@ -393,4 +393,78 @@ llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n)
         }
         y[i].d = d;
     }
+}
+
+
+#if defined(__x86_64__)
+/* llm_quantize_row_q8k_ref on 8 lanes, as quantize_q8a_avx2 (the same
+ * roundings, so the same bits: test_kernels); bsums by vpsadbw of the
+ * bytes + 128 (sums of 8 unsigned bytes), less 16 * 128 */
+__attribute__((target("avx2")))
+static void
+quantize_q8k_avx2(const float *x, llm_block_q8k *y, int64_t nb)
+{
+    const __m256   sign = _mm256_set1_ps(-0.0f);
+    const __m256   half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    const __m256i  perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i  bias = _mm256_set1_epi8((char) 0x80);
+
+    for (int64_t i = 0; i < nb; i++, x += LLM_QK_K) {
+        __m256   m = _mm256_setzero_ps(), vid;
+        __m128   h;
+        float    amax, d, id;
+
+        for (int k = 0; k < 32; k++) {
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)),
+                              m);
+        }
+        h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        amax = _mm_cvtss_f32(h);
+
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        vid = _mm256_set1_ps(id);
+        for (int c = 0; c < 8; c++) {                  /* 32 elements */
+            __m256i q[4], p, s;
+            for (int k = 0; k < 4; k++) {
+                __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * k),
+                                         vid);
+                __m256i r = _mm256_cvttps_epi32(t);
+                __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(r));
+                __m256i ge = _mm256_castps_si256(_mm256_cmp_ps(frac, half,
+                                                               _CMP_GE_OQ));
+                __m256i le = _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf,
+                                                               _CMP_LE_OQ));
+                q[k] = _mm256_add_epi32(_mm256_sub_epi32(r, ge), le);
+            }
+            p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(
+                    _mm256_packs_epi32(q[0], q[1]),
+                    _mm256_packs_epi32(q[2], q[3])), perm);
+            _mm256_storeu_si256((__m256i *) (y[i].qs + 32 * c), p);
+            /* 64-bit lanes: sums of bytes 8j..8j+7 + 128 each */
+            s = _mm256_sad_epu8(_mm256_xor_si256(p, bias),
+                                _mm256_setzero_si256());
+            s = _mm256_add_epi64(s, _mm256_shuffle_epi32(s, 0x4e));
+            y[i].bsums[2 * c] = (int16_t) (_mm256_cvtsi256_si32(s) - 2048);
+            y[i].bsums[2 * c + 1] = (int16_t) (_mm_cvtsi128_si32(
+                _mm256_extracti128_si256(s, 1)) - 2048);
+        }
+        y[i].d = d;
+    }
+}
+#endif
+
+
+void
+llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        quantize_q8k_avx2(x, y, n / LLM_QK_K);
+        return;
+    }
+#endif
+    llm_quantize_row_q8k_ref(x, y, n);
 }

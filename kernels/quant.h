@@ -209,5 +209,6 @@ void llm_quantize_row_q8a(const float *x, llm_block_q8a *y, int64_t n);
  * gives the same bits */
 void llm_quantize_row_q8a_ref(const float *x, llm_block_q8a *y, int64_t n);
 void llm_quantize_row_q8k(const float *x, llm_block_q8k *y, int64_t n);
+void llm_quantize_row_q8k_ref(const float *x, llm_block_q8k *y, int64_t n);
 
 #endif

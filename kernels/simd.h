@@ -124,6 +124,10 @@ void llm_avx512_tile_q6_Kp(const llm_tile *t);
 void llm_avx512_tile_q5_Kp(const llm_tile *t);
 void llm_avx512_tile_iq4_xsp(const llm_tile *t);
 
+/* simd_avx512_kpx.c: a tile of two packed groups of type (Q4_K, Q5_K,
+ * Q6_K, IQ4_XS) against many q8k rows */
+void llm_avx512_tile_kpx(uint32_t type, const llm_tile *t);
+
 extern const llm_kernel_set llm_kernels_scalar;
 extern const llm_kernel_set llm_kernels_avx2;
 extern const llm_kernel_set llm_kernels_avx512;

@@ -15,7 +15,9 @@
  * against pairs of sums); then the reference's two fmaf, one instruction
  * each for the 16 rows. Up to four activation rows share each unpacked
  * quant vector; one activation row (decode) streams the weights in
- * memory order with prefetch.
+ * memory order with prefetch. A tile of two groups and KPX_MIN_N_X or
+ * more activation rows (prefill) goes to simd_avx512_kpx.c, which
+ * unpacks the groups once for all the rows.
  *
  * Q6_K. The same lanes; a quant vector of 64 unsigned bytes q + 32 is
  * a ql nibble OR-ed with two qh bits moved to bits 4-5 (16-bit shifts and
@@ -48,6 +50,7 @@
 
 #include "quant.h"
 #include "simd.h"
+#include "tensor_type.h"
 
 #define TGT __attribute__((target( \
     "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
@@ -59,6 +62,9 @@
  * decode): at 2 KB Q4_K 0.87-0.88, Q5_K 0.93-0.94, Q6_K 0.91-0.95,
  * IQ4_XS 0.85-0.86; at 4 KB 0.85-0.87, 0.81-0.87, 0.88-0.89, 0.73-0.85 */
 #define PF_AHEAD  2048
+/* activation rows from which a tile of two groups goes to
+ * simd_avx512_kpx.c (its unpacking once pays from this many on) */
+#define KPX_MIN_N_X  8
 
 
 TGT static INLINE void
@@ -485,6 +491,16 @@ kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
 TGT static INLINE void
 tile_kp(const int kind, const size_t bytes, const llm_tile *t)
 {
+    static const uint32_t types[] = {
+        GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ4_XS,
+    };
+
+    /* prefill: two groups unpacked once for all the rows
+       (simd_avx512_kpx.c) */
+    if (t->n_w > 16 && t->n_x >= KPX_MIN_N_X) {
+        llm_avx512_tile_kpx(types[kind], t);
+        return;
+    }
     for (int x0 = 0; x0 < t->n_x; x0 += 16) {
         int nx = t->n_x - x0 < 16 ? t->n_x - x0 : 16;
         for (int g = 0; g * 16 < t->n_w; g++) {

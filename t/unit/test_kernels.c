@@ -708,6 +708,28 @@ test_quantize_q8a(void)
     ok(b[0].qs[1] == -15 && b[0].qs[2] == -14 && b[0].qs[17] == 2
        && b[0].qs[16] == 1, "q8a: halves round away from zero "
        "(-14.5 -> -15, 1.5 -> 2, 0.5 -> 1)");
+
+    /* q8k (K-quants' activations): the same x, and a super-block of
+       halves (d = 1) */
+    static llm_block_q8k ka[NB * LLM_QK / LLM_QK_K + 1],
+                         kb[NB * LLM_QK / LLM_QK_K + 1];
+    static float xk[NB * LLM_QK + LLM_QK_K];
+    memcpy(xk, x, sizeof(x));
+    for (j = 0; j < LLM_QK_K; j++) {
+        xk[NB * LLM_QK + j] = (j % 32 == 0) ? 127.0f
+                              : (float) (j % 32 - 16) + 0.5f;
+    }
+    llm_quantize_row_q8k(xk, ka, NB * LLM_QK + LLM_QK_K);
+    llm_quantize_row_q8k_ref(xk, kb, NB * LLM_QK + LLM_QK_K);
+    ok(memcmp(ka, kb, sizeof(ka)) == 0, "q8k activations: dispatched (%s) "
+       "== scalar, bit for bit (d, qs, bsums), %d super-blocks",
+       __builtin_cpu_supports("avx2") ? "avx2" : "scalar",
+       NB * LLM_QK / LLM_QK_K + 1);
+    i = NB * LLM_QK / LLM_QK_K;
+    ok(kb[i].d == 1.0f && kb[i].qs[1] == -15 && kb[i].qs[17] == 2
+       && kb[i].bsums[0] == 127 - 15 - 14 - 13 - 12 - 11 - 10 - 9 - 8 - 7
+                            - 6 - 5 - 4 - 3 - 2 - 1,
+       "q8k: halves round away from zero, bsums of 16");
 }
 
 
@@ -1205,6 +1227,15 @@ main(void)
         if (blk == LLM_QK) {
             test_matrix wide;
             make_matrix(&wide, types[t], 35, 72 * LLM_QK);
+            test_packed(&wide, pools);
+            free(wide.data);
+        }
+        /* K-quants: more super-blocks than the AVX-512 prefill tile
+         * unpacks at a time (simd_avx512_kpx.c, KC 8): its accumulators
+         * pass through the output between chunks */
+        if (blk == LLM_QK_K) {
+            test_matrix wide;
+            make_matrix(&wide, types[t], 35, 9 * LLM_QK_K);
             test_packed(&wide, pools);
             free(wide.data);
         }
