@@ -408,9 +408,13 @@ FUZZ_OBJS     := $(filter $(FUZZ_ROOMS:%=$(BUILD)/fuzz/obj/engine/%/%) \
                    $(BUILD)/fuzz/obj/engine/server/server_slot.o,$(FUZZ_LIB_OBJS))
 .SECONDARY: $(FUZZ_LIB_OBJS)
 
+# clang writes the .d after the object (gcc before it): the touch keeps
+# the object the newer, or every make would compile the whole tree again
+# (make test's unit-asan did, after fuzz-smoke: twice the tree's CPU)
 $(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/fuzz/obj/%.d
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c $< -o $@
+	@touch $@
 
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(BUILD)/fuzz/fuzz_%.d $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
