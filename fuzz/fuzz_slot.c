@@ -1,7 +1,7 @@
 /*
  * libFuzzer harness for the engine's reading of a ring slot: the bytes
  * are the image of a GENERATE slot as a worker (or a bug in one) wrote it,
- * given to llm_slot_request() (engine/server/server.c), the check the
+ * given to llm_slot_request() (engine/server/server_slot.c), the check the
  * engine runs before a slot's request reaches the scheduler. The slot is
  * allocated at its exact size, so a read past it is an ASan report.
  *
@@ -14,7 +14,14 @@
  * constraint, whose text must lie inside the slot's prompt[], with a
  * json_ws and strict the compiler knows.
  */
-#include "server/server.c"      /* llm_slot_request is static there */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "params/sampling.h"
+#include "ring/ngx_llm_ring.h"
+#include "sched/scheduler.h"
+#include "server/server_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

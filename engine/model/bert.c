@@ -15,7 +15,6 @@
  *          llm_bert_hf_name, llm_bert_load, llm_bert_free
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,24 +25,6 @@
 #include "model/score.h"
 
 #define BERT_MAX  (1 << 20)
-
-
-static int
-bert_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 
 int
@@ -62,11 +43,11 @@ bert_config_check(llm_model *m)
 
     c->nomic = strcmp(c->arch, "bert") != 0;
     if (c->n_heads < 1 || c->dim % c->n_heads != 0) {
-        return bert_fail(m, "hidden size %d is not a multiple of %d heads",
-                         c->dim, c->n_heads);
+        return llm_model_fail(m, "hidden size %d is not a multiple of %d heads",
+                              c->dim, c->n_heads);
     }
     if (c->n_layers > 1024) {
-        return bert_fail(m, "%d layers (at most 1024)", c->n_layers);
+        return llm_model_fail(m, "%d layers (at most 1024)", c->n_layers);
     }
     c->n_kv_heads = c->n_heads;
     c->head_dim = c->dim / c->n_heads;
@@ -79,10 +60,10 @@ bert_config_check(llm_model *m)
     c->encoder = 1;
     c->tied_output = 1;
     if (c->nomic && c->head_dim % 2 != 0) {
-        return bert_fail(m, "head size %d is odd (rotary)", c->head_dim);
+        return llm_model_fail(m, "head size %d is odd (rotary)", c->head_dim);
     }
     if (c->n_types < 0 || c->n_types > 16) {
-        return bert_fail(m, "%d token types (0..16)", c->n_types);
+        return llm_model_fail(m, "%d token types (0..16)", c->n_types);
     }
     return 0;
 }
@@ -100,8 +81,8 @@ gguf_int(llm_model *m, const char *suffix, int required, int dflt, int *out)
         return 0;
     }
     if (gguf_get_u64(&m->gguf, key, &v) != 0 || v < 1 || v > BERT_MAX) {
-        return bert_fail(m, "metadata key '%s' is missing or not an "
-                         "integer in 1..%d", key, BERT_MAX);
+        return llm_model_fail(m, "metadata key '%s' is missing or not an "
+                              "integer in 1..%d", key, BERT_MAX);
     }
     *out = (int) v;
     return 0;
@@ -120,8 +101,8 @@ gguf_float(llm_model *m, const char *suffix, int required, float dflt,
         return 0;
     }
     if (gguf_get_f32(&m->gguf, key, out) != 0 || !(*out > 0.0f)) {
-        return bert_fail(m, "metadata key '%s' is missing or not a "
-                         "positive float", key);
+        return llm_model_fail(m, "metadata key '%s' is missing or not a "
+                              "positive float", key);
     }
     return 0;
 }
@@ -150,7 +131,7 @@ llm_bert_config_gguf(llm_model *m)
     if (gguf_find_kv(&m->gguf, key) != NULL
         && (gguf_get_bool(&m->gguf, key, &causal) != 0 || causal))
     {
-        return bert_fail(m, "%s: a causal encoder is not supported", key);
+        return llm_model_fail(m, "%s: a causal encoder is not supported", key);
     }
     /* a cross-encoder's head is loaded with the weights, before
        pool_config.c reads the pooling of embedders */
@@ -163,8 +144,8 @@ llm_bert_config_gguf(llm_model *m)
         if (gguf_get_u64(&m->gguf, "tokenizer.ggml.token_type_count", &v)
             != 0 || v > 16)
         {
-            return bert_fail(m, "tokenizer.ggml.token_type_count is not an "
-                             "integer in 0..16");
+            return llm_model_fail(m, "tokenizer.ggml.token_type_count is not "
+                                  "an integer in 0..16");
         }
         c->n_types = (int) v;
     }
@@ -184,8 +165,8 @@ hf_int(llm_model *m, const cJSON *root, const char *key, int required,
         return 0;
     }
     if (!cJSON_IsNumber(v) || !(d >= 1 && d <= BERT_MAX) || d != (int) d) {
-        return bert_fail(m, "config.json: \"%s\" is missing or not an "
-                         "integer in 1..%d", key, BERT_MAX);
+        return llm_model_fail(m, "config.json: \"%s\" is missing or not an "
+                              "integer in 1..%d", key, BERT_MAX);
     }
     *out = (int) d;
     return 0;
@@ -203,8 +184,8 @@ hf_float(llm_model *m, const cJSON *root, const char *key, float dflt,
         return 0;
     }
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) {
-        return bert_fail(m, "config.json: \"%s\" is not a positive number",
-                         key);
+        return llm_model_fail(m, "config.json: \"%s\" is not a positive number",
+                              key);
     }
     *out = (float) v->valuedouble;
     return 0;
@@ -242,19 +223,19 @@ llm_bert_config_hf(llm_model *m, const cJSON *root)
     if (act != NULL && !(cJSON_IsString(act)
                          && strcmp(act->valuestring, want) == 0))
     {
-        return bert_fail(m, "config.json: hidden_act must be \"%s\" for %s "
-                         "(erf GELU / SwiGLU)", want, c->arch);
+        return llm_model_fail(m, "config.json: hidden_act must be \"%s\" for "
+                              "%s (erf GELU / SwiGLU)", want, c->arch);
     }
     pt = cJSON_GetObjectItemCaseSensitive(root, "position_embedding_type");
     if (pt != NULL && !(cJSON_IsString(pt)
                         && strcmp(pt->valuestring, "absolute") == 0))
     {
-        return bert_fail(m, "config.json: position_embedding_type must be "
-                         "\"absolute\"");
+        return llm_model_fail(m, "config.json: position_embedding_type must be "
+                              "\"absolute\"");
     }
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "is_decoder"))) {
-        return bert_fail(m, "config.json: is_decoder (causal) is not "
-                         "supported");
+        return llm_model_fail(m, "config.json: is_decoder (causal) is not "
+                              "supported");
     }
     c->rope_theta = 10000.0f;
     rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
@@ -264,8 +245,8 @@ llm_bert_config_hf(llm_model *m, const cJSON *root)
         if (type != NULL && !(cJSON_IsString(type)
                               && strcmp(type->valuestring, "default") == 0))
         {
-            return bert_fail(m, "config.json: rope_type must be "
-                             "\"default\"");
+            return llm_model_fail(m, "config.json: rope_type must be "
+                                  "\"default\"");
         }
         if (hf_float(m, rp, "rope_theta", 10000.0f, &c->rope_theta) != 0) {
             return -1;
@@ -289,16 +270,17 @@ llm_bert_config_hf(llm_model *m, const cJSON *root)
             return -1;
         }
         if (n_labels != 1) {
-            return bert_fail(m, "config.json: a sequence classifier of %d "
-                             "labels is not a cross-encoder (one label)",
-                             n_labels);
+            return llm_model_fail(m, "config.json: a sequence classifier of %d "
+                                  "labels is not a cross-encoder (one label)",
+                                  n_labels);
         }
         c->pooling = LLM_POOL_RANK;
     } else if (!hf_is(root, "BertModel") && !hf_is(root, "NomicBertModel")
                && cJSON_GetObjectItemCaseSensitive(root, "architectures"))
     {
-        return bert_fail(m, "config.json: architectures must be BertModel, "
-                         "BertForSequenceClassification or NomicBertModel");
+        return llm_model_fail(m, "config.json: architectures must be "
+                              "BertModel, BertForSequenceClassification or "
+                              "NomicBertModel");
     }
     return bert_config_check(m);
 }
@@ -462,15 +444,15 @@ bert_matrix(llm_model *m, llm_bert_find_fn find, const char *name,
 
     memset(out, 0, sizeof(*out));
     if (t == NULL) {
-        return required ? bert_fail(m, "tensor '%s' is missing", name) : 0;
+        return required ? llm_model_fail(m, "tensor '%s' is missing", name) : 0;
     }
     if (t->n_dims != 2 || t->ne[0] != (uint64_t) cols
         || (rows > 0 && t->ne[1] != (uint64_t) rows))
     {
-        return bert_fail(m, "tensor '%s': expected shape [%d, %d] (ggml "
-                         "order), got [%llu, %llu] with %u dims", name, cols,
-                         rows, (unsigned long long) t->ne[0],
-                         (unsigned long long) t->ne[1], t->n_dims);
+        return llm_model_fail(m, "tensor '%s': expected shape [%d, %d] (ggml "
+                              "order), got [%llu, %llu] with %u dims", name,
+                              cols, rows, (unsigned long long) t->ne[0],
+                              (unsigned long long) t->ne[1], t->n_dims);
     }
     out->data = t->data;
     out->type = t->type;
@@ -478,7 +460,7 @@ bert_matrix(llm_model *m, llm_bert_find_fn find, const char *name,
     out->cols = cols;
     out->row_stride = ggml_row_size(t->type, cols);
     if (llm_tensor_check(out, err, sizeof(err)) != 0) {
-        return bert_fail(m, "tensor '%s': %s", name, err);
+        return llm_model_fail(m, "tensor '%s': %s", name, err);
     }
     return 0;
 }
@@ -492,14 +474,15 @@ bert_vector(llm_model *m, llm_bert_find_fn find, const char *name, int n,
 
     *out = NULL;
     if (t == NULL) {
-        return required ? bert_fail(m, "tensor '%s' is missing", name) : 0;
+        return required ? llm_model_fail(m, "tensor '%s' is missing", name) : 0;
     }
     if (t->n_dims != 1 || t->ne[0] != (uint64_t) n
         || t->type != GGML_TYPE_F32)
     {
-        return bert_fail(m, "tensor '%s': expected F32 [%d], got %s [%llu] "
-                         "with %u dims", name, n, ggml_type_name(t->type),
-                         (unsigned long long) t->ne[0], t->n_dims);
+        return llm_model_fail(m, "tensor '%s': expected F32 [%d], got %s "
+                              "[%llu] with %u dims", name, n,
+                              ggml_type_name(t->type),
+                              (unsigned long long) t->ne[0], t->n_dims);
     }
     *out = t->data;
     return 0;
@@ -553,7 +536,7 @@ bert_layer(llm_model *m, llm_bert_find_fn find, int i, llm_bert_layer *l)
     }
 #undef BLK
     if (!c->nomic && l->gate.data != NULL) {
-        return bert_fail(m, "layer %d: a bert layer has no ffn_gate", i);
+        return llm_model_fail(m, "layer %d: a bert layer has no ffn_gate", i);
     }
     return 0;
 }
@@ -614,14 +597,15 @@ bert_head(llm_model *m, llm_bert_find_fn find)
     if (t != NULL && t->n_dims == 2 && t->ne[0] == (uint64_t) d
         && t->ne[1] != 1)
     {
-        return bert_fail(m, "tensor 'cls.output.weight' has %llu rows: a "
-                         "classifier of %llu labels is not a cross-encoder "
-                         "(one label)", (unsigned long long) t->ne[1],
-                         (unsigned long long) t->ne[1]);
+        return llm_model_fail(m, "tensor 'cls.output.weight' has %llu rows: a "
+                              "classifier of %llu labels is not a "
+                              "cross-encoder (one label)",
+                              (unsigned long long) t->ne[1],
+                              (unsigned long long) t->ne[1]);
     }
     if (d > LLM_SCORE_MAX_DIM) {
-        return bert_fail(m, "a cross-encoder of hidden size %d (at most %d)",
-                         d, LLM_SCORE_MAX_DIM);
+        return llm_model_fail(m, "a cross-encoder of hidden size %d (at most "
+                              "%d)", d, LLM_SCORE_MAX_DIM);
     }
     if (bert_matrix(m, find, "cls.weight", d, d, 0, &b->pooler)
         || bert_vector(m, find, "cls.bias", d, b->pooler.data != NULL,
@@ -648,17 +632,17 @@ llm_bert_load(llm_model *m, llm_bert_find_fn find)
     int          i, d = c->dim;
 
     if (m->tp_size > 1) {
-        return bert_fail(m, "tensor parallelism is not implemented for "
-                         "encoders (%s)", c->arch);
+        return llm_model_fail(m, "tensor parallelism is not implemented for "
+                              "encoders (%s)", c->arch);
     }
     b = calloc(1, sizeof(*b));
     if (b == NULL) {
-        return bert_fail(m, "out of memory");
+        return llm_model_fail(m, "out of memory");
     }
     m->bert = b;
     b->layers = calloc(c->n_layers, sizeof(*b->layers));
     if (b->layers == NULL) {
-        return bert_fail(m, "out of memory for %d layers", c->n_layers);
+        return llm_model_fail(m, "out of memory for %d layers", c->n_layers);
     }
     if (bert_matrix(m, find, "token_embd.weight", 0, d, 1, &m->tok_embd)
         || bert_matrix(m, find, "position_embd.weight", 0, d, !c->nomic,

@@ -9,7 +9,6 @@
 #include "quant.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,24 +34,6 @@ static const struct {
 };
 
 
-static int
-oss_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-
 int
 llm_gpt_oss_arch(const char *arch)
 {
@@ -69,25 +50,26 @@ llm_gpt_oss_hf_config(llm_model *m, const cJSON *root)
 
     v = cJSON_GetObjectItemCaseSensitive(root, "swiglu_limit");
     if (v != NULL && cJSON_GetNumberValue(v) != LLM_SWIGLU_OAI_LIMIT) {
-        return oss_fail(m, "config.json: swiglu_limit must be 7 (the "
-                        "kernel's clamp)");
+        return llm_model_fail(m, "config.json: swiglu_limit must be 7 (the "
+                              "kernel's clamp)");
     }
     v = cJSON_GetObjectItemCaseSensitive(root, "swiglu_alpha");
     if (v != NULL
         && (float) cJSON_GetNumberValue(v) != LLM_SWIGLU_OAI_ALPHA)
     {
-        return oss_fail(m, "config.json: swiglu_alpha must be 1.702");
+        return llm_model_fail(m, "config.json: swiglu_alpha must be 1.702");
     }
     q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
     if (q != NULL && !cJSON_IsNull(q)) {
         v = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
         if (!cJSON_IsString(v) || strcmp(v->valuestring, "mxfp4") != 0) {
-            return oss_fail(m, "config.json: quantization_config other "
-                            "than mxfp4 is not supported");
+            return llm_model_fail(m, "config.json: quantization_config other "
+                                  "than mxfp4 is not supported");
         }
     }
     if (c->sliding_window <= 0) {
-        return oss_fail(m, "config.json: gpt_oss needs \"sliding_window\"");
+        return llm_model_fail(m, "config.json: gpt_oss needs "
+                              "\"sliding_window\"");
     }
     /* transformers' default and every published config: sliding, full,
        sliding, ... (a global layer every second: swa_pattern 2) */
@@ -97,16 +79,16 @@ llm_gpt_oss_hf_config(llm_model *m, const cJSON *root)
         return 0;
     }
     if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers) {
-        return oss_fail(m, "config.json: layer_types must list the %d "
-                        "layers", c->n_layers);
+        return llm_model_fail(m, "config.json: layer_types must list the %d "
+                              "layers", c->n_layers);
     }
     cJSON_ArrayForEach(e, types) {
         const char *want = i % 2 ? "full_attention" : "sliding_attention";
 
         if (!cJSON_IsString(e) || strcmp(e->valuestring, want) != 0) {
-            return oss_fail(m, "config.json: layer_types[%d] is not \"%s\" "
-                            "(sliding and full layers alternate, the only "
-                            "pattern supported)", i, want);
+            return llm_model_fail(m, "config.json: layer_types[%d] is not "
+                                  "\"%s\" (sliding and full layers alternate, "
+                                  "the only pattern supported)", i, want);
         }
         i++;
     }
@@ -129,10 +111,10 @@ llm_gpt_oss_hf_name(llm_model *m, long layer, const char *rest, char *out,
     if (strcmp(rest, "mlp.experts.gate_up_proj") == 0
         || strcmp(rest, "mlp.experts.down_proj") == 0)
     {
-        oss_fail(m, "tensor 'model.layers.%ld.%s': gpt-oss experts are "
-                 "read as MXFP4 *_blocks and *_scales (the published "
-                 "checkpoints); unquantized experts are not supported",
-                 layer, rest);
+        llm_model_fail(m, "tensor 'model.layers.%ld.%s': gpt-oss experts are "
+                       "read as MXFP4 *_blocks and *_scales (the published "
+                       "checkpoints); unquantized experts are not supported",
+                       layer, rest);
         return -1;
     }
     return -2;
@@ -154,8 +136,8 @@ raw(llm_model *m, llm_moe_find_fn find, int i, const char *what, int u8,
     snprintf(name, sizeof(name), "blk.%d.hf.%s", i, what);
     t = find(m, name);
     if (t == NULL) {
-        oss_fail(m, "tensor 'model.layers.%d.mlp.experts.%s' is missing",
-                 i, what);
+        llm_model_fail(m, "tensor 'model.layers.%d.mlp.experts.%s' is missing",
+                       i, what);
         return NULL;
     }
     bad = t->n_dims != n_dims
@@ -166,11 +148,12 @@ raw(llm_model *m, llm_moe_find_fn find, int i, const char *what, int u8,
         bad |= t->ne[k] != ne[k];
     }
     if (bad) {
-        oss_fail(m, "tensor 'model.layers.%d.mlp.experts.%s': expected %s "
-                 "of shape (ggml order) [%llu, %llu, %llu, %llu] in %u dims",
-                 i, what, u8 ? "U8" : "F32/F16/BF16",
-                 (unsigned long long) ne0, (unsigned long long) ne1,
-                 (unsigned long long) ne2, (unsigned long long) ne3, n_dims);
+        llm_model_fail(m, "tensor 'model.layers.%d.mlp.experts.%s': expected "
+                       "%s of shape (ggml order) [%llu, %llu, %llu, %llu] in "
+                       "%u dims", i, what, u8 ? "U8" : "F32/F16/BF16",
+                       (unsigned long long) ne0, (unsigned long long) ne1,
+                       (unsigned long long) ne2, (unsigned long long) ne3,
+                       n_dims);
         return NULL;
     }
     return t;
@@ -218,7 +201,7 @@ add_tensor(llm_model *m, int i, const char *what, uint32_t type,
     if (g->name == NULL || g->data == NULL) {
         free(g->name);
         g->name = NULL;
-        oss_fail(m, "out of memory for '%s'", name);
+        llm_model_fail(m, "out of memory for '%s'", name);
         return NULL;
     }
     m->n_hf_tensors++;
@@ -281,7 +264,7 @@ split_bias(llm_model *m, int i, const char *what, const gguf_tensor *t,
             : NULL;
     if (g == NULL) {
         free(row);
-        return row ? -1 : oss_fail(m, "out of memory");
+        return row ? -1 : llm_model_fail(m, "out of memory");
     }
     out = (float *) g->data;
     for (e = 0; e < (size_t) c->n_expert; e++) {
@@ -305,9 +288,9 @@ llm_gpt_oss_hf_experts(llm_model *m, llm_moe_find_fn find)
     int                  i;
 
     if (c->dim % 32 != 0 || c->expert_ff % 32 != 0) {
-        return oss_fail(m, "gpt-oss: hidden size %d and expert size %d "
-                        "must be multiples of 32 (MXFP4 blocks)", c->dim,
-                        c->expert_ff);
+        return llm_model_fail(m, "gpt-oss: hidden size %d and expert size %d "
+                              "must be multiples of 32 (MXFP4 blocks)", c->dim,
+                              c->expert_ff);
     }
     for (i = 0; i < c->n_layers; i++) {
         gub = raw(m, find, i, "gate_up_proj_blocks", 1, 4, 16, dim / 32,
@@ -356,9 +339,10 @@ floats(llm_model *m, llm_moe_find_fn find, int i, const char *what,
         || (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16
             && t->type != GGML_TYPE_BF16))
     {
-        return oss_fail(m, "tensor '%s' is missing or not a float tensor "
-                        "of shape [%llu, %llu]", name,
-                        (unsigned long long) ne0, (unsigned long long) ne1);
+        return llm_model_fail(m, "tensor '%s' is missing or not a float tensor "
+                              "of shape [%llu, %llu]", name,
+                              (unsigned long long) ne0,
+                              (unsigned long long) ne1);
     }
     if (t->type == GGML_TYPE_F32) {
         *out = t->data;
@@ -366,7 +350,7 @@ floats(llm_model *m, llm_moe_find_fn find, int i, const char *what,
     }
     wide = llm_model_own(m, ne0 * ne1 * sizeof(float));
     if (wide == NULL) {
-        return oss_fail(m, "out of memory for '%s'", name);
+        return llm_model_fail(m, "out of memory for '%s'", name);
     }
     llm_dequant_row(t->type, t->data, wide, (int64_t) (ne0 * ne1));
     *out = wide;

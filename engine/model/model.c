@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +29,6 @@
 
 #define LLM_MAX_DIM     (1 << 20)
 #define LLM_MAX_LAYERS  1024
-
-
-static int
-model_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 
 /* ---------------------------------------------------------------------------
@@ -73,14 +54,14 @@ get_int(llm_model *m, const char *suffix, int *out, int required, int dflt)
 
     if (gguf_find_kv(&m->gguf, key) == NULL) {
         if (required) {
-            return model_fail(m, "metadata key '%s' is missing", key);
+            return llm_model_fail(m, "metadata key '%s' is missing", key);
         }
         *out = dflt;
         return 0;
     }
     if (gguf_get_u64(&m->gguf, key, &v) != 0 || v == 0 || v > LLM_MAX_DIM) {
-        return model_fail(m, "metadata key '%s' is not an integer in "
-                          "1..%d", key, LLM_MAX_DIM);
+        return llm_model_fail(m, "metadata key '%s' is not an integer in "
+                              "1..%d", key, LLM_MAX_DIM);
     }
     *out = (int) v;
     return 0;
@@ -95,14 +76,14 @@ get_float(llm_model *m, const char *suffix, float *out, int required,
 
     if (gguf_find_kv(&m->gguf, key) == NULL) {
         if (required) {
-            return model_fail(m, "metadata key '%s' is missing", key);
+            return llm_model_fail(m, "metadata key '%s' is missing", key);
         }
         *out = dflt;
         return 0;
     }
     if (gguf_get_f32(&m->gguf, key, out) != 0 || !(*out > 0.0f)) {
-        return model_fail(m, "metadata key '%s' is not a positive float",
-                          key);
+        return llm_model_fail(m, "metadata key '%s' is not a positive float",
+                              key);
     }
     return 0;
 }
@@ -116,8 +97,8 @@ read_arch(llm_model *m)
     uint64_t     len;
 
     if (gguf_get_str(&m->gguf, "general.architecture", &s, &len) != 0) {
-        return model_fail(m, "metadata key 'general.architecture' is "
-                          "missing");
+        return llm_model_fail(m, "metadata key 'general.architecture' is "
+                              "missing");
     }
     if (len >= LLM_ARCH_MAX) {
         len = LLM_ARCH_MAX - 1;
@@ -155,9 +136,9 @@ read_arch(llm_model *m)
         c->rope_neox = 1;
         return 0;
     }
-    return model_fail(m, "architecture '%s' is not supported (llama, "
-                      "mistral, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, "
-                      "bert, nomic-bert are)", c->arch);
+    return llm_model_fail(m, "architecture '%s' is not supported (llama, "
+                          "mistral, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, "
+                          "bert, nomic-bert are)", c->arch);
 }
 
 
@@ -182,8 +163,8 @@ gguf_swa_pattern(llm_model *m, int dflt)
                        &c->swa_pattern, 0, dflt);
     }
     if (type != GGUF_TYPE_BOOL || n != (uint64_t) c->n_layers) {
-        return model_fail(m, "metadata key '%s' must be an integer or %d "
-                          "bools", key, c->n_layers);
+        return llm_model_fail(m, "metadata key '%s' must be an integer or %d "
+                              "bools", key, c->n_layers);
     }
     b = data;
     for (i = 0; i < n && b[i]; i++) {
@@ -192,9 +173,9 @@ gguf_swa_pattern(llm_model *m, int dflt)
     c->swa_pattern = (int) i + 1;
     for (i = 0; i < n; i++) {
         if ((b[i] != 0) != (llm_config_layer_window(c, (int) i) != 0)) {
-            return model_fail(m, "metadata key '%s' is not a global layer "
-                              "every %d (the only pattern supported)", key,
-                              c->swa_pattern);
+            return llm_model_fail(m, "metadata key '%s' is not a global layer "
+                                  "every %d (the only pattern supported)", key,
+                                  c->swa_pattern);
         }
     }
     return 0;
@@ -236,9 +217,9 @@ read_gemma3(llm_model *m)
         && !(len == 6 && memcmp(type, "linear", 6) == 0)
         && !(len == 4 && memcmp(type, "none", 4) == 0))
     {
-        return model_fail(m, "%s '%.*s' is not supported (linear is)",
-                          arch_key(m, "rope.scaling.type"),
-                          (int) (len < 32 ? len : 32), type);
+        return llm_model_fail(m, "%s '%.*s' is not supported (linear is)",
+                              arch_key(m, "rope.scaling.type"),
+                              (int) (len < 32 ? len : 32), type);
     }
     c->att_scale = (float) (1.0 / sqrt((double) q_scalar));
     return 0;
@@ -258,13 +239,13 @@ yarn_check(llm_model *m)
         || !(c->rope_yarn_beta_fast > 0.0f)
         || !(c->rope_yarn_beta_slow > 0.0f))
     {
-        return model_fail(m, "yarn rope scaling needs factor >= 1, an "
-                          "original context >= 1 and positive betas");
+        return llm_model_fail(m, "yarn rope scaling needs factor >= 1, an "
+                              "original context >= 1 and positive betas");
     }
     if (c->rope_dim != c->head_dim) {
-        return model_fail(m, "yarn rope scaling with a partial rotary "
-                          "dimension (%d of %d) is not supported",
-                          c->rope_dim, c->head_dim);
+        return llm_model_fail(m, "yarn rope scaling with a partial rotary "
+                              "dimension (%d of %d) is not supported",
+                              c->rope_dim, c->head_dim);
     }
     if (c->rope_yarn_attn == 0.0f) {
         c->rope_yarn_attn = c->rope_factor <= 1.0f ? 1.0f
@@ -392,19 +373,19 @@ read_config(llm_model *m)
         return -1;
     }
     if (c->n_layers > LLM_MAX_LAYERS) {
-        return model_fail(m, "%d layers is more than %d", c->n_layers,
-                          LLM_MAX_LAYERS);
+        return llm_model_fail(m, "%d layers is more than %d", c->n_layers,
+                              LLM_MAX_LAYERS);
     }
     if (c->n_heads % c->n_kv_heads != 0) {
-        return model_fail(m, "head_count %d is not a multiple of "
-                          "head_count_kv %d", c->n_heads, c->n_kv_heads);
+        return llm_model_fail(m, "head_count %d is not a multiple of "
+                              "head_count_kv %d", c->n_heads, c->n_kv_heads);
     }
     if (c->dim % c->n_heads != 0
         && gguf_find_kv(&m->gguf, arch_key(m, "attention.key_length"))
            == NULL)
     {
-        return model_fail(m, "embedding_length %d is not a multiple of "
-                          "head_count %d", c->dim, c->n_heads);
+        return llm_model_fail(m, "embedding_length %d is not a multiple of "
+                              "head_count %d", c->dim, c->n_heads);
     }
     if (get_int(m, "attention.key_length", &key_len, 0,
                 c->dim / c->n_heads) != 0)
@@ -418,8 +399,9 @@ read_config(llm_model *m)
         return -1;
     }
     if (c->rope_dim > c->head_dim || c->rope_dim % 2 != 0) {
-        return model_fail(m, "rope.dimension_count %d must be even and at "
-                          "most the head size %d", c->rope_dim, c->head_dim);
+        return llm_model_fail(m, "rope.dimension_count %d must be even and at "
+                              "most the head size %d", c->rope_dim,
+                              c->head_dim);
     }
     if (llm_moe_arch(c->arch) && llm_moe_gguf_config(m) != 0) {
         return -1;
@@ -475,7 +457,7 @@ find_tensor(llm_model *m, const char *name)
     const gguf_tensor  *t = lookup_tensor(m, name);
 
     if (t == NULL) {
-        model_fail(m, "tensor '%s' is missing", name);
+        llm_model_fail(m, "tensor '%s' is missing", name);
     }
     return t;
 }
@@ -494,13 +476,13 @@ get_matrix(llm_model *m, const char *name, int rows, int cols,
     if (t->n_dims != 2 || t->ne[0] != (uint64_t) cols
         || t->ne[1] != (uint64_t) rows)
     {
-        return model_fail(m, "tensor '%s': expected shape [%d, %d] (ggml "
-                          "order: cols, rows), got [%llu, %llu, %llu, %llu] "
-                          "with %u dims", name, cols, rows,
-                          (unsigned long long) t->ne[0],
-                          (unsigned long long) t->ne[1],
-                          (unsigned long long) t->ne[2],
-                          (unsigned long long) t->ne[3], t->n_dims);
+        return llm_model_fail(m, "tensor '%s': expected shape [%d, %d] (ggml "
+                              "order: cols, rows), got [%llu, %llu, %llu, "
+                              "%llu] with %u dims", name, cols, rows,
+                              (unsigned long long) t->ne[0],
+                              (unsigned long long) t->ne[1],
+                              (unsigned long long) t->ne[2],
+                              (unsigned long long) t->ne[3], t->n_dims);
     }
     out->data = t->data;
     out->type = t->type;
@@ -520,14 +502,14 @@ get_vector(llm_model *m, const char *name, int n, const float **out)
         return -1;
     }
     if (t->n_dims != 1 || t->ne[0] != (uint64_t) n) {
-        return model_fail(m, "tensor '%s': expected shape [%d], got [%llu, "
-                          "%llu] with %u dims", name, n,
-                          (unsigned long long) t->ne[0],
-                          (unsigned long long) t->ne[1], t->n_dims);
+        return llm_model_fail(m, "tensor '%s': expected shape [%d], got [%llu, "
+                              "%llu] with %u dims", name, n,
+                              (unsigned long long) t->ne[0],
+                              (unsigned long long) t->ne[1], t->n_dims);
     }
     if (t->type != GGML_TYPE_F32) {
-        return model_fail(m, "tensor '%s': expected type F32, got %s", name,
-                          ggml_type_name(t->type));
+        return llm_model_fail(m, "tensor '%s': expected type F32, got %s", name,
+                              ggml_type_name(t->type));
     }
     *out = t->data;
     return 0;
@@ -549,14 +531,15 @@ shard(llm_model *m, const char *name, llm_tensor *t, int column_split)
     } else {
         n = t->cols / tp;
         if (t->cols % tp != 0 || n % block != 0) {
-            return model_fail(m, "tensor '%s' (%s, %d cols) cannot be split "
-                              "by whole %u-element blocks in %d parts", name,
-                              ggml_type_name(t->type), t->cols, block, tp);
+            return llm_model_fail(m, "tensor '%s' (%s, %d cols) cannot be "
+                                  "split by whole %u-element blocks in %d "
+                                  "parts", name, ggml_type_name(t->type),
+                                  t->cols, block, tp);
         }
         *t = llm_tensor_cols(t, r * n, n);
     }
     if (llm_tensor_check(t, err, sizeof(err)) != 0) {
-        return model_fail(m, "tensor '%s': %s", name, err);
+        return llm_model_fail(m, "tensor '%s': %s", name, err);
     }
     return 0;
 }
@@ -671,16 +654,16 @@ load_weights(llm_model *m)
         return -1;
     }
     if (t->n_dims != 2 || t->ne[1] > LLM_MAX_DIM * 4) {
-        return model_fail(m, "tensor 'token_embd.weight' must be 2-D with at "
-                          "most %d rows", LLM_MAX_DIM * 4);
+        return llm_model_fail(m, "tensor 'token_embd.weight' must be 2-D with "
+                              "at most %d rows", LLM_MAX_DIM * 4);
     }
     c->vocab_size = (int) t->ne[1];
     if (gguf_get_u64(&m->gguf, arch_key(m, "vocab_size"), &vocab) == 0
         && vocab != (uint64_t) c->vocab_size)
     {
-        return model_fail(m, "%s is %llu but token_embd.weight has %d rows",
-                          arch_key(m, "vocab_size"),
-                          (unsigned long long) vocab, c->vocab_size);
+        return llm_model_fail(m, "%s is %llu but token_embd.weight has %d rows",
+                              arch_key(m, "vocab_size"),
+                              (unsigned long long) vocab, c->vocab_size);
     }
     if (get_matrix(m, "token_embd.weight", c->vocab_size, c->dim,
                    &m->tok_embd) != 0
@@ -700,13 +683,14 @@ load_weights(llm_model *m)
     if (c->n_heads % m->tp_size || c->n_kv_heads % m->tp_size
         || c->hidden_dim % m->tp_size)
     {
-        return model_fail(m, "tensor parallel size %d does not divide the "
-                          "heads (%d, kv %d) and hidden size %d", m->tp_size,
-                          c->n_heads, c->n_kv_heads, c->hidden_dim);
+        return llm_model_fail(m, "tensor parallel size %d does not divide the "
+                              "heads (%d, kv %d) and hidden size %d",
+                              m->tp_size, c->n_heads, c->n_kv_heads,
+                              c->hidden_dim);
     }
     if (c->n_expert > 0 && m->tp_size > 1) {
-        return model_fail(m, "tensor parallelism is not implemented for "
-                          "mixture-of-experts models (%s)", c->arch);
+        return llm_model_fail(m, "tensor parallelism is not implemented for "
+                              "mixture-of-experts models (%s)", c->arch);
     }
     m->layers = calloc(c->n_layers, sizeof(llm_layer));
     if (c->n_expert > 0 && m->layers != NULL) {
@@ -714,7 +698,7 @@ load_weights(llm_model *m)
                             sizeof(llm_tensor));
     }
     if (m->layers == NULL || (c->n_expert > 0 && m->experts == NULL)) {
-        return model_fail(m, "out of memory for %d layers", c->n_layers);
+        return llm_model_fail(m, "out of memory for %d layers", c->n_layers);
     }
     for (i = 0; i < c->n_layers; i++) {
         if (load_layer(m, i) != 0) {
@@ -784,8 +768,8 @@ llm_model_load(llm_model *m, const char *path, int tp_rank, int tp_size)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) {
-            return model_fail(m, "cannot open directory: %s",
-                              strerror(errno));
+            return llm_model_fail(m, "cannot open directory: %s",
+                                  strerror(errno));
         }
         rc = hf_load(m, fd);
         close(fd);
@@ -881,7 +865,7 @@ json_at(llm_model *m, int dirfd, const char *name, int required)
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        model_fail(m, "%s is not a JSON object", name);
+        llm_model_fail(m, "%s is not a JSON object", name);
         return NULL;
     }
     return j;
@@ -898,15 +882,15 @@ cfg_int(llm_model *m, const cJSON *root, const char *key, int required,
 
     if (v == NULL || cJSON_IsNull(v)) {
         if (required) {
-            return model_fail(m, "config.json: \"%s\" is missing", key);
+            return llm_model_fail(m, "config.json: \"%s\" is missing", key);
         }
         *out = dflt;
         return 0;
     }
     d = cJSON_GetNumberValue(v);
     if (!cJSON_IsNumber(v) || !(d >= 1 && d <= LLM_MAX_DIM) || d != (int) d) {
-        return model_fail(m, "config.json: \"%s\" is not an integer in "
-                          "1..%d", key, LLM_MAX_DIM);
+        return llm_model_fail(m, "config.json: \"%s\" is not an integer in "
+                              "1..%d", key, LLM_MAX_DIM);
     }
     *out = (int) d;
     return 0;
@@ -921,14 +905,14 @@ cfg_float(llm_model *m, const cJSON *root, const char *key, int required,
 
     if (v == NULL || cJSON_IsNull(v)) {
         if (required) {
-            return model_fail(m, "config.json: \"%s\" is missing", key);
+            return llm_model_fail(m, "config.json: \"%s\" is missing", key);
         }
         *out = dflt;
         return 0;
     }
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) {
-        return model_fail(m, "config.json: \"%s\" is not a positive number",
-                          key);
+        return llm_model_fail(m, "config.json: \"%s\" is not a positive number",
+                              key);
     }
     *out = (float) v->valuedouble;
     return 0;
@@ -960,12 +944,12 @@ hf_yarn(llm_model *m, const cJSON *sc)
     if (cJSON_GetObjectItemCaseSensitive(sc, "mscale") != NULL
         || cJSON_GetObjectItemCaseSensitive(sc, "mscale_all_dim") != NULL)
     {
-        return model_fail(m, "config.json: yarn rope scaling with mscale or "
-                          "mscale_all_dim is not supported");
+        return llm_model_fail(m, "config.json: yarn rope scaling with mscale "
+                              "or mscale_all_dim is not supported");
     }
     if (tr != NULL && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
-        return model_fail(m, "config.json: yarn \"truncate\" is not a "
-                          "boolean");
+        return llm_model_fail(m, "config.json: yarn \"truncate\" is not a "
+                              "boolean");
     }
     c->rope_yarn = 1;
     c->rope_yarn_truncate = !cJSON_IsFalse(tr);
@@ -1007,8 +991,8 @@ hf_rope(llm_model *m, const cJSON *root)
         return 0;
     }
     if (!cJSON_IsObject(sc)) {
-        return model_fail(m, "config.json: \"rope_scaling\" is not an "
-                          "object");
+        return llm_model_fail(m, "config.json: \"rope_scaling\" is not an "
+                              "object");
     }
     type = cJSON_GetObjectItemCaseSensitive(sc, "rope_type");
     if (type == NULL) {
@@ -1022,8 +1006,9 @@ hf_rope(llm_model *m, const cJSON *root)
         return hf_yarn(m, sc);
     }
     if (strcmp(name, "llama3") != 0) {
-        return model_fail(m, "config.json: rope scaling type \"%.32s\" is "
-                          "not supported (default, llama3, yarn are)", name);
+        return llm_model_fail(m, "config.json: rope scaling type \"%.32s\" is "
+                              "not supported (default, llama3, yarn are)",
+                              name);
     }
     c->rope_llama3 = 1;
     if (cfg_float(m, sc, "factor", 1, 0, &c->rope_factor) != 0
@@ -1037,8 +1022,8 @@ hf_rope(llm_model *m, const cJSON *root)
         return -1;
     }
     if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
-        return model_fail(m, "config.json: llama3 rope scaling needs "
-                          "high_freq_factor > low_freq_factor");
+        return llm_model_fail(m, "config.json: llama3 rope scaling needs "
+                              "high_freq_factor > low_freq_factor");
     }
     return 0;
 }
@@ -1052,7 +1037,7 @@ hf_arch(llm_model *m, const cJSON *root)
     const cJSON  *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
 
     if (!cJSON_IsString(type)) {
-        return model_fail(m, "config.json: \"model_type\" is missing");
+        return llm_model_fail(m, "config.json: \"model_type\" is missing");
     }
     snprintf(c->arch, sizeof(c->arch), "%s", type->valuestring);
     if (strcmp(c->arch, "qwen2") == 0) {
@@ -1065,22 +1050,22 @@ hf_arch(llm_model *m, const cJSON *root)
     } else if (strcmp(c->arch, "llama") != 0
                && strcmp(c->arch, "mistral") != 0)
     {
-        return model_fail(m, "config.json: model_type \"%s\" is not "
-                          "supported (llama, mistral, qwen2, qwen3, "
-                          "qwen3_moe, gemma3_text, gemma3, gpt_oss are)",
-                          c->arch);
+        return llm_model_fail(m, "config.json: model_type \"%s\" is not "
+                              "supported (llama, mistral, qwen2, qwen3, "
+                              "qwen3_moe, gemma3_text, gemma3, gpt_oss are)",
+                              c->arch);
     }
     c->rope_neox = 1;     /* HF's rotate-half Q/K order, see model.h */
     if (act != NULL && !(cJSON_IsString(act)
                          && strcmp(act->valuestring, "silu") == 0))
     {
-        return model_fail(m, "config.json: hidden_act must be \"silu\"");
+        return llm_model_fail(m, "config.json: hidden_act must be \"silu\"");
     }
     if ((cfg_true(root, "attention_bias") && !c->gpt_oss)
         || cfg_true(root, "mlp_bias"))
     {
-        return model_fail(m, "config.json: attention_bias / mlp_bias (bias "
-                          "on every projection) is not supported");
+        return llm_model_fail(m, "config.json: attention_bias / mlp_bias (bias "
+                              "on every projection) is not supported");
     }
     return 0;
 }
@@ -1135,8 +1120,8 @@ hf_gemma3_rope_type(llm_model *m, const cJSON *rp, const char *kind,
         return cfg_float(m, p, "factor", 1, 0, factor);
     }
     if (strcmp(name, "default") != 0) {
-        return model_fail(m, "config.json: %s rope type \"%.32s\" is not "
-                          "supported (default, linear are)", kind, name);
+        return llm_model_fail(m, "config.json: %s rope type \"%.32s\" is not "
+                              "supported (default, linear are)", kind, name);
     }
     return 0;
 }
@@ -1169,17 +1154,17 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
                          && strcmp(act->valuestring, "gelu_pytorch_tanh")
                             == 0))
     {
-        return model_fail(m, "config.json: gemma3's hidden_activation must "
-                          "be \"gelu_pytorch_tanh\"");
+        return llm_model_fail(m, "config.json: gemma3's hidden_activation must "
+                              "be \"gelu_pytorch_tanh\"");
     }
     if (cfg_true(root, "attention_bias")
         || cfg_true(root, "use_bidirectional_attention")
         || !cfg_null(root, "final_logit_softcapping")
         || !cfg_null(root, "attn_logit_softcapping"))
     {
-        return model_fail(m, "config.json: attention_bias, "
-                          "use_bidirectional_attention and logit "
-                          "softcapping are not supported");
+        return llm_model_fail(m, "config.json: attention_bias, "
+                              "use_bidirectional_attention and logit "
+                              "softcapping are not supported");
     }
     if (cfg_int(m, root, "hidden_size", 0, 2304, &c->dim) != 0
         || cfg_int(m, root, "num_hidden_layers", 0, 26, &c->n_layers) != 0
@@ -1202,10 +1187,10 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
     if (c->n_layers > LLM_MAX_LAYERS || c->n_heads % c->n_kv_heads != 0
         || c->head_dim % 2 != 0)
     {
-        return model_fail(m, "config.json: %d layers (at most %d), %d heads "
-                          "(a multiple of %d kv heads), head_dim %d (even)",
-                          c->n_layers, LLM_MAX_LAYERS, c->n_heads,
-                          c->n_kv_heads, c->head_dim);
+        return llm_model_fail(m, "config.json: %d layers (at most %d), %d "
+                              "heads (a multiple of %d kv heads), head_dim %d "
+                              "(even)", c->n_layers, LLM_MAX_LAYERS, c->n_heads,
+                              c->n_kv_heads, c->head_dim);
     }
     c->rope_dim = c->head_dim;
     c->att_scale = (float) (1.0 / sqrt((double) q_scalar));
@@ -1221,14 +1206,14 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
             return -1;
         }
         if (local_factor != 1.0f) {
-            return model_fail(m, "config.json: rope scaling of the sliding "
-                              "layers is not supported");
+            return llm_model_fail(m, "config.json: rope scaling of the sliding "
+                                  "layers is not supported");
         }
     } else if (cJSON_IsObject(sc)) {
         cJSON *wrap = cJSON_CreateObject();
 
         if (wrap == NULL) {
-            return model_fail(m, "out of memory");
+            return llm_model_fail(m, "out of memory");
         }
         cJSON_AddItemReferenceToObject(wrap, "full_attention", (cJSON *) sc);
         i = hf_gemma3_rope_type(m, wrap, "full_attention", &c->rope_theta,
@@ -1246,8 +1231,8 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
         if (!cJSON_IsArray(types)
             || cJSON_GetArraySize(types) != c->n_layers)
         {
-            return model_fail(m, "config.json: layer_types must list the "
-                              "%d layers", c->n_layers);
+            return llm_model_fail(m, "config.json: layer_types must list the "
+                                  "%d layers", c->n_layers);
         }
         c->swa_pattern = 0;
         i = 0;
@@ -1256,9 +1241,9 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
                 || (strcmp(e->valuestring, "full_attention") != 0
                     && strcmp(e->valuestring, "sliding_attention") != 0))
             {
-                return model_fail(m, "config.json: layer_types[%d] is not "
-                                  "\"full_attention\" or "
-                                  "\"sliding_attention\"", i);
+                return llm_model_fail(m, "config.json: layer_types[%d] is not "
+                                      "\"full_attention\" or "
+                                      "\"sliding_attention\"", i);
             }
             if (c->swa_pattern == 0
                 && strcmp(e->valuestring, "full_attention") == 0)
@@ -1275,9 +1260,9 @@ hf_config_gemma3(llm_model *m, const cJSON *root)
             if ((strcmp(e->valuestring, "full_attention") == 0)
                 != (llm_config_layer_window(c, i) == 0))
             {
-                return model_fail(m, "config.json: layer_types is not a "
-                                  "global layer every %d (the only pattern "
-                                  "supported)", c->swa_pattern);
+                return llm_model_fail(m, "config.json: layer_types is not a "
+                                      "global layer every %d (the only pattern "
+                                      "supported)", c->swa_pattern);
             }
             i++;
         }
@@ -1325,9 +1310,10 @@ hf_config(llm_model *m, const cJSON *root)
         return -1;
     }
     if (c->n_layers > LLM_MAX_LAYERS || c->n_heads % c->n_kv_heads != 0) {
-        return model_fail(m, "config.json: %d layers (at most %d), %d heads "
-                          "(must be a multiple of %d kv heads)", c->n_layers,
-                          LLM_MAX_LAYERS, c->n_heads, c->n_kv_heads);
+        return llm_model_fail(m, "config.json: %d layers (at most %d), %d "
+                              "heads (must be a multiple of %d kv heads)",
+                              c->n_layers, LLM_MAX_LAYERS, c->n_heads,
+                              c->n_kv_heads);
     }
     if (cfg_int(m, root, "head_dim", 0, c->dim / c->n_heads, &c->head_dim)
         != 0)
@@ -1337,19 +1323,20 @@ hf_config(llm_model *m, const cJSON *root)
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "head_dim"))
         && c->dim % c->n_heads != 0)
     {
-        return model_fail(m, "config.json: hidden_size %d is not a multiple "
-                          "of num_attention_heads %d", c->dim, c->n_heads);
+        return llm_model_fail(m, "config.json: hidden_size %d is not a "
+                              "multiple of num_attention_heads %d", c->dim,
+                              c->n_heads);
     }
     c->rope_dim = c->head_dim;
     if (c->head_dim % 2 != 0) {
-        return model_fail(m, "config.json: head size %d is odd",
-                          c->head_dim);
+        return llm_model_fail(m, "config.json: head size %d is odd",
+                              c->head_dim);
     }
     /* qwen2/3 carry sliding_window with use_sliding_window false; mistral
      * has only sliding_window (null when off) */
     if (cfg_true(root, "use_sliding_window")) {
-        return model_fail(m, "config.json: use_sliding_window (per-layer "
-                          "windows) is not supported");
+        return llm_model_fail(m, "config.json: use_sliding_window (per-layer "
+                              "windows) is not supported");
     }
     sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     if (cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window") == NULL
@@ -1391,7 +1378,7 @@ llm_model_config_json(llm_model *m, const char *dir, const char *text,
     root = cJSON_ParseWithLength(text, len);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return model_fail(m, "config.json is not a JSON object");
+        return llm_model_fail(m, "config.json is not a JSON object");
     }
     rc = hf_config(m, root);
     if (rc == 0) {
@@ -1572,29 +1559,29 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
         return -1;
     }
     if (rc < 0) {
-        return model_fail(m, "%s: tensor '%s' is not part of a %s model",
-                          f->path, t->name, m->cfg.arch);
+        return llm_model_fail(m, "%s: tensor '%s' is not part of a %s model",
+                              f->path, t->name, m->cfg.arch);
     }
     if (lookup_tensor(m, name) != NULL) {
-        return model_fail(m, "%s: tensor '%s' is stored twice", f->path,
-                          t->name);
+        return llm_model_fail(m, "%s: tensor '%s' is stored twice", f->path,
+                              t->name);
     }
     if ((t->type == ST_TYPE_U8) != (rc == LLM_GPT_OSS_HF_RAW
                                     && strstr(name, "_bias") == NULL))
     {
-        return model_fail(m, "%s: tensor '%s': dtype U8 is for gpt-oss's "
-                          "MXFP4 *_blocks and *_scales only", f->path,
-                          t->name);
+        return llm_model_fail(m, "%s: tensor '%s': dtype U8 is for gpt-oss's "
+                              "MXFP4 *_blocks and *_scales only", f->path,
+                              t->name);
     }
     if (rc != LLM_GPT_OSS_HF_RAW && (t->n_dims < 1 || t->n_dims > 2)) {
-        return model_fail(m, "%s: tensor '%s' has %u dimensions (1 or 2 "
-                          "expected)", f->path, t->name, t->n_dims);
+        return llm_model_fail(m, "%s: tensor '%s' has %u dimensions (1 or 2 "
+                              "expected)", f->path, t->name, t->n_dims);
     }
     g = &m->hf_tensors[m->n_hf_tensors];
     memset(g, 0, sizeof(*g));
     g->name = strdup(name);
     if (g->name == NULL) {
-        return model_fail(m, "out of memory");
+        return llm_model_fail(m, "out of memory");
     }
     m->n_hf_tensors++;
     g->n_dims = t->n_dims;
@@ -1615,7 +1602,7 @@ hf_add_tensor(llm_model *m, const st_file *f, const st_tensor *t)
            adds the 1), so we add it here, in float32 as transformers */
         wide = own_floats(m, t->shape[0]);
         if (wide == NULL) {
-            return model_fail(m, "out of memory for '%s'", t->name);
+            return llm_model_fail(m, "out of memory for '%s'", t->name);
         }
         llm_dequant_row(t->type, t->data, wide, (int64_t) t->shape[0]);
         for (k = 0; shift && k < t->shape[0]; k++) {
@@ -1640,23 +1627,23 @@ hf_shard_names(llm_model *m, const cJSON *map, const char **names, int max)
     cJSON_ArrayForEach(e, map) {
         s = cJSON_GetStringValue(e);
         if (s == NULL || s[0] == '\0' || s[0] == '.' || strchr(s, '/')) {
-            return model_fail(m, "model.safetensors.index.json: tensor '%s' "
-                              "maps to a bad file name", e->string);
+            return llm_model_fail(m, "model.safetensors.index.json: tensor "
+                                  "'%s' maps to a bad file name", e->string);
         }
         for (i = 0; i < n && strcmp(names[i], s) != 0; i++) {
             /* seen? */
         }
         if (i == n) {
             if (n == max) {
-                return model_fail(m, "model.safetensors.index.json: more "
-                                  "than %d files", max);
+                return llm_model_fail(m, "model.safetensors.index.json: more "
+                                      "than %d files", max);
             }
             names[n++] = s;
         }
     }
     if (n == 0) {
-        return model_fail(m, "model.safetensors.index.json: weight_map is "
-                          "empty");
+        return llm_model_fail(m, "model.safetensors.index.json: weight_map is "
+                              "empty");
     }
     return n;
 }
@@ -1695,7 +1682,7 @@ hf_open_weights(llm_model *m, int dirfd)
         }
         m->st = calloc(1, sizeof(st_file));
         if (m->st == NULL) {
-            return model_fail(m, "out of memory");
+            return llm_model_fail(m, "out of memory");
         }
         return hf_open_shard(m, dirfd, "model.safetensors");
     }
@@ -1703,11 +1690,11 @@ hf_open_weights(llm_model *m, int dirfd)
     names = calloc(HF_MAX_SHARDS, sizeof(char *));
     m->st = calloc(HF_MAX_SHARDS, sizeof(st_file));
     if (names == NULL || m->st == NULL) {
-        model_fail(m, "out of memory");
+        llm_model_fail(m, "out of memory");
         goto done;
     }
     if (!cJSON_IsObject(map)) {
-        model_fail(m, "model.safetensors.index.json: no weight_map object");
+        llm_model_fail(m, "model.safetensors.index.json: no weight_map object");
         goto done;
     }
     n = hf_shard_names(m, map, names, HF_MAX_SHARDS);
@@ -1725,8 +1712,8 @@ hf_open_weights(llm_model *m, int dirfd)
             /* its shard */
         }
         if (st_find(&m->st[i], e->string) == NULL) {
-            model_fail(m, "model.safetensors.index.json: tensor '%s' is not "
-                       "in %s", e->string, e->valuestring);
+            llm_model_fail(m, "model.safetensors.index.json: tensor '%s' is "
+                           "not in %s", e->string, e->valuestring);
             goto done;
         }
     }
@@ -1768,8 +1755,8 @@ hf_load(llm_model *m, int dirfd)
     }
     m->hf_tensors = calloc(total ? total : 1, sizeof(gguf_tensor));
     if (m->hf_tensors == NULL) {
-        return model_fail(m, "out of memory for %llu tensors",
-                          (unsigned long long) total);
+        return llm_model_fail(m, "out of memory for %llu tensors",
+                              (unsigned long long) total);
     }
     for (i = 0; i < m->n_st; i++) {
         for (j = 0; j < m->st[i].n_tensors; j++) {
@@ -1782,15 +1769,15 @@ hf_load(llm_model *m, int dirfd)
         return -1;
     }
     if (!c->tied_output && lookup_tensor(m, "output.weight") == NULL) {
-        return model_fail(m, "tie_word_embeddings is false but "
-                          "lm_head.weight is missing");
+        return llm_model_fail(m, "tie_word_embeddings is false but "
+                              "lm_head.weight is missing");
     }
     if (load_weights(m) != 0 || llm_model_pooling_hf(m, dirfd) != 0) {
         return -1;
     }
     if (vocab != c->vocab_size) {
-        return model_fail(m, "config.json: vocab_size %d but "
-                          "embed_tokens has %d rows", vocab, c->vocab_size);
+        return llm_model_fail(m, "config.json: vocab_size %d but "
+                              "embed_tokens has %d rows", vocab, c->vocab_size);
     }
     return 0;
 }

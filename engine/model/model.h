@@ -38,7 +38,7 @@
  *          llm_model_tokenizer,
  *          llm_model_chat_template, llm_hf_chat_template,
  *          llm_model_pooling_gguf, llm_model_pooling_hf,
- *          llm_model_own
+ *          llm_model_own, llm_model_fail
  */
 #ifndef NGX_LLM_MODEL_H
 #define NGX_LLM_MODEL_H
@@ -211,6 +211,9 @@ typedef struct llm_model_s {
 
 /* n bytes owned by the model (freed with it), or NULL */
 void *llm_model_own(llm_model *m, size_t n);
+/* a loader's failure: m->err = "<path>: <fault>" (printf's fmt); -1 */
+int llm_model_fail(llm_model *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* the pooling of a GGUF (<arch>.pooling_type) or a sentence-transformers
  * directory (modules.json) into m->cfg; none leaves LLM_POOL_NONE. 0, or

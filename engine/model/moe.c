@@ -8,7 +8,6 @@
 #include "model/moe.h"
 #include "quant.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,25 +23,6 @@ static const struct {
     { "ffn_up_exps",   "up_proj" },
     { "ffn_down_exps", "down_proj" },
 };
-
-
-/* m->err = "<path>: <fault>", as the loader writes it; -1 */
-static int
-moe_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 
 int
@@ -62,7 +42,7 @@ moe_check(llm_model *m)
         || c->n_expert_used < 1 || c->n_expert_used > c->n_expert
         || c->expert_ff < 1)
     {
-        return moe_fail(m, "mixture of experts: %d experts (1..%d), "
+        return llm_model_fail(m, "mixture of experts: %d experts (1..%d), "
                               "%d used per token (1..experts), expert size "
                               "%d: invalid", c->n_expert, MOE_MAX_EXPERTS,
                               c->n_expert_used, c->expert_ff);
@@ -79,7 +59,7 @@ gguf_key_int(llm_model *m, const char *suffix, int *out)
 
     snprintf(key, sizeof(key), "%s.%s", m->cfg.arch, suffix);
     if (gguf_get_u64(&m->gguf, key, &v) != 0 || v > (1u << 20)) {
-        return moe_fail(m, "metadata key '%s' is missing or not an "
+        return llm_model_fail(m, "metadata key '%s' is missing or not an "
                               "integer in 0..%d", key, 1 << 20);
     }
     *out = (int) v;
@@ -107,7 +87,7 @@ llm_moe_gguf_config(llm_model *m)
     if (gguf_find_kv(&m->gguf, key) != NULL
         && gguf_get_bool(&m->gguf, key, &c->expert_norm) != 0)
     {
-        return moe_fail(m, "metadata key '%s' is not a bool", key);
+        return llm_model_fail(m, "metadata key '%s' is not a bool", key);
     }
     return moe_check(m);
 }
@@ -120,7 +100,7 @@ hf_int(llm_model *m, const cJSON *root, const char *key, int *out)
     double        d = cJSON_GetNumberValue(v);
 
     if (!cJSON_IsNumber(v) || !(d >= 1 && d <= (1 << 20)) || d != (int) d) {
-        return moe_fail(m, "config.json: \"%s\" is missing or not an "
+        return llm_model_fail(m, "config.json: \"%s\" is missing or not an "
                               "integer in 1..%d", key, 1 << 20);
     }
     *out = (int) d;
@@ -154,7 +134,7 @@ llm_moe_hf_config(llm_model *m, const cJSON *root)
     if ((only != NULL && cJSON_GetArraySize(only) > 0)
         || (step != NULL && cJSON_GetNumberValue(step) != 1))
     {
-        return moe_fail(m, "config.json: dense layers among the MoE "
+        return llm_model_fail(m, "config.json: dense layers among the MoE "
                               "layers (mlp_only_layers, decoder_sparse_step "
                               "!= 1) are not supported");
     }
@@ -213,7 +193,7 @@ expert_view(llm_model *m, llm_moe_find_fn find, int i, int k, int e,
             || t->ne[1] != (uint64_t) rows
             || t->ne[2] != (uint64_t) m->cfg.n_expert)
         {
-            return moe_fail(m, "tensor '%s': expected shape [%d, %d, "
+            return llm_model_fail(m, "tensor '%s': expected shape [%d, %d, "
                                   "%d], got [%llu, %llu, %llu] with %u dims",
                                   name, cols, rows, m->cfg.n_expert,
                                   (unsigned long long) t->ne[0],
@@ -228,20 +208,20 @@ expert_view(llm_model *m, llm_moe_find_fn find, int i, int k, int e,
                  moe_mats[k].gguf, e);
         t = find(m, name);
         if (t == NULL) {
-            return moe_fail(m, "tensor 'blk.%d.%s.weight' (or its "
+            return llm_model_fail(m, "tensor 'blk.%d.%s.weight' (or its "
                                   "expert %d) is missing", i,
                                   moe_mats[k].gguf, e);
         }
         if (t->n_dims != 2 || t->ne[0] != (uint64_t) cols
             || t->ne[1] != (uint64_t) rows)
         {
-            return moe_fail(m, "tensor '%s': expected shape [%d, %d]",
+            return llm_model_fail(m, "tensor '%s': expected shape [%d, %d]",
                                   name, cols, rows);
         }
         *out = llm_tensor_make(t->data, t->type, rows, cols);
     }
     if (llm_tensor_check(out, err, sizeof(err)) != 0) {
-        return moe_fail(m, "tensor '%s' expert %d: %s", name, e, err);
+        return llm_model_fail(m, "tensor '%s' expert %d: %s", name, e, err);
     }
     return 0;
 }
@@ -262,13 +242,13 @@ llm_moe_load_layer(llm_model *m, int i, llm_moe_find_fn find)
     if (t == NULL || t->n_dims != 2 || t->ne[0] != (uint64_t) c->dim
         || t->ne[1] != (uint64_t) c->n_expert)
     {
-        return moe_fail(m, "tensor '%s' (the router) is missing or "
+        return llm_model_fail(m, "tensor '%s' (the router) is missing or "
                               "not of shape [%d, %d]", name, c->dim,
                               c->n_expert);
     }
     l->router = llm_tensor_make(t->data, t->type, c->n_expert, c->dim);
     if (llm_tensor_check(&l->router, err, sizeof(err)) != 0) {
-        return moe_fail(m, "tensor '%s': %s", name, err);
+        return llm_model_fail(m, "tensor '%s': %s", name, err);
     }
     l->exp_gate = v;
     l->exp_up = v + c->n_expert;

@@ -1,11 +1,14 @@
 /*
- * Memory a model owns beside its file mapping (tensors a loader makes:
- * repacked, dequantized or de-interleaved weights), freed with the model
- * by llm_model_free. Its own file so that every loader file (model.c,
- * gpt_oss.c, ...) can call it without calling back into model.c.
+ * What every loader file (model.c, bert.c, gpt_oss.c, moe.c, ...) shares,
+ * in a file of its own so that none calls back into model.c: memory a
+ * model owns beside its file mapping (tensors a loader makes: repacked,
+ * dequantized or de-interleaved weights), freed with the model by
+ * llm_model_free, and the loaders' one way to fail.
  *
- * defines: llm_model_own
+ * defines: llm_model_own, llm_model_fail
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "model/model.h"
@@ -27,4 +30,23 @@ llm_model_own(llm_model *m, size_t n)
         m->owned[m->n_owned++] = p;
     }
     return p;
+}
+
+
+/* m->err = "<path>: <fault>" (the fault as printf formats it); -1 */
+int
+llm_model_fail(llm_model *m, const char *fmt, ...)
+{
+    va_list  ap;
+    int      n;
+
+    n = snprintf(m->err, sizeof(m->err), "%s: ",
+                 m->path ? m->path : "(model)");
+    if (n < 0 || (size_t) n >= sizeof(m->err)) {
+        return -1;
+    }
+    va_start(ap, fmt);
+    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
+    va_end(ap);
+    return -1;
 }

@@ -11,7 +11,6 @@
  *
  * defines: llm_model_pooling_gguf, llm_model_pooling_hf
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,24 +21,6 @@
 #include "model/pool.h"
 #include "model/score.h"
 #include "format/hf_config.h"
-
-
-static int
-pool_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 
 int
@@ -53,7 +34,7 @@ llm_model_pooling_gguf(llm_model *m)
         return 0;
     }
     if (gguf_get_u32(&m->gguf, key, &t) != 0) {
-        return pool_fail(m, "%s is not an integer", key);
+        return llm_model_fail(m, "%s is not an integer", key);
     }
     if (t == LLM_POOL_RANK) {
         /* a reranker: its loader read the head (cls.output) and set the
@@ -61,12 +42,13 @@ llm_model_pooling_gguf(llm_model *m)
         if (m->cfg.score != LLM_SCORE_NONE) {
             return 0;
         }
-        return pool_fail(m, "%s is rank (a reranker) but the file has no "
-                         "head we read (a BERT cross-encoder's cls.output, "
-                         "a qwen3 reranker's yes/no rows)", key);
+        return llm_model_fail(m, "%s is rank (a reranker) but the file has no "
+                              "head we read (a BERT cross-encoder's "
+                              "cls.output, a qwen3 reranker's yes/no rows)",
+                              key);
     }
     if (t > LLM_POOL_RANK) {
-        return pool_fail(m, "%s %u is not a pooling we know", key, t);
+        return llm_model_fail(m, "%s %u is not a pooling we know", key, t);
     }
     /* llama.cpp's embeddings are L2-normalised by default */
     m->cfg.pooling = (int) t;
@@ -96,7 +78,7 @@ read_json(llm_model *m, int dirfd, const char *name, int *fault)
     free(text);
     if (j == NULL) {
         *fault = 1;
-        pool_fail(m, "%s is not JSON", name);
+        llm_model_fail(m, "%s is not JSON", name);
     }
     return j;
 }
@@ -119,12 +101,12 @@ pooling_mode(llm_model *m, const cJSON *cfg, const char *name)
     const cJSON  *v;
 
     if (!cJSON_IsObject(cfg)) {
-        return pool_fail(m, "%s is not a JSON object", name);
+        return llm_model_fail(m, "%s is not a JSON object", name);
     }
     v = cJSON_GetObjectItemCaseSensitive(cfg, "include_prompt");
     if (cJSON_IsFalse(v)) {
-        return pool_fail(m, "%s: include_prompt false is not supported",
-                         name);
+        return llm_model_fail(m, "%s: include_prompt false is not supported",
+                              name);
     }
     /* sentence-transformers 5+: "pooling_mode": "cls" */
     v = cJSON_GetObjectItemCaseSensitive(cfg, "pooling_mode");
@@ -132,8 +114,8 @@ pooling_mode(llm_model *m, const cJSON *cfg, const char *name)
         if (llm_pool_type_parse(v->valuestring, &type) != 0
             || type == LLM_POOL_NONE || type == LLM_POOL_RANK)
         {
-            return pool_fail(m, "%s: pooling_mode \"%s\" is not supported",
-                             name, v->valuestring);
+            return llm_model_fail(m, "%s: pooling_mode \"%s\" is not supported",
+                                  name, v->valuestring);
         }
         m->cfg.pooling = type;
         return 0;
@@ -145,17 +127,17 @@ pooling_mode(llm_model *m, const cJSON *cfg, const char *name)
             continue;
         }
         if (modes[i].type < 0) {
-            return pool_fail(m, "%s: %s is not supported", name,
-                             modes[i].key);
+            return llm_model_fail(m, "%s: %s is not supported", name,
+                                  modes[i].key);
         }
         if (type != LLM_POOL_NONE) {
-            return pool_fail(m, "%s: more than one pooling mode is not "
-                             "supported", name);
+            return llm_model_fail(m, "%s: more than one pooling mode is not "
+                                  "supported", name);
         }
         type = modes[i].type;
     }
     if (type == LLM_POOL_NONE) {
-        return pool_fail(m, "%s names no pooling mode", name);
+        return llm_model_fail(m, "%s names no pooling mode", name);
     }
     m->cfg.pooling = type;
     return 0;
@@ -173,7 +155,7 @@ st_module(llm_model *m, int dirfd, const cJSON *mod)
     type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mod, "type"));
     path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mod, "path"));
     if (type == NULL || path == NULL) {
-        return pool_fail(m, "modules.json: a module without type or path");
+        return llm_model_fail(m, "modules.json: a module without type or path");
     }
     tail = strrchr(type, '.') ? strrchr(type, '.') + 1 : type;
     if (strcmp(tail, "Transformer") == 0) {
@@ -184,19 +166,19 @@ st_module(llm_model *m, int dirfd, const cJSON *mod)
         return 0;
     }
     if (strcmp(tail, "Pooling") != 0) {
-        return pool_fail(m, "modules.json: the sentence-transformers module "
-                         "%s (%s) is not supported", tail, path);
+        return llm_model_fail(m, "modules.json: the sentence-transformers "
+                              "module %s (%s) is not supported", tail, path);
     }
     if (strchr(path, '/') != NULL || strstr(path, "..") != NULL
         || snprintf(name, sizeof(name), "%s/config.json", path)
            >= (int) sizeof(name))
     {
-        return pool_fail(m, "modules.json: a pooling path outside the "
-                         "directory");
+        return llm_model_fail(m, "modules.json: a pooling path outside the "
+                              "directory");
     }
     cfg = read_json(m, dirfd, name, &fault);
     if (cfg == NULL) {
-        return fault ? -1 : pool_fail(m, "%s is missing", name);
+        return fault ? -1 : llm_model_fail(m, "%s is missing", name);
     }
     rc = pooling_mode(m, cfg, name);
     cJSON_Delete(cfg);
@@ -217,7 +199,7 @@ llm_model_pooling_hf(llm_model *m, int dirfd)
     }
     if (!cJSON_IsArray(mods)) {
         cJSON_Delete(mods);
-        return pool_fail(m, "modules.json is not a JSON array");
+        return llm_model_fail(m, "modules.json is not a JSON array");
     }
     cJSON_ArrayForEach(mod, mods) {
         if (rc == 0) {
@@ -229,7 +211,7 @@ llm_model_pooling_hf(llm_model *m, int dirfd)
         return -1;
     }
     if (m->cfg.pooling == LLM_POOL_NONE) {
-        return pool_fail(m, "modules.json has no Pooling module");
+        return llm_model_fail(m, "modules.json has no Pooling module");
     }
     cfg = read_json(m, dirfd, "config.json", &fault);
     md = cJSON_GetObjectItemCaseSensitive(cfg, "matryoshka_dimensions");

@@ -4,7 +4,6 @@
  * defines: llm_score_type_name, llm_task_parse, llm_model_task, llm_score
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,24 +40,6 @@ llm_task_parse(const char *name, int *task)
 }
 
 
-static int
-task_fail(llm_model *m, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-
 /* a vocabulary token by its text ("yes"), or -1 */
 static int32_t
 task_token(const llm_tokenizer *tok, const char *text, int vocab)
@@ -82,8 +63,8 @@ llm_model_task(llm_model *m, int task, const llm_tokenizer *tok)
 
     case LLM_TASK_GENERATE:
         if (c->score != LLM_SCORE_NONE && c->score != LLM_SCORE_YES_NO) {
-            return task_fail(m, "task generate: the model is a "
-                             "cross-encoder (no output layer)");
+            return llm_model_fail(m, "task generate: the model is a "
+                                  "cross-encoder (no output layer)");
         }
         c->pooling = LLM_POOL_NONE;
         c->pool_normalize = 0;
@@ -93,8 +74,8 @@ llm_model_task(llm_model *m, int task, const llm_tokenizer *tok)
 
     case LLM_TASK_EMBED:
         if (c->score != LLM_SCORE_NONE) {
-            return task_fail(m, "task embed: the model is a reranker "
-                             "(task score)");
+            return llm_model_fail(m, "task embed: the model is a reranker "
+                                  "(task score)");
         }
         if (c->pooling == LLM_POOL_NONE) {
             c->pooling = LLM_POOL_LAST;
@@ -107,21 +88,21 @@ llm_model_task(llm_model *m, int task, const llm_tokenizer *tok)
             return 0;
         }
         if (c->pooling != LLM_POOL_NONE) {
-            return task_fail(m, "task score: the model is an embedder "
-                             "(its sentence-transformers files say %s "
-                             "pooling), not a reranker",
-                             llm_pool_type_name(c->pooling));
+            return llm_model_fail(m, "task score: the model is an embedder "
+                                  "(its sentence-transformers files say %s "
+                                  "pooling), not a reranker",
+                                  llm_pool_type_name(c->pooling));
         }
         if (tok == NULL) {
-            return task_fail(m, "task score: no tokenizer to find the "
-                             "\"yes\" and \"no\" tokens");
+            return llm_model_fail(m, "task score: no tokenizer to find the "
+                                  "\"yes\" and \"no\" tokens");
         }
         c->score_yes = task_token(tok, "yes", c->vocab_size);
         c->score_no = task_token(tok, "no", c->vocab_size);
         if (c->score_yes < 0 || c->score_no < 0) {
-            return task_fail(m, "task score: the vocabulary has no \"yes\" "
-                             "or no \"no\" token (a yes/no reranker needs "
-                             "both)");
+            return llm_model_fail(m, "task score: the vocabulary has no "
+                                  "\"yes\" or no \"no\" token (a yes/no "
+                                  "reranker needs both)");
         }
         c->score = LLM_SCORE_YES_NO;
         c->pooling = LLM_POOL_LAST;
@@ -130,7 +111,7 @@ llm_model_task(llm_model *m, int task, const llm_tokenizer *tok)
         return 0;
 
     default:
-        return task_fail(m, "task %d is not a task", task);
+        return llm_model_fail(m, "task %d is not a task", task);
     }
 }
 

@@ -14,6 +14,8 @@
  *                    slowest step, histograms, memory and compute, the
  *                    alive ticker
  *   server_opts.c    the command line: server.h's options
+ *   server_slot.c    the check of a GENERATE slot a worker wrote, into
+ *                    the scheduler's request (pure: fuzz/fuzz_slot.c)
  *
  * defines: llm_server (one engine process), llm_client, llm_slot_user,
  *          and each file's functions that the files above it call
@@ -125,6 +127,15 @@ int llm_emit_room(void *user);
 int llm_can_emit(void *user);
 void llm_on_embedding(void *user, const float *vec, int dims);
 void llm_on_finish(void *user, const llm_seq_result *r);
+
+
+/* --- a slot's request (server_slot.c) --------------------------------- */
+
+/* the request a GENERATE slot asks for, every count checked against the
+   ring's limits (max_prompt its own); req points into sl and bias
+   (LLM_RING_MAX_BIAS); 0, or -1 with what is wrong in err */
+int llm_slot_request(const llm_slot *sl, uint32_t max_prompt,
+    llm_request *req, llm_logit_bias *bias, char *err, size_t errlen);
 
 
 /* --- model loading (server_load.c) ------------------------------------- */

@@ -1,7 +1,8 @@
 /*
  * Minimal TAP producer for the C unit tests (run by prove).
- * defines: ok, is_int, is_str, tap_done, and tap_fixture / tap_model for
- * the files `make deps` puts in place (docs/testing.md)
+ * defines: ok, is_int, is_str, tap_done, tap_slurp (a whole file), and
+ * tap_fixture / tap_model for the files `make deps` puts in place
+ * (docs/testing.md)
  */
 #ifndef NGX_LLM_TAP_H
 #define NGX_LLM_TAP_H
@@ -83,6 +84,37 @@ tap_model(void)
         tap_bail_out("MODEL is not set: run the tests with make unit");
     }
     return m;
+}
+
+
+/* the whole file, NUL-terminated (its length in *len unless NULL), or
+   NULL; the caller frees it */
+static inline char *
+tap_slurp(const char *path, size_t *len)
+{
+    FILE   *f = fopen(path, "rb");
+    char   *buf;
+    long    n;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = n < 0 ? NULL : malloc((size_t) n + 1);
+    if (buf != NULL && fread(buf, 1, (size_t) n, f) != (size_t) n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+        if (len != NULL) {
+            *len = (size_t) n;
+        }
+    }
+    return buf;
 }
 
 

@@ -58,31 +58,6 @@
 #define Q8_TOLERANCE  2e-3
 
 
-static char *
-slurp(const char *path)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 static int
 json_ids(const cJSON *a, int32_t *ids, int max)
 {
@@ -640,7 +615,7 @@ test_rerank_sched(const cJSON *r, const char *suffix)
 int
 main(void)
 {
-    char         *text = slurp(GOLDEN);
+    char         *text = tap_slurp(GOLDEN, NULL);
     cJSON        *root = text ? cJSON_Parse(text) : NULL;
     const cJSON  *e;
     double        tol;

@@ -881,31 +881,6 @@ test_sample_edges(void)
 
 /* ---- 2. end to end ----------------------------------------------------------- */
 
-static char *
-slurp(const char *path)
-{
-    FILE  *f = fopen(path, "rb");
-    long   n;
-    char  *s;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc(n + 1);
-    if (s != NULL && fread(s, 1, n, f) == (size_t) n) {
-        s[n] = '\0';
-    } else {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    return s;
-}
-
-
 /* as test_golden.c: base FIXTURES | MODEL | REPO */
 static void
 model_path(const cJSON *model, char *out, size_t len)
@@ -1398,7 +1373,7 @@ test_goldens(void)
         FILE                *f;
 
         snprintf(path, sizeof(path), "t/data/golden/%s", names[i]);
-        text = slurp(path);
+        text = tap_slurp(path, NULL);
         g = text ? cJSON_Parse(text) : NULL;
         free(text);
         if (g == NULL) {

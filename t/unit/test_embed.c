@@ -55,31 +55,6 @@ typedef struct {
 } prompt;
 
 
-static char *
-slurp(const char *path)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 /*
  * One forward of n_p prompts as n_p sequences (each its own KV blocks),
  * every token's hidden state into hidden (total tokens, dim), and, when
@@ -208,7 +183,7 @@ st_dir(llm_model *m, const char *modules, const char *pooling,
     {
         return -2;
     }
-    cfg = slurp(MODEL "/config.json");
+    cfg = tap_slurp(MODEL "/config.json", NULL);
     end = cfg ? strrchr(cfg, '}') : NULL;
     if (end == NULL) {
         return -2;
@@ -475,7 +450,7 @@ main(void)
     float         *h_exact, *h_one, *h_all, *lg_a, *lg_b;
     float          v[4096], w[4096];
 
-    text = slurp(GOLDEN);
+    text = tap_slurp(GOLDEN, NULL);
     root = text ? cJSON_Parse(text) : NULL;
     if (!ok(root != NULL, "golden %s parses", GOLDEN)
         || !ok(llm_model_load(&m, MODEL, 0, 1) == 0, "%s loads", MODEL))

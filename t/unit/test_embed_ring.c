@@ -29,31 +29,6 @@
 #define MODEL   "t/data/models/hf-qwen3-embed"
 #define GOLDEN  "t/data/embed/hf-qwen3.json"
 
-static char *
-slurp(const char *path)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 /* an EMBED slot of the golden case's ids (not yet submitted) */
 static llm_slot *
 embed_slot(llm_ring_header *h, uint32_t id, const cJSON *c, uint32_t dims)
@@ -104,7 +79,7 @@ main(void)
     llm_ring_header  *h;
     float             alone[3][64];
 
-    text = slurp(GOLDEN);
+    text = tap_slurp(GOLDEN, NULL);
     root = text ? cJSON_Parse(text) : NULL;
     cases = cJSON_GetObjectItem(root, "cases");
     if (!ok(cJSON_GetArraySize(cases) == 3, "golden %s: 3 cases", GOLDEN)) {

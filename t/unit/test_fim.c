@@ -17,33 +17,6 @@
 #include <sys/stat.h>
 
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *s;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc(n + 1);
-    if (s && fread(s, 1, n, f) != (size_t) n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) {
-        s[n] = '\0';
-        *len = (size_t) n;
-    }
-    return s;
-}
-
-
 static int
 spew(const char *path, const char *s)
 {
@@ -69,7 +42,7 @@ coder_dir(const char *src, const char *dir)
                                    "<|fim_middle|>" };
 
     snprintf(path, sizeof(path), "%s/tokenizer.json", src);
-    s = slurp(path, &len);
+    s = tap_slurp(path, &len);
     root = s ? cJSON_Parse(s) : NULL;
     free(s);
     added = root ? cJSON_GetObjectItem(root, "added_tokens") : NULL;
@@ -99,7 +72,7 @@ coder_dir(const char *src, const char *dir)
     free(out);
 
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", src);
-    s = slurp(path, &len);
+    s = tap_slurp(path, &len);
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
     if (s == NULL || spew(path, s) != 0) {
         free(s);

@@ -13,30 +13,6 @@
 static const char *model_path;
 
 
-static uint8_t *
-read_file(const char *path, size_t *len)
-{
-    FILE     *f = fopen(path, "rb");
-    uint8_t  *buf;
-    long      n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n > 0 ? n : 1);
-    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
-
 static int
 str_eq(const char *s, uint64_t len, const char *want)
 {
@@ -269,7 +245,7 @@ test_corrupt(void)
     uint32_t   seed;
 
     tap_fixture(path, sizeof(path), "models/tiny260K-q4_1.gguf");
-    orig = read_file(path, &len);
+    orig = (uint8_t *) tap_slurp(path, &len);
     if (!ok(orig != NULL, "read %s", path)) {
         return;
     }

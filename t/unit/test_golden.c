@@ -96,32 +96,6 @@ tolerance_for(const char *golden, const char *weight_type)
 
 /* ---- files ---------------------------------------------------------------- */
 
-static char *
-read_file(const char *path)
-{
-    FILE  *f = fopen(path, "rb");
-    long   n;
-    char  *buf;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf != NULL) {
-        buf[n] = '\0';
-    }
-    fclose(f);
-    return buf;
-}
-
-
 static int
 cmp_str(const void *a, const void *b)
 {
@@ -475,7 +449,7 @@ check_golden(const char *name, summary *s)
     int             have_engine;
 
     snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, name);
-    text = read_file(path);
+    text = tap_slurp(path, NULL);
     g = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!ok(g != NULL, "%s: golden parses", name)) {

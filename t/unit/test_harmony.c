@@ -134,30 +134,6 @@ is_reply(const char *text, const char *reasoning, const char *content,
 }
 
 
-static char *
-read_all(const char *path, size_t *n)
-{
-    FILE  *f = fopen(path, "rb");
-    char  *text;
-    long   len;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    rewind(f);
-    text = malloc((size_t) len + 1);
-    if (text && fread(text, 1, (size_t) len, f) != (size_t) len) {
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
-    *n = (size_t) len;
-    return text;
-}
-
-
 /* the published template (make deps: the llama-cpp-python sdist's
    openai-gpt-oss-120b.jinja) is Harmony; the others are not */
 static void
@@ -175,7 +151,7 @@ test_detect(void)
     snprintf(path, sizeof(path),
              "%s/llama.cpp/templates/openai-gpt-oss-120b.jinja",
              fx ? fx : "");
-    text = read_all(path, &n);
+    text = tap_slurp(path, &n);
     ok(text != NULL, "the published template: %s", path);
     if (text) {
         is_int(llm_tool_format_detect(text, n), LLM_TOOL_FMT_HARMONY,
@@ -185,7 +161,7 @@ test_detect(void)
     for (int i = 0; others[i]; i++) {
         snprintf(path, sizeof(path), "%s/llama.cpp/templates/%s",
                  fx ? fx : "", others[i]);
-        text = read_all(path, &n);
+        text = tap_slurp(path, &n);
         ok(text && llm_tool_format_detect(text, n) != LLM_TOOL_FMT_HARMONY,
            "%s: not harmony", others[i]);
         free(text);
@@ -336,7 +312,7 @@ harmony_tokenizer(void)
     FILE           *f;
     int             id;
 
-    src = read_all(tap_fixture(path, sizeof(path),
+    src = tap_slurp(tap_fixture(path, sizeof(path),
                                "tokenizers/qwen2-bpe/tokenizer.json"), &len);
     tj = src ? cJSON_Parse(src) : NULL;
     free(src);

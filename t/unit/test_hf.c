@@ -50,35 +50,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf != NULL) {
-        buf[n] = '\0';
-        if (len != NULL) {
-            *len = (size_t) n;
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
-
 static int
 spit(const char *path, const void *data, size_t len)
 {
@@ -101,7 +72,7 @@ golden(const char *name)
     cJSON  *g;
 
     snprintf(path, sizeof(path), "%s/%s.json", GOLDENS, name);
-    text = slurp(path, NULL);
+    text = tap_slurp(path, NULL);
     g = text ? cJSON_Parse(text) : NULL;
     free(text);
     return g;
@@ -332,7 +303,7 @@ test_safetensors(void)
     st_close(&f);
 
     /* every prefix of a real file fails cleanly */
-    copy = (uint8_t *) slurp(MODELS "/hf-qwen3/model.safetensors", &len);
+    copy = (uint8_t *) tap_slurp(MODELS "/hf-qwen3/model.safetensors", &len);
     for (i = 0; copy != NULL && i < len; i += 1 + i / 16) {
         if (st_parse(&f, copy, i, "cut") != -1 || f.err[0] == '\0') {
             bad++;
@@ -377,7 +348,7 @@ make_variant(const char *dir, const char *src, const char *key,
         }
     }
     snprintf(a, sizeof(a), "%s/config.json", src);
-    text = slurp(a, NULL);
+    text = tap_slurp(a, NULL);
     cfg = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (cfg == NULL) {
@@ -632,7 +603,7 @@ test_gemma3_configs(const char *tmp)
             continue;
         }
         snprintf(path, sizeof(path), "%s/hf-gemma3/config.json", MODELS);
-        text = slurp(path, NULL);
+        text = tap_slurp(path, NULL);
         cfg = text ? cJSON_Parse(text) : NULL;
         free(text);
         if (cfg == NULL) {

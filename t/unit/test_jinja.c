@@ -15,34 +15,6 @@
 static const char *golden_dir = "t/data/templates";
 
 
-static char *
-read_file(const char *path, size_t *len)
-{
-    FILE   *f;
-    char   *buf;
-    long    n;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) != (size_t) n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    return buf;
-}
-
-
 /* "fixtures:llama.cpp/templates/x.jinja" (made by make deps) or
    "repo:x.jinja", optionally a JSON key */
 static char *
@@ -58,7 +30,7 @@ load_template(const char *ref, const char *key, size_t *len)
     } else {
         return NULL;
     }
-    src = read_file(path, len);
+    src = tap_slurp(path, len);
     if (src == NULL || key == NULL) {
         return src;
     }
@@ -167,7 +139,7 @@ run_golden(const char *name)
     int          rc;
 
     snprintf(path, sizeof(path), "%s/%s", golden_dir, name);
-    doc_src = read_file(path, &len);
+    doc_src = tap_slurp(path, &len);
     doc = doc_src ? cJSON_Parse(doc_src) : NULL;
     free(doc_src);
     if (doc == NULL) {
@@ -273,7 +245,7 @@ test_snippets(void)
     int          i = 0, rc;
 
     snprintf(path, sizeof(path), "%s/snippets.json", golden_dir);
-    src = read_file(path, &len);
+    src = tap_slurp(path, &len);
     doc = src ? cJSON_Parse(src) : NULL;
     free(src);
     ok(doc != NULL, "snippets.json readable");
@@ -538,7 +510,7 @@ test_threads(void)
     int          bad = 0;
 
     snprintf(path, sizeof(path), "%s/qwen3.multi.json", golden_dir);
-    src = read_file(path, &len);
+    src = tap_slurp(path, &len);
     doc = src ? cJSON_Parse(src) : NULL;
     free(src);
     tmpl_src = load_template("fixtures:llama.cpp/templates/Qwen-Qwen3-0.6B.jinja",

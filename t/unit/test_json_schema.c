@@ -1058,33 +1058,6 @@ test_ranges(void)
 
 /* --- the JSON-Schema-Test-Suite ---------------------------------------- */
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE  *f = fopen(path, "rb");
-    char  *s;
-    long   n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc(n + 1);
-    if (s && fread(s, 1, n, f) != (size_t) n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) {
-        s[n] = '\0';
-        *len = (size_t) n;
-    }
-    fclose(f);
-    return s;
-}
-
-
 /* the property names of a schema in document order: an instance's keys
    are put in this order, the order the grammar writes them in */
 static void
@@ -1293,7 +1266,7 @@ suite_file(const char *path, const char *file, suite_count *sc)
     char         *text, err[512];
     size_t        len;
 
-    text = slurp(path, &len);
+    text = tap_slurp(path, &len);
     doc = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (doc == NULL) {
@@ -1709,7 +1682,7 @@ corpus_suite(int *schemas, int *compiled, coverage *cv)
             continue;
         }
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        text = slurp(path, &len);
+        text = tap_slurp(path, &len);
         doc = text ? cJSON_Parse(text) : NULL;
         free(text);
         cJSON_ArrayForEach(c, doc) {
@@ -1764,7 +1737,7 @@ test_corpus(void)
         llm_grammar  *g;
 
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        text = slurp(path, &len);
+        text = tap_slurp(path, &len);
         if (text == NULL) {
             ok(0, "read %s", path);
             continue;

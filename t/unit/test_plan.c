@@ -28,32 +28,6 @@
 #define CONFIG_8B  "t/data/plan/llama-3-8b-config.json"
 
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE  *f = fopen(path, "rb");
-    char  *buf;
-    long   n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-        *len = n;
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 /* the engine's defaults: backend cpu, f16, 1g, 8192, 64 */
 static void
 options_default(llm_plan_options *o)
@@ -78,7 +52,7 @@ shape_8b(llm_plan_shape *sh)
     size_t      len = 0;
     llm_model   m;
 
-    text = slurp(CONFIG_8B, &len);
+    text = tap_slurp(CONFIG_8B, &len);
     ok(text != NULL, "read %s", CONFIG_8B);
     if (text == NULL) {
         tap_bail_out("no " CONFIG_8B);

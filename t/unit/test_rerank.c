@@ -58,31 +58,6 @@ typedef struct {
 } pair;
 
 
-static char *
-slurp(const char *path)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf = NULL;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 /* ---- 1. the body and the reply ----------------------------------------- */
 
 static int
@@ -431,7 +406,7 @@ test_post_eos(void)
     int             n;
     llm_tokenizer  *t = NULL;
 
-    text = slurp(MODEL "/tokenizer.json");
+    text = tap_slurp(MODEL "/tokenizer.json", NULL);
     tj = text ? cJSON_Parse(text) : NULL;
     post = cJSON_Parse("{\"type\":\"TemplateProcessing\",\"single\":["
                        "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},"
@@ -488,7 +463,7 @@ main(void)
     test_task();
     test_post_eos();
 
-    text = slurp(GOLDEN);
+    text = tap_slurp(GOLDEN, NULL);
     root = text ? cJSON_Parse(text) : NULL;
     if (!ok(root != NULL, "golden %s read", GOLDEN)
         || !ok(llm_model_load(&m, MODEL, 0, 1) == 0, "%s loads", MODEL))

@@ -20,32 +20,6 @@
 static const char *model_path;
 
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t) n + 1);
-    if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n) {
-        fclose(f);
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t) n;
-    return buf;
-}
-
-
 /* loads the tokenizer and closes the file at once: it must not need it */
 static llm_tokenizer *
 load(const char *path)
@@ -136,7 +110,7 @@ vector_file(const llm_tokenizer *t, const char *inp_path,
     const char *out_path, unsigned decode_flags, const char *label)
 {
     size_t inp_len, out_len;
-    char *inp = slurp(inp_path, &inp_len), *out = slurp(out_path, &out_len);
+    char *inp = tap_slurp(inp_path, &inp_len), *out = tap_slurp(out_path, &out_len);
     char *text, *line;
     int cases = 0, enc_ok = 0, dec_ok = 0;
     static int32_t want[MAX_IDS];
@@ -327,7 +301,7 @@ test_spm_json(void)
     /* the tokenizer.json path and the GGUF path of one vocabulary agree */
     g = load(tap_fixture(path, sizeof(path),
                          "llama.cpp/ggml-vocab-llama-spm.gguf"));
-    inp = slurp(tap_fixture(path, sizeof(path),
+    inp = tap_slurp(tap_fixture(path, sizeof(path),
                             "llama.cpp/ggml-vocab-llama-spm.gguf.inp"), &len);
     for (text = inp; g != NULL && text != NULL && strstr(text, SEP) != NULL;
          text = strstr(text, SEP) + strlen(SEP))
@@ -623,7 +597,7 @@ test_stream_vectors(void)
     int cases = 0, good = 0, valid;
 
     tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf.inp");
-    inp = slurp(path, &len);
+    inp = tap_slurp(path, &len);
     if (t == NULL || inp == NULL) {
         ok(0, "stream: inputs load");
         llm_tokenizer_free(t);
@@ -721,7 +695,7 @@ test_speed(void)
     int n = 0, reps = 20;
 
     tap_fixture(path, sizeof(path), "llama.cpp/ggml-vocab-gpt-2.gguf.inp");
-    inp = slurp(path, &len);
+    inp = tap_slurp(path, &len);
     text = malloc(len * 10);
     if (t == NULL || inp == NULL || text == NULL) {
         ok(0, "speed: inputs");
@@ -838,7 +812,7 @@ forgery(const char *name, const llm_tokenizer *t, const char *tmpl_path,
     llm_span sp[8];
     cJSON *msgs, *m, *special, *ctx;
 
-    src = slurp(tmpl_path, &len);
+    src = tap_slurp(tmpl_path, &len);
     tmpl = src ? jinja_parse(src, len, err, sizeof(err)) : NULL;
     free(src);
     msgs = cJSON_CreateArray();

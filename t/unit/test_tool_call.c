@@ -32,33 +32,6 @@
 static cJSON  *tools;
 
 
-static char *
-read_file(const char *path, size_t *len)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *s;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc(n + 1);
-    if (s && fread(s, 1, n, f) != (size_t) n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) {
-        s[n] = '\0';
-        *len = n;
-    }
-    return s;
-}
-
-
 /* $FIXTURES/llama.cpp/templates/name */
 static char *
 template_file(const char *name, size_t *len)
@@ -66,7 +39,7 @@ template_file(const char *name, size_t *len)
     char  rel[512], path[1024];
 
     snprintf(rel, sizeof(rel), "llama.cpp/templates/%s", name);
-    return read_file(tap_fixture(path, sizeof(path), rel), len);
+    return tap_slurp(tap_fixture(path, sizeof(path), rel), len);
 }
 
 
@@ -881,7 +854,7 @@ tokenizer_with_tool_tokens(void)
     int             id;
     const char     *tags[] = { "<tool_call>", "</tool_call>", "[TOOL_CALLS]" };
 
-    src = read_file(tap_fixture(path, sizeof(path),
+    src = tap_slurp(tap_fixture(path, sizeof(path),
                                 "tokenizers/qwen2-bpe/tokenizer.json"), &len);
     tj = src ? cJSON_Parse(src) : NULL;
     free(src);

@@ -34,34 +34,6 @@
 #define MAX_IDS  512
 
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (buf != NULL && fread(buf, 1, n, f) == (size_t) n) {
-        buf[n] = '\0';
-        if (len != NULL) {
-            *len = (size_t) n;
-        }
-    } else {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-
 /* the ids t gives text (with [CLS] and [SEP]) == the golden's array */
 static int
 same_ids(const llm_tokenizer *t, const char *text, const cJSON *want,
@@ -97,7 +69,7 @@ static void
 golden_cases(const llm_tokenizer *bge, const llm_tokenizer *cut,
     const llm_tokenizer *cased)
 {
-    char         *text = slurp(GOLDEN, NULL);
+    char         *text = tap_slurp(GOLDEN, NULL);
     cJSON        *root = text ? cJSON_Parse(text) : NULL;
     const cJSON  *c;
     const char   *s;
@@ -143,9 +115,9 @@ llama_vectors(const llm_tokenizer *bge)
     int      n, k, cases = 0, bad = 0, good;
     const char *sep = "\n__ggml_vocab_test__\n";
 
-    inp = slurp(tap_fixture(path, sizeof(path),
+    inp = tap_slurp(tap_fixture(path, sizeof(path),
                             "llama.cpp/ggml-vocab-bert-bge.gguf.inp"), NULL);
-    out = slurp(tap_fixture(path2, sizeof(path2),
+    out = tap_slurp(tap_fixture(path2, sizeof(path2),
                             "llama.cpp/ggml-vocab-bert-bge.gguf.out"), NULL);
     if (!ok(inp != NULL && out != NULL, "llama.cpp's bert-bge vectors")) {
         free(inp);
@@ -195,7 +167,7 @@ variant(const char *from, const char *old, const char *new, char *err,
     FILE          *f;
     llm_tokenizer *t = NULL;
 
-    if (mkdtemp(dir) == NULL || (text = slurp(from, &len)) == NULL) {
+    if (mkdtemp(dir) == NULL || (text = tap_slurp(from, &len)) == NULL) {
         return NULL;
     }
     hit = strstr(text, old);
