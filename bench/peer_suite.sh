@@ -190,13 +190,21 @@ for group in $SUITE; do
         synth gpt-oss 20b ggml-vocab-qwen2.gguf openai-gpt-oss-120b.jinja \
             "$f"
         run gptoss-kern "$f" PEER_SERVE=0 IK_BENCH_ARGS="-fmoe 1"
-        run gptoss-serve "$f" PEER_KERNELS=0
+        # ik_llama.cpp's server parses a Harmony reply by channel and
+        # aborts (std::runtime_error "Failed to parse input") on the
+        # random weights' text: both servers get ChatML (Qwen2.5's
+        # template) instead, so the same prompt tokens and no parser
+        tmpl=$VOCABS/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+        run gptoss-serve "$f" PEER_KERNELS=0 PEER_CHAT_TEMPLATE="$tmpl" \
+            IK_SERVER_ARGS="--chat-template-file $tmpl" \
+            LLAMA_SERVER_ARGS="--chat-template-file $tmpl"
         # issue 31's target: every kernel row >= 1.0x, decode included
         REPORT_ARGS="--decode-target 1.0" report gptoss-MXFP4 \
             "gpt-oss-20b shape, 8 of 24 layers, MXFP4 experts, F16 rest (synthetic)" \
             "$f" "$BUILD/bench/results-gptoss-kern.txt" \
             "$BUILD/bench/results-gptoss-serve.txt" -- \
-            "ik llama-bench: -fmoe 1"
+            "ik llama-bench: -fmoe 1" \
+            "ik llama-server: --chat-template-file $tmpl"
         [ "$KEEP" = 1 ] || rm -f "$f"
         ;;
     gemma)
