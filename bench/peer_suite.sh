@@ -190,11 +190,12 @@ for group in $SUITE; do
         synth gpt-oss 20b ggml-vocab-qwen2.gguf openai-gpt-oss-120b.jinja \
             "$f"
         run gptoss-kern "$f" PEER_SERVE=0 IK_BENCH_ARGS="-fmoe 1"
-        # ik_llama.cpp's server parses a Harmony reply by channel and
-        # aborts (std::runtime_error "Failed to parse input") on the
-        # random weights' text: both servers get ChatML (Qwen2.5's
-        # template) instead, so the same prompt tokens and no parser
-        tmpl=$VOCABS/templates/Qwen-Qwen2.5-7B-Instruct.jinja
+        # ik_llama.cpp's server parses a Harmony reply by channel (and
+        # Qwen2.5's ChatML one for Hermes tool calls) and aborts
+        # (std::runtime_error "Failed to parse input") on some of the
+        # random weights' texts: both servers get Gemma 2's template (no
+        # tools, so no parser), the same prompt tokens for both
+        tmpl=$VOCABS/templates/google-gemma-2-2b-it.jinja
         # watchdog off: under a loaded machine's prefill a 256-token step
         # outlasted the automatic bound (20 x the warm-up's short steps)
         # and nginx replaced the engine mid-run
