@@ -209,7 +209,7 @@ for group in $SUITE; do
             "$f" "$BUILD/bench/results-gptoss-kern.txt" \
             "$BUILD/bench/results-gptoss-serve.txt" -- \
             "ik llama-bench: -fmoe 1" \
-            "ik llama-server: --chat-template-file $tmpl"
+            "ik llama-server: --chat-template-file ${tmpl##*/} (ours: chat_template, the same)"
         [ "$KEEP" = 1 ] || rm -f "$f"
         ;;
     gemma)
