@@ -15,6 +15,11 @@
 #              12 of 48 layers, qwen2 vocabulary), Q4_K_M; ik_llama.cpp
 #              with -fmoe; kernels first, then serving (one model copy per
 #              engine resident at a time);
+#   gptoss     `synth --arch gpt-oss --shape 20b` (gpt-oss-20b, 8 of 24
+#              layers, qwen2 vocabulary: o200k is in no fixture, the
+#              published Harmony template), MXFP4 experts and F16 for the
+#              rest as llama.cpp's converter writes them (no quantizer
+#              run); ik_llama.cpp with -fmoe; kernels, then serving;
 #   gemma      the real Gemma 3 270M Q4_K_M of `make deps` (GEMMA);
 #   8b-TYPE    with PEER_8B=1 only: Llama-3-8B, 16 GB in F16, made, then
 #              each type quantized, measured and deleted before the next
@@ -30,7 +35,7 @@
 # Environment: BUILD, IK_LLAMA_BIN (required), LLAMA_BIN, QUANTIZE (the
 # peer's llama-quantize: LLAMA_BIN's, else IK_LLAMA_BIN's), SYNTH_DIR
 # (where the model files go; build/bench/models), FIXTURES, GEMMA,
-# SUITE ("1b moe gemma": which groups), SUITE_TYPES, PEER_8B (0), KEEP (0:
+# SUITE ("1b moe gptoss gemma": which groups), SUITE_TYPES, PEER_8B (0), KEEP (0:
 # the synthetic files are deleted after their rows; 1: kept for a rerun),
 # and run.sh's own (ROUNDS, THREADS, PEER_REPS, ...).
 
@@ -42,7 +47,7 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm
 FIXTURES=${FIXTURES:-$CACHE/fixtures}
 GEMMA=${GEMMA:-$CACHE/gemma-3-270m-q4_k_m.gguf}
 SYNTH_DIR=${SYNTH_DIR:-$BUILD/bench/models}
-SUITE=${SUITE:-1b moe gemma}
+SUITE=${SUITE:-1b moe gptoss gemma}
 SUITE_TYPES=${SUITE_TYPES:-Q4_K_M Q5_K_M Q6_K Q8_0 IQ4_XS}
 PEER_8B=${PEER_8B:-0}
 KEEP=${KEEP:-0}
@@ -101,7 +106,7 @@ run() {
 }
 
 # report TAG TITLE MODEL RESULTS... [-- NOTES...]: the block of TAG in
-# docs/perf.md from the joined results
+# docs/perf.md from the joined results (REPORT_ARGS: more of peers.py's)
 report() {
     local tag=$1 title=$2 model=$3 all=$BUILD/bench/results-$1-all.txt
     local notes=()
@@ -116,7 +121,7 @@ report() {
     python3 "$ROOT/bench/peers.py" report --results "$all" \
         --md "${PERF_MD:-$ROOT/docs/perf.md}" --model "$model" \
         --tag "$tag" --title "$title" --targets --commit "$COMMIT" \
-        "${notes[@]}"
+        ${REPORT_ARGS:-} "${notes[@]}"
 }
 
 # measure TAG TITLE MODEL [run.sh variables...]: run and report
@@ -181,6 +186,35 @@ for group in $SUITE; do
             "ik llama-bench: -fmoe 1"
         [ "$KEEP" = 1 ] || rm -f "$q"
         ;;
+    gptoss)
+        # the experts are MXFP4 in the synthetic file itself, as in the
+        # converted checkpoint: no quantizer run
+        f=$SYNTH_DIR/gpt-oss-20b-8l.gguf
+        synth gpt-oss 20b ggml-vocab-qwen2.gguf openai-gpt-oss-120b.jinja \
+            "$f"
+        run gptoss-kern "$f" PEER_SERVE=0 IK_BENCH_ARGS="-fmoe 1"
+        # ik_llama.cpp's server parses a Harmony reply by channel (and
+        # Qwen2.5's ChatML one for Hermes tool calls) and aborts
+        # (std::runtime_error "Failed to parse input") on some of the
+        # random weights' texts: both servers get Gemma 2's template (no
+        # tools, so no parser), the same prompt tokens for both
+        tmpl=$VOCABS/templates/google-gemma-2-2b-it.jinja
+        # watchdog off: under a loaded machine's prefill a 256-token step
+        # outlasted the automatic bound (20 x the warm-up's short steps)
+        # and nginx replaced the engine mid-run
+        run gptoss-serve "$f" PEER_KERNELS=0 PEER_CHAT_TEMPLATE="$tmpl" \
+            ENGINE_EXTRA="watchdog off;" \
+            IK_SERVER_ARGS="--chat-template-file $tmpl" \
+            LLAMA_SERVER_ARGS="--chat-template-file $tmpl"
+        # issue 31's target: every kernel row >= 1.0x, decode included
+        REPORT_ARGS="--decode-target 1.0" report gptoss-MXFP4 \
+            "gpt-oss-20b shape, 8 of 24 layers, MXFP4 experts, F16 rest (synthetic)" \
+            "$f" "$BUILD/bench/results-gptoss-kern.txt" \
+            "$BUILD/bench/results-gptoss-serve.txt" -- \
+            "ik llama-bench: -fmoe 1" \
+            "ik llama-server: --chat-template-file ${tmpl##*/} (ours: chat_template, the same)"
+        [ "$KEEP" = 1 ] || rm -f "$f"
+        ;;
     gemma)
         [ -s "$GEMMA" ] || die "$GEMMA is missing (make deps)"
         # the file has no chat template: Gemma 2's (Gemma 3's turn format;
@@ -192,7 +226,7 @@ for group in $SUITE; do
             LLAMA_SERVER_ARGS="--chat-template-file $tmpl"
         ;;
     *)
-        die "unknown group '$group' in SUITE (1b moe gemma)"
+        die "unknown group '$group' in SUITE (1b moe gptoss gemma)"
         ;;
     esac
 done

@@ -64,7 +64,8 @@
 # marked met/missed against issues 28-30's targets), PEER_REPORT (1; 0:
 # no report, the results file left for the caller), PEER_CHAT_TEMPLATE
 # (a Jinja file for our engine's chat_template, for a model file without
-# one; give the peers the same with --chat-template-file), and arguments added
+# one; give the peers the same with --chat-template-file), ENGINE_EXTRA
+# (more llm_engine directives, e.g. "watchdog off;"), and arguments added
 # to a peer's llama-bench or llama-server (empty: its defaults):
 # LLAMA_BENCH_ARGS, LLAMA_SERVER_ARGS, IK_BENCH_ARGS, IK_SERVER_ARGS;
 # EMBED_GGUF: the embedding row's model (run_embed_peers below).
@@ -227,6 +228,8 @@ EOF
     # a model file without a template (Gemma 3 270M): PEER_CHAT_TEMPLATE
     [ -z "${PEER_CHAT_TEMPLATE:-}" ] \
         || echo "        chat_template      $PEER_CHAT_TEMPLATE;"
+    # more llm_engine directives (the gpt-oss shape under load: watchdog)
+    [ -z "${ENGINE_EXTRA:-}" ] || echo "        $ENGINE_EXTRA"
 }
 write_conf() {  # write_conf FILE WITH_NOCACHE_ENGINE
     {

@@ -117,6 +117,7 @@ void llm_avx512_tile_q4_K(const llm_tile *t);
 void llm_avx512_tile_q6_K(const llm_tile *t);
 void llm_avx512_tile_q5_0(const llm_tile *t);
 void llm_avx512_tile_iq4_nl(const llm_tile *t);
+void llm_avx512_tile_mxfp4(const llm_tile *t);
 
 /* simd_avx512_kp.c: packed K-quants (tensor.h) against plain q8k rows */
 void llm_avx512_tile_q4_Kp(const llm_tile *t);

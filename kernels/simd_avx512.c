@@ -1246,6 +1246,7 @@ const llm_kernel_set llm_kernels_avx512 = {
     .q4_0 = tile_q4_0, .q4_1 = tile_q4_1, .q8_0 = tile_q8_0,
     .q4_K = llm_avx512_tile_q4_K, .q6_K = llm_avx512_tile_q6_K,
     .q5_0 = llm_avx512_tile_q5_0, .iq4_nl = llm_avx512_tile_iq4_nl,
+    .mxfp4 = llm_avx512_tile_mxfp4,
     .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p, .q8_0p = tile_q8_0p,
     .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
     .q4_Kp = llm_avx512_tile_q4_Kp, .q6_Kp = llm_avx512_tile_q6_Kp,

@@ -30,8 +30,13 @@
  * IQ4_NL: as Q5_0, the nibbles looked up by vpshufb in the value table
  * plus 128 (unsigned), minus 128 times the sums of x.
  *
+ * MXFP4 (gpt-oss's experts): as IQ4_NL with its own value table; the
+ * eight E8M0 exponents become llm_e8m0_half's floats by integer shifts
+ * (normal: (e - 1) << 23; e < 2: the subnormal 0x00200000 << e).
+ *
  * defines: llm_avx512_tile_q4_K, llm_avx512_tile_q6_K,
- * llm_avx512_tile_q5_0, llm_avx512_tile_iq4_nl (simd.h's AVX-512 set)
+ * llm_avx512_tile_q5_0, llm_avx512_tile_iq4_nl, llm_avx512_tile_mxfp4
+ * (simd.h's AVX-512 set)
  */
 #if defined(__x86_64__)
 
@@ -251,7 +256,7 @@ TILE_K(llm_avx512_tile_q6_K, llm_block_q6_K, q6k_unpacked, q6k_unpack,
 /* eight 32-element blocks (fewer at a row's end: missing ones are zero) */
 typedef struct {
     __m512i   q[4];      /* blocks 2k | 2k+1 as unsigned bytes: Q5_0 q + 16
-                            (0..31), IQ4_NL its value + 128 (1..241) */
+                            (0..31), IQ4_NL, MXFP4 value + 128 */
     __m256    d;         /* lane k: block k's scale */
     int       n;         /* blocks present */
 } q32_group;
@@ -347,6 +352,42 @@ iq4_nl_unpack(const llm_block_iq4_nl *w, int n, q32_group *g)
 }
 
 
+/* llm_e8m0_half of the exponent bytes at the start of n blocks, exactly
+ * (lanes past n: any value; the caller masks them) */
+TGT static INLINE __m256
+gather_e8m0_half(const void *blocks, int stride, int n)
+{
+    __m256i e = _mm256_and_si256(gather_dwords(blocks, stride, n),
+                                 _mm256_set1_epi32(0xff));
+    __m256i normal = _mm256_slli_epi32(
+        _mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    __mmask8 small = _mm256_cmplt_epi32_mask(e, _mm256_set1_epi32(2));
+
+    return _mm256_castsi256_ps(_mm256_mask_blend_epi32(small, normal, sub));
+}
+
+
+TGT static INLINE void
+mxfp4_unpack(const llm_block_mxfp4 *w, int n, q32_group *g)
+{
+    /* the value table + 128 (116..140), in every 128-bit lane */
+    __m128i kv = _mm_add_epi8(
+        _mm_loadu_si128((const __m128i *) llm_kvalues_mxfp4),
+        _mm_set1_epi8((char) 0x80));
+    __m512i table = _mm512_broadcast_i32x4(kv);
+
+    for (int k = 0; k < 4; k++) {
+        g->q[k] = 2 * k < n
+            ? _mm512_shuffle_epi8(table, nibbles_pair(w[2 * k].qs,
+                  2 * k + 1 < n ? w[2 * k + 1].qs : NULL))
+            : _mm512_setzero_si512();
+    }
+    g->d = gather_e8m0_half(w, sizeof(llm_block_mxfp4), n);
+    g->n = n;
+}
+
+
 /* lane k of the result: the exact sum of 4-byte group dwords 8k..8k+7 of
  * the four vectors read as one (block k's 32 products) */
 TGT static INLINE __m256i
@@ -432,5 +473,6 @@ name(const llm_tile *t)                                                       \
 
 TILE_32(llm_avx512_tile_q5_0, llm_block_q5_0, q5_0_unpack, 16)
 TILE_32(llm_avx512_tile_iq4_nl, llm_block_iq4_nl, iq4_nl_unpack, 128)
+TILE_32(llm_avx512_tile_mxfp4, llm_block_mxfp4, mxfp4_unpack, 128)
 
 #endif

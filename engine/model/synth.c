@@ -27,7 +27,10 @@ typedef struct {
     int          dim, layers, ffn, heads, kv_heads, head_dim, ctx;
     float        theta, eps;
     int          tied;         /* no output.weight: the embedding is used */
-    int          experts, used, expert_ff;   /* qwen3moe */
+    int          experts, used, expert_ff;   /* qwen3moe, gpt-oss */
+    int          window;       /* gpt-oss: the sliding layers' window */
+    float        yarn_factor;  /* gpt-oss: YaRN, as its config.json */
+    int          yarn_orig_ctx;
 } synth_shape;
 
 static const synth_shape shapes[] = {
@@ -47,6 +50,12 @@ static const synth_shape shapes[] = {
       512, 0.0f, 1e-12f, 1, 0, 0, 0 },
     { "bert", "tiny", "tiny bert", 64, 2, 128, 4, 4, 16, 512,
       0.0f, 1e-12f, 1, 0, 0, 0 },
+    /* openai/gpt-oss-20b's config.json: 24 layers; the default keeps 8
+       (--layers); the vocabulary is the one given (201088 in o200k) */
+    { "gpt-oss", "20b", "gpt-oss-20b", 2880, 8, 2880, 64, 8, 64, 131072,
+      150000.0f, 1e-5f, 0, 32, 4, 2880, 128, 32.0f, 4096 },
+    { "gpt-oss", "tiny", "tiny gpt-oss", 64, 2, 64, 4, 2, 16, 2048,
+      150000.0f, 1e-5f, 0, 8, 4, 64, 4, 32.0f, 4096 },
 };
 
 #define N_SHAPES  (sizeof(shapes) / sizeof(shapes[0]))
@@ -174,6 +183,47 @@ list_decoder(synth_list *l, const synth_shape *s, int layers, uint64_t vocab)
             mat(l, "blk.%d.ffn_up.weight", i, d, s->ffn, 1);
             mat(l, "blk.%d.ffn_down.weight", i, s->ffn, d, 1);
         }
+    }
+}
+
+
+/* llama.cpp's gpt-oss: q/k/v/o biases, a sink logit per head, the FFN
+ * norm named post_attention_norm, the router with a bias, experts in
+ * MXFP4 with F32 biases (convert_hf_to_gguf.py repacks the checkpoint's
+ * MXFP4 experts as they are; the other matrices take --type, F16 by
+ * default, the router stays F32) */
+static void
+list_gpt_oss(synth_list *l, const synth_shape *s, int layers, uint64_t vocab)
+{
+    uint64_t d = s->dim, q = (uint64_t) s->heads * s->head_dim,
+             kv = (uint64_t) s->kv_heads * s->head_dim, e = s->experts,
+             ff = s->expert_ff;
+    uint32_t x = GGML_TYPE_MXFP4, f32 = GGML_TYPE_F32;
+
+    mat(l, "token_embd.weight", 0, d, vocab, 1);
+    ones(l, "output_norm.weight", 0, d);
+    mat(l, "output.weight", 0, d, vocab, 1);
+    for (int i = 0; i < layers; i++) {
+        ones(l, "blk.%d.attn_norm.weight", i, d);
+        mat(l, "blk.%d.attn_q.weight", i, d, q, 1);
+        zeros(l, "blk.%d.attn_q.bias", i, q);
+        mat(l, "blk.%d.attn_k.weight", i, d, kv, 1);
+        zeros(l, "blk.%d.attn_k.bias", i, kv);
+        mat(l, "blk.%d.attn_v.weight", i, d, kv, 1);
+        zeros(l, "blk.%d.attn_v.bias", i, kv);
+        mat(l, "blk.%d.attn_output.weight", i, q, d, 1);
+        zeros(l, "blk.%d.attn_output.bias", i, d);
+        add(l, FILL_RANDOM, f32, "blk.%d.attn_sinks.weight", i, s->heads,
+            1, 1);
+        ones(l, "blk.%d.post_attention_norm.weight", i, d);
+        add(l, FILL_RANDOM, f32, "blk.%d.ffn_gate_inp.weight", i, d, e, 1);
+        zeros(l, "blk.%d.ffn_gate_inp.bias", i, e);
+        add(l, FILL_RANDOM, x, "blk.%d.ffn_gate_exps.weight", i, d, ff, e);
+        add(l, FILL_ZEROS, f32, "blk.%d.ffn_gate_exps.bias", i, ff, e, 1);
+        add(l, FILL_RANDOM, x, "blk.%d.ffn_up_exps.weight", i, d, ff, e);
+        add(l, FILL_ZEROS, f32, "blk.%d.ffn_up_exps.bias", i, ff, e, 1);
+        add(l, FILL_RANDOM, x, "blk.%d.ffn_down_exps.weight", i, ff, d, e);
+        add(l, FILL_ZEROS, f32, "blk.%d.ffn_down_exps.bias", i, d, e, 1);
     }
 }
 
@@ -345,7 +395,7 @@ write_arch_keys(gguf_writer *w, const synth_shape *s, int layers,
     arch_f32(w, a, "attention.layer_norm_rms_epsilon", s->eps); n++;
     arch_u32(w, a, "attention.key_length", s->head_dim); n++;
     arch_u32(w, a, "attention.value_length", s->head_dim); n++;
-    if (strcmp(a, "llama") == 0) {
+    if (strcmp(a, "llama") == 0 || s->window > 0) {
         arch_u32(w, a, "rope.dimension_count", s->head_dim); n++;
         arch_u32(w, a, "vocab_size", (uint32_t) vocab); n++;
     }
@@ -353,6 +403,15 @@ write_arch_keys(gguf_writer *w, const synth_shape *s, int layers,
         arch_u32(w, a, "expert_count", s->experts); n++;
         arch_u32(w, a, "expert_used_count", s->used); n++;
         arch_u32(w, a, "expert_feed_forward_length", s->expert_ff); n++;
+    }
+    if (s->window > 0) {
+        char k[128];
+        arch_u32(w, a, "attention.sliding_window", s->window); n++;
+        snprintf(k, sizeof(k), "%s.rope.scaling.type", a);
+        gguf_w_kv_str(w, k, "yarn"); n++;
+        arch_f32(w, a, "rope.scaling.factor", s->yarn_factor); n++;
+        arch_u32(w, a, "rope.scaling.original_context_length",
+                 s->yarn_orig_ctx); n++;
     }
     return n;
 }
@@ -434,6 +493,8 @@ llm_synth_file(const llm_synth_opts *o, const char *out, FILE *log,
     l->mat_type = o->type;
     if (strcmp(s->arch, "bert") == 0) {
         list_bert(l, s, layers, vocab);
+    } else if (strcmp(s->arch, "gpt-oss") == 0) {
+        list_gpt_oss(l, s, layers, vocab);
     } else {
         list_decoder(l, s, layers, vocab);
     }

@@ -2,7 +2,7 @@
  * `ngx_llm_engine synth`: a random-weight GGUF of a real model's shape
  * (engine/model/synth.h; docs/perf.md "Synthetic models").
  *
- *   synth --arch llama|qwen3moe|bert --shape NAME --vocab VOCAB.gguf
+ *   synth --arch llama|qwen3moe|bert|gpt-oss --shape NAME --vocab VOCAB.gguf
  *         [--type F16|F32|BF16|Q8_0|...] [--layers N] [--seed N]
  *         [--template FILE.jinja] OUT.gguf
  *

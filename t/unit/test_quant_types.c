@@ -334,6 +334,17 @@ test_matmul_exact(void)
         llm_tensor t = llm_tensor_make(w, type, ROWS, cols);
         float want[NX * ROWS];
         random_blocks(type, w, (int64_t) ROWS * cols / blk);
+        if (type == GGML_TYPE_MXFP4) {
+            /* every fourth row's scales subnormal or the smallest normal
+             * (e 0..3: both of llm_e8m0_half's branches), alone in their
+             * sums so that a wrong one shows */
+            for (int r = 3; r < ROWS; r += 4) {
+                for (int b = 0; b < cols / blk; b++) {
+                    w[r * rb + b * sizeof(llm_block_mxfp4)] =
+                        (uint8_t) (rnd() % 4);
+                }
+            }
+        }
         for (int i = 0; i < NX; i++) {
             if (blk == LLM_QK) {
                 llm_quantize_row_q8a_ref(x + i * cols, qa, cols);

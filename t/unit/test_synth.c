@@ -5,7 +5,8 @@
  * size, a forward gives finite logits of a sane size; the same seed gives
  * the same bytes and another seed other bytes; the matrices' values have
  * the stated deviation (0.02), the norms are 1; BERT's file has
- * llama.cpp's names; bad arguments give one clear error and no file.
+ * llama.cpp's names; gpt-oss's has llama.cpp's names with MXFP4 experts
+ * and its window, sinks and YaRN keys; bad arguments give one clear error and no file.
  * (The same tiny files in llama.cpp's tools: bench/peer_suite.sh runs the
  * full shapes through them.)
  */
@@ -226,6 +227,60 @@ check_bert(void)
 }
 
 
+/* gpt-oss: MXFP4 experts, F32 router and biases, the window and YaRN */
+static void
+check_gpt_oss(void)
+{
+    static const struct { const char *name; uint32_t type; } want[] = {
+        { "blk.1.ffn_gate_exps.weight", GGML_TYPE_MXFP4 },
+        { "blk.1.ffn_up_exps.weight", GGML_TYPE_MXFP4 },
+        { "blk.1.ffn_down_exps.weight", GGML_TYPE_MXFP4 },
+        { "blk.1.ffn_down_exps.bias", GGML_TYPE_F32 },
+        { "blk.1.ffn_gate_inp.weight", GGML_TYPE_F32 },
+        { "blk.1.ffn_gate_inp.bias", GGML_TYPE_F32 },
+        { "blk.1.attn_sinks.weight", GGML_TYPE_F32 },
+        { "blk.1.attn_q.weight", GGML_TYPE_F16 },
+        { "blk.1.attn_output.bias", GGML_TYPE_F32 },
+        { "blk.1.post_attention_norm.weight", GGML_TYPE_F32 },
+        { "output.weight", GGML_TYPE_F16 },
+    };
+    char path[256], err[512];
+    gguf_file g;
+    llm_model m;
+    int all = 1;
+
+    tmp_path(path, sizeof(path), "oss");
+    if (!ok(write_model("gpt-oss", "tiny", vocab_qwen, 1, path, err,
+                        sizeof(err)) == 0, "tiny gpt-oss written"))
+    {
+        printf("#   %s\n", err);
+        return;
+    }
+    if (ok(gguf_open(&g, path) == 0, "tiny gpt-oss parses")) {
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+            const gguf_tensor *t = gguf_find_tensor(&g, want[i].name);
+            if (t == NULL || t->type != want[i].type) {
+                printf("#   %s: %s\n", want[i].name,
+                       t ? ggml_type_name(t->type) : "missing");
+                all = 0;
+            }
+        }
+        ok(all, "tiny gpt-oss: llama.cpp's names, MXFP4 experts, F32 "
+           "router, biases and sinks");
+    }
+    gguf_close(&g);
+    check_loads(path, "tiny gpt-oss", 8, 0);
+    if (llm_model_load(&m, path, 0, 1) == 0) {
+        ok(m.cfg.gpt_oss && m.cfg.sliding_window == 4
+           && m.cfg.swa_pattern == 2 && m.cfg.rope_yarn
+           && m.cfg.rope_factor == 32.0f && m.cfg.n_expert_used == 4,
+           "tiny gpt-oss: window 4 on alternating layers, YaRN x32, top-4");
+        llm_model_free(&m);
+    }
+    unlink(path);
+}
+
+
 int
 main(void)
 {
@@ -263,6 +318,7 @@ main(void)
         printf("#   %s\n", err);
     }
     check_bert();
+    check_gpt_oss();
 
     unlink(b);
     ok(write_model("llama", "70b", vocab_llama, 1, b, err, sizeof(err)) != 0
