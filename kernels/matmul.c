@@ -276,6 +276,8 @@ packed_q(uint32_t type, const uint8_t *blk, int l, int j)
         return n - 16;
     case GGML_TYPE_IQ4_NL:
         return llm_kvalues_iq4nl[n];
+    case GGML_TYPE_MXFP4:
+        return llm_kvalues_mxfp4[n];
     default: /* Q4_1 */
         return n;
     }
@@ -311,8 +313,9 @@ tile_packed_scalar(uint32_t type, const llm_tile *t)
                 for (int j = 0; j < LLM_QK; j++) {
                     isum += packed_q(type, blk, l, j) * x[b].qs[j];
                 }
-                acc[b % 8] = fmaf(packed_half(blk, l) * x[b].d, (float) isum,
-                                  acc[b % 8]);
+                float dw = type == GGML_TYPE_MXFP4 ? llm_e8m0_half(blk[l])
+                                                   : packed_half(blk, l);
+                acc[b % 8] = fmaf(dw * x[b].d, (float) isum, acc[b % 8]);
                 if (type == GGML_TYPE_Q4_1) {
                     msum[b % 8] = fmaf(packed_half(blk + 32, l), x[b].s,
                                        msum[b % 8]);
@@ -425,12 +428,20 @@ tile_iq4_nlp(const llm_tile *t)
 }
 
 
+static void
+tile_mxfp4p(const llm_tile *t)
+{
+    tile_packed_scalar(GGML_TYPE_MXFP4, t);
+}
+
+
 const llm_kernel_set llm_kernels_scalar = {
     .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16, .q4_0 = tile_q4_0,
     .q4_1 = tile_q4_1, .q8_0 = tile_q8_0, .q4_K = tile_q4_K,
     .q6_K = tile_q6_K, .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p,
     .q8_0p = tile_q8_0p, .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
-    .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp, .q5_Kp = tile_q5_Kp,
+    .mxfp4p = tile_mxfp4p, .q4_Kp = tile_q4_Kp, .q6_Kp = tile_q6_Kp,
+    .q5_Kp = tile_q5_Kp,
     .iq4_xsp = tile_iq4_xsp,
     .q5_0 = tile_q5_0, .q5_1 = tile_q5_1,
     .iq4_nl = tile_iq4_nl, .mxfp4 = tile_mxfp4, .q2_K = tile_q2_K,
@@ -453,6 +464,7 @@ pick_packed(const llm_kernel_set *set, uint32_t type)
     case GGML_TYPE_Q8_0: return set->q8_0p;
     case GGML_TYPE_Q5_0: return set->q5_0p;
     case GGML_TYPE_IQ4_NL: return set->iq4_nlp;
+    case GGML_TYPE_MXFP4: return set->mxfp4p;
     case GGML_TYPE_Q4_K: return set->q4_Kp;
     case GGML_TYPE_Q6_K: return set->q6_Kp;
     case GGML_TYPE_Q5_K: return set->q5_Kp;

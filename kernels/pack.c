@@ -1,6 +1,6 @@
 /*
- * Packed weights (tensor.h, llm_pack): 16 rows of a Q4_0, Q4_1, Q8_0, Q5_0
- * or IQ4_NL matrix interleaved block by block, made once when a backend loads the
+ * Packed weights (tensor.h, llm_pack): 16 rows of a Q4_0, Q4_1, Q8_0, Q5_0,
+ * IQ4_NL or MXFP4 matrix interleaved block by block, made once when a backend loads the
  * model (the kernels that read them: matmul.c's scalar ones, the
  * canonical order of simd.h, and simd_avx512.c's).
  *
@@ -11,6 +11,9 @@
  *   Q8_0:  d[16] f16 | q[8][16] dwords, bytes w + 128    (32 + 512)
  *   Q5_0:  d[16] f16 | hm[8] u64 | q[4][16] dwords       (32 + 64 + 256)
  *   IQ4_NL: as Q4_0 (the nibbles index llm_kvalues_iq4nl)
+ *   MXFP4: e[16] E8M0 bytes as stored | q[4][16] dwords      (16 + 256;
+ *          the nibbles index llm_kvalues_mxfp4; an E8M0 scale has no
+ *          f16, the kernels make llm_e8m0_half of the bytes)
  * q[k][l] holds bytes 4k..4k+3 of row l's quants as stored in GGUF (for
  * the 4-bit types: low nibbles elements 4k.., high nibbles 16 + 4k..).
  * Q5_0's fifth bits are regrouped as the kernels use them: byte e of
@@ -58,7 +61,7 @@ llm_pack_useful(const llm_tensor *w)
                || w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q5_0
                || w->type == GGML_TYPE_IQ4_NL || w->type == GGML_TYPE_Q4_K
                || w->type == GGML_TYPE_Q6_K || w->type == GGML_TYPE_Q5_K
-               || w->type == GGML_TYPE_IQ4_XS);
+               || w->type == GGML_TYPE_IQ4_XS || w->type == GGML_TYPE_MXFP4);
 }
 
 
@@ -76,7 +79,17 @@ llm_pack_size(const llm_tensor *w)
 size_t
 llm_pack_quants_at(uint32_t type)
 {
-    return type == GGML_TYPE_Q4_1 ? 64 : (type == GGML_TYPE_Q5_0 ? 96 : 32);
+    return type == GGML_TYPE_Q4_1 ? 64 : type == GGML_TYPE_Q5_0 ? 96
+           : type == GGML_TYPE_MXFP4 ? 16 : 32;
+}
+
+
+/* bytes before the quants in a GGUF block of a 32-element packed type */
+static size_t
+qs_at(uint32_t type)
+{
+    return type == GGML_TYPE_Q4_1 ? 4 : type == GGML_TYPE_Q5_0 ? 6
+           : type == GGML_TYPE_MXFP4 ? 1 : 2;
 }
 
 
@@ -204,15 +217,18 @@ pack_q32(const llm_tensor *w, uint8_t *p)
                 }
                 const uint8_t *src = (const uint8_t *) w->data
                                      + (size_t) r * w->row_stride + b * bb;
-                memcpy(p + 2 * l, src, 2);                        /* d */
+                if (w->type == GGML_TYPE_MXFP4) {
+                    p[l] = src[0];                                /* e */
+                } else {
+                    memcpy(p + 2 * l, src, 2);                    /* d */
+                }
                 if (w->type == GGML_TYPE_Q4_1) {
                     memcpy(p + 32 + 2 * l, src + 2, 2);           /* m */
                 }
                 if (w->type == GGML_TYPE_Q5_0) {
                     pack_qh(src + 2, l, p + 32);
                 }
-                const uint8_t *qs = src + (w->type == GGML_TYPE_Q4_1 ? 4
-                                    : (w->type == GGML_TYPE_Q5_0 ? 6 : 2));
+                const uint8_t *qs = src + qs_at(w->type);
                 for (k = 0; k < n_dw; k++) {
                     uint8_t *q = p + qa + 64 * k + 4 * l;
                     memcpy(q, qs + 4 * k, 4);
@@ -287,15 +303,18 @@ llm_pack_row(const llm_tensor *p, int r, void *dst)
             llm_pack_k_row(p->type, (uint8_t *) g, l, out, 1);
             continue;
         }
-        memcpy(out, g + 2 * l, 2);                               /* d */
+        if (p->type == GGML_TYPE_MXFP4) {
+            out[0] = g[l];                                       /* e */
+        } else {
+            memcpy(out, g + 2 * l, 2);                           /* d */
+        }
         if (p->type == GGML_TYPE_Q4_1) {
             memcpy(out + 2, g + 32 + 2 * l, 2);                  /* m */
         }
         if (p->type == GGML_TYPE_Q5_0) {
             unpack_qh(g + 32, l, out + 2);
         }
-        qs = out + (p->type == GGML_TYPE_Q4_1 ? 4
-                    : (p->type == GGML_TYPE_Q5_0 ? 6 : 2));
+        qs = out + qs_at(p->type);
         for (k = 0; k < n_dw; k++) {
             memcpy(qs + 4 * k, g + qa + 64 * k + 4 * l, 4);
             for (int e = 0; p->type == GGML_TYPE_Q8_0 && e < 4; e++) {

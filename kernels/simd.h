@@ -50,7 +50,7 @@ typedef struct {
        tile is one or two groups of 16 rows (n_w <= 32 rows stored), w
        the first group's first block, w_stride the bytes from one group
        to the next */
-    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, q4_Kp,
+    llm_tile_fn     q4_0p, q4_1p, q8_0p, q5_0p, iq4_nlp, mxfp4p, q4_Kp,
                     q6_Kp, q5_Kp, iq4_xsp;
     int             q32_min_n_x;
     size_t        (*q32_layout)(int n_blocks, int n_x, size_t *act_stride);
@@ -60,7 +60,7 @@ typedef struct {
 
 /* one activation block for packed weights: q8a's values, and the exact
  * sum of qs (Q4_0, Q5_0, Q8_0 quants are unsigned w + 8, w + 16,
- * w + 128, IQ4_NL's values + 128: the kernels subtract 8, 16 or 128
+ * w + 128, IQ4_NL's and MXFP4's values + 128: the kernels subtract 8, 16 or 128
  * times it) */
 typedef struct {
     int8_t    qs[32];

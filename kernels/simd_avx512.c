@@ -137,14 +137,15 @@ q32_pack(uint32_t type, const void *src, int nb, int n_x, int i,
     "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
-enum { Q4_0, Q4_1, Q8_0, Q5_0, IQ4NL };
+enum { Q4_0, Q4_1, Q8_0, Q5_0, IQ4NL, MXFP4 };
 
 /* packed kinds: the offset the unsigned quants carry (their integer is
  * the byte minus it; the kernels take off the offset times the sum of x)
  * and where the quants start in a packed block (pack.c) */
 #define KIND_BIAS(kind)  ((kind) == Q4_1 ? 0 : (kind) == Q4_0 ? 8 \
                           : (kind) == Q5_0 ? 16 : 128)
-#define KIND_QA(kind)    ((kind) == Q4_1 ? 64 : (kind) == Q5_0 ? 96 : 32)
+#define KIND_QA(kind)    ((kind) == Q4_1 ? 64 : (kind) == Q5_0 ? 96 \
+                          : (kind) == MXFP4 ? 16 : 32)
 
 
 TGT static INLINE float
@@ -623,7 +624,7 @@ prefetch_ahead(const uint8_t *blk, size_t bytes)
 
 /* the 4-bit kinds' quant vectors made unsigned bytes of their integer
  * plus KIND_BIAS: Q5_0's fifth bits added under hm's byte masks, IQ4_NL's
- * nibbles looked up as value + 128 */
+ * and MXFP4's nibbles looked up as value + 128 */
 TGT static INLINE void
 finish_nibbles(const int kind, const uint8_t *blk, __m512i g[8])
 {
@@ -635,15 +636,38 @@ finish_nibbles(const int kind, const uint8_t *blk, __m512i g[8])
             memcpy(&hm, blk + 32 + 8 * k, 8);
             g[k] = _mm512_mask_add_epi8(g[k], _cvtu64_mask64(hm), g[k], v16);
         }
-    } else if (kind == IQ4NL) {
+    } else if (kind == IQ4NL || kind == MXFP4) {
         const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
-            _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
+            _mm_loadu_si128((const __m128i *) (kind == IQ4NL
+                                               ? llm_kvalues_iq4nl
+                                               : llm_kvalues_mxfp4)),
             _mm_set1_epi8((char) 0x80)));
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             g[k] = _mm512_shuffle_epi8(tbl, g[k]);
         }
     }
+}
+
+
+/* a packed block's 16 scales as floats: f16 d, or MXFP4's E8M0 bytes as
+ * llm_e8m0_half exactly (normal: (e - 1) << 23; e < 2: the subnormal
+ * 0x00200000 << e) */
+TGT static INLINE __m512
+packed_scales(const int kind, const uint8_t *blk)
+{
+    if (kind == MXFP4) {
+        __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)
+                                                         blk));
+        __m512i normal = _mm512_slli_epi32(
+            _mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+
+        return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal,
+                                                           sub));
+    }
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
 }
 
 
@@ -677,8 +701,7 @@ unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
                 _mm512_store_si512(u + 64 * k, g[k]);
             }
         }
-        _mm512_store_ps(u + 512, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                     (const __m256i *) blk)));
+        _mm512_store_ps(u + 512, packed_scales(kind, blk));
         if (kind == Q4_1) {
             _mm512_store_ps(u + 576, _mm512_cvtph_ps(_mm256_loadu_si256(
                                          (const __m256i *) (blk + 32))));
@@ -696,7 +719,7 @@ packed_block(const int kind, const uint8_t *blk, __m512i g[8], __m512 *dw,
     const int qa = KIND_QA(kind);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
 
-    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+    *dw = packed_scales(kind, blk);
     *mw = kind == Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256(
                              (const __m256i *) (blk + 32)))
                        : _mm512_setzero_ps();
@@ -1078,6 +1101,13 @@ tile_iq4_nlp(const llm_tile *t)
 }
 
 
+TGT static void
+tile_mxfp4p(const llm_tile *t)
+{
+    tile_packed(MXFP4, sizeof(llm_block_mxfp4), t);
+}
+
+
 /* --- float weights: register-blocked tiles ------------------------------ */
 
 /*
@@ -1248,7 +1278,7 @@ const llm_kernel_set llm_kernels_avx512 = {
     .q5_0 = llm_avx512_tile_q5_0, .iq4_nl = llm_avx512_tile_iq4_nl,
     .mxfp4 = llm_avx512_tile_mxfp4,
     .q4_0p = tile_q4_0p, .q4_1p = tile_q4_1p, .q8_0p = tile_q8_0p,
-    .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp,
+    .q5_0p = tile_q5_0p, .iq4_nlp = tile_iq4_nlp, .mxfp4p = tile_mxfp4p,
     .q4_Kp = llm_avx512_tile_q4_Kp, .q6_Kp = llm_avx512_tile_q6_Kp,
     .q5_Kp = llm_avx512_tile_q5_Kp, .iq4_xsp = llm_avx512_tile_iq4_xsp,
     .q32_min_n_x = 1, .q32_layout = q32_layout, .q32_pack = q32_pack,

@@ -26,12 +26,12 @@ typedef struct {
 } llm_tensor;
 
 /*
- * Packed weights (Q4_0, Q4_1, Q8_0, Q5_0, IQ4_NL; Q4_K, Q5_K, Q6_K,
+ * Packed weights (Q4_0, Q4_1, Q8_0, Q5_0, IQ4_NL, MXFP4; Q4_K, Q5_K, Q6_K,
  * IQ4_XS per super-block, each part of the block so: pack.c): 16 rows
  * interleaved block by block,
  * so that one 64-byte vector holds the same 4-byte group of 16 rows and
  * the kernels need no transposes: per group of 16 rows and per block,
- * the 16 scales d (f16), Q4_1's 16 minimums m (f16), then the quants as
+ * the 16 scales d (f16; MXFP4's 16 E8M0 bytes), Q4_1's 16 minimums m (f16), then the quants as
  * vectors of 16 dwords (lane l: row l's bytes 4k..4k+3; Q8_0's stored as
  * w + 128, unsigned; Q5_0's fifth bits as byte masks, pack.c). The canonical order of every output is unchanged:
  * a packed matrix gives the bits of the same matrix unpacked. Row views

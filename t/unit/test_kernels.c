@@ -1183,6 +1183,7 @@ main(void)
         GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
         GGML_TYPE_Q5_0, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS,
+        GGML_TYPE_MXFP4,
     };
     llm_threadpool *pools[3];
 
@@ -1229,6 +1230,23 @@ main(void)
             make_matrix(&wide, types[t], 35, 72 * LLM_QK);
             test_packed(&wide, pools);
             free(wide.data);
+        }
+        /* MXFP4: E8M0 exponents over their range, the subnormal scales
+         * of 0 and 1 included (the packed kernels rebuild
+         * llm_e8m0_half from the bytes) */
+        if (types[t] == GGML_TYPE_MXFP4) {
+            static const uint8_t es[] = { 0, 1, 2, 3, 64, 127, 128, 200 };
+            test_matrix odd;
+            make_matrix(&odd, types[t], 37, 96);
+            for (int r = 0; r < odd.rows; r++) {
+                for (int b = 0; b < odd.cols / LLM_QK; b++) {
+                    odd.data[(size_t) r * odd.t.row_stride
+                             + b * sizeof(llm_block_mxfp4)]
+                        = es[(3 * r + b) % 8];
+                }
+            }
+            test_packed(&odd, pools);
+            free(odd.data);
         }
         /* K-quants: more super-blocks than the AVX-512 prefill tile
          * unpacks at a time (simd_avx512_kpx.c, KC 8): its accumulators
