@@ -13,13 +13,15 @@
  * 3. the same for n_x = 4 and 16 (one step of a batch of decodes).
  * Best of several repeats: the machine may be shared.
  *
- *   bench/matmul [threads] [seconds-per-case] packed
+ *   bench/matmul [threads] [seconds-per-case] packed [TYPE]
  *
  * instead: per packable type (tensor.h, llm_pack), a 2048x2048 matrix (a
  * Llama-3.2-1B projection) as stored and packed, n_x = 1 (decode) and 128
- * (prefill), the two variants alternated round after round on the
+ * (prefill; MXFP4: a 2880x2880 gpt-oss-20b expert instead), the two
+ * variants alternated round after round on the
  * calling thread alone, timed in its CPU time (a shared machine's load
- * does not enter); prints the best time of each and plain / packed.
+ * does not enter); prints the best time of each and plain / packed
+ * (TYPE, a name as ggml_type_name spells it: that type alone).
  *
  *   bench/matmul [threads] [seconds-per-case] stream
  *
@@ -168,17 +170,22 @@ best_cpu(const llm_tensor *w, int n_x, float *x, float *out, int reps)
 /* plain against packed per type, rounds alternated (the machine is
  * shared: a load change hits both variants alike) */
 static void
-packed_vs_plain(float *x, float *out, double secs)
+packed_vs_plain(float *x, float *out, double secs, const char *only)
 {
     static const uint32_t types[] = {
         GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0,
         GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K,
-        GGML_TYPE_IQ4_XS,
+        GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
     };
     static const int nxs[] = { 1, 128 };
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        llm_tensor w = random_matrix(types[t], 2048, 2048), p;
+        int dim = types[t] == GGML_TYPE_MXFP4 ? 2880 : 2048;
+
+        if (only != NULL && strcmp(only, ggml_type_name(types[t])) != 0) {
+            continue;
+        }
+        llm_tensor w = random_matrix(types[t], dim, dim), p;
         void *pd;
 
         if (!llm_pack_useful(&w)) {
@@ -198,9 +205,10 @@ packed_vs_plain(float *x, float *out, double secs)
                 bw = a < bw ? a : bw;
                 bp = b < bp ? b : bp;
             }
-            printf("%-7s 2048x2048 n_x=%-3d plain %8.1f us  packed %8.1f us"
-                   "  plain/packed %.2fx (thread CPU time)\n", ggml_type_name(types[t]),
-                   nxs[n], bw * 1e6, bp * 1e6, bw / bp);
+            printf("%-7s %dx%d n_x=%-3d plain %8.1f us  packed %8.1f us"
+                   "  plain/packed %.2fx (thread CPU time)\n",
+                   ggml_type_name(types[t]), dim, dim, nxs[n], bw * 1e6,
+                   bp * 1e6, bw / bp);
         }
         free(pd);
         free((void *) w.data);
@@ -305,7 +313,7 @@ main(int argc, char **argv)
         return 0;
     }
     if (argc > 3 && strcmp(argv[3], "packed") == 0) {
-        packed_vs_plain(x, out, secs);
+        packed_vs_plain(x, out, secs, argc > 4 ? argv[4] : NULL);
         llm_threadpool_free(tp);
         return 0;
     }

@@ -620,7 +620,11 @@ prefetch_ahead(const uint8_t *blk, size_t bytes)
 /* a block of a packed group made ready once for many activation rows:
  * the 8 quant vectors as unsigned bytes, then d and Q4_1's m as floats */
 #define UB_BYTES   640
-#define UB_BLOCKS  64           /* 40 KB on the stack: L1 and a bit of L2 */
+/* 60 KB on the stack (two groups: 120 KB, in L2): 96 blocks take a
+ * gpt-oss expert's 2880 columns (90 blocks), which at 64 fell to
+ * packed_x's unpack per pass of 4 rows (1.4x the time, bench/matmul
+ * packed MXFP4, docs/perf.md) */
+#define UB_BLOCKS  96
 
 /* the 4-bit kinds' quant vectors made unsigned bytes of their integer
  * plus KIND_BIAS: Q5_0's fifth bits added under hm's byte masks, IQ4_NL's

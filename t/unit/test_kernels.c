@@ -1223,11 +1223,11 @@ main(void)
         test_prepared(&big);
         test_packed(&m, pools);
         test_packed(&big, pools);
-        /* wider than the AVX-512 kernel's unpacked-group buffer (64
+        /* wider than the AVX-512 kernel's unpacked-group buffer (96
          * blocks): small batches take its other path */
         if (blk == LLM_QK) {
             test_matrix wide;
-            make_matrix(&wide, types[t], 35, 72 * LLM_QK);
+            make_matrix(&wide, types[t], 35, 100 * LLM_QK);
             test_packed(&wide, pools);
             free(wide.data);
         }
