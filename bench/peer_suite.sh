@@ -226,11 +226,14 @@ done
 
 if [ "$PEER_8B" = 1 ]; then
     f16=$SYNTH_DIR/llama-8b-F16.gguf
-    synth llama 8b ggml-vocab-llama-bpe.gguf \
-        meta-llama-Llama-3.1-8B-Instruct.jinja "$f16"
     for t in $SUITE_TYPES; do
         q=$SYNTH_DIR/llama-8b-$t.gguf
-        quantize "$f16" "$q" "$t"
+        # the 16 GB F16 only when a type's file is not there (KEEP=1)
+        if [ ! -s "$q" ]; then
+            synth llama 8b ggml-vocab-llama-bpe.gguf \
+                meta-llama-Llama-3.1-8B-Instruct.jinja "$f16"
+            quantize "$f16" "$q" "$t"
+        fi
         [ "$t" = Q4_K_M ] && memory_check "$q"
         measure "8b-$t" "Llama-3-8B shape, $t (synthetic)" "$q"
         [ "$KEEP" = 1 ] || rm -f "$q"
