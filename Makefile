@@ -278,12 +278,15 @@ $(ASAN_BUILD)/nginx-asan: Makefile $(ASAN_BUILD)/preload.so
 	    '    exec $${NGX_LLM_NGINX:-/usr/sbin/nginx} "$$@"' > $@.tmp
 	@chmod +x $@.tmp && mv -f $@.tmp $@
 
+# `+`: $(MAKE) reaches these lines through ASAN_MAKE, which make does not
+# see as recursive, so without it the sub-makes ran at -j1 ("jobserver
+# unavailable") and the sanitizer build took one core of CI's two
 test-asan: $(ASAN_BUILD)/nginx-asan
-	$(ASAN_MAKE) all $(ASAN_BUILD)/t/ring_poke
+	+$(ASAN_MAKE) all $(ASAN_BUILD)/t/ring_poke
 	@# nginx workers and the engine run as nobody under root; a WARNING
 	@# in a report file (test_scheduler asks ASan for 2^48 bytes) is no error
 	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS) && chmod 1777 $(ASAN_LOGS)
-	@rc=0; \
+	+@rc=0; \
 	$(ASAN_ENV) $(ASAN_MAKE) unit || rc=1; \
 	$(ASAN_ENV) TEST_NGINX_BINARY=$(abspath $(ASAN_BUILD))/nginx-asan \
 	    $(ASAN_MAKE) t-nginx T="$(or $(T),$(ASAN_T))" || rc=1; \
