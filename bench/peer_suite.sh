@@ -119,8 +119,10 @@ report() {
     [ "${1:-}" = -- ] && shift
     for n in "$@"; do notes+=(--note "$n"); done
     # run's default serving path for the random-weight models (gemma
-    # passes chat): the serving paragraph's chat requests are not what ran
-    [ "$tag" = gemma3-270m ] || notes+=(--note "serving here: the same \
+    # passes chat), where a serving row ran: the serving paragraph's chat
+    # requests are not what ran
+    [ "$tag" = gemma3-270m ] || ! grep -q 'mode=stream' "$all" \
+        || notes+=(--note "serving here: the same \
 texts as one raw prompt each to /v1/completions on every server, no chat \
 template (ik_llama.cpp's server aborts in its chat-output parser on a \
 random-weight model's invalid UTF-8)")
