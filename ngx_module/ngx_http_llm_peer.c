@@ -31,7 +31,8 @@
 #define NGX_HTTP_LLM_RETRY_MIN        50
 #define NGX_HTTP_LLM_RETRY_MAX        1000
 
-/* watchdog auto: max(10 s, 20 x the slowest recent step) */
+/* watchdog auto: max(10 s, 20 x the slowest recent step, or the step
+   under way) */
 #define NGX_HTTP_LLM_WATCHDOG_FLOOR   10000
 #define NGX_HTTP_LLM_WATCHDOG_STEPS   20
 #define NGX_HTTP_LLM_STALLED          "engine stalled: replaced by the watchdog"
@@ -578,25 +579,37 @@ ngx_http_llm_peer_spawn(ngx_http_llm_peer_t *peer)
  * How long the engine may go without a sign of life (alive_ns, which a
  * stopped or frozen process stops), and its loop without a turn
  * (heartbeat_ns, which a long step delays too). "auto" and "off" allow
- * both max(10 s, 20 x the slowest recent step); a set time is the first,
- * and the second when it is longer (docs/directives.md, watchdog).
+ * the first max(10 s, 20 x the slowest recent step); a set time is the
+ * first. A turn may take the longer of that and 20 x the step under way
+ * (step_expect_ns, which the engine sizes by its tokens before it runs),
+ * so a long prefill step is not a stall (docs/directives.md, watchdog).
+ * The ring's numbers are capped at a day, as the other side's.
  */
-static void
-ngx_http_llm_peer_bounds(ngx_http_llm_peer_t *peer, ngx_msec_t *alive,
-    ngx_msec_t *turn)
+static ngx_msec_t
+ngx_http_llm_peer_scaled(uint64_t ns)
 {
-    uint64_t    ms;
-    ngx_msec_t  w;
+    uint64_t  ms;
 
-    ms = atomic_load(&peer->ring->step_slowest_ns) / 1000000;
-    ms = ngx_min(ms, 86400000) * NGX_HTTP_LLM_WATCHDOG_STEPS;
-    ms = ngx_max(ms, NGX_HTTP_LLM_WATCHDOG_FLOOR);
+    ms = ngx_min(ns / 1000000, 86400000) * NGX_HTTP_LLM_WATCHDOG_STEPS;
+
+    return (ngx_msec_t) ngx_max(ms, NGX_HTTP_LLM_WATCHDOG_FLOOR);
+}
+
+
+static void
+ngx_http_llm_peer_bounds(ngx_http_llm_peer_t *peer, uint64_t expect_ns,
+    ngx_msec_t *alive, ngx_msec_t *turn)
+{
+    ngx_msec_t  ms, w;
+
+    ms = ngx_http_llm_peer_scaled(atomic_load(&peer->ring->step_slowest_ns));
 
     w = peer->ecf->watchdog;
 
     *alive = (w == NGX_HTTP_LLM_WATCHDOG_AUTO || w == NGX_HTTP_LLM_WATCHDOG_OFF)
-             ? (ngx_msec_t) ms : w;
-    *turn = ngx_max(*alive, (ngx_msec_t) ms);
+             ? ms : w;
+    *turn = ngx_max(*alive, ms);
+    *turn = ngx_max(*turn, ngx_http_llm_peer_scaled(expect_ns));
 }
 
 
@@ -604,14 +617,20 @@ ngx_http_llm_peer_bounds(ngx_http_llm_peer_t *peer, ngx_msec_t *alive,
 ngx_msec_t
 ngx_http_llm_peer_stalled(ngx_http_llm_peer_t *peer)
 {
-    uint64_t    now, alive, beat;
+    uint64_t    now, alive, beat, expect;
     ngx_msec_t  alive_max, turn_max, a, b;
 
     if (peer->state != NGX_HTTP_LLM_PEER_CONNECTED) {
         return 0;
     }
 
-    ngx_http_llm_peer_bounds(peer, &alive_max, &turn_max);
+    /*
+     * The step's expected time before the heartbeat: the engine bumps
+     * the heartbeat, then clears it, at a step's end, so reading 0 here
+     * means the heartbeat read next is no older than that end.
+     */
+    expect = atomic_load(&peer->ring->step_expect_ns);
+    ngx_http_llm_peer_bounds(peer, expect, &alive_max, &turn_max);
 
     now = ngx_http_llm_now_ns();
     alive = atomic_load(&peer->ring->alive_ns);
@@ -632,7 +651,7 @@ ngx_http_llm_peer_watch_interval(ngx_http_llm_peer_t *peer)
 {
     ngx_msec_t  alive, turn;
 
-    ngx_http_llm_peer_bounds(peer, &alive, &turn);
+    ngx_http_llm_peer_bounds(peer, 0, &alive, &turn);
 
     return ngx_max(ngx_min(alive / 4, 1000), 100);
 }

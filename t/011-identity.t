@@ -114,7 +114,7 @@ conns, seen, end = [], set(), time.time() + secs
 while time.time() < end:
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     struct.pack_into('<Q', m, 64, now)                  # heartbeat_ns
-    struct.pack_into('<Q', m, header_size - 24, now)    # alive_ns
+    struct.pack_into('<Q', m, header_size - 32, now)    # alive_ns
     r, _, _ = select.select([ls] + conns, [], [], 0.02)
     for s in r:
         if s is ls:

@@ -150,6 +150,55 @@ is(nginx_cmd('-s', 'stop'), 0, 'stop');
 ok(wait_gone(10, $master), 'master exited');
 ok(wait_gone(5, $e1), 'engine exited');
 
+# --- watchdog auto and a long prefill step on a slowed engine ---------------------
+
+# A loaded machine, made repeatable: the engine is stopped 150 ms, then
+# runs 5 ms or so (SIGSTOP/SIGCONT; the throttle wakes late on a busy
+# machine, so the engine gets 20-30 ms: 5 to 8 times slower), so one step
+# of ~1000 fresh tokens, 3 s alone, takes well over 10 s: past the 10 s
+# floor and 20 x the warm-up's short steps, which was all "auto" allowed
+# a turn of the loop (t/012 at 8c6f44a killed it). The step's expected
+# time (its tokens at the warm-up's time per token, 20 times) lets it
+# run; its sign of life (alive_ns, 150 ms apart at most) stays in bounds.
+
+nginx_setup('watchdog-auto-prefill', conf('auto'));
+is(nginx_cmd(), 0, 'nginx starts (watchdog auto, max_batched_tokens 2048)');
+$master = master_pid();
+$e1 = wait_healthy(10);
+ok($e1, 'healthy');
+
+# the step of the section above, made 3 s or more alone (fresh words: no
+# prefix cache; at most ~2000 tokens, one step); measured on that engine,
+# as this one's slowest step must stay the warm-up's
+my $scale = $took > 0 ? 3 / $took : 2;
+$words = int($words * ($scale > 1 ? $scale : 1));
+$words = 380 if $words > 380;
+my $prompt = join ' ', map { "a0w$_" } 1 .. $words;
+$req = open_stream('POST', '/v1/completions',
+    qq({"model":"main","max_tokens":1,"prompt":"$prompt"}));
+my $throttle = fork // die "fork: $!";
+if ($throttle == 0) {
+    for (;;) { kill 'STOP', $e1; sleep 0.15; kill 'CONT', $e1; sleep 0.005 }
+}
+$t0 = time;
+($resp) = read_all($req, 120);
+$took = time - $t0;
+kill 'KILL', $throttle;
+waitpid $throttle, 0;
+kill 'CONT', $e1;
+($n) = $resp =~ /"prompt_tokens":(\d+)/;
+like($resp, qr{^HTTP/1\.1 200}, 'a long prompt on a slowed engine completes')
+    or diag substr($resp, 0, 300);
+cmp_ok($n // 0, '>', 300, "of @{[ $n // '?' ]} tokens, in one step");
+cmp_ok($took, '>', 12, sprintf('its step took longer than the 10 s floor (%.1f s)', $took));
+is(wait_healthy(5), $e1, 'the same engine');
+is_deeply([log_lines(qr/llm: watchdog:/)], [], 'the watchdog did nothing');
+is(metric('ngx_llm_engine_watchdog_restarts_total'), 0, 'no restart counted');
+
+is(nginx_cmd('-s', 'stop'), 0, 'stop');
+ok(wait_gone(10, $master), 'master exited');
+ok(wait_gone(5, $e1), 'engine exited');
+
 my @alerts = log_lines(qr/\[(alert|emerg|crit)\]/);
 is_deeply(\@alerts, [], 'no alert in the error log');
 

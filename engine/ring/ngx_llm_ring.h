@@ -34,7 +34,7 @@
 #include "common/priority.h"
 
 #define LLM_RING_MAGIC          0x676e6c6cu     /* "llng" */
-#define LLM_RING_VERSION        10      /* 2: the watchdog's fields,
+#define LLM_RING_VERSION        11      /* 2: the watchdog's fields,
                                            3: output constraints,
                                            4: the slot's fair_key,
                                            5: speculative decoding: the
@@ -48,7 +48,8 @@
                                            facts,
                                            9: scores (the facts' score,
                                            the slot's type_split),
-                                           10: stats.kv_blocks_slid */
+                                           10: stats.kv_blocks_slid,
+                                           11: step_expect_ns */
 
 #define LLM_RING_MAX_SLOTS      4096
 #define LLM_RING_MAX_PROMPT     32768           /* tokens per slot */
@@ -400,6 +401,15 @@ typedef struct {
     _Atomic uint32_t watchdog_pid;      /* the worker replacing the engine:
                                            0, then set once by CAS */
     uint32_t        reserved2;
+
+    /*
+     * Version 11: the time the step under way is expected to take (its
+     * tokens at the slowest per-token time measured recently), 0 between
+     * steps; a worker allows a step 20 times that, as a step of the
+     * slowest size (docs/architecture.md, Watchdog). Written before the
+     * step, so it is no older than heartbeat_ns's gap.
+     */
+    _Atomic uint64_t step_expect_ns;
 } llm_ring_header;
 
 _Static_assert(sizeof(llm_msg) == 24, "llm_msg is part of the ABI");
@@ -408,6 +418,8 @@ _Static_assert(sizeof(llm_sampling) % 8 == 0, "llm_sampling alignment");
 _Static_assert(sizeof(_Atomic uint64_t) == 8, "lock-free 64-bit atomics");
 _Static_assert(offsetof(llm_ring_header, alive_ns) % 8 == 0,
                "llm_ring_header: version 2 fields aligned");
+_Static_assert(offsetof(llm_ring_header, step_expect_ns) % 8 == 0,
+               "llm_ring_header: version 11 field aligned");
 
 
 /* header followed by the slots, each slot 64-byte aligned */

@@ -1827,6 +1827,9 @@ llm_sched_step(llm_sched *s)
         return 0;
     }
     count_step(s, n);
+    if (s->opt.on_step != NULL) {
+        s->opt.on_step(s->opt.step_arg, n);
+    }
     s->in_step = 1;
     if (run_batch(s) == 0) {
         s->st.steps++;

@@ -243,6 +243,10 @@ typedef struct {
        speculating sequence verifies at most this many minus one drafts,
        as a step may then send it 1 + drafts tokens */
     int            (*emit_room)(void *user);
+    /* (optional) a step of n_tokens is built and its forward begins:
+       step_arg, not a sequence's user (the engine's watchdog sign) */
+    void           (*on_step)(void *step_arg, int n_tokens);
+    void            *step_arg;
 } llm_sched_options;
 
 typedef struct {

@@ -968,7 +968,7 @@ llm_server_main(int argc, char **argv)
 {
     int          rc;
     char         ident[160];
-    pthread_t    ticker;
+    pthread_t    ticker, usage;
     llm_server  *s;
 
     s = calloc(1, sizeof(*s));
@@ -1003,13 +1003,15 @@ llm_server_main(int argc, char **argv)
             (unsigned long long) s->ring_size);
 
     if (pthread_create(&s->loader, NULL, llm_loader_thread, s) != 0
-        || pthread_create(&ticker, NULL, llm_alive_thread, s) != 0)
+        || pthread_create(&ticker, NULL, llm_alive_thread, s) != 0
+        || pthread_create(&usage, NULL, llm_usage_thread, s) != 0)
     {
         llm_log(LLM_LOG_EMERG, "pthread_create() failed");
         return 1;
     }
     pthread_detach(s->loader);
     pthread_detach(ticker);
+    pthread_detach(usage);
 
     llm_loop(s);
 

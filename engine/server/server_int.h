@@ -83,9 +83,12 @@ struct llm_server_s {
     int                 quit;           /* SIGQUIT: drain, then exit */
     int                 terminate;
 
-    /* the slowest step of this window and of the one before it */
+    /* the slowest step of this window and of the one before it, and the
+       slowest time per token of their steps of several tokens */
     uint64_t            step_max_ns[2];
+    uint64_t            token_max_ns[2];
     int                 steps_in_window;
+    int                 step_tokens;    /* of the step under way */
 
     uint64_t            phase_mark_ns;  /* engine time counted up to here
                                            (ring stats phase_ns) */
@@ -105,8 +108,11 @@ uint64_t llm_now_ns(void);
 void llm_phase_idle(llm_server *s, uint64_t now);
 /* a step of the model, timed when it ran one */
 int llm_step(llm_server *s, llm_sched *sched);
-/* the thread of alive_ns and the memory and compute gauges */
+/* the scheduler's on_step, arg the server: the step's expected time */
+void llm_on_step(void *arg, int n_tokens);
+/* the thread of alive_ns, and that of the memory and compute gauges */
 void *llm_alive_thread(void *arg);
+void *llm_usage_thread(void *arg);
 void llm_hist_add(llm_hist *h, uint64_t ns);
 /* the scheduler's counts into the ring's stats */
 void llm_publish_stats(llm_server *s, llm_sched *sched);

@@ -418,6 +418,8 @@ llm_loader_thread(void *arg)
     so.on_embedding = llm_on_embedding;
     so.can_emit = llm_can_emit;
     so.emit_room = llm_emit_room;
+    so.on_step = llm_on_step;
+    so.step_arg = s;
     so.spec_draft_tokens = s->opt.speculative_ngram
                            ? s->opt.speculative_draft_tokens : 0;
     so.spec_ngram = s->opt.speculative_ngram_size;

@@ -5,8 +5,9 @@
  * tokens of each step, the latency histograms, the scheduler's counts,
  * resident memory and compute use, and alive_ns from a thread of its own.
  *
- * defines: llm_now_ns, llm_phase_idle, llm_step, llm_alive_thread,
- *          llm_hist_add, llm_publish_stats
+ * defines: llm_now_ns, llm_phase_idle, llm_step, llm_on_step,
+ *          llm_alive_thread, llm_usage_thread, llm_hist_add,
+ *          llm_publish_stats
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -33,26 +34,70 @@ llm_now_ns(void)
 
 
 /*
- * The watchdog's measure of a slow step (docs/architecture.md): the
- * slowest of the last 64 to 128 steps that ran the model, so a worker
- * allows an 8B model on a CPU, or a sanitizer build, steps of its own size.
+ * The watchdog's measures (docs/architecture.md): the slowest of the last
+ * 64 to 128 steps that ran the model, so a worker allows an 8B model on a
+ * CPU, or a sanitizer build, steps of its own size; and the slowest time
+ * per token of those steps that fed several, which sizes a long prefill
+ * step before it runs (llm_on_step). That one is kept when a window has
+ * no such step: decode-only windows do not forget what a prompt costs.
  */
 static void
 llm_step_timed(llm_server *s, uint64_t ns)
 {
+    uint64_t  per;
+
     if (ns > s->step_max_ns[0]) {
         s->step_max_ns[0] = ns;
+    }
+
+    if (s->step_tokens > 1) {
+        per = ns / (uint64_t) s->step_tokens;
+        if (per > s->token_max_ns[0]) {
+            s->token_max_ns[0] = per;
+        }
     }
 
     if (++s->steps_in_window == LLM_STEP_WINDOW) {
         s->step_max_ns[1] = s->step_max_ns[0];
         s->step_max_ns[0] = 0;
+        if (s->token_max_ns[0] != 0) {
+            s->token_max_ns[1] = s->token_max_ns[0];
+            s->token_max_ns[0] = 0;
+        }
         s->steps_in_window = 0;
     }
 
     atomic_store(&s->ring->step_slowest_ns,
                  s->step_max_ns[0] > s->step_max_ns[1] ? s->step_max_ns[0]
                                                        : s->step_max_ns[1]);
+}
+
+
+/*
+ * A step of n tokens begins (the scheduler's on_step): what it is expected
+ * to take, its tokens at the slowest recent time per token (the slowest
+ * step's time per token before one of several tokens ran), for a worker
+ * to allow 20 times that (ring version 11). The per-token time of a short
+ * step carries its fixed cost, so a long prompt is overestimated, never
+ * under: a hang in its step is caught later than in a short step, in
+ * proportion.
+ */
+void
+llm_on_step(void *arg, int n_tokens)
+{
+    uint64_t     per, n;
+    llm_server  *s = arg;
+
+    per = s->token_max_ns[0] > s->token_max_ns[1] ? s->token_max_ns[0]
+                                                  : s->token_max_ns[1];
+    if (per == 0) {
+        per = s->step_max_ns[0] > s->step_max_ns[1] ? s->step_max_ns[0]
+                                                    : s->step_max_ns[1];
+    }
+
+    s->step_tokens = n_tokens;
+    n = n_tokens > 0 ? (uint64_t) n_tokens : 0;
+    atomic_store(&s->ring->step_expect_ns, n * per);
 }
 
 
@@ -114,6 +159,12 @@ llm_step(llm_server *s, llm_sched *sched)
         llm_step_timed(s, t1 - t0);
         llm_step_account(s, sched, t1 - t0);
         s->phase_mark_ns = t1;
+
+        /* the step's end is a turn: a worker that reads no expected time
+           (it reads that first) then reads this heartbeat, not the one
+           before the step */
+        atomic_store(&s->ring->heartbeat_ns, t1);
+        atomic_store(&s->ring->step_expect_ns, 0);
     }
 
     return rc;
@@ -141,7 +192,7 @@ llm_rss_bytes(void)
 
 
 /*
- * Memory and compute gauges, each tick of the ticker thread (NVML may
+ * Memory and compute gauges, each tick of the usage thread (NVML may
  * take a while; the loop must not wait for it). last[] holds the busy and
  * wall time when the utilisation was last computed: over a second or more,
  * so one 100 ms tick of a step does not swing it.
@@ -192,17 +243,34 @@ llm_sample_usage(llm_server *s, uint64_t last[2])
 /*
  * alive_ns: a sign of life that a long step does not stop, as the loop's
  * heartbeat does; only a stopped or frozen process stops it. Its signals
- * are blocked as the loop's are (created after llm_setup_events).
+ * are blocked as the loop's are (created after llm_setup_events). It does
+ * nothing else: the gauges (/proc, NVML) can block for seconds on a busy
+ * machine, and a 1 s watchdog would then kill a healthy engine.
  */
 void *
 llm_alive_thread(void *arg)
+{
+    llm_server       *s = arg;
+    struct timespec   ts = { 0, LLM_ALIVE_TICK_NS };
+
+    for ( ;; ) {
+        atomic_store(&s->ring->alive_ns, llm_now_ns());
+        nanosleep(&ts, NULL);
+    }
+
+    return NULL;
+}
+
+
+/* the memory and compute gauges, as often, in a thread of their own */
+void *
+llm_usage_thread(void *arg)
 {
     uint64_t          last[2] = { 0, 0 };
     llm_server       *s = arg;
     struct timespec   ts = { 0, LLM_ALIVE_TICK_NS };
 
     for ( ;; ) {
-        atomic_store(&s->ring->alive_ns, llm_now_ns());
         llm_sample_usage(s, last);
         nanosleep(&ts, NULL);
     }
