@@ -2,7 +2,8 @@
  * Test tool: corrupt a live engine's ring as a misbehaving peer would, to
  * check that nginx fails the request and not the process.
  *
- *   ring_poke ENGINE_PID head     every RUNNING slot's out_head += 100000
+ *   ring_poke ENGINE_PID head     every RUNNING slot's out_head += 100000,
+ *                                 until it stays
  *   ring_poke ENGINE_PID slots    each busy slot: index state priority
  *                                 fair_key (what nginx wrote, t/028)
  */
@@ -82,13 +83,31 @@ main(int argc, char **argv)
         return 0;
     }
 
+    /*
+     * The engine stores each slot's out_head from its own load: an add
+     * that lands between its load and store is undone (t/030 saw it once
+     * under load). Add again until the slot shows it, or has ended.
+     */
     n = 0;
     for (i = 0; i < h->n_slots; i++) {
+        uint32_t  want;
+        int       tries;
+
         sl = llm_ring_slot(h, i);
-        if (atomic_load(&sl->state) == LLM_SLOT_RUNNING) {
-            atomic_fetch_add(&sl->out_head, 100000);
-            n++;
+        if (atomic_load(&sl->state) != LLM_SLOT_RUNNING) {
+            continue;
         }
+        want = atomic_fetch_add(&sl->out_head, 100000) + 100000;
+        for (tries = 0; tries < 50; tries++) {
+            usleep(20000);
+            if (atomic_load(&sl->state) != LLM_SLOT_RUNNING
+                || atomic_load(&sl->out_head) >= want)
+            {
+                break;
+            }
+            want = atomic_fetch_add(&sl->out_head, 100000) + 100000;
+        }
+        n++;
     }
 
     printf("%d\n", n);
