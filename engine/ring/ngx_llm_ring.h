@@ -403,11 +403,11 @@ typedef struct {
     uint32_t        reserved2;
 
     /*
-     * Version 11: the time the step under way is expected to take (its
-     * tokens at the slowest per-token time measured recently), 0 between
-     * steps; a worker allows a step 20 times that, as a step of the
-     * slowest size (docs/architecture.md, Watchdog). Written before the
-     * step, so it is no older than heartbeat_ns's gap.
+     * Version 11: the time the step under way should take (its tokens at
+     * the slowest recent time per token), 0 between steps; a worker lets
+     * heartbeat_ns age 20 times that (docs/architecture.md, Watchdog).
+     * At a step's end the engine bumps heartbeat_ns, then clears this;
+     * a worker reads this first.
      */
     _Atomic uint64_t step_expect_ns;
 } llm_ring_header;
