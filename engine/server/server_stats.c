@@ -78,9 +78,10 @@ llm_step_timed(llm_server *s, uint64_t ns)
  * to take, its tokens at the slowest recent time per token (the slowest
  * step's time per token before one of several tokens ran), for a worker
  * to allow 20 times that (ring version 11). The per-token time of a short
- * step carries its fixed cost, so a long prompt is overestimated, never
- * under: a hang in its step is caught later than in a short step, in
- * proportion.
+ * step carries its fixed cost (the weights read once), so a long prompt's
+ * step is overestimated (its attention over a long context aside, which
+ * the factor 20 covers): a hang in its step is caught later than in a
+ * short step, in proportion.
  */
 void
 llm_on_step(void *arg, int n_tokens)
