@@ -113,6 +113,18 @@ static int  opt_batch_share = LLM_DEFAULT_BATCH_SHARE;
 static int  opt_spec_draft;         /* spec_draft_tokens; 0: off */
 static int  opt_spec_ngram = LLM_SPEC_DEFAULT_NGRAM;
 
+/* on_step's record: calls, and the last step's tokens as announced */
+static int  step_calls, step_announced;
+
+static void
+on_step(void *arg, int n_tokens)
+{
+    (void) arg;
+    step_calls++;
+    step_announced = n_tokens;
+}
+
+
 static llm_sched *
 make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
     int max_seqs)
@@ -133,6 +145,7 @@ make_sched(llm_backend *be, int n_blocks, int prefix, int max_batched,
     o.on_token = on_token;
     o.on_finish = on_finish;
     o.can_emit = can_emit;
+    o.on_step = on_step;
     s = llm_sched_create(be, &o, err, sizeof(err));
     if (s == NULL) {
         printf("# %s\n", err);

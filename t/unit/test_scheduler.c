@@ -376,7 +376,7 @@ test_chunked_prefill_priority(llm_backend *be, int n_vocab)
     static rec       r[3];
     llm_sched       *s;
     llm_sched_stats  st;
-    int              before, mixed;
+    int              before, mixed, announced;
 
     /* a decode keeps producing one token per step while a 150-token prompt
        is prefilled in chunks of the 16-token budget */
@@ -400,13 +400,19 @@ test_chunked_prefill_priority(llm_backend *be, int n_vocab)
     before = r[0].n_out;
     cur_step = 0;
     mixed = 0;
+    announced = 0;
+    step_calls = 0;
     while (r[1].n_out == 0 && cur_step < 100) {
         llm_sched_step(s);
         llm_sched_stats_get(s, &st);
         mixed += st.last_step_tokens == 16 && st.last_step_prefills == 1
                  && st.last_step_decodes == 1;
+        announced += step_announced == st.last_step_tokens;
         cur_step++;
     }
+    ok(step_calls == cur_step && announced == cur_step, "on_step announced "
+       "each step's tokens, once a step (%d calls, %d right, %d steps)",
+       step_calls, announced, cur_step);
     is_int(cur_step, 10, "150-token prompt prefilled over 10 steps "
            "(15 tokens each beside the decode)");
     is_int(r[0].n_out - before, 10, "the decode ran in every one of them");
