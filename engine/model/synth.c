@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/file.h"
 #include "format/gguf.h"
 #include "model/gguf_write.h"
 #include "model/synth.h"
@@ -433,22 +434,10 @@ tokenizer_key(const gguf_kv *kv, const char *tmpl)
 static char *
 read_text(const char *path, char *err, size_t err_len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
+    char *buf = llm_read_file(path, 0, NULL);
 
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0
-        || fseek(f, 0, SEEK_SET) != 0 || (buf = malloc(n + 1)) == NULL
-        || fread(buf, 1, n, f) != (size_t) n)
-    {
-        fail(err, err_len, "%s: %s", path, strerror(errno ? errno : EIO));
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = '\0';
-    }
-    if (f) {
-        fclose(f);
+    if (buf == NULL) {
+        fail(err, err_len, "%s: %s", path, strerror(errno));
     }
     return buf;
 }
