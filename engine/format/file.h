@@ -14,8 +14,8 @@
 #include <stddef.h>
 
 /* the file at path, NUL-terminated, its length in *len (unless NULL);
- * NULL with errno set where it cannot be opened or read, or is max bytes
- * or more (max 0: any size: EFBIG); the caller frees it */
+ * NULL with errno set where it cannot be opened or read, or has max
+ * bytes or more (EFBIG; max 0: no limit); the caller frees it */
 char *llm_read_file(const char *path, size_t max, size_t *len);
 
 #endif /* NGX_LLM_FILE_H */
