@@ -26,6 +26,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_impl.h"
+#include "format/file.h"
 
 #define MAX_SAMPLES  (1 << 20)
 
@@ -272,32 +273,6 @@ static const bench_grammar  grammars[] = {
 };
 
 
-static char *
-read_all(const char *path, size_t *len)
-{
-    FILE  *f = fopen(path, "rb");
-    char  *buf;
-    long   n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t) n + 1);
-    if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n) {
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t) n;
-    return buf;
-}
-
-
 /* seeded random choices among the allowed tokens, up to steps tokens;
    the bytes of the tokens taken go to text (a valid prefix of an instance,
    a whole one when the walk ended) */
@@ -459,7 +434,7 @@ bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
     int           seed, i, ended;
 
     snprintf(path, sizeof(path), "%s/%s", dir, file);
-    if ((src = read_all(path, &len)) == NULL) {
+    if ((src = llm_read_file(path, 0, &len)) == NULL) {
         return;
     }
     g = compile_timed(LLM_CONSTRAINT_JSON_SCHEMA, src, len, &ct1, rounds, 0,
@@ -505,7 +480,7 @@ bench_schema(schema_set *ss, const char *dir, const char *file, int rounds,
     free(text);
 
     snprintf(path, sizeof(path), "%s/examples/%s", dir, file);
-    if ((ex = read_all(path, &ex_len)) != NULL) {
+    if ((ex = llm_read_file(path, 0, &ex_len)) != NULL) {
         while (ex_len > 0 && (ex[ex_len - 1] == '\n' || ex[ex_len - 1] == ' '))
         {
             ex[--ex_len] = '\0';

@@ -41,6 +41,38 @@ def parse(path):
     return rows
 
 
+def run_starts(path):
+    """the RUN start_utc= stamps bench/run.sh writes first in a results
+    file (bench/peer_suite.sh's joined files hold one a run)"""
+    starts = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("RUN "):
+                for kv in line.split()[1:]:
+                    k, _, v = kv.partition("=")
+                    if k == "start_utc":
+                        starts.append(datetime.datetime.strptime(
+                            v, "%Y-%m-%dT%H:%MZ"))
+    return starts
+
+
+def measured_when(path):
+    """when the runs behind a results file started: "2026-12-05 06:45
+    UTC", or the earliest-latest of a joined file's runs; a file without
+    stamps (before bench/run.sh wrote them) says so"""
+    starts = run_starts(path)
+    if not starts:
+        return "at a time not recorded (results before run start stamps)"
+    lo, hi = min(starts), max(starts)
+    if lo == hi:
+        return lo.strftime("%Y-%m-%d %H:%M UTC")
+    if lo.date() == hi.date():
+        return "%s-%s UTC" % (lo.strftime("%Y-%m-%d %H:%M"),
+                              hi.strftime("%H:%M"))
+    return "%s - %s UTC" % (lo.strftime("%Y-%m-%d %H:%M"),
+                            hi.strftime("%Y-%m-%d %H:%M"))
+
+
 def variants(rows, name):
     return [r for r in rows if r.get("variant") == name]
 
@@ -70,17 +102,16 @@ def cpu_name():
     return platform.processor() or "unknown CPU"
 
 
-def tables(rows, nocache_switch, commit):
+def tables(rows, nocache_switch, commit, when):
     out = []
     add = out.append
     n_rounds = max([int(r["round"]) for r in rows if "round" in r] or [0])
-    add("Measured %s UTC on %d CPUs (%s), commit %s, %d round(s) of every "
+    add("Measured %s on %d CPUs (%s), commit %s, %d round(s) of every "
         "variant, interleaved; each figure is the best round (other jobs "
         "on the machine only slow a run down). Load averages (1/5/15 min) "
         "and the CPU cores the engine process actually got are given "
         "beside each figure."
-        % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
-           os.cpu_count(), cpu_name(), commit or "?", n_rounds))
+        % (when, os.cpu_count(), cpu_name(), commit or "?", n_rounds))
     add("")
 
     ds = [r for r in rows if r.get("mode") == "decode"]
@@ -376,7 +407,7 @@ def main():
     rows = parse(a.results)
     if not rows:
         sys.exit("plot.py: no RESULT lines in %s" % a.results)
-    text = tables(rows, a.nocache_switch, a.commit)
+    text = tables(rows, a.nocache_switch, a.commit, measured_when(a.results))
     print(text)
     if a.md:
         write_md(a.md, text)

@@ -146,7 +146,9 @@ if [ ${#PEERS[@]} -gt 0 ]; then
         || PEER_COMMIT="$PEER_COMMIT+changes"
 fi
 
-: > "$RES"
+# the run's start, for the report's "Measured" (bench/peers.py); not a
+# RESULT line, so the parsers pass it over
+echo "RUN start_utc=$(date -u +%Y-%m-%dT%H:%MZ)" > "$RES"
 loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
 record() {  # record LINE: the RESULT line plus facts about the moment
     echo "$1 $2" >> "$RES"

@@ -305,51 +305,78 @@ llm_quantize_row_q8a_ref(const float *x, llm_block_q8a *y, int64_t n)
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* llm_quantize_row_q8a_ref on 8 lanes: max(a, m) is a > m ? a : m as in
- * abs_max, x * id and v - (float) trunc(v) are the same single roundings,
- * the +-0.5 comparisons are round_int's; bit for bit equal (test_kernels) */
+/* quantize_q8a_avx2 and quantize_q8k_avx2 below do their references'
+ * IEEE operations lane by lane, so give the same bits (test_kernels);
+ * their common steps: */
+#define AVX2_INLINE __attribute__((target("avx2"), always_inline)) inline
+
+/* abs_max of 8 n8 floats: max(a, m) is a > m ? a : m as in abs_max */
+static AVX2_INLINE float
+abs_max_avx2(const float *x, int n8)
+{
+    const __m256  sign = _mm256_set1_ps(-0.0f);
+    __m256        m = _mm256_setzero_ps();
+    __m128        h;
+
+    for (int k = 0; k < n8; k++) {
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)),
+                          m);
+    }
+    h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+
+/* round_int(x[k] * id), k = 0..7: x * id and v - (float) trunc(v) are
+ * the same single roundings, the +-0.5 comparisons round_int's */
+static AVX2_INLINE __m256i
+round_avx2(const float *x, __m256 vid)
+{
+    const __m256  half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    __m256        t = _mm256_mul_ps(_mm256_loadu_ps(x), vid);
+    __m256i       r = _mm256_cvttps_epi32(t);
+    __m256        frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(r));
+    __m256i       ge = _mm256_castps_si256(_mm256_cmp_ps(frac, half,
+                                                         _CMP_GE_OQ));
+    __m256i       le = _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf,
+                                                         _CMP_LE_OQ));
+
+    return _mm256_add_epi32(_mm256_sub_epi32(r, ge), le);
+}
+
+
+/* 32 int32 -> 32 int8 in order: the packs interleave 128-bit lanes, the
+ * permutation undoes it */
+static AVX2_INLINE __m256i
+pack_avx2(const __m256i q[4])
+{
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(
+               _mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+               _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+
+/* llm_quantize_row_q8a_ref on 8 lanes */
 __attribute__((target("avx2")))
 static void
 quantize_q8a_avx2(const float *x, llm_block_q8a *y, int64_t nb)
 {
-    const __m256   sign = _mm256_set1_ps(-0.0f);
-    const __m256   half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
-    const __m256i  perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-
     for (int64_t i = 0; i < nb; i++, x += LLM_QK) {
-        __m256   v[4], m = _mm256_setzero_ps(), t, frac, vid;
-        __m256i  q[4], sum = _mm256_setzero_si256(), r, ge, le, p;
-        __m128   h;
+        __m256i  q[4], sum = _mm256_setzero_si256();
+        __m256   vid;
         __m128i  s4;
-        float    amax, d, id;
+        float    d, id;
 
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);
-        }
-        h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        amax = _mm_cvtss_f32(h);
-
-        d = amax / 127.0f;
+        d = abs_max_avx2(x, 4) / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
         vid = _mm256_set1_ps(id);
         for (int k = 0; k < 4; k++) {
-            t = _mm256_mul_ps(v[k], vid);
-            r = _mm256_cvttps_epi32(t);
-            frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(r));
-            ge = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
-            le = _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf, _CMP_LE_OQ));
-            q[k] = _mm256_add_epi32(_mm256_sub_epi32(r, ge), le);
+            q[k] = round_avx2(x + 8 * k, vid);
             sum = _mm256_add_epi32(sum, q[k]);
         }
-        /* 32 int32 -> 32 int8 in order: the packs interleave 128-bit
-           lanes, the permutation undoes it */
-        p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                               _mm256_packs_epi32(q[2], q[3]));
-        _mm256_storeu_si256((__m256i *) y[i].qs,
-                            _mm256_permutevar8x32_epi32(p, perm));
+        _mm256_storeu_si256((__m256i *) y[i].qs, pack_avx2(q));
 
         s4 = _mm_add_epi32(_mm256_castsi256_si128(sum),
                            _mm256_extracti128_si256(sum, 1));
@@ -397,51 +424,27 @@ llm_quantize_row_q8k_ref(const float *x, llm_block_q8k *y, int64_t n)
 
 
 #if defined(__x86_64__)
-/* llm_quantize_row_q8k_ref on 8 lanes, as quantize_q8a_avx2 (the same
- * roundings, so the same bits: test_kernels); bsums by vpsadbw of the
- * bytes + 128 (sums of 8 unsigned bytes), less 16 * 128 */
+/* llm_quantize_row_q8k_ref on 8 lanes; bsums by vpsadbw of the bytes +
+ * 128 (sums of 8 unsigned bytes), less 16 * 128 */
 __attribute__((target("avx2")))
 static void
 quantize_q8k_avx2(const float *x, llm_block_q8k *y, int64_t nb)
 {
-    const __m256   sign = _mm256_set1_ps(-0.0f);
-    const __m256   half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
-    const __m256i  perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i  bias = _mm256_set1_epi8((char) 0x80);
 
     for (int64_t i = 0; i < nb; i++, x += LLM_QK_K) {
-        __m256   m = _mm256_setzero_ps(), vid;
-        __m128   h;
-        float    amax, d, id;
+        __m256   vid;
+        float    d, id;
 
-        for (int k = 0; k < 32; k++) {
-            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)),
-                              m);
-        }
-        h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        amax = _mm_cvtss_f32(h);
-
-        d = amax / 127.0f;
+        d = abs_max_avx2(x, 32) / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
         vid = _mm256_set1_ps(id);
         for (int c = 0; c < 8; c++) {                  /* 32 elements */
             __m256i q[4], p, s;
             for (int k = 0; k < 4; k++) {
-                __m256 t = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * c + 8 * k),
-                                         vid);
-                __m256i r = _mm256_cvttps_epi32(t);
-                __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(r));
-                __m256i ge = _mm256_castps_si256(_mm256_cmp_ps(frac, half,
-                                                               _CMP_GE_OQ));
-                __m256i le = _mm256_castps_si256(_mm256_cmp_ps(frac, mhalf,
-                                                               _CMP_LE_OQ));
-                q[k] = _mm256_add_epi32(_mm256_sub_epi32(r, ge), le);
+                q[k] = round_avx2(x + 32 * c + 8 * k, vid);
             }
-            p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(
-                    _mm256_packs_epi32(q[0], q[1]),
-                    _mm256_packs_epi32(q[2], q[3])), perm);
+            p = pack_avx2(q);
             _mm256_storeu_si256((__m256i *) (y[i].qs + 32 * c), p);
             /* 64-bit lanes: sums of bytes 8j..8j+7 + 128 each */
             s = _mm256_sad_epu8(_mm256_xor_si256(p, bias),

@@ -42,6 +42,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "quant.h"
@@ -332,26 +333,6 @@ q5_0_unpack(const llm_block_q5_0 *w, int n, q32_group *g)
 }
 
 
-TGT static INLINE void
-iq4_nl_unpack(const llm_block_iq4_nl *w, int n, q32_group *g)
-{
-    /* the value table + 128, in every 128-bit lane for vpshufb */
-    __m128i kv = _mm_add_epi8(
-        _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
-        _mm_set1_epi8((char) 0x80));
-    __m512i table = _mm512_broadcast_i32x4(kv);
-
-    for (int k = 0; k < 4; k++) {
-        g->q[k] = 2 * k < n
-            ? _mm512_shuffle_epi8(table, nibbles_pair(w[2 * k].qs,
-                  2 * k + 1 < n ? w[2 * k + 1].qs : NULL))
-            : _mm512_setzero_si512();
-    }
-    g->d = gather_half(w, sizeof(llm_block_iq4_nl), n);
-    g->n = n;
-}
-
-
 /* llm_e8m0_half of the exponent bytes at the start of n blocks, exactly
  * (lanes past n: any value; the caller masks them) */
 TGT static INLINE __m256
@@ -368,23 +349,50 @@ gather_e8m0_half(const void *blocks, int stride, int n)
 }
 
 
+_Static_assert(offsetof(llm_block_iq4_nl, qs) + LLM_QK / 2
+               == sizeof(llm_block_iq4_nl)
+               && offsetof(llm_block_mxfp4, qs) + LLM_QK / 2
+               == sizeof(llm_block_mxfp4), "the nibbles end the block");
+
+/* IQ4_NL or MXFP4 (the scale's bytes, then 16 of nibbles: stride bytes
+ * a block): the nibbles looked up in values + 128 (unsigned), the scales
+ * fp16 (e8m0 0) or E8M0 (e8m0 1); inlined with constant arguments, one
+ * body for the two types */
 TGT static INLINE void
-mxfp4_unpack(const llm_block_mxfp4 *w, int n, q32_group *g)
+nl4_unpack(const uint8_t *w, const size_t stride, const int8_t *values,
+    const int e8m0, int n, q32_group *g)
 {
-    /* the value table + 128 (116..140), in every 128-bit lane */
-    __m128i kv = _mm_add_epi8(
-        _mm_loadu_si128((const __m128i *) llm_kvalues_mxfp4),
-        _mm_set1_epi8((char) 0x80));
+    const size_t qs = stride - LLM_QK / 2;
+    /* the value table + 128 (MXFP4's: 116..140), in every 128-bit lane
+       for vpshufb */
+    __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *) values),
+                              _mm_set1_epi8((char) 0x80));
     __m512i table = _mm512_broadcast_i32x4(kv);
 
     for (int k = 0; k < 4; k++) {
         g->q[k] = 2 * k < n
-            ? _mm512_shuffle_epi8(table, nibbles_pair(w[2 * k].qs,
-                  2 * k + 1 < n ? w[2 * k + 1].qs : NULL))
+            ? _mm512_shuffle_epi8(table, nibbles_pair(
+                  w + 2 * k * stride + qs,
+                  2 * k + 1 < n ? w + (2 * k + 1) * stride + qs : NULL))
             : _mm512_setzero_si512();
     }
-    g->d = gather_e8m0_half(w, sizeof(llm_block_mxfp4), n);
+    g->d = e8m0 ? gather_e8m0_half(w, (int) stride, n)
+                : gather_half(w, (int) stride, n);
     g->n = n;
+}
+
+
+TGT static INLINE void
+iq4_nl_unpack(const llm_block_iq4_nl *w, int n, q32_group *g)
+{
+    nl4_unpack((const uint8_t *) w, sizeof(*w), llm_kvalues_iq4nl, 0, n, g);
+}
+
+
+TGT static INLINE void
+mxfp4_unpack(const llm_block_mxfp4 *w, int n, q32_group *g)
+{
+    nl4_unpack((const uint8_t *) w, sizeof(*w), llm_kvalues_mxfp4, 1, n, g);
 }
 
 

@@ -50,11 +50,8 @@
 
 #include "quant.h"
 #include "simd.h"
+#include "simd_avx512_kq.h"
 #include "tensor_type.h"
-
-#define TGT __attribute__((target( \
-    "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
-#define INLINE __attribute__((always_inline)) inline
 
 /* decode reads the weights once, from DRAM: ask for them this far ahead.
  * One thread streaming 400-600 MB of packed rows at n_x = 1 reached, of
@@ -67,7 +64,7 @@
 #define KPX_MIN_N_X  8
 
 
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 prefetch_ahead(const uint8_t *blk, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) {
@@ -76,21 +73,9 @@ prefetch_ahead(const uint8_t *blk, size_t bytes)
 }
 
 
-/* the 16 rows' scale of sub-block j as dword lanes, from sc03 (bytes:
- * scales 0..3) and sc47 (scales 4..7) */
-TGT static INLINE __m512i
-sub_scale(__m512i sc03, __m512i sc47, int j)
-{
-    __m512i v = j < 4 ? sc03 : sc47;
-
-    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * (j % 4)),
-                            _mm512_set1_epi32(0xff));
-}
-
-
 /* mins 2i and 2i+1 of the 16 rows as int16 pairs, from the four min
  * bytes of m (mins 0..3 or 4..7) starting at byte 2 (i % 2) */
-TGT static INLINE __m512i
+KQ_TGT static KQ_INLINE __m512i
 min_pair(__m512i m, int i)
 {
     __m512i v = (i % 2) ? _mm512_srli_epi32(m, 16) : m;
@@ -103,7 +88,7 @@ min_pair(__m512i m, int i)
 
 /* q8k sums of sub-blocks 2i and 2i+1 (32 elements each) as an int16
  * pair (|sum| <= 4064) */
-TGT static INLINE int32_t
+KQ_TGT static KQ_INLINE int32_t
 bsum_pair(const llm_block_q8k *a, int i)
 {
     int lo = a->bsums[4 * i] + a->bsums[4 * i + 1];
@@ -113,28 +98,13 @@ bsum_pair(const llm_block_q8k *a, int i)
 }
 
 
-/* bit j of each byte of qh moved to bit 4 (Q5_K's fifth bit of
- * sub-block j) */
-TGT static INLINE __m512i
-fifth_bit(__m512i qh, int j)
-{
-    __m512i v = j < 4 ? _mm512_slli_epi16(qh, 4 - j)
-                      : (j == 4 ? qh : _mm512_srli_epi16(qh, j - 4));
-
-    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
-}
-
-
 /* one group of 16 packed Q4_K (q5 0) or Q5_K (q5 1) rows against X <= 4
  * activation rows */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
     const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
     __mmask16 rows, const int stream)
 {
-    const int qs = q5 ? LLM_PACK_Q5K_QS : LLM_PACK_Q4K_QS;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[4];
 
 #pragma GCC unroll 4
@@ -144,23 +114,12 @@ q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t) b * pb;
         const llm_block_q8k *a[4];
-        __m512i isum[4], imin[4];
+        __m512i isum[4], imin[4], sc[2], mn[2];
 
         if (stream) {
             prefetch_ahead(blk, pb);
         }
-        /* 6-bit scales and mins of the 16 rows (llm_q4k_scale_min) */
-        __m512i v0 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC);
-        __m512i v1 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC + 64);
-        __m512i v2 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC + 128);
-        __m512i sc03 = _mm512_and_si512(v0, m3f);
-        __m512i sc47 = _mm512_or_si512(
-            _mm512_and_si512(v2, m4),
-            _mm512_and_si512(_mm512_srli_epi32(v0, 2), m30));
-        __m512i mn03 = _mm512_and_si512(v1, m3f);
-        __m512i mn47 = _mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi32(v2, 4), m4),
-            _mm512_and_si512(_mm512_srli_epi32(v1, 2), m30));
+        kq_q4k_scales(blk, sc, mn);
 
 #pragma GCC unroll 4
         for (int x = 0; x < X; x++) {
@@ -177,15 +136,9 @@ q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
             }
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
-                __m512i v = _mm512_loadu_si512(blk + qs + 64 * (8 * i + k));
-                __m512i lo = _mm512_and_si512(v, m4);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if (q5) {
-                    __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q5K_QH
-                                                    + 64 * k);
-                    lo = _mm512_or_si512(lo, fifth_bit(qh, 2 * i));
-                    hi = _mm512_or_si512(hi, fifth_bit(qh, 2 * i + 1));
-                }
+                __m512i lo, hi;
+
+                kq_q45k_quants(q5, blk, i, k, &lo, &hi);
 #pragma GCC unroll 4
                 for (int x = 0; x < X; x++) {
                     const int32_t *xq = (const int32_t *) a[x]->qs;
@@ -195,8 +148,7 @@ q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
                                  _mm512_set1_epi32(xq[16 * i + 8 + k]));
                 }
             }
-            __m512i s0 = sub_scale(sc03, sc47, 2 * i);
-            __m512i s1 = sub_scale(sc03, sc47, 2 * i + 1);
+            __m512i s0 = kq_byte(sc, 2 * i), s1 = kq_byte(sc, 2 * i + 1);
 #pragma GCC unroll 4
             for (int x = 0; x < X; x++) {
                 isum[x] = _mm512_add_epi32(isum[x], _mm512_add_epi32(
@@ -205,11 +157,9 @@ q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
             }
         }
 
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
-        __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256(
-                         (const __m256i *) (blk + 32)));
-        __m512i mp0 = min_pair(mn03, 0), mp1 = min_pair(mn03, 1);
-        __m512i mp2 = min_pair(mn47, 0), mp3 = min_pair(mn47, 1);
+        __m512 dw = kq_f16x16(blk), dmw = kq_f16x16(blk + 32);
+        __m512i mp0 = min_pair(mn[0], 0), mp1 = min_pair(mn[0], 1);
+        __m512i mp2 = min_pair(mn[1], 0), mp3 = min_pair(mn[1], 1);
 #pragma GCC unroll 4
         for (int x = 0; x < X; x++) {
             imin[x] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0,
@@ -236,12 +186,11 @@ q4kp_x(const int q5, const int X, const uint8_t *w, size_t pb, int nb,
 
 
 /* one group of 16 packed Q6_K rows against X <= 4 activation rows */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
     size_t act_stride, float *out, size_t ld_out, __mmask16 rows,
     const int stream)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[4];
 
 #pragma GCC unroll 4
@@ -274,26 +223,9 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
                 }
 #pragma GCC unroll 4
                 for (int m = 4 * s; m < 4 * s + 4; m++) {
-                    __m512i la = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
-                                                    + 64 * (16 * h + m));
-                    __m512i lb = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
-                                                    + 64 * (16 * h + 8 + m));
-                    __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QH
-                                                    + 64 * (8 * h + m));
                     __m512i q[4];
-                    q[0] = _mm512_or_si512(_mm512_and_si512(la, m4),
-                               _mm512_and_si512(_mm512_slli_epi16(qh, 4),
-                                                m30));
-                    q[1] = _mm512_or_si512(_mm512_and_si512(lb, m4),
-                               _mm512_and_si512(_mm512_slli_epi16(qh, 2),
-                                                m30));
-                    q[2] = _mm512_or_si512(_mm512_and_si512(
-                               _mm512_srli_epi16(la, 4), m4),
-                               _mm512_and_si512(qh, m30));
-                    q[3] = _mm512_or_si512(_mm512_and_si512(
-                               _mm512_srli_epi16(lb, 4), m4),
-                               _mm512_and_si512(_mm512_srli_epi16(qh, 2),
-                                                m30));
+
+                    kq_q6k_quants(blk, h, m, q);
 #pragma GCC unroll 4
                     for (int x = 0; x < X; x++) {
                         const int32_t *xq = (const int32_t *) a[x]->qs;
@@ -307,10 +239,7 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     int k = 8 * h + 2 * c + s;
-                    __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q6K_SC
-                                                   + 64 * (k / 4));
-                    __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(
-                                     v, 24 - 8 * (k % 4)), 24);
+                    __m512i sc = kq_q6k_scale(kq_q6k_sc(blk, k / 4), k % 4);
 #pragma GCC unroll 4
                     for (int x = 0; x < X; x++) {
                         isum[x] = _mm512_add_epi32(isum[x],
@@ -323,9 +252,9 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
            int16 pairs against the same pairs of sums */
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
-            __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q6K_SC + 64 * t);
-            __m512i pe = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-            __m512i po = _mm512_srai_epi16(v, 8);
+            __m512i pe, po;
+
+            kq_q6k_pairs(kq_q6k_sc(blk, t), &pe, &po);
 #pragma GCC unroll 4
             for (int x = 0; x < X; x++) {
                 const int16_t *bs = a[x]->bsums + 4 * t;
@@ -340,7 +269,7 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
             }
         }
 
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+        __m512 dw = kq_f16x16(blk);
 #pragma GCC unroll 4
         for (int x = 0; x < X; x++) {
             __m512i is = _mm512_sub_epi32(isum[x],
@@ -358,15 +287,12 @@ q6kp_x(const int X, const uint8_t *w, size_t pb, int nb, const uint8_t *act,
 
 
 /* one group of 16 packed IQ4_XS rows against X <= 4 activation rows */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
     const uint8_t *act, size_t act_stride, float *out, size_t ld_out,
     __mmask16 rows, const int stream)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
-        _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
-        _mm_set1_epi8((char) 0x80)));
+    const __m512i tbl = kq_iq4_table();
     __m512 acc[4];
 
 #pragma GCC unroll 4
@@ -376,14 +302,12 @@ iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t) b * pb;
         const llm_block_q8k *a[4];
-        __m512i isum[4];
+        __m512i isum[4], sls[2];
 
         if (stream) {
             prefetch_ahead(blk, pb);
         }
-        __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                         (const __m256i *) (blk + 32)));
-        __m512i sl = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_SL);
+        kq_iq4xs_scales(blk, sls);
 #pragma GCC unroll 4
         for (int x = 0; x < X; x++) {
             a[x] = (const llm_block_q8k *) (act + x * act_stride) + b;
@@ -391,13 +315,7 @@ iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
         }
         for (int j = 0; j < 8; j++) {
             __m512i g[4];
-            /* ls - 32 of sub-block j, the 16 rows */
-            __m512i sc = _mm512_sub_epi32(_mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j),
-                                 _mm512_set1_epi32(0x0f)),
-                _mm512_slli_epi32(_mm512_and_si512(
-                    _mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4)),
-                _mm512_set1_epi32(32));
+            __m512i sc = kq_iq4xs_scale(sls, j);      /* ls - 32 */
 
             /* the values + 128 (unsigned): take off 128 times the sum of
                the sub-block's activations */
@@ -408,11 +326,9 @@ iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
             }
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
-                __m512i v = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_QS
-                                               + 64 * (4 * j + k));
-                __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4));
-                __m512i hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(
-                                 _mm512_srli_epi16(v, 4), m4));
+                __m512i lo, hi;
+
+                kq_iq4xs_quants(tbl, blk, 4 * j + k, &lo, &hi);
 #pragma GCC unroll 4
                 for (int x = 0; x < X; x++) {
                     const int32_t *xq = (const int32_t *) a[x]->qs;
@@ -428,7 +344,7 @@ iq4xsp_x(const int X, const uint8_t *w, size_t pb, int nb,
                                            _mm512_mullo_epi32(g[x], sc));
             }
         }
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) blk));
+        __m512 dw = kq_f16x16(blk);
 #pragma GCC unroll 4
         for (int x = 0; x < X; x++) {
             acc[x] = _mm512_fmadd_ps(_mm512_mul_ps(dw,
@@ -451,7 +367,7 @@ enum { KP_Q4_K, KP_Q5_K, KP_Q6_K, KP_IQ4_XS };
      : q4kp_x(kind == KP_Q5_K, X, __VA_ARGS__))
 
 /* one group (n_w <= 16 rows) against all the tile's activation rows */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
     const llm_tile *t, int x0, int n_x, int col)
 {
@@ -488,7 +404,7 @@ kp_group(const int kind, const size_t bytes, const uint8_t *w, int n_w,
 
 /* a tile of one or two groups: activation rows 16 at a time through both
  * groups, so they are read from L1 for the second */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 tile_kp(const int kind, const size_t bytes, const llm_tile *t)
 {
     static const uint32_t types[] = {
@@ -512,28 +428,28 @@ tile_kp(const int kind, const size_t bytes, const llm_tile *t)
 }
 
 
-TGT void
+KQ_TGT void
 llm_avx512_tile_q4_Kp(const llm_tile *t)
 {
     tile_kp(KP_Q4_K, sizeof(llm_block_q4_K), t);
 }
 
 
-TGT void
+KQ_TGT void
 llm_avx512_tile_q6_Kp(const llm_tile *t)
 {
     tile_kp(KP_Q6_K, sizeof(llm_block_q6_K), t);
 }
 
 
-TGT void
+KQ_TGT void
 llm_avx512_tile_q5_Kp(const llm_tile *t)
 {
     tile_kp(KP_Q5_K, sizeof(llm_block_q5_K), t);
 }
 
 
-TGT void
+KQ_TGT void
 llm_avx512_tile_iq4_xsp(const llm_tile *t)
 {
     tile_kp(KP_IQ4_XS, sizeof(llm_block_iq4_xs), t);

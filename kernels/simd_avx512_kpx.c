@@ -39,11 +39,8 @@
 
 #include "quant.h"
 #include "simd.h"
+#include "simd_avx512_kq.h"
 #include "tensor_type.h"
-
-#define TGT __attribute__((target( \
-    "avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx2,fma,f16c")))
-#define INLINE __attribute__((always_inline)) inline
 
 /* one super-block of one group, unpacked (the layout above) */
 #define U_Q     0
@@ -60,7 +57,7 @@ enum { KX_Q4_K, KX_Q5_K, KX_Q6_K, KX_IQ4_XS };
 
 
 /* v (int32 lanes, values fit int16) twice in each lane: an int16 pair */
-TGT static INLINE __m512i
+KQ_TGT static KQ_INLINE __m512i
 pair_same(__m512i v)
 {
     return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xffff)),
@@ -68,115 +65,62 @@ pair_same(__m512i v)
 }
 
 
-/* bit j of each byte of qh moved to bit 4 (Q5_K's fifth bit of
- * sub-block j) */
-TGT static INLINE __m512i
-bit_to_4(__m512i qh, int j)
-{
-    __m512i v = j < 4 ? _mm512_slli_epi16(qh, 4 - j)
-                      : (j == 4 ? qh : _mm512_srli_epi16(qh, j - 4));
-
-    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
-}
-
-
 /* Q4_K (q5 0) or Q5_K (q5 1): quants, 6-bit scales and mins */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 unpack_q45k(const int q5, const uint8_t *blk, uint8_t *u)
 {
-    const int qs = q5 ? LLM_PACK_Q5K_QS : LLM_PACK_Q4K_QS;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
-    const __m512i ff = _mm512_set1_epi32(0xff);
+    __m512i sc[2], mn[2];
 
     /* packed vector k = 8 c + r: low nibbles elements 64 c + 4 r ..,
        high nibbles 32 further (dwords 16 c + r, + 8) */
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         for (int r = 0; r < 8; r++) {
-            __m512i v = _mm512_loadu_si512(blk + qs + 64 * (8 * c + r));
-            __m512i lo = _mm512_and_si512(v, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            if (q5) {
-                __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q5K_QH
-                                                + 64 * r);
-                lo = _mm512_or_si512(lo, bit_to_4(qh, 2 * c));
-                hi = _mm512_or_si512(hi, bit_to_4(qh, 2 * c + 1));
-            }
+            __m512i lo, hi;
+
+            kq_q45k_quants(q5, blk, c, r, &lo, &hi);
             _mm512_store_si512(u + U_Q + 64 * (16 * c + r), lo);
             _mm512_store_si512(u + U_Q + 64 * (16 * c + 8 + r), hi);
         }
     }
 
-    /* llm_q4k_scale_min, 16 rows at once */
-    __m512i v0 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC);
-    __m512i v1 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC + 64);
-    __m512i v2 = _mm512_loadu_si512(blk + LLM_PACK_Q4K_SC + 128);
-    __m512i sc03 = _mm512_and_si512(v0, m3f);
-    __m512i sc47 = _mm512_or_si512(
-        _mm512_and_si512(v2, m4),
-        _mm512_and_si512(_mm512_srli_epi32(v0, 2), m30));
-    __m512i mn03 = _mm512_and_si512(v1, m3f);
-    __m512i mn47 = _mm512_or_si512(
-        _mm512_and_si512(_mm512_srli_epi32(v2, 4), m4),
-        _mm512_and_si512(_mm512_srli_epi32(v1, 2), m30));
-
+    kq_q4k_scales(blk, sc, mn);
     for (int j = 0; j < 8; j++) {
-        __m512i s = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc03 : sc47,
-                                                       8 * (j % 4)), ff);
-        __m512i m = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? mn03 : mn47,
-                                                       8 * (j % 4)), ff);
-        _mm512_store_si512(u + U_SC + 64 * j, s);
+        _mm512_store_si512(u + U_SC + 64 * j, kq_byte(sc, j));
         /* sub-block j is 16-element sums 2j and 2j + 1: pairs j */
-        _mm512_store_si512(u + U_M + 64 * j, pair_same(m));
+        _mm512_store_si512(u + U_M + 64 * j, pair_same(kq_byte(mn, j)));
     }
-    _mm512_store_ps(u + U_D, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                 (const __m256i *) blk)));
-    _mm512_store_ps(u + U_DMIN, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                    (const __m256i *) (blk + 32))));
+    _mm512_store_ps(u + U_D, kq_f16x16(blk));
+    _mm512_store_ps(u + U_DMIN, kq_f16x16(blk + 32));
 }
 
 
 /* Q6_K: q + 32 from the ql nibble and two qh bits; int8 scales */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 unpack_q6k(const uint8_t *blk, uint8_t *u)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-
     /* half h, dword m of its ql/qh: elements 128 h + 32 c + 4 m ..
        (dword 32 h + 8 c + m) for c = 0..3 */
     for (int h = 0; h < 2; h++) {
         for (int m = 0; m < 8; m++) {
-            __m512i la = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
-                                            + 64 * (16 * h + m));
-            __m512i lb = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QL
-                                            + 64 * (16 * h + 8 + m));
-            __m512i qh = _mm512_loadu_si512(blk + LLM_PACK_Q6K_QH
-                                            + 64 * (8 * h + m));
-            uint8_t *q = u + U_Q + 64 * (32 * h + m);
-            _mm512_store_si512(q, _mm512_or_si512(_mm512_and_si512(la, m4),
-                _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)));
-            _mm512_store_si512(q + 64 * 8, _mm512_or_si512(
-                _mm512_and_si512(lb, m4),
-                _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)));
-            _mm512_store_si512(q + 64 * 16, _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(la, 4), m4),
-                _mm512_and_si512(qh, m30)));
-            _mm512_store_si512(q + 64 * 24, _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
-                _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)));
+            __m512i q[4];
+
+            kq_q6k_quants(blk, h, m, q);
+            for (int c = 0; c < 4; c++) {
+                _mm512_store_si512(u + U_Q + 64 * (32 * h + 8 * c + m), q[c]);
+            }
         }
     }
     for (int t = 0; t < 4; t++) {
-        __m512i v = _mm512_loadu_si512(blk + LLM_PACK_Q6K_SC + 64 * t);
+        __m512i v = kq_q6k_sc(blk, t), e, o;
+
         for (int i = 0; i < 4; i++) {
-            _mm512_store_si512(u + U_SC + 64 * (4 * t + i), _mm512_srai_epi32(
-                _mm512_slli_epi32(v, 24 - 8 * i), 24));
+            _mm512_store_si512(u + U_SC + 64 * (4 * t + i),
+                               kq_q6k_scale(v, i));
         }
         /* pairs 2t (scales 4t, 4t + 1) and 2t + 1 (4t + 2, 4t + 3): the
            int8 bytes widened to int16 in place, times 32 */
-        __m512i e = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-        __m512i o = _mm512_srai_epi16(v, 8);
+        kq_q6k_pairs(v, &e, &o);
         __m512i p0 = _mm512_or_si512(
             _mm512_and_si512(e, _mm512_set1_epi32(0xffff)),
             _mm512_slli_epi32(o, 16));
@@ -187,51 +131,38 @@ unpack_q6k(const uint8_t *blk, uint8_t *u)
         _mm512_store_si512(u + U_M + 64 * (2 * t + 1),
                            _mm512_slli_epi16(p1, 5));
     }
-    _mm512_store_ps(u + U_D, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                 (const __m256i *) blk)));
+    _mm512_store_ps(u + U_D, kq_f16x16(blk));
 }
 
 
 /* IQ4_XS: values + 128 by table; scales ls - 32 */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 unpack_iq4xs(const uint8_t *blk, uint8_t *u)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i tbl = _mm512_broadcast_i32x4(_mm_xor_si128(
-        _mm_loadu_si128((const __m128i *) llm_kvalues_iq4nl),
-        _mm_set1_epi8((char) 0x80)));
+    const __m512i tbl = kq_iq4_table();
+    __m512i s[2];
 
-    /* packed vector k: sub-block k / 4, low nibbles elements
-       32 (k / 4) + 4 (k % 4) .., high nibbles 16 further */
     for (int k = 0; k < 32; k++) {
-        __m512i v = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_QS + 64 * k);
-        _mm512_store_si512(u + U_Q + 64 * (8 * (k / 4) + k % 4),
-                           _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, m4)));
-        _mm512_store_si512(u + U_Q + 64 * (8 * (k / 4) + 4 + k % 4),
-                           _mm512_shuffle_epi8(tbl, _mm512_and_si512(
-                               _mm512_srli_epi16(v, 4), m4)));
+        __m512i lo, hi;
+
+        kq_iq4xs_quants(tbl, blk, k, &lo, &hi);
+        _mm512_store_si512(u + U_Q + 64 * (8 * (k / 4) + k % 4), lo);
+        _mm512_store_si512(u + U_Q + 64 * (8 * (k / 4) + 4 + k % 4), hi);
     }
-    __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                     (const __m256i *) (blk + 32)));
-    __m512i sl = _mm512_loadu_si512(blk + LLM_PACK_IQ4XS_SL);
+    kq_iq4xs_scales(blk, s);
     for (int j = 0; j < 8; j++) {
-        __m512i sc = _mm512_sub_epi32(_mm512_or_si512(
-            _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j),
-                             _mm512_set1_epi32(0x0f)),
-            _mm512_slli_epi32(_mm512_and_si512(
-                _mm512_srli_epi32(sh, 2 * j), _mm512_set1_epi32(3)), 4)),
-            _mm512_set1_epi32(32));
+        __m512i sc = kq_iq4xs_scale(s, j);
+
         _mm512_store_si512(u + U_SC + 64 * j, sc);
         _mm512_store_si512(u + U_M + 64 * j,
                            pair_same(_mm512_slli_epi32(sc, 7)));
     }
-    _mm512_store_ps(u + U_D, _mm512_cvtph_ps(_mm256_loadu_si256(
-                                 (const __m256i *) blk)));
+    _mm512_store_ps(u + U_D, kq_f16x16(blk));
 }
 
 
 /* super-blocks b0 .. b0 + n - 1 of the group at w into ub */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 unpack_chunk(const int kind, const uint8_t *w, size_t pb, int b0, int n,
     uint8_t *ub)
 {
@@ -251,7 +182,7 @@ unpack_chunk(const int kind, const uint8_t *w, size_t pb, int b0, int n,
 
 /* X <= 4 activation rows against the two unpacked groups u0, u1 (n
  * super-blocks from b0); acc from (first: zero) and back to out */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 kpx_rows(const int kind, const int X, const uint8_t *u0, const uint8_t *u1,
     int b0, int n, int first, const uint8_t *act, size_t act_stride,
     float *out, size_t ld_out, __mmask16 rows0, __mmask16 rows1)
@@ -364,7 +295,7 @@ kpx_rows(const int kind, const int X, const uint8_t *u0, const uint8_t *u1,
 
 
 /* a tile of two groups (16 < n_w <= 32) and many activation rows */
-TGT static INLINE void
+KQ_TGT static KQ_INLINE void
 tile_kpx(const int kind, const size_t bytes, const llm_tile *t)
 {
     uint8_t ub[2 * KC * U_BYTES] __attribute__((aligned(64)));
@@ -393,7 +324,7 @@ tile_kpx(const int kind, const size_t bytes, const llm_tile *t)
 }
 
 
-TGT void
+KQ_TGT void
 llm_avx512_tile_kpx(uint32_t type, const llm_tile *t)
 {
     switch (type) {

@@ -11,10 +11,10 @@
  *          gguf_get_*, gguf_arr_str, gguf_find_tensor, gguf_kv_raw
  */
 #include "format/gguf.h"
+#include "format/fail.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,22 +41,9 @@ typedef struct {
 } gguf_cursor;
 
 
-static int
-gguf_fail(gguf_file *g, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(g->err, sizeof(g->err), "%s: ",
-                 g->path ? g->path : "(gguf)");
-    if (n < 0 || (size_t) n >= sizeof(g->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(g->err + n, sizeof(g->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* g->err = "<path>: <fault>"; -1 */
+#define gguf_fail(g, ...)                                                     \
+    llm_fail((g)->err, sizeof((g)->err), (g)->path, "(gguf)", __VA_ARGS__)
 
 
 static int

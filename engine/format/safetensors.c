@@ -11,11 +11,11 @@
  * defines: st_open, st_open_at, st_parse, st_close, st_find
  */
 #include "format/safetensors.h"
+#include "format/fail.h"
 #include "format/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,22 +28,10 @@
 #define ST_MAX_EXACT  9007199254740992.0   /* 2^53: doubles stay integers */
 
 
-static int
-st_fail(st_file *f, const char *fmt, ...)
-{
-    va_list  ap;
-    int      n;
-
-    n = snprintf(f->err, sizeof(f->err), "%s: ",
-                 f->path ? f->path : "(safetensors)");
-    if (n < 0 || (size_t) n >= sizeof(f->err)) {
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(f->err + n, sizeof(f->err) - n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* f->err = "<path>: <fault>"; -1 */
+#define st_fail(f, ...)                                                       \
+    llm_fail((f)->err, sizeof((f)->err), (f)->path, "(safetensors)",          \
+             __VA_ARGS__)
 
 
 static int

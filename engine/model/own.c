@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "format/fail.h"
 #include "model/model.h"
 
 
@@ -38,15 +39,9 @@ int
 llm_model_fail(llm_model *m, const char *fmt, ...)
 {
     va_list  ap;
-    int      n;
 
-    n = snprintf(m->err, sizeof(m->err), "%s: ",
-                 m->path ? m->path : "(model)");
-    if (n < 0 || (size_t) n >= sizeof(m->err)) {
-        return -1;
-    }
     va_start(ap, fmt);
-    vsnprintf(m->err + n, sizeof(m->err) - n, fmt, ap);
+    llm_vfail(m->err, sizeof(m->err), m->path, "(model)", fmt, ap);
     va_end(ap);
     return -1;
 }

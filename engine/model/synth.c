@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/file.h"
 #include "format/gguf.h"
 #include "model/gguf_write.h"
 #include "model/synth.h"
@@ -33,29 +34,33 @@ typedef struct {
     int          yarn_orig_ctx;
 } synth_shape;
 
+/* positional up to eps; the rest (zero where absent) by name */
 static const synth_shape shapes[] = {
     { "llama", "1b", "Llama-3.2-1B", 2048, 16, 8192, 32, 8, 64, 131072,
-      500000.0f, 1e-5f, 1, 0, 0, 0 },
+      500000.0f, 1e-5f, .tied = 1 },
     { "llama", "8b", "Llama-3-8B", 4096, 32, 14336, 32, 8, 128, 8192,
-      500000.0f, 1e-5f, 0, 0, 0, 0 },
+      500000.0f, 1e-5f, .tied = 0 },
     { "llama", "tiny", "tiny llama", 64, 2, 128, 4, 2, 16, 2048,
-      500000.0f, 1e-5f, 1, 0, 0, 0 },
+      500000.0f, 1e-5f, .tied = 1 },
     /* Qwen3-30B-A3B: 48 layers; the default keeps 12 (--layers) */
     { "qwen3moe", "30b-a3b", "Qwen3-30B-A3B", 2048, 12, 6144, 32, 4, 128,
-      40960, 1000000.0f, 1e-6f, 0, 128, 8, 768 },
+      40960, 1000000.0f, 1e-6f,
+      .experts = 128, .used = 8, .expert_ff = 768 },
     { "qwen3moe", "tiny", "tiny qwen3moe", 64, 2, 128, 4, 2, 16, 2048,
-      1000000.0f, 1e-6f, 0, 8, 2, 32 },
+      1000000.0f, 1e-6f, .experts = 8, .used = 2, .expert_ff = 32 },
     /* BAAI/bge-small-en-v1.5 */
     { "bert", "bge-small", "bge-small-en-v1.5", 384, 12, 1536, 12, 12, 32,
-      512, 0.0f, 1e-12f, 1, 0, 0, 0 },
+      512, 0.0f, 1e-12f, .tied = 1 },
     { "bert", "tiny", "tiny bert", 64, 2, 128, 4, 4, 16, 512,
-      0.0f, 1e-12f, 1, 0, 0, 0 },
+      0.0f, 1e-12f, .tied = 1 },
     /* openai/gpt-oss-20b's config.json: 24 layers; the default keeps 8
        (--layers); the vocabulary is the one given (201088 in o200k) */
     { "gpt-oss", "20b", "gpt-oss-20b", 2880, 8, 2880, 64, 8, 64, 131072,
-      150000.0f, 1e-5f, 0, 32, 4, 2880, 128, 32.0f, 4096 },
+      150000.0f, 1e-5f, .experts = 32, .used = 4, .expert_ff = 2880,
+      .window = 128, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096 },
     { "gpt-oss", "tiny", "tiny gpt-oss", 64, 2, 64, 4, 2, 16, 2048,
-      150000.0f, 1e-5f, 0, 8, 4, 64, 4, 32.0f, 4096 },
+      150000.0f, 1e-5f, .experts = 8, .used = 4, .expert_ff = 64,
+      .window = 4, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096 },
 };
 
 #define N_SHAPES  (sizeof(shapes) / sizeof(shapes[0]))
@@ -429,22 +434,10 @@ tokenizer_key(const gguf_kv *kv, const char *tmpl)
 static char *
 read_text(const char *path, char *err, size_t err_len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
+    char *buf = llm_read_file(path, 0, NULL);
 
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0
-        || fseek(f, 0, SEEK_SET) != 0 || (buf = malloc(n + 1)) == NULL
-        || fread(buf, 1, n, f) != (size_t) n)
-    {
-        fail(err, err_len, "%s: %s", path, strerror(errno ? errno : EIO));
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = '\0';
-    }
-    if (f) {
-        fclose(f);
+    if (buf == NULL) {
+        fail(err, err_len, "%s: %s", path, strerror(errno));
     }
     return buf;
 }

@@ -28,6 +28,7 @@
 #include "jinja/jinja.h"
 #include "model/model.h"
 #include "sample/sampler.h"
+#include "format/file.h"
 #include "tokenizer/tokenizer.h"
 
 #include <cjson/cJSON.h>
@@ -187,29 +188,10 @@ parse_args(int argc, char **argv, cli_args *a)
 char *
 llm_cli_read_file(const char *who, const char *path, size_t max, size_t *len)
 {
-    FILE  *f = fopen(path, "rb");
-    char  *buf = NULL;
-    long   n;
+    char  *buf = llm_read_file(path, max, len);
 
-    if (f == NULL) {
-        fprintf(stderr, "%s: %s: %s\n", who, path, strerror(errno));
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0
-        && (max == 0 || (size_t) n < max) && fseek(f, 0, SEEK_SET) == 0
-        && (buf = malloc(n + 1)) != NULL)
-    {
-        if (fread(buf, 1, n, f) != (size_t) n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-            *len = n;
-        }
-    }
-    fclose(f);
     if (buf == NULL) {
-        fprintf(stderr, "%s: %s: cannot read\n", who, path);
+        fprintf(stderr, "%s: %s: %s\n", who, path, strerror(errno));
     }
     return buf;
 }

@@ -16,12 +16,14 @@
  *
  * defines: llm_tokenizer_load_hf
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
 #include <cjson/cJSON.h>
 
+#include "format/file.h"
 #include "tokenizer/internal.h"
 
 #define HF_MAX_FILE  (512u << 20)
@@ -30,30 +32,11 @@
 static char *
 read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
+    char *buf = llm_read_file(path, (size_t) HF_MAX_FILE + 1, len);
 
-    if (f == NULL) {
-        snprintf(err, errlen, "tokenizer: cannot open %s", path);
-        return NULL;
+    if (buf == NULL) {
+        snprintf(err, errlen, "tokenizer: %s: %s", path, strerror(errno));
     }
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0
-        || (unsigned long) n > HF_MAX_FILE || fseek(f, 0, SEEK_SET) != 0)
-    {
-        snprintf(err, errlen, "tokenizer: %s: unreadable or too large",
-                 path);
-    } else if ((buf = malloc((size_t) n + 1)) == NULL
-               || fread(buf, 1, (size_t) n, f) != (size_t) n)
-    {
-        snprintf(err, errlen, "tokenizer: %s: read failed", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[n] = '\0';
-        *len = (size_t) n;
-    }
-    fclose(f);
     return buf;
 }
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/file.h"          /* llm_read_file: tap_slurp */
+
 static int tap_n, tap_failed;
 
 #define ok(cond, ...) tap_ok(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
@@ -92,29 +94,7 @@ tap_model(void)
 static inline char *
 tap_slurp(const char *path, size_t *len)
 {
-    FILE   *f = fopen(path, "rb");
-    char   *buf;
-    long    n;
-
-    if (f == NULL) {
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = n < 0 ? NULL : malloc((size_t) n + 1);
-    if (buf != NULL && fread(buf, 1, (size_t) n, f) != (size_t) n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        if (len != NULL) {
-            *len = (size_t) n;
-        }
-    }
-    return buf;
+    return llm_read_file(path, 0, len);
 }
 
 
