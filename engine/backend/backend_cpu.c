@@ -1347,7 +1347,8 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
     if (exact || (size = pack_all(c, m->cfg.n_layers)) == 0) {
         return 0;
     }
-    if ((c->packed = llm_alloc_aligned(size)) == NULL) {
+    /* every decode step streams it all: on huge pages (alloc.h) */
+    if ((c->packed = llm_alloc_huge(size)) == NULL) {
         return -1;
     }
     (void) pack_all(c, m->cfg.n_layers);

@@ -6,6 +6,7 @@
  *          llm_kv_layout_of, llm_kv_layer_page
  */
 #include "model/kv.h"
+#include "alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,10 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
                     0);
     if (kv->data == MAP_FAILED) {
         kv->data = NULL;
+    } else {
+        /* attention reads a head's K and V of every block each step:
+           huge pages (alloc.h); a page faults in 2 MB at a time */
+        (void) llm_huge_advise(kv->data, kv->data_bytes);
     }
     kv->free_ids = malloc((size_t) n_blocks * sizeof(int32_t));
     if (kv->data == NULL || kv->free_ids == NULL) {
