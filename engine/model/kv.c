@@ -54,10 +54,6 @@ llm_kv_init(llm_kv_cache *kv, int n_layers, int kv_dim, int block_size,
                     0);
     if (kv->data == MAP_FAILED) {
         kv->data = NULL;
-    } else {
-        /* attention reads a head's K and V of every block each step:
-           huge pages (alloc.h); a page faults in 2 MB at a time */
-        (void) llm_huge_advise(kv->data, kv->data_bytes);
     }
     kv->free_ids = malloc((size_t) n_blocks * sizeof(int32_t));
     if (kv->data == NULL || kv->free_ids == NULL) {
@@ -91,6 +87,12 @@ llm_kv_prefault(llm_kv_cache *kv, char *err, size_t err_len)
     if (kv->data_bytes == 0) {
         return 0;
     }
+    /* attention reads a head's K and V from every block each step: on
+     * huge pages (alloc.h) once the whole pool is resident anyway. A pool
+     * left to fault in block by block stays on 4 KB pages: there a first
+     * touch would fault in 2 MB around each block a few tokens use (the
+     * 8B's generate peaked 154 MB higher, docs/perf.md). */
+    (void) llm_huge_advise(kv->data, kv->data_bytes);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE  23
 #endif
