@@ -109,6 +109,8 @@ main(int argc, char **argv)
     o.n_threads = threads;
     o.max_batch_tokens = n_prompt;
     o.kv_n_blocks = (n_prompt + n_decode + 15) / 16;
+    o.kv_prealloc = 1;          /* as the engine by default: every block
+                                   is used here anyway */
     memset(&s, 0, sizeof(s));
     s.n_blocks = o.kv_n_blocks;
     for (i = 0; i < s.n_blocks; i++) {

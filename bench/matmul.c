@@ -30,7 +30,9 @@
  * n_x = 1 in turn on the calling thread, as one thread's share of decode;
  * GB/s in thread CPU time against a plain read loop over the same bytes,
  * the two alternated round after round (issue 28: how near one thread's
- * decode kernel gets to what the thread can read at all).
+ * decode kernel gets to what the thread can read at all). Twice: the
+ * copies on 4 KB pages (llm_alloc_aligned) and on transparent huge pages
+ * (llm_alloc_huge, as the CPU backend packs), alternated in each round.
  *
  * Build: cc -O2 -pthread -Ikernels bench/matmul.c kernels/[a-z]*.c -lm
  */
@@ -239,7 +241,28 @@ read_all(void *const *bufs, int n_m, size_t bytes)
 }
 
 
-/* one thread's decode kernel streaming from DRAM against its read loop */
+/* best thread CPU seconds of the kernel over n_m packed matrices p and
+ * of the read loop over their bytes, into *bk and *br */
+static void
+stream_round(const llm_tensor *p, void *const *bufs, int n_m, size_t ps,
+    float *x, float *out, double *bk, double *br)
+{
+    double t0 = thread_cpu(), tk, tr;
+
+    for (int i = 0; i < n_m; i++) {
+        llm_matmul(NULL, out, x, 1, &p[i]);
+    }
+    tk = thread_cpu() - t0;
+    t0 = thread_cpu();
+    read_sink ^= read_all(bufs, n_m, ps);
+    tr = thread_cpu() - t0;
+    *bk = tk < *bk ? tk : *bk;
+    *br = tr < *br ? tr : *br;
+}
+
+
+/* one thread's decode kernel streaming from DRAM against its read loop,
+ * on 4 KB pages (set 0) and on huge pages (set 1) */
 static void
 stream_vs_read(float *x, float *out)
 {
@@ -249,11 +272,12 @@ stream_vs_read(float *x, float *out)
     };
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-        llm_tensor w = random_matrix(types[t], 8192, 2048), p[128];
-        void *bufs[128];
+        llm_tensor w = random_matrix(types[t], 8192, 2048), p[2][128];
+        void *bufs[2][128];
+        uint8_t *huge;
         size_t ps = llm_pack_size(&w);
-        int n_m = (int) ((512u << 20) / ps), r;
-        double bk = 1e9, br = 1e9;
+        int n_m = (int) ((512u << 20) / ps), r, set;
+        double bk[2] = { 1e9, 1e9 }, br[2] = { 1e9, 1e9 };
 
         if (!llm_pack_useful(&w)) {
             printf("%-7s not packed on this CPU\n", ggml_type_name(types[t]));
@@ -261,30 +285,33 @@ stream_vs_read(float *x, float *out)
             continue;
         }
         n_m = n_m > 128 ? 128 : n_m;
+        huge = llm_alloc_huge(ps * n_m);
         for (int i = 0; i < n_m; i++) {
-            bufs[i] = llm_alloc_aligned(ps);
-            llm_pack(&w, bufs[i], &p[i]);
+            bufs[0][i] = llm_alloc_aligned(ps);
+            bufs[1][i] = huge + ps * i;
+            llm_pack(&w, bufs[0][i], &p[0][i]);
+            llm_pack(&w, bufs[1][i], &p[1][i]);
         }
         for (r = 0; r < 5; r++) {
-            double t0 = thread_cpu();
-            for (int i = 0; i < n_m; i++) {
-                llm_matmul(NULL, out, x, 1, &p[i]);
+            for (set = 0; set < 2; set++) {
+                int s = (set + r) % 2;        /* the order alternates */
+                stream_round(p[s], bufs[s], n_m, ps, x, out, &bk[s], &br[s]);
             }
-            double tk = thread_cpu() - t0;
-            t0 = thread_cpu();
-            read_sink ^= read_all(bufs, n_m, ps);
-            double tr = thread_cpu() - t0;
-            bk = tk < bk ? tk : bk;
-            br = tr < br ? tr : br;
         }
-        printf("%-7s %d x 8192x2048 packed (%.0f MB) n_x=1: %.2f GB/s, "
-               "read loop %.2f GB/s, kernel/read %.2f (thread CPU time)\n",
-               ggml_type_name(types[t]), n_m, (double) ps * n_m / 1e6,
-               ps * (double) n_m / bk / 1e9, ps * (double) n_m / br / 1e9,
-               br / bk);
+        for (set = 0; set < 2; set++) {
+            printf("%-7s %d x 8192x2048 packed (%.0f MB, %s pages) n_x=1: "
+                   "%.2f GB/s, read loop %.2f GB/s, kernel/read %.2f "
+                   "(thread CPU time)\n",
+                   ggml_type_name(types[t]), n_m, (double) ps * n_m / 1e6,
+                   set ? "huge" : "4 KB", ps * (double) n_m / bk[set] / 1e9,
+                   ps * (double) n_m / br[set] / 1e9, br[set] / bk[set]);
+        }
+        printf("%-7s huge / 4 KB pages: kernel %.2fx, read loop %.2fx\n",
+               ggml_type_name(types[t]), bk[0] / bk[1], br[0] / br[1]);
         for (int i = 0; i < n_m; i++) {
-            free(bufs[i]);
+            free(bufs[0][i]);
         }
+        free(huge);
         free((void *) w.data);
     }
 }

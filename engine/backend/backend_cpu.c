@@ -700,30 +700,63 @@ typedef struct {
     int                 chunk_rows[FUSED_MAX_W];
     int                 first_chunk[FUSED_MAX_W + 1];  /* prefix sums of
                                                           chunks per w */
+    /* gate and up (w[0], w[1]) taken as pairs: item k is chunk k of
+       both, then glu on those rows of every token (out[0] := glu(out[0],
+       out[1])); NULL: items are single chunks */
+    void              (*glu)(float *gate, const float *up, size_t n);
     atomic_int          next;
 } fused_job;
+
+
+/* chunk k of w[p] into its rows of out[p] */
+static void
+fused_chunk_run(fused_job *j, int p, int k)
+{
+    int          rows = j->chunk_rows[p], lo = k * rows;
+    llm_tensor   v;
+
+    v = llm_tensor_rows(&j->w[p], lo,
+                        j->w[p].rows - lo < rows ? j->w[p].rows - lo : rows);
+    llm_matmul_act(j->out[p] + lo, j->w[p].rows, &j->act[j->act_of[p]], &v);
+}
+
+
+/* item k of a glu job: gate and up rows of chunk k, then their
+ * activation, row by row of the batch (elementwise: the same bits as
+ * one call over the whole batch, test_kernels' llm_swiglu == reference) */
+static void
+fused_glu_item(fused_job *j, int k)
+{
+    int  rows = j->w[0].rows, lo = k * j->chunk_rows[0], t;
+    int  hi = lo + j->chunk_rows[0] < rows ? lo + j->chunk_rows[0] : rows;
+
+    fused_chunk_run(j, 0, k);
+    fused_chunk_run(j, 1, k);
+    for (t = 0; t < j->n; t++) {
+        j->glu(j->out[0] + (size_t) t * rows + lo,
+               j->out[1] + (size_t) t * rows + lo, (size_t) (hi - lo));
+    }
+}
 
 
 static void
 fused_task(void *arg, int ith, int nth)
 {
     fused_job   *j = arg;
-    llm_tensor   v;
-    int          k, p, lo, rows;
+    int          k, p, items;
 
     (void) ith;
     (void) nth;
-    while ((k = atomic_fetch_add(&j->next, 1)) < j->first_chunk[j->n_w]) {
+    items = j->glu ? j->first_chunk[1] : j->first_chunk[j->n_w];
+    while ((k = atomic_fetch_add(&j->next, 1)) < items) {
+        if (j->glu) {
+            fused_glu_item(j, k);
+            continue;
+        }
         for (p = 0; k >= j->first_chunk[p + 1]; p++) {
             /* find the weight this chunk belongs to */
         }
-        rows = j->chunk_rows[p];
-        lo = (k - j->first_chunk[p]) * rows;
-        v = llm_tensor_rows(&j->w[p], lo,
-                            j->w[p].rows - lo < rows ? j->w[p].rows - lo
-                                                     : rows);
-        llm_matmul_act(j->out[p] + lo, j->w[p].rows, &j->act[j->act_of[p]],
-                       &v);
+        fused_chunk_run(j, p, k - j->first_chunk[p]);
     }
 }
 
@@ -833,6 +866,33 @@ matmul_multi(llm_backend *be, const float *x, int n, int n_w,
                   fused_chunk(w[p]->rows, c->n_threads));
     }
     fused_run(c, &j);
+}
+
+
+/* gate = glu(xb @ w_gate^T, xb @ w_up^T): at decode sizes one pool job
+ * whose items are row chunks of both weights and their activation (one
+ * job fewer per layer than the matmuls, then the activation); 0, or -1
+ * when the batch is not fused and the caller runs the two steps */
+static int
+matmul_glu(llm_backend *be, const float *x, int n, const llm_tensor *gate,
+    const llm_tensor *up, float *out_gate, float *out_up,
+    void (*glu)(float *, const float *, size_t))
+{
+    cpu_ctx    *c = be->ctx;
+    fused_job   j;
+    int         chunk;
+
+    if (!use_fused(be, n) || gate->rows != up->rows) {
+        return -1;
+    }
+    chunk = fused_chunk(gate->rows, c->n_threads);
+    memset(&j, 0, sizeof(j));
+    j.n = n;
+    fused_add(&j, gate, x, gate->cols, out_gate, chunk);
+    fused_add(&j, up, x, up->cols, out_up, chunk);
+    j.glu = glu;
+    fused_run(c, &j);
+    return 0;
 }
 
 
@@ -1009,9 +1069,13 @@ forward_layer(llm_backend *be, const llm_batch *b, int layer)
         c->oom |= llm_moe_cpu_forward(&c->moe, c->x, c->xb, n, l) != 0;
         return;
     }
-    matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
-    run_job(c, cfg->gemma ? geglu_task : swiglu_task, &sj,
-            sj.n * CPU_COST_SWIGLU);
+    if (matmul_glu(be, c->xb, n, &l->w_gate, &l->w_up, c->hb, c->hb2,
+                   cfg->gemma ? llm_geglu : llm_swiglu) != 0)
+    {
+        matmul_multi(be, c->xb, n, 2, ffn_w, ffn_out);
+        run_job(c, cfg->gemma ? geglu_task : swiglu_task, &sj,
+                sj.n * CPU_COST_SWIGLU);
+    }
     post_norm_add(be, n, c->hb, &l->w_down, l->ffn_post_norm, 1);
 }
 
@@ -1347,7 +1411,8 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
     if (exact || (size = pack_all(c, m->cfg.n_layers)) == 0) {
         return 0;
     }
-    if ((c->packed = llm_alloc_aligned(size)) == NULL) {
+    /* every decode step streams it all: on huge pages (alloc.h) */
+    if ((c->packed = llm_alloc_huge(size)) == NULL) {
         return -1;
     }
     (void) pack_all(c, m->cfg.n_layers);

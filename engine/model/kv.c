@@ -6,6 +6,7 @@
  *          llm_kv_layout_of, llm_kv_layer_page
  */
 #include "model/kv.h"
+#include "alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,12 @@ llm_kv_prefault(llm_kv_cache *kv, char *err, size_t err_len)
     if (kv->data_bytes == 0) {
         return 0;
     }
+    /* attention reads a head's K and V from every block each step: on
+     * huge pages (alloc.h) once the whole pool is resident anyway. A pool
+     * left to fault in block by block stays on 4 KB pages: there a first
+     * touch would fault in 2 MB around each block a few tokens use (the
+     * 8B's generate peaked 154 MB higher, docs/perf.md). */
+    (void) llm_huge_advise(kv->data, kv->data_bytes);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE  23
 #endif

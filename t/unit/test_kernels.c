@@ -1101,6 +1101,20 @@ test_out_of_memory(llm_threadpool *tp)
        "(64-byte aligned), one failure, then off");
     free(p1);
     free(p3);
+
+    /* huge: 2 MB aligned, every byte usable (3 MB: a rounded-up tail),
+       the same hook */
+    llm_test_fail_alloc_after(0);
+    p1 = llm_alloc_huge(3u << 20);
+    p2 = llm_alloc_huge(3u << 20);
+    ok(p1 == NULL && p2 != NULL && ((uintptr_t) p2 % LLM_HUGE_PAGE) == 0,
+       "llm_alloc_huge: the hook fails it once; then 2 MB aligned");
+    memset(p2, 0x5a, 3u << 20);
+    ok(((uint8_t *) p2)[(3u << 20) - 1] == 0x5a
+       && llm_huge_advise(p2, 1u << 20) == -1,
+       "llm_alloc_huge: all 3 MB written; advice on less than a whole "
+       "huge page is refused");
+    free(p2);
     free(m.data);
     free(x);
     free(want);
