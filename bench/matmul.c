@@ -34,6 +34,14 @@
  * copies on 4 KB pages (llm_alloc_aligned) and on transparent huge pages
  * (llm_alloc_huge, as the CPU backend packs), alternated in each round.
  *
+ *   bench/matmul [threads] [seconds-per-case] f16
+ *
+ * instead: F16 matrices of gpt-oss-20b's attention shapes (q 4096x2880,
+ * o 2880x4096, k/v 512x2880) at n_x = 1, 128 and 512 on the calling
+ * thread, best thread CPU time and GFLOP/s; then the n_x = 1 kernel over
+ * a 2880-column F16 matrix copied to about 512 MB against the read loop,
+ * as the stream case (the classifier's share of a decode token).
+ *
  * Build: cc -O2 -pthread -Ikernels bench/matmul.c kernels/[a-z]*.c -lm
  */
 #include <stdatomic.h>
@@ -317,6 +325,61 @@ stream_vs_read(float *x, float *out)
 }
 
 
+/* the float tiles at gpt-oss-20b's F16 shapes, and F16 decode vs reads */
+static void
+f16_cases(float *x, float *out, double secs)
+{
+    static const int shape[3][2] = { { 4096, 2880 }, { 2880, 4096 },
+                                     { 512, 2880 } };
+    static const int nxs[] = { 1, 128, 512 };
+
+    for (int s = 0; s < 3; s++) {
+        llm_tensor w = random_matrix(GGML_TYPE_F16, shape[s][0], shape[s][1]);
+        for (int n = 0; n < 3; n++) {
+            int reps = nxs[n] == 1 ? (int) (100 * secs) : (int) (4 * secs);
+            double b = best_cpu(&w, nxs[n], x, out, reps + 1);
+            printf("F16 %dx%d n_x=%-3d %9.1f us %7.1f GFLOP/s "
+                   "(thread CPU time)\n", shape[s][0], shape[s][1], nxs[n],
+                   b * 1e6, 2.0 * shape[s][0] * shape[s][1] * nxs[n] / b / 1e9);
+        }
+        free((void *) w.data);
+    }
+
+    llm_tensor w = random_matrix(GGML_TYPE_F16, 8192, 2880), p[128];
+    void *bufs[128];
+    size_t ps = ggml_row_size(w.type, w.cols) * w.rows;
+    int n_m = (int) ((512u << 20) / ps);
+    double bk = 1e9, br = 1e9;
+
+    n_m = n_m > 128 ? 128 : n_m;
+    for (int i = 0; i < n_m; i++) {
+        bufs[i] = llm_alloc_aligned(ps);
+        memcpy(bufs[i], w.data, ps);
+        p[i] = llm_tensor_make(bufs[i], w.type, w.rows, w.cols);
+    }
+    for (int r = 0; r < 5; r++) {
+        double t0 = thread_cpu();
+        for (int i = 0; i < n_m; i++) {
+            llm_matmul(NULL, out, x, 1, &p[i]);
+        }
+        double tk = thread_cpu() - t0;
+        t0 = thread_cpu();
+        read_sink ^= read_all(bufs, n_m, ps);
+        double tr = thread_cpu() - t0;
+        bk = tk < bk ? tk : bk;
+        br = tr < br ? tr : br;
+    }
+    printf("F16 %d x 8192x2880 (%.0f MB) n_x=1: %.2f GB/s, read loop "
+           "%.2f GB/s, kernel/read %.2f (thread CPU time)\n", n_m,
+           (double) ps * n_m / 1e6, ps * (double) n_m / bk / 1e9,
+           ps * (double) n_m / br / 1e9, br / bk);
+    for (int i = 0; i < n_m; i++) {
+        free(bufs[i]);
+    }
+    free((void *) w.data);
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -336,6 +399,11 @@ main(int argc, char **argv)
            threads);
     if (argc > 3 && strcmp(argv[3], "stream") == 0) {
         stream_vs_read(x, out);
+        llm_threadpool_free(tp);
+        return 0;
+    }
+    if (argc > 3 && strcmp(argv[3], "f16") == 0) {
+        f16_cases(x, out, secs);
         llm_threadpool_free(tp);
         return 0;
     }

@@ -24,7 +24,8 @@
  * kept with the packed activations, so the integer is still sum (w * x).
  *
  * Also the float weights' tiles (F32, F16, BF16): register-blocked, 4
- * weight rows by 3 activation rows a pass (below).
+ * weight rows by 3 activation rows a pass, 8 by 1 at one activation row
+ * (below).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -1125,6 +1126,15 @@ tile_mxfp4p(const llm_tile *t)
 enum { F32W, F16W, BF16W };
 #define FR 4                    /* weight rows a pass */
 #define FC 3                    /* activation rows a pass (2*FR*FC zmm) */
+/* weight rows a pass at one activation row (decode: 2*FR1 + FR1 + 1 zmm):
+ * twice the rows streaming from DRAM at once, F16 n_x 1 over 519 MB on
+ * one thread 12.5-12.9 -> 13.4-13.7 GB/s (docs/perf.md) */
+#define FR1 8
+/* one activation row (decode) streams its weights from DRAM: each of the
+ * weight rows prefetched this many bytes ahead (F16 n_x 1 over 519 MB, one
+ * thread: 12.2-13.1 -> 14.2-14.7 GB/s with 1024, 13.6-13.7 with 256;
+ * docs/perf.md) */
+#define FLOAT_PREFETCH  1024
 /* fully unrolled, so that acc[][][] lives in registers; not under the
    sanitizers, whose build needs the same operations, not the registers,
    and compiled 1.5x slower unrolled (as attention.c's ATT_UNROLL) */
@@ -1168,7 +1178,7 @@ reduce32_ps(__m512 lo, __m512 hi)
 /* lanes m of the 16 at element j, half lh (0: lanes 0..15 of the 32) */
 #define FLOAT_STEP(j, m, lh)                                                  \
     do {                                                                      \
-        __m512 wv[FR];                                                        \
+        __m512 wv[FR1];                                                       \
         UNROLL for (int r = 0; r < nr; r++) {                                 \
             wv[r] = load16_w(kind, w + r * t->w_stride, (j), (m));            \
         }                                                                     \
@@ -1187,7 +1197,7 @@ TGT static INLINE void
 float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
             int i0, const int nr, const int nc)
 {
-    __m512 acc[FR][FC][2];
+    __m512 acc[FR1][FC][2];
     const float *x[FC];
     int n = t->n, j = 0;
 
@@ -1199,6 +1209,13 @@ float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
         }
     }
     for ( ; j + 32 <= n; j += 32) {
+        if (nc == 1) {                /* decode: see FLOAT_PREFETCH */
+            UNROLL for (int r = 0; r < nr; r++) {
+                _mm_prefetch((const char *) (w + r * t->w_stride)
+                             + (kind == F32W ? 4 : 2) * j + FLOAT_PREFETCH,
+                             _MM_HINT_T0);
+            }
+        }
         FLOAT_STEP(j, 0xffff, 0);
         FLOAT_STEP(j + 16, 0xffff, 1);
     }
@@ -1243,6 +1260,11 @@ tile_float(const int kind, const llm_tile *t)
 {
     int r = 0;
 
+    if (t->n_x == 1) {              /* decode: see FR1 */
+        for ( ; r + FR1 <= t->n_w; r += FR1) {
+            float_block(kind, t, t->w + r * t->w_stride, r, 0, FR1, 1);
+        }
+    }
     for ( ; r + FR <= t->n_w; r += FR) {
         float_rows(kind, t, r, FR);
     }

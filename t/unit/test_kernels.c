@@ -1275,6 +1275,14 @@ main(void)
             test_float_tiles(&m, pools);
             test_float_tiles(&big, pools);
         }
+        /* float rows wider than matmul.c's activation block holds 24 of
+         * (FLOAT_X_BYTES: 16 rows of 12288): n_x 24 takes two passes */
+        if (blk == 1) {
+            test_matrix wide;
+            make_matrix(&wide, types[t], 21, 12288);
+            test_matmul_invariants(&wide, pools);
+            free(wide.data);
+        }
         test_views(types[t], pools[1]);
         free(m.data);
         free(big.data);
