@@ -65,12 +65,13 @@ typedef struct {
     int             *kv_slot;    /* (n_layers) its slot in the pages */
     /* the weights the matmuls read: the model's layers and classifier,
        with the tensors the kernels run faster packed (tensor.h,
-       llm_pack) swapped for packed copies in `packed` */
+       llm_pack) swapped for packed copies in `packed`, and the float
+       ones for plain copies there (on huge pages: pack_one) */
     llm_layer       *layers;     /* (n_layers) */
     llm_tensor       output;
     /* what token lookups read: the model's embedding, or, when it is
-       also the classifier and was packed (a tied lm_head), the packed
-       copy one row at a time through embd_row (the file's pages were
+       also the classifier and was copied (a tied lm_head), the copy:
+       packed, one row at a time through embd_row (the file's pages were
        let go: reading them would bring the matrix back, twice held) */
     llm_tensor       embd;
     uint8_t         *embd_row;   /* one row as stored in GGUF */
@@ -1317,30 +1318,87 @@ cpu_usage(llm_backend *be, llm_backend_usage *u)
 }
 
 
-/* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
- * NULL), or rank m->tp_rank of a group sharing its slots */
-/* a packed copy of *w in c->packed at *off, or just its size when
- * c->packed is NULL; the pages it came from are let go (the mapping is
- * read-only: a later read faults them in again) */
+/* float weights (F16, BF16, F32) are not packed, yet a decode step
+ * streams them as it streams the packed ones: a plain copy of their rows
+ * on the same huge pages (the file's are 4 KB page cache, alloc.h) */
+static int
+float_weight(const llm_tensor *w)
+{
+    return w->pack == 0 && w->data != NULL
+           && (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_BF16
+               || w->type == GGML_TYPE_F32);
+}
+
+
+/* the whole 4 KB pages of [a, a + len) let go (the mapping is read-only:
+ * a later read faults them in again) */
+static void
+release_pages(const void *a, size_t len)
+{
+    uintptr_t  page = 4096;
+    uintptr_t  lo = ((uintptr_t) a + page - 1) & ~(page - 1);
+    uintptr_t  hi = ((uintptr_t) a + len) & ~(page - 1);
+
+    if (hi > lo) {
+        (void) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+    }
+}
+
+
+/* the rows of a float view, one after another (a view's stride may be
+ * wider than its row: a column slice); the bytes they take. The file's
+ * pages go every 32 MB copied, not at the end: an 875 MB classifier
+ * (gpt-oss's) would otherwise be held twice at the peak */
+static size_t
+copy_float(const llm_tensor *w, uint8_t *dst, llm_tensor *out)
+{
+    const uint8_t  *src = w->data;
+    size_t          row = (size_t) w->cols
+                          * (w->type == GGML_TYPE_F32 ? 4 : 2);
+    int             r, done = 0;
+
+    if (dst != NULL) {
+        for (r = 0; r < w->rows; r++) {
+            memcpy(dst + (size_t) r * row, src + (size_t) r * w->row_stride,
+                   row);
+            if ((size_t) (r + 1 - done) * w->row_stride >= (32u << 20)) {
+                release_pages(src + (size_t) done * w->row_stride,
+                              (size_t) (r + 1 - done) * w->row_stride);
+                done = r + 1;
+            }
+        }
+        *out = *w;
+        out->data = dst;
+        out->row_stride = row;
+    }
+    return row * (size_t) w->rows;
+}
+
+
+/* a packed copy of *w in c->packed at *off (a float one: a plain copy),
+ * or just its size when c->packed is NULL; the pages it came from are
+ * let go */
 static void
 pack_one(cpu_ctx *c, llm_tensor *w, size_t *off)
 {
     llm_tensor  src = *w;
-    uintptr_t   lo, hi, page = 4096;
+    size_t      size;
 
     if (!llm_pack_useful(w)) {
-        return;
-    }
-    if (c->packed != NULL) {
-        llm_pack(&src, c->packed + *off, w);
-        lo = ((uintptr_t) src.data + page - 1) & ~(page - 1);
-        hi = ((uintptr_t) src.data + (size_t) src.rows * src.row_stride)
-             & ~(page - 1);
-        if (hi > lo) {
-            (void) madvise((void *) lo, hi - lo, MADV_DONTNEED);
+        if (!float_weight(w)) {
+            return;
+        }
+        size = copy_float(&src, c->packed ? c->packed + *off : NULL, w);
+    } else {
+        size = llm_pack_size(&src);
+        if (c->packed != NULL) {
+            llm_pack(&src, c->packed + *off, w);
         }
     }
-    *off += (llm_pack_size(&src) + 63) & ~(size_t) 63;
+    if (c->packed != NULL) {
+        release_pages(src.data, (size_t) src.rows * src.row_stride);
+    }
+    *off += (size + 63) & ~(size_t) 63;
 }
 
 
@@ -1416,20 +1474,26 @@ cpu_pack_weights(cpu_ctx *c, const llm_model *m, int exact)
         return -1;
     }
     (void) pack_all(c, m->cfg.n_layers);
-    if (c->output.pack && m->output.data == m->tok_embd.data
+    /* tied: the lookups read the copy too (the file's pages were let go) */
+    if (c->output.data != m->output.data
+        && m->output.data == m->tok_embd.data
         && c->output.rows == m->tok_embd.rows)
     {
         c->embd = c->output;
-        c->embd_row = malloc(llm_quant_block_bytes(c->embd.type)
-                             * (size_t) (c->embd.cols / LLM_QK));
-        if (c->embd_row == NULL) {
-            return -1;
+        if (c->embd.pack) {
+            c->embd_row = malloc(llm_quant_block_bytes(c->embd.type)
+                                 * (size_t) (c->embd.cols / LLM_QK));
+            if (c->embd_row == NULL) {
+                return -1;
+            }
         }
     }
     return 0;
 }
 
 
+/* one rank's CPU state: the whole backend at tp 1 (group NULL, shared
+ * NULL), or rank m->tp_rank of a group sharing its slots */
 static llm_backend *
 cpu_rank_create(const llm_model *m, const llm_backend_options *o,
     llm_tp_group *group, float *shared, char *err, size_t err_len)
