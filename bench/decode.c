@@ -162,10 +162,10 @@ main(int argc, char **argv)
     printf("read bandwidth   %.2f GB/s (%d threads, 1 GiB, read-only)\n",
            bw, threads);
     printf("weights/token    %.1f MB\n", wbytes / 1e6);
-    printf("roofline         %.1f tokens/s\n", roof);
-    printf("prefill          %.1f tokens/s (%d-token batch, best of 3)\n",
+    printf("roofline         %.2f tokens/s\n", roof);
+    printf("prefill          %.2f tokens/s (%d-token batch, best of 3)\n",
            prefill, n_prompt);
-    printf("decode           %.1f tokens/s (batch 1, %d steps after %d, "
+    printf("decode           %.2f tokens/s (batch 1, %d steps after %d, "
            "best of 3; mean %.1f)\n", decode, n_decode, n_prompt, mean);
     printf("decode/roofline  %.1f%%\n", roof > 0 ? 100.0 * decode / roof : 0);
 

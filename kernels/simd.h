@@ -21,6 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Decode (one activation row) reads every weight once, from DRAM: the
+ * packed kernels ask for the bytes this far ahead of the block they read
+ * (simd_avx512_kp.c; simd_avx512.c but for Q4_0/Q4_1, which keep 4 KB).
+ * At 2 threads on huge pages 1 KB beat 2 and 4 KB by 4-12% (bench/decode
+ * on the 8B Q4_K_M/Q8_0 and gpt-oss shapes; docs/perf.md "Prefetch
+ * distance at two threads"). */
+#define LLM_DECODE_PF_AHEAD  1024
+
 /* one tile: n_w weight rows times n_x activation rows */
 typedef struct {
     const uint8_t  *w;          /* first weight row */

@@ -602,18 +602,25 @@ tile_q8_0(const llm_tile *t)
  * accumulators of the canonical order are taken one at a time (blocks
  * j, j + 8, ... into accumulator j), so only X of them are live.
  */
-/* Decode reads every weight once, from DRAM: ask for the bytes PF_AHEAD
- * ahead of the block being read. A group of 16 rows is only 6-15 KB, too
- * short for the hardware prefetcher to ramp up before the next one (which
- * the prefetch here reaches into). 1-4 KB ahead measured best (decode of
- * SmolLM2: docs/kernels.md "Decode streams the weights"). */
-#define PF_AHEAD  4096
+/* Decode reads every weight once, from DRAM: ask for the bytes this far
+ * ahead of the block being read. A group of 16 rows is only 6-15 KB at
+ * SmolLM2's widths, too short for the hardware prefetcher to ramp up
+ * before the next one (which the prefetch reaches into). Q4_0 and Q4_1
+ * keep 4 KB: SmolLM2 Q4_1 (96 MB, within this machine's last-level
+ * cache) decodes 1.15-1.4x faster at 4 KB than at 1 KB; the other types
+ * take LLM_DECODE_PF_AHEAD (simd.h: gpt-oss's MXFP4 1.07-1.09x, the 8B
+ * Q8_0 1.04-1.08x at 1 KB against 4 KB; docs/perf.md "Prefetch distance
+ * at two threads"). */
+#define PF_AHEAD_Q4  4096
 
 TGT static INLINE void
-prefetch_ahead(const uint8_t *blk, size_t bytes)
+prefetch_ahead(const int kind, const uint8_t *blk, size_t bytes)
 {
+    const size_t ahead = (kind == Q4_0 || kind == Q4_1)
+                         ? PF_AHEAD_Q4 : LLM_DECODE_PF_AHEAD;
+
     for (size_t o = 0; o < bytes; o += 64) {
-        _mm_prefetch((const char *) blk + PF_AHEAD + o, _MM_HINT_T0);
+        _mm_prefetch((const char *) blk + ahead + o, _MM_HINT_T0);
     }
 }
 
@@ -685,7 +692,7 @@ unpack_group(const int kind, const uint8_t *w, size_t pb, int nb, uint8_t *ub)
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t) b * pb;
         uint8_t *u = ub + (size_t) b * UB_BYTES;
-        prefetch_ahead(blk, pb);
+        prefetch_ahead(kind, blk, pb);
 
         if (kind == Q8_0) {
             for (int k = 0; k < 8; k++) {
@@ -858,7 +865,7 @@ packed_1(const int kind, const uint8_t *w, size_t pb, int nb,
             __m512 dw, mw;
             __m512i g[8];
 
-            prefetch_ahead(blk, pb);
+            prefetch_ahead(kind, blk, pb);
             packed_block(kind, blk, g, &dw, &mw);
             acc[j] = packed_dot(kind, g, dw, &a[b], acc[j]);
             if (kind == Q4_1) {

@@ -35,9 +35,7 @@
  * for 16 rows from scales_l and scales_h by 32-bit shifts).
  *
  * Decode (one activation row) streams each group's super-blocks in
- * memory order and prefetches 2 KB ahead; one thread reads at 0.83-0.94
- * of a plain read loop's bytes/s over the same weights (bench/matmul
- * stream; docs/perf.md, K-quant decode).
+ * memory order and prefetches LLM_DECODE_PF_AHEAD (simd.h) ahead.
  *
  * defines: llm_avx512_tile_q4_Kp, llm_avx512_tile_q6_Kp,
  *          llm_avx512_tile_q5_Kp, llm_avx512_tile_iq4_xsp (simd.h's
@@ -53,12 +51,6 @@
 #include "simd_avx512_kq.h"
 #include "tensor_type.h"
 
-/* decode reads the weights once, from DRAM: ask for them this far ahead.
- * One thread streaming 400-600 MB of packed rows at n_x = 1 reached, of
- * a plain read loop's bytes/s in the same process (docs/perf.md, K-quant
- * decode): at 2 KB Q4_K 0.87-0.88, Q5_K 0.93-0.94, Q6_K 0.91-0.95,
- * IQ4_XS 0.85-0.86; at 4 KB 0.85-0.87, 0.81-0.87, 0.88-0.89, 0.73-0.85 */
-#define PF_AHEAD  2048
 /* activation rows from which a tile of two groups goes to
  * simd_avx512_kpx.c (its unpacking once pays from this many on) */
 #define KPX_MIN_N_X  8
@@ -68,7 +60,8 @@ KQ_TGT static KQ_INLINE void
 prefetch_ahead(const uint8_t *blk, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) {
-        _mm_prefetch((const char *) blk + PF_AHEAD + o, _MM_HINT_T0);
+        _mm_prefetch((const char *) blk + LLM_DECODE_PF_AHEAD + o,
+                     _MM_HINT_T0);
     }
 }
 
