@@ -202,11 +202,11 @@ for group in $SUITE; do
             "$f"
         run gptoss-kern "$f" PEER_SERVE=0 IK_BENCH_ARGS="-fmoe 1"
         # the serving rows send raw prompts (run's /v1/completions), so no
-        # chat template or reply parser takes part on either side.
-        # watchdog off: under a loaded machine's prefill a 256-token step
-        # outlasted the automatic bound (20 x the warm-up's short steps)
-        # and nginx replaced the engine mid-run (docs/STATUS.md)
-        run gptoss-serve "$f" PEER_KERNELS=0 ENGINE_EXTRA="watchdog off;"
+        # chat template or reply parser takes part on either side. The
+        # engine's watchdog is the default (auto: 20 x a step's expected
+        # time from its tokens, ring 11; it was off while the bound came
+        # from the warm-up's short steps and a loaded prefill outlasted it)
+        run gptoss-serve "$f" PEER_KERNELS=0
         # issue 31's target: every kernel row >= 1.0x, decode included
         REPORT_ARGS="--decode-target 1.0" report gptoss-MXFP4 \
             "gpt-oss-20b shape, 8 of 24 layers, MXFP4 experts, F16 rest (synthetic)" \
