@@ -305,9 +305,9 @@ BENCH_BINS := $(BUILD)/bench/serve_bench $(BUILD)/bench/decode \
 # with examples/) and SchemaStore's from `make deps`
 GRAMMAR_SCHEMAS ?= bench/schemas $(wildcard $(FIXTURES)/jsonschema/schemastore)
 
-$(BUILD)/bench/serve_bench: bench/serve_bench.c
+$(BUILD)/bench/serve_bench: bench/serve_bench.c engine/format/file.c engine/format/file.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< -lcjson
+	$(CC) $(CFLAGS) -o $@ $< engine/format/file.c -lcjson
 
 $(BUILD)/bench/decode: bench/decode.c bench/membw.c bench/membw.h $(ENGINE_LIB_OBJS) $(ENGINE_OBJS_CUDA)
 	@mkdir -p $(dir $@)

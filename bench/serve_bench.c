@@ -62,6 +62,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "format/file.h"
+
 #define SB_N_MESSAGES   16
 #define SB_MAX_CONNS    1024
 #define SB_MAX_TOKENS   4096
@@ -1064,29 +1066,18 @@ parse_int(const char *name, const char *s, int lo, int hi, int *out)
 }
 
 
+/* the file's text without its trailing newlines and blanks */
 static char *
 read_file(const char *path)
 {
-    FILE   *f = fopen(path, "rb");
-    char   *text;
-    long    n;
+    size_t  n;
+    char   *text = llm_read_file(path, 0, &n);
 
-    if (f == NULL) {
-        fprintf(stderr, "serve_bench: cannot open \"%s\": %s\n", path,
+    if (text == NULL) {
+        fprintf(stderr, "serve_bench: cannot read \"%s\": %s\n", path,
                 strerror(errno));
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    text = malloc(n + 1);
-    if (text == NULL || fread(text, 1, n, f) != (size_t) n) {
-        fprintf(stderr, "serve_bench: cannot read \"%s\"\n", path);
-        fclose(f);
-        free(text);
-        return NULL;
-    }
-    fclose(f);
     while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) {
         n--;
     }

@@ -180,6 +180,24 @@ unpack_chunk(const int kind, const uint8_t *w, size_t pb, int b0, int n,
 }
 
 
+/* one super-block's exact sums into the 16 rows' accumulator as the
+ * reference does: Q4_K/Q5_K d x dx x scaled sum, then less dmin x dx x
+ * the mins' sum (two fmaf); Q6_K/IQ4_XS d x dx x (sum - bias) (one) */
+KQ_TGT static KQ_INLINE __m512
+kpx_acc(const int kind, __m512 d, __m512 dmin, __m512 dx, __m512i is,
+    __m512i ib, __m512 acc)
+{
+    if (kind == KX_Q4_K || kind == KX_Q5_K) {
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(is),
+                              acc);
+        return _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx),
+                                _mm512_cvtepi32_ps(ib), acc);
+    }
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, dx),
+                           _mm512_cvtepi32_ps(_mm512_sub_epi32(is, ib)), acc);
+}
+
+
 /* X <= 4 activation rows against the two unpacked groups u0, u1 (n
  * super-blocks from b0); acc from (first: zero) and back to out */
 KQ_TGT static KQ_INLINE void
@@ -258,32 +276,18 @@ kpx_rows(const int kind, const int X, const uint8_t *u0, const uint8_t *u1,
             }
         }
         __m512 d0 = _mm512_load_ps(v0 + U_D), d1 = _mm512_load_ps(v1 + U_D);
+        __m512 n0 = d0, n1 = d1;                /* Q6_K, IQ4_XS: unused */
         if (kind == KX_Q4_K || kind == KX_Q5_K) {
-            __m512 n0 = _mm512_load_ps(v0 + U_DMIN);
-            __m512 n1 = _mm512_load_ps(v1 + U_DMIN);
+            n0 = _mm512_load_ps(v0 + U_DMIN);
+            n1 = _mm512_load_ps(v1 + U_DMIN);
+        }
 #pragma GCC unroll 4
-            for (int x = 0; x < X; x++) {
-                __m512 dx = _mm512_set1_ps(a[x]->d);
-                acc[x][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, dx),
-                                _mm512_cvtepi32_ps(is[x][0]), acc[x][0]);
-                acc[x][0] = _mm512_fnmadd_ps(_mm512_mul_ps(n0, dx),
-                                _mm512_cvtepi32_ps(ib[x][0]), acc[x][0]);
-                acc[x][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, dx),
-                                _mm512_cvtepi32_ps(is[x][1]), acc[x][1]);
-                acc[x][1] = _mm512_fnmadd_ps(_mm512_mul_ps(n1, dx),
-                                _mm512_cvtepi32_ps(ib[x][1]), acc[x][1]);
-            }
-        } else {
-#pragma GCC unroll 4
-            for (int x = 0; x < X; x++) {
-                __m512 dx = _mm512_set1_ps(a[x]->d);
-                acc[x][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, dx),
-                                _mm512_cvtepi32_ps(_mm512_sub_epi32(
-                                    is[x][0], ib[x][0])), acc[x][0]);
-                acc[x][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, dx),
-                                _mm512_cvtepi32_ps(_mm512_sub_epi32(
-                                    is[x][1], ib[x][1])), acc[x][1]);
-            }
+        for (int x = 0; x < X; x++) {
+            __m512 dx = _mm512_set1_ps(a[x]->d);
+            acc[x][0] = kpx_acc(kind, d0, n0, dx, is[x][0], ib[x][0],
+                                acc[x][0]);
+            acc[x][1] = kpx_acc(kind, d1, n1, dx, is[x][1], ib[x][1],
+                                acc[x][1]);
         }
     }
 #pragma GCC unroll 4

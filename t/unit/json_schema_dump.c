@@ -8,6 +8,7 @@
  *
  * defines: main
  */
+#include "format/file.h"
 #include "grammar/json_schema.h"
 
 #include <cjson/cJSON.h>
@@ -49,24 +50,16 @@ convert_value(const cJSON *v)
 static void
 convert_file(const char *path)
 {
-    FILE    *f = fopen(path, "rb");
     char    *text, *line, *save;
-    long     n;
+    size_t   n;
     cJSON   *doc = NULL;
     const cJSON  *c;
 
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
+    text = llm_read_file(path, 0, NULL);
+    if (text == NULL) {
         fprintf(stderr, "json_schema_dump: cannot read %s\n", path);
         exit(1);
     }
-    rewind(f);
-    text = malloc(n + 1);
-    if (text == NULL || fread(text, 1, n, f) != (size_t) n) {
-        fprintf(stderr, "json_schema_dump: cannot read %s\n", path);
-        exit(1);
-    }
-    fclose(f);
-    text[n] = '\0';
     n = strlen(text);
     if (n > 6 && strcmp(path + strlen(path) - 6, ".jsonl") == 0) {
         for (line = strtok_r(text, "\n", &save); line;
