@@ -12,7 +12,9 @@
  * Prints one table: bandwidth, weight bytes, prefill tokens/s (one batch
  * of --prompt tokens, best of 3), decode tokens/s (--decode steps after
  * that prompt, best of 3, mean beside it) and decode as a fraction of the
- * roofline. --bw 0 skips the bandwidth pass (1 GiB read 15 times; the
+ * roofline, then how much of the process's anonymous memory (the packed
+ * weights, the KV pool) sits on transparent huge pages. --bw 0 skips the
+ * bandwidth pass (1 GiB read 15 times; the
  * kernels table of make bench's peer mode needs only the two speeds):
  * bandwidth, roofline and the fraction then print as 0.
  */
@@ -33,6 +35,28 @@ now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+
+/* kB of the process's anonymous memory, and of it on transparent huge
+ * pages (/proc/self/smaps_rollup): the packed weights and the KV pool ask
+ * for huge pages, and a fragmented machine may give 4 KB pages instead,
+ * which decode reads slower (docs/perf.md) */
+static void
+anon_kb(long *anon, long *huge)
+{
+    char   line[256];
+    FILE  *f = fopen("/proc/self/smaps_rollup", "r");
+
+    *anon = *huge = -1;
+    if (f == NULL) {
+        return;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        sscanf(line, "Anonymous: %ld kB", anon);
+        sscanf(line, "AnonHugePages: %ld kB", huge);
+    }
+    fclose(f);
 }
 
 
@@ -82,6 +106,7 @@ main(int argc, char **argv)
     double                bw, t0, prefill = 0, dt, decode, mean, roof;
     uint64_t              wbytes;
     int                   i, rep;
+    long                  anon, huge;
 
     for (i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--model") == 0) path = argv[i + 1];
@@ -168,6 +193,9 @@ main(int argc, char **argv)
     printf("decode           %.2f tokens/s (batch 1, %d steps after %d, "
            "best of 3; mean %.1f)\n", decode, n_decode, n_prompt, mean);
     printf("decode/roofline  %.1f%%\n", roof > 0 ? 100.0 * decode / roof : 0);
+    anon_kb(&anon, &huge);
+    printf("huge pages       %.1f of %.1f MB anonymous\n", huge / 1024.0,
+           anon / 1024.0);
 
     llm_backend_free(s.be);
     llm_model_free(&m);

@@ -1138,10 +1138,14 @@ enum { F32W, F16W, BF16W };
  * one thread 12.5-12.9 -> 13.4-13.7 GB/s (docs/perf.md) */
 #define FR1 8
 /* one activation row (decode) streams its weights from DRAM: each of the
- * weight rows prefetched this many bytes ahead (F16 n_x 1 over 519 MB, one
- * thread: 12.2-13.1 -> 14.2-14.7 GB/s with 1024, 13.6-13.7 with 256;
- * docs/perf.md) */
-#define FLOAT_PREFETCH  1024
+ * weight rows prefetched this many bytes ahead, and near a row's end the
+ * same place in the row FR1 on (the next pass's, whose first bytes were
+ * cold otherwise: 7 of every 8 rows started on a miss). gpt-oss-20b-8l
+ * decode at 2 threads (bench/decode, the F16 classifier and attention
+ * half its bytes): 1024 ahead, no next pass 14.62-15.52 tokens/s; with it
+ * 15.47-16.21; at 512 16.05-16.29 (docs/perf.md "Prefetch distance at
+ * two threads") */
+#define FLOAT_PREFETCH  512
 /* fully unrolled, so that acc[][][] lives in registers; not under the
    sanitizers, whose build needs the same operations, not the registers,
    and compiled 1.5x slower unrolled (as attention.c's ATT_UNROLL) */
@@ -1217,9 +1221,12 @@ float_block(const int kind, const llm_tile *t, const uint8_t *w, int r0,
     }
     for ( ; j + 32 <= n; j += 32) {
         if (nc == 1) {                /* decode: see FLOAT_PREFETCH */
+            const size_t row = (kind == F32W ? 4 : 2) * (size_t) n;
+            size_t off = (kind == F32W ? 4 : 2) * (size_t) j + FLOAT_PREFETCH;
+            const uint8_t *p = off < row ? w + off
+                               : w + nr * t->w_stride + (off - row);
             UNROLL for (int r = 0; r < nr; r++) {
-                _mm_prefetch((const char *) (w + r * t->w_stride)
-                             + (kind == F32W ? 4 : 2) * j + FLOAT_PREFETCH,
+                _mm_prefetch((const char *) (p + r * t->w_stride),
                              _MM_HINT_T0);
             }
         }
