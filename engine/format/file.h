@@ -3,7 +3,8 @@
  * sequence that the command line (server/cli.c), tokenizer.json's
  * reader (tokenizer/hf.c), the synthetic models (model/synth.c), the
  * unit tests (t/unit/tap.h's tap_slurp, t/unit/json_schema_dump.c) and
- * the benchmarks (bench/grammar_bench.c, bench/serve_bench.c) share. Blocking stdio: at load or config time,
+ * the benchmarks (bench/grammar_bench.c, bench/serve_bench.c) share.
+ * Blocking stdio: at load or config time,
  * never in an nginx worker's request path.
  *
  * defines: llm_read_file
