@@ -35,7 +35,8 @@
 # Environment: BUILD, IK_LLAMA_BIN (required), LLAMA_BIN, QUANTIZE (the
 # peer's llama-quantize: LLAMA_BIN's, else IK_LLAMA_BIN's), SYNTH_DIR
 # (where the model files go; build/bench/models), FIXTURES, GEMMA,
-# SUITE ("1b moe gptoss gemma": which groups), SUITE_TYPES, PEER_8B (0), KEEP (0:
+# SUITE ("1b moe gptoss gemma": which groups; set and empty: none, as
+# for the 8B alone with PEER_8B=1), SUITE_TYPES, PEER_8B (0), KEEP (0:
 # the synthetic files are deleted after their rows; 1: kept for a rerun),
 # and run.sh's own (ROUNDS, THREADS, PEER_REPS, ...).
 
@@ -47,7 +48,7 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ngx_llm
 FIXTURES=${FIXTURES:-$CACHE/fixtures}
 GEMMA=${GEMMA:-$CACHE/gemma-3-270m-q4_k_m.gguf}
 SYNTH_DIR=${SYNTH_DIR:-$BUILD/bench/models}
-SUITE=${SUITE:-1b moe gptoss gemma}
+SUITE=${SUITE-1b moe gptoss gemma}
 SUITE_TYPES=${SUITE_TYPES:-Q4_K_M Q5_K_M Q6_K Q8_0 IQ4_XS}
 PEER_8B=${PEER_8B:-0}
 KEEP=${KEEP:-0}
