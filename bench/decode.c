@@ -194,8 +194,10 @@ main(int argc, char **argv)
            "best of 3; mean %.1f)\n", decode, n_decode, n_prompt, mean);
     printf("decode/roofline  %.1f%%\n", roof > 0 ? 100.0 * decode / roof : 0);
     anon_kb(&anon, &huge);
-    printf("huge pages       %.1f of %.1f MB anonymous\n", huge / 1024.0,
-           anon / 1024.0);
+    if (anon >= 0 && huge >= 0) {        /* no smaps_rollup: no line */
+        printf("huge pages       %.1f of %.1f MB anonymous\n",
+               huge / 1024.0, anon / 1024.0);
+    }
 
     llm_backend_free(s.be);
     llm_model_free(&m);

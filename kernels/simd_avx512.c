@@ -608,7 +608,7 @@ tile_q8_0(const llm_tile *t)
  * before the next one (which the prefetch reaches into). Q4_0 and Q4_1
  * keep 4 KB: SmolLM2 Q4_1 (96 MB, within this machine's last-level
  * cache) decodes 1.15-1.4x faster at 4 KB than at 1 KB; the other types
- * take LLM_DECODE_PF_AHEAD (simd.h: gpt-oss's MXFP4 1.07-1.09x, the 8B
+ * take LLM_DECODE_PF_AHEAD (simd.h: gpt-oss's MXFP4 1.07-1.12x, the 8B
  * Q8_0 1.04-1.08x at 1 KB against 4 KB; docs/perf.md "Prefetch distance
  * at two threads"). */
 #define PF_AHEAD_Q4  4096
