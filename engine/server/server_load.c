@@ -17,6 +17,7 @@
 #include "backend/encoder.h"
 #include "format/gguf.h"
 #include "grammar/grammar.h"
+#include "isa.h"
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/plan.h"
@@ -390,6 +391,12 @@ llm_loader_thread(void *arg)
         llm_log(LLM_LOG_ERR, "%s", err);
         llm_ring_fail(s, err);
         return NULL;
+    }
+    if (strcmp(s->opt.backend, "cpu") == 0) {
+        /* the kernels decide the arithmetic: greedy replies of two
+           machines differ where these do */
+        llm_log(LLM_LOG_NOTICE, "cpu backend: %s kernels, %d threads",
+                llm_kernels_isa_name(llm_kernels_isa()), s->opt.threads);
     }
 
     /* the block manager counts pages: one layer group's (model/kv.h) */
