@@ -203,7 +203,7 @@ quantize_kmin(const float *x, int sub, int nmax, int lmax, int *q, int *ls,
     int *lm, llm_half *hd, llm_half *hm)
 {
     int ns = LLM_QK_K / sub;
-    float sc[16], mn[16], d, dmin;
+    float sc[16] = { 0 }, mn[16] = { 0 }, d, dmin;
 
     for (int s = 0; s < ns; s++) {
         fit_min(x + sub * s, sub, nmax, &sc[s], &mn[s]);

@@ -151,7 +151,10 @@ nl_fit(const float *x, int n, uint8_t *idx)
             max = x[j];
         }
     }
-    memset(idx, 8, n);                       /* value 1: d = 0 makes 0 */
+    if (n <= 0) {
+        return 0.0f;
+    }
+    memset(idx, 8, (size_t) n);              /* value 1: d = 0 makes 0 */
     if (amax == 0.0f) {
         return 0.0f;
     }

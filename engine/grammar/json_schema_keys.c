@@ -129,7 +129,7 @@ js_extra_key(js_ctx *c, llm_strbuf *b, const char **names, int n)
     char        name[96];
     int         i, rc;
 
-    if (n == 0) {
+    if (n <= 0) {
         js_need(c, b, N_STRING, "string");
         return JS_OK;
     }

@@ -539,7 +539,7 @@ main(void)
        "logits with hidden == logits without; hidden the same");
 
     {
-        llm_batch_limits  l = { 64, 605, 256, 16, 64, 1 };
+        llm_batch_limits  l = { 64, 605, 256, 16, 64, 1, 0 };
         llm_batch         b;
         int32_t           t = 1, ps = 0, sq = 0, bad = 1, tb[1] = { 0 };
         int32_t           nb = 1;
