@@ -16,8 +16,9 @@
  *   bench/matmul [threads] [seconds-per-case] packed [TYPE]
  *
  * instead: per packable type (tensor.h, llm_pack), a 2048x2048 matrix (a
- * Llama-3.2-1B projection) as stored and packed, n_x = 1 (decode) and 128
- * (prefill; MXFP4: a 2880x2880 gpt-oss-20b expert instead), the two
+ * Llama-3.2-1B projection) as stored and packed, n_x = 1 (decode), 16 (a
+ * serving step of 16 decodes) and 128 (prefill; MXFP4: a 2880x2880
+ * gpt-oss-20b expert instead), the two
  * variants alternated round after round on the
  * calling thread alone, timed in its CPU time (a shared machine's load
  * does not enter); prints the best time of each and plain / packed
@@ -187,7 +188,7 @@ packed_vs_plain(float *x, float *out, double secs, const char *only)
         GGML_TYPE_IQ4_NL, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K,
         GGML_TYPE_IQ4_XS, GGML_TYPE_MXFP4,
     };
-    static const int nxs[] = { 1, 128 };
+    static const int nxs[] = { 1, 16, 128 };
 
     for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
         int dim = types[t] == GGML_TYPE_MXFP4 ? 2880 : 2048;
@@ -206,7 +207,7 @@ packed_vs_plain(float *x, float *out, double secs, const char *only)
         }
         pd = llm_alloc_aligned(llm_pack_size(&w));
         llm_pack(&w, pd, &p);
-        for (size_t n = 0; n < 2; n++) {
+        for (size_t n = 0; n < sizeof(nxs) / sizeof(nxs[0]); n++) {
             double bw = 1e9, bp = 1e9;
             for (int round = 0; round < 5; round++) {
                 int reps = nxs[n] == 1 ? (int) (200 * secs) : (int) (4 * secs);
