@@ -1663,7 +1663,7 @@ reason_cmp(const void *a, const void *b)
 static void
 corpus_suite(int *schemas, int *compiled, coverage *cv)
 {
-    char           dir[1024], path[1200], err[512], *text, *s;
+    char           dir[1024], path[1300], err[512], *text, *s;
     DIR           *d;
     struct dirent *e;
     cJSON         *doc;
