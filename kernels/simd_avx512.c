@@ -1142,8 +1142,8 @@ enum { F32W, F16W, BF16W };
  * same place in the row FR1 on (the next pass's, whose first bytes were
  * cold otherwise: 7 of every 8 rows started on a miss). gpt-oss-20b-8l
  * decode at 2 threads (bench/decode; the F16 classifier and attention
- * are 76% of its bytes): 1024 ahead, no next pass 14.62-15.52 tokens/s; with it
- * 15.47-16.21; at 512 16.05-16.29 (docs/perf.md "Prefetch distance at
+ * are 76% of its bytes): 1024 ahead, no next pass 14.62-15.52 tokens/s;
+ * with it 15.47-16.21; at 512 16.05-16.29 (docs/perf.md "Prefetch distance at
  * two threads") */
 #define FLOAT_PREFETCH  512
 /* fully unrolled, so that acc[][][] lives in registers; not under the

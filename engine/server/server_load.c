@@ -394,9 +394,10 @@ llm_loader_thread(void *arg)
     }
     if (strcmp(s->opt.backend, "cpu") == 0) {
         /* the kernels decide the arithmetic: greedy replies of two
-           machines differ where these do */
-        llm_log(LLM_LOG_NOTICE, "cpu backend: %s kernels, %d threads",
-                llm_kernels_isa_name(llm_kernels_isa()), s->opt.threads);
+           machines differ where these do (the ready line gives the
+           threads) */
+        llm_log(LLM_LOG_NOTICE, "cpu backend: %s kernels",
+                llm_kernels_isa_name(llm_kernels_isa()));
     }
 
     /* the block manager counts pages: one layer group's (model/kv.h) */
