@@ -33,7 +33,7 @@
  * While a chunk's products run, the next chunk's packed bytes (after the
  * last, the next tile's first) are prefetched into L2, spread over the
  * products' super-blocks: at 16 activation rows (a serving step) a tile
- * from DRAM took 1.2-1.3x its time from the cache without it, 1.01-1.04x
+ * from DRAM took 1.2-1.3x its time from the cache without it, 1.01-1.11x
  * with it (bench/matmul stream, session 15).
  *
  * defines: llm_avx512_tile_kpx (simd.h)
