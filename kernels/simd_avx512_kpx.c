@@ -345,7 +345,10 @@ tile_kpx(const int kind, const size_t bytes, const llm_tile *t)
             pf_len = (size_t) (nb < KC ? nb : KC) * pb;
         }
         pf[1] = pf[0] + t->w_stride;
-        /* spread over the chunk's (n_x + 3) / 4 calls of n super-blocks */
+        /* spread over the chunk's (n_x + 3) / 4 calls of n super-blocks,
+           at least a line a super-block: at many rows the later calls
+           reach past the next chunk, into bytes the stream reads soon;
+           a prefetch past the tensor's end does not fault */
         pf_b = (pf_len / ((t->n_x + 3) / 4) / n + 63) & ~(size_t) 63;
         unpack_chunk(kind, t->w, pb, b0, n, ub);
         unpack_chunk(kind, t->w + t->w_stride, pb, b0, n, ub + KC * U_BYTES);
