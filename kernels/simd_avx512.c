@@ -611,11 +611,12 @@ tile_q8_0(const llm_tile *t)
  * take LLM_DECODE_PF_AHEAD (simd.h: gpt-oss's MXFP4 1.07-1.12x, the 8B
  * Q8_0 1.04-1.08x at 1 KB against 4 KB; docs/perf.md "Prefetch distance
  * at two threads"). Q8_0 also asks L2 for the bytes PF_L2_Q8 ahead: its
- * decode kernel (half its blocks' 64-byte quant loads straddle two cache
- * lines) streamed 14.5-16.5 GB/s a thread against 19 for a plain read
- * loop; with it the 8B Q8_0 decodes 1.05x faster at two threads (3.84-
- * 4.05 against 3.77-3.81 tok/s, four interleaved runs; 4 KB 1.04x, 8 KB
- * 0.97x), the 1B 1.03-1.09x; MXFP4 lost 1% with it (session 15). */
+ * decode kernel streamed 14.5-16.5 GB/s a thread against 19 for a plain
+ * read loop (not for its 64-byte quant loads that straddle two lines:
+ * a copy with them aligned read the same); with it the 8B Q8_0 decodes
+ * 1.05x faster at two threads (3.84-4.05 against 3.77-3.81 tok/s, four
+ * interleaved runs; 4 KB 1.04x, 8 KB 0.97x), the 1B 1.03-1.09x; MXFP4
+ * lost 1% with it (session 15). */
 #define PF_AHEAD_Q4  4096
 #define PF_L2_Q8     2048
 
